@@ -1,0 +1,98 @@
+/* The training configuration: Megatron-LM's command-line flags, parsed (engine/config/args.c).
+ * Field names follow the flag names (--num-layers -> num_layers). Defaults are Megatron's. */
+#ifndef TWINRUN_CONFIG_H
+#define TWINRUN_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define TR_MAX_PATHS 64
+#define TR_PATH_LEN 1024
+
+typedef enum tr_norm_type { TR_NORM_LAYERNORM = 0, TR_NORM_RMSNORM = 1 } tr_norm_type;
+typedef enum tr_pos_emb { TR_POS_ROPE = 0, TR_POS_LEARNED = 1, TR_POS_NONE = 2 } tr_pos_emb;
+typedef enum tr_lr_style {
+    TR_LR_CONSTANT = 0,
+    TR_LR_LINEAR,
+    TR_LR_COSINE,
+    TR_LR_INVERSE_SQRT,
+} tr_lr_style;
+
+typedef struct tr_config {
+    /* model */
+    int num_layers, hidden_size, ffn_hidden_size, num_attention_heads;
+    bool group_query_attention;
+    int num_query_groups; /* = heads unless --group-query-attention */
+    int kv_channels;      /* head dim; 0 = hidden / heads */
+    int seq_length, max_position_embeddings;
+    tr_pos_emb position_embedding_type;
+    double rotary_base, rotary_percent;
+    tr_norm_type normalization;
+    double norm_epsilon;
+    bool apply_layernorm_1p, swiglu, untie_embeddings_and_output_weights, disable_bias_linear;
+    double attention_dropout, hidden_dropout;
+    double init_method_std;
+    int vocab_size;                     /* from --vocab-size or the HF config; 0 = unset */
+    int make_vocab_size_divisible_by;   /* 128 */
+    bool use_mcore_models;
+
+    /* training */
+    int micro_batch_size, global_batch_size;
+    int64_t train_iters, train_samples;       /* exactly one is set (>0) */
+    double lr, min_lr, lr_warmup_init;
+    tr_lr_style lr_decay_style;
+    int64_t lr_decay_iters, lr_decay_samples; /* 0 = unset */
+    int64_t lr_warmup_iters, lr_warmup_samples;
+    double lr_warmup_fraction;                /* <0 = unset */
+    double clip_grad, weight_decay, adam_beta1, adam_beta2, adam_eps;
+    bool bf16, grad_reduce_in_bf16;
+    bool calculate_per_token_loss, cross_entropy_loss_fusion;
+    bool check_for_nan_in_loss_and_grad;      /* default on */
+    uint64_t seed;                            /* 1234 */
+    int exit_interval;                        /* 0 = none */
+    double exit_duration_in_mins;             /* 0 = none */
+
+    /* parallelism */
+    int tensor_model_parallel_size, pipeline_model_parallel_size, context_parallel_size;
+    bool sequence_parallel, use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather;
+
+    /* data */
+    int n_data_path;
+    char data_path[TR_MAX_PATHS][TR_PATH_LEN]; /* as given: [weight] prefix pairs or prefixes */
+    bool mock_data;
+    char split[64];                            /* "969, 30, 1" */
+    char data_cache_path[TR_PATH_LEN];
+    char tokenizer_type[64], tokenizer_model[TR_PATH_LEN];
+    bool eod_mask_loss, reset_position_ids, reset_attention_mask, mmap_bin_files;
+    int num_workers;
+
+    /* evaluation, logging, checkpoints */
+    int log_interval, eval_interval, eval_iters, save_interval;
+    bool log_throughput;
+    double distributed_timeout_minutes;
+    char save[TR_PATH_LEN], load[TR_PATH_LEN], tensorboard_dir[TR_PATH_LEN], ckpt_format[32];
+
+    /* twinrun's own */
+    char hf_load[TR_PATH_LEN];     /* --hf-load DIR: import Hugging Face weights and config */
+    char metrics_jsonl[TR_PATH_LEN]; /* --metrics-jsonl FILE: one JSON object per iteration */
+    char tokens_file[TR_PATH_LEN]; /* --tokens-file FILE: raw int32 [iters, GBS, seq+1] (tests) */
+} tr_config;
+
+/* Fills cfg with Megatron's defaults. */
+void tr_config_defaults(tr_config *cfg);
+
+/* Parses argv (without argv[0]) into cfg, which must hold defaults. Returns 0, or -1 with a
+ * one-line message in err naming the flag and the fix (e.g. the closest known flag). --help
+ * returns 1 and prints the flag list to stdout. */
+int tr_config_parse(tr_config *cfg, int argc, char **argv, char *err, size_t errlen);
+
+/* Cross-flag checks after parsing and after an HF config is merged in (divisibility, ranges,
+ * batch arithmetic for `world` ranks). Returns 0 or -1 with err. */
+int tr_config_validate(const tr_config *cfg, int world, char *err, size_t errlen);
+
+/* Writes the --help text. */
+void tr_config_print_help(FILE *out);
+
+#endif

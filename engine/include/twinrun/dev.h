@@ -1,0 +1,65 @@
+/* The device seam: memory, copies, streams, events and the clock.
+ *
+ * Resolved at link time: sim/dev_sim.c (twin: host memory with a per-rank capacity and a simulated
+ * clock) or engine/cuda/dev_cuda.cu (CUDA/MUSA runtime). Engine code never dereferences a device
+ * pointer on the host; it copies through these calls.
+ *
+ * Errors: allocation failure returns NULL after recording a message (dev_last_error); every other
+ * failure is fatal for the rank and goes through dev_rank_abort. */
+#ifndef TWINRUN_DEV_H
+#define TWINRUN_DEV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct dev_device dev_device;
+typedef struct dev_stream dev_stream;
+typedef struct dev_event dev_event;
+
+typedef struct dev_info {
+    char name[64];        /* "twin-cpu", "NVIDIA H200", ... */
+    char backend[16];     /* "twin", "cuda", "musa" */
+    size_t capacity;      /* bytes this rank may allocate */
+} dev_info;
+
+/* Opens device `ordinal` for one rank. capacity == 0 means the device's own memory size
+ * (twin: unlimited unless set). Returns NULL and fills err on failure. */
+dev_device *dev_open(int ordinal, size_t capacity, char *err, size_t errlen);
+void dev_close(dev_device *d);
+void dev_get_info(const dev_device *d, dev_info *out);
+
+/* Memory. `what` names the allocation for out-of-memory messages. */
+void *dev_alloc(dev_device *d, size_t bytes, const char *what);
+void dev_free(dev_device *d, void *p);
+size_t dev_mem_used(const dev_device *d);
+size_t dev_mem_peak(const dev_device *d);
+const char *dev_last_error(const dev_device *d);
+
+/* Streams: ordered queues of work. The default stream exists for the device's lifetime. */
+dev_stream *dev_stream_default(dev_device *d);
+dev_stream *dev_stream_create(dev_device *d);
+void dev_stream_destroy(dev_stream *s);
+void dev_stream_sync(dev_stream *s); /* host waits until the stream's work is done */
+dev_device *dev_stream_device(dev_stream *s);
+
+dev_event *dev_event_create(dev_device *d);
+void dev_event_destroy(dev_event *e);
+void dev_event_record(dev_event *e, dev_stream *s);
+void dev_stream_wait_event(dev_stream *s, dev_event *e);
+
+/* Copies are ordered on stream s; host buffers must stay valid until dev_stream_sync. */
+void dev_copy_h2d(dev_stream *s, void *dst, const void *src, size_t bytes);
+void dev_copy_d2h(dev_stream *s, void *dst, const void *src, size_t bytes);
+void dev_copy_d2d(dev_stream *s, void *dst, const void *src, size_t bytes);
+void dev_memset_zero(dev_stream *s, void *dst, size_t bytes);
+
+/* Clock in seconds: wall time on real devices, simulated time in the twin, so a 10-minute
+ * watchdog costs no wall time there. */
+double dev_clock_now(dev_device *d);
+void dev_sleep(dev_device *d, double seconds);
+
+/* The one rank-fail path's last step: real mode exits the process with `code`; the twin ends
+ * only the calling rank. Never returns. */
+_Noreturn void dev_rank_abort(int code);
+
+#endif
