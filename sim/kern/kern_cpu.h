@@ -1,0 +1,76 @@
+/* Private helpers of the twin's CPU kernels: typed element access and fp64 scratch.
+ *
+ * Numerics shared by every kernel in this folder (the oracle's contract):
+ * - loads widen bf16 -> fp32 exactly; arithmetic on loaded values happens in double;
+ * - long reductions (dot products, softmax sums, norm statistics) accumulate in double in a
+ *   fixed, documented order, and the result is rounded once, double -> fp32 -> storage type,
+ *   at the store. A product of two fp32 values is exact in double, so a double accumulator
+ *   stays far inside the 1e-5 (logits) / 1e-4 (grads) tolerances against a float64 reference;
+ * - no threads, no reassociation (-ffp-contract=off, no fast-math): same inputs, same bits.
+ * In the twin, device memory is host memory, so kernels dereference the pointers they get. */
+#ifndef TWINRUN_SIM_KERN_CPU_H
+#define TWINRUN_SIM_KERN_CPU_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "twinrun/dtype.h"
+#include "twinrun/err.h"
+
+/* Element i of b as fp32. */
+static inline float ld(tr_buf b, size_t i) {
+    switch (b.dt) {
+    case TR_F32: return ((const float *)b.p)[i];
+    case TR_BF16: return tr_bf16_to_f32(((const uint16_t *)b.p)[i]);
+    case TR_I32: break;
+    }
+    tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(b.dt));
+}
+
+/* Store v into element i of b, rounding to nearest-even when b is bf16. */
+static inline void st(tr_buf b, size_t i, float v) {
+    switch (b.dt) {
+    case TR_F32: ((float *)b.p)[i] = v; return;
+    case TR_BF16: ((uint16_t *)b.p)[i] = tr_f32_to_bf16(v); return;
+    case TR_I32: break;
+    }
+    tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(b.dt));
+}
+
+/* The one rounding of a double result: double -> fp32 here, fp32 -> bf16 inside st(). */
+static inline void st_d(tr_buf b, size_t i, double v) { st(b, i, (float)v); }
+
+static inline void kern_check_float_buf(tr_buf b, const char *what) {
+    if (b.dt != TR_F32 && b.dt != TR_BF16)
+        tr_fatal("kernel: %s has element type %s; kernels take fp32 or bf16 tensors", what, tr_dtype_name(b.dt));
+    if (!b.p) tr_fatal("kernel: %s is a NULL device pointer", what);
+}
+
+/* Host scratch for the twin's kernels; out of host memory is fatal for the rank. */
+static inline void *kern_scratch(size_t count, size_t elem_size, const char *what) {
+    if (count == 0) count = 1;
+    if (count > SIZE_MAX / elem_size) tr_fatal("kernel: scratch for %s overflows size_t (%zu elements)", what, count);
+    void *p = malloc(count * elem_size);
+    if (!p) tr_fatal("kernel: out of host memory for %zu elements of scratch (%s)", count, what);
+    return p;
+}
+
+/* n consecutive elements of b starting at element off, widened to double. */
+static inline void ld_row_d(double *dst, tr_buf b, size_t off, size_t n) {
+    if (b.dt == TR_F32) {
+        const float *src = (const float *)b.p + off;
+        for (size_t i = 0; i < n; i++) dst[i] = src[i];
+    } else {
+        for (size_t i = 0; i < n; i++) dst[i] = ld(b, off + i);
+    }
+}
+
+/* A whole tensor of n elements widened into fresh double scratch. */
+static inline double *ld_all_d(tr_buf b, size_t n, const char *what) {
+    double *d = kern_scratch(n, sizeof *d, what);
+    ld_row_d(d, b, 0, n);
+    return d;
+}
+
+#endif

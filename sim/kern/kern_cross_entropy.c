@@ -1,0 +1,58 @@
+/* Softmax cross-entropy over a vocabulary row, forward and backward, for the twin.
+ * The log-sum-exp of each row is a double reduction in ascending vocabulary order. */
+#include <math.h>
+
+#include "kern_cpu.h"
+#include "twinrun/kern.h"
+
+static void check_target(const int32_t *targets, int n, int V) {
+    const int32_t t = targets[n];
+    if (t < 0 || t >= V)
+        tr_fatal("cross entropy: target %d at row %d is outside the vocabulary [0, %d); check --vocab-size and "
+                 "the data",
+                 (int)t, n, V);
+}
+
+/* log(sum_j exp(logits[row + j])) over j = 0..V-1, max-shifted. */
+static double row_lse(tr_buf logits, size_t row, size_t V) {
+    double mx = -INFINITY;
+    for (size_t j = 0; j < V; j++) {
+        const double x = ld(logits, row + j);
+        if (x > mx || isnan(x)) mx = x; /* a NaN logit makes the loss NaN, never hides */
+    }
+    if (isinf(mx) || isnan(mx)) return mx;
+    double sum = 0.0;
+    for (size_t j = 0; j < V; j++) sum += exp((double)ld(logits, row + j) - mx);
+    return mx + log(sum);
+}
+
+void kern_cross_entropy_forward(dev_stream *s, float *losses, tr_buf logits, const int32_t *targets, int N, int V) {
+    (void)s;
+    TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
+    TR_CHECK(losses != NULL && targets != NULL, "cross entropy needs losses and targets");
+    kern_check_float_buf(logits, "cross entropy logits");
+    for (int n = 0; n < N; n++) {
+        check_target(targets, n, V);
+        const size_t row = (size_t)n * (size_t)V;
+        losses[n] = (float)(row_lse(logits, row, (size_t)V) - (double)ld(logits, row + (size_t)targets[n]));
+    }
+}
+
+void kern_cross_entropy_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const int32_t *targets,
+                                 const float *dloss, int N, int V) {
+    (void)s;
+    TR_CHECK(N > 0 && V > 0, "cross entropy backward needs N and V positive");
+    TR_CHECK(dloss != NULL && targets != NULL, "cross entropy backward needs dloss and targets");
+    kern_check_float_buf(dlogits, "cross entropy dlogits");
+    kern_check_float_buf(logits, "cross entropy logits");
+    for (int n = 0; n < N; n++) check_target(targets, n, V);
+    for (int n = 0; n < N; n++) {
+        const size_t row = (size_t)n * (size_t)V;
+        const double lse = row_lse(logits, row, (size_t)V), scale = dloss[n];
+        /* Element j is read before it is written, so dlogits may alias logits. */
+        for (int j = 0; j < V; j++) {
+            const double p = exp((double)ld(logits, row + (size_t)j) - lse);
+            st_d(dlogits, row + (size_t)j, (p - (j == targets[n] ? 1.0 : 0.0)) * scale);
+        }
+    }
+}

@@ -1,0 +1,51 @@
+/* Elementwise kernels for the twin: add, scale, cast, sum of squares. */
+#include <string.h>
+
+#include "kern_cpu.h"
+#include "twinrun/kern.h"
+
+void kern_add(dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n) {
+    (void)s;
+    if (n == 0) return;
+    kern_check_float_buf(out, "add out");
+    kern_check_float_buf(a, "add a");
+    kern_check_float_buf(b, "add b");
+    /* One fp32 add per element, as a GPU does it; element i is read before it is written,
+     * so out may alias a or b. */
+    for (size_t i = 0; i < n; i++) st(out, i, ld(a, i) + ld(b, i));
+}
+
+void kern_scale(dev_stream *s, tr_buf x, float alpha, size_t n) {
+    (void)s;
+    if (n == 0) return;
+    kern_check_float_buf(x, "scale x");
+    for (size_t i = 0; i < n; i++) st(x, i, ld(x, i) * alpha);
+}
+
+void kern_cast(dev_stream *s, tr_buf dst, tr_buf src, size_t n) {
+    (void)s;
+    if (n == 0) return;
+    TR_CHECK(dst.p && src.p, "cast needs non-NULL source and destination");
+    if (dst.dt == src.dt) {
+        /* Same type: a bit copy, so NaN payloads and -0 survive untouched. */
+        memmove(dst.p, src.p, n * tr_dtype_size(dst.dt));
+        return;
+    }
+    kern_check_float_buf(dst, "cast dst");
+    kern_check_float_buf(src, "cast src");
+    for (size_t i = 0; i < n; i++) st(dst, i, ld(src, i));
+}
+
+void kern_sum_squares(dev_stream *s, float *out, tr_buf x, size_t n) {
+    (void)s;
+    TR_CHECK(out != NULL, "sum_squares needs an output scalar");
+    if (n == 0) return;
+    kern_check_float_buf(x, "sum_squares x");
+    /* Ascending-order sum in double (squares of fp32 are exact there); NaN/Inf propagate. */
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double v = ld(x, i);
+        sum += v * v;
+    }
+    out[0] = (float)((double)out[0] + sum);
+}

@@ -1,0 +1,120 @@
+/* RMSNorm and LayerNorm, forward and backward, for the twin.
+ *
+ * Row statistics are computed in double (two passes for LayerNorm: mean, then the centred sum of
+ * squares, which avoids cancellation) and stored as fp32 mean/rstd. The forward output uses the
+ * double statistics; the backward recomputes xhat from the stored fp32 ones, exactly as the
+ * GPU kernels will have to. */
+#include <math.h>
+
+#include "kern_cpu.h"
+#include "twinrun/kern.h"
+
+/* The scale applied to channel c: weight, or 1 + weight with --apply-layernorm-1p. */
+static double gamma_of(const kern_norm_desc *nd, tr_buf weight, size_t c) {
+    const double w = ld(weight, c);
+    return nd->zero_centered_gamma ? 1.0 + w : w;
+}
+
+static void check_desc(const kern_norm_desc *nd, int N, int C) {
+    TR_CHECK(nd != NULL, "norm needs a descriptor");
+    TR_CHECK(nd->kind == KERN_NORM_RMS || nd->kind == KERN_NORM_LAYER, "norm kind must be RMS or Layer");
+    TR_CHECK(N > 0 && C > 0, "norm needs N and C positive");
+    TR_CHECK(nd->eps >= 0.0f, "norm epsilon must not be negative; check --norm-epsilon");
+}
+
+void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, float *mean, float *rstd, tr_buf inp,
+                       tr_buf weight, tr_buf bias, int N, int C) {
+    (void)s;
+    check_desc(nd, N, C);
+    const bool layer = nd->kind == KERN_NORM_LAYER;
+    kern_check_float_buf(out, "norm out");
+    kern_check_float_buf(inp, "norm inp");
+    kern_check_float_buf(weight, "norm weight");
+    TR_CHECK(rstd != NULL, "norm forward always writes rstd");
+    TR_CHECK(!layer || mean != NULL, "LayerNorm forward writes mean; pass a [N] fp32 buffer");
+    TR_CHECK(layer || bias.p == NULL, "RMSNorm has no bias; pass tr_buf_none()");
+    if (bias.p) kern_check_float_buf(bias, "norm bias");
+
+    const size_t Cz = (size_t)C;
+    double *x = kern_scratch(Cz, sizeof *x, "norm row"); /* [C] */
+    for (int n = 0; n < N; n++) {
+        const size_t row = (size_t)n * Cz;
+        ld_row_d(x, inp, row, Cz);
+        double mu = 0.0;
+        if (layer) {
+            for (size_t c = 0; c < Cz; c++) mu += x[c];
+            mu /= (double)C;
+        }
+        double ss = 0.0;
+        for (size_t c = 0; c < Cz; c++) ss += (x[c] - mu) * (x[c] - mu);
+        const double r = 1.0 / sqrt(ss / (double)C + (double)nd->eps);
+        if (layer) mean[n] = (float)mu;
+        else if (mean) mean[n] = 0.0f;
+        rstd[n] = (float)r;
+        for (size_t c = 0; c < Cz; c++) {
+            double y = (x[c] - mu) * r * gamma_of(nd, weight, c);
+            if (bias.p) y += ld(bias, c);
+            st_d(out, row + c, y);
+        }
+    }
+    free(x);
+}
+
+void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight, tr_buf dbias,
+                        tr_buf dout, tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N, int C) {
+    (void)s;
+    check_desc(nd, N, C);
+    const bool layer = nd->kind == KERN_NORM_LAYER;
+    kern_check_float_buf(dinp, "norm dinp");
+    kern_check_float_buf(dweight, "norm dweight");
+    kern_check_float_buf(dout, "norm dout");
+    kern_check_float_buf(inp, "norm inp");
+    kern_check_float_buf(weight, "norm weight");
+    TR_CHECK(rstd != NULL, "norm backward needs the forward's rstd");
+    TR_CHECK(!layer || mean != NULL, "LayerNorm backward needs the forward's mean");
+    TR_CHECK(layer || dbias.p == NULL, "RMSNorm has no bias gradient; pass tr_buf_none()");
+    if (dbias.p) kern_check_float_buf(dbias, "norm dbias");
+
+    const size_t Cz = (size_t)C;
+    double *xhat = kern_scratch(Cz, sizeof *xhat, "norm xhat");  /* [C] */
+    double *g = kern_scratch(Cz, sizeof *g, "norm dout row");     /* [C] */
+    double *dw = kern_scratch(Cz, sizeof *dw, "norm dweight sum"); /* [C] */
+    double *db = kern_scratch(Cz, sizeof *db, "norm dbias sum");   /* [C] */
+    double *gam = kern_scratch(Cz, sizeof *gam, "norm gamma");     /* [C] */
+    for (size_t c = 0; c < Cz; c++) {
+        dw[c] = 0.0;
+        db[c] = 0.0;
+        gam[c] = gamma_of(nd, weight, c);
+    }
+    for (int n = 0; n < N; n++) {
+        const size_t row = (size_t)n * Cz;
+        const double mu = layer ? (double)mean[n] : 0.0, r = rstd[n];
+        ld_row_d(xhat, inp, row, Cz);
+        ld_row_d(g, dout, row, Cz);
+        /* dxhat = dout * gamma; the input gradient needs its row mean and its mean against xhat. */
+        double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
+        for (size_t c = 0; c < Cz; c++) {
+            xhat[c] = (xhat[c] - mu) * r;
+            const double dxhat = g[c] * gam[c];
+            sum_dxhat += dxhat;
+            sum_dxhat_xhat += dxhat * xhat[c];
+            dw[c] += g[c] * xhat[c]; /* d(1 + w)/dw = 1: same gradient with zero-centred gamma */
+            db[c] += g[c];
+        }
+        const double mean_dxhat = layer ? sum_dxhat / (double)C : 0.0;
+        const double mean_dxhat_xhat = sum_dxhat_xhat / (double)C;
+        for (size_t c = 0; c < Cz; c++) {
+            const double dx = r * (g[c] * gam[c] - mean_dxhat - xhat[c] * mean_dxhat_xhat);
+            st_d(dinp, row + c, (double)ld(dinp, row + c) + dx);
+        }
+    }
+    for (size_t c = 0; c < Cz; c++) {
+        st_d(dweight, c, (double)ld(dweight, c) + dw[c]);
+        if (dbias.p) st_d(dbias, c, (double)ld(dbias, c) + db[c]);
+    }
+    free(gam);
+    free(db);
+    free(dw);
+    free(g);
+    free(xhat);
+}

@@ -1,0 +1,39 @@
+/* SwiGLU activation, forward and backward, for the twin: out = silu(gate) * up, in double. */
+#include <math.h>
+
+#include "kern_cpu.h"
+#include "twinrun/kern.h"
+
+static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+void kern_swiglu_forward(dev_stream *s, tr_buf out, tr_buf h, int N, int F) {
+    (void)s;
+    TR_CHECK(N > 0 && F > 0, "swiglu needs N and F positive; check --ffn-hidden-size");
+    kern_check_float_buf(out, "swiglu out");
+    kern_check_float_buf(h, "swiglu h");
+    const size_t Fz = (size_t)F;
+    for (size_t n = 0; n < (size_t)N; n++)
+        for (size_t i = 0; i < Fz; i++) {
+            const double gate = ld(h, n * 2 * Fz + i), up = ld(h, n * 2 * Fz + Fz + i);
+            st_d(out, n * Fz + i, gate * sigmoid(gate) * up);
+        }
+}
+
+void kern_swiglu_backward(dev_stream *s, tr_buf dh, tr_buf dout, tr_buf h, int N, int F) {
+    (void)s;
+    TR_CHECK(N > 0 && F > 0, "swiglu backward needs N and F positive; check --ffn-hidden-size");
+    kern_check_float_buf(dh, "swiglu dh");
+    kern_check_float_buf(dout, "swiglu dout");
+    kern_check_float_buf(h, "swiglu h");
+    const size_t Fz = (size_t)F;
+    for (size_t n = 0; n < (size_t)N; n++)
+        for (size_t i = 0; i < Fz; i++) {
+            /* Both halves of the pair are read before either is written, so dh may alias h. */
+            const size_t ig = n * 2 * Fz + i, iu = ig + Fz;
+            const double gate = ld(h, ig), up = ld(h, iu), g = ld(dout, n * Fz + i);
+            const double sg = sigmoid(gate);
+            /* d silu(x)/dx = sigmoid(x) * (1 + x * (1 - sigmoid(x))) */
+            st_d(dh, ig, g * up * sg * (1.0 + gate * (1.0 - sg)));
+            st_d(dh, iu, g * gate * sg);
+        }
+}
