@@ -10,6 +10,7 @@
 
 #define TR_MAX_PATHS 64
 #define TR_PATH_LEN 1024
+#define TR_WARNINGS_LEN 4096
 
 typedef enum tr_norm_type { TR_NORM_LAYERNORM = 0, TR_NORM_RMSNORM = 1 } tr_norm_type;
 typedef enum tr_pos_emb { TR_POS_ROPE = 0, TR_POS_LEARNED = 1, TR_POS_NONE = 2 } tr_pos_emb;
@@ -73,11 +74,19 @@ typedef struct tr_config {
     bool log_throughput;
     double distributed_timeout_minutes;
     char save[TR_PATH_LEN], load[TR_PATH_LEN], tensorboard_dir[TR_PATH_LEN], ckpt_format[32];
+    bool finetune;      /* --finetune: load weights only; iteration, optimizer, scheduler, RNG start fresh */
+    bool no_load_optim; /* --no-load-optim: keep the checkpoint's weights, start a fresh optimizer */
+    bool no_load_rng;   /* --no-load-rng: keep the checkpoint's weights, reseed the RNG from --seed */
 
     /* twinrun's own */
     char hf_load[TR_PATH_LEN];     /* --hf-load DIR: import Hugging Face weights and config */
     char metrics_jsonl[TR_PATH_LEN]; /* --metrics-jsonl FILE: one JSON object per iteration */
     char tokens_file[TR_PATH_LEN]; /* --tokens-file FILE: raw int32 [iters, GBS, seq+1] (tests) */
+
+    /* what parsing noticed: flags accepted but ignored, settings Megatron silently changes.
+     * Complete lines "twinrun: warning: ...\n"; the caller prints them once: fputs(cfg->warnings, stderr). */
+    int n_warnings;
+    char warnings[TR_WARNINGS_LEN];
 } tr_config;
 
 /* Fills cfg with Megatron's defaults. */
@@ -94,5 +103,11 @@ int tr_config_validate(const tr_config *cfg, int world, char *err, size_t errlen
 
 /* Writes the --help text. */
 void tr_config_print_help(FILE *out);
+
+/* Call after parsing and after an HF config is merged in: fills what Megatron derives when a flag is
+ * absent (kv_channels = hidden/heads; num_query_groups = heads, or 1 with --group-query-attention
+ * alone; ffn_hidden_size = 4h, or int(8h/3/64)*64 with --swiglu; global_batch_size = micro * DP),
+ * then runs tr_config_validate. Returns 0 or -1 with err. */
+int tr_config_finalize(tr_config *cfg, int world, char *err, size_t errlen);
 
 #endif
