@@ -1,0 +1,60 @@
+/* The real backend's private view of the device objects of dev.h, shared by dev_cuda.cu, the
+ * kernels (which need the CUDA stream behind a dev_stream) and coll_nccl.c. C and C++. */
+#ifndef TWINRUN_CUDA_DEV_H
+#define TWINRUN_CUDA_DEV_H
+
+#include <stddef.h>
+
+#include "cuda_check.h"
+#include "gpu_compat.h"
+#include "seam.h"
+
+struct dev_stream {
+    dev_device *dev;
+    cudaStream_t st;
+};
+
+struct dev_event {
+    dev_device *dev;
+    cudaEvent_t ev;
+};
+
+/* One live allocation, for accounting (an open-addressing table keyed by the pointer). */
+typedef struct tr_cu_alloc {
+    void *p;      /* NULL: empty slot; TR_CU_TOMBSTONE: freed slot */
+    size_t bytes; /* as requested (what dev_mem_used counts) */
+} tr_cu_alloc;
+
+#define TR_CU_TOMBSTONE ((void *)1)
+
+struct dev_device {
+    int ordinal;
+    size_t capacity, used, peak;
+    struct dev_stream default_stream;
+    char name[64];
+    char last_error[512];
+    tr_cu_alloc *tab;
+    size_t tab_cap, tab_live, tab_dead;
+    /* kern_gemm's library state (handles, workspace), created on first use, freed by dev_close. */
+    void *blas;
+    void (*blas_free)(void *blas);
+};
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The CUDA stream behind s (checks s is not NULL). */
+cudaStream_t tr_cu_stream(dev_stream *s);
+
+/* Stream-ordered scratch for a kernel's temporaries (partial sums and the like): allocated and
+ * freed on stream s (cudaMallocAsync), so streams never share it. Not counted in dev_mem_used:
+ * it is transient, like the BLAS workspace. Out of memory is fatal for the rank. */
+void *tr_cu_scratch(dev_stream *s, size_t bytes, const char *what);
+void tr_cu_scratch_free(dev_stream *s, void *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

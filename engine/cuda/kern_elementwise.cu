@@ -1,0 +1,82 @@
+/* Elementwise kernels: add, scale, cast, and the deterministic sum of squares. */
+#include "kern_common.cuh"
+
+__global__ void k_add(tr_buf out, tr_buf a, tr_buf b, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        stf(out, i, ldf(a, i) + ldf(b, i)); /* element i read before written: out may alias a or b */
+}
+
+__global__ void k_scale(tr_buf x, float alpha, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        stf(x, i, ldf(x, i) * alpha);
+}
+
+__global__ void k_cast(tr_buf dst, tr_buf src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        stf(dst, i, ldf(src, i));
+}
+
+/* Pass 1: block j sums the squares of elements j*TR_BLOCK + t + r*G*TR_BLOCK (r = 0, 1, ...) per
+ * thread in ascending r, then the block tree; partial[j] = that. G depends on n only. */
+__global__ void k_sumsq_partial(float *partial, tr_buf x, size_t n) {
+    __shared__ float sh[TR_BLOCK];
+    float acc = 0.0f;
+    for (size_t i = blockIdx.x * (size_t)TR_BLOCK + threadIdx.x; i < n; i += (size_t)gridDim.x * TR_BLOCK) {
+        const float v = ldf(x, i);
+        acc = acc + v * v;
+    }
+    const float s = block_sum(acc, sh);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+/* Pass 2: one block sums the G partials (thread t: t, t + TR_BLOCK, ... in order; then the tree). */
+__global__ void k_sumsq_final(float *out, const float *partial, unsigned G) {
+    __shared__ float sh[TR_BLOCK];
+    float acc = 0.0f;
+    for (unsigned i = threadIdx.x; i < G; i += TR_BLOCK) acc = acc + partial[i];
+    const float s = block_sum(acc, sh);
+    if (threadIdx.x == 0) out[0] = out[0] + s;
+}
+
+extern "C" void kern_add(dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n) {
+    if (n == 0) return;
+    kern_check_float_buf(out, "add out");
+    kern_check_float_buf(a, "add a");
+    kern_check_float_buf(b, "add b");
+    k_add<<<grid_for(n), TR_BLOCK, 0, tr_cu_stream(s)>>>(out, a, b, n);
+    CU_CHECK_LAUNCH("k_add");
+}
+
+extern "C" void kern_scale(dev_stream *s, tr_buf x, float alpha, size_t n) {
+    if (n == 0) return;
+    kern_check_float_buf(x, "scale x");
+    k_scale<<<grid_for(n), TR_BLOCK, 0, tr_cu_stream(s)>>>(x, alpha, n);
+    CU_CHECK_LAUNCH("k_scale");
+}
+
+extern "C" void kern_cast(dev_stream *s, tr_buf dst, tr_buf src, size_t n) {
+    if (n == 0) return;
+    TR_CHECK(dst.p && src.p, "cast needs non-NULL source and destination");
+    if (dst.dt == src.dt) { /* a bit copy: NaN payloads and -0 survive */
+        dev_copy_d2d(s, dst.p, src.p, n * tr_dtype_size(dst.dt));
+        return;
+    }
+    kern_check_float_buf(dst, "cast dst");
+    kern_check_float_buf(src, "cast src");
+    k_cast<<<grid_for(n), TR_BLOCK, 0, tr_cu_stream(s)>>>(dst, src, n);
+    CU_CHECK_LAUNCH("k_cast");
+}
+
+extern "C" void kern_sum_squares(dev_stream *s, float *out, tr_buf x, size_t n) {
+    TR_CHECK(out != NULL, "sum_squares needs an output scalar");
+    if (n == 0) return;
+    kern_check_float_buf(x, "sum_squares x");
+    size_t g = (n + 4 * TR_BLOCK - 1) / (4 * TR_BLOCK);
+    const unsigned G = (unsigned)(g < 1 ? 1 : (g > 1024 ? 1024 : g));
+    float *partial = (float *)tr_cu_scratch(s, G * sizeof(float), "sum_squares partials");
+    k_sumsq_partial<<<G, TR_BLOCK, 0, tr_cu_stream(s)>>>(partial, x, n);
+    CU_CHECK_LAUNCH("k_sumsq_partial");
+    k_sumsq_final<<<1, TR_BLOCK, 0, tr_cu_stream(s)>>>(out, partial, G);
+    CU_CHECK_LAUNCH("k_sumsq_final");
+    tr_cu_scratch_free(s, partial);
+}
