@@ -1,0 +1,92 @@
+#include "model/llama_hf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/safetensors.h"
+#include "twinrun/err.h"
+
+/* The fused fc1 is two HF tensors; everything else maps one to one. */
+static int is_gate_up(const char *name) { return strstr(name, "mlp.gate_up_proj.weight") != NULL; }
+
+static void hf_half_name(char *out, size_t n, const char *name, const char *which) {
+    size_t prefix = (size_t)(strstr(name, "gate_up_proj") - name);
+    snprintf(out, n, "%.*s%s_proj.weight", (int)prefix, name, which);
+}
+
+static int is_vocab_param(const llama_model *m, int i) { return i == m->p_embed || i == m->p_head; }
+
+int llama_hf_read(const llama_model *m, const char *dir, float *host, char *err, size_t errlen) {
+    st_model sm;
+    if (st_model_open(&sm, dir, err, errlen)) return -1;
+    memset(host, 0, m->total * sizeof *host);
+    int rc = 0;
+    for (int i = 0; i < m->nparams && !rc; i++) {
+        const llama_param *p = &m->params_tab[i];
+        float *dst = host + p->offset;
+        int64_t shape[2] = {p->shape[0], p->shape[1]};
+        if (is_gate_up(p->name)) {
+            char name[LLAMA_NAME_LEN + 8];
+            shape[0] = p->shape[0] / 2;
+            hf_half_name(name, sizeof name, p->name, "gate");
+            rc = st_model_read_f32(&sm, name, dst, shape, 2, err, errlen);
+            hf_half_name(name, sizeof name, p->name, "up");
+            if (!rc) rc = st_model_read_f32(&sm, name, dst + p->numel / 2, shape, 2, err, errlen);
+        } else {
+            if (is_vocab_param(m, i)) shape[0] = m->dims.vocab; /* padded rows stay zero */
+            rc = st_model_read_f32(&sm, p->name, dst, shape, p->ndim, err, errlen);
+        }
+    }
+    if (!rc) {
+        const char *unread[8];
+        int n = st_model_unread(&sm, unread, 8);
+        for (int k = 0; k < n && k < 8; k++) {
+            if (strstr(unread[k], "rotary_emb.inv_freq")) continue; /* a cached buffer old exports carry */
+            rc = tr_errf(err, errlen,
+                         "%s: tensor '%s' has no place in twinrun's Llama (biases, tied or extra weights are not "
+                         "supported); remove it or convert the checkpoint",
+                         dir, unread[k]);
+            break;
+        }
+    }
+    st_model_close(&sm);
+    return rc;
+}
+
+int llama_hf_load(llama_model *m, const char *dir, char *err, size_t errlen) {
+    float *host = malloc(m->total * sizeof *host);
+    if (!host) return tr_errf(err, errlen, "out of host memory loading %s", dir);
+    int rc = llama_hf_read(m, dir, host, err, errlen);
+    if (!rc) llama_set_master(m, host);
+    free(host);
+    return rc;
+}
+
+int llama_hf_write(const llama_model *m, const float *host, const char *path, const char *prefix, char *err,
+                   size_t errlen) {
+    st_writer *w = st_writer_new();
+    if (!w) return tr_errf(err, errlen, "out of host memory writing %s", path);
+    int rc = 0;
+    char name[LLAMA_NAME_LEN + 64], half[LLAMA_NAME_LEN + 8];
+    for (int i = 0; i < m->nparams && !rc; i++) {
+        const llama_param *p = &m->params_tab[i];
+        int64_t shape[2] = {p->shape[0], p->shape[1]};
+        if (is_gate_up(p->name)) {
+            shape[0] = p->shape[0] / 2;
+            hf_half_name(half, sizeof half, p->name, "gate");
+            snprintf(name, sizeof name, "%s%s", prefix, half);
+            rc = st_writer_add(w, name, ST_F32, shape, 2, host + p->offset, err, errlen);
+            hf_half_name(half, sizeof half, p->name, "up");
+            snprintf(name, sizeof name, "%s%s", prefix, half);
+            if (!rc) rc = st_writer_add(w, name, ST_F32, shape, 2, host + p->offset + p->numel / 2, err, errlen);
+        } else {
+            if (is_vocab_param(m, i)) shape[0] = m->dims.vocab;
+            snprintf(name, sizeof name, "%s%s", prefix, p->name);
+            rc = st_writer_add(w, name, ST_F32, shape, p->ndim, host + p->offset, err, errlen);
+        }
+    }
+    if (!rc) rc = st_writer_write(w, path, err, errlen);
+    st_writer_free(w);
+    return rc;
+}

@@ -1,0 +1,21 @@
+/* Where micro-batches come from: Megatron's datasets (engine/data), or a raw token file for tests. */
+#ifndef TWINRUN_TRAIN_BATCH_SOURCE_H
+#define TWINRUN_TRAIN_BATCH_SOURCE_H
+
+#include <stdint.h>
+
+#include "train/step.h"
+#include "twinrun/config.h"
+
+typedef struct tr_batch_source {
+    tr_batch_fn next; /* fills micro-batch `micro` of the current iteration */
+    void *ctx;
+    void (*close)(void *ctx);
+} tr_batch_source;
+
+/* --tokens-file FILE: raw little-endian int32 [iterations, global batch, seq + 1]; rows are read
+ * in order, mbs per micro-batch; inputs are row[:-1], labels row[1:],
+ * every token counts. The file must hold at least train_iters blocks. */
+int tr_tokens_file_open(tr_batch_source *src, const tr_config *cfg, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,22 @@
+/* Config completion and batch-source selection for the training entry. */
+#include <stdio.h>
+
+#include "io/hf_config.h"
+#include "train/trainer.h"
+#include "twinrun/err.h"
+
+int tr_train_prepare_config(tr_config *cfg, char *err, size_t errlen) {
+    if (cfg->hf_load[0]) {
+        char path[TR_PATH_LEN + 16];
+        snprintf(path, sizeof path, "%s/config.json", cfg->hf_load);
+        hf_llama_config hf;
+        if (hf_config_load(&hf, path, err, errlen) || hf_config_apply(&hf, cfg, err, errlen)) return -1;
+    }
+    int world = cfg->tensor_model_parallel_size * cfg->pipeline_model_parallel_size * cfg->context_parallel_size;
+    return tr_config_validate(cfg, world, err, errlen);
+}
+
+int tr_batch_source_open(tr_batch_source *src, const tr_config *cfg, char *err, size_t errlen) {
+    if (cfg->tokens_file[0]) return tr_tokens_file_open(src, cfg, err, errlen);
+    return tr_errf(err, errlen, "no training data: give --data-path PREFIX, --mock-data, or --tokens-file FILE");
+}

@@ -1,0 +1,38 @@
+/* One training iteration: forward and backward over the micro-batches, gradient finalisation
+ * with Megatron's loss semantics, the NaN check, global-norm clipping and the AdamW update. */
+#ifndef TWINRUN_TRAIN_STEP_H
+#define TWINRUN_TRAIN_STEP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model/llama.h"
+#include "optim/optimizer.h"
+#include "twinrun/config.h"
+
+/* Fills one micro-batch: tokens, labels, position ids [B*T] int32 and loss mask [B*T].
+ * Returns 0, or -1 with err. */
+typedef int (*tr_batch_fn)(void *ctx, int micro, int32_t *tokens, int32_t *labels, float *loss_mask,
+                           int32_t *positions, char *err, size_t errlen);
+
+typedef struct tr_step_result {
+    double loss;      /* token-weighted mean over the iteration's micro-batches (Megatron's "lm loss") */
+    double grad_norm; /* before clipping */
+    double lr;
+    double num_tokens; /* loss-mask sum over the iteration */
+    bool loss_finite, grad_finite;
+} tr_step_result;
+
+/* Runs forward and backward over num_micro micro-batches and leaves the gradients ready for the
+ * optimizer: with --calculate-per-token-loss each token weighs 1/(tokens in the whole batch);
+ * without, each micro-batch's mean weighs 1/num_micro (Megatron's two conventions). */
+int train_forward_backward(llama_model *m, const tr_config *cfg, int num_micro, tr_batch_fn next, void *ctx,
+                           tr_step_result *res, char *err, size_t errlen);
+
+/* forward_backward, then grad norm, then (unless a NaN check fails) the optimizer update at lr.
+ * Returns 0; -1 with err on a data error; TR_EXIT_NAN when the NaN check fires (the update is
+ * not applied). */
+int train_step(llama_model *m, tr_optimizer *o, const tr_config *cfg, int num_micro, double lr, tr_batch_fn next,
+               void *ctx, tr_step_result *res, char *err, size_t errlen);
+
+#endif

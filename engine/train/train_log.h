@@ -1,0 +1,34 @@
+/* Megatron-style iteration lines (training_log's fields and formats) and a JSON-lines metrics file. */
+#ifndef TWINRUN_TRAIN_LOG_H
+#define TWINRUN_TRAIN_LOG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "twinrun/config.h"
+
+typedef struct tr_log_line {
+    int64_t iteration, train_iters, consumed_samples;
+    double elapsed_ms_per_iter;
+    double tflops_per_gpu; /* printed only with --log-throughput */
+    double lr;
+    int global_batch_size;
+    double lm_loss;
+    double grad_norm;
+    int skipped_iters, nan_iters;
+} tr_log_line;
+
+/* Writes " [YYYY-mm-dd HH:MM:SS.ffffff] iteration ... |" and a newline to out. `timestamp` is the
+ * bracketed time text (the caller decides the clock: wall time, or the twin's simulated time). */
+void tr_log_write_line(FILE *out, const char *timestamp, const tr_log_line *l, int log_throughput);
+
+/* Formats unix time `seconds` as Megatron's "%Y-%m-%d %H:%M:%S.%f" (UTC). */
+void tr_log_timestamp(char *buf, size_t n, double seconds);
+
+/* One JSON object per line: {"iteration":..,"lm_loss":..,...}. */
+void tr_log_write_json(FILE *out, const tr_log_line *l);
+
+/* Megatron's num_floating_point_operations for one iteration (causal-halved attention term). */
+double tr_flops_per_iteration(const tr_config *cfg, int padded_vocab);
+
+#endif
