@@ -1,0 +1,20 @@
+# The README's two commands. Each installs what is missing (Debian packages) first.
+#   make run   sets up and runs the main job on the CPU twin
+#   make test  sets up and runs every check CI runs (ci/test.sh)
+.PHONY: run test deps build clean
+
+deps:
+	@ci/deps.sh
+
+build: deps
+	@cmake --preset twin >/dev/null
+	@cmake --build build/twin -j$$(nproc)
+
+run: build
+	@ci/run_main.sh
+
+test: deps
+	@ci/test.sh
+
+clean:
+	rm -rf build

@@ -1,0 +1,33 @@
+#!/usr/bin/env python3
+"""Runs every ctest test of a build directory under valgrind memcheck; fails on any error or leak."""
+import json
+import os
+import subprocess
+import sys
+
+build = sys.argv[1]
+listing = subprocess.run(["ctest", "--test-dir", build, "--show-only=json-v1"], check=True,
+                         capture_output=True, text=True).stdout
+tests = json.loads(listing)["tests"]
+failed = []
+for t in tests:
+    cmd = t["command"]
+    env = dict(os.environ)
+    for prop in t.get("properties", []):
+        if prop["name"] == "ENVIRONMENT":
+            for kv in prop["value"]:
+                k, _, v = kv.partition("=")
+                env[k] = v
+    cwd = next((p["value"] for p in t.get("properties", []) if p["name"] == "WORKING_DIRECTORY"), None)
+    vg = ["valgrind", "--quiet", "--error-exitcode=99", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect",
+          "--track-origins=yes"]
+    r = subprocess.run(vg + cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    status = "ok" if r.returncode == 0 else f"FAIL (exit {r.returncode})"
+    print(f"  memcheck {t['name']}: {status}", flush=True)
+    if r.returncode != 0:
+        failed.append(t["name"])
+        sys.stdout.write(r.stdout[-3000:] + r.stderr[-6000:])
+if failed:
+    print("memcheck failures: " + ", ".join(failed))
+    sys.exit(1)
+print(f"memcheck: {len(tests)} test programs clean")

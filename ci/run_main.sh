@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The main job (`make run`): a short Llama-3 training run on the CPU twin with Megatron-LM's flags,
+# in the shape of the user's 8B script (GQA, SwiGLU, RoPE, untied embeddings, bf16, cosine lr in
+# samples), scaled down so it runs in seconds. Once the scenario runner exists this becomes
+# `scenario run scenarios/thousand_card.yaml`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=build/run
+mkdir -p "$out"
+
+MODEL_ARGS=(
+  --num-layers 2 --hidden-size 128 --ffn-hidden-size 352 --num-attention-heads 8
+  --group-query-attention --num-query-groups 2 --seq-length 64 --max-position-embeddings 64
+  --position-embedding-type rope --rotary-base 500000 --normalization RMSNorm --swiglu
+  --untie-embeddings-and-output-weights --disable-bias-linear --init-method-std 0.02
+  --attention-dropout 0.0 --hidden-dropout 0.0
+)
+TRAINING_ARGS=(
+  --micro-batch-size 2 --global-batch-size 8 --train-samples 320
+  --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-samples 32 --lr-decay-samples 320
+  --clip-grad 1.0 --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 --bf16 --seed 1234
+)
+DATA_ARGS=(--mock-data --tokenizer-type NullTokenizer --vocab-size 512 --split 99,1,0
+           --data-cache-path "$out/cache")
+LOG_ARGS=(--log-interval 5 --metrics-jsonl "$out/metrics.jsonl")
+
+build/twin/bin/train_llama3 "${MODEL_ARGS[@]}" "${TRAINING_ARGS[@]}" "${DATA_ARGS[@]}" "${LOG_ARGS[@]}"
+echo "twinrun: metrics in $out/metrics.jsonl"
