@@ -1,0 +1,14 @@
+/* MD5 (RFC 1321), only to name cache files exactly as Megatron does: <md5 of the JSON
+ * description>-GPTDataset-<split>-*.npy. Written here rather than taken from libcrypto because the
+ * engine library links only cJSON and libm (the shared CMake files are not ours to change), and
+ * MD5 is a hundred lines. Not for security. */
+#ifndef TWINRUN_DATA_MD5_H
+#define TWINRUN_DATA_MD5_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* hex: 32 lowercase hex digits and a NUL. */
+void tr_md5_hex(const void *data, size_t len, char hex[33]);
+
+#endif
