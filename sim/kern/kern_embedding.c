@@ -1,39 +1,73 @@
-/* Token embedding lookup and its scatter-add backward, for the twin. */
+/* Token embedding for the twin: gather rows forward, scatter-add rows backward.
+ *
+ * The backward must add rows in order n = 0..N-1 for every vocabulary row. Rather than a V x C
+ * double accumulator (too large for a real vocabulary), the N token rows are ordered by
+ * (token, n) and each distinct token's rows are summed in double, starting from dwte's old value,
+ * in ascending n; one rounding per touched element. */
+#include <stdio.h>
+
 #include "kern_cpu.h"
 #include "twinrun/kern.h"
 
-static void check_token(const int32_t *tokens, int n, int V) {
-    const int32_t tok = tokens[n];
-    if (tok < 0 || tok >= V)
-        tr_fatal("embedding: token %d at row %d is outside the vocabulary [0, %d); check --vocab-size and the "
-                 "tokenizer that wrote the data",
-                 (int)tok, n, V);
+/* Fatal with the offending token, its position and the vocabulary size: a bad token id is
+ * almost always a tokenizer/vocab-size mismatch, so say so. */
+static void check_tokens(const int32_t *tokens, int N, int V, const char *who) {
+    for (int n = 0; n < N; n++) {
+        if (tokens[n] < 0 || tokens[n] >= V)
+            tr_fatal("%s: token id %d at position %d is outside the vocabulary [0, %d); check that "
+                     "--vocab-size / the tokenizer matches the data",
+                     who, (int)tokens[n], n, V);
+    }
 }
 
 void kern_embedding_forward(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int N, int C, int V) {
     (void)s;
-    TR_CHECK(N > 0 && C > 0 && V > 0, "embedding needs N, C and V positive");
-    TR_CHECK(tokens != NULL, "embedding needs a token array");
+    TR_CHECK(N > 0 && C > 0 && V > 0, "embedding needs N, C, V > 0");
+    TR_CHECK(tokens != NULL, "embedding needs token ids");
     kern_check_float_buf(out, "embedding out");
     kern_check_float_buf(wte, "embedding wte");
+    check_tokens(tokens, N, V, "embedding forward");
     for (int n = 0; n < N; n++) {
-        check_token(tokens, n, V);
         const size_t src = (size_t)tokens[n] * (size_t)C, dst = (size_t)n * (size_t)C;
         for (int c = 0; c < C; c++) st(out, dst + (size_t)c, ld(wte, src + (size_t)c));
     }
 }
 
+typedef struct token_row {
+    int32_t token;
+    int n;
+} token_row;
+
+/* Total order on (token, n): qsort's instability cannot matter since no two keys are equal. */
+static int token_row_cmp(const void *pa, const void *pb) {
+    const token_row *a = pa, *b = pb;
+    if (a->token != b->token) return a->token < b->token ? -1 : 1;
+    return (a->n > b->n) - (a->n < b->n);
+}
+
 void kern_embedding_backward(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int N, int C, int V) {
     (void)s;
-    TR_CHECK(N > 0 && C > 0 && V > 0, "embedding backward needs N, C and V positive");
-    TR_CHECK(tokens != NULL, "embedding backward needs a token array");
+    TR_CHECK(N > 0 && C > 0 && V > 0, "embedding needs N, C, V > 0");
+    TR_CHECK(tokens != NULL, "embedding needs token ids");
     kern_check_float_buf(dwte, "embedding dwte");
     kern_check_float_buf(dout, "embedding dout");
-    for (int n = 0; n < N; n++) check_token(tokens, n, V); /* fail before touching dwte */
-    /* Rows are added one at a time in order n = 0..N-1 with an fp32 add rounded to dwte's type,
-     * so a token seen twice gets its rows summed in a fixed order. */
-    for (int n = 0; n < N; n++) {
-        const size_t dst = (size_t)tokens[n] * (size_t)C, src = (size_t)n * (size_t)C;
-        for (int c = 0; c < C; c++) st(dwte, dst + (size_t)c, ld(dwte, dst + (size_t)c) + ld(dout, src + (size_t)c));
+    check_tokens(tokens, N, V, "embedding backward");
+
+    token_row *rows = kern_scratch((size_t)N, sizeof *rows, "embedding row order"); /* [N] */
+    for (int n = 0; n < N; n++) rows[n] = (token_row){tokens[n], n};
+    qsort(rows, (size_t)N, sizeof *rows, token_row_cmp);
+
+    double *acc = kern_scratch((size_t)C, sizeof *acc, "embedding row accumulator"); /* [C] */
+    for (int i = 0; i < N;) {
+        const int32_t tok = rows[i].token;
+        const size_t wrow = (size_t)tok * (size_t)C;
+        ld_row_d(acc, dwte, wrow, (size_t)C);
+        for (; i < N && rows[i].token == tok; i++) {
+            const size_t drow = (size_t)rows[i].n * (size_t)C;
+            for (int c = 0; c < C; c++) acc[c] += ld(dout, drow + (size_t)c);
+        }
+        for (int c = 0; c < C; c++) st_d(dwte, wrow + (size_t)c, acc[c]);
     }
+    free(acc);
+    free(rows);
 }

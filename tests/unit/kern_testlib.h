@@ -234,7 +234,7 @@ static inline void kt_fd_check(const char *what, float *x, size_t n, const float
         num[j] = (lp - lm) / ((double)xp - (double)xm);
         ana[j] = analytic[i];
     }
-    char label[128];
+    char label[256];
     snprintf(label, sizeof label, "fd %s (%zu of %zu)", what, count, n);
     kt_expect_close(label, kt_rel_l2(ana, num, count), tol);
     free(num);
