@@ -154,8 +154,8 @@ static int load_case(refcase *rc, const char *dir, char *err, size_t errlen) {
     tr_config *c = &rc->cfg;
     c->micro_batch_size = rc->B;
     c->seq_length = rc->T1 - 1;
-    c->train_iters = rc->K;
-    c->train_samples = 0;
+    c->train_iters = 0; /* reference.json's schedule is in samples: a sample-based run */
+    c->train_samples = (int64_t)rc->K * rc->B;
     if (load_reference_json(rc, err, errlen)) return -1;
     if (c->global_batch_size != rc->B)
         return tr_errf(err, errlen, "reference global batch %d differs from the token batch %d", c->global_batch_size,
@@ -232,11 +232,18 @@ static int run_case(refcase *rc, bool bf16, const tolerances *tol, char *err, si
     int r = -1;
     char what[160];
 
-    /* step 0: logits, loss and gradients on tokens[0] */
+    /* step 0: logits (before backward reuses their buffer), loss and gradients on tokens[0] */
     batch_ctx bc = {rc, 0};
     tr_step_result res;
+    {
+        int32_t *tok = malloc((size_t)N * 8), *pos = malloc((size_t)N * 4);
+        float *mask = malloc((size_t)N * 4);
+        ref_batch(&bc, 0, tok, tok + N, mask, pos, err, errlen);
+        llama_forward(m, tok, tok + N, pos);
+        llama_get_logits(m, logits);
+        free(tok), free(pos), free(mask);
+    }
     if (train_forward_backward(m, &cfg, 1, ref_batch, &bc, &res, err, errlen)) goto out;
-    llama_get_logits(m, logits);
     int64_t lshape[3] = {rc->B, rc->T1 - 1, dm->vocab};
     if (st_read_f32(&rc->ref, "logits", ref_logits, lshape, 3, err, errlen)) goto out;
     for (int n = 0; n < N; n++) memcpy(packed + (size_t)n * dm->vocab, logits + (size_t)n * dm->V, dm->vocab * 4);
