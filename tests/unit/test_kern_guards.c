@@ -1,0 +1,122 @@
+/* The twin kernels' argument guards: nonsense shapes and out-of-range ids end the rank through
+ * tr_fatal with a message that names the problem. Each case runs in a forked child so the fatal
+ * exit can be observed. Twin only: a GPU backend checks token ids on the device, if at all. */
+#include "unit/kern_testlib.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "twinrun/err.h"
+
+typedef void (*guard_case_fn)(void);
+
+/* Runs fn in a child; asserts it exits with TR_EXIT_FATAL and stderr contains both needles. */
+static void expect_fatal(const char *name, guard_case_fn fn, const char *needle1, const char *needle2) {
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    fflush(stdout);
+    fflush(stderr);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], STDERR_FILENO);
+        fn();
+        _exit(0); /* the guard did not fire */
+    }
+    close(fds[1]);
+    char msg[2048];
+    size_t len = 0;
+    ssize_t got;
+    while ((got = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0) len += (size_t)got;
+    msg[len] = '\0';
+    close(fds[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    printf("  %-28s -> %s", name, len ? msg : "(no message)\n");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != TR_EXIT_FATAL)
+        fail_msg("%s: child did not end through tr_fatal (status 0x%x)", name, status);
+    if (!strstr(msg, needle1) || !strstr(msg, needle2))
+        fail_msg("%s: message lacks \"%s\" / \"%s\": %s", name, needle1, needle2, msg);
+}
+
+/* Small fp32 device tensors every case can point at. */
+static tr_buf g_a, g_b, g_c;
+static float *g_stats;
+static int32_t *g_ids;
+
+static int guards_setup(void **state) {
+    if (kt_setup(state) != 0) return -1;
+    float zeros[256] = {0};
+    g_a = kt_upload(zeros, 256, TR_F32);
+    g_b = kt_upload(zeros, 256, TR_F32);
+    g_c = kt_upload(zeros, 256, TR_F32);
+    g_stats = kt_upload_f32(zeros, 256);
+    const int32_t ids[4] = {1, 2, 512, 3}; /* 512 is outside a 512-token vocabulary */
+    g_ids = kt_upload_i32(ids, 4);
+    return 0;
+}
+
+static int guards_teardown(void **state) {
+    kt_free(g_ids);
+    kt_free(g_stats);
+    kt_free(g_c.p);
+    kt_free(g_b.p);
+    kt_free(g_a.p);
+    return kt_teardown(state);
+}
+
+static void run_embedding_forward_bad_token(void) { kern_embedding_forward(kt_s, g_a, g_ids, g_b, 4, 1, 512); }
+static void run_embedding_backward_bad_token(void) { kern_embedding_backward(kt_s, g_a, g_b, g_ids, 4, 1, 512); }
+static void run_cross_entropy_bad_target(void) { kern_cross_entropy_forward(kt_s, g_stats, g_a, g_ids, 4, 512); }
+static void run_cross_entropy_bwd_bad_target(void) {
+    kern_cross_entropy_backward(kt_s, g_a, g_a, g_ids, g_stats, 4, 512);
+}
+static void run_embedding_empty(void) { kern_embedding_forward(kt_s, g_a, g_ids, g_b, 0, 1, 512); }
+static void run_gemm_zero_k(void) { kern_gemm(kt_s, g_c, g_a, g_b, 2, 2, 0, false, false, 1.0f, 0.0f); }
+static void run_attention_heads_not_multiple(void) {
+    kern_attention_forward(kt_s, g_a, g_stats, g_a, g_b, g_c, 1, 2, 6, 4, 2);
+}
+static void run_rope_odd_rot_dim(void) {
+    const kern_rope_desc rd = {10000.0f, 3};
+    kern_rope_forward(kt_s, &rd, g_a, NULL, 1, 2, 2, 4);
+}
+static void run_rope_rot_dim_beyond_head(void) {
+    const kern_rope_desc rd = {10000.0f, 8};
+    kern_rope_forward(kt_s, &rd, g_a, NULL, 1, 2, 2, 4);
+}
+static void run_rms_norm_with_bias(void) {
+    const kern_norm_desc nd = {KERN_NORM_RMS, 1e-5f, false};
+    kern_norm_forward(kt_s, &nd, g_a, NULL, g_stats, g_b, g_c, g_c, 2, 4);
+}
+static void run_swiglu_empty(void) { kern_swiglu_forward(kt_s, g_a, g_b, -1, 4); }
+static void run_adamw_step_zero(void) {
+    const kern_adamw_desc ad = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 0};
+    kern_adamw_update(kt_s, &ad, g_stats, g_a, g_b, g_stats + 64, g_stats + 128, 8);
+}
+static void run_cast_int_to_float(void) { kern_cast(kt_s, g_a, tr_buf_make(g_ids, TR_I32), 4); }
+
+static void test_kernels_reject_nonsense(void **state) {
+    (void)state;
+    if (!kt_backend_is_twin()) skip();
+    expect_fatal("embedding fwd, token 512", run_embedding_forward_bad_token, "512 at", "[0, 512)");
+    expect_fatal("embedding bwd, token 512", run_embedding_backward_bad_token, "512 at", "[0, 512)");
+    expect_fatal("cross entropy, target 512", run_cross_entropy_bad_target, "target 512", "[0, 512)");
+    expect_fatal("cross entropy bwd, target", run_cross_entropy_bwd_bad_target, "target 512", "[0, 512)");
+    expect_fatal("embedding N = 0", run_embedding_empty, "N > 0", "embedding");
+    expect_fatal("gemm k = 0", run_gemm_zero_k, "k > 0", "gemm");
+    expect_fatal("attention NH % KV", run_attention_heads_not_multiple, "NH % KV == 0", "--num-query-groups");
+    expect_fatal("rope odd rot_dim", run_rope_odd_rot_dim, "rot_dim % 2 == 0", "--rotary-percent");
+    expect_fatal("rope rot_dim > D", run_rope_rot_dim_beyond_head, "rot_dim <= D", "head dim");
+    expect_fatal("RMSNorm with a bias", run_rms_norm_with_bias, "bias.p == NULL", "RMSNorm");
+    expect_fatal("swiglu N < 0", run_swiglu_empty, "N > 0", "swiglu");
+    expect_fatal("adamw step 0", run_adamw_step_zero, "step >= 1", "1-based");
+    expect_fatal("cast from int32", run_cast_int_to_float, "int32", "fp32 or bf16");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kernels_reject_nonsense),
+    };
+    return cmocka_run_group_tests(tests, guards_setup, guards_teardown);
+}
