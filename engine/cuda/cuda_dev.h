@@ -38,6 +38,13 @@ struct dev_device {
     /* kern_gemm's library state (handles, workspace), created on first use, freed by dev_close. */
     void *blas;
     void (*blas_free)(void *blas);
+    /* coll_nccl.c: how many communicators this process made per group key, so a group created
+     * again (after an abort) rendezvouses under a fresh name. */
+    struct {
+        unsigned long long key;
+        unsigned gen;
+    } coll_gen[64];
+    int coll_ngen;
 };
 
 #ifdef __cplusplus

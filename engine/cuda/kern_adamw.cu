@@ -1,0 +1,43 @@
+/* Decoupled AdamW (torch.optim.AdamW / Megatron FusedAdam), elementwise. Mirrors the twin: each
+ * element is updated in double from its fp32 state (bias corrections computed on the host in
+ * double) and m, v, master are rounded to fp32 once, so the optimizer state of a CUDA run tracks the
+ * twin's closely over many steps. Memory-bound; the fp64 arithmetic costs nothing that matters. */
+#include <math.h>
+
+#include "kern_common.cuh"
+
+__global__ void k_adamw(float *master, tr_buf model, bool write_model, tr_buf grad, float *m, float *v, size_t n,
+                        double b1, double b2, double lr, double eps, double decay, double bc1, double bc2,
+                        double grad_scale) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const double g = (double)ldf(grad, i) * grad_scale;
+        const float mi = (float)(b1 * (double)m[i] + (1.0 - b1) * g);
+        const float vi = (float)(b2 * (double)v[i] + (1.0 - b2) * g * g);
+        const double mhat = (double)mi / bc1, vhat = (double)vi / bc2;
+        const float w = (float)((double)master[i] * decay - lr * mhat / (sqrt(vhat) + eps));
+        m[i] = mi;
+        v[i] = vi;
+        master[i] = w;
+        if (write_model) stf(model, i, w);
+    }
+}
+
+extern "C" void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad,
+                                  float *m, float *v, size_t n) {
+    TR_CHECK(ad != NULL, "adamw needs a descriptor");
+    TR_CHECK(ad->step >= 1, "adamw step is 1-based; the first update is step 1");
+    TR_CHECK(ad->beta1 >= 0.0f && ad->beta1 < 1.0f && ad->beta2 >= 0.0f && ad->beta2 < 1.0f,
+             "adamw betas must lie in [0, 1); check --adam-beta1 and --adam-beta2");
+    if (n == 0) return;
+    TR_CHECK(master != NULL && m != NULL && v != NULL, "adamw needs master weights and both moments");
+    kern_check_float_buf(grad, "adamw grad");
+    const bool write_model = model.p != NULL && model.p != (void *)master;
+    if (write_model) kern_check_float_buf(model, "adamw model");
+    TR_CHECK(model.p != (void *)master || model.dt == TR_F32, "adamw model aliases master only when it is fp32");
+    const double b1 = ad->beta1, b2 = ad->beta2, lr = ad->lr;
+    const double bc1 = 1.0 - pow(b1, (double)ad->step), bc2 = 1.0 - pow(b2, (double)ad->step);
+    const double decay = 1.0 - lr * (double)ad->weight_decay;
+    k_adamw<<<grid_for(n), TR_BLOCK, 0, tr_cu_stream(s)>>>(master, model, write_model, grad, m, v, n, b1, b2, lr,
+                                                           (double)ad->eps, decay, bc1, bc2, (double)ad->grad_scale);
+    CU_CHECK_LAUNCH("k_adamw");
+}

@@ -1,0 +1,68 @@
+/* Softmax cross-entropy over vocabulary rows, forward and backward: one block per row; the row's
+ * max and sum of exp(x - max) are block tree reductions (deterministic). A NaN logit makes the
+ * loss NaN; a row whose max is +-Inf or NaN has lse = max, as in the twin. Out-of-range targets
+ * stop the kernel with a message (device-side check). */
+#include "kern_common.cuh"
+
+/* The row's log-sum-exp; every thread of the block gets it. */
+__device__ float row_lse(tr_buf logits, size_t row, int V, float *sh) {
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < V; j += TR_BLOCK) mx = nan_max(mx, ldf(logits, row + j));
+    mx = block_max(mx, sh);
+    if (isinf(mx) || isnan(mx)) return mx;
+    float acc = 0.0f;
+    for (int j = threadIdx.x; j < V; j += TR_BLOCK) acc = acc + expf(ldf(logits, row + j) - mx);
+    return mx + logf(block_sum(acc, sh));
+}
+
+__device__ bool target_ok(const int32_t *targets, int n, int V) {
+    const int32_t t = targets[n];
+    if (t >= 0 && t < V) return true;
+    if (threadIdx.x == 0)
+        TR_DEVICE_FAIL("cross entropy: target %d at row %d is outside the vocabulary [0, %d); check --vocab-size and "
+                       "the data\n",
+                       (int)t, n, V);
+    return false;
+}
+
+__global__ void k_ce_fwd(float *losses, tr_buf logits, const int32_t *targets, int V) {
+    __shared__ float sh[TR_BLOCK];
+    const int n = blockIdx.x;
+    if (!target_ok(targets, n, V)) return;
+    const size_t row = (size_t)n * (size_t)V;
+    const float lse = row_lse(logits, row, V, sh);
+    if (threadIdx.x == 0) losses[n] = lse - ldf(logits, row + targets[n]);
+}
+
+__global__ void k_ce_bwd(tr_buf dlogits, tr_buf logits, const int32_t *targets, const float *dloss, int V) {
+    __shared__ float sh[TR_BLOCK];
+    const int n = blockIdx.x;
+    if (!target_ok(targets, n, V)) return;
+    const size_t row = (size_t)n * (size_t)V;
+    const float lse = row_lse(logits, row, V, sh); /* ends with a barrier: all reads of the row done */
+    const float scale = dloss[n];
+    const int t = targets[n];
+    for (int j = threadIdx.x; j < V; j += TR_BLOCK) { /* element j read, then written: may alias */
+        const float p = expf(ldf(logits, row + j) - lse);
+        stf(dlogits, row + j, (p - (j == t ? 1.0f : 0.0f)) * scale);
+    }
+}
+
+extern "C" void kern_cross_entropy_forward(dev_stream *s, float *losses, tr_buf logits, const int32_t *targets,
+                                           int N, int V) {
+    TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
+    TR_CHECK(losses != NULL && targets != NULL, "cross entropy needs losses and targets");
+    kern_check_float_buf(logits, "cross entropy logits");
+    k_ce_fwd<<<N, TR_BLOCK, 0, tr_cu_stream(s)>>>(losses, logits, targets, V);
+    CU_CHECK_LAUNCH("k_ce_fwd");
+}
+
+extern "C" void kern_cross_entropy_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const int32_t *targets,
+                                            const float *dloss, int N, int V) {
+    TR_CHECK(N > 0 && V > 0, "cross entropy backward needs N and V positive");
+    TR_CHECK(dloss != NULL && targets != NULL, "cross entropy backward needs dloss and targets");
+    kern_check_float_buf(dlogits, "cross entropy dlogits");
+    kern_check_float_buf(logits, "cross entropy logits");
+    k_ce_bwd<<<N, TR_BLOCK, 0, tr_cu_stream(s)>>>(dlogits, logits, targets, dloss, V);
+    CU_CHECK_LAUNCH("k_ce_bwd");
+}

@@ -1,0 +1,186 @@
+/* kern_gemm: c[m,n] = alpha * op(a) @ op(b) + beta * c, row-major, fp32 compute.
+ *
+ * Row-major through a column-major library: the row-major c[m,n] is the column-major c^T[n,m],
+ * and c^T = op(b)^T op(a)^T, so the library computes an (n x m x k) product with A' = b, B' = a:
+ *   A' = b: stored col-major as [n,k] ld n (op N) when !tb, as [k,n] ld k (op T) when tb;
+ *   B' = a: stored col-major as [k,m] ld k (op N) when !ta, as [m,k] ld m (op T) when ta;
+ *   C' = c: [n,m] ld n.
+ *
+ * Paths (env TWINRUN_GEMM, read when a device first runs a GEMM):
+ *   lt     cuBLASLt (default on CUDA): heuristic algorithm, 32 MiB workspace, the pointers' real
+ *          alignment passed to the heuristic (so tr_buf_at offsets are fine);
+ *   blas   cublasGemmEx (the MUSA default: muBLAS offers GemmEx; no Lt API confirmed);
+ *   naive  the tiled fallback kernel for everything.
+ * Types the libraries take with CUBLAS_COMPUTE_32F (true fp32, never TF32): a, b fp32 with c fp32;
+ * a, b bf16 with c bf16 or fp32. Anything else (fp32 operands into bf16, mixed operands) and any
+ * library refusal (no algorithm found) runs the tiled fallback. beta == 0 never reads c (the
+ * libraries do not read C when beta is 0, nor does the fallback), so NaN in old c is ignored.
+ * The library state (handles, workspace) lives on the device and is freed by dev_close; it is not
+ * counted in dev_mem_used. */
+#include <stdlib.h>
+#include <string.h>
+
+#define GPU_COMPAT_BLAS
+#include "gpu_compat.h"
+#include "kern_common.cuh"
+#include "kern_gemm.h"
+
+#define TR_LT_WORKSPACE (32u << 20)
+
+enum gemm_mode { GEMM_LT = 0, GEMM_BLAS = 1, GEMM_NAIVE = 2 };
+
+typedef struct gemm_state {
+    enum gemm_mode mode;
+    cublasHandle_t blas;
+    bool have_blas;
+#if TWINRUN_GPU_HAS_BLASLT
+    cublasLtHandle_t lt;
+    bool have_lt;
+    void *ws;
+#endif
+} gemm_state;
+
+static const char *blas_status_string(cublasStatus_t st) {
+#ifndef TWINRUN_MUSA
+    return cublasGetStatusString(st);
+#else
+    (void)st;
+    return "muBLAS status (see mublas.h)";
+#endif
+}
+
+#define BLAS_CHECK(call)                                                                                      \
+    do {                                                                                                      \
+        cublasStatus_t st_ = (call);                                                                          \
+        if (st_ != CUBLAS_STATUS_SUCCESS)                                                                     \
+            tr_cu_fail(__FILE__, __LINE__, "cublas", #call, (int)st_, blas_status_string(st_),                \
+                       "a cuBLAS call failed: check the CUDA toolkit/driver match and the GEMM shapes; "      \
+                       "TWINRUN_GEMM=naive bypasses cuBLAS");                                                 \
+    } while (0)
+
+static void gemm_state_free(void *p) {
+    gemm_state *g = (gemm_state *)p;
+    if (!g) return;
+    if (g->have_blas) cublasDestroy(g->blas);
+#if TWINRUN_GPU_HAS_BLASLT
+    if (g->have_lt) cublasLtDestroy(g->lt);
+    if (g->ws) cudaFree(g->ws);
+#endif
+    free(g);
+}
+
+static gemm_state *gemm_state_get(dev_device *d) {
+    if (d->blas) return (gemm_state *)d->blas;
+    gemm_state *g = (gemm_state *)calloc(1, sizeof *g);
+    if (!g) tr_fatal("out of host memory creating the GEMM state");
+    g->mode = TWINRUN_GPU_HAS_BLASLT ? GEMM_LT : GEMM_BLAS;
+    const char *env = getenv("TWINRUN_GEMM");
+    if (env && *env) {
+        if (strcmp(env, "lt") == 0 && TWINRUN_GPU_HAS_BLASLT)
+            g->mode = GEMM_LT;
+        else if (strcmp(env, "blas") == 0)
+            g->mode = GEMM_BLAS;
+        else if (strcmp(env, "naive") == 0)
+            g->mode = GEMM_NAIVE;
+        else
+            tr_fatal("TWINRUN_GEMM=%s: use lt (cuBLASLt, CUDA only), blas (GemmEx) or naive", env);
+    }
+    d->blas = g;
+    d->blas_free = gemm_state_free;
+    if (g->mode == GEMM_BLAS) {
+        BLAS_CHECK(cublasCreate(&g->blas));
+        g->have_blas = true;
+    }
+#if TWINRUN_GPU_HAS_BLASLT
+    if (g->mode == GEMM_LT) {
+        BLAS_CHECK(cublasLtCreate(&g->lt));
+        g->have_lt = true;
+        CU_CHECK(cudaMalloc(&g->ws, TR_LT_WORKSPACE));
+    }
+#endif
+    return g;
+}
+
+static cudaDataType lib_type(tr_dtype dt) { return dt == TR_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+/* The combinations cuBLAS runs with fp32 compute. */
+static bool lib_supports(tr_buf c, tr_buf a, tr_buf b) {
+    if (a.dt != b.dt) return false;
+    if (a.dt == TR_F32) return c.dt == TR_F32;
+    return a.dt == TR_BF16 && (c.dt == TR_BF16 || c.dt == TR_F32);
+}
+
+static void gemm_blas(gemm_state *g, dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta,
+                      bool tb, float alpha, float beta) {
+    BLAS_CHECK(cublasSetStream(g->blas, tr_cu_stream(s)));
+    BLAS_CHECK(cublasGemmEx(g->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
+                            b.p, lib_type(b.dt), tb ? k : n, a.p, lib_type(a.dt), ta ? m : k, &beta, c.p,
+                            lib_type(c.dt), n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+#if TWINRUN_GPU_HAS_BLASLT
+static uint32_t ptr_align(const void *p) {
+    uintptr_t u = (uintptr_t)p;
+    uintptr_t lo = u & (~u + 1); /* lowest set bit */
+    return lo == 0 || lo > 256 ? 256u : (uint32_t)lo;
+}
+
+/* Returns false when cuBLASLt finds no algorithm (the caller falls back). */
+static bool gemm_lt(gemm_state *g, dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb,
+                    float alpha, float beta) {
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    const cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    BLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    BLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    BLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    /* A' = b, B' = a, C' = c (see the top of the file). */
+    BLAS_CHECK(cublasLtMatrixLayoutCreate(&la, lib_type(b.dt), tb ? k : n, tb ? n : k, tb ? k : n));
+    BLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, lib_type(a.dt), ta ? m : k, ta ? k : m, ta ? m : k));
+    BLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, lib_type(c.dt), n, m, n));
+    BLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = TR_LT_WORKSPACE;
+    BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    const uint32_t al_a = ptr_align(b.p), al_b = ptr_align(a.p), al_c = ptr_align(c.p);
+    BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+    BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+    BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
+    BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
+    cublasLtMatmulHeuristicResult_t res;
+    memset(&res, 0, sizeof res);
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g->lt, op, la, lb, lc, lc, pref, 1, &res, &found);
+    bool ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (ok)
+        BLAS_CHECK(cublasLtMatmul(g->lt, op, &alpha, b.p, la, a.p, lb, &beta, c.p, lc, c.p, lc, &res.algo, g->ws,
+                                  TR_LT_WORKSPACE, tr_cu_stream(s)));
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatmulDescDestroy(op);
+    return ok;
+}
+#endif
+
+extern "C" void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb,
+                          float alpha, float beta) {
+    TR_CHECK(m > 0 && n > 0 && k > 0, "gemm dimensions m, n, k must be positive");
+    kern_check_float_buf(c, "gemm c");
+    kern_check_float_buf(a, "gemm a");
+    kern_check_float_buf(b, "gemm b");
+    gemm_state *g = gemm_state_get(dev_stream_device(s));
+    if (g->mode != GEMM_NAIVE && lib_supports(c, a, b)) {
+#if TWINRUN_GPU_HAS_BLASLT
+        if (g->mode == GEMM_LT) {
+            if (gemm_lt(g, s, c, a, b, m, n, k, ta, tb, alpha, beta)) return;
+            tr_cu_gemm_naive(s, c, a, b, m, n, k, ta, tb, alpha, beta); /* no Lt algorithm for this case */
+            return;
+        }
+#endif
+        gemm_blas(g, s, c, a, b, m, n, k, ta, tb, alpha, beta);
+        return;
+    }
+    tr_cu_gemm_naive(s, c, a, b, m, n, k, ta, tb, alpha, beta);
+}

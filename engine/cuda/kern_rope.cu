@@ -1,0 +1,64 @@
+/* Rotary position embedding, rotate-half convention, in place; forward and backward.
+ *
+ * As the twin (and Hugging Face): inv_freq_i = theta^(-2i/rot_dim) rounded to fp32 (computed on
+ * the host in double, uploaded once per call through a small kernel argument table), the angle is
+ * the fp32 product pos * inv_freq_i, and its cos/sin are evaluated in double and rounded to fp32
+ * (so no fast sinf/cosf range-reduction error at long positions). The rotation is fp32.
+ * One thread per (b, t, h, i < rot_dim/2) pair; dims >= rot_dim pass through untouched. */
+#include <math.h>
+
+#include "kern_common.cuh"
+
+#define TR_ROPE_MAX_HALF 512 /* head dims up to 1024 rotated */
+
+typedef struct rope_freqs {
+    float inv_freq[TR_ROPE_MAX_HALF];
+} rope_freqs;
+
+__global__ void k_rope(tr_buf x, const int32_t *positions, int T, int H, int D, int half, rope_freqs f, float sign,
+                       size_t total) {
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        const int i = (int)(idx % (size_t)half);
+        const size_t bth = idx / (size_t)half; /* (b*T + t)*H + h */
+        const size_t bt = bth / (size_t)H;
+        const int32_t pos = positions ? positions[bt] : (int32_t)(bt % (size_t)T);
+        const float a = (float)pos * f.inv_freq[i];
+        const float c = (float)cos((double)a), sn = sign * (float)sin((double)a);
+        const size_t i1 = bth * (size_t)D + (size_t)i, i2 = i1 + (size_t)half;
+        const float x1 = ldf(x, i1), x2 = ldf(x, i2);
+        stf(x, i1, x1 * c - x2 * sn);
+        stf(x, i2, x2 * c + x1 * sn);
+    }
+}
+
+static void rope_apply(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int T,
+                       int H, int D, float sign) {
+    TR_CHECK(rd != NULL, "rope needs a descriptor");
+    TR_CHECK(B > 0 && T > 0 && H > 0 && D > 0, "rope needs B, T, H and D positive");
+    TR_CHECK(rd->rot_dim > 0 && rd->rot_dim % 2 == 0, "rope rot_dim must be even and positive; check --rotary-percent");
+    TR_CHECK(rd->rot_dim <= D, "rope rot_dim exceeds the head dim; check --rotary-percent and --kv-channels");
+    TR_CHECK(rd->theta > 0.0f, "rope theta must be positive; check --rotary-base");
+    TR_CHECK(rd->rot_dim / 2 <= TR_ROPE_MAX_HALF, "rope rot_dim above 1024 is not supported by the CUDA kernel");
+    kern_check_float_buf(x, "rope x");
+    const int half = rd->rot_dim / 2;
+    rope_freqs f;
+    memset(&f, 0, sizeof f);
+    for (int i = 0; i < half; i++) {
+        const float e = (float)(2 * i) / (float)rd->rot_dim; /* the exponent exact in fp32, as in HF */
+        f.inv_freq[i] = (float)(1.0 / pow((double)rd->theta, (double)e));
+    }
+    const size_t total = (size_t)B * (size_t)T * (size_t)H * (size_t)half;
+    k_rope<<<grid_for(total), TR_BLOCK, 0, tr_cu_stream(s)>>>(x, positions, T, H, D, half, f, sign, total);
+    CU_CHECK_LAUNCH("k_rope");
+}
+
+extern "C" void kern_rope_forward(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B,
+                                  int T, int H, int D) {
+    rope_apply(s, rd, x, positions, B, T, H, D, 1.0f);
+}
+
+extern "C" void kern_rope_backward(dev_stream *s, const kern_rope_desc *rd, tr_buf dx, const int32_t *positions,
+                                   int B, int T, int H, int D) {
+    rope_apply(s, rd, dx, positions, B, T, H, D, -1.0f);
+}
