@@ -41,7 +41,7 @@ static int member(const cJSON *obj, const char *key, const cJSON **out, const ch
 /* A positive integer that fits int. present_out (may be NULL) says whether the key was there. */
 static int get_pos_int(const cJSON *obj, const char *key, bool required, int *out, bool *present_out,
                        const char *where, char *err, size_t errlen) {
-    const cJSON *v;
+    const cJSON *v = NULL;
     if (member(obj, key, &v, where, err, errlen)) return -1;
     if (present_out) *present_out = v != NULL;
     if (!v) {
@@ -54,7 +54,7 @@ static int get_pos_int(const cJSON *obj, const char *key, bool required, int *ou
         return tr_errf(err, errlen, "%s: \"%s\" must be an integer, got %s", where, key,
                        cJSON_IsNumber(v) ? "a fraction" : json_type_name(v));
     if (v->valuedouble <= 0 || v->valuedouble > 2147483647.0)
-        return tr_errf(err, errlen, "%s: \"%s\" is %.17g; it must be a positive integer (at most 2147483647)", where,
+        return tr_errf(err, errlen, "%s: \"%s\" is %.15g; it must be a positive integer (at most 2147483647)", where,
                        key, v->valuedouble);
     *out = (int)v->valuedouble;
     return 0;
@@ -63,7 +63,7 @@ static int get_pos_int(const cJSON *obj, const char *key, bool required, int *ou
 /* A positive finite number. */
 static int get_pos_double(const cJSON *obj, const char *key, bool required, double *out, bool *present_out,
                           const char *where, char *err, size_t errlen) {
-    const cJSON *v;
+    const cJSON *v = NULL;
     if (member(obj, key, &v, where, err, errlen)) return -1;
     if (present_out) *present_out = v != NULL;
     if (!v) {
@@ -73,14 +73,14 @@ static int get_pos_double(const cJSON *obj, const char *key, bool required, doub
     if (!cJSON_IsNumber(v))
         return tr_errf(err, errlen, "%s: \"%s\" must be a number, got %s", where, key, json_type_name(v));
     if (!(v->valuedouble > 0) || !isfinite(v->valuedouble))
-        return tr_errf(err, errlen, "%s: \"%s\" is %.17g; it must be a positive number", where, key, v->valuedouble);
+        return tr_errf(err, errlen, "%s: \"%s\" is %.15g; it must be a positive number", where, key, v->valuedouble);
     *out = v->valuedouble;
     return 0;
 }
 
 static int get_bool(const cJSON *obj, const char *key, bool dflt, bool *out, const char *where, char *err,
                     size_t errlen) {
-    const cJSON *v;
+    const cJSON *v = NULL;
     if (member(obj, key, &v, where, err, errlen)) return -1;
     if (!v) {
         *out = dflt;
@@ -95,7 +95,7 @@ static int get_bool(const cJSON *obj, const char *key, bool dflt, bool *out, con
 /* NULL when absent; -1 when present but not a string. */
 static int get_string(const cJSON *obj, const char *key, const char **out, const char *where, char *err,
                       size_t errlen) {
-    const cJSON *v;
+    const cJSON *v = NULL;
     if (member(obj, key, &v, where, err, errlen)) return -1;
     *out = NULL;
     if (!v) return 0;
@@ -119,7 +119,7 @@ typedef struct hf_rope {
 static int parse_rope(const cJSON *root, const char *key, hf_rope *r, const char *path, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     r->key = key;
-    const cJSON *d;
+    const cJSON *d = NULL;
     if (member(root, key, &d, path, err, errlen)) return -1;
     if (!d) return 0;
     if (!cJSON_IsObject(d))
@@ -129,7 +129,7 @@ static int parse_rope(const cJSON *root, const char *key, hf_rope *r, const char
     char where[1100];
     snprintf(where, sizeof where, "%s: %s", path, key);
     r->present = true;
-    const char *type, *legacy_type;
+    const char *type = NULL, *legacy_type = NULL;
     if (get_string(d, "rope_type", &type, where, err, errlen) || get_string(d, "type", &legacy_type, where, err, errlen))
         return -1;
     if (type && legacy_type && strcmp(type, legacy_type) != 0)
@@ -181,11 +181,11 @@ static int parse_rope_all(const cJSON *root, hf_llama_config *out, const char *p
                        "keep one of them", path);
     const hf_rope *r = scaling.present ? &scaling : &params;
     double top_theta = 0;
-    bool has_top;
+    bool has_top = false;
     if (get_pos_double(root, "rope_theta", false, &top_theta, &has_top, path, err, errlen)) return -1;
     const hf_rope *with_theta = r->has_theta ? r : (scaling.has_theta ? &scaling : params.has_theta ? &params : NULL);
     if (with_theta && has_top && with_theta->theta != top_theta)
-        return tr_errf(err, errlen, "%s: \"rope_theta\" is %.17g but \"%s\".rope_theta is %.17g; keep one", path,
+        return tr_errf(err, errlen, "%s: \"rope_theta\" is %.15g but \"%s\".rope_theta is %.15g; keep one", path,
                        top_theta, with_theta->key, with_theta->theta);
     if (!with_theta && !has_top)
         return tr_errf(err, errlen, "%s: no RoPE base: neither \"rope_theta\" (transformers 4.x) nor "
@@ -202,7 +202,7 @@ static int parse_rope_all(const cJSON *root, hf_llama_config *out, const char *p
 }
 
 static int parse_arch(const cJSON *root, const char *path, char *err, size_t errlen) {
-    const char *model_type, *act;
+    const char *model_type = NULL, *act = NULL;
     if (get_string(root, "model_type", &model_type, path, err, errlen)) return -1;
     if (!model_type)
         return tr_errf(err, errlen, "%s: required key \"model_type\" is missing; twinrun imports \"llama\" configs",
@@ -231,7 +231,7 @@ static int parse_arch(const cJSON *root, const char *path, char *err, size_t err
 }
 
 static int parse_shape(const cJSON *root, hf_llama_config *o, const char *path, char *err, size_t errlen) {
-    bool has_kv, has_hd;
+    bool has_kv = false, has_hd = false;
     if (get_pos_int(root, "hidden_size", true, &o->hidden_size, NULL, path, err, errlen) ||
         get_pos_int(root, "intermediate_size", true, &o->intermediate_size, NULL, path, err, errlen) ||
         get_pos_int(root, "num_hidden_layers", true, &o->num_hidden_layers, NULL, path, err, errlen) ||

@@ -24,7 +24,7 @@ static int merge_int(int *field, int dflt, int hf, bool commit, const char *flag
 static int merge_double(double *field, double dflt, double hf, bool commit, const char *flag, const char *key,
                         char *err, size_t errlen) {
     if (*field != dflt && *field != hf)
-        return tr_errf(err, errlen, "%s %.17g disagrees with %s %.17g in the Hugging Face config.json; " CONFLICT_HINT,
+        return tr_errf(err, errlen, "%s %.15g disagrees with %s %.15g in the Hugging Face config.json; " CONFLICT_HINT,
                        flag, *field, key, hf);
     if (commit) *field = hf;
     return 0;

@@ -136,7 +136,7 @@ static int parse_tensor(st_tensor *t, const cJSON *entry, const char *path, char
     if (!cJSON_IsObject(entry))
         return tr_errf(err, errlen, "%s: tensor '%s': header entry is not a JSON object "
                        "{\"dtype\", \"shape\", \"data_offsets\"}", path, t->name);
-    const cJSON *dtype, *shape, *offs;
+    const cJSON *dtype = NULL, *shape = NULL, *offs = NULL;
     if (unique_member(entry, "dtype", &dtype, path, t->name, err, errlen) ||
         unique_member(entry, "shape", &shape, path, t->name, err, errlen) ||
         unique_member(entry, "data_offsets", &offs, path, t->name, err, errlen))
