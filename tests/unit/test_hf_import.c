@@ -1,0 +1,137 @@
+/* Hugging Face import/export of the model: round trip, and every way a checkpoint can disagree
+ * with the model (missing tensor, wrong shape, extra tensor) is refused with a message that names it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "model/llama.h"
+#include "model/llama_hf.h"
+
+#define TINY TWINRUN_TEST_DATA "/tiny_gqa"
+
+typedef struct fixture {
+    tr_config cfg;
+    dev_device *d;
+    llama_model *m;
+    char dir[256];
+} fixture;
+
+static int setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    char err[512];
+    tr_config_defaults(&f->cfg);
+    hf_llama_config hf;
+    if (hf_config_load(&hf, TINY "/config.json", err, sizeof err) || hf_config_apply(&hf, &f->cfg, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    f->cfg.micro_batch_size = 1, f->cfg.seq_length = 8;
+    f->d = dev_open(0, 0, err, sizeof err);
+    f->m = llama_create(&f->cfg, f->d, dev_stream_default(f->d), err, sizeof err);
+    if (!f->m) return -1;
+    snprintf(f->dir, sizeof f->dir, "/tmp/twinrun_hf_import_%d", (int)getpid());
+    mkdir(f->dir, 0755);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/model.safetensors", f->dir);
+    unlink(path);
+    rmdir(f->dir);
+    llama_destroy(f->m);
+    dev_close(f->d);
+    free(f);
+    return 0;
+}
+
+static void test_round_trip(void **state) {
+    fixture *f = *state;
+    char err[512], path[300];
+    float *a = malloc(f->m->total * 4), *b = malloc(f->m->total * 4);
+    assert_int_equal(llama_hf_read(f->m, TINY, a, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/model.safetensors", f->dir);
+    assert_int_equal(llama_hf_write(f->m, a, path, "", err, sizeof err), 0);
+    assert_int_equal(llama_hf_read(f->m, f->dir, b, err, sizeof err), 0);
+    assert_memory_equal(a, b, f->m->total * 4);
+    /* the fused fc1 holds gate_proj rows first, then up_proj rows */
+    st_file st;
+    assert_int_equal(st_open(&st, TINY "/model.safetensors", err, sizeof err), 0);
+    int p = llama_find_param(f->m, "model.layers.1.mlp.gate_up_proj.weight");
+    const llama_param *pp = &f->m->params_tab[p];
+    int64_t shape[2] = {pp->shape[0] / 2, pp->shape[1]};
+    float *up = malloc(pp->numel / 2 * 4);
+    assert_int_equal(st_read_f32(&st, "model.layers.1.mlp.up_proj.weight", up, shape, 2, err, sizeof err), 0);
+    assert_memory_equal(up, a + pp->offset + pp->numel / 2, pp->numel / 2 * 4);
+    st_close(&st);
+    free(up), free(a), free(b);
+}
+
+/* Writes the tiny model with one change: tensor `drop` left out, `reshape` given one row less, or
+ * an `extra` tensor added; then expects llama_hf_read to refuse and to name `expect`. */
+static void expect_refused(fixture *f, const char *drop, const char *reshape, const char *extra, const char *expect) {
+    char err[512], path[300];
+    st_file st;
+    assert_int_equal(st_open(&st, TINY "/model.safetensors", err, sizeof err), 0);
+    st_writer *w = st_writer_new();
+    for (int i = 0; i < st.n; i++) {
+        const st_tensor *t = &st.tensors[i];
+        if (drop && !strcmp(t->name, drop)) continue;
+        int64_t numel = 1;
+        for (int k = 0; k < t->ndim; k++) numel *= t->shape[k];
+        float *buf = malloc((size_t)numel * 4);
+        assert_int_equal(st_read_f32(&st, t->name, buf, t->shape, t->ndim, err, sizeof err), 0);
+        int64_t shape[8];
+        memcpy(shape, t->shape, sizeof shape);
+        if (reshape && !strcmp(t->name, reshape)) shape[0]--;
+        assert_int_equal(st_writer_add(w, t->name, ST_F32, shape, t->ndim, buf, err, sizeof err), 0);
+        free(buf);
+    }
+    if (extra) {
+        float z[4] = {0};
+        int64_t shape[1] = {4};
+        assert_int_equal(st_writer_add(w, extra, ST_F32, shape, 1, z, err, sizeof err), 0);
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", f->dir);
+    assert_int_equal(st_writer_write(w, path, err, sizeof err), 0);
+    st_writer_free(w);
+    st_close(&st);
+    float *host = malloc(f->m->total * 4);
+    err[0] = 0;
+    assert_int_equal(llama_hf_read(f->m, f->dir, host, err, sizeof err), -1);
+    if (!strstr(err, expect)) fail_msg("message \"%s\" does not name \"%s\"", err, expect);
+    free(host);
+}
+
+static void test_missing_tensor(void **state) {
+    expect_refused(*state, "model.layers.0.self_attn.k_proj.weight", NULL, NULL, "model.layers.0.self_attn.k_proj.weight");
+}
+
+static void test_wrong_shape(void **state) {
+    expect_refused(*state, NULL, "model.layers.1.mlp.down_proj.weight", NULL, "model.layers.1.mlp.down_proj.weight");
+}
+
+static void test_extra_tensor(void **state) {
+    expect_refused(*state, NULL, NULL, "model.layers.0.self_attn.q_proj.bias", "model.layers.0.self_attn.q_proj.bias");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_missing_tensor),
+        cmocka_unit_test(test_wrong_shape),
+        cmocka_unit_test(test_extra_tensor),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
