@@ -153,9 +153,10 @@ int tr_gpt_index_check(const tr_gpt_index_params *p, const tr_gpt_index *ix, cha
     }
     for (int64_t i = 0; i < ndocs; i++)
         if (seen[i] != ix->epochs) {
+            int got = seen[i];
             free(seen);
             return tr_errf(err, errlen, "document_index holds document %lld %d times, expected %d (one per epoch)",
-                           (long long)(p->beg + i), seen[i], ix->epochs);
+                           (long long)(p->beg + i), got, ix->epochs);
         }
     free(seen);
     /* samples: boundaries move forward and enclose exactly S + X tokens (the extra one shared) */

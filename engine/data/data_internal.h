@@ -1,0 +1,47 @@
+/* The insides of tr_data, shared by builder.c (construction) and batch.c (batches). */
+#ifndef TWINRUN_DATA_INTERNAL_H
+#define TWINRUN_DATA_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "data/batch.h"
+#include "data/blended_dataset.h"
+#include "data/gpt_dataset.h"
+#include "data/indexed_dataset.h"
+#include "data/mock_dataset.h"
+#include "data/sampler.h"
+#include "data/split.h"
+#include "twinrun/config.h"
+
+typedef struct tr_data_split {
+    bool present;
+    int64_t requested;        /* samples the flags ask for */
+    int n;                    /* GPTDatasets in this split (one per prefix) */
+    tr_gpt_dataset *gpt;      /* [n] */
+    tr_gpt_dataset **gptp;    /* [n] pointers into gpt, for the blend */
+    bool blended;
+    tr_blended_dataset blend;
+} tr_data_split;
+
+struct tr_data {
+    int seq, mbs, gbs, eval_iters, eval_interval;
+    int64_t vocab_size, eod;
+    bool eod_mask_loss, reset_position_ids;
+    char split_text[64];
+    tr_split split;
+    char *tokenizer_json;
+    int n_prefix;
+    char (*prefix)[TR_PATH_LEN]; /* [n_prefix] */
+    char (*cache_dir)[TR_PATH_LEN + 64]; /* [n_prefix] per-prefix GPTDataset cache ("" = none) */
+    tr_idx_dataset **idx;        /* [n_prefix] (NULL for mock) */
+    tr_mock_dataset *mock;
+    tr_doc_source *src;          /* [n_prefix] */
+    tr_data_split sp[TR_NSPLITS];
+    tr_sampler train, valid;
+    bool has_train_sampler, has_valid_sampler;
+    int64_t *text;               /* [mbs, seq + 1] scratch */
+    int64_t *idxbuf;             /* [mbs] */
+};
+
+#endif
