@@ -19,9 +19,11 @@ int main(int argc, char **argv) {
         return TR_EXIT_USAGE;
     }
     if (tr_train_prepare_config(&cfg, err, sizeof err)) {
+        fputs(cfg.warnings, stderr);
         fprintf(stderr, "train_llama3: %s\n", err);
         return TR_EXIT_USAGE;
     }
+    fputs(cfg.warnings, stderr);
     tr_batch_source src;
     if (tr_batch_source_open(&src, &cfg, err, sizeof err)) {
         fprintf(stderr, "train_llama3: %s\n", err);

@@ -1,6 +1,9 @@
 /* Config completion and batch-source selection for the training entry. */
 #include <stdio.h>
 
+#include <stdlib.h>
+
+#include "data/batch.h"
 #include "io/hf_config.h"
 #include "train/trainer.h"
 #include "twinrun/err.h"
@@ -13,10 +16,25 @@ int tr_train_prepare_config(tr_config *cfg, char *err, size_t errlen) {
         if (hf_config_load(&hf, path, err, errlen) || hf_config_apply(&hf, cfg, err, errlen)) return -1;
     }
     int world = cfg->tensor_model_parallel_size * cfg->pipeline_model_parallel_size * cfg->context_parallel_size;
-    return tr_config_validate(cfg, world, err, errlen);
+    return tr_config_finalize(cfg, world, err, errlen);
 }
+
+static int data_next(void *ctx, int micro, int32_t *tokens, int32_t *labels, float *mask, int32_t *pos, char *err,
+                     size_t errlen) {
+    (void)micro; /* Megatron's sampler hands out micro-batches in order */
+    return tr_data_next_train(ctx, tokens, labels, mask, pos, err, errlen);
+}
+
+static void data_close(void *ctx) { tr_data_close(ctx); }
 
 int tr_batch_source_open(tr_batch_source *src, const tr_config *cfg, char *err, size_t errlen) {
     if (cfg->tokens_file[0]) return tr_tokens_file_open(src, cfg, err, errlen);
-    return tr_errf(err, errlen, "no training data: give --data-path PREFIX, --mock-data, or --tokens-file FILE");
+    if (!cfg->mock_data && cfg->n_data_path == 0)
+        return tr_errf(err, errlen, "no training data: give --data-path PREFIX, --mock-data, or --tokens-file FILE");
+    tr_data *d = tr_data_open(cfg, 0, 1, err, errlen);
+    if (!d) return -1;
+    src->next = data_next;
+    src->ctx = d;
+    src->close = data_close;
+    return 0;
 }
