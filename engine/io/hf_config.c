@@ -304,21 +304,33 @@ int hf_config_parse(hf_llama_config *out, const char *json, size_t len, const ch
 int hf_config_load(hf_llama_config *out, const char *path, char *err, size_t errlen) {
     FILE *fp = fopen(path, "rb");
     if (!fp) return tr_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = malloc(HF_MAX_CONFIG_BYTES + 1);
-    if (!buf) {
-        fclose(fp);
-        return tr_errf(err, errlen, "%s: out of memory", path);
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc = 0;
+    for (;;) {
+        if (len == cap) {
+            if (cap >= HF_MAX_CONFIG_BYTES) {
+                rc = tr_errf(err, errlen, "%s: larger than %u bytes; that is not a config.json", path,
+                             HF_MAX_CONFIG_BYTES);
+                break;
+            }
+            cap = cap ? cap * 2 : 16384;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                rc = tr_errf(err, errlen, "%s: out of memory", path);
+                break;
+            }
+            buf = nb;
+        }
+        size_t r = fread(buf + len, 1, cap - len, fp);
+        len += r;
+        if (r == 0) {
+            if (ferror(fp)) rc = tr_errf(err, errlen, "%s: read failed: %s", path, strerror(errno));
+            break;
+        }
     }
-    size_t n = fread(buf, 1, HF_MAX_CONFIG_BYTES + 1, fp);
-    int bad = ferror(fp);
     fclose(fp);
-    int rc;
-    if (bad)
-        rc = tr_errf(err, errlen, "%s: read failed", path);
-    else if (n > HF_MAX_CONFIG_BYTES)
-        rc = tr_errf(err, errlen, "%s: larger than %u bytes; that is not a config.json", path, HF_MAX_CONFIG_BYTES);
-    else
-        rc = hf_config_parse(out, buf, n, path, err, errlen);
+    if (rc == 0) rc = hf_config_parse(out, buf, len, path, err, errlen);
     free(buf);
     return rc;
 }
