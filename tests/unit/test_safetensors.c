@@ -632,6 +632,35 @@ static void test_writer_round_trip_bit_exact(void **state) {
     rmdir(dir);
 }
 
+/* model.safetensors was written by Hugging Face's safetensors library; writing its tensors back in
+ * file order must give the same bytes (header JSON, padding and data alike). */
+static void test_writer_reproduces_hf_file(void **state) {
+    (void)state;
+    st_file f;
+    char err[ERRLEN] = "";
+    assert_ok(st_open(&f, MODEL_FILE, err, ERRLEN), err);
+    st_writer *w = st_writer_new();
+    for (int i = 0; i < f.n; i++) {
+        const st_tensor *t = &f.tensors[i];
+        assert_ok(st_writer_add(w, t->name, t->dtype, t->shape, t->ndim, f.data + t->begin, err, ERRLEN), err);
+    }
+    char path[] = "/tmp/twinrun_st_hf_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    assert_ok(st_writer_write(w, path, err, ERRLEN), err);
+    st_writer_free(w);
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    uint8_t *b = malloc(f.owned_len + 1);
+    size_t len = fread(b, 1, f.owned_len + 1, fp);
+    fclose(fp);
+    assert_int_equal(len, f.owned_len);
+    assert_memory_equal(b, f.owned, len);
+    free(b);
+    st_close(&f);
+    unlink(path);
+}
+
 static void test_writer_rejects_bad_tensors(void **state) {
     (void)state;
     st_writer *w = st_writer_new();
@@ -850,6 +879,7 @@ int main(void) {
         cmocka_unit_test(test_float_conversions),
         cmocka_unit_test(test_int_conversions),
         cmocka_unit_test(test_writer_round_trip_bit_exact),
+        cmocka_unit_test(test_writer_reproduces_hf_file),
         cmocka_unit_test(test_writer_rejects_bad_tensors),
         cmocka_unit_test(test_model_sharded),
         cmocka_unit_test(test_model_missing_shard),
