@@ -81,8 +81,10 @@ int tr_mkdirs(const char *path, char *err, size_t errlen) {
     return 0;
 }
 
-static int cache_path(char *out, size_t cap, const tr_gpt_config *cfg, const char *hash, int split, const char *what) {
-    return snprintf(out, cap, "%s/%s-GPTDataset-%s-%s", cfg->cache_dir, hash, tr_split_name(split), what) >= (int)cap;
+/* <dir>/<md5>-<class>-<split>-<what>, the class being GPTDataset or MockGPTDataset */
+static int cache_path(char *out, size_t cap, const tr_gpt_config *cfg, const tr_gpt_dataset *ds, const char *what) {
+    return snprintf(out, cap, "%s/%s-%s-%s-%s", cfg->cache_dir, ds->hash, ds->src.path ? "GPTDataset" : "MockGPTDataset",
+                    tr_split_name(ds->split), what) >= (int)cap;
 }
 
 static char *slurp(const char *path, size_t *len) {
@@ -120,11 +122,11 @@ static int load_cache(tr_gpt_dataset *ds, const tr_gpt_index_params *p, const tr
     int present = 0;
     const char *all[4] = {"description.txt", names[0], names[1], names[2]};
     for (int k = 0; k < 4; k++) {
-        cache_path(path, sizeof path, cfg, ds->hash, ds->split, all[k]);
+        cache_path(path, sizeof path, cfg, ds, all[k]);
         present += access(path, R_OK) == 0;
     }
     if (present < 4) return 0; /* Megatron builds unless all four files exist */
-    cache_path(path, sizeof path, cfg, ds->hash, ds->split, "description.txt");
+    cache_path(path, sizeof path, cfg, ds, "description.txt");
     size_t dl = 0;
     char *desc = slurp(path, &dl);
     if (!desc || dl != strlen(ds->description) || memcmp(desc, ds->description, dl) != 0) {
@@ -137,7 +139,7 @@ static int load_cache(tr_gpt_dataset *ds, const tr_gpt_index_params *p, const tr
     memset(a, 0, sizeof a);
     int rc = 1;
     for (int k = 0; k < 3 && rc == 1; k++) {
-        cache_path(path, sizeof path, cfg, ds->hash, ds->split, names[k]);
+        cache_path(path, sizeof path, cfg, ds, names[k]);
         if (tr_npy_load(path, &a[k], note, notelen)) rc = -1;
     }
     if (rc == 1) {
@@ -170,7 +172,7 @@ static int load_cache(tr_gpt_dataset *ds, const tr_gpt_index_params *p, const tr
 static int save_cache(const tr_gpt_dataset *ds, const tr_gpt_config *cfg, char *err, size_t errlen) {
     if (tr_mkdirs(cfg->cache_dir, err, errlen)) return -1;
     char path[4200], tmp[4300];
-    cache_path(path, sizeof path, cfg, ds->hash, ds->split, "description.txt");
+    cache_path(path, sizeof path, cfg, ds, "description.txt");
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) return tr_errf(err, errlen, "%s: cannot write the data cache: %s (set --data-cache-path to a writable "
@@ -184,12 +186,12 @@ static int save_cache(const tr_gpt_dataset *ds, const tr_gpt_config *cfg, char *
     }
     const tr_gpt_index *ix = &ds->ix;
     int64_t s0[1] = {ix->n_doc}, s1[2] = {ix->n_samples + 1, 2}, s2[1] = {ix->n_samples};
-    cache_path(path, sizeof path, cfg, ds->hash, ds->split, "document_index.npy");
+    cache_path(path, sizeof path, cfg, ds, "document_index.npy");
     if (tr_npy_save(path, TR_NPY_INT32, 1, s0, ix->doc_index, err, errlen)) return -1;
-    cache_path(path, sizeof path, cfg, ds->hash, ds->split, "sample_index.npy");
+    cache_path(path, sizeof path, cfg, ds, "sample_index.npy");
     if (tr_npy_save(path, ix->sample64 ? TR_NPY_INT64 : TR_NPY_INT32, 2, s1, ix->sample_index, err, errlen))
         return -1;
-    cache_path(path, sizeof path, cfg, ds->hash, ds->split, "shuffle_index.npy");
+    cache_path(path, sizeof path, cfg, ds, "shuffle_index.npy");
     return tr_npy_save(path, ix->shuffle64 ? TR_NPY_INT64 : TR_NPY_UINT32, 1, s2, ix->shuffle_index, err, errlen);
 }
 
