@@ -31,7 +31,8 @@ extern "C" const char *tr_cu_hint(cudaError_t e) {
     case cudaErrorNoDevice:
         return "no such device: check CUDA_VISIBLE_DEVICES / LOCAL_RANK and the GPUs nvidia-smi lists";
     case cudaErrorInsufficientDriver:
-        return "the driver is older than the CUDA runtime this was built with: update the driver";
+        return "no NVIDIA driver is loaded (no GPU on this machine?), or it is older than the CUDA runtime this "
+               "was built with: check nvidia-smi, update the driver";
     case cudaErrorIllegalAddress:
     case cudaErrorLaunchFailure:
         return "a kernel faulted (bad pointer, out-of-range index or token id); the error is sticky: rerun "

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Builds the cuda backend on a GPU machine and runs what can only run there:
+#   1. ctest -L gpu (every test, linked against twinrun_cuda), GEMM path cuBLASLt (default);
+#   2. the GEMM-using tests again with TWINRUN_GEMM=blas (the GemmEx path MUSA uses) and =naive;
+#   3. compute-sanitizer memcheck/racecheck on a few kernel tests;
+#   4. coll_smoke: NCCL with 1 rank, and with 2 ranks (file rendezvous, a timeout) when 2 GPUs exist.
+#
+# Usage (from the repository root): engine/cuda/tools/device_check.sh OUTDIR [DEBS_DIR]
+# DEBS_DIR (default .debs) holds .deb files of cmocka, cJSON and pkg-config for machines that lack
+# them (apt-get download libcmocka0 libcmocka-dev libcjson1 libcjson-dev pkgconf pkgconf-bin
+# libpkgconf3 pkg-config); they are unpacked under /tmp, never into /.
+set -u
+OUT=${1:-/tmp/twinrun-gpu}
+DEBS=${2:-.debs}
+B=${TWINRUN_GPU_BUILD:-/tmp/build-cuda-dev}
+mkdir -p "$OUT"
+log() { echo "== $*"; }
+
+log machine
+nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+"$NVCC" --version | tail -2; cmake --version | head -1; gcc --version | head -1; head -2 /etc/os-release
+
+extra=()
+if ! pkg-config --exists cmocka libcjson 2>/dev/null; then
+    log "cmocka/cJSON/pkg-config from $DEBS"
+    P=/tmp/twinrun-debs
+    mkdir -p $P
+    for f in "$DEBS"/*.deb; do dpkg -x "$f" $P; done
+    sed -i "s|/usr/|$P/usr/|g" $P/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc
+    export PKG_CONFIG_PATH=$P/usr/lib/x86_64-linux-gnu/pkgconfig
+    export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    command -v pkg-config >/dev/null || extra+=(-DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf)
+fi
+if [ ! -e "$(dirname "$NVCC")/../include/nccl.h" ]; then
+    NR=$(python3 -c 'import nvidia.nccl as m; print(m.__path__[0])' 2>/dev/null)
+    log "NCCL from the Python wheel: ${NR:-none}"
+    if [ -n "$NR" ]; then
+        extra+=(-DNCCL_ROOT="$NR")
+        export LD_LIBRARY_PATH=$NR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    fi
+fi
+
+log configure and build
+cmake -S . -B "$B" -DTWINRUN_BACKEND=cuda -DCMAKE_C_COMPILER=gcc -DCMAKE_CUDA_COMPILER="$NVCC" \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >"$OUT/build.log" 2>&1 &&
+    cmake --build "$B" -j"$(nproc)" >>"$OUT/build.log" 2>&1
+rc=$?
+tail -5 "$OUT/build.log"
+[ $rc -eq 0 ] || { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
+
+export NCCL_NVLS_ENABLE=0
+log "ctest -L gpu (cuBLASLt)"
+ctest --test-dir "$B" -L gpu --output-on-failure --timeout 240 -j4 >"$OUT/ctest.log" 2>&1
+grep -E "tests passed|Failed|\*\*\*|Not Run|Timeout" "$OUT/ctest.log"
+
+for mode in blas naive; do
+    log "TWINRUN_GEMM=$mode"
+    TWINRUN_GEMM=$mode ctest --test-dir "$B" -R 'kern_gemm|refcheck|test_train$' --output-on-failure --timeout 240 \
+        -j4 >"$OUT/ctest_$mode.log" 2>&1
+    grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest_$mode.log"
+done
+
+log compute-sanitizer
+if command -v compute-sanitizer >/dev/null; then
+    for t in test_kern_attention test_kern_norm test_kern_cross_entropy test_kern_embedding test_kern_elementwise; do
+        timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tests/$t" >>"$OUT/sanitizer.log" 2>&1
+        echo "memcheck $t rc=$?"
+    done
+    timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 "$B/tests/test_kern_attention" \
+        >>"$OUT/sanitizer.log" 2>&1
+    echo "racecheck test_kern_attention rc=$?"
+fi
+
+log coll_smoke
+export TWINRUN_RENDEZVOUS_DIR
+TWINRUN_RENDEZVOUS_DIR=$(mktemp -d)
+{
+    timeout 120 "$B/bin/coll_smoke" 0 1
+    echo "1 rank rc=$?"
+    if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+        TWINRUN_RUN_ID=two timeout 120 "$B/bin/coll_smoke" 1 2 & p=$!
+        TWINRUN_RUN_ID=two timeout 120 "$B/bin/coll_smoke" 0 2; r0=$?
+        wait $p; echo "2 ranks rc=$r0,$?"
+        export TWINRUN_COLL_TIMEOUT_S=5
+        TWINRUN_RUN_ID=late timeout 120 "$B/bin/coll_smoke" 1 2 timeout & p=$!
+        TWINRUN_RUN_ID=late timeout 120 "$B/bin/coll_smoke" 0 2 timeout; r0=$?
+        wait $p; echo "2 ranks timeout rc=$r0,$?"
+    fi
+} >"$OUT/smoke.log" 2>&1
+grep -E "FAILED|rc=|all ok|returned" "$OUT/smoke.log"
+ls "$TWINRUN_RENDEZVOUS_DIR"
