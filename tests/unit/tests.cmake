@@ -22,3 +22,17 @@ add_test(NAME cli_train_hf_mock COMMAND ${bin}/train_llama3 --hf-load ${TWINRUN_
   --data-cache-path ${CMAKE_CURRENT_BINARY_DIR}/cli_train_hf_mock_cache --eval-iters 0)
 set_tests_properties(cli_train_hf_mock PROPERTIES LABELS "${labels}"
   PASS_REGULAR_EXPRESSION "iteration +3/ +3 \\| consumed samples: +6 \\|.*lm loss: [0-9]")
+
+# Same config, same seed, same bits: two runs from a fresh init write identical metrics files.
+set(det_args --num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4
+  --group-query-attention --num-query-groups 2 --seq-length 16 --max-position-embeddings 16
+  --position-embedding-type rope --normalization LayerNorm --apply-layernorm-1p --swiglu
+  --untie-embeddings-and-output-weights --disable-bias-linear --micro-batch-size 2 --global-batch-size 4
+  --train-iters 4 --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters 1 --bf16
+  --grad-reduce-in-bf16 --mock-data --vocab-size 300 --eval-iters 0
+  --data-cache-path ${CMAKE_CURRENT_BINARY_DIR}/cli_det_cache)
+string(REPLACE ";" " " det_args_str "${det_args}")
+add_test(NAME cli_deterministic COMMAND sh -c
+  "${bin}/train_llama3 ${det_args_str} --metrics-jsonl det_a.jsonl >/dev/null && ${bin}/train_llama3 ${det_args_str} --metrics-jsonl det_b.jsonl >/dev/null && cmp det_a.jsonl det_b.jsonl && test $(wc -l < det_a.jsonl) -eq 4"
+  WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(cli_deterministic PROPERTIES LABELS "${labels}")
