@@ -31,8 +31,8 @@ void kern_cross_entropy_forward(dev_stream *s, float *losses, tr_buf logits, con
     TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
     TR_CHECK(losses != NULL && targets != NULL, "cross entropy needs losses and targets");
     kern_check_float_buf(logits, "cross entropy logits");
+    for (int n = 0; n < N; n++) check_target(targets, n, V); /* all before any work, as in the backward */
     for (int n = 0; n < N; n++) {
-        check_target(targets, n, V);
         const size_t row = (size_t)n * (size_t)V;
         losses[n] = (float)(row_lse(logits, row, (size_t)V) - (double)ld(logits, row + (size_t)targets[n]));
     }

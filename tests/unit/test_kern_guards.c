@@ -47,11 +47,12 @@ static int32_t *g_ids;
 
 static int guards_setup(void **state) {
     if (kt_setup(state) != 0) return -1;
-    float zeros[256] = {0};
-    g_a = kt_upload(zeros, 256, TR_F32);
-    g_b = kt_upload(zeros, 256, TR_F32);
-    g_c = kt_upload(zeros, 256, TR_F32);
-    g_stats = kt_upload_f32(zeros, 256);
+    /* Large enough for every case's shapes (4 x 512 logits), so only the guard can stop a case. */
+    static const float zeros[4 * 512] = {0};
+    g_a = kt_upload(zeros, 4 * 512, TR_F32);
+    g_b = kt_upload(zeros, 4 * 512, TR_F32);
+    g_c = kt_upload(zeros, 4 * 512, TR_F32);
+    g_stats = kt_upload_f32(zeros, 4 * 512);
     const int32_t ids[4] = {1, 2, 512, 3}; /* 512 is outside a 512-token vocabulary */
     g_ids = kt_upload_i32(ids, 4);
     return 0;
