@@ -91,11 +91,13 @@ int st_tensor_read_i32(const st_file *f, const st_tensor *t, int32_t *dst, const
                        char *err, size_t errlen);
 
 /* ---- a model directory ----------------------------------------------------------------------
- * DIR/model.safetensors, or DIR/model.safetensors.index.json
- * {"metadata": {"total_size": N}, "weight_map": {name: file}} and its shards. Validated: every
- * shard exists and parses; every weight_map entry is in the shard it names; no shard holds a
- * tensor the weight_map does not list or assigns elsewhere; shard names are plain file names
- * (no '/', no '..'); total_size, when present, equals the shards' data bytes. */
+ * DIR/model.safetensors, or else DIR/model.safetensors.index.json
+ * {"metadata": {"total_size": N}, "weight_map": {name: file}} and its shards (the single file wins
+ * when both exist, as in transformers). Validated: every shard exists and parses; every
+ * weight_map entry is in the shard it names, and listed once; no shard holds a tensor the
+ * weight_map does not list or assigns elsewhere; shard names are plain file names (no '/', '\\'
+ * or '..'). total_size must be a number when present but is not compared: exporters disagree on
+ * what it counts. */
 typedef struct st_model_entry st_model_entry;
 typedef struct st_model {
     int nfiles;

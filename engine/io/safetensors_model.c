@@ -104,7 +104,18 @@ static int find_file(const st_model *m, const char *dir, const char *name) {
     return -1;
 }
 
+/* One weight_map line: tensor name -> shard file (both owned by the parsed JSON). */
+typedef struct map_entry {
+    const char *name, *shard;
+    int file; /* index into m->files */
+} map_entry;
+
+static int cmp_map_entry(const void *a, const void *b) {
+    return strcmp(((const map_entry *)a)->name, ((const map_entry *)b)->name);
+}
+
 static int open_sharded(st_model *m, const char *dir, const char *index_path, char *err, size_t errlen) {
+    map_entry *map = NULL;
     size_t len;
     char *text = slurp(index_path, &len, err, errlen);
     if (!text) return -1;
@@ -131,46 +142,56 @@ static int open_sharded(st_model *m, const char *dir, const char *index_path, ch
                      index_path);
         goto out;
     }
-    /* shards in order of first mention */
-    for (const cJSON *c = wm->child; c; c = c->next) {
-        for (const cJSON *d = wm->child; d != c; d = d->next) {
-            if (strcmp(d->string, c->string) == 0) {
-                rc = tr_errf(err, errlen, "%s: weight_map lists '%s' twice; fix the index", index_path, c->string);
-                goto out;
-            }
-        }
+    /* shards in order of first mention; the map sorted by name, so that checks stay n log n even
+     * for a hostile index */
+    int n = cJSON_GetArraySize(wm), k = 0;
+    map = calloc((size_t)n + 1, sizeof *map);
+    if (!map) {
+        rc = tr_errf(err, errlen, "%s: out of memory", index_path);
+        goto out;
+    }
+    for (const cJSON *c = wm->child; c; c = c->next, k++) {
         if (!cJSON_IsString(c)) {
             rc = tr_errf(err, errlen, "%s: weight_map entry '%s' is not a file name string; fix the index",
                          index_path, c->string);
             goto out;
         }
         if ((rc = check_shard_name(index_path, c->string, c->valuestring, err, errlen)) != 0) goto out;
-        if (find_file(m, dir, c->valuestring) < 0 && (rc = add_file(m, dir, c->valuestring, err, errlen)) != 0)
-            goto out;
-    }
-    /* every weight_map name must be in its shard, and every shard tensor listed for that shard */
-    for (const cJSON *c = wm->child; c; c = c->next) {
         int fi = find_file(m, dir, c->valuestring);
-        if (!st_find(&m->files[fi], c->string)) {
+        if (fi < 0) {
+            if ((rc = add_file(m, dir, c->valuestring, err, errlen)) != 0) goto out;
+            fi = m->nfiles - 1;
+        }
+        map[k] = (map_entry){c->string, c->valuestring, fi};
+    }
+    qsort(map, (size_t)n, sizeof *map, cmp_map_entry);
+    for (k = 0; k < n; k++) {
+        if (k > 0 && strcmp(map[k].name, map[k - 1].name) == 0) {
+            rc = tr_errf(err, errlen, "%s: weight_map lists '%s' twice; fix the index", index_path, map[k].name);
+            goto out;
+        }
+        if (!st_find(&m->files[map[k].file], map[k].name)) {
             rc = tr_errf(err, errlen, "%s: weight_map says '%s' is in %s, but that shard has no such tensor; the index "
-                         "and shards come from different exports, re-download them together", index_path, c->string,
-                         c->valuestring);
+                         "and shards come from different exports, re-download them together", index_path, map[k].name,
+                         map[k].shard);
             goto out;
         }
     }
     for (int fi = 0; fi < m->nfiles; fi++) {
         const st_file *f = &m->files[fi];
         for (int i = 0; i < f->n; i++) {
-            const cJSON *where = cJSON_GetObjectItemCaseSensitive(wm, f->tensors[i].name);
-            if (!where || find_file(m, dir, where->valuestring) != fi) {
+            map_entry key = {f->tensors[i].name, NULL, 0};
+            const map_entry *where = bsearch(&key, map, (size_t)n, sizeof *map, cmp_map_entry);
+            if (!where || where->file != fi) {
                 rc = tr_errf(err, errlen, "%s: holds tensor '%s', which %s does not assign to it (%s); the index and "
                              "shards come from different exports, re-download them together", f->path,
-                             f->tensors[i].name, index_path, where ? where->valuestring : "not listed at all");
+                             f->tensors[i].name, index_path, where ? where->shard : "not listed at all");
                 goto out;
             }
         }
     }
 out:
+    free(map);
     cJSON_Delete(root);
     free(text);
     return rc;

@@ -48,6 +48,8 @@ static int unique_member(const cJSON *obj, const char *key, const cJSON **out, c
     return 0;
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 static int parse_metadata(st_file *f, const cJSON *meta, const char *path, char *err, size_t errlen) {
     if (!cJSON_IsObject(meta))
         return tr_errf(err, errlen, "%s: \"__metadata__\" must be a JSON object mapping strings to strings "
@@ -60,17 +62,24 @@ static int parse_metadata(st_file *f, const cJSON *meta, const char *path, char 
         if (!cJSON_IsString(c))
             return tr_errf(err, errlen, "%s: \"__metadata__\" entry \"%s\" is not a string; safetensors metadata "
                            "is a string->string map (write numbers as strings)", path, c->string ? c->string : "");
-        for (int i = 0; i < f->n_metadata; i++)
-            if (strcmp(f->metadata_keys[i], c->string) == 0)
-                return tr_errf(err, errlen, "%s: \"__metadata__\" has the key \"%s\" twice; the header is malformed",
-                               path, c->string);
         f->metadata_keys[f->n_metadata] = strdup(c->string);
         f->metadata_values[f->n_metadata] = strdup(c->valuestring);
         f->n_metadata++;
         if (!f->metadata_keys[f->n_metadata - 1] || !f->metadata_values[f->n_metadata - 1])
             return tr_errf(err, errlen, "%s: out of memory", path);
     }
-    return 0;
+    /* duplicates by sorting a copy: a quadratic scan would let a hostile header stall the reader */
+    char **keys = malloc(((size_t)f->n_metadata + 1) * sizeof *keys);
+    if (!keys) return tr_errf(err, errlen, "%s: out of memory", path);
+    memcpy(keys, f->metadata_keys, (size_t)f->n_metadata * sizeof *keys);
+    qsort(keys, (size_t)f->n_metadata, sizeof *keys, cmp_str);
+    int rc = 0;
+    for (int i = 1; i < f->n_metadata && rc == 0; i++)
+        if (strcmp(keys[i], keys[i - 1]) == 0)
+            rc = tr_errf(err, errlen, "%s: \"__metadata__\" has the key \"%s\" twice; the header is malformed", path,
+                         keys[i]);
+    free(keys);
+    return rc;
 }
 
 static int parse_shape(st_tensor *t, const cJSON *shape, const char *path, char *err, size_t errlen) {

@@ -441,6 +441,8 @@ static void test_metadata_not_string_map(void **state) {
                         "\"__metadata__\" entry \"step\" is not a string");
     expect_header_error("{\"__metadata__\":[\"pt\"]}", 0, "\"__metadata__\" must be a JSON object");
     expect_header_error("{\"__metadata__\":{},\"__metadata__\":{}}", 0, "\"__metadata__\" appears twice");
+    expect_header_error("{\"__metadata__\":{\"b\":\"1\",\"a\":\"x\",\"a\":\"y\"}}", 0,
+                        "\"__metadata__\" has the key \"a\" twice");
 }
 
 static void test_valid_edge_cases(void **state) {
