@@ -52,10 +52,25 @@ static tr_data *open_case(const char *cache, int dp_rank, int dp_size) {
     return d;
 }
 
+/* A scratch copy of Megatron's cache/, so that a failing run never writes into tests/data. */
+static char g_cache[64];
+
 static int setup(void **state) {
     (void)state;
     /* Megatron ran with the relative prefix "corpus" (its description says so) */
-    return chdir(CASE);
+    if (chdir(CASE) != 0) return -1;
+    snprintf(g_cache, sizeof g_cache, "/tmp/twinrun-data-refcache-XXXXXX");
+    if (!mkdtemp(g_cache)) return -1;
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "cp cache/* '%s'/ && chmod u+w '%s'/*", g_cache, g_cache);
+    return system(cmd);
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_cache);
+    return system(cmd);
 }
 
 static void load(const char *path, tr_npy *a) {
@@ -68,7 +83,7 @@ static void load(const char *path, tr_npy *a) {
 /* Megatron's cache is found (same description -> same MD5 file names) and accepted. */
 static void test_megatron_cache_is_hit(void **state) {
     (void)state;
-    tr_data *d = open_case("cache", 0, 1);
+    tr_data *d = open_case(g_cache, 0, 1);
     assert_non_null(d);
     const tr_gpt_dataset *t = tr_data_gpt(d, 0, 0), *v = tr_data_gpt(d, 1, 0);
     assert_string_equal(t->hash, TRAIN_HASH);
@@ -142,7 +157,7 @@ static void check_samples(tr_data *d) {
 
 static void test_samples_from_cache(void **state) {
     (void)state;
-    tr_data *d = open_case("cache", 0, 1);
+    tr_data *d = open_case(g_cache, 0, 1);
     assert_non_null(d);
     check_samples(d);
     tr_data_close(d);
@@ -169,7 +184,7 @@ static void test_sampler_dp_ranks(void **state) {
     tr_npy tok;
     load("train_tokens.npy", &tok);
     for (int r = 0; r < 2; r++) {
-        tr_data *d = open_case("cache", r, 2);
+        tr_data *d = open_case(g_cache, r, 2);
         assert_non_null(d);
         int32_t t[5 * 64], l[5 * 64], p[5 * 64];
         float m[5 * 64];
@@ -242,5 +257,5 @@ int main(void) {
         cmocka_unit_test(test_samples_from_cache),        cmocka_unit_test(test_samples_built_without_cache),
         cmocka_unit_test(test_sampler_dp_ranks),          cmocka_unit_test(test_corrupt_cache_is_rebuilt),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,341 @@
+/* The `dataset` program: Megatron-style data preparation and inspection.
+ *   dataset preprocess --input DOCS.jsonl --output-prefix P [--append-eod] [--vocab-size V] [--eod-id N]
+ *       JSON lines {"ids": [...]} (already tokenized) -> P.bin + P.idx (Megatron's MMIDIDX v1).
+ *   dataset inspect PREFIX [--vocab-size V]
+ *       counts, dtype, token and length ranges; fails if a token id is >= V.
+ *   dataset samples <train_llama3 data flags> --split-name train|valid|test --count N --out DIR
+ *       [--tokenizer-identity JSON]: DIR/tokens.npy and DIR/labels.npy (int64 [N, seq]) - the
+ *       split's first N samples in the order the trainer sees them. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "data/batch.h"
+#include "data/indexed_dataset.h"
+#include "data/npy.h"
+#include "twinrun/config.h"
+#include "twinrun/err.h"
+
+#define ERRLEN 1024
+
+static int usage(void) {
+    fprintf(stderr,
+            "usage: dataset preprocess --input DOCS.jsonl --output-prefix PREFIX [--append-eod] [--vocab-size V] "
+            "[--eod-id N]\n"
+            "       dataset inspect PREFIX [--vocab-size V]\n"
+            "       dataset samples [train_llama3 data flags] --split-name train|valid|test --count N --out DIR "
+            "[--tokenizer-identity JSON]\n");
+    return TR_EXIT_USAGE;
+}
+
+static int parse_i64(const char *flag, const char *s, int64_t *v) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(s ? s : "", &end, 10);
+    if (!s || !*s || *end || errno) {
+        fprintf(stderr, "dataset: %s expects an integer, got '%s'\n", flag, s ? s : "");
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+/* One JSON line -> its "ids" (out grows as needed). Returns count or -1 with err. */
+static int64_t line_ids(const char *line, int64_t **ids, int64_t *cap, int64_t vocab, char *err, size_t errlen) {
+    cJSON *j = cJSON_Parse(line);
+    if (!j || !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return tr_errf(err, errlen, "not a JSON object");
+    }
+    cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "ids");
+    if (!cJSON_IsArray(a)) {
+        cJSON_Delete(j);
+        return tr_errf(err, errlen, "no \"ids\" array (expected {\"ids\": [1, 2, ...]})");
+    }
+    int64_t n = 0;
+    for (cJSON *e = a->child; e; e = e->next, n++) {
+        double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
+        if (!cJSON_IsNumber(e) || v != (double)(int64_t)v || v < 0 || (vocab > 0 && v >= (double)vocab)) {
+            cJSON_Delete(j);
+            return tr_errf(err, errlen, "ids[%lld] is not a token id in [0, %lld)", (long long)n,
+                           (long long)(vocab > 0 ? vocab : INT64_MAX));
+        }
+        if (n + 2 > *cap) {
+            int64_t nc = *cap ? *cap * 2 : 4096;
+            int64_t *ni = realloc(*ids, (size_t)nc * sizeof *ni);
+            if (!ni) {
+                cJSON_Delete(j);
+                return tr_errf(err, errlen, "out of memory");
+            }
+            *ids = ni;
+            *cap = nc;
+        }
+        (*ids)[n] = (int64_t)v;
+    }
+    cJSON_Delete(j);
+    if (n + 2 > *cap) { /* room for eod even in an empty document */
+        int64_t *ni = realloc(*ids, 16 * sizeof *ni);
+        if (!ni) return tr_errf(err, errlen, "out of memory");
+        *ids = ni;
+        *cap = 16;
+    }
+    return n;
+}
+
+static int cmd_preprocess(int argc, char **argv) {
+    const char *input = NULL, *prefix = NULL;
+    int append_eod = 0;
+    int64_t vocab = 0, eod = -1;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--input") && v) input = argv[++i];
+        else if (!strcmp(a, "--output-prefix") && v) prefix = argv[++i];
+        else if (!strcmp(a, "--append-eod")) append_eod = 1;
+        else if (!strcmp(a, "--vocab-size")) {
+            if (parse_i64(a, v, &vocab)) return TR_EXIT_USAGE;
+            i++;
+        } else if (!strcmp(a, "--eod-id")) {
+            if (parse_i64(a, v, &eod)) return TR_EXIT_USAGE;
+            i++;
+        } else {
+            fprintf(stderr, "dataset preprocess: unknown or incomplete flag '%s'\n", a);
+            return usage();
+        }
+    }
+    if (!input || !prefix) return usage();
+    if (append_eod && eod < 0) {
+        if (vocab <= 0) {
+            fprintf(stderr, "dataset preprocess: --append-eod needs --eod-id N (or --vocab-size V: eod = V - 1)\n");
+            return TR_EXIT_USAGE;
+        }
+        eod = vocab - 1;
+    }
+    FILE *in = fopen(input, "r");
+    if (!in) {
+        fprintf(stderr, "dataset preprocess: %s: %s\n", input, strerror(errno));
+        return TR_EXIT_FATAL;
+    }
+    char err[ERRLEN];
+    /* Megatron's choice: uint16 below 65500 ids, int32 otherwise (and when the vocab is unknown) */
+    int code = tr_idx_optimal_code(vocab > 0 ? vocab : 1 << 30);
+    tr_idx_writer *w = tr_idx_writer_open(prefix, code, err, sizeof err);
+    if (!w) {
+        fclose(in);
+        fprintf(stderr, "dataset preprocess: %s\n", err);
+        return TR_EXIT_FATAL;
+    }
+    char *line = NULL;
+    size_t lcap = 0;
+    int64_t *ids = NULL, cap = 0, docs = 0, tokens = 0, lineno = 0;
+    ssize_t got;
+    int rc = 0;
+    while ((got = getline(&line, &lcap, in)) >= 0) {
+        lineno++;
+        if (strspn(line, " \t\r\n") == (size_t)got) continue; /* blank lines */
+        int64_t n = line_ids(line, &ids, &cap, vocab, err, sizeof err);
+        if (n < 0) {
+            fprintf(stderr, "dataset preprocess: %s:%lld: %s\n", input, (long long)lineno, err);
+            rc = TR_EXIT_FATAL;
+            break;
+        }
+        if (append_eod) ids[n++] = eod;
+        if (tr_idx_writer_add(w, ids, n, err, sizeof err)) {
+            fprintf(stderr, "dataset preprocess: %s:%lld: %s\n", input, (long long)lineno, err);
+            rc = TR_EXIT_FATAL;
+            break;
+        }
+        docs++;
+        tokens += n;
+    }
+    free(line);
+    free(ids);
+    fclose(in);
+    if (rc) {
+        tr_idx_writer_abort(w);
+        return rc;
+    }
+    if (tr_idx_writer_finish(w, err, sizeof err)) {
+        fprintf(stderr, "dataset preprocess: %s\n", err);
+        return TR_EXIT_FATAL;
+    }
+    printf("wrote %s.bin and %s.idx: %lld documents, %lld tokens, dtype %s\n", prefix, prefix, (long long)docs,
+           (long long)tokens, tr_idx_dtype_name(code));
+    return 0;
+}
+
+static int cmd_inspect(int argc, char **argv) {
+    const char *prefix = NULL;
+    int64_t vocab = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--vocab-size")) {
+            if (parse_i64(argv[i], i + 1 < argc ? argv[i + 1] : NULL, &vocab)) return TR_EXIT_USAGE;
+            i++;
+        } else if (!prefix && argv[i][0] != '-') prefix = argv[i];
+        else return usage();
+    }
+    if (!prefix) return usage();
+    char err[ERRLEN];
+    tr_idx_dataset *d = tr_idx_open(prefix, true, err, sizeof err);
+    if (!d) {
+        fprintf(stderr, "dataset inspect: %s\n", err);
+        return TR_EXIT_FATAL;
+    }
+    int64_t S = tr_idx_num_sequences(d), total = 0, lo = INT64_MAX, hi = INT64_MIN, bad = 0, first_bad = -1;
+    int64_t lmin = INT64_MAX, lmax = 0;
+    const int32_t *len = tr_idx_lengths(d);
+    int64_t *buf = NULL, bcap = 0;
+    int rc = 0;
+    for (int64_t s = 0; s < S && !rc; s++) {
+        if (len[s] > bcap) {
+            int64_t *nb = realloc(buf, (size_t)len[s] * sizeof *nb);
+            if (!nb) {
+                rc = TR_EXIT_FATAL;
+                break;
+            }
+            buf = nb;
+            bcap = len[s];
+        }
+        if (tr_idx_read(d, s, 0, len[s], buf, err, sizeof err)) {
+            fprintf(stderr, "dataset inspect: %s\n", err);
+            rc = TR_EXIT_FATAL;
+            break;
+        }
+        total += len[s];
+        lmin = len[s] < lmin ? len[s] : lmin;
+        lmax = len[s] > lmax ? len[s] : lmax;
+        for (int64_t k = 0; k < len[s]; k++) {
+            lo = buf[k] < lo ? buf[k] : lo;
+            hi = buf[k] > hi ? buf[k] : hi;
+            if (buf[k] < 0 || (vocab > 0 && buf[k] >= vocab)) {
+                if (first_bad < 0) first_bad = s;
+                bad++;
+            }
+        }
+    }
+    free(buf);
+    if (!rc) {
+        printf("prefix:     %s\n", prefix);
+        printf("dtype:      %s (code %d)\n", tr_idx_dtype_name(tr_idx_dtype(d)), tr_idx_dtype(d));
+        printf("sequences:  %lld\n", (long long)S);
+        printf("documents:  %lld\n", (long long)tr_idx_num_documents(d));
+        printf("tokens:     %lld\n", (long long)total);
+        if (S) printf("lengths:    %lld .. %lld\n", (long long)lmin, (long long)lmax);
+        if (total) printf("token ids:  %lld .. %lld\n", (long long)lo, (long long)hi);
+        printf("modes:      %s\n", tr_idx_modes(d) ? "present (multimodal)" : "none");
+        if (vocab > 0) {
+            if (bad) {
+                printf("vocab:      FAIL: %lld token ids outside [0, %lld), first in sequence %lld\n", (long long)bad,
+                       (long long)vocab, (long long)first_bad);
+                rc = TR_EXIT_FATAL;
+            } else {
+                printf("vocab:      ok (all ids < %lld)\n", (long long)vocab);
+            }
+        }
+    }
+    tr_idx_close(d);
+    return rc;
+}
+
+static int cmd_samples(int argc, char **argv) {
+    const char *split_name = "train", *out = NULL, *ident = NULL;
+    int64_t count = -1;
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    int nrest = 0;
+    if (!rest) return TR_EXIT_FATAL;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--split-name") && v) split_name = argv[++i];
+        else if (!strcmp(a, "--out") && v) out = argv[++i];
+        else if (!strcmp(a, "--tokenizer-identity") && v) ident = argv[++i];
+        else if (!strcmp(a, "--count")) {
+            if (parse_i64(a, v, &count)) {
+                free(rest);
+                return TR_EXIT_USAGE;
+            }
+            i++;
+        } else rest[nrest++] = argv[i];
+    }
+    int split = !strcmp(split_name, "train") ? TR_SPLIT_TRAIN
+                : !strcmp(split_name, "valid") ? TR_SPLIT_VALID
+                : !strcmp(split_name, "test") ? TR_SPLIT_TEST
+                : -1;
+    if (split < 0 || !out || count < 0) {
+        free(rest);
+        if (split < 0) fprintf(stderr, "dataset samples: --split-name is train, valid or test\n");
+        return usage();
+    }
+    tr_config cfg;
+    tr_config_defaults(&cfg);
+    char err[ERRLEN];
+    int prc = tr_config_parse(&cfg, nrest, rest, err, sizeof err);
+    free(rest);
+    if (prc) {
+        if (prc < 0) fprintf(stderr, "dataset samples: %s\n", err);
+        return prc < 0 ? TR_EXIT_USAGE : 0;
+    }
+    /* the sampler is not used here; only the dataset sizes matter */
+    if (cfg.micro_batch_size < 1) cfg.micro_batch_size = 1;
+    tr_data_options opt = {ident, -1};
+    tr_data *d = tr_data_open_ex(&cfg, 0, 1, &opt, err, sizeof err);
+    if (!d) {
+        fprintf(stderr, "dataset samples: %s\n", err);
+        return TR_EXIT_FATAL;
+    }
+    char info[8192];
+    tr_data_describe(d, split, info, sizeof info);
+    fputs(info, stdout);
+    int rc = 0;
+    int64_t avail = tr_data_split_len(d, split);
+    if (count > avail) {
+        fprintf(stderr, "dataset samples: the %s split has %lld samples; --count %lld is too many\n", split_name,
+                (long long)avail, (long long)count);
+        rc = TR_EXIT_FATAL;
+    }
+    const int S = tr_data_seq_length(d);
+    int64_t *tok = rc ? NULL : malloc(sizeof *tok * (size_t)(count * S + 1));
+    int64_t *lab = rc ? NULL : malloc(sizeof *lab * (size_t)(count * S + 1));
+    int64_t *text = malloc(sizeof *text * (size_t)(S + 1));
+    if (!rc && (!tok || !lab || !text)) rc = TR_EXIT_FATAL;
+    for (int64_t i = 0; !rc && i < count; i++) {
+        if (tr_data_sample(d, split, i, text, err, sizeof err)) {
+            fprintf(stderr, "dataset samples: %s\n", err);
+            rc = TR_EXIT_FATAL;
+            break;
+        }
+        memcpy(tok + i * S, text, sizeof *text * (size_t)S);
+        memcpy(lab + i * S, text + 1, sizeof *text * (size_t)S);
+    }
+    if (!rc) {
+        char path[4200];
+        int64_t shape[2] = {count, S};
+        if (tr_mkdirs(out, err, sizeof err)) rc = TR_EXIT_FATAL;
+        snprintf(path, sizeof path, "%s/tokens.npy", out);
+        if (!rc && tr_npy_save(path, TR_NPY_INT64, 2, shape, tok, err, sizeof err)) rc = TR_EXIT_FATAL;
+        snprintf(path, sizeof path, "%s/labels.npy", out);
+        if (!rc && tr_npy_save(path, TR_NPY_INT64, 2, shape, lab, err, sizeof err)) rc = TR_EXIT_FATAL;
+        if (rc) fprintf(stderr, "dataset samples: %s\n", err);
+        else printf("wrote %s/tokens.npy and %s/labels.npy: %lld %s samples of %d tokens\n", out, out,
+                    (long long)count, split_name, S);
+    }
+    free(tok);
+    free(lab);
+    free(text);
+    tr_data_close(d);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return usage();
+    if (!strcmp(argv[1], "preprocess")) return cmd_preprocess(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "inspect")) return cmd_inspect(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "samples")) return cmd_samples(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage();
+        return 0;
+    }
+    fprintf(stderr, "dataset: unknown command '%s'\n", argv[1]);
+    return usage();
+}
