@@ -1,0 +1,17 @@
+/* tr_config_finalize: write in what Megatron derives, then validate (see config.h). */
+#include <limits.h>
+
+#include "config/derived.h"
+#include "twinrun/config.h"
+#include "twinrun/err.h"
+
+int tr_config_finalize(tr_config *cfg, int world, char *err, size_t errlen) {
+    if (!cfg) return tr_errf(err, errlen, "tr_config_finalize: no config");
+    /* validate first: it explains a bad shape better than a derived value could */
+    if (tr_config_validate(cfg, world, err, errlen)) return -1;
+    cfg->kv_channels = (int)tr_eff_kv_channels(cfg);
+    cfg->num_query_groups = (int)tr_eff_query_groups(cfg);
+    cfg->ffn_hidden_size = (int)tr_eff_ffn_hidden_size(cfg);
+    cfg->global_batch_size = (int)tr_eff_global_batch(cfg, world);
+    return tr_config_validate(cfg, world, err, errlen);
+}

@@ -1,0 +1,197 @@
+/* tr_config_validate: the cross-flag rules of Megatron's validate_args (and the asserts of its
+ * LR scheduler and TransformerConfig) for a run on `world` ranks. Each message names the flags
+ * and the fix. Works on a config before or after tr_config_finalize. */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "config/derived.h"
+#include "twinrun/config.h"
+#include "twinrun/err.h"
+
+static int check_required(const tr_config *c, char *err, size_t errlen) {
+    const char *from_hf = c->hf_load[0] ? "" : " (or --hf-load DIR to take it from a Hugging Face config.json)";
+    if (c->num_layers <= 0) return tr_errf(err, errlen, "--num-layers is required%s", from_hf);
+    if (c->hidden_size <= 0) return tr_errf(err, errlen, "--hidden-size is required%s", from_hf);
+    if (c->num_attention_heads <= 0) return tr_errf(err, errlen, "--num-attention-heads is required%s", from_hf);
+    if (c->max_position_embeddings <= 0)
+        return tr_errf(err, errlen, "--max-position-embeddings is required%s; Llama 3 uses 8192", from_hf);
+    if (c->seq_length <= 0) return tr_errf(err, errlen, "--seq-length is required, e.g. --seq-length 8192");
+    if (c->vocab_size <= 0)
+        return tr_errf(err, errlen, "--vocab-size is required (Llama 3: 128256) unless --hf-load DIR provides it");
+    if (c->micro_batch_size <= 0) return tr_errf(err, errlen, "--micro-batch-size is required, e.g. --micro-batch-size 1");
+    if (!(c->lr > 0))
+        return tr_errf(err, errlen, "--lr is required and must be > 0 (Megatron has no default), e.g. --lr 3e-4");
+    if (c->tensor_model_parallel_size < 1 || c->pipeline_model_parallel_size < 1 || c->context_parallel_size < 1)
+        return tr_errf(err, errlen, "--tensor-model-parallel-size, --pipeline-model-parallel-size and "
+                                    "--context-parallel-size must be at least 1");
+    return 0;
+}
+
+static int check_layout(const tr_config *c, int world, char *err, size_t errlen) {
+    const int tp = c->tensor_model_parallel_size, pp = c->pipeline_model_parallel_size,
+              cp = c->context_parallel_size;
+    if (world < 1) return tr_errf(err, errlen, "world size %d: need at least one rank", world);
+    /* world % (tp*pp*cp) one factor at a time: the product itself may not fit in 64 bits */
+    if (world % tp || (world / tp) % pp || (world / tp / pp) % cp)
+        return tr_errf(err, errlen, "world %d is not divisible by TP*PP*CP = %.0f (TP %d x PP %d x CP %d); "
+                                    "choose --tensor-model-parallel-size, --pipeline-model-parallel-size and "
+                                    "--context-parallel-size whose product divides the rank count",
+                       world, (double)tp * pp * cp, tp, pp, cp);
+    if (c->num_layers % pp)
+        return tr_errf(err, errlen, "--num-layers %d is not divisible by --pipeline-model-parallel-size %d; "
+                                    "every pipeline stage must get the same number of layers",
+                       c->num_layers, pp);
+    if (cp > 1 && c->seq_length % (2 * cp))
+        return tr_errf(err, errlen, "--seq-length %d must be a multiple of 2 x --context-parallel-size = %d "
+                                    "(each CP rank takes two chunks of the sequence)",
+                       c->seq_length, 2 * cp);
+    if (c->sequence_parallel && tp > 1 && (c->seq_length / cp) % tp)
+        return tr_errf(err, errlen, "--sequence-parallel splits the sequence across TP: --seq-length %d / CP %d "
+                                    "must be divisible by --tensor-model-parallel-size %d",
+                       c->seq_length, cp, tp);
+    return 0;
+}
+
+static int check_model(const tr_config *c, char *err, size_t errlen) {
+    const int tp = c->tensor_model_parallel_size, heads = c->num_attention_heads;
+    if (c->kv_channels <= 0 && c->hidden_size % heads)
+        return tr_errf(err, errlen, "--hidden-size %d is not divisible by --num-attention-heads %d; change one, or "
+                                    "give the head dimension with --kv-channels",
+                       c->hidden_size, heads);
+    if (c->group_query_attention && c->num_query_groups > 0) {
+        if (c->num_query_groups > heads)
+            return tr_errf(err, errlen, "--num-query-groups %d is more than --num-attention-heads %d; a group "
+                                        "shares K/V among query heads, so groups <= heads",
+                           c->num_query_groups, heads);
+        if (heads % c->num_query_groups)
+            return tr_errf(err, errlen, "--num-query-groups %d does not divide --num-attention-heads %d; choose a "
+                                        "divisor (Llama 3: 8 groups)",
+                           c->num_query_groups, heads);
+    }
+    if (heads % tp)
+        return tr_errf(err, errlen, "--num-attention-heads %d is not divisible by --tensor-model-parallel-size %d; "
+                                    "each TP rank needs whole heads",
+                       heads, tp);
+    const int64_t groups = tr_eff_query_groups(c);
+    if (groups % tp)
+        return tr_errf(err, errlen, "%lld query groups (K/V heads) are not divisible by --tensor-model-parallel-size "
+                                    "%d; use fewer TP ranks or more --num-query-groups",
+                       (long long)groups, tp);
+    const int64_t ffn = tr_eff_ffn_hidden_size(c);
+    if (ffn <= 0 || ffn > INT_MAX)
+        return tr_errf(err, errlen, "MLP width %lld (from --hidden-size %d) is out of range; give --ffn-hidden-size",
+                       (long long)ffn, c->hidden_size);
+    if (ffn % tp)
+        return tr_errf(err, errlen, "--ffn-hidden-size %lld is not divisible by --tensor-model-parallel-size %d",
+                       (long long)ffn, tp);
+    if (c->seq_length > c->max_position_embeddings)
+        return tr_errf(err, errlen, "--seq-length %d exceeds --max-position-embeddings %d; raise "
+                                    "--max-position-embeddings or shorten the sequence",
+                       c->seq_length, c->max_position_embeddings);
+    if (c->position_embedding_type == TR_POS_ROPE) {
+        if (!(c->rotary_percent > 0 && c->rotary_percent <= 1))
+            return tr_errf(err, errlen, "--rotary-percent %g must be in (0, 1]", c->rotary_percent);
+        if (!(c->rotary_base > 0)) return tr_errf(err, errlen, "--rotary-base %g must be > 0", c->rotary_base);
+        const int64_t kv = tr_eff_kv_channels(c);
+        const int64_t rot = (int64_t)((double)kv * c->rotary_percent);
+        if (rot <= 0 || rot % 2)
+            return tr_errf(err, errlen, "RoPE rotates kv-channels %lld x --rotary-percent %g = %lld channels; that "
+                                        "must be a positive even number: adjust --rotary-percent or --kv-channels",
+                           (long long)kv, c->rotary_percent, (long long)rot);
+    }
+    if (!(c->norm_epsilon > 0)) return tr_errf(err, errlen, "--norm-epsilon %g must be > 0", c->norm_epsilon);
+    if (c->make_vocab_size_divisible_by < 1)
+        return tr_errf(err, errlen, "--make-vocab-size-divisible-by %d must be at least 1", c->make_vocab_size_divisible_by);
+    return 0;
+}
+
+static int check_batch(const tr_config *c, int world, char *err, size_t errlen) {
+    const int64_t dp = world / tr_model_parallel(c);
+    const int64_t step = (int64_t)c->micro_batch_size * dp;
+    if (c->global_batch_size > 0) {
+        if (c->global_batch_size % step)
+            return tr_errf(err, errlen, "--global-batch-size %d is not divisible by --micro-batch-size %d x DP %lld "
+                                        "= %lld; make it a multiple of %lld",
+                           c->global_batch_size, c->micro_batch_size, (long long)dp, (long long)step,
+                           (long long)step);
+    } else if (step > INT_MAX) {
+        return tr_errf(err, errlen, "--micro-batch-size %d x DP %lld overflows; give --global-batch-size",
+                       c->micro_batch_size, (long long)dp);
+    }
+    return 0;
+}
+
+/* Megatron's iteration- vs sample-based rules, then its scheduler's asserts. */
+static int check_schedule(const tr_config *c, int world, char *err, size_t errlen) {
+    const bool iters = c->train_iters > 0, samples = c->train_samples > 0;
+    if (iters && samples)
+        return tr_errf(err, errlen, "give either --train-iters or --train-samples, not both");
+    if (!iters && !samples) return tr_errf(err, errlen, "give --train-iters N or --train-samples N");
+    const bool fraction = c->lr_warmup_fraction >= 0;
+    if (iters) {
+        if (c->lr_decay_samples > 0 || c->lr_warmup_samples > 0)
+            return tr_errf(err, errlen, "--%s is for sample-based runs (--train-samples); with --train-iters use --%s",
+                           c->lr_decay_samples > 0 ? "lr-decay-samples" : "lr-warmup-samples",
+                           c->lr_decay_samples > 0 ? "lr-decay-iters" : "lr-warmup-iters or --lr-warmup-fraction");
+        if (fraction && c->lr_warmup_iters > 0)
+            return tr_errf(err, errlen, "give either --lr-warmup-fraction or --lr-warmup-iters, not both");
+    } else {
+        if (c->lr_decay_iters > 0 || c->lr_warmup_iters > 0)
+            return tr_errf(err, errlen, "--%s is for iteration-based runs (--train-iters); with --train-samples use --%s",
+                           c->lr_decay_iters > 0 ? "lr-decay-iters" : "lr-warmup-iters",
+                           c->lr_decay_iters > 0 ? "lr-decay-samples" : "lr-warmup-samples or --lr-warmup-fraction");
+        if (fraction && c->lr_warmup_samples > 0)
+            return tr_errf(err, errlen, "give either --lr-warmup-fraction or --lr-warmup-samples, not both");
+    }
+    if (c->lr_warmup_fraction >= 1)
+        return tr_errf(err, errlen, "--lr-warmup-fraction %g must be below 1", c->lr_warmup_fraction);
+    if (c->min_lr < 0) return tr_errf(err, errlen, "--min-lr %g must be >= 0", c->min_lr);
+    if (c->min_lr > c->lr)
+        return tr_errf(err, errlen, "--min-lr %g is above --lr %g; the decay ends at --min-lr, so lower it", c->min_lr,
+                       c->lr);
+    if (c->lr_warmup_init > c->lr)
+        return tr_errf(err, errlen, "--lr-warmup-init %g is above --lr %g; warmup climbs from it to --lr",
+                       c->lr_warmup_init, c->lr);
+
+    /* the scheduler counts samples: warmup must end before the decay does */
+    const int64_t gbs = tr_eff_global_batch(c, world);
+    double decay, warmup;
+    if (iters) {
+        decay = (double)(c->lr_decay_iters > 0 ? c->lr_decay_iters : c->train_iters) * (double)gbs;
+        warmup = fraction ? c->lr_warmup_fraction * decay : (double)c->lr_warmup_iters * (double)gbs;
+    } else {
+        decay = (double)(c->lr_decay_samples > 0 ? c->lr_decay_samples : c->train_samples);
+        warmup = fraction ? c->lr_warmup_fraction * decay : (double)c->lr_warmup_samples;
+    }
+    if (!(warmup < decay))
+        return tr_errf(err, errlen, "lr warmup (%.0f samples) must end before the decay span (%.0f samples); lower "
+                                    "--lr-warmup-%s or raise --lr-decay-%s",
+                       warmup, decay, iters ? "iters" : "samples", iters ? "iters" : "samples");
+    return 0;
+}
+
+static int check_data_and_output(const tr_config *c, char *err, size_t errlen) {
+    const int sources = (c->n_data_path > 0) + c->mock_data + (c->tokens_file[0] != 0);
+    if (sources > 1)
+        return tr_errf(err, errlen, "give one data source: --data-path, --mock-data or --tokens-file, not several");
+    if (sources == 0)
+        return tr_errf(err, errlen, "no training data: give --data-path PREFIX, --mock-data, or --tokens-file FILE");
+    if (c->save[0] && c->save_interval <= 0)
+        return tr_errf(err, errlen, "--save needs --save-interval N (iterations between checkpoints)");
+    if (c->eval_interval < 1 || c->log_interval < 1)
+        return tr_errf(err, errlen, "--eval-interval and --log-interval must be at least 1");
+    return 0;
+}
+
+int tr_config_validate(const tr_config *cfg, int world, char *err, size_t errlen) {
+    if (err && errlen) err[0] = 0;
+    if (!cfg) return tr_errf(err, errlen, "tr_config_validate: no config");
+    if (check_required(cfg, err, errlen)) return -1;
+    if (check_layout(cfg, world, err, errlen)) return -1;
+    if (check_model(cfg, err, errlen)) return -1;
+    if (check_batch(cfg, world, err, errlen)) return -1;
+    if (check_schedule(cfg, world, err, errlen)) return -1;
+    if (check_data_and_output(cfg, err, errlen)) return -1;
+    return 0;
+}
