@@ -39,9 +39,11 @@ int llama_hf_read(const llama_model *m, const char *dir, float *host, char *err,
         }
     }
     if (!rc) {
-        const char *unread[8];
-        int n = st_model_unread(&sm, unread, 8);
-        for (int k = 0; k < n && k < 8; k++) {
+        int n = st_model_unread(&sm, NULL, 0);
+        const char **unread = n > 0 ? malloc((size_t)n * sizeof *unread) : NULL;
+        if (n > 0 && !unread) rc = tr_errf(err, errlen, "out of host memory");
+        if (unread) st_model_unread(&sm, unread, n);
+        for (int k = 0; unread && k < n; k++) {
             if (strstr(unread[k], "rotary_emb.inv_freq")) continue; /* a cached buffer old exports carry */
             rc = tr_errf(err, errlen,
                          "%s: tensor '%s' has no place in twinrun's Llama (biases, tied or extra weights are not "
@@ -49,6 +51,7 @@ int llama_hf_read(const llama_model *m, const char *dir, float *host, char *err,
                          dir, unread[k]);
             break;
         }
+        free(unread);
     }
     st_model_close(&sm);
     return rc;
