@@ -1,6 +1,6 @@
 /* The kernel seam: every numeric kernel the Llama-3 engine needs, forward and backward.
  *
- * Resolved at link time: sim/kern/*.c (twin: plain deterministic C, the oracle) or
+ * Resolved at link time: the files in sim/kern/ (twin: plain deterministic C, the oracle) or
  * engine/cuda/kern_*.cu (CUDA; also built for MUSA through a name-mapping header).
  *
  * Conventions
