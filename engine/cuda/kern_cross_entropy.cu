@@ -4,15 +4,21 @@
  * stop the kernel with a message (device-side check). */
 #include "kern_common.cuh"
 
-/* The row's log-sum-exp; every thread of the block gets it. */
-__device__ float row_lse(tr_buf logits, size_t row, int V, float *sh) {
+/* The row's max (mx) and log(sum_j exp(x_j - mx)) (ls); every thread of the block gets them.
+ * Kept apart, not summed into one lse, so that x - lse = (x - mx) - ls keeps its precision when the
+ * logits sit far from zero (x - mx is exact for nearby values; mx + ls would round at |mx|). */
+__device__ void row_lse(tr_buf logits, size_t row, int V, float *sh, float *mx_out, float *ls_out) {
     float mx = -INFINITY;
     for (int j = threadIdx.x; j < V; j += TR_BLOCK) mx = nan_max(mx, ldf(logits, row + j));
     mx = block_max(mx, sh);
-    if (isinf(mx) || isnan(mx)) return mx;
+    *mx_out = mx;
+    if (isinf(mx) || isnan(mx)) { /* lse = mx, as in the twin */
+        *ls_out = 0.0f;
+        return;
+    }
     float acc = 0.0f;
     for (int j = threadIdx.x; j < V; j += TR_BLOCK) acc = acc + expf(ldf(logits, row + j) - mx);
-    return mx + logf(block_sum(acc, sh));
+    *ls_out = logf(block_sum(acc, sh));
 }
 
 __device__ bool target_ok(const int32_t *targets, int n, int V) {
@@ -30,8 +36,9 @@ __global__ void k_ce_fwd(float *losses, tr_buf logits, const int32_t *targets, i
     const int n = blockIdx.x;
     if (!target_ok(targets, n, V)) return;
     const size_t row = (size_t)n * (size_t)V;
-    const float lse = row_lse(logits, row, V, sh);
-    if (threadIdx.x == 0) losses[n] = lse - ldf(logits, row + targets[n]);
+    float mx, ls;
+    row_lse(logits, row, V, sh, &mx, &ls);
+    if (threadIdx.x == 0) losses[n] = (mx - ldf(logits, row + targets[n])) + ls;
 }
 
 __global__ void k_ce_bwd(tr_buf dlogits, tr_buf logits, const int32_t *targets, const float *dloss, int V) {
@@ -39,11 +46,12 @@ __global__ void k_ce_bwd(tr_buf dlogits, tr_buf logits, const int32_t *targets, 
     const int n = blockIdx.x;
     if (!target_ok(targets, n, V)) return;
     const size_t row = (size_t)n * (size_t)V;
-    const float lse = row_lse(logits, row, V, sh); /* ends with a barrier: all reads of the row done */
+    float mx, ls;
+    row_lse(logits, row, V, sh, &mx, &ls); /* ends with a barrier: all reads of the row done */
     const float scale = dloss[n];
     const int t = targets[n];
     for (int j = threadIdx.x; j < V; j += TR_BLOCK) { /* element j read, then written: may alias */
-        const float p = expf(ldf(logits, row + j) - lse);
+        const float p = expf((ldf(logits, row + j) - mx) - ls);
         stf(dlogits, row + j, (p - (j == t ? 1.0f : 0.0f)) * scale);
     }
 }

@@ -1,9 +1,9 @@
 /* Token embedding lookup and its deterministic scatter-add backward.
  *
- * Backward: thread c owns column c of dwte and walks the token rows in order n = 0..N-1, adding
- * dout[n,c] into dwte[tokens[n],c] with one fp32 add rounded to dwte's type each time, exactly
- * the twin's order, so a repeated token sums its rows in a fixed order. Parallel over C only:
- * slow for long batches (N serial steps), correct and deterministic; speed is a later issue. */
+ * Backward, deterministic without atomics: one thread links each token's rows in ascending n
+ * (k_embedding_link), then one block per distinct token sums, per column, the old dwte value and
+ * the token's dout rows in that order in fp32, rounding once into dwte's type (the twin sums in
+ * double and rounds once; same order, so the two agree to fp32 rounding). */
 #include "kern_common.cuh"
 
 __global__ void k_embedding_fwd(tr_buf out, const int32_t *tokens, tr_buf wte, int N, int C, int V) {
@@ -20,21 +20,33 @@ __global__ void k_embedding_fwd(tr_buf out, const int32_t *tokens, tr_buf wte, i
     for (int c = threadIdx.x; c < C; c += blockDim.x) stf(out, dst + c, ldf(wte, src + c));
 }
 
-__global__ void k_embedding_check(const int32_t *tokens, int N, int V) {
-    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
+/* One thread: checks every token and links the rows of each token in ascending n:
+ * head[v] = first row with token v (or -1), next[n] = the next row with the same token (or -1).
+ * O(N) on a single thread; N is the micro-batch's token count, so this is cheap enough for now. */
+__global__ void k_embedding_link(int *head, int *next, const int32_t *tokens, int N, int V) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    for (int n = N - 1; n >= 0; n--) {
         const int32_t tok = tokens[n];
         if (tok < 0 || tok >= V)
-            TR_DEVICE_FAIL("embedding backward: token %d at row %d is outside the vocabulary [0, %d)\n", (int)tok,
-                           n, V);
+            TR_DEVICE_FAIL("embedding backward: token %d at row %d is outside the vocabulary [0, %d)\n", (int)tok, n,
+                           V);
+        next[n] = head[tok];
+        head[tok] = n;
     }
 }
 
-__global__ void k_embedding_bwd(tr_buf dwte, tr_buf dout, const int32_t *tokens, int N, int C) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    for (int n = 0; n < N; n++) {
-        const size_t dst = (size_t)tokens[n] * (size_t)C + c;
-        stf(dwte, dst, ldf(dwte, dst) + ldf(dout, (size_t)n * (size_t)C + c));
+/* Block n does the vocabulary row of tokens[n] if n is that token's first row: thread c adds the
+ * token's dout rows to dwte[tok, c] in ascending n in fp32 and rounds once into dwte's type. */
+__global__ void k_embedding_bwd(tr_buf dwte, tr_buf dout, const int32_t *tokens, const int *head, const int *next,
+                                int C) {
+    const int n = blockIdx.x;
+    const int32_t tok = tokens[n];
+    if (head[tok] != n) return;
+    const size_t wrow = (size_t)tok * (size_t)C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float acc = ldf(dwte, wrow + c);
+        for (int m = n; m >= 0; m = next[m]) acc = acc + ldf(dout, (size_t)m * (size_t)C + c);
+        stf(dwte, wrow + c, acc);
     }
 }
 
@@ -54,9 +66,14 @@ extern "C" void kern_embedding_backward(dev_stream *s, tr_buf dwte, tr_buf dout,
     TR_CHECK(tokens != NULL, "embedding backward needs a token array");
     kern_check_float_buf(dwte, "embedding dwte");
     kern_check_float_buf(dout, "embedding dout");
-    /* Fail before touching dwte (stream order: the check kernel traps first). */
-    k_embedding_check<<<grid_for((size_t)N), TR_BLOCK, 0, tr_cu_stream(s)>>>(tokens, N, V);
-    CU_CHECK_LAUNCH("k_embedding_check");
-    k_embedding_bwd<<<(C + 127) / 128, 128, 0, tr_cu_stream(s)>>>(dwte, dout, tokens, N, C);
+    /* The link kernel checks the tokens before anything touches dwte (stream order). */
+    int *head = (int *)tr_cu_scratch(s, (size_t)V * sizeof(int), "embedding backward heads");
+    int *next = (int *)tr_cu_scratch(s, (size_t)N * sizeof(int), "embedding backward links");
+    CU_CHECK(cudaMemsetAsync(head, 0xff, (size_t)V * sizeof(int), tr_cu_stream(s))); /* -1 */
+    k_embedding_link<<<1, 1, 0, tr_cu_stream(s)>>>(head, next, tokens, N, V);
+    CU_CHECK_LAUNCH("k_embedding_link");
+    k_embedding_bwd<<<N, TR_BLOCK, 0, tr_cu_stream(s)>>>(dwte, dout, tokens, head, next, C);
     CU_CHECK_LAUNCH("k_embedding_bwd");
+    tr_cu_scratch_free(s, next);
+    tr_cu_scratch_free(s, head);
 }
