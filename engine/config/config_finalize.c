@@ -2,6 +2,7 @@
 #include <limits.h>
 
 #include "config/derived.h"
+#include "config/flags.h"
 #include "twinrun/config.h"
 #include "twinrun/err.h"
 
@@ -13,5 +14,11 @@ int tr_config_finalize(tr_config *cfg, int world, char *err, size_t errlen) {
     cfg->num_query_groups = (int)tr_eff_query_groups(cfg);
     cfg->ffn_hidden_size = (int)tr_eff_ffn_hidden_size(cfg);
     cfg->global_batch_size = (int)tr_eff_global_batch(cfg, world);
+    /* Megatron's default dropout is 0.1 and the 70B seed never sets it; twinrun has no dropout, so a
+     * run that asks for it would silently differ: say so once. */
+    if (cfg->attention_dropout > 0 || cfg->hidden_dropout > 0)
+        tr_config_warn(cfg, "--attention-dropout %g / --hidden-dropout %g ignored: twinrun trains without dropout "
+                            "(Megatron's default is 0.1; pass 0.0 for both to match Llama pretraining and silence this)",
+                       cfg->attention_dropout, cfg->hidden_dropout);
     return tr_config_validate(cfg, world, err, errlen);
 }
