@@ -35,6 +35,14 @@
 #define cudaSuccess musaSuccess
 #define cudaErrorNotReady musaErrorNotReady
 #define cudaErrorMemoryAllocation musaErrorMemoryAllocation
+#define cudaErrorAssert musaErrorAssert
+#define cudaErrorIllegalAddress musaErrorIllegalAddress
+#define cudaErrorInsufficientDriver musaErrorInsufficientDriver
+#define cudaErrorInvalidConfiguration musaErrorInvalidConfiguration
+#define cudaErrorInvalidDevice musaErrorInvalidDevice
+#define cudaErrorInvalidValue musaErrorInvalidValue
+#define cudaErrorLaunchFailure musaErrorLaunchFailure
+#define cudaErrorNoDevice musaErrorNoDevice
 #define cudaGetErrorString musaGetErrorString
 #define cudaGetErrorName musaGetErrorName
 #define cudaGetLastError musaGetLastError
@@ -121,7 +129,6 @@
 #define ncclRecv mcclRecv
 #define ncclGroupStart mcclGroupStart
 #define ncclGroupEnd mcclGroupEnd
-#define NCCL_UNIQUE_ID_BYTES MCCL_UNIQUE_ID_BYTES
 #endif
 #endif /* TWINRUN_MUSA */
 
