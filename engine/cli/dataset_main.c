@@ -11,10 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "data/batch.h"
 #include "data/indexed_dataset.h"
+#include "data/jsonl.h"
 #include "data/npy.h"
 #include "twinrun/config.h"
 #include "twinrun/err.h"
@@ -41,48 +40,6 @@ static int parse_i64(const char *flag, const char *s, int64_t *v) {
     }
     *v = x;
     return 0;
-}
-
-/* One JSON line -> its "ids" (out grows as needed). Returns count or -1 with err. */
-static int64_t line_ids(const char *line, int64_t **ids, int64_t *cap, int64_t vocab, char *err, size_t errlen) {
-    cJSON *j = cJSON_Parse(line);
-    if (!j || !cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        return tr_errf(err, errlen, "not a JSON object");
-    }
-    cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "ids");
-    if (!cJSON_IsArray(a)) {
-        cJSON_Delete(j);
-        return tr_errf(err, errlen, "no \"ids\" array (expected {\"ids\": [1, 2, ...]})");
-    }
-    int64_t n = 0;
-    for (cJSON *e = a->child; e; e = e->next, n++) {
-        double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
-        if (!cJSON_IsNumber(e) || v != (double)(int64_t)v || v < 0 || (vocab > 0 && v >= (double)vocab)) {
-            cJSON_Delete(j);
-            return tr_errf(err, errlen, "ids[%lld] is not a token id in [0, %lld)", (long long)n,
-                           (long long)(vocab > 0 ? vocab : INT64_MAX));
-        }
-        if (n + 2 > *cap) {
-            int64_t nc = *cap ? *cap * 2 : 4096;
-            int64_t *ni = realloc(*ids, (size_t)nc * sizeof *ni);
-            if (!ni) {
-                cJSON_Delete(j);
-                return tr_errf(err, errlen, "out of memory");
-            }
-            *ids = ni;
-            *cap = nc;
-        }
-        (*ids)[n] = (int64_t)v;
-    }
-    cJSON_Delete(j);
-    if (n + 2 > *cap) { /* room for eod even in an empty document */
-        int64_t *ni = realloc(*ids, 16 * sizeof *ni);
-        if (!ni) return tr_errf(err, errlen, "out of memory");
-        *ids = ni;
-        *cap = 16;
-    }
-    return n;
 }
 
 static int cmd_preprocess(int argc, char **argv) {
@@ -135,7 +92,7 @@ static int cmd_preprocess(int argc, char **argv) {
     while ((got = getline(&line, &lcap, in)) >= 0) {
         lineno++;
         if (strspn(line, " \t\r\n") == (size_t)got) continue; /* blank lines */
-        int64_t n = line_ids(line, &ids, &cap, vocab, err, sizeof err);
+        int64_t n = tr_jsonl_ids(line, &ids, &cap, vocab, err, sizeof err);
         if (n < 0) {
             fprintf(stderr, "dataset preprocess: %s:%lld: %s\n", input, (long long)lineno, err);
             rc = TR_EXIT_FATAL;
