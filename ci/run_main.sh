@@ -22,7 +22,7 @@ TRAINING_ARGS=(
 )
 DATA_ARGS=(--mock-data --tokenizer-type NullTokenizer --vocab-size 512 --split 99,1,0
            --data-cache-path "$out/cache")
-LOG_ARGS=(--log-interval 5 --metrics-jsonl "$out/metrics.jsonl")
+LOG_ARGS=(--log-interval 5 --eval-interval 20 --eval-iters 2 --metrics-jsonl "$out/metrics.jsonl")
 
-build/twin/bin/train_llama3 "${MODEL_ARGS[@]}" "${TRAINING_ARGS[@]}" "${DATA_ARGS[@]}" "${LOG_ARGS[@]}"
+${TRAIN_LLAMA3:-build/twin/bin/train_llama3} "${MODEL_ARGS[@]}" "${TRAINING_ARGS[@]}" "${DATA_ARGS[@]}" "${LOG_ARGS[@]}"
 echo "twinrun: metrics in $out/metrics.jsonl"

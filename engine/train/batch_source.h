@@ -8,7 +8,8 @@
 #include "twinrun/config.h"
 
 typedef struct tr_batch_source {
-    tr_batch_fn next; /* fills micro-batch `micro` of the current iteration */
+    tr_batch_fn next;       /* fills micro-batch `micro` of the current iteration */
+    tr_batch_fn next_valid; /* the validation split's next micro-batch; NULL when there is none */
     void *ctx;
     void (*close)(void *ctx);
 } tr_batch_source;

@@ -25,6 +25,12 @@ static int data_next(void *ctx, int micro, int32_t *tokens, int32_t *labels, flo
     return tr_data_next_train(ctx, tokens, labels, mask, pos, err, errlen);
 }
 
+static int data_next_valid(void *ctx, int micro, int32_t *tokens, int32_t *labels, float *mask, int32_t *pos,
+                           char *err, size_t errlen) {
+    (void)micro;
+    return tr_data_next_valid(ctx, tokens, labels, mask, pos, err, errlen);
+}
+
 static void data_close(void *ctx) { tr_data_close(ctx); }
 
 int tr_batch_source_open(tr_batch_source *src, const tr_config *cfg, char *err, size_t errlen) {
@@ -34,6 +40,7 @@ int tr_batch_source_open(tr_batch_source *src, const tr_config *cfg, char *err, 
     tr_data *d = tr_data_open(cfg, 0, 1, err, errlen);
     if (!d) return -1;
     src->next = data_next;
+    src->next_valid = data_next_valid;
     src->ctx = d;
     src->close = data_close;
     return 0;

@@ -64,3 +64,31 @@ int train_step(llama_model *m, tr_optimizer *o, const tr_config *cfg, int num_mi
     optim_step(o, m, lr, res->grad_norm);
     return 0;
 }
+
+int train_evaluate(llama_model *m, int eval_iters, int num_micro, tr_batch_fn next, void *ctx, double *loss,
+                   char *err, size_t errlen) {
+    const int N = m->dims.B * m->dims.T;
+    int32_t *tokens = malloc((size_t)N * 4 * 3);
+    float *mask = malloc((size_t)N * 4 * 2);
+    if (!tokens || !mask) {
+        free(tokens);
+        free(mask);
+        return tr_errf(err, errlen, "out of host memory for a validation micro-batch");
+    }
+    double sum = 0, toks = 0;
+    int rc = 0;
+    for (int i = 0; i < eval_iters * num_micro && !rc; i++) {
+        rc = next(ctx, i % num_micro, tokens, tokens + N, mask, tokens + 2 * N, err, errlen);
+        if (rc) break;
+        llama_forward(m, tokens, tokens + N, tokens + 2 * N);
+        llama_get_losses(m, mask + N);
+        for (int n = 0; n < N; n++) {
+            sum += (double)mask[N + n] * mask[n];
+            toks += mask[n];
+        }
+    }
+    free(tokens);
+    free(mask);
+    *loss = toks > 0 ? sum / toks : 0.0;
+    return rc;
+}

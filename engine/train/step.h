@@ -35,4 +35,10 @@ int train_forward_backward(llama_model *m, const tr_config *cfg, int num_micro, 
 int train_step(llama_model *m, tr_optimizer *o, const tr_config *cfg, int num_micro, double lr, tr_batch_fn next,
                void *ctx, tr_step_result *res, char *err, size_t errlen);
 
+
+/* Megatron's evaluate(): forward only over eval_iters iterations of num_micro validation
+ * micro-batches; the loss is token-weighted over all of them. Returns 0 or -1 with err. */
+int train_evaluate(llama_model *m, int eval_iters, int num_micro, tr_batch_fn next, void *ctx, double *loss,
+                   char *err, size_t errlen);
+
 #endif

@@ -67,6 +67,7 @@ int tr_tokens_file_open(tr_batch_source *src, const tr_config *cfg, char *err, s
     }
     tf->rows = size / block * tf->gbs;
     src->next = tokens_file_next;
+    src->next_valid = NULL;
     src->ctx = tf;
     src->close = tokens_file_close;
     return 0;

@@ -26,6 +26,17 @@ void tr_log_write_line(FILE *out, const char *timestamp, const tr_log_line *l, i
     fflush(out);
 }
 
+void tr_log_write_validation(FILE *out, int64_t iteration, double loss) {
+    char line[256];
+    int n = snprintf(line, sizeof line, " validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E | ",
+                     (long long)iteration, loss, exp(loss < 20.0 ? loss : 20.0));
+    for (int i = 0; i < n + 1; i++) fputc('-', out);
+    fprintf(out, "\n%s\n", line);
+    for (int i = 0; i < n + 1; i++) fputc('-', out);
+    fputc('\n', out);
+    fflush(out);
+}
+
 static void json_double(FILE *out, const char *key, double v, int last) {
     if (isfinite(v)) fprintf(out, "\"%s\":%.17g%s", key, v, last ? "" : ",");
     else fprintf(out, "\"%s\":null%s", key, last ? "" : ","); /* JSON has no NaN */

@@ -25,6 +25,10 @@ void tr_log_write_line(FILE *out, const char *timestamp, const tr_log_line *l, i
 /* Formats unix time `seconds` as Megatron's "%Y-%m-%d %H:%M:%S.%f" (UTC). */
 void tr_log_timestamp(char *buf, size_t n, double seconds);
 
+/* Megatron's evaluate_and_print_results block: a dashed rule, " validation loss at iteration N |
+ * lm loss value: X | lm loss PPL: Y | ", the rule again (PPL = exp(min(20, loss))). */
+void tr_log_write_validation(FILE *out, int64_t iteration, double loss);
+
 /* One JSON object per line: {"iteration":..,"lm_loss":..,...}. */
 void tr_log_write_json(FILE *out, const tr_log_line *l);
 

@@ -112,6 +112,13 @@ int tr_train(const tr_config *cfg, tr_batch_source *src, FILE *log, tr_train_sum
             loss_acc = t_acc = 0;
             n_acc = 0;
         }
+        if (src->next_valid && cfg->eval_iters > 0 && cfg->eval_interval > 0 && it % cfg->eval_interval == 0) {
+            double vloss;
+            rc = train_evaluate(st.model, cfg->eval_iters, num_micro, src->next_valid, src->ctx, &vloss, err, errlen);
+            if (rc) break;
+            tr_log_write_validation(log, it, vloss);
+            sum->last_valid_loss = vloss;
+        }
         if (cfg->exit_interval > 0 && it % cfg->exit_interval == 0) break;
     }
     sum->consumed_samples = consumed;

@@ -10,7 +10,7 @@
 
 typedef struct tr_train_summary {
     int64_t iterations, consumed_samples;
-    double first_loss, last_loss, last_grad_norm;
+    double first_loss, last_loss, last_grad_norm, last_valid_loss;
     size_t device_peak_bytes;
 } tr_train_summary;
 

@@ -55,6 +55,27 @@ static void test_json_line_has_no_nan(void **state) {
     free(buf);
 }
 
+/* evaluate_and_print_results: the rule is one dash longer than the line */
+static void test_validation_block(void **state) {
+    (void)state;
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    tr_log_write_validation(f, 100, 25.0);
+    fclose(f);
+    const char *line = " validation loss at iteration 100 | lm loss value: 2.500000E+01 | lm loss PPL: 4.851652E+08 | ";
+    size_t len = strlen(line);
+    char want[512];
+    memset(want, '-', len + 1);
+    want[len + 1] = '\n';
+    strcpy(want + len + 2, line);
+    want[2 * len + 2] = '\n';
+    memset(want + 2 * len + 3, '-', len + 1);
+    strcpy(want + 3 * len + 4, "\n"); /* PPL capped at exp(20) = 4.851652E+08, as Megatron does */
+    assert_string_equal(buf, want);
+    free(buf);
+}
+
 static void test_flops_llama3_8b(void **state) {
     (void)state;
     tr_config c;
@@ -70,6 +91,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_megatron_line),
         cmocka_unit_test(test_json_line_has_no_nan),
+        cmocka_unit_test(test_validation_block),
         cmocka_unit_test(test_flops_llama3_8b),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
