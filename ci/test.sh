@@ -57,8 +57,8 @@ if ! skipped coverage; then
   cmake --build build/coverage -j"$jobs"
   ctest --test-dir build/coverage -j"$jobs" --output-on-failure >/dev/null
   gcovr -r . --object-directory build/coverage --filter 'engine/' --filter 'sim/' --filter 'fault/' \
-    --exclude 'engine/cuda/' --print-summary --txt build/coverage/coverage.txt >/dev/null
-  tail -n 4 build/coverage/coverage.txt || true
+    --exclude 'engine/cuda/' --print-summary --txt build/coverage/coverage.txt
+  echo "per-file report: build/coverage/coverage.txt"
 fi
 
 if ! skipped cuda; then
