@@ -3,7 +3,8 @@
 #   1. ctest -L gpu (every test, linked against twinrun_cuda), GEMM path cuBLASLt (default);
 #   2. the GEMM-using tests again with TWINRUN_GEMM=blas (the GemmEx path MUSA uses) and =naive;
 #   3. compute-sanitizer memcheck/racecheck on a few kernel tests;
-#   4. coll_smoke: NCCL with 1 rank, and with 2 ranks (file rendezvous, a timeout) when 2 GPUs exist.
+#   4. kern_oracle: the twin's kernels vs the GPU's on large random shapes (+ determinism);
+#   5. coll_smoke: NCCL with 1 rank, and with 2 ranks (file rendezvous, a timeout) when 2 GPUs exist.
 #
 # Usage (from the repository root): engine/cuda/tools/device_check.sh OUTDIR [DEBS_DIR]
 # DEBS_DIR (default .debs) holds .deb files of cmocka, cJSON and pkg-config for machines that lack
@@ -60,6 +61,11 @@ for mode in blas naive; do
         -j4 >"$OUT/ctest_$mode.log" 2>&1
     grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest_$mode.log"
 done
+
+log "kern_oracle (twin kernels vs GPU kernels, large shapes)"
+timeout 240 "$B/bin/kern_oracle" >"$OUT/oracle.log" 2>&1
+echo "kern_oracle rc=$?"
+grep -E "FAILED|NOT DETERMINISTIC|kern_oracle:" "$OUT/oracle.log"
 
 log compute-sanitizer
 if command -v compute-sanitizer >/dev/null; then

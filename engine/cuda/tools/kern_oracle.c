@@ -1,0 +1,443 @@
+/* kern_oracle: the twin's CPU kernels as the oracle for the GPU kernels (DESIGN.md §2), on random
+ * inputs large enough to cross every tile, chunk and block boundary of engine/cuda (attention over
+ * more than 256 keys, norm over more than 64 rows, sums over many blocks, repeated tokens...).
+ *
+ * The twin's sim/kern sources are compiled into this program with every kern_X renamed twin_kern_X
+ * (see engine/cuda/CMakeLists.txt); they run on host copies, the GPU kernels on device copies of
+ * the same inputs. Each output is compared by relative L2 (fp32: 2e-5 forward, 1e-4 gradients;
+ * bf16: 1e-2), and each GPU case runs twice to check the bits are identical (determinism).
+ * Prints one line per output; exits non-zero on any failure. Built for the cuda backend only. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "twinrun/dev.h"
+#include "twinrun/dtype.h"
+#include "twinrun/kern.h"
+
+/* ---- the twin's kernels, renamed ------------------------------------------------------------- */
+void twin_kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb, float alpha,
+                    float beta);
+void twin_kern_add(dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n);
+void twin_kern_scale(dev_stream *s, tr_buf x, float alpha, size_t n);
+void twin_kern_cast(dev_stream *s, tr_buf dst, tr_buf src, size_t n);
+void twin_kern_sum_squares(dev_stream *s, float *out, tr_buf x, size_t n);
+void twin_kern_embedding_forward(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int N, int C, int V);
+void twin_kern_embedding_backward(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int N, int C, int V);
+void twin_kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, float *mean, float *rstd, tr_buf inp,
+                            tr_buf weight, tr_buf bias, int N, int C);
+void twin_kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight, tr_buf dbias,
+                             tr_buf dout, tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N,
+                             int C);
+void twin_kern_rope_forward(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int T,
+                            int H, int D);
+void twin_kern_rope_backward(dev_stream *s, const kern_rope_desc *rd, tr_buf dx, const int32_t *positions, int B,
+                             int T, int H, int D);
+void twin_kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B, int T,
+                                 int NH, int KV, int D);
+void twin_kern_attention_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
+                                  tr_buf v, tr_buf out, const float *lse, int B, int T, int NH, int KV, int D);
+void twin_kern_swiglu_forward(dev_stream *s, tr_buf out, tr_buf h, int N, int F);
+void twin_kern_swiglu_backward(dev_stream *s, tr_buf dh, tr_buf dout, tr_buf h, int N, int F);
+void twin_kern_cross_entropy_forward(dev_stream *s, float *losses, tr_buf logits, const int32_t *targets, int N,
+                                     int V);
+void twin_kern_cross_entropy_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const int32_t *targets,
+                                      const float *dloss, int N, int V);
+void twin_kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad,
+                            float *m, float *v, size_t n);
+
+/* ---- tensors held twice: host (twin) and device (GPU), from one initial value ----------------- */
+
+static dev_device *g_dev;
+static dev_stream *g_s;
+static int g_fail;
+static uint64_t g_rng = 12345;
+
+static double urand(void) { /* splitmix64 -> [0, 1) */
+    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+}
+
+typedef struct tens {
+    tr_dtype dt;
+    size_t n;
+    void *h0, *h, *d, *g; /* initial, twin's, device, device result downloaded */
+} tens;
+
+#define MAX_T 16
+static tens g_t[MAX_T];
+static int g_nt;
+
+static tens *t_new(tr_dtype dt, size_t n) {
+    tens *t = &g_t[g_nt++];
+    const size_t bytes = n * tr_dtype_size(dt);
+    t->dt = dt;
+    t->n = n;
+    t->h0 = calloc(1, bytes + 4);
+    t->h = calloc(1, bytes + 4);
+    t->g = calloc(1, bytes + 4);
+    t->d = dev_alloc(g_dev, bytes ? bytes : 4, "oracle tensor");
+    if (!t->h0 || !t->h || !t->g || !t->d) {
+        fprintf(stderr, "out of memory: %s\n", dev_last_error(g_dev));
+        exit(1);
+    }
+    return t;
+}
+
+static void t_set(tens *t, size_t i, float v) {
+    if (t->dt == TR_BF16)
+        ((uint16_t *)t->h0)[i] = tr_f32_to_bf16(v);
+    else
+        ((float *)t->h0)[i] = v;
+}
+
+static void t_fill(tens *t, float scale) {
+    for (size_t i = 0; i < t->n; i++) t_set(t, i, (float)((2.0 * urand() - 1.0) * scale));
+}
+
+static void t_fill_int(tens *t, int lo, int hi) {
+    for (size_t i = 0; i < t->n; i++) ((int32_t *)t->h0)[i] = lo + (int32_t)(urand() * (hi - lo));
+}
+
+static float t_get(const tens *t, const void *base, size_t i) {
+    return t->dt == TR_BF16 ? tr_bf16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+}
+
+static tr_buf H(tens *t) { return tr_buf_make(t->h, t->dt); }
+static tr_buf Dv(tens *t) { return tr_buf_make(t->d, t->dt); }
+
+static void reset_host(void) {
+    for (int i = 0; i < g_nt; i++) memcpy(g_t[i].h, g_t[i].h0, g_t[i].n * tr_dtype_size(g_t[i].dt));
+}
+
+static void reset_dev(void) {
+    for (int i = 0; i < g_nt; i++) dev_copy_h2d(g_s, g_t[i].d, g_t[i].h0, g_t[i].n * tr_dtype_size(g_t[i].dt));
+    dev_stream_sync(g_s);
+}
+
+static void release(void) {
+    for (int i = 0; i < g_nt; i++) {
+        dev_free(g_dev, g_t[i].d);
+        free(g_t[i].h0);
+        free(g_t[i].h);
+        free(g_t[i].g);
+    }
+    g_nt = 0;
+}
+
+/* Runs the GPU op twice from the initial state; the outputs must be bit-identical. Keeps the
+ * second run's results in each output's g. */
+typedef void (*gpu_fn)(void *ctx);
+
+static void run_gpu_twice(const char *name, gpu_fn fn, void *ctx, tens **outs, int nouts) {
+    void *first[8];
+    for (int r = 0; r < 2; r++) {
+        reset_dev();
+        fn(ctx);
+        dev_stream_sync(g_s);
+        for (int o = 0; o < nouts; o++) {
+            const size_t bytes = outs[o]->n * tr_dtype_size(outs[o]->dt);
+            dev_copy_d2h(g_s, outs[o]->g, outs[o]->d, bytes);
+            dev_stream_sync(g_s);
+            if (r == 0) {
+                first[o] = malloc(bytes + 4);
+                memcpy(first[o], outs[o]->g, bytes);
+            } else {
+                if (memcmp(first[o], outs[o]->g, bytes) != 0) {
+                    printf("  %-48s NOT DETERMINISTIC (output %d)\n", name, o);
+                    g_fail++;
+                }
+                free(first[o]);
+            }
+        }
+    }
+}
+
+static void compare(const char *name, const tens *t, double tol_f32) {
+    const double tol = t->dt == TR_BF16 ? 1e-2 : tol_f32;
+    double num = 0.0, den = 0.0;
+    size_t nan_mismatch = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const double w = t_get(t, t->h, i), g = t_get(t, t->g, i);
+        if (isnan(w) != isnan(g)) nan_mismatch++;
+        if (isnan(w) || isnan(g)) continue;
+        num += (g - w) * (g - w);
+        den += w * w;
+    }
+    const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    const int ok = rel <= tol && nan_mismatch == 0;
+    printf("  %-48s rel L2 %.3e (bound %.0e)%s\n", name, rel, tol, ok ? "" : "  FAILED");
+    if (!ok) g_fail++;
+}
+
+/* ---- cases ------------------------------------------------------------------------------------ */
+
+typedef struct gemm_ctx {
+    tens *c, *a, *b;
+    int m, n, k;
+    bool ta, tb;
+    float alpha, beta;
+} gemm_ctx;
+
+static void gemm_gpu(void *p) {
+    gemm_ctx *g = p;
+    kern_gemm(g_s, Dv(g->c), Dv(g->a), Dv(g->b), g->m, g->n, g->k, g->ta, g->tb, g->alpha, g->beta);
+}
+
+static void case_gemm(tr_dtype ab, tr_dtype cd, bool ta, bool tb, float beta) {
+    gemm_ctx g = {NULL, NULL, NULL, 300, 520, 700, ta, tb, 0.75f, beta};
+    g.a = t_new(ab, (size_t)g.m * g.k);
+    g.b = t_new(ab, (size_t)g.k * g.n);
+    g.c = t_new(cd, (size_t)g.m * g.n);
+    t_fill(g.a, 1.0f);
+    t_fill(g.b, 1.0f);
+    if (beta == 0.0f)
+        for (size_t i = 0; i < g.c->n; i++) t_set(g.c, i, NAN); /* must be ignored */
+    else
+        t_fill(g.c, 1.0f);
+    reset_host();
+    twin_kern_gemm(NULL, H(g.c), H(g.a), H(g.b), g.m, g.n, g.k, ta, tb, g.alpha, beta);
+    char name[96];
+    snprintf(name, sizeof name, "gemm %s->%s ta=%d tb=%d beta=%g", tr_dtype_name(ab), tr_dtype_name(cd), ta, tb,
+             beta);
+    run_gpu_twice(name, gemm_gpu, &g, &g.c, 1);
+    compare(name, g.c, 2e-5);
+    release();
+}
+
+typedef struct attn_ctx {
+    tens *out, *lse, *q, *k, *v, *dout, *dq, *dk, *dv;
+    int B, T, NH, KV, D;
+} attn_ctx;
+
+static void attn_gpu(void *p) {
+    attn_ctx *a = p;
+    kern_attention_forward(g_s, Dv(a->out), a->lse->d, Dv(a->q), Dv(a->k), Dv(a->v), a->B, a->T, a->NH, a->KV, a->D);
+    kern_attention_backward(g_s, Dv(a->dq), Dv(a->dk), Dv(a->dv), Dv(a->dout), Dv(a->q), Dv(a->k), Dv(a->v),
+                            Dv(a->out), a->lse->d, a->B, a->T, a->NH, a->KV, a->D);
+}
+
+static void case_attention(tr_dtype dt) {
+    attn_ctx a = {.B = 2, .T = 600, .NH = 4, .KV = 2, .D = 64};
+    const size_t nq = (size_t)a.B * a.T * a.NH * a.D, nk = (size_t)a.B * a.T * a.KV * a.D;
+    a.q = t_new(dt, nq), a.k = t_new(dt, nk), a.v = t_new(dt, nk), a.dout = t_new(dt, nq);
+    a.out = t_new(dt, nq), a.lse = t_new(TR_F32, (size_t)a.B * a.NH * a.T);
+    a.dq = t_new(dt, nq), a.dk = t_new(dt, nk), a.dv = t_new(dt, nk);
+    t_fill(a.q, 2.0f), t_fill(a.k, 2.0f), t_fill(a.v, 1.0f), t_fill(a.dout, 1.0f);
+    reset_host();
+    twin_kern_attention_forward(NULL, H(a.out), a.lse->h, H(a.q), H(a.k), H(a.v), a.B, a.T, a.NH, a.KV, a.D);
+    twin_kern_attention_backward(NULL, H(a.dq), H(a.dk), H(a.dv), H(a.dout), H(a.q), H(a.k), H(a.v), H(a.out),
+                                 a.lse->h, a.B, a.T, a.NH, a.KV, a.D);
+    tens *outs[] = {a.out, a.lse, a.dq, a.dk, a.dv};
+    run_gpu_twice("attention", attn_gpu, &a, outs, 5);
+    char name[64];
+    const char *nm[] = {"out", "lse", "dq", "dk", "dv"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "attention T600 GQA %s %s", tr_dtype_name(dt), nm[i]);
+        compare(name, outs[i], i < 2 ? 2e-5 : 1e-4);
+    }
+    release();
+}
+
+typedef struct norm_ctx {
+    kern_norm_desc nd;
+    tens *out, *mean, *rstd, *inp, *w, *bias, *dinp, *dw, *db, *dout;
+    int N, C;
+} norm_ctx;
+
+static void norm_gpu(void *p) {
+    norm_ctx *c = p;
+    const bool layer = c->nd.kind == KERN_NORM_LAYER;
+    kern_norm_forward(g_s, &c->nd, Dv(c->out), layer ? c->mean->d : NULL, c->rstd->d, Dv(c->inp), Dv(c->w),
+                      layer ? Dv(c->bias) : tr_buf_none(), c->N, c->C);
+    kern_norm_backward(g_s, &c->nd, Dv(c->dinp), Dv(c->dw), layer ? Dv(c->db) : tr_buf_none(), Dv(c->dout),
+                       Dv(c->inp), Dv(c->w), layer ? c->mean->d : NULL, c->rstd->d, c->N, c->C);
+}
+
+static void case_norm(kern_norm_kind kind, bool zc, tr_dtype dt) {
+    norm_ctx c = {.nd = {kind, 1e-5f, zc}, .N = 200, .C = 1000};
+    const size_t nc = (size_t)c.N * c.C;
+    c.out = t_new(dt, nc), c.mean = t_new(TR_F32, c.N), c.rstd = t_new(TR_F32, c.N), c.inp = t_new(dt, nc);
+    c.w = t_new(dt, c.C), c.bias = t_new(dt, c.C), c.dinp = t_new(dt, nc), c.dw = t_new(dt, c.C);
+    c.db = t_new(dt, c.C), c.dout = t_new(dt, nc);
+    t_fill(c.inp, 3.0f), t_fill(c.w, 1.0f), t_fill(c.bias, 1.0f), t_fill(c.dinp, 1.0f), t_fill(c.dw, 1.0f);
+    t_fill(c.db, 1.0f), t_fill(c.dout, 1.0f);
+    reset_host();
+    const bool layer = kind == KERN_NORM_LAYER;
+    twin_kern_norm_forward(NULL, &c.nd, H(c.out), layer ? c.mean->h : NULL, c.rstd->h, H(c.inp), H(c.w),
+                           layer ? H(c.bias) : tr_buf_none(), c.N, c.C);
+    twin_kern_norm_backward(NULL, &c.nd, H(c.dinp), H(c.dw), layer ? H(c.db) : tr_buf_none(), H(c.dout), H(c.inp),
+                            H(c.w), layer ? c.mean->h : NULL, c.rstd->h, c.N, c.C);
+    tens *outs[] = {c.out, c.rstd, c.dinp, c.dw, c.db};
+    run_gpu_twice("norm", norm_gpu, &c, outs, 5);
+    const char *nm[] = {"out", "rstd", "dinp (+=)", "dweight (+=)", "dbias (+=)"};
+    char name[96];
+    for (int i = 0; i < (layer ? 5 : 4); i++) {
+        snprintf(name, sizeof name, "%s%s N200 C1000 %s %s", layer ? "layernorm" : "rmsnorm", zc ? "+1p" : "",
+                 tr_dtype_name(dt), nm[i]);
+        compare(name, outs[i], i < 2 ? 2e-5 : 1e-4);
+    }
+    release();
+}
+
+typedef struct misc_ctx {
+    tens *t[8];
+    int N, C, V, F, B, T, Hh, D;
+    kern_rope_desc rd;
+    kern_adamw_desc ad;
+    bool pos;
+} misc_ctx;
+
+static void emb_gpu(void *p) {
+    misc_ctx *c = p;
+    kern_embedding_forward(g_s, Dv(c->t[0]), c->t[1]->d, Dv(c->t[2]), c->N, c->C, c->V);
+    kern_embedding_backward(g_s, Dv(c->t[3]), Dv(c->t[4]), c->t[1]->d, c->N, c->C, c->V);
+}
+
+static void case_embedding(tr_dtype dt) {
+    misc_ctx c = {.N = 1000, .C = 700, .V = 300};
+    c.t[0] = t_new(dt, (size_t)c.N * c.C), c.t[1] = t_new(TR_I32, c.N), c.t[2] = t_new(dt, (size_t)c.V * c.C);
+    c.t[3] = t_new(dt, (size_t)c.V * c.C), c.t[4] = t_new(dt, (size_t)c.N * c.C);
+    t_fill_int(c.t[1], 0, c.V), t_fill(c.t[2], 1.0f), t_fill(c.t[3], 1.0f), t_fill(c.t[4], 1.0f);
+    reset_host();
+    twin_kern_embedding_forward(NULL, H(c.t[0]), c.t[1]->h, H(c.t[2]), c.N, c.C, c.V);
+    twin_kern_embedding_backward(NULL, H(c.t[3]), H(c.t[4]), c.t[1]->h, c.N, c.C, c.V);
+    tens *outs[] = {c.t[0], c.t[3]};
+    run_gpu_twice("embedding", emb_gpu, &c, outs, 2);
+    char name[64];
+    snprintf(name, sizeof name, "embedding N1000 V300 %s out", tr_dtype_name(dt));
+    compare(name, c.t[0], 0.0);
+    snprintf(name, sizeof name, "embedding N1000 V300 %s dwte (+=)", tr_dtype_name(dt));
+    compare(name, c.t[3], 1e-5);
+    release();
+}
+
+static void rope_gpu(void *p) {
+    misc_ctx *c = p;
+    kern_rope_forward(g_s, &c->rd, Dv(c->t[0]), c->pos ? c->t[2]->d : NULL, c->B, c->T, c->Hh, c->D);
+    kern_rope_backward(g_s, &c->rd, Dv(c->t[1]), c->pos ? c->t[2]->d : NULL, c->B, c->T, c->Hh, c->D);
+}
+
+static void case_rope(tr_dtype dt, bool pos) {
+    misc_ctx c = {.B = 2, .T = 300, .Hh = 4, .D = 128, .rd = {500000.0f, 96}, .pos = pos};
+    const size_t n = (size_t)c.B * c.T * c.Hh * c.D;
+    c.t[0] = t_new(dt, n), c.t[1] = t_new(dt, n), c.t[2] = t_new(TR_I32, (size_t)c.B * c.T);
+    t_fill(c.t[0], 1.0f), t_fill(c.t[1], 1.0f), t_fill_int(c.t[2], 0, 8192);
+    reset_host();
+    twin_kern_rope_forward(NULL, &c.rd, H(c.t[0]), pos ? c.t[2]->h : NULL, c.B, c.T, c.Hh, c.D);
+    twin_kern_rope_backward(NULL, &c.rd, H(c.t[1]), pos ? c.t[2]->h : NULL, c.B, c.T, c.Hh, c.D);
+    tens *outs[] = {c.t[0], c.t[1]};
+    run_gpu_twice("rope", rope_gpu, &c, outs, 2);
+    char name[64];
+    snprintf(name, sizeof name, "rope rot96/128 %s%s fwd", tr_dtype_name(dt), pos ? " positions" : "");
+    compare(name, c.t[0], 2e-5);
+    snprintf(name, sizeof name, "rope rot96/128 %s%s bwd", tr_dtype_name(dt), pos ? " positions" : "");
+    compare(name, c.t[1], 2e-5);
+    release();
+}
+
+static void swiglu_ce_gpu(void *p) {
+    misc_ctx *c = p;
+    kern_swiglu_forward(g_s, Dv(c->t[0]), Dv(c->t[1]), c->N, c->F);
+    kern_swiglu_backward(g_s, Dv(c->t[2]), Dv(c->t[3]), Dv(c->t[1]), c->N, c->F);
+    kern_cross_entropy_forward(g_s, c->t[4]->d, Dv(c->t[5]), c->t[6]->d, c->N, c->V);
+    kern_cross_entropy_backward(g_s, Dv(c->t[5]), Dv(c->t[5]), c->t[6]->d, c->t[7]->d, c->N, c->V); /* in place */
+}
+
+static void case_swiglu_ce(tr_dtype dt) {
+    misc_ctx c = {.N = 64, .F = 1000, .V = 5000};
+    c.t[0] = t_new(dt, (size_t)c.N * c.F), c.t[1] = t_new(dt, (size_t)c.N * 2 * c.F);
+    c.t[2] = t_new(dt, (size_t)c.N * 2 * c.F), c.t[3] = t_new(dt, (size_t)c.N * c.F);
+    c.t[4] = t_new(TR_F32, c.N), c.t[5] = t_new(dt, (size_t)c.N * c.V), c.t[6] = t_new(TR_I32, c.N);
+    c.t[7] = t_new(TR_F32, c.N);
+    t_fill(c.t[1], 4.0f), t_fill(c.t[3], 1.0f), t_fill(c.t[5], 8.0f), t_fill_int(c.t[6], 0, c.V);
+    t_fill(c.t[7], 1.0f);
+    reset_host();
+    twin_kern_swiglu_forward(NULL, H(c.t[0]), H(c.t[1]), c.N, c.F);
+    twin_kern_swiglu_backward(NULL, H(c.t[2]), H(c.t[3]), H(c.t[1]), c.N, c.F);
+    twin_kern_cross_entropy_forward(NULL, c.t[4]->h, H(c.t[5]), c.t[6]->h, c.N, c.V);
+    twin_kern_cross_entropy_backward(NULL, H(c.t[5]), H(c.t[5]), c.t[6]->h, c.t[7]->h, c.N, c.V);
+    tens *outs[] = {c.t[0], c.t[2], c.t[4], c.t[5]};
+    run_gpu_twice("swiglu+ce", swiglu_ce_gpu, &c, outs, 4);
+    const char *nm[] = {"swiglu out", "swiglu dh", "cross entropy losses V5000", "cross entropy dlogits (in place)"};
+    char name[96];
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s %s", nm[i], tr_dtype_name(dt));
+        compare(name, outs[i], i == 0 || i == 2 ? 2e-5 : 1e-4);
+    }
+    release();
+}
+
+static void elem_gpu(void *p) {
+    misc_ctx *c = p;
+    const size_t n = c->t[0]->n;
+    kern_add(g_s, Dv(c->t[1]), Dv(c->t[0]), Dv(c->t[1]), n); /* aliasing b */
+    kern_scale(g_s, Dv(c->t[1]), 0.37f, n);
+    kern_cast(g_s, Dv(c->t[2]), Dv(c->t[1]), n);
+    kern_sum_squares(g_s, c->t[3]->d, Dv(c->t[0]), n);
+    kern_adamw_update(g_s, &c->ad, c->t[4]->d, Dv(c->t[7]), Dv(c->t[0]), c->t[5]->d, c->t[6]->d, n);
+}
+
+static void case_elementwise(tr_dtype dt) {
+    misc_ctx c = {.ad = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.8f, 7}};
+    const size_t n = 3000001; /* > 1024 blocks of 4 x 256 elements: both sum_squares passes work */
+    c.t[0] = t_new(dt, n), c.t[1] = t_new(dt, n), c.t[2] = t_new(dt == TR_BF16 ? TR_F32 : TR_BF16, n);
+    c.t[3] = t_new(TR_F32, 1), c.t[4] = t_new(TR_F32, n), c.t[5] = t_new(TR_F32, n), c.t[6] = t_new(TR_F32, n);
+    c.t[7] = t_new(TR_BF16, n);
+    t_fill(c.t[0], 1.0f), t_fill(c.t[1], 1.0f), t_fill(c.t[3], 1.0f), t_fill(c.t[4], 1.0f), t_fill(c.t[5], 0.01f);
+    for (size_t i = 0; i < n; i++) ((float *)c.t[6]->h0)[i] = (float)(urand() * 1e-4);
+    reset_host();
+    twin_kern_add(NULL, H(c.t[1]), H(c.t[0]), H(c.t[1]), n);
+    twin_kern_scale(NULL, H(c.t[1]), 0.37f, n);
+    twin_kern_cast(NULL, H(c.t[2]), H(c.t[1]), n);
+    twin_kern_sum_squares(NULL, c.t[3]->h, H(c.t[0]), n);
+    twin_kern_adamw_update(NULL, &c.ad, c.t[4]->h, H(c.t[7]), H(c.t[0]), c.t[5]->h, c.t[6]->h, n);
+    tens *outs[] = {c.t[1], c.t[2], c.t[3], c.t[4], c.t[5], c.t[6], c.t[7]};
+    run_gpu_twice("elementwise", elem_gpu, &c, outs, 7);
+    const char *nm[] = {"add+scale", "cast", "sum_squares (+=, 3M)", "adamw master", "adamw m", "adamw v",
+                        "adamw model bf16"};
+    char name[96];
+    for (int i = 0; i < 7; i++) {
+        snprintf(name, sizeof name, "%s %s", nm[i], tr_dtype_name(dt));
+        compare(name, outs[i], i == 1 ? 0.0 : 1e-5);
+    }
+    release();
+}
+
+int main(void) {
+    char err[256] = "";
+    g_dev = dev_open(0, 0, err, sizeof err);
+    if (!g_dev) {
+        fprintf(stderr, "kern_oracle: %s\n", err);
+        return 1;
+    }
+    g_s = dev_stream_default(g_dev);
+    dev_info info;
+    dev_get_info(g_dev, &info);
+    printf("kern_oracle: twin CPU kernels vs %s (%s)\n", info.backend, info.name);
+    for (int combo = 0; combo < 4; combo++) {
+        case_gemm(TR_F32, TR_F32, combo & 1, combo & 2, combo == 3 ? 0.5f : 0.0f);
+        case_gemm(TR_BF16, TR_BF16, combo & 1, combo & 2, combo == 1 ? 0.5f : 0.0f);
+    }
+    case_gemm(TR_BF16, TR_F32, false, true, 1.0f);
+    case_gemm(TR_F32, TR_BF16, true, false, 0.0f); /* the fallback kernel */
+    for (int dti = 0; dti < 2; dti++) {
+        const tr_dtype dt = dti ? TR_BF16 : TR_F32;
+        case_attention(dt);
+        case_norm(KERN_NORM_RMS, false, dt);
+        case_norm(KERN_NORM_LAYER, true, dt);
+        case_embedding(dt);
+        case_rope(dt, false);
+        case_rope(dt, true);
+        case_swiglu_ce(dt);
+        case_elementwise(dt);
+    }
+    const size_t used = dev_mem_used(g_dev);
+    dev_close(g_dev);
+    printf("kern_oracle: %s (%d failure(s)); device memory left %zu\n", g_fail || used ? "FAILED" : "all ok", g_fail,
+           used);
+    return g_fail || used ? 1 : 0;
+}
