@@ -1,18 +1,23 @@
 /* The twin's device: host memory with a per-rank capacity and peak accounting, streams that run
- * work synchronously in issue order, and a simulated clock.
+ * work synchronously in issue order, and the owning rank's simulated clock.
  *
- * Each allocation carries a small header recording its size, so dev_free can account without a
- * table. Time only moves when something advances it (the cost model, dev_sleep); wall time never
- * leaks in, so runs are reproducible. */
+ * A device belongs to the rank that opened it (inside twin_run, the running coroutine; outside,
+ * the implicit rank 0). Each allocation carries a header with its size and list links, so
+ * dev_free accounts without a table and a rank that dies can have its memory reclaimed, as a
+ * crashed process's would be. Time only moves when something advances it (collectives, the
+ * kernel cost hook, dev_sleep); wall time never leaks in, so runs are reproducible. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../sched/sched_internal.h"
 #include "twinrun/dev.h"
 #include "twinrun/err.h"
 
 #define DEV_SIM_ALIGN 64
+
+
 
 struct dev_stream {
     dev_device *dev;
@@ -23,20 +28,27 @@ struct dev_event {
     double time; /* simulated time at record */
 };
 
+typedef struct alloc_header alloc_header;
+
 struct dev_device {
     int ordinal;
-    size_t capacity; /* 0 = unlimited */
+    twin_rank *owner;
+    const twin_device_spec *spec; /* NULL for the implicit rank's plain twin-cpu device */
+    size_t capacity;              /* 0 = unlimited */
     size_t used, peak;
-    double now; /* simulated seconds */
     struct dev_stream default_stream;
+    alloc_header *allocs; /* live allocations, newest first */
+    dev_device *next_owned, *prev_owned;
     char last_error[256];
 };
 
-typedef struct alloc_header {
+struct alloc_header {
     size_t bytes;
     uint64_t magic;
-    char pad[DEV_SIM_ALIGN - sizeof(size_t) - sizeof(uint64_t)];
-} alloc_header;
+    alloc_header *prev, *next;
+    char pad[DEV_SIM_ALIGN - sizeof(size_t) - sizeof(uint64_t) - 2 * sizeof(void *)];
+};
+_Static_assert(sizeof(alloc_header) == DEV_SIM_ALIGN, "allocation header keeps user memory 64-byte aligned");
 
 #define ALLOC_MAGIC 0x7477696e72756eULL /* "twinrun" */
 
@@ -50,17 +62,48 @@ dev_device *dev_open(int ordinal, size_t capacity, char *err, size_t errlen) {
         tr_errf(err, errlen, "dev_open: out of host memory");
         return NULL;
     }
+    twin_sched *s = twin_sched_get();
     d->ordinal = ordinal;
+    d->owner = twin_self();
     d->capacity = capacity;
+    if (s) {
+        d->spec = s->spec;
+        if (!capacity)
+            d->capacity = s->opt.device_capacity ? s->opt.device_capacity
+                                                 : (size_t)((double)s->spec->mem_bytes * s->opt.capacity_scale);
+    }
     d->default_stream.dev = d;
+    d->next_owned = d->owner->devices;
+    if (d->next_owned) d->next_owned->prev_owned = d;
+    d->owner->devices = d;
     return d;
 }
 
-void dev_close(dev_device *d) { free(d); }
+void dev_close(dev_device *d) {
+    if (!d) return;
+    /* Allocations still live are the caller's leak; detach them so dev_free cannot reach d. */
+    for (alloc_header *h = d->allocs, *next; h; h = next) {
+        next = h->next;
+        h->prev = h->next = NULL;
+    }
+    if (d->prev_owned) d->prev_owned->next_owned = d->next_owned;
+    else d->owner->devices = d->next_owned;
+    if (d->next_owned) d->next_owned->prev_owned = d->prev_owned;
+    free(d);
+}
+
+void dev_twin_reclaim(twin_rank *r) {
+    while (r->devices) {
+        dev_device *d = r->devices;
+        while (d->allocs) dev_free(d, d->allocs + 1);
+        dev_close(d);
+    }
+}
 
 void dev_get_info(const dev_device *d, dev_info *out) {
     memset(out, 0, sizeof *out);
-    snprintf(out->name, sizeof out->name, "twin-cpu:%d", d->ordinal);
+    if (d->spec) snprintf(out->name, sizeof out->name, "%s rank %d", d->spec->full_name, d->owner->id);
+    else snprintf(out->name, sizeof out->name, "twin-cpu:%d", d->ordinal);
     snprintf(out->backend, sizeof out->backend, "twin");
     out->capacity = d->capacity;
 }
@@ -68,19 +111,23 @@ void dev_get_info(const dev_device *d, dev_info *out) {
 void *dev_alloc(dev_device *d, size_t bytes, const char *what) {
     if (d->capacity && (bytes > d->capacity || d->used > d->capacity - bytes)) {
         snprintf(d->last_error, sizeof d->last_error,
-                 "out of device memory allocating %zu bytes for %s: %zu of %zu bytes in use (peak %zu)", bytes,
-                 what ? what : "?", d->used, d->capacity, d->peak);
+                 "rank %d: out of device memory allocating %zu bytes for %s: %zu of %zu bytes in use (peak %zu)",
+                 d->owner->id, bytes, what ? what : "?", d->used, d->capacity, d->peak);
         return NULL;
     }
-    alloc_header *h = aligned_alloc(DEV_SIM_ALIGN, sizeof(alloc_header) + ((bytes + DEV_SIM_ALIGN - 1) /
-                                                                            DEV_SIM_ALIGN * DEV_SIM_ALIGN));
+    const size_t rounded = (bytes + DEV_SIM_ALIGN - 1) / DEV_SIM_ALIGN * DEV_SIM_ALIGN;
+    alloc_header *h = rounded < bytes ? NULL : aligned_alloc(DEV_SIM_ALIGN, sizeof(alloc_header) + rounded);
     if (!h) {
-        snprintf(d->last_error, sizeof d->last_error, "host allocation of %zu bytes for %s failed", bytes,
-                 what ? what : "?");
+        snprintf(d->last_error, sizeof d->last_error, "rank %d: host allocation of %zu bytes for %s failed",
+                 d->owner->id, bytes, what ? what : "?");
         return NULL;
     }
     h->bytes = bytes;
     h->magic = ALLOC_MAGIC;
+    h->prev = NULL;
+    h->next = d->allocs;
+    if (h->next) h->next->prev = h;
+    d->allocs = h;
     d->used += bytes;
     if (d->used > d->peak) d->peak = d->used;
     return h + 1;
@@ -91,6 +138,9 @@ void dev_free(dev_device *d, void *p) {
     alloc_header *h = (alloc_header *)p - 1;
     TR_CHECK(h->magic == ALLOC_MAGIC, "dev_free of a pointer dev_alloc did not return (double free?)");
     h->magic = 0;
+    if (h->prev) h->prev->next = h->next;
+    else if (d->allocs == h) d->allocs = h->next;
+    if (h->next) h->next->prev = h->prev;
     d->used -= h->bytes;
     free(h);
 }
@@ -123,7 +173,7 @@ dev_event *dev_event_create(dev_device *d) {
 }
 
 void dev_event_destroy(dev_event *e) { free(e); }
-void dev_event_record(dev_event *e, dev_stream *s) { e->time = s->dev->now; }
+void dev_event_record(dev_event *e, dev_stream *s) { e->time = s->dev->owner->now; }
 void dev_stream_wait_event(dev_stream *s, dev_event *e) { (void)s, (void)e; }
 
 void dev_copy_h2d(dev_stream *s, void *dst, const void *src, size_t bytes) {
@@ -143,13 +193,28 @@ void dev_memset_zero(dev_stream *s, void *dst, size_t bytes) {
     if (bytes) memset(dst, 0, bytes);
 }
 
-double dev_clock_now(dev_device *d) { return d->now; }
+double dev_clock_now(dev_device *d) { return d->owner->now; }
+
 void dev_sleep(dev_device *d, double seconds) {
-    if (seconds > 0) d->now += seconds;
+    TR_CHECK(seconds == seconds, "dev_sleep of NaN seconds");
+    if (seconds <= 0) return;
+    twin_rank *r = d->owner;
+    r->now += seconds;
+    twin_log("%.9f r%d sleep %.9f", r->now, r->id, seconds);
+    twin_sync(r); /* a blocking point: ranks with earlier clocks (and watchdogs) go first */
+}
+
+void twin_cost_kernel(dev_stream *s, double flops, double bytes, tr_dtype dt) {
+    dev_device *d = s->dev;
+    const twin_device_spec *spec = d->spec ? d->spec : twin_spec();
+    twin_rank *r = d->owner;
+    r->now += twin_kernel_seconds(spec, flops, bytes, dt) * twin_jitter(r->rng ^ (uint64_t)(r->now * 1e9));
 }
 
 _Noreturn void dev_rank_abort(int code) {
     fflush(stdout);
     fflush(stderr);
+    twin_sched *s = twin_sched_get();
+    if (s && s->current) twin_rank_finish(s->current, RANK_FAILED, code);
     exit(code);
 }

@@ -1,0 +1,162 @@
+/* Data movement of a complete collective, in group-rank order whatever the arrival order.
+ *
+ * Reductions (the contract the tests check against a serial loop):
+ * - fp32: acc = x[0]; acc = acc (op) x[r] for r = 1..n-1, in fp32;
+ * - bf16: the same in fp32 on the widened values, rounded to bf16 once at the end;
+ * - int32: the same in 32-bit integers (sum wraps as unsigned);
+ * - avg: as NCCL does for floating types, every input is first multiplied by (float)(1/n) and
+ *   the products summed ("pre-multiplied sum"); for int32, the sum divided by n.
+ * Every destination is written only after every source has been read, so in-place calls work. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_internal.h"
+#include "twinrun/err.h"
+
+static float load(const void *p, tr_dtype dt, size_t i) {
+    return dt == TR_BF16 ? tr_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static void store(void *p, tr_dtype dt, size_t i, float v) {
+    if (dt == TR_BF16) ((uint16_t *)p)[i] = tr_f32_to_bf16(v);
+    else ((float *)p)[i] = v;
+}
+
+static float apply(int op, float a, float b) {
+    switch (op) {
+    case COLL_SUM:
+    case COLL_AVG: return a + b;
+    case COLL_MAX: return a != a ? a : b != b ? b : b > a ? b : a; /* a NaN propagates, as on the GPU */
+    case COLL_MIN: return a != a ? a : b != b ? b : b < a ? b : a;
+    }
+    tr_fatal("unknown reduction op %d", op);
+}
+
+static int32_t apply_i32(int op, int32_t a, int32_t b) {
+    switch (op) {
+    case COLL_SUM:
+    case COLL_AVG: return (int32_t)((uint32_t)a + (uint32_t)b);
+    case COLL_MAX: return b > a ? b : a;
+    case COLL_MIN: return b < a ? b : a;
+    }
+    tr_fatal("unknown reduction op %d", op);
+}
+
+/* out[i] = reduce over group ranks r of srcs[r][offset + i], i < count. */
+static void reduce_block(void *out, const void *const *srcs, int n, size_t offset, size_t count, tr_dtype dt, int op) {
+    if (dt == TR_I32) {
+        int32_t *acc = out;
+        for (size_t i = 0; i < count; i++) acc[i] = ((const int32_t *)srcs[0])[offset + i];
+        for (int r = 1; r < n; r++) {
+            const int32_t *x = (const int32_t *)srcs[r] + offset;
+            for (size_t i = 0; i < count; i++) acc[i] = apply_i32(op, acc[i], x[i]);
+        }
+        if (op == COLL_AVG)
+            for (size_t i = 0; i < count; i++) acc[i] /= n;
+        return;
+    }
+    float *acc = out;
+    const float scale = (float)(1.0 / n);
+    for (size_t i = 0; i < count; i++) {
+        float v = load(srcs[0], dt, offset + i);
+        acc[i] = op == COLL_AVG ? v * scale : v;
+    }
+    for (int r = 1; r < n; r++) {
+        if (dt == TR_F32 && op == COLL_SUM) { /* the common case, kept simple enough to vectorise */
+            const float *x = (const float *)srcs[r] + offset;
+            for (size_t i = 0; i < count; i++) acc[i] = acc[i] + x[i];
+            continue;
+        }
+        for (size_t i = 0; i < count; i++) {
+            float v = load(srcs[r], dt, offset + i);
+            acc[i] = apply(op, acc[i], op == COLL_AVG ? v * scale : v);
+        }
+    }
+}
+
+/* Writes an fp32 (or int32) accumulator into dst of type dt, rounding bf16 once. */
+static void write_acc(void *dst, const void *acc, size_t count, tr_dtype dt) {
+    if (dt != TR_BF16) {
+        memmove(dst, acc, count * 4);
+        return;
+    }
+    for (size_t i = 0; i < count; i++) store(dst, dt, i, ((const float *)acc)[i]);
+}
+
+static void *scratch(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    TR_CHECK(p != NULL, "out of host memory for collective scratch");
+    return p;
+}
+
+void coll_exec(const coll_group *g, coll_instance *inst) {
+    const int n = g->size;
+    const coll_desc *d = &inst->desc;
+    const size_t esz = tr_dtype_size(d->dt), count = d->count;
+    coll_pending *const *m = inst->members;
+    if (count == 0 || d->op == FLIGHT_BARRIER) return;
+    const void **srcs = malloc(sizeof *srcs * (size_t)n);
+    TR_CHECK(srcs != NULL, "out of host memory for collective scratch");
+    for (int r = 0; r < n; r++) srcs[r] = m[r]->send;
+    switch (d->op) {
+    case FLIGHT_ALL_REDUCE: {
+        void *acc = scratch(count * 4);
+        reduce_block(acc, srcs, n, 0, count, d->dt, d->redop);
+        for (int r = 0; r < n; r++) write_acc(m[r]->recv, acc, count, d->dt);
+        free(acc);
+        break;
+    }
+    case FLIGHT_REDUCE_SCATTER: {
+        void *acc = scratch((size_t)n * count * 4);
+        for (int b = 0; b < n; b++) reduce_block((char *)acc + (size_t)b * count * 4, srcs, n, (size_t)b * count, count, d->dt, d->redop);
+        for (int r = 0; r < n; r++) write_acc(m[r]->recv, (char *)acc + (size_t)r * count * 4, count, d->dt);
+        free(acc);
+        break;
+    }
+    case FLIGHT_ALL_GATHER: {
+        char *all = scratch((size_t)n * count * esz);
+        for (int r = 0; r < n; r++) memcpy(all + (size_t)r * count * esz, srcs[r], count * esz);
+        for (int r = 0; r < n; r++) memmove(m[r]->recv, all, (size_t)n * count * esz);
+        free(all);
+        break;
+    }
+    case FLIGHT_BROADCAST: {
+        const void *root = m[d->peer]->send;
+        for (int r = 0; r < n; r++)
+            if (r != d->peer) memmove(m[r]->recv, root, count * esz);
+        break;
+    }
+    case FLIGHT_SEND:
+    case FLIGHT_RECV:
+    case FLIGHT_BARRIER:
+    case FLIGHT_OP_COUNT: tr_fatal("coll_exec: %s is not a collective", flight_op_name(d->op));
+    }
+    free(srcs);
+}
+
+void coll_exec_p2p(const coll_pending *send, const coll_pending *recv) {
+    if (send->desc.count) memmove(recv->recv, send->send, send->desc.count * tr_dtype_size(send->desc.dt));
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+uint64_t coll_result_hash(const coll_group *g, const coll_instance *inst) {
+    const coll_desc *d = &inst->desc;
+    const size_t esz = tr_dtype_size(d->dt);
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int r = 0; r < g->size; r++) {
+        const coll_pending *p = inst->members[r];
+        switch (d->op) {
+        case FLIGHT_ALL_REDUCE:
+        case FLIGHT_REDUCE_SCATTER:
+        case FLIGHT_BROADCAST: h = fnv(h, p->recv, d->count * esz); break;
+        case FLIGHT_ALL_GATHER: h = fnv(h, p->recv, (size_t)g->size * d->count * esz); break;
+        default: break;
+        }
+    }
+    return h;
+}

@@ -1,0 +1,90 @@
+/* The device spec table. Each number is a vendor figure unless marked "assumed"; the source
+ * field says which document. Network figures are the common cluster build (one 400 Gb/s NIC per
+ * GPU), not part of the GPU's datasheet. */
+#include <stddef.h>
+#include <strings.h>
+
+#include "../twin_cost.h"
+
+#define TB 1e12
+#define GB 1e9
+#define GIB ((size_t)1 << 30)
+
+static const twin_device_spec specs[] = {
+    {
+        .name = "H100",
+        .full_name = "NVIDIA H100 SXM5 80GB (twin)",
+        .bf16_flops = 989.5 * TB, /* 1,979 TFLOPS with sparsity; dense is half */
+        .fp32_flops = 67 * TB,
+        .mem_bandwidth = 3.35 * TB,
+        .mem_bytes = 80 * GIB,
+        .link_bandwidth = 450 * GB, /* NVLink 4: 900 GB/s total, both directions */
+        .link_latency = 1e-6,       /* assumed */
+        .net_bandwidth = 50 * GB,   /* 400 Gb/s NDR InfiniBand per GPU */
+        .net_latency = 5e-6,        /* assumed: NIC + switch + NCCL protocol */
+        .launch_overhead = 4e-6,    /* assumed: typical CUDA launch */
+        .source = "NVIDIA H100 Tensor Core GPU datasheet (SXM5 column); network: ConnectX-7 NDR 400 Gb/s",
+    },
+    {
+        .name = "H200",
+        .full_name = "NVIDIA H200 SXM 141GB (twin)",
+        .bf16_flops = 989.5 * TB, /* 1,979 TFLOPS with sparsity; dense is half */
+        .fp32_flops = 67 * TB,
+        .mem_bandwidth = 4.8 * TB,
+        .mem_bytes = 141 * (size_t)1000000000,
+        .link_bandwidth = 450 * GB, /* NVLink 4: 900 GB/s total */
+        .link_latency = 1e-6,
+        .net_bandwidth = 50 * GB,
+        .net_latency = 5e-6,
+        .launch_overhead = 4e-6,
+        .source = "NVIDIA H200 Tensor Core GPU datasheet (SXM column); network: ConnectX-7 NDR 400 Gb/s",
+    },
+    {
+        .name = "A100",
+        .full_name = "NVIDIA A100 SXM4 80GB (twin)",
+        .bf16_flops = 312 * TB, /* 624 with sparsity */
+        .fp32_flops = 19.5 * TB,
+        .mem_bandwidth = 2.039 * TB,
+        .mem_bytes = 80 * GIB,
+        .link_bandwidth = 300 * GB, /* NVLink 3: 600 GB/s total */
+        .link_latency = 1e-6,
+        .net_bandwidth = 25 * GB, /* 200 Gb/s HDR InfiniBand per GPU (DGX A100) */
+        .net_latency = 5e-6,
+        .launch_overhead = 4e-6,
+        .source = "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM column); network: DGX A100 HDR 200 Gb/s per GPU",
+    },
+    {
+        .name = "MTT-S5000",
+        .full_name = "Moore Threads MTT S5000 (twin)",
+        .bf16_flops = 500 * TB, /* assumed: half the ~1000 TFLOPS FP8 press figure; BF16 is unpublished */
+        .fp32_flops = 32 * TB,  /* assumed: unpublished */
+        .mem_bandwidth = 1.6 * TB,
+        .mem_bytes = 80 * GIB,
+        .link_bandwidth = 392 * GB, /* ~784 GB/s card-to-card press figure, read as both directions */
+        .link_latency = 1e-6,       /* assumed */
+        .net_bandwidth = 50 * GB,   /* assumed: 400 Gb/s RoCE per GPU */
+        .net_latency = 5e-6,
+        .launch_overhead = 4e-6,
+        .source = "Moore Threads press figures (80 GB, ~1.6 TB/s, ~784 GB/s card-to-card, ~1000 TFLOPS FP8); "
+                  "BF16/FP32 rates and network assumed",
+    },
+};
+
+static const struct {
+    const char *alias, *name;
+} aliases[] = {{"S5000", "MTT-S5000"}, {"MTT_S5000", "MTT-S5000"}, {"MTTS5000", "MTT-S5000"}};
+
+int twin_device_spec_count(void) { return (int)(sizeof specs / sizeof specs[0]); }
+
+const twin_device_spec *twin_device_spec_at(int i) {
+    return i >= 0 && i < twin_device_spec_count() ? &specs[i] : NULL;
+}
+
+const twin_device_spec *twin_device_spec_find(const char *name) {
+    if (!name) return NULL;
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcasecmp(name, aliases[i].alias) == 0) name = aliases[i].name;
+    for (int i = 0; i < twin_device_spec_count(); i++)
+        if (strcasecmp(name, specs[i].name) == 0) return &specs[i];
+    return NULL;
+}

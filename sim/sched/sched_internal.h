@@ -1,0 +1,112 @@
+/* The scheduler's structures, shared by the twin's device, collectives and flight recorder.
+ * Engine code never sees these; it reaches a rank only through the seam. */
+#ifndef TWINRUN_SIM_SCHED_INTERNAL_H
+#define TWINRUN_SIM_SCHED_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../flight/flight.h"
+#include "../twin.h"
+#include "../twin_cost.h"
+#include "ctx.h"
+#include "rank_heap.h"
+#include "stack.h"
+#include "twinrun/coll.h"
+#include "twinrun/dev.h"
+
+typedef enum rank_state {
+    RANK_RUNNABLE = 0,
+    RANK_BLOCKED, /* waiting for collectives (deadline = watchdog) or hung (no deadline) */
+    RANK_DONE,
+    RANK_FAILED,
+    RANK_KILLED,
+} rank_state;
+
+struct coll_pending;
+
+typedef struct twin_rank {
+    int id;
+    rank_state state;
+    double now;        /* this rank's simulated clock, seconds */
+    double deadline;   /* when blocked: the watchdog's time; INFINITY = none */
+    double watchdog_s; /* collective timeout; 0 = none */
+    int waiting;       /* collectives this rank has launched and not seen complete */
+    coll_status wake_status; /* worst status among them */
+    const char *blocked_on;  /* for reports */
+    char wait_desc[96];      /* what the collectives layer says the rank waits in */
+    int exit_code;
+    uint64_t rng;
+    twin_ctx ctx;
+    twin_stack stack;
+    flight_ring flight;
+    bool recording;
+    /* what a crashed process's OS would reclaim: devices and communicators not yet closed */
+    struct dev_device *devices;
+    struct coll_comm *comms;
+    /* coll_group_start/end nesting and the operations queued inside */
+    int group_depth;
+    struct coll_pending *group_first, *group_last;
+} twin_rank;
+
+struct coll_registry;
+
+typedef struct twin_sched {
+    int nranks;
+    twin_rank *ranks;
+    rank_heap heap;
+    twin_ctx main_ctx;
+    twin_rank *current;
+    twin_options opt;
+    const twin_device_spec *spec;
+    int (*entry)(int rank, void *arg);
+    void *arg;
+    double now; /* time of the last scheduling decision; never decreases */
+    uint64_t switches;
+    bool hang;
+    int watchdog_rank, blamed_rank;
+    char *report;
+    size_t report_len;
+    FILE *report_stream;
+    struct coll_registry *groups;
+} twin_sched;
+
+/* The running twin, or NULL outside twin_run. */
+twin_sched *twin_sched_get(void);
+/* The calling rank: the running coroutine, or the implicit rank 0 outside twin_run. */
+twin_rank *twin_self(void);
+/* World size and the registry the calling context uses (implicit world outside twin_run). */
+int twin_world(void);
+struct coll_registry **twin_registry(void);
+const twin_device_spec *twin_spec(void);
+int twin_gpus_per_node(void);
+
+/* Blocking points. twin_sync yields until r's clock is the smallest in the run (so deadlines
+ * before it fire first); twin_wait blocks until r->waiting is 0 and returns the worst status. */
+void twin_sync(twin_rank *r);
+coll_status twin_wait(twin_rank *r, const char *what);
+/* Ends the running rank r (returned from its entry, or failed); never returns. */
+_Noreturn void twin_rank_finish(twin_rank *r, rank_state how, int code);
+/* One of r's collectives finished at time t with status st. */
+void twin_op_done(twin_rank *r, double t, coll_status st);
+
+/* Seeded jitter factor in [1, 1 + cost_jitter) for a cost identified by key. */
+double twin_jitter(uint64_t key);
+uint64_t twin_mix64(uint64_t x);
+
+/* The event log (no-op without one) and the run's report. */
+void twin_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void twin_report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+bool twin_logging(void);
+
+/* Implemented by the collectives: abort every communicator group, completing every launched
+ * operation (COLL_TIMEOUT for timed_out's, COLL_ABORTED for the rest) at time t. */
+void coll_twin_abort_all(twin_rank *timed_out, double t);
+/* Reclaim what an ended rank left open (devices, communicators, queued operations). */
+void coll_twin_reclaim(twin_rank *r);
+void dev_twin_reclaim(twin_rank *r);
+/* Frees the run's communicator groups (at the end of twin_run). */
+void coll_twin_registry_free(struct coll_registry **reg);
+
+#endif

@@ -1,0 +1,230 @@
+/* twin_run: validate the options, start N coroutines, run the (time, rank) order to the end,
+ * fire watchdogs, and hand back what happened. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched_internal.h"
+#include "twinrun/err.h"
+
+void twin_sched_set(twin_sched *s);
+
+void twin_hang_report(twin_sched *s, const char *why);
+
+#define TWIN_MAX_RANKS (1 << 20)
+
+void twin_options_default(twin_options *o) {
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
+    o->stack_bytes = (size_t)1 << 20;
+    o->watchdog_timeout_s = 600.0;
+    o->device = "H100";
+    o->gpus_per_node = 8;
+    o->capacity_scale = 1.0;
+    o->flight_capacity = 256;
+}
+
+static int validate(int nranks, int (*entry)(int, void *), const twin_options *o, char *err, size_t errlen) {
+    if (twin_sched_get()) return tr_errf(err, errlen, "twin_run: called from inside a running twin (nesting is not supported)");
+    if (!entry) return tr_errf(err, errlen, "twin_run: entry function is NULL");
+    if (nranks < 1 || nranks > TWIN_MAX_RANKS)
+        return tr_errf(err, errlen, "twin_run: %d ranks; use 1 to %d", nranks, TWIN_MAX_RANKS);
+    if (o->stack_bytes < 16384 || o->stack_bytes > ((size_t)1 << 30))
+        return tr_errf(err, errlen, "twin_run: stack_bytes %zu; use 16 KiB to 1 GiB", o->stack_bytes);
+    if (!(o->watchdog_timeout_s >= 0) || !isfinite(o->watchdog_timeout_s))
+        return tr_errf(err, errlen, "twin_run: watchdog_timeout_s must be finite and >= 0 (0 disables it)");
+    if (!twin_device_spec_find(o->device)) {
+        char names[128] = "";
+        for (int i = 0; i < twin_device_spec_count(); i++) {
+            strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
+            strncat(names, twin_device_spec_at(i)->name, sizeof names - strlen(names) - 1);
+        }
+        return tr_errf(err, errlen, "twin_run: unknown device '%s'; known: %s", o->device ? o->device : "(null)", names);
+    }
+    if (o->gpus_per_node < 1) return tr_errf(err, errlen, "twin_run: gpus_per_node %d must be >= 1", o->gpus_per_node);
+    if (!(o->capacity_scale > 0) || !isfinite(o->capacity_scale))
+        return tr_errf(err, errlen, "twin_run: capacity_scale must be a positive finite number");
+    if (!(o->cost_jitter >= 0 && o->cost_jitter <= 1))
+        return tr_errf(err, errlen, "twin_run: cost_jitter %g must be in [0, 1]", o->cost_jitter);
+    if (o->flight_capacity < 1 || o->flight_capacity > (1u << 24))
+        return tr_errf(err, errlen, "twin_run: flight_capacity %zu; use 1 to 16777216 records", o->flight_capacity);
+    return 0;
+}
+
+static void rank_body(void *p) {
+    twin_rank *r = p;
+    twin_sched *s = twin_sched_get();
+    twin_log("%.9f r%d start", r->now, r->id);
+    int code = s->entry(r->id, s->arg);
+    twin_rank_finish(r, RANK_DONE, code);
+}
+
+static void release_rank(twin_rank *r) {
+    coll_twin_reclaim(r);
+    dev_twin_reclaim(r);
+    twin_stack_free(&r->stack);
+}
+
+/* The earliest blocked rank's watchdog: report once, then abort every communicator so all
+ * waiting ranks return (COLL_TIMEOUT for this one, COLL_ABORTED for the others). */
+static void watchdog_fire(twin_sched *s, twin_rank *r, double t) {
+    twin_log("%.9f r%d watchdog", t, r->id);
+    if (!s->hang) {
+        s->hang = true;
+        s->watchdog_rank = r->id;
+        twin_report("watchdog: rank %d waited %.3f s (simulated) in %s; aborting every communicator at t=%.9f s",
+                    r->id, r->watchdog_s, r->blocked_on ? r->blocked_on : "a collective", t);
+        twin_hang_report(s, "watchdog");
+    }
+    r->now = t;
+    coll_twin_abort_all(r, t);
+    TR_CHECK(r->state == RANK_RUNNABLE, "a timed-out rank is still blocked after the abort");
+}
+
+/* Nothing can run and no deadline is left: ranks waiting on collectives are deadlocked (the
+ * watchdog is off). Report and abort as the watchdog would; returns false if none were waiting. */
+static bool deadlock_check(twin_sched *s) {
+    int first = -1;
+    for (int i = 0; i < s->nranks; i++)
+        if (s->ranks[i].state == RANK_BLOCKED && s->ranks[i].waiting > 0) {
+            first = i;
+            break;
+        }
+    if (first < 0) return false;
+    twin_log("%.9f deadlock", s->now);
+    if (!s->hang) {
+        s->hang = true;
+        twin_report("deadlock: no rank can run and no watchdog is armed (rank %d waits in %s)", first,
+                    s->ranks[first].blocked_on ? s->ranks[first].blocked_on : "a collective");
+        twin_hang_report(s, "deadlock");
+    }
+    coll_twin_abort_all(NULL, s->now);
+    return true;
+}
+
+static void run_loop(twin_sched *s) {
+    for (;;) {
+        int id;
+        double t;
+        while (rank_heap_peek(&s->heap, &id, &t)) {
+            twin_rank *r = &s->ranks[id];
+            rank_heap_remove(&s->heap, id);
+            TR_CHECK(t >= s->now, "simulated time went backwards in the scheduler");
+            s->now = t;
+            if (r->state == RANK_BLOCKED) {
+                watchdog_fire(s, r, t);
+                continue;
+            }
+            TR_CHECK(r->state == RANK_RUNNABLE, "a finished rank was scheduled");
+            s->current = r;
+            s->switches++;
+            twin_ctx_switch(&s->main_ctx, &r->ctx);
+            s->current = NULL;
+            if (r->state == RANK_DONE || r->state == RANK_FAILED) release_rank(r);
+        }
+        if (!deadlock_check(s)) break;
+    }
+    for (int i = 0; i < s->nranks; i++) {
+        twin_rank *r = &s->ranks[i];
+        if (r->state != RANK_BLOCKED) continue;
+        twin_log("%.9f r%d killed", s->now, r->id);
+        twin_report("rank %d killed at the end of the run: it was stopped in %s", r->id,
+                    r->blocked_on ? r->blocked_on : "?");
+        r->state = RANK_KILLED;
+        r->exit_code = -1;
+        release_rank(r);
+    }
+}
+
+static int setup(twin_sched *s, int nranks, const twin_options *o, char *err, size_t errlen) {
+    s->nranks = nranks;
+    s->opt = *o;
+    s->spec = twin_device_spec_find(o->device);
+    s->watchdog_rank = s->blamed_rank = -1;
+    s->report_stream = open_memstream(&s->report, &s->report_len);
+    s->ranks = calloc((size_t)nranks, sizeof *s->ranks);
+    if (!s->report_stream || !s->ranks || rank_heap_init(&s->heap, nranks))
+        return tr_errf(err, errlen, "twin_run: out of host memory for %d ranks", nranks);
+    for (int i = 0; i < nranks; i++) {
+        twin_rank *r = &s->ranks[i];
+        r->id = i;
+        r->state = RANK_RUNNABLE;
+        r->deadline = INFINITY;
+        r->watchdog_s = o->watchdog_timeout_s;
+        r->rng = twin_mix64(o->seed ^ twin_mix64((uint64_t)i + 1));
+        r->recording = true;
+        flight_ring_init(&r->flight, o->flight_capacity);
+        if (twin_stack_alloc(&r->stack, o->stack_bytes))
+            return tr_errf(err, errlen,
+                           "twin_run: cannot map the stack of rank %d (%zu bytes): address space or "
+                           "vm.max_map_count exhausted; lower stack_bytes or the rank count",
+                           i, o->stack_bytes);
+        twin_ctx_init(&r->ctx, r->stack.usable, r->stack.usable_size, rank_body, r);
+        rank_heap_set(&s->heap, i, 0.0);
+    }
+    return 0;
+}
+
+static void teardown(twin_sched *s) {
+    if (s->ranks)
+        for (int i = 0; i < s->nranks; i++) {
+            twin_stack_free(&s->ranks[i].stack);
+            flight_ring_free(&s->ranks[i].flight);
+        }
+    coll_twin_registry_free(&s->groups);
+    free(s->ranks);
+    rank_heap_free(&s->heap);
+    if (s->report_stream) fclose(s->report_stream);
+}
+
+int twin_run(int nranks, int (*entry)(int rank, void *arg), void *arg, const twin_options *opt, twin_result *res,
+             char *err, size_t errlen) {
+    memset(res, 0, sizeof *res);
+    twin_options defaults;
+    twin_options_default(&defaults);
+    if (!opt) opt = &defaults;
+    if (validate(nranks, entry, opt, err, errlen)) return -1;
+    twin_sched s = {0};
+    s.entry = entry;
+    s.arg = arg;
+    if (setup(&s, nranks, opt, err, errlen)) {
+        teardown(&s);
+        free(s.report);
+        return -1;
+    }
+    res->exit_codes = calloc((size_t)nranks, sizeof *res->exit_codes);
+    res->rank_end = calloc((size_t)nranks, 1);
+    if (!res->exit_codes || !res->rank_end) {
+        teardown(&s);
+        free(s.report);
+        twin_result_free(res);
+        return tr_errf(err, errlen, "twin_run: out of host memory for the result of %d ranks", nranks);
+    }
+    twin_sched_set(&s);
+    run_loop(&s);
+    twin_sched_set(NULL);
+    res->nranks = nranks;
+    for (int i = 0; i < nranks; i++) {
+        const twin_rank *r = &s.ranks[i];
+        res->exit_codes[i] = r->exit_code;
+        res->rank_end[i] = r->state == RANK_DONE ? TWIN_RANK_EXITED
+                           : r->state == RANK_FAILED ? TWIN_RANK_FAILED
+                                                     : TWIN_RANK_KILLED;
+        if (r->now > res->end_time) res->end_time = r->now;
+    }
+    res->hang = s.hang;
+    res->watchdog_rank = s.watchdog_rank;
+    res->blamed_rank = s.blamed_rank;
+    res->switches = s.switches;
+    teardown(&s);
+    res->report = s.report ? s.report : calloc(1, 1);
+    TR_CHECK(res->report != NULL, "out of host memory for the twin report");
+    return 0;
+}
+
+void twin_result_free(twin_result *res) {
+    free(res->exit_codes);
+    free(res->rank_end);
+    free(res->report);
+    memset(res, 0, sizeof *res);
+}
