@@ -133,7 +133,7 @@ static void release(void) {
 typedef void (*gpu_fn)(void *ctx);
 
 static void run_gpu_twice(const char *name, gpu_fn fn, void *ctx, tens **outs, int nouts) {
-    void *first[8];
+    void *first[8] = {NULL};
     for (int r = 0; r < 2; r++) {
         reset_dev();
         fn(ctx);
