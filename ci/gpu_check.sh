@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Everything that needs the GPU machine, in one call (see engine/cuda/README.md for the device tool):
+#   1. engine/cuda/tools/device_check.sh: build the cuda preset, ctest -L gpu (kernel tests against
+#      finite differences, refcheck on the Hugging Face reference, training tests), kern_oracle, NCCL smoke;
+#   2. twin vs GPU: the same small config, seed and mock data for TWINRUN_STEPS steps in fp32 and bf16,
+#      compared with the twin's metrics written beforehand on the CPU machine (ci/twin_metrics.sh) into
+#      TWIN_DIR: fp32 within 1e-5, bf16 within 2e-2 relative at every step.
+# Usage: ci/gpu_check.sh OUTDIR [DEBS_DIR] [TWIN_DIR]
+set -u
+OUT=${1:-/tmp/twinrun-gpu}
+DEBS=${2:-.debs}
+TWIN=${3:-.gpu_inputs}
+B=${TWINRUN_GPU_BUILD:-/tmp/build-cuda-dev}
+export TWINRUN_GPU_BUILD=$B
+mkdir -p "$OUT"
+bash engine/cuda/tools/device_check.sh "$OUT" "$DEBS"
+# device_check.sh set these up in its own shell; the programs below need them too
+P=/tmp/twinrun-debs
+[ -d $P ] && export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+NR=$(python3 -c 'import nvidia.nccl as m; print(m.__path__[0])' 2>/dev/null) && export LD_LIBRARY_PATH=$NR/lib:$LD_LIBRARY_PATH
+echo "== twin vs GPU"
+for dt in fp32 bf16; do
+    [ -f "$TWIN/twin_$dt.jsonl" ] || { echo "no $TWIN/twin_$dt.jsonl: run ci/twin_metrics.sh first"; continue; }
+    args=$(cat "$TWIN/args_$dt.txt")
+    # shellcheck disable=SC2086
+    "$B/bin/train_llama3" $args --data-cache-path /tmp/gpu_cache_$dt --metrics-jsonl "$OUT/gpu_$dt.jsonl" >"$OUT/gpu_$dt.log" 2>&1
+    tol=1e-5; [ $dt = bf16 ] && tol=2e-2
+    python3 ci/compare_metrics.py "$OUT/gpu_$dt.jsonl" "$TWIN/twin_$dt.jsonl" $tol
+done
