@@ -1,6 +1,6 @@
 /* The insides of tr_data, shared by builder.c (construction) and batch.c (batches). */
-#ifndef TWINRUN_DATA_INTERNAL_H
-#define TWINRUN_DATA_INTERNAL_H
+#ifndef TR_DATA_INTERNAL_H
+#define TR_DATA_INTERNAL_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* Helpers shared by the safetensors reader, converter and writer (not a public interface). */
-#ifndef TWINRUN_IO_SAFETENSORS_INTERNAL_H
-#define TWINRUN_IO_SAFETENSORS_INTERNAL_H
+#ifndef TR_IO_SAFETENSORS_INTERNAL_H
+#define TR_IO_SAFETENSORS_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -8,8 +8,8 @@
  *
  * Initialisation is layout-independent: element e of parameter p gets a value that depends only
  * on (seed, name of p, e), so every TP/PP/DP layout starts from the same model. */
-#ifndef TWINRUN_MODEL_LLAMA_H
-#define TWINRUN_MODEL_LLAMA_H
+#ifndef TR_MODEL_LLAMA_H
+#define TR_MODEL_LLAMA_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* Hugging Face weights in and out: model.safetensors (single or sharded) with Llama names. */
-#ifndef TWINRUN_MODEL_LLAMA_HF_H
-#define TWINRUN_MODEL_LLAMA_HF_H
+#ifndef TR_MODEL_LLAMA_HF_H
+#define TR_MODEL_LLAMA_HF_H
 
 #include "model/llama.h"
 

@@ -1,7 +1,7 @@
 /* AdamW with Megatron's rules: no weight decay on 1-D parameters, global-norm clipping
  * (coefficient max_norm / (norm + 1e-6) when below 1), fp32 state and master weights. */
-#ifndef TWINRUN_OPTIM_OPTIMIZER_H
-#define TWINRUN_OPTIM_OPTIMIZER_H
+#ifndef TR_OPTIM_OPTIMIZER_H
+#define TR_OPTIM_OPTIMIZER_H
 
 #include <stdbool.h>
 

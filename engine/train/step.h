@@ -1,7 +1,7 @@
 /* One training iteration: forward and backward over the micro-batches, gradient finalisation
  * with Megatron's loss semantics, the NaN check, global-norm clipping and the AdamW update. */
-#ifndef TWINRUN_TRAIN_STEP_H
-#define TWINRUN_TRAIN_STEP_H
+#ifndef TR_TRAIN_STEP_H
+#define TR_TRAIN_STEP_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* The training entry of one rank: build the model, optimizer and schedule from the config, run
  * the iterations and log them like Megatron. */
-#ifndef TWINRUN_TRAIN_TRAINER_H
-#define TWINRUN_TRAIN_TRAINER_H
+#ifndef TR_TRAIN_TRAINER_H
+#define TR_TRAIN_TRAINER_H
 
 #include <stdio.h>
 
