@@ -8,7 +8,7 @@
 
 void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad, float *m,
                        float *v, size_t n) {
-    (void)s;
+    kern_cost(s, 16.0 * n, (double)n * (16.0 + tr_dtype_size(grad.dt) + tr_dtype_size(model.dt)), TR_F32);
     TR_CHECK(ad != NULL, "adamw needs a descriptor");
     TR_CHECK(ad->step >= 1, "adamw step is 1-based; the first update is step 1");
     TR_CHECK(ad->beta1 >= 0.0f && ad->beta1 < 1.0f && ad->beta2 >= 0.0f && ad->beta2 < 1.0f,

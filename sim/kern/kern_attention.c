@@ -50,7 +50,8 @@ static double causal_scores(double *scores, const double *q, const double *kh, i
 
 void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B, int T,
                             int NH, int KV, int D) {
-    (void)s;
+    kern_cost(s, 4.0 * B * NH * (double)T * (T + 1) / 2.0 * D,
+              ((double)B * T * (2.0 * NH + 2.0 * KV) * D) * tr_dtype_size(q.dt), q.dt);
     check_attention_args(B, T, NH, KV, D);
     kern_check_float_buf(out, "attention out");
     kern_check_float_buf(q, "attention q");
@@ -99,7 +100,8 @@ void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_
 
 void kern_attention_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
                              tr_buf v, tr_buf out, const float *lse, int B, int T, int NH, int KV, int D) {
-    (void)s;
+    kern_cost(s, 10.0 * B * NH * (double)T * (T + 1) / 2.0 * D, /* recompute + four products */
+              ((double)B * T * (4.0 * NH + 4.0 * KV) * D) * tr_dtype_size(q.dt), q.dt);
     (void)out; /* see the header comment: sum p*dp is formed exactly instead */
     check_attention_args(B, T, NH, KV, D);
     kern_check_float_buf(dq, "attention dq");

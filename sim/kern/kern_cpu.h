@@ -15,10 +15,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "twin_cost.h"
 #include "twinrun/dtype.h"
 #include "twinrun/err.h"
 
 /* Element i of b as fp32. */
+/* Advances the simulated clock of the stream's rank by the kernel's roofline time: the FLOPs it
+ * does and the bytes it moves, as a GPU would (the CPU's own time never enters). bf16 storage runs
+ * at the tensor-core rate. */
+static inline void kern_cost(dev_stream *s, double flops, double bytes, tr_dtype dt) {
+    /* negative sizes: the kernel's own argument check, just after, names the bad argument */
+    if (s && flops >= 0 && bytes >= 0) twin_cost_kernel(s, flops, bytes, dt);
+}
+
 static inline float ld(tr_buf b, size_t i) {
     switch (b.dt) {
     case TR_F32: return ((const float *)b.p)[i];

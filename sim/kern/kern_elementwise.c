@@ -5,7 +5,7 @@
 #include "twinrun/kern.h"
 
 void kern_add(dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n) {
-    (void)s;
+    kern_cost(s, (double)n, (double)n * (tr_dtype_size(a.dt) + tr_dtype_size(b.dt) + tr_dtype_size(out.dt)), TR_F32);
     if (n == 0) return;
     kern_check_float_buf(out, "add out");
     kern_check_float_buf(a, "add a");
@@ -16,14 +16,14 @@ void kern_add(dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n) {
 }
 
 void kern_scale(dev_stream *s, tr_buf x, float alpha, size_t n) {
-    (void)s;
+    kern_cost(s, (double)n, 2.0 * n * tr_dtype_size(x.dt), TR_F32);
     if (n == 0) return;
     kern_check_float_buf(x, "scale x");
     for (size_t i = 0; i < n; i++) st(x, i, ld(x, i) * alpha);
 }
 
 void kern_cast(dev_stream *s, tr_buf dst, tr_buf src, size_t n) {
-    (void)s;
+    kern_cost(s, 0.0, (double)n * (tr_dtype_size(src.dt) + tr_dtype_size(dst.dt)), TR_F32);
     if (n == 0) return;
     TR_CHECK(dst.p && src.p, "cast needs non-NULL source and destination");
     if (dst.dt == src.dt) {
@@ -37,7 +37,7 @@ void kern_cast(dev_stream *s, tr_buf dst, tr_buf src, size_t n) {
 }
 
 void kern_sum_squares(dev_stream *s, float *out, tr_buf x, size_t n) {
-    (void)s;
+    kern_cost(s, 2.0 * n, (double)n * tr_dtype_size(x.dt), TR_F32);
     TR_CHECK(out != NULL, "sum_squares needs an output scalar");
     if (n == 0) return;
     kern_check_float_buf(x, "sum_squares x");

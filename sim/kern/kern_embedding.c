@@ -21,7 +21,7 @@ static void check_tokens(const int32_t *tokens, int N, int V, const char *who) {
 }
 
 void kern_embedding_forward(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int N, int C, int V) {
-    (void)s;
+    kern_cost(s, 0.0, 2.0 * N * C * tr_dtype_size(out.dt), TR_F32);
     TR_CHECK(N > 0 && C > 0 && V > 0, "embedding needs N, C, V > 0");
     TR_CHECK(tokens != NULL, "embedding needs token ids");
     kern_check_float_buf(out, "embedding out");
@@ -46,7 +46,7 @@ static int token_row_cmp(const void *pa, const void *pb) {
 }
 
 void kern_embedding_backward(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int N, int C, int V) {
-    (void)s;
+    kern_cost(s, (double)N * C, 3.0 * N * C * tr_dtype_size(dwte.dt), TR_F32);
     TR_CHECK(N > 0 && C > 0 && V > 0, "embedding needs N, C, V > 0");
     TR_CHECK(tokens != NULL, "embedding needs token ids");
     kern_check_float_buf(dwte, "embedding dwte");

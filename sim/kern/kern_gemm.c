@@ -37,7 +37,10 @@ static void pack_tile(double *dst, tr_buf src, size_t rows, size_t cols, bool tr
 
 void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb, float alpha,
                float beta) {
-    (void)s;
+    kern_cost(s, 2.0 * m * n * (double)k,
+              (double)m * k * tr_dtype_size(a.dt) + (double)k * n * tr_dtype_size(b.dt) +
+                  (double)m * n * tr_dtype_size(c.dt) * (beta != 0.0f ? 2.0 : 1.0),
+              a.dt);
     TR_CHECK(m > 0 && n > 0 && k > 0, "gemm dimensions m, n, k must be positive");
     kern_check_float_buf(c, "gemm c");
     kern_check_float_buf(a, "gemm a");

@@ -24,7 +24,7 @@ static void check_desc(const kern_norm_desc *nd, int N, int C) {
 
 void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, float *mean, float *rstd, tr_buf inp,
                        tr_buf weight, tr_buf bias, int N, int C) {
-    (void)s;
+    kern_cost(s, 6.0 * N * (double)C, 2.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
     check_desc(nd, N, C);
     const bool layer = nd->kind == KERN_NORM_LAYER;
     kern_check_float_buf(out, "norm out");
@@ -62,7 +62,7 @@ void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, floa
 
 void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight, tr_buf dbias,
                         tr_buf dout, tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N, int C) {
-    (void)s;
+    kern_cost(s, 12.0 * N * (double)C, 4.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
     check_desc(nd, N, C);
     const bool layer = nd->kind == KERN_NORM_LAYER;
     kern_check_float_buf(dinp, "norm dinp");

@@ -7,7 +7,7 @@
 static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 void kern_swiglu_forward(dev_stream *s, tr_buf out, tr_buf h, int N, int F) {
-    (void)s;
+    kern_cost(s, 6.0 * N * (double)F, 3.0 * N * F * tr_dtype_size(h.dt), TR_F32);
     TR_CHECK(N > 0 && F > 0, "swiglu needs N and F positive; check --ffn-hidden-size");
     kern_check_float_buf(out, "swiglu out");
     kern_check_float_buf(h, "swiglu h");
@@ -20,7 +20,7 @@ void kern_swiglu_forward(dev_stream *s, tr_buf out, tr_buf h, int N, int F) {
 }
 
 void kern_swiglu_backward(dev_stream *s, tr_buf dh, tr_buf dout, tr_buf h, int N, int F) {
-    (void)s;
+    kern_cost(s, 12.0 * N * (double)F, 5.0 * N * F * tr_dtype_size(h.dt), TR_F32);
     TR_CHECK(N > 0 && F > 0, "swiglu backward needs N and F positive; check --ffn-hidden-size");
     kern_check_float_buf(dh, "swiglu dh");
     kern_check_float_buf(dout, "swiglu dout");
