@@ -3,8 +3,7 @@
  *
  * The hook for kernels: twin_cost_kernel(stream, flops, bytes, compute dtype) advances the clock
  * of the rank that owns the stream by launch overhead + max(flops / peak, bytes / bandwidth).
- * The CPU kernels in sim/kern can call it with the FLOPs and bytes they move; nothing calls it
- * yet, so today only collectives and dev_sleep move the clock. */
+ * The CPU kernels in sim/kern call it with the FLOPs and bytes each launch moves. */
 #ifndef TWINRUN_SIM_TWIN_COST_H
 #define TWINRUN_SIM_TWIN_COST_H
 
