@@ -35,12 +35,18 @@ static void train_state_free(train_state *st) {
 
 static int setup(train_state *st, const tr_config *cfg, char *err, size_t errlen) {
     int world = cfg->tensor_model_parallel_size * cfg->pipeline_model_parallel_size * cfg->context_parallel_size;
+    if (world != 1) {
+        tr_errf(err, errlen,
+                "TP %d x PP %d x CP %d: this trainer runs one rank; parallel layouts are not built yet "
+                "(use --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --context-parallel-size 1)",
+                cfg->tensor_model_parallel_size, cfg->pipeline_model_parallel_size, cfg->context_parallel_size);
+        return TR_EXIT_USAGE;
+    }
     st->dev = dev_open(0, 0, err, errlen);
     if (!st->dev) return TR_EXIT_FATAL;
     const int ranks[1] = {0};
-    /* One rank per process in this build; the communicator refuses larger groups with the reason. */
-    st->world = coll_comm_create(st->dev, ranks, world, 0, "world", err, errlen);
-    if (!st->world) return TR_EXIT_USAGE;
+    st->world = coll_comm_create(st->dev, ranks, 1, 0, "world", err, errlen);
+    if (!st->world) return TR_EXIT_FATAL;
     st->model = llama_create(cfg, st->dev, dev_stream_default(st->dev), err, errlen);
     if (!st->model) return TR_EXIT_USAGE;
     if (cfg->hf_load[0]) {
