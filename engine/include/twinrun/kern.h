@@ -116,6 +116,49 @@ void kern_cross_entropy_forward(dev_stream *s, float *losses, tr_buf logits, con
 void kern_cross_entropy_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const int32_t *targets,
                                  const float *dloss, int N, int V);
 
+/* ---- tensor- and context-parallel pieces -------------------------------------------------
+ * With tensor parallelism each rank holds a slice [vocab_start, vocab_start + V) of the padded
+ * vocabulary (V is the slice's size); with context parallelism a rank holds some query positions and
+ * sees the keys of the whole sequence. Megatron's vocab-parallel embedding and cross-entropy and the
+ * all-gathered-K/V attention are built from these and the collectives in between. */
+
+/* out[N,C] = wte[tokens[n] - vocab_start, :] for tokens inside the slice, 0 elsewhere (overwrite);
+ * an all-reduce SUM over the tensor-parallel group completes the lookup. tokens in [0, vocab). */
+void kern_embedding_forward_slice(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int vocab_start,
+                                  int N, int C, int V);
+/* dwte[V,C] += rows of dout for tokens inside the slice (accumulate, in order n = 0..N-1). */
+void kern_embedding_backward_slice(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int vocab_start,
+                                   int N, int C, int V);
+
+/* Vocab-parallel cross-entropy in three passes around two all-reduces:
+ * 1. row_max[n] = max_j logits[n, j] over the slice        -> all-reduce MAX over TP
+ * 2. sum_exp[n] = sum_j exp(logits[n, j] - row_max[n]),
+ *    target_logit[n] = logits[n, targets[n] - vocab_start] when the target is in the slice, else 0
+ *                                                            -> all-reduce SUM over TP (both)
+ * 3. losses[n] = log(sum_exp[n]) + row_max[n] - target_logit[n]
+ * logits [N,V] (this slice); row_max, sum_exp, target_logit, losses [N] fp32 (overwrite). */
+void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V);
+void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits, const float *row_max,
+                        const int32_t *targets, int vocab_start, int N, int V);
+void kern_ce_loss_from_stats(dev_stream *s, float *losses, const float *row_max, const float *sum_exp,
+                             const float *target_logit, int N);
+/* dlogits[n,j] = (exp(logits[n,j] - row_max[n]) / sum_exp[n] - [j + vocab_start == targets[n]]) * dloss[n]
+ * (overwrite; may alias logits), with row_max and sum_exp the all-reduced statistics. */
+void kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max, const float *sum_exp,
+                            const int32_t *targets, int vocab_start, const float *dloss, int N, int V);
+
+/* Attention where queries and keys carry explicit positions (context parallelism): q [B,Tq,NH,D],
+ * k and v [B,Tk,KV,D], q_pos [Tq] and k_pos [Tk] int32 (device); query i sees key j iff
+ * k_pos[j] <= q_pos[i]; every query sees at least one key. out [B,Tq,NH,D], lse [B,NH,Tq] (overwrite).
+ * With Tq = Tk and q_pos = k_pos = 0..T-1 it is kern_attention_forward. */
+void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
+                                const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
+                                int D);
+/* dq [B,Tq,NH,D], dk and dv [B,Tk,KV,D] (overwrite; a reduce-scatter over CP completes dk and dv). */
+void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
+                                 tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos, const int32_t *k_pos,
+                                 int B, int Tq, int Tk, int NH, int KV, int D);
+
 /* ---- optimizer --------------------------------------------------------------------------- */
 
 typedef struct kern_adamw_desc {
