@@ -1,0 +1,95 @@
+/* Vocab-parallel softmax cross-entropy for the twin: the three passes around the tensor-parallel
+ * all-reduces (MAX of row_max, SUM of sum_exp and target_logit), then the backward from the
+ * all-reduced statistics. Each row's reductions run in double in ascending vocabulary order and
+ * are rounded once to fp32 (the statistics travel through fp32 all-reduces, as in Megatron).
+ *
+ * Non-finite logits never hide: a NaN logit makes row_max NaN (NaN-propagating max), hence the
+ * loss and the gradient NaN; a +-Inf row max makes exp(x - max) NaN, likewise.
+ *
+ * A slice cannot tell a target past the end of the vocabulary from one another rank holds, so only
+ * negative targets are caught here; a target >= the padded vocabulary contributes target_logit 0 on
+ * every rank and must be checked where the whole vocabulary is known (see kern_embedding_slice.c). */
+#include <math.h>
+
+#include "kern_cpu.h"
+#include "twinrun/kern.h"
+
+static int in_slice(int32_t target, int vocab_start, int V) {
+    const int64_t local = (int64_t)target - (int64_t)vocab_start;
+    return local >= 0 && local < (int64_t)V;
+}
+
+static void check_targets(const int32_t *targets, int vocab_start, int N, const char *who) {
+    TR_CHECK(targets != NULL, "vocab-parallel cross entropy needs targets");
+    TR_CHECK(vocab_start >= 0, "vocab-parallel cross entropy: vocab_start is a row of the padded vocabulary, so >= 0");
+    for (int n = 0; n < N; n++)
+        if (targets[n] < 0)
+            tr_fatal("%s: target %d at row %d is negative; check --vocab-size and the data", who, (int)targets[n], n);
+}
+
+void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V) {
+    kern_cost(s, (double)N * V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
+    TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
+    TR_CHECK(row_max != NULL, "vocab-parallel cross entropy writes row_max[N]");
+    kern_check_float_buf(logits, "cross entropy logits");
+    for (int n = 0; n < N; n++) {
+        const size_t row = (size_t)n * (size_t)V;
+        float mx = -INFINITY;
+        for (int j = 0; j < V; j++) {
+            const float x = ld(logits, row + (size_t)j);
+            if (x > mx || isnan(x)) mx = x;
+            if (isnan(mx)) break; /* stays NaN */
+        }
+        row_max[n] = mx;
+    }
+}
+
+void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits, const float *row_max,
+                        const int32_t *targets, int vocab_start, int N, int V) {
+    kern_cost(s, 3.0 * N * (double)V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
+    TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
+    TR_CHECK(sum_exp != NULL && target_logit != NULL && row_max != NULL,
+             "vocab-parallel cross entropy sums need sum_exp[N], target_logit[N] and row_max[N]");
+    kern_check_float_buf(logits, "cross entropy logits");
+    check_targets(targets, vocab_start, N, "cross entropy (vocab slice)");
+    for (int n = 0; n < N; n++) {
+        const size_t row = (size_t)n * (size_t)V;
+        const double mx = row_max[n];
+        double sum = 0.0;
+        for (int j = 0; j < V; j++) sum += exp((double)ld(logits, row + (size_t)j) - mx);
+        sum_exp[n] = (float)sum;
+        target_logit[n] =
+            in_slice(targets[n], vocab_start, V) ? ld(logits, row + (size_t)(targets[n] - vocab_start)) : 0.0f;
+    }
+}
+
+void kern_ce_loss_from_stats(dev_stream *s, float *losses, const float *row_max, const float *sum_exp,
+                             const float *target_logit, int N) {
+    kern_cost(s, 3.0 * N, 16.0 * N, TR_F32);
+    TR_CHECK(N > 0, "cross entropy needs N positive");
+    TR_CHECK(losses != NULL && row_max != NULL && sum_exp != NULL && target_logit != NULL,
+             "vocab-parallel cross entropy loss needs losses, row_max, sum_exp and target_logit [N]");
+    for (int n = 0; n < N; n++)
+        losses[n] = (float)((log((double)sum_exp[n]) + (double)row_max[n]) - (double)target_logit[n]);
+}
+
+void kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max, const float *sum_exp,
+                            const int32_t *targets, int vocab_start, const float *dloss, int N, int V) {
+    kern_cost(s, 5.0 * N * (double)V, 2.0 * N * V * tr_dtype_size(logits.dt), TR_F32);
+    TR_CHECK(N > 0 && V > 0, "cross entropy backward needs N and V positive");
+    TR_CHECK(dloss != NULL && row_max != NULL && sum_exp != NULL,
+             "vocab-parallel cross entropy backward needs dloss, row_max and sum_exp [N]");
+    kern_check_float_buf(dlogits, "cross entropy dlogits");
+    kern_check_float_buf(logits, "cross entropy logits");
+    check_targets(targets, vocab_start, N, "cross entropy backward (vocab slice)");
+    for (int n = 0; n < N; n++) {
+        const size_t row = (size_t)n * (size_t)V;
+        const double mx = row_max[n], se = sum_exp[n], scale = dloss[n];
+        const int64_t local = (int64_t)targets[n] - (int64_t)vocab_start; /* may lie outside [0, V) */
+        /* Element j is read before it is written, so dlogits may alias logits. */
+        for (int j = 0; j < V; j++) {
+            const double p = exp((double)ld(logits, row + (size_t)j) - mx) / se;
+            st_d(dlogits, row + (size_t)j, (p - (j == local ? 1.0 : 0.0)) * scale);
+        }
+    }
+}
