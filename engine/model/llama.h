@@ -1,13 +1,17 @@
 /* The Llama-3 model of one rank: parameter table, buffers, forward and backward.
  *
- * Parameters live in one device buffer with an offsets table (the order below), in three copies:
- * `params` in the compute type (bf16 or fp32) that the kernels read, `master` in fp32 that the
- * optimizer updates (the same memory as `params` when training in fp32), and `grads` in the
- * gradient type (fp32, or bf16 with --grad-reduce-in-bf16). Parameter names are Hugging Face's,
+ * A rank holds a shard of the model: the layers of its pipeline stage, and with tensor parallelism
+ * a slice of every linear (Megatron's column-parallel q/k/v/fc1 and row-parallel o/fc2), of the
+ * vocabulary (embedding and output layer) and of the heads. One rank of a one-rank layout holds it all.
+ *
+ * Parameters live in one device buffer with an offsets table, in three copies: `params` in the
+ * compute type (bf16 or fp32) that the kernels read, `master` in fp32 for the optimizer (the same
+ * memory when training in fp32, unless the optimizer shards it), and `grads` in the gradient type
+ * (fp32, or bf16 with --grad-reduce-in-bf16). Names are Hugging Face's, with global layer numbers,
  * except the fused fc1 "model.layers.{i}.mlp.gate_up_proj.weight" = [gate_proj; up_proj].
  *
- * Initialisation is layout-independent: element e of parameter p gets a value that depends only
- * on (seed, name of p, e), so every TP/PP/DP layout starts from the same model. */
+ * Initialisation is layout-independent: element e of the *global* parameter gets a value that
+ * depends only on (seed, name, e); a shard computes its own elements' global indices. */
 #ifndef TR_MODEL_LLAMA_H
 #define TR_MODEL_LLAMA_H
 
@@ -15,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "twinrun/coll.h"
 #include "twinrun/config.h"
 #include "twinrun/dev.h"
 #include "twinrun/dtype.h"
@@ -29,20 +34,43 @@ typedef enum llama_init_kind {
     LLAMA_INIT_ZEROS,
 } llama_init_kind;
 
+/* Where a local parameter sits in the global one: local rows come from up to two global row
+ * ranges (two for the fused fc1: a slice of gate rows, then the same slice of up rows) and local
+ * columns are global columns [col0, col0 + local cols). */
+typedef struct llama_placement {
+    int64_t gshape[2];       /* global shape ([n] and 0 for 1-D) */
+    int nseg;
+    int64_t seg_local[2], seg_global[2], seg_rows[2];
+    int64_t col0;
+    bool tp_replicated;      /* the same on every TP rank (norm weights) */
+} llama_placement;
+
 typedef struct llama_param {
     char name[LLAMA_NAME_LEN];
     int ndim;
-    int64_t shape[2];
-    size_t offset; /* elements from the start of the parameter buffers */
+    int64_t shape[2]; /* local shape */
+    size_t offset;    /* elements from the start of the parameter buffers */
     size_t numel;
     llama_init_kind init;
     bool no_weight_decay; /* 1-D parameters (norm weights and biases): Megatron's rule */
+    llama_placement place;
 } llama_param;
 
-/* Model dimensions, derived once from the config. */
+/* This rank's place in the layout, as the model needs it. */
+typedef struct llama_layout {
+    int tp, tp_rank;
+    int pp, pp_rank;
+    int slots; /* micro-batches whose activations are kept at once (1F1B: up to PP - pp_rank) */
+} llama_layout;
+
+/* Model dimensions, derived once from the config and the layout. */
 typedef struct llama_dims {
-    int L, C, NH, KV, D, F, V; /* V: padded vocabulary */
+    int L, C, NH, KV, D, F, V; /* global: layers, hidden, heads, groups, head dim, ffn, padded vocab */
     int vocab;                 /* vocabulary before padding */
+    int NHl, KVl, Fl, Vl;      /* this TP rank's heads, groups, ffn and vocabulary slice */
+    int vocab_start;           /* first vocabulary row of the slice */
+    int l0, nl;                /* this stage's first global layer and its layer count */
+    bool first, last;          /* pipeline stage holds the embedding / the output layer and loss */
     int B, T;                  /* micro-batch and sequence */
     kern_norm_desc norm;
     bool norm_bias;            /* LayerNorm has a bias */
@@ -50,71 +78,86 @@ typedef struct llama_dims {
     tr_dtype act_dt, grad_dt;
 } llama_dims;
 
-/* Per-layer parameter indices into the table. */
+/* Per-layer parameter indices into the table ([nl], local layer order). */
 typedef struct llama_layer_params {
     int ln1_w, ln1_b, wq, wk, wv, wo, ln2_w, ln2_b, fc1, fc2; /* ln*_b = -1 without bias */
 } llama_layer_params;
 
+/* Activations of one micro-batch kept for its backward pass; rows are the micro-batch's N = B*T tokens. */
+typedef struct llama_acts {
+    void *resid;          /* [nl+1, N, C] residual stream entering each local layer; [0] is the stage input */
+    void *resid_mid;      /* [nl, N, C] after attention */
+    void *ln1, *ln2;      /* [nl, N, C] */
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [nl, N] */
+    void *q;              /* [nl, N, NHl*D] after rope */
+    void *k, *v;          /* [nl, N, KVl*D] (k after rope) */
+    void *att;            /* [nl, N, NHl*D] attention output */
+    float *lse;           /* [nl, B, NHl, T] */
+    void *h;              /* [nl, N, 2*Fl] fc1 output [gate | up] */
+    void *act;            /* [nl, N, Fl] swiglu output */
+    void *lnf;            /* [N, C] (last stage) */
+    float *lnf_mean, *lnf_rstd; /* [N] */
+    void *logits;         /* [N, Vl]; holds dlogits after backward (last stage) */
+    float *losses;        /* [N] */
+    float *ce_max, *ce_sum, *ce_target; /* [N] vocab-parallel cross-entropy statistics */
+    int32_t *tokens, *targets, *positions; /* [N] */
+    bool have_positions;
+} llama_acts;
+
 typedef struct llama_model {
     llama_dims dims;
+    llama_layout layout;
     dev_device *dev;
     dev_stream *stream;
+    coll_comm *tp_comm; /* tensor-parallel group (a one-rank communicator at TP 1) */
 
     int nparams;
     llama_param *params_tab;
-    llama_layer_params *layer; /* [L] */
-    int p_embed, p_lnf_w, p_lnf_b, p_head;
-    size_t total; /* elements in each parameter buffer */
+    llama_layer_params *layer; /* [nl] */
+    int p_embed, p_lnf_w, p_lnf_b, p_head; /* -1 where this stage has none */
+    size_t total;       /* elements in the parameter buffers (the table) */
+    size_t total_alloc; /* allocated elements: total rounded up for sharding (pad_to) */
 
-    void *params;  /* [total] act_dt */
-    float *master; /* [total] fp32 (== params when act_dt is fp32) */
-    void *grads;   /* [total] grad_dt */
+    void *params;  /* [total_alloc] act_dt */
+    float *master; /* [total_alloc] fp32 (== params in fp32 training) */
+    void *grads;   /* [total_alloc] grad_dt */
 
-    /* activations kept for backward, all [N, ...] rows of the current micro-batch */
+    llama_acts *acts; /* [layout.slots] */
+    /* gradient scratch for the backward pass of one micro-batch */
     struct {
-        void *resid;          /* [L+1, N, C] residual stream entering each layer, last = final */
-        void *resid_mid;      /* [L, N, C] after attention */
-        void *ln1, *ln2;      /* [L, N, C] */
-        float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [L, N] */
-        void *q;              /* [L, N, NH*D] after rope */
-        void *k, *v;          /* [L, N, KV*D] (k after rope) */
-        void *att;            /* [L, N, NH*D] attention output */
-        float *lse;           /* [L, B, NH, T] */
-        void *h;              /* [L, N, 2F] fc1 output [gate | up] */
-        void *act;            /* [L, N, F] swiglu output */
-        void *lnf;            /* [N, C] */
-        float *lnf_mean, *lnf_rstd; /* [N] */
-        void *logits;         /* [N, V]; holds dlogits after backward */
-        float *losses;        /* [N] */
-        float *dloss;         /* [N] */
-        int32_t *tokens, *targets, *positions; /* [N] */
-    } a;
-    /* gradient scratch for the backward pass */
-    struct {
-        void *dresid; /* [N, C] */
-        void *dln;    /* [N, C] */
-        void *dq;     /* [N, NH*D] */
-        void *dk, *dv; /* [N, KV*D] */
-        void *datt;   /* [N, NH*D] */
-        void *dh;     /* [N, 2F] */
-        void *dact;   /* [N, F] */
+        void *dresid;  /* [N, C]: d(stage output) before backward (received on non-last stages),
+                          d(stage input) after */
+        void *dln;     /* [N, C] */
+        void *dq;      /* [N, NHl*D] */
+        void *dk, *dv; /* [N, KVl*D] */
+        void *datt;    /* [N, NHl*D] */
+        void *dh;      /* [N, 2*Fl] */
+        void *dact;    /* [N, Fl] */
+        float *dloss;  /* [N] */
     } g;
-    bool have_positions;
 } llama_model;
 
-/* Derives the dimensions; -1 with err when the config cannot describe a Llama model. */
-int llama_dims_from_config(llama_dims *dims, const tr_config *cfg, char *err, size_t errlen);
+/* Derives the dimensions for a layout; -1 with err when the config cannot describe the model or
+ * the layout does not divide it (heads, groups, ffn or vocabulary by TP; layers by PP). */
+int llama_dims_from_config(llama_dims *dims, const tr_config *cfg, const llama_layout *lay, char *err,
+                           size_t errlen);
 
-/* Builds the table and allocates every buffer on d. NULL with err on failure (e.g. out of memory,
- * naming the buffer). */
+/* One rank of a layout: builds the table and allocates every buffer on d, the parameter buffers
+ * rounded up to a multiple of pad_to elements (the distributed optimizer's DP size; 1 otherwise).
+ * tp_comm may be NULL when lay->tp == 1. NULL with err on failure (naming the buffer on OOM). */
+llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, size_t pad_to, coll_comm *tp_comm,
+                                dev_device *d, dev_stream *s, char *err, size_t errlen);
+/* The whole model on one rank. */
 llama_model *llama_create(const tr_config *cfg, dev_device *d, dev_stream *s, char *err, size_t errlen);
 void llama_destroy(llama_model *m);
 
 int llama_find_param(const llama_model *m, const char *name);
+/* Global element index of local element e of parameter p. */
+size_t llama_global_index(const llama_param *p, size_t e);
 
 /* Fills master/params with the layout-independent initialisation. */
 void llama_init_params(llama_model *m, uint64_t seed, double init_method_std);
-/* The value init gives element e of parameter p (host; also used by tests). */
+/* The value init gives element e of the global parameter `name` (host; also used by tests). */
 float llama_init_value(uint64_t seed, const char *name, size_t e, llama_init_kind kind, double std, int num_layers);
 
 /* Uploads fp32 host values [total] as master weights (and the compute-type copy). */
@@ -130,13 +173,27 @@ void llama_zero_grads(llama_model *m);
 /* Parameter p in the compute type (a NULL buffer for p < 0). */
 tr_buf llama_weight(const llama_model *m, int p);
 
-/* Forward over one micro-batch: tokens, targets [B*T] int32 (host), positions [B*T] or NULL.
- * Leaves per-token losses on the device; llama_get_losses copies them out. */
+/* Forward of one micro-batch into activation slot `slot`: tokens, targets, positions [B*T]
+ * (host; positions may be NULL for 0..T-1). The first stage embeds the tokens; other stages read
+ * their input from llama_stage_input(m, slot), which the caller filled (received). The last stage
+ * leaves per-token losses (llama_get_losses); other stages' output is llama_stage_output. */
+void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const int32_t *targets,
+                        const int32_t *positions);
+void *llama_stage_input(llama_model *m, int slot);  /* [N, C] act_dt, device */
+void *llama_stage_output(llama_model *m, int slot); /* [N, C] act_dt, device */
+void llama_get_losses_slot(llama_model *m, int slot, float *losses /* [B*T] */);
+
+/* Backward of the micro-batch in `slot`. The last stage starts from dloss [B*T] (host; each
+ * token's loss weight); other stages from llama_stage_grad(m), which the caller filled with the
+ * gradient of the stage output (received). Afterwards llama_stage_grad holds the gradient of the
+ * stage input (to send to the previous stage). Gradients accumulate into m->grads. */
+void llama_backward_slot(llama_model *m, int slot, const float *dloss);
+void *llama_stage_grad(llama_model *m); /* [N, C] act_dt, device */
+
+/* Slot 0 shorthands for one-stage use. */
 void llama_forward(llama_model *m, const int32_t *tokens, const int32_t *targets, const int32_t *positions);
-void llama_get_losses(llama_model *m, float *losses /* [B*T] */);
-void llama_get_logits(llama_model *m, float *logits /* [B*T, V] */);
-/* Backward for the same micro-batch; dloss [B*T] host, the weight of each token's loss.
- * Gradients accumulate into m->grads. */
 void llama_backward(llama_model *m, const float *dloss);
+void llama_get_losses(llama_model *m, float *losses /* [B*T] */);
+void llama_get_logits(llama_model *m, float *logits /* [B*T, Vl] */);
 
 #endif

@@ -1,6 +1,8 @@
-/* Backward pass of one micro-batch: the forward in reverse, gradients accumulating into m->grads.
- * The residual stream's gradient lives in g.dresid; norm backward adds into it, so each layer's
- * branch and skip paths meet without an extra add. */
+/* Backward pass of one micro-batch through this rank's stage: the forward in reverse, gradients
+ * accumulating into m->grads. The residual stream's gradient lives in g.dresid; norm backward adds
+ * into it, so each layer's branch and skip paths meet without an extra add. With tensor
+ * parallelism the input gradient of a column-parallel linear (and of the output layer) is a partial
+ * sum, completed by an all-reduce over TP before the norm it flows into. */
 #include "model/llama.h"
 #include "twinrun/err.h"
 
@@ -22,43 +24,54 @@ static void linear_backward(const llama_model *m, tr_buf dx, tr_buf dy, tr_buf x
     if (dx.p) kern_gemm(m->stream, dx, dy, llama_weight(m, p), N, in, out, false, false, 1.0f, accumulate ? 1.0f : 0.0f);
 }
 
-void llama_backward(llama_model *m, const float *dloss) {
+static void tp_sum(const llama_model *m, tr_buf x, size_t n) {
+    if (m->layout.tp > 1) coll_all_reduce(m->tp_comm, m->stream, x.p, x.p, n, x.dt, COLL_SUM);
+}
+
+void *llama_stage_grad(llama_model *m) { return m->g.dresid; }
+
+void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
     const llama_dims *dm = &m->dims;
     dev_stream *s = m->stream;
-    const int B = dm->B, T = dm->T, C = dm->C, NH = dm->NH, KV = dm->KV, D = dm->D, F = dm->F, V = dm->V;
+    TR_CHECK(slot >= 0 && slot < m->layout.slots, "activation slot out of range");
+    llama_acts *A = &m->acts[slot];
+    const int B = dm->B, T = dm->T, C = dm->C, NH = dm->NHl, KV = dm->KVl, D = dm->D, F = dm->Fl;
     const int N = B * T;
     const size_t NC = (size_t)N * C, NQ = (size_t)N * NH * D, NK = (size_t)N * KV * D;
-    const int32_t *pos = m->have_positions ? m->a.positions : NULL;
-
-    dev_copy_h2d(s, m->a.dloss, dloss, (size_t)N * 4);
-    tr_buf dlogits = act(m, m->a.logits, 0); /* in place over the logits */
-    kern_cross_entropy_backward(s, dlogits, dlogits, m->a.targets, m->a.dloss, N, V);
-
+    const int32_t *pos = A->have_positions ? A->positions : NULL;
     tr_buf dres = act(m, m->g.dresid, 0), dln = act(m, m->g.dln, 0);
-    dev_memset_zero(s, m->g.dresid, NC * tr_dtype_size(dm->act_dt));
-    linear_backward(m, dln, dlogits, act(m, m->a.lnf, 0), m->p_head, N, false);
-    kern_norm_backward(s, &dm->norm, dres, grad(m, m->p_lnf_w), grad(m, m->p_lnf_b), dln,
-                       act(m, m->a.resid, (size_t)dm->L * NC), llama_weight(m, m->p_lnf_w), m->a.lnf_mean,
-                       m->a.lnf_rstd, N, C);
+
+    if (dm->last) {
+        dev_copy_h2d(s, m->g.dloss, dloss, (size_t)N * 4);
+        tr_buf dlogits = act(m, A->logits, 0); /* in place over the logits */
+        kern_ce_slice_backward(s, dlogits, dlogits, A->ce_max, A->ce_sum, A->targets, dm->vocab_start, m->g.dloss, N,
+                               dm->Vl);
+        dev_memset_zero(s, m->g.dresid, NC * tr_dtype_size(dm->act_dt));
+        linear_backward(m, dln, dlogits, act(m, A->lnf, 0), m->p_head, N, false);
+        tp_sum(m, dln, NC);
+        kern_norm_backward(s, &dm->norm, dres, grad(m, m->p_lnf_w), grad(m, m->p_lnf_b), dln,
+                           act(m, A->resid, (size_t)dm->nl * NC), llama_weight(m, m->p_lnf_w), A->lnf_mean,
+                           A->lnf_rstd, N, C);
+    }
 
     tr_buf dq = act(m, m->g.dq, 0), dk = act(m, m->g.dk, 0), dv = act(m, m->g.dv, 0);
     tr_buf datt = act(m, m->g.datt, 0), dh = act(m, m->g.dh, 0), da = act(m, m->g.dact, 0);
-    for (int l = dm->L - 1; l >= 0; l--) {
+    for (int l = dm->nl - 1; l >= 0; l--) {
         const llama_layer_params *lp = &m->layer[l];
-        tr_buf x = act(m, m->a.resid, (size_t)l * NC), xmid = act(m, m->a.resid_mid, (size_t)l * NC);
-        tr_buf ln1 = act(m, m->a.ln1, (size_t)l * NC), ln2 = act(m, m->a.ln2, (size_t)l * NC);
-        tr_buf q = act(m, m->a.q, (size_t)l * NQ), att = act(m, m->a.att, (size_t)l * NQ);
-        tr_buf k = act(m, m->a.k, (size_t)l * NK), v = act(m, m->a.v, (size_t)l * NK);
-        tr_buf h = act(m, m->a.h, (size_t)l * N * 2 * F), a = act(m, m->a.act, (size_t)l * N * F);
-        const float *lse = m->a.lse + (size_t)l * N * NH;
+        tr_buf x = act(m, A->resid, (size_t)l * NC), xmid = act(m, A->resid_mid, (size_t)l * NC);
+        tr_buf ln1 = act(m, A->ln1, (size_t)l * NC), ln2 = act(m, A->ln2, (size_t)l * NC);
+        tr_buf q = act(m, A->q, (size_t)l * NQ), att = act(m, A->att, (size_t)l * NQ);
+        tr_buf k = act(m, A->k, (size_t)l * NK), v = act(m, A->v, (size_t)l * NK);
+        tr_buf h = act(m, A->h, (size_t)l * N * 2 * F), a = act(m, A->act, (size_t)l * N * F);
+        const float *lse = A->lse + (size_t)l * N * NH;
 
         /* MLP: xout = xmid + fc2(swiglu(fc1(norm2(xmid)))) */
         linear_backward(m, da, dres, a, lp->fc2, N, false);
         kern_swiglu_backward(s, dh, da, h, N, F);
         linear_backward(m, dln, dh, ln2, lp->fc1, N, false);
+        tp_sum(m, dln, NC);
         kern_norm_backward(s, &dm->norm, dres, grad(m, lp->ln2_w), grad(m, lp->ln2_b), dln, xmid,
-                           llama_weight(m, lp->ln2_w), m->a.ln2_mean + (size_t)l * N, m->a.ln2_rstd + (size_t)l * N,
-                           N, C);
+                           llama_weight(m, lp->ln2_w), A->ln2_mean + (size_t)l * N, A->ln2_rstd + (size_t)l * N, N, C);
 
         /* attention: xmid = x + wo(attn(rope(wq ln1), rope(wk ln1), wv ln1)) */
         linear_backward(m, datt, dres, att, lp->wo, N, false);
@@ -68,9 +81,12 @@ void llama_backward(llama_model *m, const float *dloss) {
         linear_backward(m, dln, dq, ln1, lp->wq, N, false);
         linear_backward(m, dln, dk, ln1, lp->wk, N, true);
         linear_backward(m, dln, dv, ln1, lp->wv, N, true);
+        tp_sum(m, dln, NC);
         kern_norm_backward(s, &dm->norm, dres, grad(m, lp->ln1_w), grad(m, lp->ln1_b), dln, x,
-                           llama_weight(m, lp->ln1_w), m->a.ln1_mean + (size_t)l * N, m->a.ln1_rstd + (size_t)l * N,
-                           N, C);
+                           llama_weight(m, lp->ln1_w), A->ln1_mean + (size_t)l * N, A->ln1_rstd + (size_t)l * N, N, C);
     }
-    kern_embedding_backward(s, grad(m, m->p_embed), dres, m->a.tokens, N, C, V);
+    if (dm->first)
+        kern_embedding_backward_slice(s, grad(m, m->p_embed), dres, A->tokens, dm->vocab_start, N, C, dm->Vl);
 }
+
+void llama_backward(llama_model *m, const float *dloss) { llama_backward_slot(m, 0, dloss); }

@@ -1,10 +1,12 @@
-/* Forward pass of one micro-batch: embedding, L decoder layers, final norm, output layer, loss. */
+/* Forward pass of one micro-batch through this rank's stage: embedding (first stage), its decoder
+ * layers, final norm, output layer and loss (last stage). With tensor parallelism q/k/v and fc1 are
+ * column-parallel (local heads and ffn slice), o and fc2 row-parallel (partial sums all-reduced over
+ * TP), and the embedding and output layer hold a vocabulary slice. */
 #include <stdlib.h>
 
 #include "model/llama.h"
 #include "twinrun/err.h"
 
-/* Typed view of element `off` of an activation buffer. */
 static tr_buf act(const llama_model *m, void *base, size_t off) {
     return tr_buf_at(tr_buf_make(base, m->dims.act_dt), off);
 }
@@ -14,16 +16,31 @@ tr_buf llama_weight(const llama_model *m, int p) {
     return tr_buf_at(tr_buf_make(m->params, m->dims.act_dt), m->params_tab[p].offset);
 }
 
-/* y[N, out] = x[N, in] @ W[out, in]^T */
+/* y[N, out] = x[N, in] @ W[out, in]^T (local shapes) */
 static void linear_forward(const llama_model *m, tr_buf y, tr_buf x, int p, int N) {
     const llama_param *w = &m->params_tab[p];
     kern_gemm(m->stream, y, x, llama_weight(m, p), N, (int)w->shape[0], (int)w->shape[1], false, true, 1.0f, 0.0f);
 }
 
-void llama_forward(llama_model *m, const int32_t *tokens, const int32_t *targets, const int32_t *positions) {
+/* Completes a row-parallel product or a vocabulary-slice lookup: the sum of the TP ranks' parts. */
+static void tp_sum(const llama_model *m, tr_buf x, size_t n) {
+    if (m->layout.tp > 1) coll_all_reduce(m->tp_comm, m->stream, x.p, x.p, n, x.dt, COLL_SUM);
+}
+
+void *llama_stage_input(llama_model *m, int slot) { return m->acts[slot].resid; }
+
+void *llama_stage_output(llama_model *m, int slot) {
+    size_t NC = (size_t)m->dims.B * m->dims.T * m->dims.C;
+    return act(m, m->acts[slot].resid, (size_t)m->dims.nl * NC).p;
+}
+
+void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const int32_t *targets,
+                        const int32_t *positions) {
     const llama_dims *dm = &m->dims;
     dev_stream *s = m->stream;
-    const int B = dm->B, T = dm->T, C = dm->C, NH = dm->NH, KV = dm->KV, D = dm->D, F = dm->F, V = dm->V;
+    TR_CHECK(slot >= 0 && slot < m->layout.slots, "activation slot out of range");
+    llama_acts *A = &m->acts[slot];
+    const int B = dm->B, T = dm->T, C = dm->C, NH = dm->NHl, KV = dm->KVl, D = dm->D, F = dm->Fl;
     const int N = B * T;
     const size_t NC = (size_t)N * C, NQ = (size_t)N * NH * D, NK = (size_t)N * KV * D;
 
@@ -33,27 +50,31 @@ void llama_forward(llama_model *m, const int32_t *tokens, const int32_t *targets
                      "check the data against --vocab-size",
                      tokens[n], targets[n], n, dm->vocab);
     }
-    dev_copy_h2d(s, m->a.tokens, tokens, (size_t)N * 4);
-    dev_copy_h2d(s, m->a.targets, targets, (size_t)N * 4);
-    m->have_positions = positions != NULL;
-    if (positions) dev_copy_h2d(s, m->a.positions, positions, (size_t)N * 4);
-    const int32_t *pos = positions ? m->a.positions : NULL;
+    dev_copy_h2d(s, A->tokens, tokens, (size_t)N * 4);
+    dev_copy_h2d(s, A->targets, targets, (size_t)N * 4);
+    A->have_positions = positions != NULL;
+    if (positions) dev_copy_h2d(s, A->positions, positions, (size_t)N * 4);
+    const int32_t *pos = positions ? A->positions : NULL;
 
-    kern_embedding_forward(s, act(m, m->a.resid, 0), m->a.tokens, llama_weight(m, m->p_embed), N, C, V);
+    if (dm->first) {
+        tr_buf x0 = act(m, A->resid, 0);
+        kern_embedding_forward_slice(s, x0, A->tokens, llama_weight(m, m->p_embed), dm->vocab_start, N, C, dm->Vl);
+        tp_sum(m, x0, NC);
+    }
 
-    for (int l = 0; l < dm->L; l++) {
+    for (int l = 0; l < dm->nl; l++) {
         const llama_layer_params *lp = &m->layer[l];
-        tr_buf x = act(m, m->a.resid, (size_t)l * NC);        /* [N, C] */
-        tr_buf xmid = act(m, m->a.resid_mid, (size_t)l * NC); /* [N, C] */
-        tr_buf xout = act(m, m->a.resid, (size_t)(l + 1) * NC);
-        tr_buf ln1 = act(m, m->a.ln1, (size_t)l * NC), ln2 = act(m, m->a.ln2, (size_t)l * NC);
-        tr_buf q = act(m, m->a.q, (size_t)l * NQ), att = act(m, m->a.att, (size_t)l * NQ); /* [N, NH*D] */
-        tr_buf k = act(m, m->a.k, (size_t)l * NK), v = act(m, m->a.v, (size_t)l * NK);     /* [N, KV*D] */
-        tr_buf h = act(m, m->a.h, (size_t)l * N * 2 * F);                                   /* [N, 2F] */
-        tr_buf a = act(m, m->a.act, (size_t)l * N * F);                                     /* [N, F] */
-        float *lse = m->a.lse + (size_t)l * N * NH;                                          /* [B, NH, T] */
+        tr_buf x = act(m, A->resid, (size_t)l * NC);        /* [N, C] */
+        tr_buf xmid = act(m, A->resid_mid, (size_t)l * NC); /* [N, C] */
+        tr_buf xout = act(m, A->resid, (size_t)(l + 1) * NC);
+        tr_buf ln1 = act(m, A->ln1, (size_t)l * NC), ln2 = act(m, A->ln2, (size_t)l * NC);
+        tr_buf q = act(m, A->q, (size_t)l * NQ), att = act(m, A->att, (size_t)l * NQ); /* [N, NHl*D] */
+        tr_buf k = act(m, A->k, (size_t)l * NK), v = act(m, A->v, (size_t)l * NK);     /* [N, KVl*D] */
+        tr_buf h = act(m, A->h, (size_t)l * N * 2 * F);                                 /* [N, 2Fl] */
+        tr_buf a = act(m, A->act, (size_t)l * N * F);                                   /* [N, Fl] */
+        float *lse = A->lse + (size_t)l * N * NH;                                       /* [B, NHl, T] */
 
-        kern_norm_forward(s, &dm->norm, ln1, m->a.ln1_mean + (size_t)l * N, m->a.ln1_rstd + (size_t)l * N, x,
+        kern_norm_forward(s, &dm->norm, ln1, A->ln1_mean + (size_t)l * N, A->ln1_rstd + (size_t)l * N, x,
                           llama_weight(m, lp->ln1_w), llama_weight(m, lp->ln1_b), N, C);
         linear_forward(m, q, ln1, lp->wq, N);
         linear_forward(m, k, ln1, lp->wk, N);
@@ -62,40 +83,59 @@ void llama_forward(llama_model *m, const int32_t *tokens, const int32_t *targets
         kern_rope_forward(s, &dm->rope, k, pos, B, T, KV, D);
         kern_attention_forward(s, att, lse, q, k, v, B, T, NH, KV, D);
         linear_forward(m, xmid, att, lp->wo, N);
+        tp_sum(m, xmid, NC);
         kern_add(s, xmid, xmid, x, NC);
 
-        kern_norm_forward(s, &dm->norm, ln2, m->a.ln2_mean + (size_t)l * N, m->a.ln2_rstd + (size_t)l * N, xmid,
+        kern_norm_forward(s, &dm->norm, ln2, A->ln2_mean + (size_t)l * N, A->ln2_rstd + (size_t)l * N, xmid,
                           llama_weight(m, lp->ln2_w), llama_weight(m, lp->ln2_b), N, C);
         linear_forward(m, h, ln2, lp->fc1, N);
         kern_swiglu_forward(s, a, h, N, F);
         linear_forward(m, xout, a, lp->fc2, N);
+        tp_sum(m, xout, NC);
         kern_add(s, xout, xout, xmid, NC);
     }
 
-    tr_buf xl = act(m, m->a.resid, (size_t)dm->L * NC);
-    tr_buf lnf = act(m, m->a.lnf, 0);
-    kern_norm_forward(s, &dm->norm, lnf, m->a.lnf_mean, m->a.lnf_rstd, xl, llama_weight(m, m->p_lnf_w),
+    if (!dm->last) return;
+    tr_buf xl = act(m, A->resid, (size_t)dm->nl * NC);
+    tr_buf lnf = act(m, A->lnf, 0), logits = act(m, A->logits, 0);
+    kern_norm_forward(s, &dm->norm, lnf, A->lnf_mean, A->lnf_rstd, xl, llama_weight(m, m->p_lnf_w),
                       llama_weight(m, m->p_lnf_b), N, C);
-    linear_forward(m, act(m, m->a.logits, 0), lnf, m->p_head, N);
-    kern_cross_entropy_forward(s, m->a.losses, act(m, m->a.logits, 0), m->a.targets, N, V);
+    linear_forward(m, logits, lnf, m->p_head, N);
+    /* vocab-parallel cross-entropy: global row max, then global sum of exponentials and target logit */
+    kern_ce_slice_max(s, A->ce_max, logits, N, dm->Vl);
+    if (m->layout.tp > 1) coll_all_reduce(m->tp_comm, s, A->ce_max, A->ce_max, (size_t)N, TR_F32, COLL_MAX);
+    kern_ce_slice_sums(s, A->ce_sum, A->ce_target, logits, A->ce_max, A->targets, dm->vocab_start, N, dm->Vl);
+    if (m->layout.tp > 1) {
+        coll_all_reduce(m->tp_comm, s, A->ce_sum, A->ce_sum, (size_t)N, TR_F32, COLL_SUM);
+        coll_all_reduce(m->tp_comm, s, A->ce_target, A->ce_target, (size_t)N, TR_F32, COLL_SUM);
+    }
+    kern_ce_loss_from_stats(s, A->losses, A->ce_max, A->ce_sum, A->ce_target, N);
 }
 
-void llama_get_losses(llama_model *m, float *losses) {
+void llama_get_losses_slot(llama_model *m, int slot, float *losses) {
+    TR_CHECK(m->dims.last, "only the last pipeline stage computes the loss");
     size_t N = (size_t)m->dims.B * m->dims.T;
-    dev_copy_d2h(m->stream, losses, m->a.losses, N * 4);
+    dev_copy_d2h(m->stream, losses, m->acts[slot].losses, N * 4);
     dev_stream_sync(m->stream);
 }
 
+void llama_forward(llama_model *m, const int32_t *tokens, const int32_t *targets, const int32_t *positions) {
+    llama_forward_slot(m, 0, tokens, targets, positions);
+}
+
+void llama_get_losses(llama_model *m, float *losses) { llama_get_losses_slot(m, 0, losses); }
+
 void llama_get_logits(llama_model *m, float *logits) {
-    size_t n = (size_t)m->dims.B * m->dims.T * m->dims.V;
+    size_t n = (size_t)m->dims.B * m->dims.T * m->dims.Vl;
+    TR_CHECK(m->dims.last, "only the last pipeline stage has logits");
     if (m->dims.act_dt == TR_F32) {
-        dev_copy_d2h(m->stream, logits, m->a.logits, n * 4);
+        dev_copy_d2h(m->stream, logits, m->acts[0].logits, n * 4);
         dev_stream_sync(m->stream);
         return;
     }
     uint16_t *tmp = malloc(n * 2);
     TR_CHECK(tmp != NULL, "out of host memory reading logits");
-    dev_copy_d2h(m->stream, tmp, m->a.logits, n * 2);
+    dev_copy_d2h(m->stream, tmp, m->acts[0].logits, n * 2);
     dev_stream_sync(m->stream);
     for (size_t i = 0; i < n; i++) logits[i] = tr_bf16_to_f32(tmp[i]);
     free(tmp);

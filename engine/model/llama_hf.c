@@ -17,6 +17,27 @@ static void hf_half_name(char *out, size_t n, const char *name, const char *whic
 
 static int is_vocab_param(const llama_model *m, int i) { return i == m->p_embed || i == m->p_head; }
 
+/* Reads global parameter p (HF layout; the fused fc1 from its two halves) into full[gshape]. */
+static int read_global(const llama_model *m, const st_model *sm, const llama_param *p, int is_vocab, float *full,
+                       char *err, size_t errlen) {
+    int64_t shape[2] = {p->place.gshape[0], p->place.gshape[1]};
+    if (is_gate_up(p->name)) {
+        char name[LLAMA_NAME_LEN + 8];
+        shape[0] /= 2;
+        size_t half = (size_t)shape[0] * (size_t)shape[1];
+        hf_half_name(name, sizeof name, p->name, "gate");
+        if (st_model_read_f32(sm, name, full, shape, 2, err, errlen)) return -1;
+        hf_half_name(name, sizeof name, p->name, "up");
+        return st_model_read_f32(sm, name, full + half, shape, 2, err, errlen);
+    }
+    if (is_vocab) {
+        size_t rows = (size_t)p->place.gshape[0];
+        memset(full, 0, rows * (size_t)shape[1] * sizeof *full); /* padded rows stay zero */
+        shape[0] = m->dims.vocab;
+    }
+    return st_model_read_f32(sm, p->name, full, shape, p->ndim, err, errlen);
+}
+
 int llama_hf_read(const llama_model *m, const char *dir, float *host, char *err, size_t errlen) {
     st_model sm;
     if (st_model_open(&sm, dir, err, errlen)) return -1;
@@ -24,19 +45,20 @@ int llama_hf_read(const llama_model *m, const char *dir, float *host, char *err,
     int rc = 0;
     for (int i = 0; i < m->nparams && !rc; i++) {
         const llama_param *p = &m->params_tab[i];
-        float *dst = host + p->offset;
-        int64_t shape[2] = {p->shape[0], p->shape[1]};
-        if (is_gate_up(p->name)) {
-            char name[LLAMA_NAME_LEN + 8];
-            shape[0] = p->shape[0] / 2;
-            hf_half_name(name, sizeof name, p->name, "gate");
-            rc = st_model_read_f32(&sm, name, dst, shape, 2, err, errlen);
-            hf_half_name(name, sizeof name, p->name, "up");
-            if (!rc) rc = st_model_read_f32(&sm, name, dst + p->numel / 2, shape, 2, err, errlen);
-        } else {
-            if (is_vocab_param(m, i)) shape[0] = m->dims.vocab; /* padded rows stay zero */
-            rc = st_model_read_f32(&sm, p->name, dst, shape, p->ndim, err, errlen);
+        size_t gnumel = (size_t)p->place.gshape[0] * (size_t)(p->ndim == 2 ? p->place.gshape[1] : 1);
+        float *full = malloc(gnumel * sizeof *full);
+        if (!full) {
+            rc = tr_errf(err, errlen, "out of host memory reading %s", p->name);
+            break;
         }
+        rc = read_global(m, &sm, p, is_vocab_param(m, i), full, err, errlen);
+        for (size_t e = 0; !rc && e < p->numel; e++) host[p->offset + e] = full[llama_global_index(p, e)];
+        free(full);
+    }
+    /* tensors of other stages are not this rank's: only a whole-model rank can judge leftovers */
+    if (!rc && (m->layout.pp > 1)) {
+        st_model_close(&sm);
+        return 0;
     }
     if (!rc) {
         int n = st_model_unread(&sm, NULL, 0);
@@ -68,6 +90,8 @@ int llama_hf_load(llama_model *m, const char *dir, char *err, size_t errlen) {
 
 int llama_hf_write(const llama_model *m, const float *host, const char *path, const char *prefix, char *err,
                    size_t errlen) {
+    if (m->layout.tp > 1 || m->layout.pp > 1)
+        return tr_errf(err, errlen, "%s: export needs the whole model on one rank (TP 1, PP 1); gather it first", path);
     st_writer *w = st_writer_new();
     if (!w) return tr_errf(err, errlen, "out of host memory writing %s", path);
     int rc = 0;

@@ -7,7 +7,7 @@
 #include "model/llama.h"
 #include "twinrun/err.h"
 
-int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, char *err, size_t errlen) {
+int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_layout *lay, char *err, size_t errlen) {
     memset(dm, 0, sizeof *dm);
     dm->L = cfg->num_layers;
     dm->C = cfg->hidden_size;
@@ -37,9 +37,24 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, char *err, size
     if (dm->F <= 0) return tr_errf(err, errlen, "--ffn-hidden-size is required with --swiglu");
     if (cfg->vocab_size <= 0) return tr_errf(err, errlen, "vocabulary size unknown: give --vocab-size (or --hf-load DIR)");
     dm->vocab = cfg->vocab_size;
-    int mult = cfg->make_vocab_size_divisible_by * cfg->tensor_model_parallel_size;
-    if (mult <= 0) mult = 1;
+    int tp = lay->tp, pp = lay->pp;
+    if (tp < 1 || pp < 1 || lay->tp_rank < 0 || lay->tp_rank >= tp || lay->pp_rank < 0 || lay->pp_rank >= pp)
+        return tr_errf(err, errlen, "layout TP %d rank %d, PP %d rank %d is not a layout", tp, lay->tp_rank, pp,
+                       lay->pp_rank);
+    int mult = cfg->make_vocab_size_divisible_by * tp;
+    if (mult <= 0) mult = tp;
     dm->V = (dm->vocab + mult - 1) / mult * mult; /* Megatron pads to a multiple of divisible_by * TP */
+    if (dm->NH % tp || dm->KV % tp || dm->F % tp)
+        return tr_errf(err, errlen, "--tensor-model-parallel-size %d must divide the heads (%d), the query groups (%d) "
+                                    "and --ffn-hidden-size (%d)", tp, dm->NH, dm->KV, dm->F);
+    if (dm->L % pp)
+        return tr_errf(err, errlen, "--num-layers %d is not divisible by --pipeline-model-parallel-size %d", dm->L, pp);
+    dm->NHl = dm->NH / tp, dm->KVl = dm->KV / tp, dm->Fl = dm->F / tp, dm->Vl = dm->V / tp;
+    dm->vocab_start = lay->tp_rank * dm->Vl;
+    dm->nl = dm->L / pp;
+    dm->l0 = lay->pp_rank * dm->nl;
+    dm->first = lay->pp_rank == 0;
+    dm->last = lay->pp_rank == pp - 1;
     dm->B = cfg->micro_batch_size;
     dm->T = cfg->seq_length;
     if (dm->B <= 0 || dm->T <= 0) return tr_errf(err, errlen, "--micro-batch-size and --seq-length must be positive");
@@ -57,14 +72,49 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, char *err, size
     return 0;
 }
 
-static int add_param(llama_model *m, int cap, const char *name, int64_t d0, int64_t d1, llama_init_kind init) {
+/* How a parameter is split across tensor-parallel ranks. */
+typedef enum split_kind {
+    SPLIT_NONE,   /* replicated (norms) */
+    SPLIT_ROWS,   /* column-parallel linear or vocabulary slice: rows split */
+    SPLIT_COLS,   /* row-parallel linear: columns split */
+    SPLIT_FUSED,  /* fc1 [gate; up]: the same row slice of each half */
+} split_kind;
+
+static int add_param(llama_model *m, int cap, const char *name, int64_t g0, int64_t g1, split_kind split,
+                     llama_init_kind init) {
     TR_CHECK(m->nparams < cap, "parameter table overflow");
+    const int tp = m->layout.tp, r = m->layout.tp_rank;
     llama_param *p = &m->params_tab[m->nparams];
+    llama_placement *pl = &p->place;
     snprintf(p->name, sizeof p->name, "%s", name);
-    p->ndim = d1 > 0 ? 2 : 1;
-    p->shape[0] = d0;
-    p->shape[1] = d1 > 0 ? d1 : 0;
-    p->numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
+    p->ndim = g1 > 0 ? 2 : 1;
+    pl->gshape[0] = g0;
+    pl->gshape[1] = g1 > 0 ? g1 : 0;
+    int64_t rows = g0, cols = g1 > 0 ? g1 : 1;
+    pl->nseg = 1;
+    pl->seg_local[0] = 0, pl->seg_global[0] = 0, pl->seg_rows[0] = g0;
+    switch (split) {
+    case SPLIT_NONE: pl->tp_replicated = true; break;
+    case SPLIT_ROWS:
+        rows = g0 / tp;
+        pl->seg_global[0] = r * rows, pl->seg_rows[0] = rows;
+        break;
+    case SPLIT_COLS:
+        cols = g1 / tp;
+        pl->col0 = r * cols;
+        break;
+    case SPLIT_FUSED: {
+        int64_t half = g0 / 2 / tp;
+        rows = 2 * half;
+        pl->nseg = 2;
+        pl->seg_local[0] = 0, pl->seg_global[0] = r * half, pl->seg_rows[0] = half;
+        pl->seg_local[1] = half, pl->seg_global[1] = g0 / 2 + r * half, pl->seg_rows[1] = half;
+        break;
+    }
+    }
+    p->shape[0] = rows;
+    p->shape[1] = g1 > 0 ? cols : 0;
+    p->numel = (size_t)rows * (size_t)cols;
     p->offset = m->total;
     p->init = init;
     p->no_weight_decay = p->ndim == 1;
@@ -72,37 +122,50 @@ static int add_param(llama_model *m, int cap, const char *name, int64_t d0, int6
     return m->nparams++;
 }
 
+size_t llama_global_index(const llama_param *p, size_t e) {
+    const llama_placement *pl = &p->place;
+    if (p->ndim == 1) return e;
+    int64_t lcols = p->shape[1], row = (int64_t)e / lcols, col = (int64_t)e % lcols;
+    int s = pl->nseg == 2 && row >= pl->seg_local[1] ? 1 : 0;
+    int64_t grow = pl->seg_global[s] + (row - pl->seg_local[s]);
+    return (size_t)(grow * pl->gshape[1] + pl->col0 + col);
+}
+
 static void build_table(llama_model *m) {
     const llama_dims *dm = &m->dims;
-    int cap = 3 + 10 * dm->L + 2;
+    int cap = 3 + 10 * dm->nl + 2;
     m->params_tab = calloc((size_t)cap, sizeof *m->params_tab);
-    m->layer = calloc((size_t)dm->L, sizeof *m->layer);
+    m->layer = calloc((size_t)(dm->nl > 0 ? dm->nl : 1), sizeof *m->layer);
     TR_CHECK(m->params_tab && m->layer, "out of host memory for the parameter table");
     llama_init_kind norm_init = dm->norm.zero_centered_gamma ? LLAMA_INIT_ZEROS : LLAMA_INIT_ONES;
     char name[LLAMA_NAME_LEN];
-    m->p_embed = add_param(m, cap, "model.embed_tokens.weight", dm->V, dm->C, LLAMA_INIT_NORMAL);
-    for (int l = 0; l < dm->L; l++) {
-        llama_layer_params *lp = &m->layer[l];
-#define P(field, suffix, d0, d1, init)                                                 \
+    m->p_embed = m->p_lnf_w = m->p_lnf_b = m->p_head = -1;
+    if (dm->first) m->p_embed = add_param(m, cap, "model.embed_tokens.weight", dm->V, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
+    for (int i = 0; i < dm->nl; i++) {
+        int l = dm->l0 + i;
+        llama_layer_params *lp = &m->layer[i];
+#define P(field, suffix, d0, d1, split, init)                                         \
     snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix);                     \
-    lp->field = add_param(m, cap, name, d0, d1, init)
-        P(ln1_w, "input_layernorm.weight", dm->C, 0, norm_init);
+    lp->field = add_param(m, cap, name, d0, d1, split, init)
+        P(ln1_w, "input_layernorm.weight", dm->C, 0, SPLIT_NONE, norm_init);
         lp->ln1_b = -1;
-        if (dm->norm_bias) { P(ln1_b, "input_layernorm.bias", dm->C, 0, LLAMA_INIT_ZEROS); }
-        P(wq, "self_attn.q_proj.weight", dm->NH * dm->D, dm->C, LLAMA_INIT_NORMAL);
-        P(wk, "self_attn.k_proj.weight", dm->KV * dm->D, dm->C, LLAMA_INIT_NORMAL);
-        P(wv, "self_attn.v_proj.weight", dm->KV * dm->D, dm->C, LLAMA_INIT_NORMAL);
-        P(wo, "self_attn.o_proj.weight", dm->C, dm->NH * dm->D, LLAMA_INIT_SCALED);
-        P(ln2_w, "post_attention_layernorm.weight", dm->C, 0, norm_init);
+        if (dm->norm_bias) { P(ln1_b, "input_layernorm.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
+        P(wq, "self_attn.q_proj.weight", dm->NH * dm->D, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
+        P(wk, "self_attn.k_proj.weight", dm->KV * dm->D, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
+        P(wv, "self_attn.v_proj.weight", dm->KV * dm->D, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
+        P(wo, "self_attn.o_proj.weight", dm->C, dm->NH * dm->D, SPLIT_COLS, LLAMA_INIT_SCALED);
+        P(ln2_w, "post_attention_layernorm.weight", dm->C, 0, SPLIT_NONE, norm_init);
         lp->ln2_b = -1;
-        if (dm->norm_bias) { P(ln2_b, "post_attention_layernorm.bias", dm->C, 0, LLAMA_INIT_ZEROS); }
-        P(fc1, "mlp.gate_up_proj.weight", 2 * dm->F, dm->C, LLAMA_INIT_NORMAL);
-        P(fc2, "mlp.down_proj.weight", dm->C, dm->F, LLAMA_INIT_SCALED);
+        if (dm->norm_bias) { P(ln2_b, "post_attention_layernorm.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
+        P(fc1, "mlp.gate_up_proj.weight", 2 * dm->F, dm->C, SPLIT_FUSED, LLAMA_INIT_NORMAL);
+        P(fc2, "mlp.down_proj.weight", dm->C, dm->F, SPLIT_COLS, LLAMA_INIT_SCALED);
 #undef P
     }
-    m->p_lnf_w = add_param(m, cap, "model.norm.weight", dm->C, 0, norm_init);
-    m->p_lnf_b = dm->norm_bias ? add_param(m, cap, "model.norm.bias", dm->C, 0, LLAMA_INIT_ZEROS) : -1;
-    m->p_head = add_param(m, cap, "lm_head.weight", dm->V, dm->C, LLAMA_INIT_NORMAL);
+    if (dm->last) {
+        m->p_lnf_w = add_param(m, cap, "model.norm.weight", dm->C, 0, SPLIT_NONE, norm_init);
+        if (dm->norm_bias) m->p_lnf_b = add_param(m, cap, "model.norm.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS);
+        m->p_head = add_param(m, cap, "lm_head.weight", dm->V, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
+    }
 }
 
 static void *alloc_or_fail(llama_model *m, size_t bytes, const char *what, int *failed, char *err, size_t errlen) {
@@ -116,53 +179,88 @@ static void *alloc_or_fail(llama_model *m, size_t bytes, const char *what, int *
     return p;
 }
 
-llama_model *llama_create(const tr_config *cfg, dev_device *d, dev_stream *s, char *err, size_t errlen) {
+static int alloc_acts(llama_model *m, llama_acts *a, int *failed, char *err, size_t errlen) {
+    const llama_dims *dm = &m->dims;
+    size_t N = (size_t)dm->B * dm->T, L = (size_t)dm->nl, C = (size_t)dm->C;
+    size_t qd = (size_t)dm->NHl * dm->D, kd = (size_t)dm->KVl * dm->D, F = (size_t)dm->Fl, V = (size_t)dm->Vl;
+    size_t as = tr_dtype_size(dm->act_dt);
+#define A(ptr, bytes, what) ptr = alloc_or_fail(m, bytes, what, failed, err, errlen)
+    A(a->resid, (L + 1) * N * C * as, "activations: residual stream");
+    A(a->resid_mid, L * N * C * as, "activations: residual after attention");
+    A(a->ln1, L * N * C * as, "activations: input norm");
+    A(a->ln2, L * N * C * as, "activations: post-attention norm");
+    A(a->ln1_mean, L * N * 4, "activations: norm statistics");
+    A(a->ln1_rstd, L * N * 4, "activations: norm statistics");
+    A(a->ln2_mean, L * N * 4, "activations: norm statistics");
+    A(a->ln2_rstd, L * N * 4, "activations: norm statistics");
+    A(a->q, L * N * qd * as, "activations: queries");
+    A(a->k, L * N * kd * as, "activations: keys");
+    A(a->v, L * N * kd * as, "activations: values");
+    A(a->att, L * N * qd * as, "activations: attention output");
+    A(a->lse, L * N * (size_t)dm->NHl * 4, "activations: attention log-sum-exp");
+    A(a->h, L * N * 2 * F * as, "activations: fc1 output");
+    A(a->act, L * N * F * as, "activations: swiglu output");
+    if (dm->last) {
+        A(a->lnf, N * C * as, "activations: final norm");
+        A(a->lnf_mean, N * 4, "activations: norm statistics");
+        A(a->lnf_rstd, N * 4, "activations: norm statistics");
+        A(a->logits, N * V * as, "activations: logits");
+        A(a->losses, N * 4, "losses");
+        A(a->ce_max, N * 4, "cross-entropy statistics");
+        A(a->ce_sum, N * 4, "cross-entropy statistics");
+        A(a->ce_target, N * 4, "cross-entropy statistics");
+    }
+    A(a->tokens, N * 4, "tokens");
+    A(a->targets, N * 4, "targets");
+    A(a->positions, N * 4, "position ids");
+#undef A
+    return *failed ? -1 : 0;
+}
+
+static void free_acts(llama_model *m, llama_acts *a) {
+    void *bufs[] = {a->resid, a->resid_mid, a->ln1, a->ln2, a->ln1_mean, a->ln1_rstd, a->ln2_mean, a->ln2_rstd,
+                    a->q, a->k, a->v, a->att, a->lse, a->h, a->act, a->lnf, a->lnf_mean, a->lnf_rstd, a->logits,
+                    a->losses, a->ce_max, a->ce_sum, a->ce_target, a->tokens, a->targets, a->positions};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(m->dev, bufs[i]);
+}
+
+llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, size_t pad_to, coll_comm *tp_comm,
+                                dev_device *d, dev_stream *s, char *err, size_t errlen) {
     llama_model *m = calloc(1, sizeof *m);
     if (!m) {
         tr_errf(err, errlen, "out of host memory");
         return NULL;
     }
-    if (llama_dims_from_config(&m->dims, cfg, err, errlen)) {
+    if (llama_dims_from_config(&m->dims, cfg, lay, err, errlen)) {
         free(m);
         return NULL;
     }
+    if (lay->tp > 1 && !tp_comm) {
+        tr_errf(err, errlen, "tensor parallelism needs its communicator");
+        free(m);
+        return NULL;
+    }
+    m->layout = *lay;
+    if (m->layout.slots < 1) m->layout.slots = 1;
     m->dev = d;
     m->stream = s;
+    m->tp_comm = tp_comm;
     build_table(m);
     const llama_dims *dm = &m->dims;
-    size_t N = (size_t)dm->B * dm->T, L = (size_t)dm->L, C = (size_t)dm->C;
-    size_t qd = (size_t)dm->NH * dm->D, kd = (size_t)dm->KV * dm->D, F = (size_t)dm->F, V = (size_t)dm->V;
+    if (pad_to < 1) pad_to = 1;
+    m->total_alloc = (m->total + pad_to - 1) / pad_to * pad_to;
+    size_t N = (size_t)dm->B * dm->T, C = (size_t)dm->C;
+    size_t qd = (size_t)dm->NHl * dm->D, kd = (size_t)dm->KVl * dm->D, F = (size_t)dm->Fl;
     size_t as = tr_dtype_size(dm->act_dt);
     int failed = 0;
 #define A(ptr, bytes, what) ptr = alloc_or_fail(m, bytes, what, &failed, err, errlen)
-    A(m->params, m->total * as, "parameters");
+    A(m->params, m->total_alloc * as, "parameters");
     if (dm->act_dt == TR_F32) m->master = m->params;
-    else A(m->master, m->total * 4, "fp32 master parameters");
-    A(m->grads, m->total * tr_dtype_size(dm->grad_dt), "gradients");
-    A(m->a.resid, (L + 1) * N * C * as, "activations: residual stream");
-    A(m->a.resid_mid, L * N * C * as, "activations: residual after attention");
-    A(m->a.ln1, L * N * C * as, "activations: input norm");
-    A(m->a.ln2, L * N * C * as, "activations: post-attention norm");
-    A(m->a.ln1_mean, L * N * 4, "activations: norm statistics");
-    A(m->a.ln1_rstd, L * N * 4, "activations: norm statistics");
-    A(m->a.ln2_mean, L * N * 4, "activations: norm statistics");
-    A(m->a.ln2_rstd, L * N * 4, "activations: norm statistics");
-    A(m->a.q, L * N * qd * as, "activations: queries");
-    A(m->a.k, L * N * kd * as, "activations: keys");
-    A(m->a.v, L * N * kd * as, "activations: values");
-    A(m->a.att, L * N * qd * as, "activations: attention output");
-    A(m->a.lse, L * N * (size_t)dm->NH * 4, "activations: attention log-sum-exp");
-    A(m->a.h, L * N * 2 * F * as, "activations: fc1 output");
-    A(m->a.act, L * N * F * as, "activations: swiglu output");
-    A(m->a.lnf, N * C * as, "activations: final norm");
-    A(m->a.lnf_mean, N * 4, "activations: norm statistics");
-    A(m->a.lnf_rstd, N * 4, "activations: norm statistics");
-    A(m->a.logits, N * V * as, "activations: logits");
-    A(m->a.losses, N * 4, "losses");
-    A(m->a.dloss, N * 4, "loss weights");
-    A(m->a.tokens, N * 4, "tokens");
-    A(m->a.targets, N * 4, "targets");
-    A(m->a.positions, N * 4, "position ids");
+    else A(m->master, m->total_alloc * 4, "fp32 master parameters");
+    A(m->grads, m->total_alloc * tr_dtype_size(dm->grad_dt), "gradients");
+    m->acts = calloc((size_t)m->layout.slots, sizeof *m->acts);
+    if (!m->acts) failed = 1, tr_errf(err, errlen, "out of host memory");
+    for (int i = 0; i < m->layout.slots && !failed; i++) alloc_acts(m, &m->acts[i], &failed, err, errlen);
     A(m->g.dresid, N * C * as, "gradients: residual stream");
     A(m->g.dln, N * C * as, "gradients: norm output");
     A(m->g.dq, N * qd * as, "gradients: queries");
@@ -171,24 +269,33 @@ llama_model *llama_create(const tr_config *cfg, dev_device *d, dev_stream *s, ch
     A(m->g.datt, N * qd * as, "gradients: attention output");
     A(m->g.dh, N * 2 * F * as, "gradients: fc1 output");
     A(m->g.dact, N * F * as, "gradients: swiglu output");
+    A(m->g.dloss, N * 4, "loss weights");
 #undef A
     if (failed) {
         llama_destroy(m);
         return NULL;
     }
+    /* padding stays zero forever: the optimizer's shards may cover it */
+    dev_memset_zero(s, m->params, m->total_alloc * as);
+    if (m->master != m->params) dev_memset_zero(s, m->master, m->total_alloc * 4);
     llama_zero_grads(m);
     return m;
 }
 
+llama_model *llama_create(const tr_config *cfg, dev_device *d, dev_stream *s, char *err, size_t errlen) {
+    const llama_layout one = {.tp = 1, .tp_rank = 0, .pp = 1, .pp_rank = 0, .slots = 1};
+    return llama_create_shard(cfg, &one, 1, NULL, d, s, err, errlen);
+}
+
 void llama_destroy(llama_model *m) {
     if (!m) return;
-    void *bufs[] = {m->params, m->grads, m->a.resid, m->a.resid_mid, m->a.ln1, m->a.ln2, m->a.ln1_mean,
-                    m->a.ln1_rstd, m->a.ln2_mean, m->a.ln2_rstd, m->a.q, m->a.k, m->a.v, m->a.att, m->a.lse,
-                    m->a.h, m->a.act, m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd, m->a.logits, m->a.losses,
-                    m->a.dloss, m->a.tokens, m->a.targets, m->a.positions, m->g.dresid, m->g.dln, m->g.dq,
-                    m->g.dk, m->g.dv, m->g.datt, m->g.dh, m->g.dact};
+    if (m->acts)
+        for (int i = 0; i < m->layout.slots; i++) free_acts(m, &m->acts[i]);
+    void *bufs[] = {m->params, m->grads, m->g.dresid, m->g.dln, m->g.dq, m->g.dk, m->g.dv, m->g.datt, m->g.dh,
+                    m->g.dact, m->g.dloss};
     if (m->master != m->params) dev_free(m->dev, m->master);
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(m->dev, bufs[i]);
+    free(m->acts);
     free(m->params_tab);
     free(m->layer);
     free(m);
@@ -236,7 +343,7 @@ void llama_init_params(llama_model *m, uint64_t seed, double std) {
     for (int i = 0; i < m->nparams; i++) {
         const llama_param *p = &m->params_tab[i];
         for (size_t e = 0; e < p->numel; e++)
-            host[p->offset + e] = llama_init_value(seed, p->name, e, p->init, std, m->dims.L);
+            host[p->offset + e] = llama_init_value(seed, p->name, llama_global_index(p, e), p->init, std, m->dims.L);
     }
     llama_set_master(m, host);
     free(host);
@@ -273,5 +380,5 @@ void llama_get_grads(llama_model *m, float *host) {
 }
 
 void llama_zero_grads(llama_model *m) {
-    dev_memset_zero(m->stream, m->grads, m->total * tr_dtype_size(m->dims.grad_dt));
+    dev_memset_zero(m->stream, m->grads, m->total_alloc * tr_dtype_size(m->dims.grad_dt));
 }

@@ -1,0 +1,22 @@
+/* The launch seam: which of the job's ranks run in this process.
+ *
+ * The twin (sim/launch) runs every rank of the job in this process as coroutines of its
+ * deterministic scheduler; the real build (engine/cuda/launch_cuda.c) runs the one rank this process
+ * is, as the launcher (torchrun, mpirun) numbered it. The entry is the same engine code either way. */
+#ifndef TR_LAUNCH_H
+#define TR_LAUNCH_H
+
+#include <stddef.h>
+
+typedef int (*launch_entry)(int rank, int world, void *arg);
+
+/* Runs this process's ranks of a job of `world` ranks and returns the process's exit code (the
+ * largest of its ranks' codes). -1 with err when the launch itself is impossible (e.g. the
+ * launcher's world size disagrees with `world`). */
+int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t errlen);
+
+/* World size the launcher gives this job: WORLD_SIZE or OMPI_COMM_WORLD_SIZE from the environment,
+ * else 1. -1 with err when a value is malformed. */
+int launch_world_size(char *err, size_t errlen);
+
+#endif
