@@ -46,6 +46,31 @@ void twin_kern_cross_entropy_backward(dev_stream *s, tr_buf dlogits, tr_buf logi
                                       const float *dloss, int N, int V);
 void twin_kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad,
                             float *m, float *v, size_t n);
+void twin_kern_embedding_forward_slice(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int vocab_start,
+                                       int N, int C, int V);
+void twin_kern_embedding_backward_slice(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens,
+                                        int vocab_start, int N, int C, int V);
+void twin_kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V);
+void twin_kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits, const float *row_max,
+                             const int32_t *targets, int vocab_start, int N, int V);
+void twin_kern_ce_loss_from_stats(dev_stream *s, float *losses, const float *row_max, const float *sum_exp,
+                                  const float *target_logit, int N);
+void twin_kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max,
+                                 const float *sum_exp, const int32_t *targets, int vocab_start, const float *dloss,
+                                 int N, int V);
+void twin_kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
+                                     const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
+                                     int D);
+void twin_kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
+                                      tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos,
+                                      const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D);
+
+/* The twin kernels' cost hook (sim/twin_cost.h), which the twin's device defines. The oracle runs
+ * them with a NULL stream and no simulated clock, so kern_cost never calls this; it only has to link. */
+void twin_cost_kernel(dev_stream *s, double flops, double bytes, tr_dtype dt);
+void twin_cost_kernel(dev_stream *s, double flops, double bytes, tr_dtype dt) {
+    (void)s, (void)flops, (void)bytes, (void)dt;
+}
 
 /* ---- tensors held twice: host (twin) and device (GPU), from one initial value ----------------- */
 
@@ -242,6 +267,50 @@ static void case_attention(tr_dtype dt) {
     release();
 }
 
+/* Context parallelism, CP = 2 over T = 600 (Megatron's layout: the sequence in 4 chunks of 150,
+ * this rank holds chunks 1 and 2, so Tq = 300 queries at positions 150..449) against the whole
+ * all-gathered key sequence (Tk = 600, positions 0..599): keys 450..599 are seen by no query, so
+ * their dk/dv must be exactly 0 on both sides. */
+typedef struct attn_pos_ctx {
+    tens *out, *lse, *q, *k, *v, *dout, *dq, *dk, *dv, *qp, *kp;
+    int B, Tq, Tk, NH, KV, D;
+} attn_pos_ctx;
+
+static void attn_pos_gpu(void *p) {
+    attn_pos_ctx *a = p;
+    kern_attention_forward_pos(g_s, Dv(a->out), a->lse->d, Dv(a->q), Dv(a->k), Dv(a->v), a->qp->d, a->kp->d, a->B,
+                               a->Tq, a->Tk, a->NH, a->KV, a->D);
+    kern_attention_backward_pos(g_s, Dv(a->dq), Dv(a->dk), Dv(a->dv), Dv(a->dout), Dv(a->q), Dv(a->k), Dv(a->v),
+                                Dv(a->out), a->lse->d, a->qp->d, a->kp->d, a->B, a->Tq, a->Tk, a->NH, a->KV, a->D);
+}
+
+static void case_attention_pos(tr_dtype dt) {
+    attn_pos_ctx a = {.B = 2, .Tq = 300, .Tk = 600, .NH = 4, .KV = 2, .D = 64};
+    const size_t nq = (size_t)a.B * a.Tq * a.NH * a.D, nk = (size_t)a.B * a.Tk * a.KV * a.D;
+    a.q = t_new(dt, nq), a.k = t_new(dt, nk), a.v = t_new(dt, nk), a.dout = t_new(dt, nq);
+    a.out = t_new(dt, nq), a.lse = t_new(TR_F32, (size_t)a.B * a.NH * a.Tq);
+    a.dq = t_new(dt, nq), a.dk = t_new(dt, nk), a.dv = t_new(dt, nk);
+    a.qp = t_new(TR_I32, (size_t)a.Tq), a.kp = t_new(TR_I32, (size_t)a.Tk);
+    t_fill(a.q, 2.0f), t_fill(a.k, 2.0f), t_fill(a.v, 1.0f), t_fill(a.dout, 1.0f);
+    t_fill(a.dk, 1.0f), t_fill(a.dv, 1.0f); /* stale: the backward overwrites every key, seen or not */
+    for (int i = 0; i < a.Tq; i++) ((int32_t *)a.qp->h0)[i] = 150 + i;
+    for (int j = 0; j < a.Tk; j++) ((int32_t *)a.kp->h0)[j] = j;
+    reset_host();
+    twin_kern_attention_forward_pos(NULL, H(a.out), a.lse->h, H(a.q), H(a.k), H(a.v), a.qp->h, a.kp->h, a.B, a.Tq,
+                                    a.Tk, a.NH, a.KV, a.D);
+    twin_kern_attention_backward_pos(NULL, H(a.dq), H(a.dk), H(a.dv), H(a.dout), H(a.q), H(a.k), H(a.v), H(a.out),
+                                     a.lse->h, a.qp->h, a.kp->h, a.B, a.Tq, a.Tk, a.NH, a.KV, a.D);
+    tens *outs[] = {a.out, a.lse, a.dq, a.dk, a.dv};
+    run_gpu_twice("attention_pos", attn_pos_gpu, &a, outs, 5);
+    char name[80];
+    const char *nm[] = {"out", "lse", "dq", "dk", "dv"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "attention_pos CP2 Tq300 Tk600 %s %s", tr_dtype_name(dt), nm[i]);
+        compare(name, outs[i], i < 2 ? 2e-5 : 1e-4);
+    }
+    release();
+}
+
 typedef struct norm_ctx {
     kern_norm_desc nd;
     tens *out, *mean, *rstd, *inp, *w, *bias, *dinp, *dw, *db, *dout;
@@ -312,6 +381,68 @@ static void case_embedding(tr_dtype dt) {
     compare(name, c.t[0], 0.0);
     snprintf(name, sizeof name, "embedding N1000 V300 %s dwte (+=)", tr_dtype_name(dt));
     compare(name, c.t[3], 1e-5);
+    release();
+}
+
+/* Vocabulary slice [vocab_start, vocab_start + V) = [600, 900) of a 1200-token vocabulary: tokens
+ * drawn from the whole vocabulary, so most rows are zeros forward and skipped backward. */
+static void emb_slice_gpu(void *p) {
+    misc_ctx *c = p;
+    kern_embedding_forward_slice(g_s, Dv(c->t[0]), c->t[1]->d, Dv(c->t[2]), c->B, c->N, c->C, c->V);
+    kern_embedding_backward_slice(g_s, Dv(c->t[3]), Dv(c->t[4]), c->t[1]->d, c->B, c->N, c->C, c->V);
+}
+
+static void case_embedding_slice(tr_dtype dt) {
+    misc_ctx c = {.N = 1000, .C = 700, .V = 300, .B = 600}; /* B: vocab_start */
+    c.t[0] = t_new(dt, (size_t)c.N * c.C), c.t[1] = t_new(TR_I32, c.N), c.t[2] = t_new(dt, (size_t)c.V * c.C);
+    c.t[3] = t_new(dt, (size_t)c.V * c.C), c.t[4] = t_new(dt, (size_t)c.N * c.C);
+    t_fill_int(c.t[1], 0, 4 * c.V), t_fill(c.t[2], 1.0f), t_fill(c.t[3], 1.0f), t_fill(c.t[4], 1.0f);
+    t_fill(c.t[0], 1.0f); /* stale: rows outside the slice must become 0 */
+    reset_host();
+    twin_kern_embedding_forward_slice(NULL, H(c.t[0]), c.t[1]->h, H(c.t[2]), c.B, c.N, c.C, c.V);
+    twin_kern_embedding_backward_slice(NULL, H(c.t[3]), H(c.t[4]), c.t[1]->h, c.B, c.N, c.C, c.V);
+    tens *outs[] = {c.t[0], c.t[3]};
+    run_gpu_twice("embedding slice", emb_slice_gpu, &c, outs, 2);
+    char name[64];
+    snprintf(name, sizeof name, "embedding slice [600,900) %s out", tr_dtype_name(dt));
+    compare(name, c.t[0], 0.0);
+    snprintf(name, sizeof name, "embedding slice [600,900) %s dwte (+=)", tr_dtype_name(dt));
+    compare(name, c.t[3], 1e-5);
+    release();
+}
+
+/* The three cross-entropy passes and the backward on one slice [5000, 10000) of a 20000-token
+ * vocabulary (the all-reduces of a one-rank group are the identity), targets from the whole
+ * vocabulary; the backward in place. */
+static void ce_slice_gpu(void *p) {
+    misc_ctx *c = p;
+    kern_ce_slice_max(g_s, c->t[1]->d, Dv(c->t[0]), c->N, c->V);
+    kern_ce_slice_sums(g_s, c->t[2]->d, c->t[3]->d, Dv(c->t[0]), c->t[1]->d, c->t[5]->d, c->B, c->N, c->V);
+    kern_ce_loss_from_stats(g_s, c->t[4]->d, c->t[1]->d, c->t[2]->d, c->t[3]->d, c->N);
+    kern_ce_slice_backward(g_s, Dv(c->t[0]), Dv(c->t[0]), c->t[1]->d, c->t[2]->d, c->t[5]->d, c->B, c->t[6]->d, c->N,
+                           c->V);
+}
+
+static void case_ce_slice(tr_dtype dt) {
+    misc_ctx c = {.N = 64, .V = 5000, .B = 5000}; /* B: vocab_start */
+    c.t[0] = t_new(dt, (size_t)c.N * c.V), c.t[1] = t_new(TR_F32, c.N), c.t[2] = t_new(TR_F32, c.N);
+    c.t[3] = t_new(TR_F32, c.N), c.t[4] = t_new(TR_F32, c.N), c.t[5] = t_new(TR_I32, c.N), c.t[6] = t_new(TR_F32, c.N);
+    t_fill(c.t[0], 8.0f), t_fill_int(c.t[5], 0, 4 * c.V), t_fill(c.t[6], 1.0f);
+    for (int n = 0; n < 8; n++) ((int32_t *)c.t[5]->h0)[n] = c.B + n * 97; /* some targets surely inside */
+    reset_host();
+    twin_kern_ce_slice_max(NULL, c.t[1]->h, H(c.t[0]), c.N, c.V);
+    twin_kern_ce_slice_sums(NULL, c.t[2]->h, c.t[3]->h, H(c.t[0]), c.t[1]->h, c.t[5]->h, c.B, c.N, c.V);
+    twin_kern_ce_loss_from_stats(NULL, c.t[4]->h, c.t[1]->h, c.t[2]->h, c.t[3]->h, c.N);
+    twin_kern_ce_slice_backward(NULL, H(c.t[0]), H(c.t[0]), c.t[1]->h, c.t[2]->h, c.t[5]->h, c.B, c.t[6]->h, c.N,
+                                c.V);
+    tens *outs[] = {c.t[1], c.t[2], c.t[3], c.t[4], c.t[0]};
+    run_gpu_twice("ce slice", ce_slice_gpu, &c, outs, 5);
+    const char *nm[] = {"row_max", "sum_exp", "target_logit", "losses", "dlogits (in place)"};
+    char name[96];
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "ce slice [5000,10000) %s %s", tr_dtype_name(dt), nm[i]);
+        compare(name, outs[i], i == 0 || i == 2 ? 0.0 : i == 4 ? 1e-4 : 2e-5);
+    }
     release();
 }
 
@@ -427,9 +558,12 @@ int main(void) {
     for (int dti = 0; dti < 2; dti++) {
         const tr_dtype dt = dti ? TR_BF16 : TR_F32;
         case_attention(dt);
+        case_attention_pos(dt);
         case_norm(KERN_NORM_RMS, false, dt);
         case_norm(KERN_NORM_LAYER, true, dt);
         case_embedding(dt);
+        case_embedding_slice(dt);
+        case_ce_slice(dt);
         case_rope(dt, false);
         case_rope(dt, true);
         case_swiglu_ce(dt);
