@@ -1,0 +1,212 @@
+/* twinrun's own checkpoint: one shard file per rank, a manifest, a tracker file written last.
+ *
+ *   DIR/latest_checkpointed_iteration.txt      "100" (no newline: Megatron's tracker), replaced atomically LAST
+ *   DIR/iter_0000100/shard_00000.bin ...       one per global rank (Megatron order: tp fastest, then cp, dp, pp)
+ *   DIR/iter_0000100/manifest.json             written by rank 0 once every shard is durable and checked
+ *
+ * A shard holds named blobs. Each blob is a piece of a GLOBAL tensor (its global name, dtype and
+ * global shape) described by a ckpt_place, so a run with another layout can reassemble any region
+ * from whichever shards hold it (ckpt_read). Every blob, every shard header and every file carries
+ * a CRC-32 (zlib's), checked by ckpt_verify and ckpt_save_commit.
+ *
+ * Save, in order: rank 0 ckpt_save_begin; barrier; every rank ckpt_shard_write; gather the
+ * ckpt_file_info of every rank to rank 0 (optional, see ckpt_save_commit); barrier; rank 0
+ * ckpt_save_commit. A crash anywhere leaves the tracker naming the previous complete checkpoint.
+ *
+ * Every function returns 0, or -1 with a one-line message in err naming the file and the problem
+ * (ENOSPC: the bytes needed). Nothing here exits or aborts on bad input. */
+#ifndef TR_CKPT_CKPT_H
+#define TR_CKPT_CKPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CKPT_FORMAT_VERSION 1
+#define CKPT_NAME_MAX 255 /* bytes in a blob name */
+#define CKPT_MAX_DIMS 4
+#define CKPT_TRACKER "latest_checkpointed_iteration.txt"
+#define CKPT_MANIFEST "manifest.json"
+#define CKPT_FILE_NAME_LEN 64
+#define CKPT_PATH_MAX 4096 /* DIR itself is limited to 3000 bytes */
+
+/* ---- file I/O, through a table so tests can inject crashes and ENOSPC at every step ---------- */
+typedef struct ckpt_io {
+    void *ctx;
+    int (*open)(void *ctx, const char *path, int flags, int mode); /* open(2): fd, or -1 with errno */
+    ssize_t (*write)(void *ctx, int fd, const void *buf, size_t n);
+    int (*fsync)(void *ctx, int fd);
+    int (*close)(void *ctx, int fd);
+    int (*rename)(void *ctx, const char *from, const char *to);
+    int (*fsync_dir)(void *ctx, const char *dir);
+    int (*unlink)(void *ctx, const char *path);
+    int (*mkdir)(void *ctx, const char *path);
+    int (*rmdir)(void *ctx, const char *path);
+} ckpt_io;
+
+/* The real thing (plain POSIX calls). Every function below accepts io == NULL for it. */
+const ckpt_io *ckpt_io_posix(void);
+
+/* ---- tensors and where a blob sits in them -------------------------------------------------- */
+typedef enum ckpt_dtype {
+    CKPT_F32 = 1, CKPT_BF16, CKPT_F16, CKPT_F64, CKPT_I32, CKPT_I64, CKPT_U8, CKPT_U64
+} ckpt_dtype;
+
+const char *ckpt_dtype_name(ckpt_dtype dt); /* "F32", ...; "?" outside the enum */
+size_t ckpt_dtype_size(ckpt_dtype dt);      /* 0 outside the enum */
+
+/* A blob holds the sub-tensor with indices [start, start + len) along `axis` (all of every other
+ * axis), and of that sub-tensor the elements [off, off + n) in row-major order. This covers a
+ * whole tensor, TP splits along rows (axis 0) or columns (axis 1), and a distributed optimizer's
+ * flat range of a TP split. len = -1 / n = -1 mean "to the end" and are resolved on write. */
+typedef struct ckpt_place {
+    int axis;
+    int64_t start, len;
+    int64_t off, n;
+} ckpt_place;
+
+ckpt_place ckpt_place_full(void);                            /* the whole tensor */
+ckpt_place ckpt_place_slice(int axis, int64_t start, int64_t len); /* a TP split */
+ckpt_place ckpt_place_flat(int64_t off, int64_t n);          /* a flat range of the whole tensor */
+
+typedef struct ckpt_blob {
+    const char *name;  /* global name, e.g. "model.norm.weight", "optim.exp_avg/model.norm.weight" */
+    ckpt_dtype dtype;
+    const void *data;  /* HOST memory: place.n elements (after resolving) */
+    int ndim;          /* 0..CKPT_MAX_DIMS */
+    int64_t shape[CKPT_MAX_DIMS]; /* the GLOBAL shape */
+    ckpt_place place;
+} ckpt_blob;
+
+/* ---- layout ---------------------------------------------------------------------------------- */
+typedef struct ckpt_layout {
+    int tp, pp, dp, cp;
+    bool dist_opt; /* --use-distributed-optimizer */
+} ckpt_layout;
+
+typedef struct ckpt_coords {
+    int rank, tp, pp, dp, cp; /* global rank and its coordinates */
+} ckpt_coords;
+
+int ckpt_layout_world(const ckpt_layout *l);
+/* Megatron's order tp-cp-dp-pp (tp fastest). */
+ckpt_coords ckpt_coords_of(const ckpt_layout *l, int rank);
+/* "shard_00003.bin" */
+void ckpt_shard_name(char *out, size_t cap, int rank);
+
+/* ---- the manifest ---------------------------------------------------------------------------- */
+typedef struct ckpt_model_shape { /* what must match on load (seq_length is recorded, not enforced) */
+    int num_layers, hidden_size, ffn_hidden_size, num_attention_heads, num_query_groups, kv_channels;
+    int vocab_size, make_vocab_size_divisible_by, max_position_embeddings, seq_length;
+    int normalization; /* tr_norm_type */
+    bool swiglu, untie_embeddings_and_output_weights;
+    double rotary_base, norm_epsilon;
+} ckpt_model_shape;
+
+typedef struct ckpt_sched { /* Megatron's OptimizerParamScheduler state, in samples */
+    double max_lr, min_lr, init_lr;
+    int64_t warmup_samples, decay_samples, num_steps;
+    int style; /* tr_lr_style */
+} ckpt_sched;
+
+typedef struct ckpt_file_info {
+    char name[CKPT_FILE_NAME_LEN];
+    uint64_t size;
+    uint32_t crc32; /* of the whole file */
+} ckpt_file_info;
+
+typedef struct ckpt_manifest {
+    int version;
+    int64_t iteration, consumed_train_samples, consumed_valid_samples;
+    ckpt_model_shape model;
+    ckpt_layout layout;
+    ckpt_sched sched;
+    int64_t optimizer_step;
+    uint64_t seed;
+    bool bf16;
+    int n_files;           /* = world, in rank order; 0/NULL when handing a manifest to commit */
+    ckpt_file_info *files; /* malloc'd when loaded: ckpt_manifest_free */
+} ckpt_manifest;
+
+void ckpt_manifest_free(ckpt_manifest *m);
+/* JSON text (malloc'd), NULL with err. */
+char *ckpt_manifest_to_json(const ckpt_manifest *m, char *err, size_t errlen);
+/* Strict: every key present with the right type and range, layout world = number of files, file
+ * names "shard_NNNNN.bin" in rank order. On failure m is left empty. */
+int ckpt_manifest_parse(ckpt_manifest *m, const char *json, size_t len, const char *path_for_messages, char *err,
+                        size_t errlen);
+
+struct tr_config;
+void ckpt_model_from_config(const struct tr_config *cfg, ckpt_model_shape *out);
+/* -1 naming the first difference and both values ("checkpoint has --num-layers 4, this run 2"). */
+int ckpt_model_compare(const ckpt_model_shape *saved, const ckpt_model_shape *run, const char *where, char *err,
+                       size_t errlen);
+
+/* ---- save ------------------------------------------------------------------------------------ */
+/* Rank 0, before any shard: creates DIR and DIR/iter_N. Refuses N when the tracker already names
+ * it (a complete checkpoint is never overwritten); removes a stale manifest of an earlier,
+ * interrupted save of N so that directory cannot pass for complete while shards are rewritten. */
+int ckpt_save_begin(const ckpt_io *io, const char *dir, int64_t iteration, char *err, size_t errlen);
+
+/* Every rank: writes DIR/iter_N/shard_<rank>.bin via a temporary file, fsync, rename, fsync of
+ * the directory. Returns its size and CRC in *info (may be NULL). */
+int ckpt_shard_write(const ckpt_io *io, const char *dir, int64_t iteration, const ckpt_layout *layout,
+                     const ckpt_coords *rank, const ckpt_blob *blobs, int n, ckpt_file_info *info, char *err,
+                     size_t errlen);
+
+/* Rank 0, after every shard: checks that every rank's shard exists with a valid header (its
+ * iteration, layout and coordinates), that every tensor is fully covered, and each file's CRC:
+ * against m->files when given (n_files = world, gathered from ckpt_shard_write: then only headers
+ * are read), else by reading every byte. Then writes manifest.json and finally the tracker, each
+ * atomically. m->iteration must equal iteration. */
+int ckpt_save_commit(const ckpt_io *io, const char *dir, int64_t iteration, const ckpt_manifest *m, char *err,
+                     size_t errlen);
+
+/* ---- find, load, verify ---------------------------------------------------------------------- */
+/* The tracker's iteration: 0 when found (and its manifest is present), 1 when DIR has no tracker
+ * (nothing saved yet), -1 with err on a bad tracker or a missing manifest. */
+int ckpt_latest(const char *dir, int64_t *iteration, char *err, size_t errlen);
+/* Iterations that have an iter_N directory, ascending; returns how many (up to max stored), -1 on error. */
+int ckpt_list(const char *dir, int64_t *iters, int max, char *err, size_t errlen);
+int ckpt_manifest_load(const char *dir, int64_t iteration, ckpt_manifest *m, char *err, size_t errlen);
+
+typedef struct ckpt_verify_report {
+    int n_files;            /* checked so far */
+    uint64_t total_bytes;
+    int n_tensors;
+    char bad_file[CKPT_PATH_MAX];    /* "" when all good */
+    int64_t older_complete; /* on failure: the newest older checkpoint that verifies, or -1 */
+} ckpt_verify_report;
+
+/* Full check of iter_N: manifest, every shard's size, header, every blob CRC, the file CRC, the
+ * manifest's sizes and CRCs, coverage of every tensor. -1 names the bad file in err and rep->bad_file,
+ * and says whether an older complete checkpoint exists (rep->older_complete). rep may be NULL. */
+int ckpt_verify(const char *dir, int64_t iteration, ckpt_verify_report *rep, char *err, size_t errlen);
+
+/* ---- reassembly: any region of a global tensor, from whichever shards hold it -------------- */
+typedef struct ckpt_reader ckpt_reader;
+
+/* Loads the manifest and every shard header (sizes checked against the manifest). Call
+ * ckpt_verify first when the data's checksums must be checked before use. */
+ckpt_reader *ckpt_reader_open(const char *dir, int64_t iteration, char *err, size_t errlen);
+void ckpt_reader_close(ckpt_reader *r);
+const ckpt_manifest *ckpt_reader_manifest(const ckpt_reader *r);
+/* The global dtype and shape of a tensor; -1 when no shard holds it. */
+int ckpt_reader_tensor(const ckpt_reader *r, const char *name, ckpt_dtype *dtype, int *ndim, int64_t *shape);
+/* Number of distinct tensor names and name i of them (sorted). */
+int ckpt_reader_count(const ckpt_reader *r);
+const char *ckpt_reader_name(const ckpt_reader *r, int i);
+/* Fills dst (want.n elements after resolving against the global shape) with the region `want` of
+ * tensor `name`. dtype must be the stored one. Replicas (the same element in several shards) are
+ * read once; an element no shard holds is an error naming it. */
+int ckpt_read(ckpt_reader *r, const char *name, ckpt_dtype dtype, ckpt_place want, void *dst, char *err,
+              size_t errlen);
+
+/* ---- retention ------------------------------------------------------------------------------- */
+/* Keeps the keep_last newest checkpoints up to the tracker's (always including it) and deletes
+ * older iter_N directories (manifest first, so a half-deleted one never passes for complete).
+ * Directories newer than the tracker's (a save in progress) are left alone. keep_last >= 1. */
+int ckpt_prune(const ckpt_io *io, const char *dir, int keep_last, char *err, size_t errlen);
+
+#endif

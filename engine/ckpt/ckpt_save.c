@@ -1,0 +1,114 @@
+/* Beginning and committing a save. The order is the whole point: shards durable -> checked ->
+ * manifest durable -> tracker renamed and its directory fsynced. The tracker is what a load
+ * trusts, so until its rename reaches the disk the previous checkpoint stays the latest. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ckpt/ckpt_internal.h"
+#include "twinrun/err.h"
+
+static int ensure_dir(const ckpt_io *io, const char *path, const char *parent, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return 0;
+        return tr_errf(err, errlen, "%s: exists and is not a directory", path);
+    }
+    if (io->mkdir(io->ctx, path) && errno != EEXIST) return ckpt_io_err("mkdir", path, errno, err, errlen);
+    if (parent && io->fsync_dir(io->ctx, parent)) return ckpt_io_err("fsync", parent, errno, err, errlen);
+    return 0;
+}
+
+static void parent_of(char *out, size_t cap, const char *dir) {
+    snprintf(out, cap, "%s", dir);
+    char *slash = strrchr(out, '/');
+    if (!slash) snprintf(out, cap, ".");
+    else if (slash == out) out[1] = '\0';
+    else *slash = '\0';
+}
+
+int ckpt_save_begin(const ckpt_io *io, const char *dir, int64_t iteration, char *err, size_t errlen) {
+    if (!io) io = ckpt_io_posix();
+    if (strlen(dir) > 3000) return tr_errf(err, errlen, "%.100s...: checkpoint path too long", dir);
+    if (iteration < 0 || iteration > 9999999)
+        return tr_errf(err, errlen, "iteration %lld outside 0..9999999 (iter_%%07d)", (long long)iteration);
+    char parent[TR_CKPT_PATH_MAX], idir[TR_CKPT_PATH_MAX], path[TR_CKPT_PATH_MAX];
+    parent_of(parent, sizeof parent, dir);
+    if (ensure_dir(io, dir, parent, err, errlen)) return -1;
+    int64_t latest;
+    char lerr[256];
+    int found = ckpt_latest(dir, &latest, lerr, sizeof lerr);
+    if (found == 0 && latest == iteration)
+        return tr_errf(err, errlen, "%s: iteration %lld is already the latest complete checkpoint; it is not overwritten",
+                       dir, (long long)iteration);
+    ckpt_iter_dir(idir, sizeof idir, dir, iteration);
+    if (ensure_dir(io, idir, dir, err, errlen)) return -1;
+    /* an earlier interrupted save of this iteration may have left a manifest: drop it first */
+    ckpt_pathf(path, sizeof path, "%s/%s", idir, CKPT_MANIFEST);
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (io->unlink(io->ctx, path)) return ckpt_io_err("unlink", path, errno, err, errlen);
+        if (io->fsync_dir(io->ctx, idir)) return ckpt_io_err("fsync", idir, errno, err, errlen);
+    }
+    return 0;
+}
+
+int ckpt_save_commit(const ckpt_io *io, const char *dir, int64_t iteration, const ckpt_manifest *m, char *err,
+                     size_t errlen) {
+    if (!io) io = ckpt_io_posix();
+    if (strlen(dir) > 3000) return tr_errf(err, errlen, "%.100s...: checkpoint path too long", dir);
+    if (m->iteration != iteration)
+        return tr_errf(err, errlen, "manifest iteration %lld != %lld", (long long)m->iteration, (long long)iteration);
+    int world = ckpt_layout_world(&m->layout);
+    if (m->layout.tp < 1 || m->layout.pp < 1 || m->layout.dp < 1 || m->layout.cp < 1 || world > (1 << 20))
+        return tr_errf(err, errlen, "layout tp%d pp%d dp%d cp%d is not valid", m->layout.tp, m->layout.pp, m->layout.dp,
+                       m->layout.cp);
+    if (m->n_files != 0 && m->n_files != world)
+        return tr_errf(err, errlen, "manifest lists %d files for %d ranks", m->n_files, world);
+    ckpt_manifest full = *m;
+    full.version = CKPT_FORMAT_VERSION;
+    full.n_files = world;
+    full.files = calloc((size_t)world, sizeof *full.files);
+    ckpt_shard_header *hs = calloc((size_t)world, sizeof *hs);
+    char idir[TR_CKPT_PATH_MAX], path[TR_CKPT_PATH_MAX], text[32];
+    char *json = NULL;
+    int rc = -1;
+    if (!full.files || !hs) {
+        tr_errf(err, errlen, "out of host memory");
+        goto out;
+    }
+    ckpt_iter_dir(idir, sizeof idir, dir, iteration);
+    for (int r = 0; r < world; r++) {
+        char name[CKPT_FILE_NAME_LEN];
+        ckpt_shard_name(name, sizeof name, r);
+        ckpt_pathf(path, sizeof path, "%s/%s", idir, name);
+        int quick = m->n_files == world; /* sizes and CRCs gathered from the ranks: headers suffice */
+        if (ckpt_shard_check(path, iteration, &m->layout, r, !quick, &full.files[r], &hs[r], err, errlen)) goto out;
+        if (quick) {
+            if (m->files[r].size != full.files[r].size || strcmp(m->files[r].name, name) != 0) {
+                tr_errf(err, errlen, "%s: %llu bytes on disk, rank %d reported %s with %llu", path,
+                        (unsigned long long)full.files[r].size, r, m->files[r].name,
+                        (unsigned long long)m->files[r].size);
+                goto out;
+            }
+            full.files[r].crc32 = m->files[r].crc32;
+        }
+    }
+    if (ckpt_coverage_check(hs, world, idir, NULL, err, errlen)) goto out;
+    json = ckpt_manifest_to_json(&full, err, errlen);
+    if (!json) goto out;
+    ckpt_pathf(path, sizeof path, "%s/%s", idir, CKPT_MANIFEST);
+    if (ckpt_write_atomic(io, path, idir, json, strlen(json), err, errlen)) goto out;
+    ckpt_pathf(path, sizeof path, "%s/%s", dir, CKPT_TRACKER);
+    int n = snprintf(text, sizeof text, "%lld", (long long)iteration); /* no newline: Megatron's tracker */
+    if (ckpt_write_atomic(io, path, dir, text, (size_t)n, err, errlen)) goto out;
+    rc = 0;
+out:
+    for (int r = 0; hs && r < world; r++) ckpt_shard_header_free(&hs[r]);
+    free(hs);
+    free(full.files);
+    free(json);
+    return rc;
+}
