@@ -16,18 +16,18 @@
 #define TM_LAYERS 2
 #define TM_MAX_BLOBS 16
 
-static uint64_t tm_hash(const char *s) {
+static inline uint64_t tm_hash(const char *s) {
     uint64_t h = 1469598103934665603ull;
     for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
     return h;
 }
 
-static double tm_value(const char *name, uint64_t g, int64_t iter) {
+static inline double tm_value(const char *name, uint64_t g, int64_t iter) {
     return (double)(tm_hash(name) % 1000) + (double)g * 0.5 + (double)iter * 0.25;
 }
 
 /* What a blob with this placement holds: n elements written to out as dtype. Returns n (-1 on error). */
-static int64_t tm_fill(const char *name, ckpt_dtype dt, const int64_t *shape, int ndim, ckpt_place *p, int64_t iter,
+static inline int64_t tm_fill(const char *name, ckpt_dtype dt, const int64_t *shape, int ndim, ckpt_place *p, int64_t iter,
                        void **out) {
     char err[256];
     if (ckpt_place_resolve(p, shape, ndim, name, err, sizeof err)) return -1;
@@ -62,7 +62,7 @@ typedef struct tm_rank {
     int n;
 } tm_rank;
 
-static void tm_add(tm_rank *r, const char *name, ckpt_dtype dt, int ndim, int64_t d0, int64_t d1, ckpt_place p,
+static inline void tm_add(tm_rank *r, const char *name, ckpt_dtype dt, int ndim, int64_t d0, int64_t d1, ckpt_place p,
                    int64_t iter) {
     ckpt_blob *b = &r->blobs[r->n];
     memset(b, 0, sizeof *b);
@@ -78,7 +78,7 @@ static void tm_add(tm_rank *r, const char *name, ckpt_dtype dt, int ndim, int64_
  * layers.{l}.row [6, 8] (columns split by TP; DP rank 0), optim.exp_avg/layers.{l}.row (TP
  * columns, then a flat range per DP rank when dist_opt, else DP rank 0), norm BF16 [8], step I64
  * scalar, rng/rank_R U64 [3] for each rank. Layers are split evenly over PP stages. */
-static void tm_rank_blobs(tm_rank *r, const ckpt_layout *L, int rank, int64_t iter) {
+static inline void tm_rank_blobs(tm_rank *r, const ckpt_layout *L, int rank, int64_t iter) {
     memset(r, 0, sizeof *r);
     ckpt_coords c = ckpt_coords_of(L, rank);
     char name[64];
@@ -108,11 +108,11 @@ static void tm_rank_blobs(tm_rank *r, const ckpt_layout *L, int rank, int64_t it
     tm_add(r, name, CKPT_U64, 1, 3, 0, ckpt_place_full(), iter);
 }
 
-static void tm_rank_free(tm_rank *r) {
+static inline void tm_rank_free(tm_rank *r) {
     for (int i = 0; i < r->n; i++) free(r->data[i]);
 }
 
-static ckpt_manifest tm_manifest(int64_t iter, const ckpt_layout *L) {
+static inline ckpt_manifest tm_manifest(int64_t iter, const ckpt_layout *L) {
     ckpt_manifest m;
     memset(&m, 0, sizeof m);
     m.iteration = iter, m.consumed_train_samples = iter * 16, m.consumed_valid_samples = iter / 10 * 32;
@@ -129,7 +129,7 @@ static ckpt_manifest tm_manifest(int64_t iter, const ckpt_layout *L) {
 }
 
 /* A whole save through io: begin, every rank's shard, commit (full re-read when infos is 0). */
-static int tm_save(const ckpt_io *io, const char *dir, int64_t iter, const ckpt_layout *L, int gather_infos, char *err,
+static inline int tm_save(const ckpt_io *io, const char *dir, int64_t iter, const ckpt_layout *L, int gather_infos, char *err,
                    size_t errlen) {
     if (ckpt_save_begin(io, dir, iter, err, errlen)) return -1;
     int world = ckpt_layout_world(L);
@@ -150,7 +150,7 @@ static int tm_save(const ckpt_io *io, const char *dir, int64_t iter, const ckpt_
 }
 
 /* Reads region p of a tensor and compares it with what the model says; 0 when equal. */
-static int tm_check_region(ckpt_reader *rd, const char *name, ckpt_dtype dt, const int64_t *shape, int ndim,
+static inline int tm_check_region(ckpt_reader *rd, const char *name, ckpt_dtype dt, const int64_t *shape, int ndim,
                            ckpt_place p, int64_t iter, char *err, size_t errlen) {
     void *want;
     int64_t n = tm_fill(name, dt, shape, ndim, &p, iter, &want);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/ckpt_internal.h"
 
 #define FIO_MAX 256
 
@@ -48,14 +49,15 @@ typedef struct fault_io {
     int nops;
 } fault_io;
 
-static void fio_parent(char *out, const char *path) {
+static inline void fio_parent(char *out, const char *path) {
     snprintf(out, CKPT_PATH_MAX, "%s", path);
     char *s = strrchr(out, '/');
     if (s) *s = '\0';
     else strcpy(out, ".");
 }
 
-static char *fio_slurp(const char *path, size_t *len) {
+static inline char *fio_slurp(const char *path, size_t *len) {
+    *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
@@ -67,14 +69,14 @@ static char *fio_slurp(const char *path, size_t *len) {
     return b;
 }
 
-static void fio_spit(const char *path, const char *data, size_t len) {
+static inline void fio_spit(const char *path, const char *data, size_t len) {
     FILE *f = fopen(path, "wb");
     if (!f) return;
     fwrite(data, 1, len, f);
     fclose(f);
 }
 
-static fio_file *fio_track(fault_io *f, const char *path) {
+static inline fio_file *fio_track(fault_io *f, const char *path) {
     for (int i = 0; i < f->nfiles; i++)
         if (strcmp(f->files[i].path, path) == 0) return &f->files[i];
     if (f->nfiles == FIO_MAX) abort();
@@ -84,7 +86,7 @@ static fio_file *fio_track(fault_io *f, const char *path) {
     return t;
 }
 
-static void fio_add_op(fault_io *f, fio_op_kind kind, const char *path, const char *from, int backup) {
+static inline void fio_add_op(fault_io *f, fio_op_kind kind, const char *path, const char *from, int backup) {
     if (f->nops == FIO_MAX) abort();
     fio_op *o = &f->ops[f->nops++];
     memset(o, 0, sizeof *o);
@@ -96,7 +98,7 @@ static void fio_add_op(fault_io *f, fio_op_kind kind, const char *path, const ch
 }
 
 /* Every call passes here first: count it, maybe crash, maybe fail. */
-static int fio_enter(fault_io *f, int is_write) {
+static inline int fio_enter(fault_io *f, int is_write) {
     int s = f->step++;
     if (f->crash_at == s) longjmp(*f->jb, 1);
     if (is_write) f->writes++;
@@ -108,7 +110,7 @@ static int fio_enter(fault_io *f, int is_write) {
     return 0;
 }
 
-static int fio_open(void *ctx, const char *path, int flags, int mode) {
+static inline int fio_open(void *ctx, const char *path, int flags, int mode) {
     fault_io *f = ctx;
     if (fio_enter(f, 0)) return -1;
     struct stat st;
@@ -122,13 +124,13 @@ static int fio_open(void *ctx, const char *path, int flags, int mode) {
     return fd;
 }
 
-static fio_file *fio_of_fd(fault_io *f, int fd) {
+static inline fio_file *fio_of_fd(fault_io *f, int fd) {
     for (int i = 0; i < f->nfds; i++)
         if (f->fds[i] == fd) return &f->files[f->fd_file[i]];
     return NULL;
 }
 
-static ssize_t fio_write(void *ctx, int fd, const void *buf, size_t n) {
+static inline ssize_t fio_write(void *ctx, int fd, const void *buf, size_t n) {
     fault_io *f = ctx;
     if (fio_enter(f, 1)) return -1;
     fio_file *t = fio_of_fd(f, fd);
@@ -136,7 +138,7 @@ static ssize_t fio_write(void *ctx, int fd, const void *buf, size_t n) {
     return write(fd, buf, n);
 }
 
-static int fio_fsync(void *ctx, int fd) {
+static inline int fio_fsync(void *ctx, int fd) {
     fault_io *f = ctx;
     if (fio_enter(f, 0)) return -1;
     fio_file *t = fio_of_fd(f, fd);
@@ -144,7 +146,7 @@ static int fio_fsync(void *ctx, int fd) {
     return fsync(fd);
 }
 
-static int fio_close(void *ctx, int fd) {
+static inline int fio_close(void *ctx, int fd) {
     fault_io *f = ctx;
     int failed = fio_enter(f, 0);
     for (int i = 0; i < f->nfds; i++)
@@ -153,7 +155,7 @@ static int fio_close(void *ctx, int fd) {
     return failed ? -1 : 0;
 }
 
-static int fio_rename(void *ctx, const char *from, const char *to) {
+static inline int fio_rename(void *ctx, const char *from, const char *to) {
     fault_io *f = ctx;
     if (fio_enter(f, 0)) return -1;
     fio_add_op(f, OP_RENAME, to, from, 1);
@@ -167,7 +169,7 @@ static int fio_rename(void *ctx, const char *from, const char *to) {
     return 0;
 }
 
-static int fio_fsync_dir(void *ctx, const char *dir) {
+static inline int fio_fsync_dir(void *ctx, const char *dir) {
     fault_io *f = ctx;
     if (fio_enter(f, 0)) return -1;
     int k = 0;
@@ -179,7 +181,7 @@ static int fio_fsync_dir(void *ctx, const char *dir) {
     return 0;
 }
 
-static int fio_unlink(void *ctx, const char *path) {
+static inline int fio_unlink(void *ctx, const char *path) {
     fault_io *f = ctx;
     if (fio_enter(f, 0)) return -1;
     fio_add_op(f, OP_UNLINK, path, NULL, 1);
@@ -190,7 +192,7 @@ static int fio_unlink(void *ctx, const char *path) {
     return 0;
 }
 
-static int fio_mkdir(void *ctx, const char *path) {
+static inline int fio_mkdir(void *ctx, const char *path) {
     fault_io *f = ctx;
     if (fio_enter(f, 0)) return -1;
     if (mkdir(path, 0755)) return -1;
@@ -198,13 +200,13 @@ static int fio_mkdir(void *ctx, const char *path) {
     return 0;
 }
 
-static int fio_rmdir(void *ctx, const char *path) {
+static inline int fio_rmdir(void *ctx, const char *path) {
     fault_io *f = ctx;
     if (fio_enter(f, 0)) return -1;
     return rmdir(path);
 }
 
-static void fio_init(fault_io *f, jmp_buf *jb) {
+static inline void fio_init(fault_io *f, jmp_buf *jb) {
     memset(f, 0, sizeof *f);
     f->io = (ckpt_io){f, fio_open, fio_write, fio_fsync, fio_close, fio_rename, fio_fsync_dir, fio_unlink, fio_mkdir,
                       fio_rmdir};
@@ -212,7 +214,7 @@ static void fio_init(fault_io *f, jmp_buf *jb) {
 }
 
 /* After a crash: lose unsynced data, then undo un-fsynced directory changes, newest first. */
-static void fio_crash_aftermath(fault_io *f) {
+static inline void fio_crash_aftermath(fault_io *f) {
     for (int i = 0; i < f->nfds; i++) close(f->fds[i]);
     f->nfds = 0;
     for (int i = 0; i < f->nfiles; i++)
@@ -239,20 +241,20 @@ static void fio_crash_aftermath(fault_io *f) {
     f->nops = 0;
 }
 
-static void fio_release(fault_io *f) {
+static inline void fio_release(fault_io *f) {
     for (int i = 0; i < f->nops; i++) free(f->ops[i].backup);
     for (int i = 0; i < f->nfds; i++) close(f->fds[i]);
     f->nops = 0, f->nfds = 0;
 }
 
 /* rm -r (two levels: DIR/iter_N/files). */
-static void rm_tree(const char *dir) {
+static inline void rm_tree(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;
     for (struct dirent *e; (e = readdir(d));) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         char p[CKPT_PATH_MAX];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        ckpt_pathf(p, sizeof p, "%s/%s", dir, e->d_name);
         if (unlink(p)) rm_tree(p);
     }
     closedir(d);

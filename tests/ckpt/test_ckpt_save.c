@@ -74,7 +74,7 @@ static void test_round_trip(void **state) {
     /* the tracker is Megatron's: the bare number, no newline */
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, CKPT_TRACKER);
-    size_t len;
+    size_t len = 0;
     char *t = fio_slurp(path, &len);
     assert_int_equal(len, 3);
     assert_memory_equal(t, "101", 3);
@@ -226,7 +226,7 @@ static void test_commit_refuses_incomplete(void **state) {
     snprintf(path, sizeof path, "%s/iter_0000020/shard_00002.bin", dir);
     char src[512];
     snprintf(src, sizeof src, "%s/iter_0000010/shard_00002.bin", dir);
-    size_t len;
+    size_t len = 0;
     char *old = fio_slurp(src, &len);
     fio_spit(path, old, len);
     free(old);

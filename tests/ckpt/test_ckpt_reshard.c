@@ -1,0 +1,128 @@
+/* Reassembly: a checkpoint saved by one layout is read by another. Saved with (tp, pp, dp) =
+ * (2, 2, 1) and (2, 1, 2) with the distributed optimizer; read as (1, 1, 1) (whole tensors) and as
+ * (4, 1, 1) (row and column slices, flat ranges of slices); every element must be exact. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "ckpt_test_model.h"
+#include "ckpt_test_util.h"
+
+static void read_as(const char *dir, int64_t iter, int tp, int dp) {
+    char err[1024];
+    ckpt_reader *rd = ckpt_reader_open(dir, iter, err, sizeof err);
+    if (!rd) fail_msg("%s", err);
+    const int64_t s86[2] = {8, 6}, s68[2] = {6, 8};
+    int rows = 8 / tp;
+    for (int l = 0; l < TM_LAYERS; l++) {
+        char col[64], row[64], opt[64];
+        snprintf(col, sizeof col, "layers.%d.col", l), snprintf(row, sizeof row, "layers.%d.row", l);
+        snprintf(opt, sizeof opt, "optim.exp_avg/layers.%d.row", l);
+        for (int t = 0; t < tp; t++) {
+            ckpt_place rp = ckpt_place_slice(0, rows * t, rows), cp = ckpt_place_slice(1, rows * t, rows);
+            if (tm_check_region(rd, col, CKPT_F32, s86, 2, rp, iter, err, sizeof err) ||
+                tm_check_region(rd, row, CKPT_F32, s68, 2, cp, iter, err, sizeof err))
+                fail_msg("tp%d rank %d: %s", tp, t, err);
+            for (int d = 0; d < dp; d++) { /* the new layout's distributed-optimizer ranges */
+                ckpt_place fp = cp;
+                int64_t sub = 6 * rows, chunk = sub / dp;
+                fp.off = chunk * d, fp.n = d == dp - 1 ? sub - fp.off : chunk;
+                if (tm_check_region(rd, opt, CKPT_F32, s68, 2, fp, iter, err, sizeof err))
+                    fail_msg("tp%d dp%d rank (%d,%d): %s", tp, dp, t, d, err);
+            }
+        }
+        /* flat ranges of whole tensors, crossing every saved piece's boundary */
+        for (int64_t off = 0; off < 48; off += 7)
+            if (tm_check_region(rd, opt, CKPT_F32, s68, 2, ckpt_place_flat(off, 48 - off > 11 ? 11 : 48 - off), iter,
+                                err, sizeof err))
+                fail_msg("flat %lld: %s", (long long)off, err);
+    }
+    ckpt_dtype dt;
+    int nd;
+    int64_t shape[CKPT_MAX_DIMS];
+    assert_int_equal(ckpt_reader_tensor(rd, "layers.1.row", &dt, &nd, shape), 0);
+    assert_true(dt == CKPT_F32 && nd == 2 && shape[0] == 6 && shape[1] == 8);
+    assert_int_equal(ckpt_reader_tensor(rd, "nope", &dt, &nd, shape), -1);
+    /* what does not exist is said so */
+    float x[8];
+    assert_int_equal(ckpt_read(rd, "nope", CKPT_F32, ckpt_place_full(), x, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no shard holds tensor 'nope'"));
+    assert_int_equal(ckpt_read(rd, "norm", CKPT_F32, ckpt_place_full(), x, err, sizeof err), -1);
+    assert_non_null(strstr(err, "stored as BF16"));
+    assert_int_equal(ckpt_read(rd, "layers.0.col", CKPT_F32, ckpt_place_slice(0, 6, 4), x, err, sizeof err), -1);
+    assert_non_null(strstr(err, "outside axis 0"));
+    ckpt_reader_close(rd);
+}
+
+static void save_and_read(const ckpt_layout *L, const char *tag) {
+    char dir[256], err[1024];
+    snprintf(dir, sizeof dir, "/tmp/twinrun_ckpt_reshard_%s_%d", tag, (int)getpid());
+    rm_tree(dir);
+    if (tm_save(NULL, dir, 7, L, 0, err, sizeof err)) fail_msg("%s", err);
+    if (ckpt_verify(dir, 7, NULL, err, sizeof err)) fail_msg("%s", err);
+    read_as(dir, 7, 1, 1);
+    read_as(dir, 7, 4, 1);
+    read_as(dir, 7, 2, 2);
+    read_as(dir, 7, 1, 3);
+    rm_tree(dir);
+}
+
+static void test_from_tp2_pp2(void **state) {
+    (void)state;
+    ckpt_layout L = {.tp = 2, .pp = 2, .dp = 1, .cp = 1};
+    save_and_read(&L, "tp2pp2");
+}
+
+static void test_from_tp2_dp2_distopt(void **state) {
+    (void)state;
+    ckpt_layout L = {.tp = 2, .pp = 1, .dp = 2, .cp = 1, .dist_opt = true};
+    save_and_read(&L, "tp2dp2");
+}
+
+static void test_from_tp4_pp2_dp2_cp2(void **state) {
+    (void)state;
+    ckpt_layout L = {.tp = 4, .pp = 2, .dp = 2, .cp = 2, .dist_opt = true};
+    save_and_read(&L, "big");
+}
+
+/* The run arithmetic itself: every placement's runs cover exactly its elements, in order. */
+static void test_runs_cover_placements(void **state) {
+    (void)state;
+    const int64_t shape[3] = {3, 4, 5};
+    char err[256];
+    for (int axis = 0; axis < 3; axis++)
+        for (int64_t start = 0; start < shape[axis]; start++)
+            for (int64_t len = 0; start + len <= shape[axis]; len++) {
+                int64_t sub = 60 / shape[axis] * len;
+                for (int64_t off = 0; off <= sub; off += 3) {
+                    ckpt_place p = {axis, start, len, off, -1};
+                    assert_int_equal(ckpt_place_resolve(&p, shape, 3, "t", err, sizeof err), 0);
+                    ckpt_runs it;
+                    ckpt_runs_init(&it, &p, shape, 3);
+                    uint64_t g, local, n, next_local = 0, last_g = 0;
+                    for (uint64_t k = 0; ckpt_runs_get(&it, k, &g, &local, &n); k++) {
+                        assert_int_equal(local, next_local);
+                        for (uint64_t e = 0; e < n; e++) { /* element (i0, i1, i2) lies inside the slice */
+                            uint64_t x = g + e, idx[3] = {x / 20, x / 5 % 4, x % 5};
+                            assert_true(idx[axis] >= (uint64_t)start && idx[axis] < (uint64_t)(start + len));
+                            assert_true(k == 0 && e == 0 ? 1 : x > last_g);
+                            last_g = x;
+                        }
+                        next_local += n;
+                    }
+                    assert_int_equal(next_local, (uint64_t)p.n);
+                }
+            }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_runs_cover_placements),
+        cmocka_unit_test(test_from_tp2_pp2),
+        cmocka_unit_test(test_from_tp2_dp2_distopt),
+        cmocka_unit_test(test_from_tp4_pp2_dp2_cp2),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
