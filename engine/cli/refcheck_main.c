@@ -219,7 +219,7 @@ static int run_case(refcase *rc, bool bf16, const tolerances *tol, char *err, si
     dev_stream *s = dev_stream_default(d);
     llama_model *m = llama_create(&cfg, d, s, err, errlen);
     if (!m) return -1;
-    tr_optimizer *o = optim_create(m, &cfg, err, errlen);
+    tr_optimizer *o = optim_create(m, &cfg, NULL, err, errlen);
     if (!o) return -1;
     if (llama_hf_load(m, rc->dir, err, errlen)) return -1;
 
@@ -243,7 +243,7 @@ static int run_case(refcase *rc, bool bf16, const tolerances *tol, char *err, si
         llama_get_logits(m, logits);
         free(tok), free(pos), free(mask);
     }
-    if (train_forward_backward(m, &cfg, 1, ref_batch, &bc, &res, err, errlen)) goto out;
+    if (train_forward_backward(m, o, &cfg, NULL, 1, ref_batch, &bc, &res, err, errlen)) goto out;
     int64_t lshape[3] = {rc->B, rc->T1 - 1, dm->vocab};
     if (st_read_f32(&rc->ref, "logits", ref_logits, lshape, 3, err, errlen)) goto out;
     for (int n = 0; n < N; n++) memcpy(packed + (size_t)n * dm->vocab, logits + (size_t)n * dm->V, dm->vocab * 4);
@@ -275,7 +275,7 @@ static int run_case(refcase *rc, bool bf16, const tolerances *tol, char *err, si
         double e = fabs(lr - rc->lr_per_step[k]) / (rc->lr_per_step[k] > 0 ? rc->lr_per_step[k] : 1.0);
         if (e > lr_err) lr_err = e;
         bc.step = k;
-        int sr = train_step(m, o, &cfg, 1, lr, ref_batch, &bc, &res, err, errlen);
+        int sr = train_step(m, o, &cfg, NULL, 1, lr, ref_batch, &bc, &res, err, errlen);
         if (sr) {
             free(losses), free(norms), free(ref_losses), free(ref_norms);
             goto out;

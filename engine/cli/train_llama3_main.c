@@ -7,6 +7,7 @@
 #include "train/trainer.h"
 #include "twinrun/config.h"
 #include "twinrun/err.h"
+#include "twinrun/launch.h"
 
 int main(int argc, char **argv) {
     tr_config cfg;
@@ -18,26 +19,28 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train_llama3: %s\n", err);
         return TR_EXIT_USAGE;
     }
-    if (tr_train_prepare_config(&cfg, err, sizeof err)) {
+    /* WORLD_SIZE in the environment, as torchrun and mpirun set it: the twin runs that many ranks in
+     * this process, a real build is one of them */
+    int world = launch_world_size(err, sizeof err);
+    if (world < 0) {
+        fprintf(stderr, "train_llama3: %s\n", err);
+        return TR_EXIT_USAGE;
+    }
+    if (tr_train_prepare_config(&cfg, world, err, sizeof err)) {
         fputs(cfg.warnings, stderr);
         fprintf(stderr, "train_llama3: %s\n", err);
         return TR_EXIT_USAGE;
     }
     fputs(cfg.warnings, stderr);
-    tr_batch_source src;
-    if (tr_batch_source_open(&src, &cfg, err, sizeof err)) {
-        fprintf(stderr, "train_llama3: %s\n", err);
-        return TR_EXIT_USAGE;
-    }
     tr_train_summary sum;
-    rc = tr_train(&cfg, &src, stdout, &sum, err, sizeof err);
-    src.close(src.ctx);
+    rc = tr_train(&cfg, world, stdout, &sum, err, sizeof err);
     if (rc) {
         fprintf(stderr, "train_llama3: %s\n", err);
         return rc;
     }
-    printf("[after training] %lld iterations, %lld samples, lm loss %.6E -> %.6E, device memory peak %.1f MiB\n",
-           (long long)sum.iterations, (long long)sum.consumed_samples, sum.first_loss, sum.last_loss,
+    printf("[after training] %d ranks, %lld iterations, %lld samples, lm loss %.6E -> %.6E, device memory peak "
+           "%.1f MiB per rank\n",
+           sum.world, (long long)sum.iterations, (long long)sum.consumed_samples, sum.first_loss, sum.last_loss,
            sum.device_peak_bytes / 1048576.0);
     return 0;
 }

@@ -31,6 +31,10 @@ typedef struct tr_data_options {
 tr_data *tr_data_open(const struct tr_config *cfg, int dp_rank, int dp_size, char *err, size_t errlen);
 tr_data *tr_data_open_ex(const struct tr_config *cfg, int dp_rank, int dp_size, const tr_data_options *opt,
                          char *err, size_t errlen);
+/* Another data-parallel rank's reader over the same datasets: shares base's indices (read-only;
+ * base must outlive the view) with its own sampler, so the twin's thousand ranks build and hold the
+ * indices once. Closing a view leaves base intact. */
+tr_data *tr_data_view(const tr_data *base, int dp_rank, int dp_size, char *err, size_t errlen);
 void tr_data_close(tr_data *d);
 
 /* Next micro-batch of the train split for this DP rank: tokens/labels [mbs, seq] int32,

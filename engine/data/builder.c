@@ -305,8 +305,43 @@ tr_data *tr_data_open(const tr_config *c, int dp_rank, int dp_size, char *err, s
     return tr_data_open_ex(c, dp_rank, dp_size, NULL, err, errlen);
 }
 
+tr_data *tr_data_view(const tr_data *base, int dp_rank, int dp_size, char *err, size_t errlen) {
+    tr_data *d = malloc(sizeof *d);
+    if (!d) {
+        tr_errf(err, errlen, "out of memory");
+        return NULL;
+    }
+    *d = *base; /* the datasets and indices are shared and only read from here on */
+    d->is_view = true;
+    d->has_train_sampler = d->has_valid_sampler = false;
+    d->text = malloc(sizeof *d->text * (size_t)d->mbs * (size_t)(d->seq + 1));
+    d->idxbuf = malloc(sizeof *d->idxbuf * (size_t)d->mbs);
+    if (!d->text || !d->idxbuf) {
+        tr_errf(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (d->sp[0].present) {
+        if (tr_sampler_init(&d->train, tr_data_split_len(d, 0), 0, d->mbs, dp_rank, dp_size, err, errlen)) goto fail;
+        d->has_train_sampler = true;
+    }
+    if (d->sp[1].present) {
+        if (tr_sampler_init(&d->valid, tr_data_split_len(d, 1), 0, d->mbs, dp_rank, dp_size, err, errlen)) goto fail;
+        d->has_valid_sampler = true;
+    }
+    return d;
+fail:
+    tr_data_close(d);
+    return NULL;
+}
+
 void tr_data_close(tr_data *d) {
     if (!d) return;
+    if (d->is_view) {
+        free(d->text);
+        free(d->idxbuf);
+        free(d);
+        return;
+    }
     for (int s = 0; s < TR_NSPLITS; s++) {
         tr_data_split *sp = &d->sp[s];
         if (sp->blended) tr_blended_close(&sp->blend);

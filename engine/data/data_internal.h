@@ -42,6 +42,7 @@ struct tr_data {
     bool has_train_sampler, has_valid_sampler;
     int64_t *text;               /* [mbs, seq + 1] scratch */
     int64_t *idxbuf;             /* [mbs] */
+    bool is_view;                /* shares the datasets of another tr_data (tr_data_view) */
 };
 
 #endif

@@ -6,7 +6,7 @@
 #include "twinrun/err.h"
 #include "twinrun/kern.h"
 
-tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, char *err, size_t errlen) {
+tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_grid *grid, char *err, size_t errlen) {
     tr_optimizer *o = calloc(1, sizeof *o);
     if (!o) {
         tr_errf(err, errlen, "out of host memory");
@@ -17,10 +17,28 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, char *err, 
     o->eps = cfg->adam_eps;
     o->weight_decay = cfg->weight_decay;
     o->clip_grad = cfg->clip_grad;
-    size_t bytes = model->total * sizeof(float);
-    o->m = dev_alloc(model->dev, bytes, "optimizer: first moment");
-    o->v = o->m ? dev_alloc(model->dev, bytes, "optimizer: second moment") : NULL;
-    o->norm_accum = o->v ? dev_alloc(model->dev, sizeof(float), "optimizer: grad norm") : NULL;
+    /* gradients reduce over data x context parallelism (Megatron's DP group with CP) */
+    int dp = grid ? grid->size[TR_AXIS_DP] * grid->size[TR_AXIS_CP] : 1;
+    o->distributed = cfg->use_distributed_optimizer && dp > 1;
+    if (o->distributed) {
+        if (model->total_alloc % (size_t)dp) {
+            tr_errf(err, errlen, "parameter buffer of %zu elements is not padded to DP %d", model->total_alloc, dp);
+            free(o);
+            return NULL;
+        }
+        o->shard_len = model->total_alloc / (size_t)dp;
+        int pos = grid->coord[TR_AXIS_DP] * grid->size[TR_AXIS_CP] + grid->coord[TR_AXIS_CP]; /* in dp_cp */
+        o->shard_begin = (size_t)pos * o->shard_len;
+    } else {
+        o->shard_begin = 0;
+        o->shard_len = model->total;
+    }
+    size_t bytes = o->shard_len * sizeof(float);
+    o->m = dev_alloc(model->dev, bytes ? bytes : 4, "optimizer: first moment");
+    o->v = o->m ? dev_alloc(model->dev, bytes ? bytes : 4, "optimizer: second moment") : NULL;
+    if (o->v && o->distributed)
+        o->grad_shard = dev_alloc(model->dev, o->shard_len * tr_dtype_size(model->dims.grad_dt), "optimizer: gradient shard");
+    o->norm_accum = o->v && (o->grad_shard || !o->distributed) ? dev_alloc(model->dev, sizeof(float), "optimizer: grad norm") : NULL;
     if (!o->norm_accum) {
         tr_errf(err, errlen, "%s; add devices (more DP ranks with --use-distributed-optimizer) or use a smaller model",
                 dev_last_error(model->dev));
@@ -36,28 +54,66 @@ void optim_destroy(tr_optimizer *o, llama_model *model) {
     if (!o) return;
     dev_free(model->dev, o->m);
     dev_free(model->dev, o->v);
+    dev_free(model->dev, o->grad_shard);
     dev_free(model->dev, o->norm_accum);
     free(o);
 }
 
-double optim_grad_norm(tr_optimizer *o, llama_model *model) {
+/* The gradients the update reads: the shard buffer when distributed, else the model's own. */
+static tr_buf grads_of(const tr_optimizer *o, const llama_model *model) {
+    tr_dtype dt = model->dims.grad_dt;
+    return o->distributed ? tr_buf_make(o->grad_shard, dt) : tr_buf_make(model->grads, dt);
+}
+
+void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr, float scale) {
+    tr_buf g = tr_buf_make(model->grads, model->dims.grad_dt);
+    if (o->distributed) {
+        coll_reduce_scatter(gr->dp_cp, model->stream, model->grads, o->grad_shard, o->shard_len, g.dt, COLL_SUM);
+        if (scale != 1.0f) kern_scale(model->stream, grads_of(o, model), scale, o->shard_len);
+        return;
+    }
+    if (gr && coll_comm_size(gr->dp_cp) > 1)
+        coll_all_reduce(gr->dp_cp, model->stream, model->grads, model->grads, model->total, g.dt, COLL_SUM);
+    if (scale != 1.0f) kern_scale(model->stream, g, scale, model->total);
+}
+
+double optim_grad_norm(tr_optimizer *o, llama_model *model, const tr_grid *grid, const tr_groups *gr) {
     dev_memset_zero(model->stream, o->norm_accum, sizeof(float));
-    kern_sum_squares(model->stream, o->norm_accum, tr_buf_make(model->grads, model->dims.grad_dt), model->total);
+    const bool tp_leader = !grid || grid->coord[TR_AXIS_TP] == 0;
+    tr_buf g = grads_of(o, model);
+    size_t lo = o->shard_begin, hi = o->shard_begin + o->shard_len;
+    for (int i = 0; i < model->nparams; i++) {
+        const llama_param *p = &model->params_tab[i];
+        if (p->place.tp_replicated && !tp_leader) continue; /* counted once, on TP rank 0 */
+        size_t b = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        if (b >= e) continue;
+        kern_sum_squares(model->stream, o->norm_accum, tr_buf_at(g, b - (o->distributed ? lo : 0)), e - b);
+    }
+    if (gr) {
+        /* TP and PP ranks hold different parameters; distributed DP ranks different shards */
+        coll_all_reduce(gr->tp, model->stream, o->norm_accum, o->norm_accum, 1, TR_F32, COLL_SUM);
+        coll_all_reduce(gr->pp, model->stream, o->norm_accum, o->norm_accum, 1, TR_F32, COLL_SUM);
+        if (o->distributed) coll_all_reduce(gr->dp_cp, model->stream, o->norm_accum, o->norm_accum, 1, TR_F32, COLL_SUM);
+    }
     float sumsq = 0;
     dev_copy_d2h(model->stream, &sumsq, o->norm_accum, sizeof sumsq);
     dev_stream_sync(model->stream);
     return sqrt((double)sumsq);
 }
 
-void optim_step(tr_optimizer *o, llama_model *model, double lr, double grad_norm) {
+void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double lr, double grad_norm) {
     o->step++;
     double coeff = 1.0;
     if (o->clip_grad > 0) {
         double c = o->clip_grad / (grad_norm + 1.0e-6);
         if (c < 1.0) coeff = c;
     }
+    tr_buf g = grads_of(o, model);
+    size_t lo = o->shard_begin, hi = o->shard_begin + o->shard_len;
     for (int i = 0; i < model->nparams; i++) {
         const llama_param *p = &model->params_tab[i];
+        size_t b = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        if (b >= e) continue;
         kern_adamw_desc ad = {
             .lr = (float)lr,
             .beta1 = (float)o->beta1,
@@ -67,9 +123,16 @@ void optim_step(tr_optimizer *o, llama_model *model, double lr, double grad_norm
             .grad_scale = (float)coeff,
             .step = o->step,
         };
-        tr_buf model_copy = tr_buf_at(tr_buf_make(model->params, model->dims.act_dt), p->offset);
-        tr_buf g = tr_buf_at(tr_buf_make(model->grads, model->dims.grad_dt), p->offset);
-        kern_adamw_update(model->stream, &ad, model->master + p->offset, model_copy, g, o->m + p->offset,
-                          o->v + p->offset, p->numel);
+        tr_buf model_copy = tr_buf_at(tr_buf_make(model->params, model->dims.act_dt), b);
+        kern_adamw_update(model->stream, &ad, model->master + b, model_copy,
+                          tr_buf_at(g, b - (o->distributed ? lo : 0)), o->m + (b - lo), o->v + (b - lo), e - b);
+    }
+    if (o->distributed) {
+        /* every DP rank gets every shard's update, in the compute type and as master */
+        tr_dtype dt = model->dims.act_dt;
+        size_t es = tr_dtype_size(dt);
+        coll_all_gather(gr->dp_cp, model->stream, (char *)model->params + lo * es, model->params, o->shard_len, dt);
+        if (model->master != model->params)
+            coll_all_gather(gr->dp_cp, model->stream, model->master + lo, model->master, o->shard_len, TR_F32);
     }
 }

@@ -1,27 +1,44 @@
 /* AdamW with Megatron's rules: no weight decay on 1-D parameters, global-norm clipping
- * (coefficient max_norm / (norm + 1e-6) when below 1), fp32 state and master weights. */
+ * (coefficient max_norm / (norm + 1e-6) when below 1), fp32 state and master weights.
+ *
+ * With --use-distributed-optimizer each data-parallel rank owns a contiguous shard of the
+ * parameter buffer: gradients are reduce-scattered into it, Adam's moments exist only for it, and
+ * the updated parameters are all-gathered (Megatron's distributed optimizer). */
 #ifndef TR_OPTIM_OPTIMIZER_H
 #define TR_OPTIM_OPTIMIZER_H
 
 #include <stdbool.h>
 
 #include "model/llama.h"
+#include "parallel/grid.h"
 #include "twinrun/config.h"
 
 typedef struct tr_optimizer {
-    float *m, *v;      /* [total] fp32 moments */
-    float *norm_accum; /* [1] fp32 on the device */
-    int step;          /* updates taken */
+    bool distributed;
+    size_t shard_begin, shard_len; /* elements of the parameter buffer this rank updates */
+    float *m, *v;                  /* [shard_len] fp32 moments */
+    void *grad_shard;              /* [shard_len] grad_dt: reduce-scattered gradients (distributed only) */
+    float *norm_accum;             /* [1] fp32 on the device */
+    int step;                      /* updates taken */
     double beta1, beta2, eps, weight_decay, clip_grad;
 } tr_optimizer;
 
-tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, char *err, size_t errlen);
+/* gr may be NULL for one rank. The model's buffers must be padded to a multiple of the DP size
+ * when distributed (llama_create_shard's pad_to). */
+tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_grid *grid, char *err, size_t errlen);
 void optim_destroy(tr_optimizer *o, llama_model *model);
 
-/* L2 norm of all gradients (before clipping). NaN/Inf in any gradient makes it non-finite. */
-double optim_grad_norm(tr_optimizer *o, llama_model *model);
+/* Reduces the gradients over data parallelism (all-reduce, or reduce-scatter into the shard when
+ * distributed), multiplied by `scale` (1/DP for Megatron's average, 1/tokens with per-token loss). */
+void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr, float scale);
 
-/* One AdamW update at learning rate lr, clipping with the norm optim_grad_norm returned. */
-void optim_step(tr_optimizer *o, llama_model *model, double lr, double grad_norm);
+/* L2 norm of all gradients of the whole model (before clipping), the same on every rank: each
+ * rank sums the squares it owns (TP-replicated parameters once, its shard when distributed) and the
+ * sums are all-reduced. NaN/Inf in any gradient makes it non-finite. */
+double optim_grad_norm(tr_optimizer *o, llama_model *model, const tr_grid *grid, const tr_groups *gr);
+
+/* One AdamW update at learning rate lr, clipping with the norm optim_grad_norm returned; when
+ * distributed, the updated parameters are all-gathered over DP. */
+void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double lr, double grad_norm);
 
 #endif

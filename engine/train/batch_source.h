@@ -14,9 +14,10 @@ typedef struct tr_batch_source {
     void (*close)(void *ctx);
 } tr_batch_source;
 
-/* --tokens-file FILE: raw little-endian int32 [iterations, global batch, seq + 1]; rows are read
- * in order, mbs per micro-batch; inputs are row[:-1], labels row[1:],
- * every token counts. The file must hold at least train_iters blocks. */
-int tr_tokens_file_open(tr_batch_source *src, const tr_config *cfg, char *err, size_t errlen);
+/* --tokens-file FILE: raw little-endian int32 [iterations, global batch, seq + 1]; rows are the
+ * global batch's samples in order and, as Megatron's sampler does, DP rank r's micro-batch i of an
+ * iteration is rows [i*mbs*dp + r*mbs, +mbs); inputs are row[:-1], labels row[1:], every token counts. */
+int tr_tokens_file_open(tr_batch_source *src, const tr_config *cfg, int dp_rank, int dp_size, char *err,
+                        size_t errlen);
 
 #endif

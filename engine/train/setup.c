@@ -8,14 +8,13 @@
 #include "train/trainer.h"
 #include "twinrun/err.h"
 
-int tr_train_prepare_config(tr_config *cfg, char *err, size_t errlen) {
+int tr_train_prepare_config(tr_config *cfg, int world, char *err, size_t errlen) {
     if (cfg->hf_load[0]) {
         char path[TR_PATH_LEN + 16];
         snprintf(path, sizeof path, "%s/config.json", cfg->hf_load);
         hf_llama_config hf;
         if (hf_config_load(&hf, path, err, errlen) || hf_config_apply(&hf, cfg, err, errlen)) return -1;
     }
-    int world = cfg->tensor_model_parallel_size * cfg->pipeline_model_parallel_size * cfg->context_parallel_size;
     return tr_config_finalize(cfg, world, err, errlen);
 }
 
@@ -33,11 +32,19 @@ static int data_next_valid(void *ctx, int micro, int32_t *tokens, int32_t *label
 
 static void data_close(void *ctx) { tr_data_close(ctx); }
 
-int tr_batch_source_open(tr_batch_source *src, const tr_config *cfg, char *err, size_t errlen) {
-    if (cfg->tokens_file[0]) return tr_tokens_file_open(src, cfg, err, errlen);
+int tr_job_data_open(tr_data **out, const tr_config *cfg, char *err, size_t errlen) {
+    *out = NULL;
+    if (cfg->tokens_file[0]) return 0;
     if (!cfg->mock_data && cfg->n_data_path == 0)
         return tr_errf(err, errlen, "no training data: give --data-path PREFIX, --mock-data, or --tokens-file FILE");
-    tr_data *d = tr_data_open(cfg, 0, 1, err, errlen);
+    *out = tr_data_open(cfg, 0, 1, err, errlen);
+    return *out ? 0 : -1;
+}
+
+int tr_batch_source_open(tr_batch_source *src, const tr_config *cfg, tr_data *shared, int dp_rank, int dp_size,
+                         char *err, size_t errlen) {
+    if (!shared) return tr_tokens_file_open(src, cfg, dp_rank, dp_size, err, errlen);
+    tr_data *d = tr_data_view(shared, dp_rank, dp_size, err, errlen);
     if (!d) return -1;
     src->next = data_next;
     src->next_valid = data_next_valid;

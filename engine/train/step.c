@@ -2,93 +2,226 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "twinrun/err.h"
 
-int train_forward_backward(llama_model *m, const tr_config *cfg, int num_micro, tr_batch_fn next, void *ctx,
-                           tr_step_result *res, char *err, size_t errlen) {
-    const int N = m->dims.B * m->dims.T;
-    int32_t *tokens = malloc((size_t)N * 4 * 3);
-    float *mask = malloc((size_t)N * 4 * 3);
-    if (!tokens || !mask) {
-        free(tokens);
-        free(mask);
-        return tr_errf(err, errlen, "out of host memory for a micro-batch");
-    }
-    int32_t *labels = tokens + N, *pos = tokens + 2 * N;
-    float *losses = mask + N, *dloss = mask + 2 * N;
-    double loss_sum = 0, tok_sum = 0;
-    int rc = 0;
-    llama_zero_grads(m);
-    for (int mb = 0; mb < num_micro && !rc; mb++) {
-        rc = next(ctx, mb, tokens, labels, mask, pos, err, errlen);
-        if (rc) break;
-        llama_forward(m, tokens, labels, pos);
-        llama_get_losses(m, losses);
-        double mb_loss = 0, mb_tok = 0;
-        for (int n = 0; n < N; n++) {
-            mb_loss += (double)losses[n] * mask[n];
-            mb_tok += mask[n];
-        }
-        loss_sum += mb_loss;
-        tok_sum += mb_tok;
-        /* Without per-token loss Megatron divides each micro-batch's sum by its own token count and
-         * by the number of micro-batches; with it, the sum is scaled by the batch's tokens later. */
-        double w = cfg->calculate_per_token_loss ? 1.0 : (mb_tok > 0 ? 1.0 / (mb_tok * num_micro) : 0.0);
-        for (int n = 0; n < N; n++) dloss[n] = (float)(mask[n] * w);
-        llama_backward(m, dloss);
-    }
-    if (!rc && cfg->calculate_per_token_loss && tok_sum > 0)
-        kern_scale(m->stream, tr_buf_make(m->grads, m->dims.grad_dt), (float)(1.0 / tok_sum), m->total);
-    free(tokens);
-    free(mask);
-    res->num_tokens = tok_sum;
-    res->loss = tok_sum > 0 ? loss_sum / tok_sum : 0.0;
-    res->loss_finite = isfinite(res->loss);
-    return rc;
+/* Host copies of the micro-batches a stage has in flight (1F1B keeps up to `slots`). */
+typedef struct batches {
+    int N, slots;
+    int32_t *tokens, *labels, *pos; /* [slots, N] */
+    float *mask;                    /* [slots, N] */
+    float *losses, *dloss;          /* [N] */
+} batches;
+
+static int batches_init(batches *b, int N, int slots) {
+    memset(b, 0, sizeof *b);
+    b->N = N, b->slots = slots;
+    size_t n = (size_t)N * (size_t)slots;
+    b->tokens = malloc(n * 4), b->labels = malloc(n * 4), b->pos = malloc(n * 4), b->mask = malloc(n * 4);
+    b->losses = malloc((size_t)N * 4), b->dloss = malloc((size_t)N * 4);
+    return b->tokens && b->labels && b->pos && b->mask && b->losses && b->dloss ? 0 : -1;
 }
 
-int train_step(llama_model *m, tr_optimizer *o, const tr_config *cfg, int num_micro, double lr, tr_batch_fn next,
-               void *ctx, tr_step_result *res, char *err, size_t errlen) {
-    if (train_forward_backward(m, cfg, num_micro, next, ctx, res, err, errlen)) return -1;
-    res->lr = lr;
-    res->grad_norm = optim_grad_norm(o, m);
-    res->grad_finite = isfinite(res->grad_norm);
-    if (cfg->check_for_nan_in_loss_and_grad && (!res->loss_finite || !res->grad_finite)) {
-        tr_errf(err, errlen,
-                "NaN/Inf detected in the %s (loss %g, grad norm %g); the update was not applied. Check the data "
-                "and --lr; --no-check-for-nan-in-loss-and-grad turns this check off",
-                res->loss_finite ? "gradients" : "loss", res->loss, res->grad_norm);
-        return TR_EXIT_NAN;
+static void batches_free(batches *b) {
+    free(b->tokens), free(b->labels), free(b->pos), free(b->mask), free(b->losses), free(b->dloss);
+}
+
+typedef struct pipeline {
+    llama_model *m;
+    coll_comm *pp; /* NULL for one stage */
+    int rank, size;
+    size_t count; /* N * C activations between stages */
+    tr_dtype dt;
+} pipeline;
+
+static void recv_forward(pipeline *p, int slot) {
+    if (p->rank > 0) coll_recv(p->pp, p->m->stream, llama_stage_input(p->m, slot), p->count, p->dt, p->rank - 1);
+}
+static void send_forward(pipeline *p, int slot) {
+    if (p->rank < p->size - 1)
+        coll_send(p->pp, p->m->stream, llama_stage_output(p->m, slot), p->count, p->dt, p->rank + 1);
+}
+static void recv_backward(pipeline *p) {
+    if (p->rank < p->size - 1) coll_recv(p->pp, p->m->stream, llama_stage_grad(p->m), p->count, p->dt, p->rank + 1);
+}
+static void send_backward(pipeline *p) {
+    if (p->rank > 0) coll_send(p->pp, p->m->stream, llama_stage_grad(p->m), p->count, p->dt, p->rank - 1);
+}
+/* Megatron's combined p2p steps, posted as one group so neighbours never wait on each other. */
+static void send_forward_recv_backward(pipeline *p, int slot) {
+    coll_group_start();
+    send_forward(p, slot);
+    recv_backward(p);
+    coll_group_end();
+}
+static void send_backward_recv_forward(pipeline *p, int slot) {
+    coll_group_start();
+    send_backward(p);
+    recv_forward(p, slot);
+    coll_group_end();
+}
+
+typedef struct run_state {
+    llama_model *m;
+    const tr_config *cfg;
+    batches b;
+    pipeline pipe;
+    int num_micro, dp_total;
+    double loss_sum, tok_sum;
+    tr_batch_fn next;
+    void *ctx;
+} run_state;
+
+static int load_batch(run_state *st, int micro, char *err, size_t errlen) {
+    int slot = micro % st->b.slots;
+    size_t o = (size_t)slot * (size_t)st->b.N;
+    return st->next(st->ctx, micro, st->b.tokens + o, st->b.labels + o, st->b.mask + o, st->b.pos + o, err, errlen);
+}
+
+static void forward(run_state *st, int micro) {
+    int slot = micro % st->b.slots;
+    size_t o = (size_t)slot * (size_t)st->b.N;
+    llama_forward_slot(st->m, slot, st->b.tokens + o, st->b.labels + o, st->b.pos + o);
+}
+
+static void backward(run_state *st, int micro) {
+    int slot = micro % st->b.slots, N = st->b.N;
+    const float *mask = st->b.mask + (size_t)slot * (size_t)N;
+    if (st->m->dims.last) {
+        llama_get_losses_slot(st->m, slot, st->b.losses);
+        double mb_loss = 0, mb_tok = 0;
+        for (int n = 0; n < N; n++) {
+            mb_loss += (double)st->b.losses[n] * mask[n];
+            mb_tok += mask[n];
+        }
+        st->loss_sum += mb_loss;
+        st->tok_sum += mb_tok;
+        /* Without per-token loss Megatron divides each micro-batch's sum by its own token count and by
+         * the number of micro-batches (the DP average comes with the reduction); with it, the sums
+         * are scaled by the global batch's tokens after the reduction. */
+        double w = st->cfg->calculate_per_token_loss ? 1.0 : (mb_tok > 0 ? 1.0 / (mb_tok * st->num_micro) : 0.0);
+        for (int n = 0; n < N; n++) st->b.dloss[n] = (float)(mask[n] * w);
     }
-    optim_step(o, m, lr, res->grad_norm);
+    llama_backward_slot(st->m, slot, st->b.dloss);
+}
+
+/* Sums [loss, tokens] over the pipeline (only the last stage has them) and data parallelism, so
+ * every rank knows the batch's token count and the last stage the batch's loss. */
+static void reduce_loss(llama_model *m, const tr_parallel *par, double *loss_sum, double *tok_sum) {
+    if (!par || !par->groups) return;
+    float *dbuf = dev_alloc(m->dev, 2 * sizeof(float), "loss reduction");
+    TR_CHECK(dbuf != NULL, "out of device memory for the loss reduction");
+    float h[2] = {m->dims.last ? (float)*loss_sum : 0.0f, m->dims.last ? (float)*tok_sum : 0.0f};
+    dev_copy_h2d(m->stream, dbuf, h, sizeof h);
+    coll_all_reduce(par->groups->pp, m->stream, dbuf, dbuf, 2, TR_F32, COLL_SUM);
+    coll_all_reduce(par->groups->dp_cp, m->stream, dbuf, dbuf, 2, TR_F32, COLL_SUM);
+    dev_copy_d2h(m->stream, h, dbuf, sizeof h);
+    dev_stream_sync(m->stream);
+    dev_free(m->dev, dbuf);
+    *loss_sum = h[0], *tok_sum = h[1];
+}
+
+int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_parallel *par,
+                           int num_micro, tr_batch_fn next, void *ctx, tr_step_result *res, char *err, size_t errlen) {
+    run_state st = {.m = m, .cfg = cfg, .num_micro = num_micro, .next = next, .ctx = ctx, .dp_total = 1};
+    const int N = m->dims.B * m->dims.T;
+    if (batches_init(&st.b, N, m->layout.slots)) {
+        batches_free(&st.b);
+        return tr_errf(err, errlen, "out of host memory for micro-batches");
+    }
+    const tr_grid *g = par ? par->grid : NULL;
+    if (g) st.dp_total = g->size[TR_AXIS_DP] * g->size[TR_AXIS_CP];
+    st.pipe = (pipeline){m, g && par->groups ? par->groups->pp : NULL, m->layout.pp_rank, m->layout.pp,
+                         (size_t)N * m->dims.C, m->dims.act_dt};
+    llama_zero_grads(m);
+
+    /* Megatron's non-interleaved 1F1B: warm-up forwards, steady one-forward-one-backward, cool-down */
+    const int P = m->layout.pp, r = m->layout.pp_rank, M = num_micro;
+    int warmup = P - r - 1 < M ? P - r - 1 : M, remaining = M - warmup, fwd = 0, bwd = 0, rc = 0;
+    TR_CHECK(warmup + 1 <= m->layout.slots || remaining == 0, "1F1B needs PP - pp_rank activation slots");
+    for (int i = 0; i < warmup && !rc; i++, fwd++) {
+        if ((rc = load_batch(&st, fwd, err, errlen))) break;
+        recv_forward(&st.pipe, fwd % st.b.slots);
+        forward(&st, fwd);
+        send_forward(&st.pipe, fwd % st.b.slots);
+    }
+    if (!rc && remaining > 0 && !(rc = load_batch(&st, fwd, err, errlen))) recv_forward(&st.pipe, fwd % st.b.slots);
+    for (int i = 0; i < remaining && !rc; i++) {
+        forward(&st, fwd);
+        send_forward_recv_backward(&st.pipe, fwd % st.b.slots);
+        fwd++;
+        backward(&st, bwd++);
+        if (i == remaining - 1) {
+            send_backward(&st.pipe);
+        } else {
+            if ((rc = load_batch(&st, fwd, err, errlen))) break;
+            send_backward_recv_forward(&st.pipe, fwd % st.b.slots);
+        }
+    }
+    for (int i = 0; i < warmup && !rc; i++) {
+        recv_backward(&st.pipe);
+        backward(&st, bwd++);
+        send_backward(&st.pipe);
+    }
+    batches_free(&st.b);
+    if (rc) return rc;
+
+    reduce_loss(m, par, &st.loss_sum, &st.tok_sum);
+    float scale = cfg->calculate_per_token_loss ? (st.tok_sum > 0 ? (float)(1.0 / st.tok_sum) : 1.0f)
+                                                : (float)(1.0 / st.dp_total);
+    if (o) optim_reduce_grads(o, m, par ? par->groups : NULL, scale);
+    else if (scale != 1.0f) kern_scale(m->stream, tr_buf_make(m->grads, m->dims.grad_dt), scale, m->total);
+    res->num_tokens = st.tok_sum;
+    res->loss = st.tok_sum > 0 ? st.loss_sum / st.tok_sum : 0.0;
+    res->loss_finite = isfinite(res->loss);
     return 0;
 }
 
-int train_evaluate(llama_model *m, int eval_iters, int num_micro, tr_batch_fn next, void *ctx, double *loss,
-                   char *err, size_t errlen) {
+int train_step(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_parallel *par, int num_micro,
+               double lr, tr_batch_fn next, void *ctx, tr_step_result *res, char *err, size_t errlen) {
+    if (train_forward_backward(m, o, cfg, par, num_micro, next, ctx, res, err, errlen)) return -1;
+    res->lr = lr;
+    res->grad_norm = optim_grad_norm(o, m, par ? par->grid : NULL, par ? par->groups : NULL);
+    res->grad_finite = isfinite(res->grad_norm);
+    if (cfg->check_for_nan_in_loss_and_grad && ((m->dims.last && !res->loss_finite) || !res->grad_finite)) {
+        tr_errf(err, errlen,
+                "NaN/Inf detected in the %s (loss %g, grad norm %g); the update was not applied. Check the data "
+                "and --lr; --no-check-for-nan-in-loss-and-grad turns this check off",
+                res->grad_finite ? "loss" : "gradients", res->loss, res->grad_norm);
+        return TR_EXIT_NAN;
+    }
+    optim_step(o, m, par ? par->groups : NULL, lr, res->grad_norm);
+    return 0;
+}
+
+int train_evaluate(llama_model *m, const tr_parallel *par, int eval_iters, int num_micro, tr_batch_fn next, void *ctx,
+                   double *loss, char *err, size_t errlen) {
+    run_state st = {.m = m, .next = next, .ctx = ctx};
     const int N = m->dims.B * m->dims.T;
-    int32_t *tokens = malloc((size_t)N * 4 * 3);
-    float *mask = malloc((size_t)N * 4 * 2);
-    if (!tokens || !mask) {
-        free(tokens);
-        free(mask);
+    if (batches_init(&st.b, N, 1)) {
+        batches_free(&st.b);
         return tr_errf(err, errlen, "out of host memory for a validation micro-batch");
     }
-    double sum = 0, toks = 0;
+    const tr_grid *g = par ? par->grid : NULL;
+    st.pipe = (pipeline){m, g && par->groups ? par->groups->pp : NULL, m->layout.pp_rank, m->layout.pp,
+                         (size_t)N * m->dims.C, m->dims.act_dt};
     int rc = 0;
     for (int i = 0; i < eval_iters * num_micro && !rc; i++) {
-        rc = next(ctx, i % num_micro, tokens, tokens + N, mask, tokens + 2 * N, err, errlen);
-        if (rc) break;
-        llama_forward(m, tokens, tokens + N, tokens + 2 * N);
-        llama_get_losses(m, mask + N);
+        if ((rc = st.next(st.ctx, i % num_micro, st.b.tokens, st.b.labels, st.b.mask, st.b.pos, err, errlen))) break;
+        recv_forward(&st.pipe, 0);
+        llama_forward_slot(m, 0, st.b.tokens, st.b.labels, st.b.pos);
+        send_forward(&st.pipe, 0);
+        if (!m->dims.last) continue;
+        llama_get_losses_slot(m, 0, st.b.losses);
         for (int n = 0; n < N; n++) {
-            sum += (double)mask[N + n] * mask[n];
-            toks += mask[n];
+            st.loss_sum += (double)st.b.losses[n] * st.b.mask[n];
+            st.tok_sum += st.b.mask[n];
         }
     }
-    free(tokens);
-    free(mask);
-    *loss = toks > 0 ? sum / toks : 0.0;
-    return rc;
+    batches_free(&st.b);
+    if (rc) return rc;
+    reduce_loss(m, par, &st.loss_sum, &st.tok_sum);
+    *loss = st.tok_sum > 0 ? st.loss_sum / st.tok_sum : 0.0;
+    return 0;
 }

@@ -7,7 +7,7 @@
 typedef struct tokens_file {
     FILE *f;
     int64_t rows, next_row; /* rows of seq+1 tokens; read in order, mbs per micro-batch */
-    int mbs, gbs, T;
+    int mbs, gbs, T, dp_rank, dp_size;
     char path[TR_PATH_LEN];
 } tokens_file;
 
@@ -15,14 +15,14 @@ static int tokens_file_next(void *ctx, int micro, int32_t *tokens, int32_t *labe
                             char *err, size_t errlen) {
     tokens_file *tf = ctx;
     (void)micro;
-    if (tf->next_row + tf->mbs > tf->rows)
+    if (tf->next_row + (int64_t)tf->mbs * tf->dp_size > tf->rows)
         return tr_errf(err, errlen, "%s holds %lld iterations of %d samples and is used up; lower --train-iters",
                        tf->path, (long long)(tf->rows / tf->gbs), tf->gbs);
     int T1 = tf->T + 1;
     int32_t *row = malloc((size_t)T1 * sizeof *row);
     if (!row) return tr_errf(err, errlen, "out of host memory");
     for (int b = 0; b < tf->mbs; b++) {
-        long long r = tf->next_row + b;
+        long long r = tf->next_row + (long long)tf->dp_rank * tf->mbs + b;
         if (fseek(tf->f, (long)(r * T1 * 4), SEEK_SET) || fread(row, 4, (size_t)T1, tf->f) != (size_t)T1) {
             free(row);
             return tr_errf(err, errlen, "%s: short read at row %lld", tf->path, r);
@@ -35,7 +35,7 @@ static int tokens_file_next(void *ctx, int micro, int32_t *tokens, int32_t *labe
         }
     }
     free(row);
-    tf->next_row += tf->mbs;
+    tf->next_row += (int64_t)tf->mbs * tf->dp_size;
     return 0;
 }
 
@@ -45,9 +45,11 @@ static void tokens_file_close(void *ctx) {
     free(tf);
 }
 
-int tr_tokens_file_open(tr_batch_source *src, const tr_config *cfg, char *err, size_t errlen) {
+int tr_tokens_file_open(tr_batch_source *src, const tr_config *cfg, int dp_rank, int dp_size, char *err,
+                        size_t errlen) {
     tokens_file *tf = calloc(1, sizeof *tf);
     if (!tf) return tr_errf(err, errlen, "out of host memory");
+    tf->dp_rank = dp_rank, tf->dp_size = dp_size;
     snprintf(tf->path, sizeof tf->path, "%s", cfg->tokens_file);
     tf->f = fopen(cfg->tokens_file, "rb");
     if (!tf->f) {

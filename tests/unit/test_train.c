@@ -62,7 +62,7 @@ static run open_run(const tr_config *c) {
     assert_non_null(r.d);
     r.m = llama_create(c, r.d, dev_stream_default(r.d), err, sizeof err);
     assert_non_null(r.m);
-    r.o = optim_create(r.m, c, err, sizeof err);
+    r.o = optim_create(r.m, c, NULL, err, sizeof err);
     assert_non_null(r.o);
     llama_init_params(r.m, c->seed, c->init_method_std);
     return r;
@@ -80,7 +80,7 @@ static void train_n(run *r, const tr_config *c, int steps, float *losses) {
     for (int k = 0; k < steps; k++) {
         tr_step_result res;
         int micro = c->global_batch_size / c->micro_batch_size;
-        assert_int_equal(train_step(r->m, r->o, c, micro, 1e-2, gen_batch, &g, &res, err, sizeof err), 0);
+        assert_int_equal(train_step(r->m, r->o, c, NULL, micro, 1e-2, gen_batch, &g, &res, err, sizeof err), 0);
         losses[k] = (float)res.loss;
     }
 }
@@ -154,8 +154,8 @@ static void test_gradient_accumulation(void **state) {
         gen ga = {2, c2.seq_length, c2.vocab_size, 0, 1.0f}, gb = {4, c4.seq_length, c4.vocab_size, 0, 1.0f};
         tr_step_result ra, rb;
         char err[256];
-        assert_int_equal(train_forward_backward(a.m, &c2, 2, gen_batch, &ga, &ra, err, sizeof err), 0);
-        assert_int_equal(train_forward_backward(b.m, &c4, 1, gen_batch, &gb, &rb, err, sizeof err), 0);
+        assert_int_equal(train_forward_backward(a.m, a.o, &c2, NULL, 2, gen_batch, &ga, &ra, err, sizeof err), 0);
+        assert_int_equal(train_forward_backward(b.m, b.o, &c4, NULL, 1, gen_batch, &gb, &rb, err, sizeof err), 0);
         assert_true(fabs(ra.loss - rb.loss) <= 1e-6 * fabs(rb.loss));
         float *ga_ = malloc(a.m->total * 4), *gb_ = malloc(b.m->total * 4);
         llama_get_grads(a.m, ga_);
@@ -178,12 +178,12 @@ static void test_loss_conventions_agree_on_equal_counts(void **state) {
     gen g = {1, c.seq_length, c.vocab_size, 0, 0.0f};
     tr_step_result r0, r1;
     char err[256];
-    assert_int_equal(train_forward_backward(a.m, &c, 2, gen_batch, &g, &r0, err, sizeof err), 0);
+    assert_int_equal(train_forward_backward(a.m, a.o, &c, NULL, 2, gen_batch, &g, &r0, err, sizeof err), 0);
     float *g0 = malloc(a.m->total * 4), *g1 = malloc(a.m->total * 4);
     llama_get_grads(a.m, g0);
     c.calculate_per_token_loss = true;
     g.sample = 0;
-    assert_int_equal(train_forward_backward(a.m, &c, 2, gen_batch, &g, &r1, err, sizeof err), 0);
+    assert_int_equal(train_forward_backward(a.m, a.o, &c, NULL, 2, gen_batch, &g, &r1, err, sizeof err), 0);
     llama_get_grads(a.m, g1);
     assert_true(r0.num_tokens == 2.0 * (c.seq_length - 1));
     /* equal token counts per micro-batch here, so the two gradients agree */
@@ -210,7 +210,7 @@ static void test_nan_check_stops_the_update(void **state) {
     gen g = {1, c.seq_length, c.vocab_size, 0, 1.0f};
     tr_step_result res;
     char err[512];
-    assert_int_equal(train_step(a.m, a.o, &c, 1, 1e-2, nan_batch, &g, &res, err, sizeof err), TR_EXIT_NAN);
+    assert_int_equal(train_step(a.m, a.o, &c, NULL, 1, 1e-2, nan_batch, &g, &res, err, sizeof err), TR_EXIT_NAN);
     assert_non_null(strstr(err, "NaN"));
     llama_get_master(a.m, after);
     assert_memory_equal(before, after, a.m->total * 4);
