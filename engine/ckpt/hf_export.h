@@ -1,0 +1,29 @@
+/* Hugging Face export of a twinrun Llama: config.json (LlamaConfig keys that transformers 4.x and
+ * 5.x read) and the weights as model.safetensors, or above a size as model-0000k-of-0000n.safetensors
+ * shards plus model.safetensors.index.json -- the layout transformers' from_pretrained loads and
+ * engine/io's importer (hf_config_load, st_model_open) reads back exactly. */
+#ifndef TR_CKPT_HF_EXPORT_H
+#define TR_CKPT_HF_EXPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/llama.h"
+#include "twinrun/config.h"
+
+/* transformers' default max_shard_size (5 GB) */
+#define CKPT_HF_SHARD_BYTES ((uint64_t)5000000000)
+
+/* config.json text for cfg (malloc'd), or NULL with err when HF's LlamaConfig cannot describe the
+ * model (LayerNorm, no SwiGLU, tied embeddings, learned positions, layernorm-1p, partial rotary). */
+char *ckpt_hf_config_json(const tr_config *cfg, char *err, size_t errlen);
+
+/* Writes dir/config.json and the weights host [m->total] fp32 (the fused fc1 split into gate_proj
+ * and up_proj, vocabulary padding dropped). One file when the weights fit in shard_bytes (0 = no
+ * limit), else shards of at most shard_bytes each (a larger tensor gets a shard of its own) and the
+ * index; a stale file of the other form is removed, since transformers prefers the single file.
+ * Every file is written atomically; config.json last. */
+int ckpt_hf_export(const llama_model *m, const tr_config *cfg, const float *host, const char *dir,
+                   uint64_t shard_bytes, char *err, size_t errlen);
+
+#endif
