@@ -262,7 +262,16 @@ static void test_bad_blobs_rejected(void **state) {
     rm_tree(dir);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--write-fixture") == 0) { /* for the ckpt program's tests */
+        char err[1024];
+        rm_tree(argv[2]);
+        if (tm_save(NULL, argv[2], 10, &L4, 0, err, sizeof err) || tm_save(NULL, argv[2], 20, &L4, 1, err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+        return 0;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_crash_at_every_step),

@@ -1,0 +1,90 @@
+/* ckpt: look at twinrun checkpoints.
+ *   ckpt inspect DIR [--iteration N]   iteration, layout, samples, scheduler, files, verification
+ *   ckpt verify DIR [--iteration N]    every checksum; non-zero exit naming the bad file */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/ckpt.h"
+#include "twinrun/err.h"
+
+static const char *const styles[] = {"constant", "linear", "cosine", "inverse-square-root"};
+
+static int usage(void) {
+    fprintf(stderr, "usage: ckpt inspect DIR [--iteration N]\n       ckpt verify DIR [--iteration N]\n");
+    return TR_EXIT_USAGE;
+}
+
+static int pick_iteration(const char *dir, const char *given, int64_t *it) {
+    char err[1024];
+    if (given) {
+        char *end;
+        long long v = strtoll(given, &end, 10);
+        if (!*given || *end || v < 0) {
+            fprintf(stderr, "ckpt: --iteration %s: not a non-negative integer\n", given);
+            return -1;
+        }
+        *it = v;
+        return 0;
+    }
+    int rc = ckpt_latest(dir, it, err, sizeof err);
+    if (rc == 1) fprintf(stderr, "ckpt: %s: no %s; nothing was saved there\n", dir, CKPT_TRACKER);
+    if (rc < 0) fprintf(stderr, "ckpt: %s\n", err);
+    return rc ? -1 : 0;
+}
+
+static void print_manifest(const ckpt_manifest *m) {
+    printf("iteration:              %lld\n", (long long)m->iteration);
+    printf("layout:                 tp %d, pp %d, dp %d, cp %d (%d ranks)%s\n", m->layout.tp, m->layout.pp,
+           m->layout.dp, m->layout.cp, ckpt_layout_world(&m->layout),
+           m->layout.dist_opt ? ", distributed optimizer" : "");
+    printf("consumed samples:       train %lld, valid %lld\n", (long long)m->consumed_train_samples,
+           (long long)m->consumed_valid_samples);
+    printf("model:                  %d layers, hidden %d, ffn %d, heads %d, groups %d, vocab %d, seq %d%s\n",
+           m->model.num_layers, m->model.hidden_size, m->model.ffn_hidden_size, m->model.num_attention_heads,
+           m->model.num_query_groups, m->model.vocab_size, m->model.seq_length, m->bf16 ? ", bf16" : ", fp32");
+    printf("scheduler:              %s, max lr %g, min lr %g, warmup %lld, decay %lld samples, at %lld\n",
+           styles[m->sched.style], m->sched.max_lr, m->sched.min_lr, (long long)m->sched.warmup_samples,
+           (long long)m->sched.decay_samples, (long long)m->sched.num_steps);
+    printf("optimizer steps:        %lld\nseed:                   %llu\n", (long long)m->optimizer_step,
+           (unsigned long long)m->seed);
+    uint64_t total = 0;
+    for (int i = 0; i < m->n_files; i++) total += m->files[i].size;
+    printf("files:                  %d shards, %llu bytes\n", m->n_files, (unsigned long long)total);
+    for (int i = 0; i < m->n_files && i < 16; i++)
+        printf("  %s  %12llu bytes  crc32 %08x\n", m->files[i].name, (unsigned long long)m->files[i].size,
+               m->files[i].crc32);
+    if (m->n_files > 16) printf("  ... %d more\n", m->n_files - 16);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) return usage();
+    const char *cmd = argv[1], *dir = argv[2], *given = NULL;
+    for (int i = 3; i < argc; i++) {
+        if (strcmp(argv[i], "--iteration") == 0 && i + 1 < argc) given = argv[++i];
+        else return usage();
+    }
+    int inspect = strcmp(cmd, "inspect") == 0;
+    if (!inspect && strcmp(cmd, "verify") != 0) return usage();
+    int64_t it;
+    if (pick_iteration(dir, given, &it)) return TR_EXIT_FATAL;
+    char err[2048];
+    if (inspect) {
+        ckpt_manifest m;
+        if (ckpt_manifest_load(dir, it, &m, err, sizeof err)) {
+            fprintf(stderr, "ckpt: %s\n", err);
+            return TR_EXIT_FATAL;
+        }
+        print_manifest(&m);
+        ckpt_manifest_free(&m);
+    }
+    ckpt_verify_report rep;
+    if (ckpt_verify(dir, it, &rep, err, sizeof err)) {
+        printf("verification:           FAILED\nbad file:               %s\n", rep.bad_file);
+        fprintf(stderr, "ckpt: %s\n", err);
+        return TR_EXIT_FATAL;
+    }
+    printf("verification:           OK (iteration %lld: %d files, %llu bytes, %d tensors, every checksum)\n",
+           (long long)it, rep.n_files, (unsigned long long)rep.total_bytes, rep.n_tensors);
+    return TR_EXIT_OK;
+}
