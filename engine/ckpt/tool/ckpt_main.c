@@ -1,4 +1,5 @@
-/* ckpt: look at twinrun checkpoints.
+/* ckpt: look at twinrun checkpoints. (Built by tests/ckpt/tests.cmake until twinrun_engine links zlib;
+ * then it becomes engine/cli/ckpt_main.c.)
  *   ckpt inspect DIR [--iteration N]   iteration, layout, samples, scheduler, files, verification
  *   ckpt verify DIR [--iteration N]    every checksum; non-zero exit naming the bad file */
 #include <stdio.h>
