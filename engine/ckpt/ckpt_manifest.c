@@ -253,7 +253,10 @@ static int parse_root(const pctx *c, const cJSON *r, ckpt_manifest *m) {
         get_int(c, lo, "dp", 1, 1 << 20, &m->layout.dp) || get_int(c, lo, "cp", 1, 1 << 20, &m->layout.cp) ||
         get_int(c, lo, "world", 1, 1 << 20, &world) || get_bool(c, lo, "use_distributed_optimizer", &m->layout.dist_opt))
         return -1;
-    if ((int64_t)m->layout.tp * m->layout.pp * m->layout.dp * m->layout.cp != world)
+    int64_t ranks = (int64_t)m->layout.tp * m->layout.pp; /* each <= 2^20: check before every product */
+    if (ranks <= world) ranks *= m->layout.dp;
+    if (ranks <= world) ranks *= m->layout.cp;
+    if (ranks != world)
         return tr_errf(c->err, c->errlen, "%s: layout world %d != tp%d x pp%d x dp%d x cp%d", c->path, world,
                        m->layout.tp, m->layout.pp, m->layout.dp, m->layout.cp);
     if (get_double(c, so, "max_lr", &m->sched.max_lr) || get_double(c, so, "min_lr", &m->sched.min_lr) ||

@@ -61,10 +61,16 @@ int ckpt_save_commit(const ckpt_io *io, const char *dir, int64_t iteration, cons
     if (strlen(dir) > 3000) return tr_errf(err, errlen, "%.100s...: checkpoint path too long", dir);
     if (m->iteration != iteration)
         return tr_errf(err, errlen, "manifest iteration %lld != %lld", (long long)m->iteration, (long long)iteration);
-    int world = ckpt_layout_world(&m->layout);
-    if (m->layout.tp < 1 || m->layout.pp < 1 || m->layout.dp < 1 || m->layout.cp < 1 || world > (1 << 20))
+    const ckpt_layout *L = &m->layout;
+    int64_t ranks = L->tp < 1 || L->pp < 1 || L->dp < 1 || L->cp < 1 || L->tp > (1 << 20) || L->pp > (1 << 20) ||
+                            L->dp > (1 << 20) || L->cp > (1 << 20)
+                        ? -1
+                        : (int64_t)L->tp * L->pp * L->dp; /* < 2^60: no overflow */
+    if (ranks >= 0 && ranks <= (1 << 20)) ranks *= L->cp;
+    if (ranks < 1 || ranks > (1 << 20))
         return tr_errf(err, errlen, "layout tp%d pp%d dp%d cp%d is not valid", m->layout.tp, m->layout.pp, m->layout.dp,
                        m->layout.cp);
+    int world = (int)ranks;
     if (m->n_files != 0 && m->n_files != world)
         return tr_errf(err, errlen, "manifest lists %d files for %d ranks", m->n_files, world);
     ckpt_manifest full = *m;

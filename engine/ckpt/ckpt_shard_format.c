@@ -120,7 +120,9 @@ int ckpt_shard_header_parse(ckpt_shard_header *h, const uint8_t *b, size_t len, 
     if (h->iteration < 0) return tr_errf(err, errlen, "%s: negative iteration", path);
     for (int i = 5; i < 9; i++)
         if (g[i] < 1 || g[i] > MAX_GRID) return tr_errf(err, errlen, "%s: layout size %d out of range", path, g[i]);
-    if ((int64_t)g[5] * g[6] * g[7] * g[8] > MAX_GRID)
+    int64_t ranks = 1; /* each size is <= 2^20, so stepwise products stay far from overflow */
+    for (int i = 5; i < 9 && ranks <= MAX_GRID; i++) ranks *= g[i];
+    if (ranks > MAX_GRID)
         return tr_errf(err, errlen, "%s: layout tp%d pp%d dp%d cp%d has too many ranks", path, g[5], g[6], g[7], g[8]);
     if (g[9] != 0 && g[9] != 1) return tr_errf(err, errlen, "%s: distributed-optimizer flag %d", path, g[9]);
     int world = ckpt_layout_world(&h->layout);

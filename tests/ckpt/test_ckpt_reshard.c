@@ -104,11 +104,15 @@ static void test_runs_cover_placements(void **state) {
                     uint64_t g, local, n, next_local = 0, last_g = 0;
                     for (uint64_t k = 0; ckpt_runs_get(&it, k, &g, &local, &n); k++) {
                         assert_int_equal(local, next_local);
-                        for (uint64_t e = 0; e < n; e++) { /* element (i0, i1, i2) lies inside the slice */
-                            uint64_t x = g + e, idx[3] = {x / 20, x / 5 % 4, x % 5};
-                            assert_true(idx[axis] >= (uint64_t)start && idx[axis] < (uint64_t)(start + len));
-                            assert_true(k == 0 && e == 0 ? 1 : x > last_g);
-                            last_g = x;
+                        for (uint64_t e = 0; e < n; e++) {
+                            /* independently: element j of the slice, as (outer, axis, inner) indices */
+                            uint64_t j = (uint64_t)p.off + local + e, mid = (uint64_t)shape[axis];
+                            uint64_t inner = axis == 2 ? 1 : axis == 1 ? 5 : 20;
+                            uint64_t o = j / ((uint64_t)len * inner), m = j / inner % (uint64_t)len, i = j % inner;
+                            uint64_t want = o * mid * inner + ((uint64_t)start + m) * inner + i;
+                            assert_int_equal(g + e, want);
+                            assert_true(k == 0 && e == 0 ? 1 : g + e > last_g);
+                            last_g = g + e;
                         }
                         next_local += n;
                     }
@@ -117,9 +121,43 @@ static void test_runs_cover_placements(void **state) {
             }
 }
 
+/* Pieces that overlap partly or contain one another (replicas, uneven splits) are read once each. */
+static void test_overlapping_pieces(void **state) {
+    (void)state;
+    char dir[256], err[1024];
+    snprintf(dir, sizeof dir, "/tmp/twinrun_ckpt_overlap_%d", (int)getpid());
+    rm_tree(dir);
+    ckpt_layout one = {1, 1, 1, 1, false};
+    ckpt_coords c0 = {0};
+    const int64_t shape[2] = {6, 8};
+    const ckpt_place places[4] = {ckpt_place_flat(0, 30), ckpt_place_flat(20, 28), ckpt_place_flat(5, 10),
+                                  ckpt_place_slice(1, 2, 3)};
+    ckpt_blob b[4];
+    void *data[4];
+    for (int i = 0; i < 4; i++) {
+        memset(&b[i], 0, sizeof b[i]);
+        b[i].name = "t", b[i].dtype = CKPT_F32, b[i].ndim = 2, b[i].shape[0] = 6, b[i].shape[1] = 8;
+        b[i].place = places[i];
+        assert_true(tm_fill("t", CKPT_F32, shape, 2, &b[i].place, 3, &data[i]) > 0);
+        b[i].data = data[i];
+    }
+    assert_int_equal(ckpt_save_begin(NULL, dir, 3, err, sizeof err), 0);
+    assert_int_equal(ckpt_shard_write(NULL, dir, 3, &one, &c0, b, 4, NULL, err, sizeof err), 0);
+    ckpt_manifest m = tm_manifest(3, &one);
+    if (ckpt_save_commit(NULL, dir, 3, &m, err, sizeof err)) fail_msg("%s", err);
+    ckpt_reader *rd = ckpt_reader_open(dir, 3, err, sizeof err);
+    assert_non_null(rd);
+    assert_int_equal(tm_check_region(rd, "t", CKPT_F32, shape, 2, ckpt_place_full(), 3, err, sizeof err), 0);
+    assert_int_equal(tm_check_region(rd, "t", CKPT_F32, shape, 2, ckpt_place_slice(1, 1, 6), 3, err, sizeof err), 0);
+    ckpt_reader_close(rd);
+    for (int i = 0; i < 4; i++) free(data[i]);
+    rm_tree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_runs_cover_placements),
+        cmocka_unit_test(test_overlapping_pieces),
         cmocka_unit_test(test_from_tp2_pp2),
         cmocka_unit_test(test_from_tp2_dp2_distopt),
         cmocka_unit_test(test_from_tp4_pp2_dp2_cp2),
