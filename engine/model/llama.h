@@ -60,6 +60,7 @@ typedef struct llama_param {
 typedef struct llama_layout {
     int tp, tp_rank;
     int pp, pp_rank;
+    int cp, cp_rank; /* context parallelism: this rank holds sequence chunks cp_rank and 2*CP-1-cp_rank */
     int slots; /* micro-batches whose activations are kept at once (1F1B: up to PP - pp_rank) */
 } llama_layout;
 
@@ -71,7 +72,8 @@ typedef struct llama_dims {
     int vocab_start;           /* first vocabulary row of the slice */
     int l0, nl;                /* this stage's first global layer and its layer count */
     bool first, last;          /* pipeline stage holds the embedding / the output layer and loss */
-    int B, T;                  /* micro-batch and sequence */
+    int B, T;                  /* micro-batch and this rank's tokens of each sequence (seq / CP) */
+    int Tfull;                 /* the whole sequence (--seq-length) */
     kern_norm_desc norm;
     bool norm_bias;            /* LayerNorm has a bias */
     kern_rope_desc rope;
@@ -93,6 +95,7 @@ typedef struct llama_acts {
     void *k, *v;          /* [nl, N, KVl*D] (k after rope) */
     void *att;            /* [nl, N, NHl*D] attention output */
     float *lse;           /* [nl, B, NHl, T] */
+    void *kfull, *vfull;  /* [nl, B, Tfull, KVl*D] keys and values of the whole sequence (CP > 1) */
     void *h;              /* [nl, N, 2*Fl] fc1 output [gate | up] */
     void *act;            /* [nl, N, Fl] swiglu output */
     void *lnf;            /* [N, C] (last stage) */
@@ -110,6 +113,8 @@ typedef struct llama_model {
     dev_device *dev;
     dev_stream *stream;
     coll_comm *tp_comm; /* tensor-parallel group (a one-rank communicator at TP 1) */
+    coll_comm *cp_comm; /* context-parallel group (NULL at CP 1) */
+    int32_t *q_pos, *k_pos; /* [T], [Tfull]: positions of this rank's tokens and of the whole sequence (CP > 1) */
 
     int nparams;
     llama_param *params_tab;
@@ -134,6 +139,8 @@ typedef struct llama_model {
         void *dh;      /* [N, 2*Fl] */
         void *dact;    /* [N, Fl] */
         float *dloss;  /* [N] */
+        void *dkfull, *dvfull; /* [B, Tfull, KVl*D] (CP > 1) */
+        void *gather;          /* [CP, B, T, KVl*D] all-gather / reduce-scatter staging (CP > 1) */
     } g;
 } llama_model;
 
@@ -144,9 +151,13 @@ int llama_dims_from_config(llama_dims *dims, const tr_config *cfg, const llama_l
 
 /* One rank of a layout: builds the table and allocates every buffer on d, the parameter buffers
  * rounded up to a multiple of pad_to elements (the distributed optimizer's DP size; 1 otherwise).
- * tp_comm may be NULL when lay->tp == 1. NULL with err on failure (naming the buffer on OOM). */
+ * tp_comm may be NULL when lay->tp == 1, cp_comm when lay->cp == 1. NULL with err on failure (naming the buffer on OOM). */
 llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, size_t pad_to, coll_comm *tp_comm,
-                                dev_device *d, dev_stream *s, char *err, size_t errlen);
+                                coll_comm *cp_comm, dev_device *d, dev_stream *s, char *err, size_t errlen);
+
+/* Context parallelism: the position in the whole sequence of this rank's local token j
+ * (Megatron's load-balanced split into 2*CP chunks, rank r holding chunks r and 2*CP-1-r). */
+int llama_cp_position(int seq, int cp, int cp_rank, int j);
 /* The whole model on one rank. */
 llama_model *llama_create(const tr_config *cfg, dev_device *d, dev_stream *s, char *err, size_t errlen);
 void llama_destroy(llama_model *m);
@@ -189,6 +200,11 @@ void llama_get_losses_slot(llama_model *m, int slot, float *losses /* [B*T] */);
  * stage input (to send to the previous stage). Gradients accumulate into m->grads. */
 void llama_backward_slot(llama_model *m, int slot, const float *dloss);
 void *llama_stage_grad(llama_model *m); /* [N, C] act_dt, device */
+
+/* Context parallelism (llama_cp.c): full [B, Tfull, W] from the group's local [B, T, W] pieces, and
+ * back (summing the group's gradients of this rank's rows). W is the elements per token. */
+void llama_cp_gather(llama_model *m, tr_buf full, tr_buf local, size_t W);
+void llama_cp_reduce_scatter(llama_model *m, tr_buf local, tr_buf full, size_t W);
 
 /* Slot 0 shorthands for one-stage use. */
 void llama_forward(llama_model *m, const int32_t *tokens, const int32_t *targets, const int32_t *positions);

@@ -75,7 +75,17 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
 
         /* attention: xmid = x + wo(attn(rope(wq ln1), rope(wk ln1), wv ln1)) */
         linear_backward(m, datt, dres, att, lp->wo, N, false);
-        kern_attention_backward(s, dq, dk, dv, datt, q, k, v, att, lse, B, T, NH, KV, D);
+        if (m->layout.cp > 1) {
+            const size_t NKf = (size_t)B * dm->Tfull * KV * D;
+            tr_buf kf = act(m, A->kfull, (size_t)l * NKf), vf = act(m, A->vfull, (size_t)l * NKf);
+            tr_buf dkf = act(m, m->g.dkfull, 0), dvf = act(m, m->g.dvfull, 0);
+            kern_attention_backward_pos(s, dq, dkf, dvf, datt, q, kf, vf, att, lse, m->q_pos, m->k_pos, B, T, dm->Tfull,
+                                        NH, KV, D);
+            llama_cp_reduce_scatter(m, dk, dkf, (size_t)KV * D);
+            llama_cp_reduce_scatter(m, dv, dvf, (size_t)KV * D);
+        } else {
+            kern_attention_backward(s, dq, dk, dv, datt, q, k, v, att, lse, B, T, NH, KV, D);
+        }
         kern_rope_backward(s, &dm->rope, dq, pos, B, T, NH, D);
         kern_rope_backward(s, &dm->rope, dk, pos, B, T, KV, D);
         linear_backward(m, dln, dq, ln1, lp->wq, N, false);

@@ -81,7 +81,15 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
         linear_forward(m, v, ln1, lp->wv, N);
         kern_rope_forward(s, &dm->rope, q, pos, B, T, NH, D);
         kern_rope_forward(s, &dm->rope, k, pos, B, T, KV, D);
-        kern_attention_forward(s, att, lse, q, k, v, B, T, NH, KV, D);
+        if (m->layout.cp > 1) {
+            const size_t NKf = (size_t)B * dm->Tfull * KV * D;
+            tr_buf kf = act(m, A->kfull, (size_t)l * NKf), vf = act(m, A->vfull, (size_t)l * NKf);
+            llama_cp_gather(m, kf, k, (size_t)KV * D);
+            llama_cp_gather(m, vf, v, (size_t)KV * D);
+            kern_attention_forward_pos(s, att, lse, q, kf, vf, m->q_pos, m->k_pos, B, T, dm->Tfull, NH, KV, D);
+        } else {
+            kern_attention_forward(s, att, lse, q, k, v, B, T, NH, KV, D);
+        }
         linear_forward(m, xmid, att, lp->wo, N);
         tp_sum(m, xmid, NC);
         kern_add(s, xmid, xmid, x, NC);

@@ -56,8 +56,13 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_lay
     dm->first = lay->pp_rank == 0;
     dm->last = lay->pp_rank == pp - 1;
     dm->B = cfg->micro_batch_size;
-    dm->T = cfg->seq_length;
-    if (dm->B <= 0 || dm->T <= 0) return tr_errf(err, errlen, "--micro-batch-size and --seq-length must be positive");
+    dm->Tfull = cfg->seq_length;
+    int cp = lay->cp > 0 ? lay->cp : 1;
+    if (dm->B <= 0 || dm->Tfull <= 0) return tr_errf(err, errlen, "--micro-batch-size and --seq-length must be positive");
+    if (dm->Tfull % (2 * cp) && cp > 1)
+        return tr_errf(err, errlen, "--seq-length %d must be divisible by 2 x --context-parallel-size = %d", dm->Tfull,
+                       2 * cp);
+    dm->T = dm->Tfull / cp;
     dm->norm.kind = cfg->normalization == TR_NORM_RMSNORM ? KERN_NORM_RMS : KERN_NORM_LAYER;
     dm->norm.eps = (float)cfg->norm_epsilon;
     dm->norm.zero_centered_gamma = cfg->apply_layernorm_1p;
@@ -198,6 +203,11 @@ static int alloc_acts(llama_model *m, llama_acts *a, int *failed, char *err, siz
     A(a->v, L * N * kd * as, "activations: values");
     A(a->att, L * N * qd * as, "activations: attention output");
     A(a->lse, L * N * (size_t)dm->NHl * 4, "activations: attention log-sum-exp");
+    if (m->layout.cp > 1) {
+        size_t Nf = (size_t)dm->B * dm->Tfull;
+        A(a->kfull, L * Nf * kd * as, "activations: gathered keys");
+        A(a->vfull, L * Nf * kd * as, "activations: gathered values");
+    }
     A(a->h, L * N * 2 * F * as, "activations: fc1 output");
     A(a->act, L * N * F * as, "activations: swiglu output");
     if (dm->last) {
@@ -219,13 +229,19 @@ static int alloc_acts(llama_model *m, llama_acts *a, int *failed, char *err, siz
 
 static void free_acts(llama_model *m, llama_acts *a) {
     void *bufs[] = {a->resid, a->resid_mid, a->ln1, a->ln2, a->ln1_mean, a->ln1_rstd, a->ln2_mean, a->ln2_rstd,
-                    a->q, a->k, a->v, a->att, a->lse, a->h, a->act, a->lnf, a->lnf_mean, a->lnf_rstd, a->logits,
+                    a->q, a->k, a->v, a->kfull, a->vfull, a->att, a->lse, a->h, a->act, a->lnf, a->lnf_mean, a->lnf_rstd, a->logits,
                     a->losses, a->ce_max, a->ce_sum, a->ce_target, a->tokens, a->targets, a->positions};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(m->dev, bufs[i]);
 }
 
+int llama_cp_position(int seq, int cp, int cp_rank, int j) {
+    int chunk_len = seq / (2 * cp);
+    int chunk = j < chunk_len ? cp_rank : 2 * cp - 1 - cp_rank;
+    return chunk * chunk_len + j % chunk_len;
+}
+
 llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, size_t pad_to, coll_comm *tp_comm,
-                                dev_device *d, dev_stream *s, char *err, size_t errlen) {
+                                coll_comm *cp_comm, dev_device *d, dev_stream *s, char *err, size_t errlen) {
     llama_model *m = calloc(1, sizeof *m);
     if (!m) {
         tr_errf(err, errlen, "out of host memory");
@@ -235,12 +251,14 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
         free(m);
         return NULL;
     }
-    if (lay->tp > 1 && !tp_comm) {
-        tr_errf(err, errlen, "tensor parallelism needs its communicator");
+    if ((lay->tp > 1 && !tp_comm) || (lay->cp > 1 && !cp_comm)) {
+        tr_errf(err, errlen, "tensor and context parallelism need their communicators");
         free(m);
         return NULL;
     }
     m->layout = *lay;
+    if (m->layout.cp < 1) m->layout.cp = 1;
+    m->cp_comm = cp_comm;
     if (m->layout.slots < 1) m->layout.slots = 1;
     m->dev = d;
     m->stream = s;
@@ -270,10 +288,28 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     A(m->g.dh, N * 2 * F * as, "gradients: fc1 output");
     A(m->g.dact, N * F * as, "gradients: swiglu output");
     A(m->g.dloss, N * 4, "loss weights");
+    if (m->layout.cp > 1) {
+        size_t Nf = (size_t)dm->B * dm->Tfull;
+        A(m->g.dkfull, Nf * kd * as, "gradients: gathered keys");
+        A(m->g.dvfull, Nf * kd * as, "gradients: gathered values");
+        A(m->g.gather, Nf * kd * as, "context-parallel staging");
+        A(m->q_pos, (size_t)dm->T * 4, "context-parallel positions");
+        A(m->k_pos, (size_t)dm->Tfull * 4, "context-parallel positions");
+    }
 #undef A
     if (failed) {
         llama_destroy(m);
         return NULL;
+    }
+    if (m->layout.cp > 1 && !failed) {
+        int32_t *hp = malloc((size_t)dm->Tfull * 4);
+        TR_CHECK(hp != NULL, "out of host memory");
+        for (int j = 0; j < dm->T; j++) hp[j] = llama_cp_position(dm->Tfull, m->layout.cp, m->layout.cp_rank, j);
+        dev_copy_h2d(s, m->q_pos, hp, (size_t)dm->T * 4);
+        for (int j = 0; j < dm->Tfull; j++) hp[j] = j;
+        dev_copy_h2d(s, m->k_pos, hp, (size_t)dm->Tfull * 4);
+        dev_stream_sync(s);
+        free(hp);
     }
     /* padding stays zero forever: the optimizer's shards may cover it */
     dev_memset_zero(s, m->params, m->total_alloc * as);
@@ -283,8 +319,8 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
 }
 
 llama_model *llama_create(const tr_config *cfg, dev_device *d, dev_stream *s, char *err, size_t errlen) {
-    const llama_layout one = {.tp = 1, .tp_rank = 0, .pp = 1, .pp_rank = 0, .slots = 1};
-    return llama_create_shard(cfg, &one, 1, NULL, d, s, err, errlen);
+    const llama_layout one = {.tp = 1, .pp = 1, .cp = 1, .slots = 1};
+    return llama_create_shard(cfg, &one, 1, NULL, NULL, d, s, err, errlen);
 }
 
 void llama_destroy(llama_model *m) {
@@ -292,7 +328,7 @@ void llama_destroy(llama_model *m) {
     if (m->acts)
         for (int i = 0; i < m->layout.slots; i++) free_acts(m, &m->acts[i]);
     void *bufs[] = {m->params, m->grads, m->g.dresid, m->g.dln, m->g.dq, m->g.dk, m->g.dv, m->g.datt, m->g.dh,
-                    m->g.dact, m->g.dloss};
+                    m->g.dact, m->g.dloss, m->g.dkfull, m->g.dvfull, m->g.gather, m->q_pos, m->k_pos};
     if (m->master != m->params) dev_free(m->dev, m->master);
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(m->dev, bufs[i]);
     free(m->acts);

@@ -9,6 +9,9 @@
 /* Host copies of the micro-batches a stage has in flight (1F1B keeps up to `slots`). */
 typedef struct batches {
     int N, slots;
+    int cp, cp_rank, B, T, Tfull;   /* context parallelism: this rank keeps T of each Tfull tokens */
+    int32_t *ftokens, *flabels, *fpos; /* [B * Tfull] the whole micro-batch, when CP > 1 */
+    float *fmask;
     int32_t *tokens, *labels, *pos; /* [slots, N] */
     float *mask;                    /* [slots, N] */
     float *losses, *dloss;          /* [N] */
@@ -23,8 +26,32 @@ static int batches_init(batches *b, int N, int slots) {
     return b->tokens && b->labels && b->pos && b->mask && b->losses && b->dloss ? 0 : -1;
 }
 
+static int batches_init_cp(batches *b, int cp, int cp_rank, int B, int T) {
+    b->cp = cp, b->cp_rank = cp_rank, b->B = B, b->T = T, b->Tfull = T * cp;
+    if (cp == 1) return 0;
+    size_t n = (size_t)B * (size_t)b->Tfull;
+    b->ftokens = malloc(n * 4), b->flabels = malloc(n * 4), b->fpos = malloc(n * 4), b->fmask = malloc(n * 4);
+    return b->ftokens && b->flabels && b->fpos && b->fmask ? 0 : -1;
+}
+
 static void batches_free(batches *b) {
     free(b->tokens), free(b->labels), free(b->pos), free(b->mask), free(b->losses), free(b->dloss);
+    free(b->ftokens), free(b->flabels), free(b->fpos), free(b->fmask);
+}
+
+/* Reads micro-batch `micro` into slot arrays; with CP, keeps this rank's chunks of each sequence. */
+static int fetch(batches *b, tr_batch_fn next, void *ctx, int micro, int32_t *tok, int32_t *lab, float *mask,
+                 int32_t *pos, char *err, size_t errlen) {
+    if (b->cp == 1) return next(ctx, micro, tok, lab, mask, pos, err, errlen);
+    int rc = next(ctx, micro, b->ftokens, b->flabels, b->fmask, b->fpos, err, errlen);
+    if (rc) return rc;
+    for (int r = 0; r < b->B; r++)
+        for (int j = 0; j < b->T; j++) {
+            size_t src = (size_t)r * b->Tfull + (size_t)llama_cp_position(b->Tfull, b->cp, b->cp_rank, j);
+            size_t dst = (size_t)r * b->T + (size_t)j;
+            tok[dst] = b->ftokens[src], lab[dst] = b->flabels[src], mask[dst] = b->fmask[src], pos[dst] = b->fpos[src];
+        }
+    return 0;
 }
 
 typedef struct pipeline {
@@ -68,6 +95,8 @@ typedef struct run_state {
     batches b;
     pipeline pipe;
     int num_micro, dp_total;
+    coll_comm *cp;  /* context-parallel group (NULL at CP 1) */
+    float *scalar;  /* [1] device scratch for the micro-batch's token count over CP */
     double loss_sum, tok_sum;
     tr_batch_fn next;
     void *ctx;
@@ -76,7 +105,8 @@ typedef struct run_state {
 static int load_batch(run_state *st, int micro, char *err, size_t errlen) {
     int slot = micro % st->b.slots;
     size_t o = (size_t)slot * (size_t)st->b.N;
-    return st->next(st->ctx, micro, st->b.tokens + o, st->b.labels + o, st->b.mask + o, st->b.pos + o, err, errlen);
+    return fetch(&st->b, st->next, st->ctx, micro, st->b.tokens + o, st->b.labels + o, st->b.mask + o, st->b.pos + o,
+                 err, errlen);
 }
 
 static void forward(run_state *st, int micro) {
@@ -97,6 +127,14 @@ static void backward(run_state *st, int micro) {
         }
         st->loss_sum += mb_loss;
         st->tok_sum += mb_tok;
+        if (st->cp) { /* the micro-batch's mean is over its whole sequences, every CP rank's tokens */
+            float t = (float)mb_tok;
+            dev_copy_h2d(st->m->stream, st->scalar, &t, sizeof t);
+            coll_all_reduce(st->cp, st->m->stream, st->scalar, st->scalar, 1, TR_F32, COLL_SUM);
+            dev_copy_d2h(st->m->stream, &t, st->scalar, sizeof t);
+            dev_stream_sync(st->m->stream);
+            mb_tok = t;
+        }
         /* Without per-token loss Megatron divides each micro-batch's sum by its own token count and by
          * the number of micro-batches (the DP average comes with the reduction); with it, the sums
          * are scaled by the global batch's tokens after the reduction. */
@@ -131,7 +169,16 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
         return tr_errf(err, errlen, "out of host memory for micro-batches");
     }
     const tr_grid *g = par ? par->grid : NULL;
-    if (g) st.dp_total = g->size[TR_AXIS_DP] * g->size[TR_AXIS_CP];
+    if (g) st.dp_total = g->size[TR_AXIS_DP]; /* the DP average; CP ranks share each micro-batch's mean */
+    if (batches_init_cp(&st.b, m->layout.cp, m->layout.cp_rank, m->dims.B, m->dims.T)) {
+        batches_free(&st.b);
+        return tr_errf(err, errlen, "out of host memory for micro-batches");
+    }
+    if (m->layout.cp > 1) {
+        st.cp = par->groups->cp;
+        st.scalar = dev_alloc(m->dev, sizeof(float), "context-parallel token count");
+        TR_CHECK(st.scalar != NULL, "out of device memory for a scalar");
+    }
     st.pipe = (pipeline){m, g && par->groups ? par->groups->pp : NULL, m->layout.pp_rank, m->layout.pp,
                          (size_t)N * m->dims.C, m->dims.act_dt};
     llama_zero_grads(m);
@@ -165,6 +212,7 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
         send_backward(&st.pipe);
     }
     batches_free(&st.b);
+    if (st.scalar) dev_free(m->dev, st.scalar);
     if (rc) return rc;
 
     reduce_loss(m, par, &st.loss_sum, &st.tok_sum);
@@ -206,9 +254,12 @@ int train_evaluate(llama_model *m, const tr_parallel *par, int eval_iters, int n
     const tr_grid *g = par ? par->grid : NULL;
     st.pipe = (pipeline){m, g && par->groups ? par->groups->pp : NULL, m->layout.pp_rank, m->layout.pp,
                          (size_t)N * m->dims.C, m->dims.act_dt};
-    int rc = 0;
+    int rc = batches_init_cp(&st.b, m->layout.cp, m->layout.cp_rank, m->dims.B, m->dims.T) ? -1 : 0;
+    if (rc) tr_errf(err, errlen, "out of host memory for a validation micro-batch");
     for (int i = 0; i < eval_iters * num_micro && !rc; i++) {
-        if ((rc = st.next(st.ctx, i % num_micro, st.b.tokens, st.b.labels, st.b.mask, st.b.pos, err, errlen))) break;
+        if ((rc = fetch(&st.b, st.next, st.ctx, i % num_micro, st.b.tokens, st.b.labels, st.b.mask, st.b.pos, err,
+                        errlen)))
+            break;
         recv_forward(&st.pipe, 0);
         llama_forward_slot(m, 0, st.b.tokens, st.b.labels, st.b.pos);
         send_forward(&st.pipe, 0);

@@ -55,8 +55,9 @@ static void rank_state_free(rank_state *st) {
 static int setup(rank_state *st, const job *jb, int rank, int world, bool reporter, char *err, size_t errlen) {
     const tr_config *cfg = jb->cfg;
     if (tr_grid_init(&st->grid, cfg, world, rank, err, errlen)) return TR_EXIT_USAGE;
-    if (cfg->context_parallel_size > 1)
-        return tr_errf(err, errlen, "--context-parallel-size %d: context parallelism is not built yet; use 1",
+    if (cfg->context_parallel_size > 1 && cfg->reset_position_ids)
+        return tr_errf(err, errlen, "--context-parallel-size %d with --reset-position-ids is not supported yet "
+                                    "(the all-gathered attention assumes positions 0..seq-1)",
                        cfg->context_parallel_size),
                TR_EXIT_USAGE;
     st->dev = dev_open(0, 0, err, errlen);
@@ -65,9 +66,11 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
     const tr_grid *g = &st->grid;
     int dp_total = g->size[TR_AXIS_DP] * g->size[TR_AXIS_CP];
     llama_layout lay = {.tp = g->size[TR_AXIS_TP], .tp_rank = g->coord[TR_AXIS_TP], .pp = g->size[TR_AXIS_PP],
-                        .pp_rank = g->coord[TR_AXIS_PP], .slots = g->size[TR_AXIS_PP] - g->coord[TR_AXIS_PP]};
+                        .pp_rank = g->coord[TR_AXIS_PP], .cp = g->size[TR_AXIS_CP], .cp_rank = g->coord[TR_AXIS_CP],
+                        .slots = g->size[TR_AXIS_PP] - g->coord[TR_AXIS_PP]};
     size_t pad = cfg->use_distributed_optimizer ? (size_t)dp_total : 1;
-    st->model = llama_create_shard(cfg, &lay, pad, st->groups.tp, st->dev, dev_stream_default(st->dev), err, errlen);
+    st->model = llama_create_shard(cfg, &lay, pad, st->groups.tp, lay.cp > 1 ? st->groups.cp : NULL, st->dev,
+                                   dev_stream_default(st->dev), err, errlen);
     if (!st->model) return TR_EXIT_USAGE;
     if (cfg->hf_load[0]) {
         if (llama_hf_load(st->model, cfg->hf_load, err, errlen)) return TR_EXIT_USAGE;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every layout computes the single-rank model: the same Llama (GQA, untied, 8 layers), seed, mock data
-# and global batch, trained for STEPS steps in fp32 under (TP, PP, DP) layouts up to the thousand-card
+# and global batch, trained for STEPS steps in fp32 under (TP, PP, CP, DP) layouts up to the thousand-card
 # TP8 x PP8 x DP16, with and without the distributed optimizer; each run's per-step lm loss and grad norm
 # must match the one-rank run within 1e-5 relative (ci/compare_metrics.py).
 # Usage: layouts.sh BIN_DIR SOURCE_DIR WORK_DIR [STEPS]
@@ -15,16 +15,17 @@ args=(--num-layers 8 --hidden-size 64 --ffn-hidden-size 128 --num-attention-head
       --mock-data --vocab-size 1024 --eval-iters 0 --log-interval 1000 --data-cache-path "$work/cache")
 WORLD_SIZE=1 "$bin/train_llama3" "${args[@]}" --metrics-jsonl "$work/base.jsonl" >/dev/null
 fail=0
-#      TP PP DP
-for lay in "2 1 1" "1 2 1" "1 1 2" "2 2 2" "4 2 2" "8 8 16"; do
-    read -r tp pp dp <<<"$lay"
-    world=$((tp * pp * dp))
+#      TP PP CP DP
+for lay in "2 1 1 1" "1 2 1 1" "1 1 2 1" "1 1 1 2" "2 2 1 2" "2 2 2 2" "4 2 1 2" "8 8 1 16"; do
+    read -r tp pp cp dp <<<"$lay"
+    world=$((tp * pp * cp * dp))
     for dist in no yes; do
-        [ "$dist" = yes ] && [ "$dp" = 1 ] && continue
+        [ "$dist" = yes ] && [ $((dp * cp)) = 1 ] && continue
         extra=(); [ "$dist" = yes ] && extra=(--use-distributed-optimizer)
-        name="tp${tp}_pp${pp}_dp${dp}_dist-${dist}"
+        name="tp${tp}_pp${pp}_cp${cp}_dp${dp}_dist-${dist}"
         WORLD_SIZE=$world "$bin/train_llama3" "${args[@]}" --tensor-model-parallel-size "$tp" \
-            --pipeline-model-parallel-size "$pp" "${extra[@]}" --metrics-jsonl "$work/$name.jsonl" >/dev/null
+            --pipeline-model-parallel-size "$pp" --context-parallel-size "$cp" "${extra[@]}" \
+            --metrics-jsonl "$work/$name.jsonl" >/dev/null
         echo "$name (world $world):"
         python3 "$src/ci/compare_metrics.py" "$work/$name.jsonl" "$work/base.jsonl" 1e-5 || fail=1
     done
