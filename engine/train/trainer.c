@@ -9,6 +9,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "parallel/grid.h"
+#include "train/memory_report.h"
 #include "train/step.h"
 #include "train/train_log.h"
 #include "twinrun/coll.h"
@@ -161,6 +162,12 @@ static int train_rank(int rank, int world, void *arg) {
         if (cfg->exit_interval > 0 && it % cfg->exit_interval == 0) break;
     }
     if (reporter) sum->consumed_samples = consumed;
+    if (!rc && (rank == 0 || reporter)) { /* the first stage is the most loaded; the last reports */
+        tr_memory_report mr;
+        tr_memory_report_of(&mr, st.model, st.optim);
+        tr_memory_report_print(jb->log, rank, &mr,
+                               tr_megatron_weight_optimizer_bytes(cfg, st.model->dims.V, g->size[TR_AXIS_DP]));
+    }
     if (st.dev && dev_mem_peak(st.dev) > jb->peak) jb->peak = dev_mem_peak(st.dev);
     if (rc) {
         if (rc < 0) rc = TR_EXIT_FATAL;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "train/memory_report.h"
 #include "train/train_log.h"
 
 static char *render(const tr_log_line *l, int throughput) {
@@ -87,12 +88,27 @@ static void test_flops_llama3_8b(void **state) {
     assert_true(fabs(per_token / 5.147e10 - 1.0) < 1e-3);
 }
 
+/* ../shared/notes/megatron.md's worked value (from Megatron's theoretical_memory_usage.py): Llama3-8B,
+ * TP1 PP1 DP8, untied, distributed optimizer: weights and optimizer 57436.90 MB. */
+static void test_megatron_memory_formula(void **state) {
+    (void)state;
+    tr_config c;
+    tr_config_defaults(&c);
+    c.hidden_size = 4096, c.num_layers = 32, c.num_attention_heads = 32, c.group_query_attention = true;
+    c.num_query_groups = 8, c.kv_channels = 128, c.ffn_hidden_size = 14336, c.swiglu = true;
+    c.untie_embeddings_and_output_weights = true, c.use_distributed_optimizer = true;
+    c.normalization = TR_NORM_RMSNORM;
+    double mb = tr_megatron_weight_optimizer_bytes(&c, 128256, 8) / (1024.0 * 1024.0);
+    assert_true(fabs(mb - 57436.90) < 0.01);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_megatron_line),
         cmocka_unit_test(test_json_line_has_no_nan),
         cmocka_unit_test(test_validation_block),
         cmocka_unit_test(test_flops_llama3_8b),
+        cmocka_unit_test(test_megatron_memory_formula),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,39 @@
+#include "train/memory_report.h"
+
+void tr_memory_report_of(tr_memory_report *r, const llama_model *m, const tr_optimizer *o) {
+    const llama_dims *dm = &m->dims;
+    size_t as = tr_dtype_size(dm->act_dt), gs = tr_dtype_size(dm->grad_dt);
+    r->weights = m->total_alloc * as + (m->master != m->params ? m->total_alloc * 4 : 0);
+    r->gradients = m->total_alloc * gs + (o->distributed ? o->shard_len * gs : 0);
+    r->optimizer = 2 * o->shard_len * 4;
+    r->peak = dev_mem_peak(m->dev);
+    size_t fixed = r->weights + r->gradients + r->optimizer;
+    r->activations = r->peak > fixed ? r->peak - fixed : 0;
+}
+
+double tr_megatron_weight_optimizer_bytes(const tr_config *c, int V, int dp) {
+    double h = c->hidden_size, L = c->num_layers, heads = c->num_attention_heads;
+    double kv = c->kv_channels > 0 ? c->kv_channels : h / heads;
+    double groups = c->group_query_attention ? c->num_query_groups : heads;
+    double gated = c->swiglu ? 1.5 : 1.0;
+    double norm_size = c->normalization == TR_NORM_RMSNORM ? 1.0 : 2.0; /* LayerNorm has a bias */
+    double attn = 2.0 * h * h * (1.0 + groups / heads) * (kv * heads / h); /* q, k, v, o */
+    double mlp = 2.0 * h * c->ffn_hidden_size * gated;
+    double norms = 2.0 * h * norm_size, final_norm = h * norm_size;
+    double emb = h * V;
+    int tp = c->tensor_model_parallel_size, pp = c->pipeline_model_parallel_size;
+    /* the most loaded shard: its stage's layers and one embedding table, split by TP; norms are replicated */
+    double shard = ((attn + mlp) * L / pp + emb) / tp + (norms * L + final_norm) / pp;
+    if (c->untie_embeddings_and_output_weights && pp == 1) shard += emb / tp;
+    double per_param = c->use_distributed_optimizer ? 6.0 + 12.0 / dp : 18.0;
+    return shard * per_param;
+}
+
+void tr_memory_report_print(FILE *out, int rank, const tr_memory_report *r, double megatron) {
+    const double MB = 1024.0 * 1024.0;
+    fprintf(out,
+            "[memory] rank %d: weights %.2f MB | gradients %.2f MB | optimizer %.2f MB | activations and scratch %.2f MB "
+            "| device peak %.2f MB | Megatron's theoretical weights+optimizer (most loaded shard) %.2f MB\n",
+            rank, r->weights / MB, r->gradients / MB, r->optimizer / MB, r->activations / MB, r->peak / MB,
+            megatron / MB);
+}
