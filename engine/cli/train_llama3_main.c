@@ -2,6 +2,8 @@
  * was linked with (the twin or CUDA). */
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #include "train/batch_source.h"
 #include "train/trainer.h"
@@ -33,7 +35,10 @@ int main(int argc, char **argv) {
     }
     fputs(cfg.warnings, stderr);
     tr_train_summary sum;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     rc = tr_train(&cfg, world, stdout, &sum, err, sizeof err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (rc) {
         fprintf(stderr, "train_llama3: %s\n", err);
         return rc;
@@ -42,5 +47,11 @@ int main(int argc, char **argv) {
            "%.1f MiB per rank\n",
            sum.world, (long long)sum.iterations, (long long)sum.consumed_samples, sum.first_loss, sum.last_loss,
            sum.device_peak_bytes / 1048576.0);
+    /* what this process cost: for the twin, the price of rehearsing `world` ranks on this machine */
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double wall = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    printf("[process] wall %.2f s for %d ranks (%.1f ms per iteration, setup included), host peak RSS %.1f MiB\n", wall,
+           world, sum.iterations > 0 ? wall * 1000.0 / (double)sum.iterations : 0.0, ru.ru_maxrss / 1024.0);
     return 0;
 }
