@@ -74,6 +74,8 @@ typedef struct llama_dims {
     bool first, last;          /* pipeline stage holds the embedding / the output layer and loss */
     int B, T;                  /* micro-batch and this rank's tokens of each sequence (seq / CP) */
     int Tfull;                 /* the whole sequence (--seq-length) */
+    bool sp;                   /* sequence parallelism: the residual stream and norms hold Nl of N rows */
+    int Nl;                    /* rows of the residual stream on this rank: B*T, or B*T/TP with sp */
     kern_norm_desc norm;
     bool norm_bias;            /* LayerNorm has a bias */
     kern_rope_desc rope;
@@ -87,10 +89,10 @@ typedef struct llama_layer_params {
 
 /* Activations of one micro-batch kept for its backward pass; rows are the micro-batch's N = B*T tokens. */
 typedef struct llama_acts {
-    void *resid;          /* [nl+1, N, C] residual stream entering each local layer; [0] is the stage input */
-    void *resid_mid;      /* [nl, N, C] after attention */
-    void *ln1, *ln2;      /* [nl, N, C] */
-    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [nl, N] */
+    void *resid;          /* [nl+1, Nl, C] residual stream entering each local layer; [0] is the stage input */
+    void *resid_mid;      /* [nl, Nl, C] after attention */
+    void *ln1, *ln2;      /* [nl, N, C] norm outputs of every row (all-gathered with sp) */
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [nl, Nl] */
     void *q;              /* [nl, N, NHl*D] after rope */
     void *k, *v;          /* [nl, N, KVl*D] (k after rope) */
     void *att;            /* [nl, N, NHl*D] attention output */
@@ -98,8 +100,8 @@ typedef struct llama_acts {
     void *kfull, *vfull;  /* [nl, B, Tfull, KVl*D] keys and values of the whole sequence (CP > 1) */
     void *h;              /* [nl, N, 2*Fl] fc1 output [gate | up] */
     void *act;            /* [nl, N, Fl] swiglu output */
-    void *lnf;            /* [N, C] (last stage) */
-    float *lnf_mean, *lnf_rstd; /* [N] */
+    void *lnf;            /* [N, C] (last stage; all-gathered with sp) */
+    float *lnf_mean, *lnf_rstd; /* [Nl] */
     void *logits;         /* [N, Vl]; holds dlogits after backward (last stage) */
     float *losses;        /* [N] */
     float *ce_max, *ce_sum, *ce_target; /* [N] vocab-parallel cross-entropy statistics */
@@ -130,8 +132,10 @@ typedef struct llama_model {
     llama_acts *acts; /* [layout.slots] */
     /* gradient scratch for the backward pass of one micro-batch */
     struct {
-        void *dresid;  /* [N, C]: d(stage output) before backward (received on non-last stages),
+        void *dresid;  /* [Nl, C]: d(stage output) before backward (received on non-last stages),
                           d(stage input) after */
+        void *sp_loc;  /* [Nl, C] a norm's output rows before the all-gather (sp) */
+        void *sp_full; /* [N, C] row-parallel partial sums before the reduce-scatter, gathered gradients (sp) */
         void *dln;     /* [N, C] */
         void *dq;      /* [N, NHl*D] */
         void *dk, *dv; /* [N, KVl*D] */
@@ -190,8 +194,8 @@ tr_buf llama_weight(const llama_model *m, int p);
  * leaves per-token losses (llama_get_losses); other stages' output is llama_stage_output. */
 void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const int32_t *targets,
                         const int32_t *positions);
-void *llama_stage_input(llama_model *m, int slot);  /* [N, C] act_dt, device */
-void *llama_stage_output(llama_model *m, int slot); /* [N, C] act_dt, device */
+void *llama_stage_input(llama_model *m, int slot);  /* [Nl, C] act_dt, device */
+void *llama_stage_output(llama_model *m, int slot); /* [Nl, C] act_dt, device */
 void llama_get_losses_slot(llama_model *m, int slot, float *losses /* [B*T] */);
 
 /* Backward of the micro-batch in `slot`. The last stage starts from dloss [B*T] (host; each
@@ -199,7 +203,11 @@ void llama_get_losses_slot(llama_model *m, int slot, float *losses /* [B*T] */);
  * gradient of the stage output (received). Afterwards llama_stage_grad holds the gradient of the
  * stage input (to send to the previous stage). Gradients accumulate into m->grads. */
 void llama_backward_slot(llama_model *m, int slot, const float *dloss);
-void *llama_stage_grad(llama_model *m); /* [N, C] act_dt, device */
+void *llama_stage_grad(llama_model *m); /* [Nl, C] act_dt, device */
+
+/* With sequence parallelism each TP rank saw only its rows, so the replicated norm weights' gradients
+ * are partial: sums them over TP (Megatron's allreduce of layernorm grads). No-op without sp. */
+void llama_sp_reduce_norm_grads(llama_model *m);
 
 /* Context parallelism (llama_cp.c): full [B, Tfull, W] from the group's local [B, T, W] pieces, and
  * back (summing the group's gradients of this rank's rows). W is the elements per token. */

@@ -24,8 +24,37 @@ static void linear_backward(const llama_model *m, tr_buf dx, tr_buf dy, tr_buf x
     if (dx.p) kern_gemm(m->stream, dx, dy, llama_weight(m, p), N, in, out, false, false, 1.0f, accumulate ? 1.0f : 0.0f);
 }
 
-static void tp_sum(const llama_model *m, tr_buf x, size_t n) {
-    if (m->layout.tp > 1) coll_all_reduce(m->tp_comm, m->stream, x.p, x.p, n, x.dt, COLL_SUM);
+/* Where a column-parallel linear's input gradient (a partial sum over TP) goes: in place, or a
+ * staging buffer of every row with sequence parallelism. */
+static tr_buf partial_out(const llama_model *m, tr_buf dst) {
+    return m->dims.sp ? act(m, m->g.sp_full, 0) : dst;
+}
+
+/* Completes partial [N, C] into dst: all rows (all-reduce), or this rank's Nl rows (reduce-scatter, sp). */
+static void tp_rows(const llama_model *m, tr_buf dst, tr_buf partial) {
+    if (m->layout.tp == 1) return;
+    size_t NlC = (size_t)m->dims.Nl * m->dims.C;
+    if (m->dims.sp) coll_reduce_scatter(m->tp_comm, m->stream, partial.p, dst.p, NlC, dst.dt, COLL_SUM);
+    else coll_all_reduce(m->tp_comm, m->stream, dst.p, dst.p, NlC, dst.dt, COLL_SUM);
+}
+
+/* The residual gradient of every row [N, C]: this rank's Nl rows all-gathered with sp. */
+static tr_buf all_rows(const llama_model *m, tr_buf dres) {
+    if (!m->dims.sp) return dres;
+    tr_buf full = act(m, m->g.sp_full, 0);
+    coll_all_gather(m->tp_comm, m->stream, dres.p, full.p, (size_t)m->dims.Nl * m->dims.C, dres.dt);
+    return full;
+}
+
+void llama_sp_reduce_norm_grads(llama_model *m) {
+    if (!m->dims.sp) return;
+    tr_dtype dt = m->dims.grad_dt;
+    for (int i = 0; i < m->nparams; i++) {
+        const llama_param *p = &m->params_tab[i];
+        if (!p->place.tp_replicated) continue;
+        void *g = (char *)m->grads + p->offset * tr_dtype_size(dt);
+        coll_all_reduce(m->tp_comm, m->stream, g, g, p->numel, dt, COLL_SUM);
+    }
 }
 
 void *llama_stage_grad(llama_model *m) { return m->g.dresid; }
@@ -36,8 +65,8 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
     TR_CHECK(slot >= 0 && slot < m->layout.slots, "activation slot out of range");
     llama_acts *A = &m->acts[slot];
     const int B = dm->B, T = dm->T, C = dm->C, NH = dm->NHl, KV = dm->KVl, D = dm->D, F = dm->Fl;
-    const int N = B * T;
-    const size_t NC = (size_t)N * C, NQ = (size_t)N * NH * D, NK = (size_t)N * KV * D;
+    const int N = B * T, Nl = dm->Nl;
+    const size_t NC = (size_t)N * C, NlC = (size_t)Nl * C, NQ = (size_t)N * NH * D, NK = (size_t)N * KV * D;
     const int32_t *pos = A->have_positions ? A->positions : NULL;
     tr_buf dres = act(m, m->g.dresid, 0), dln = act(m, m->g.dln, 0);
 
@@ -46,19 +75,20 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
         tr_buf dlogits = act(m, A->logits, 0); /* in place over the logits */
         kern_ce_slice_backward(s, dlogits, dlogits, A->ce_max, A->ce_sum, A->targets, dm->vocab_start, m->g.dloss, N,
                                dm->Vl);
-        dev_memset_zero(s, m->g.dresid, NC * tr_dtype_size(dm->act_dt));
-        linear_backward(m, dln, dlogits, act(m, A->lnf, 0), m->p_head, N, false);
-        tp_sum(m, dln, NC);
+        dev_memset_zero(s, m->g.dresid, NlC * tr_dtype_size(dm->act_dt));
+        tr_buf dp = partial_out(m, dln);
+        linear_backward(m, dp, dlogits, act(m, A->lnf, 0), m->p_head, N, false);
+        tp_rows(m, dln, dp);
         kern_norm_backward(s, &dm->norm, dres, grad(m, m->p_lnf_w), grad(m, m->p_lnf_b), dln,
-                           act(m, A->resid, (size_t)dm->nl * NC), llama_weight(m, m->p_lnf_w), A->lnf_mean,
-                           A->lnf_rstd, N, C);
+                           act(m, A->resid, (size_t)dm->nl * NlC), llama_weight(m, m->p_lnf_w), A->lnf_mean,
+                           A->lnf_rstd, Nl, C);
     }
 
     tr_buf dq = act(m, m->g.dq, 0), dk = act(m, m->g.dk, 0), dv = act(m, m->g.dv, 0);
     tr_buf datt = act(m, m->g.datt, 0), dh = act(m, m->g.dh, 0), da = act(m, m->g.dact, 0);
     for (int l = dm->nl - 1; l >= 0; l--) {
         const llama_layer_params *lp = &m->layer[l];
-        tr_buf x = act(m, A->resid, (size_t)l * NC), xmid = act(m, A->resid_mid, (size_t)l * NC);
+        tr_buf x = act(m, A->resid, (size_t)l * NlC), xmid = act(m, A->resid_mid, (size_t)l * NlC);
         tr_buf ln1 = act(m, A->ln1, (size_t)l * NC), ln2 = act(m, A->ln2, (size_t)l * NC);
         tr_buf q = act(m, A->q, (size_t)l * NQ), att = act(m, A->att, (size_t)l * NQ);
         tr_buf k = act(m, A->k, (size_t)l * NK), v = act(m, A->v, (size_t)l * NK);
@@ -66,15 +96,17 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
         const float *lse = A->lse + (size_t)l * N * NH;
 
         /* MLP: xout = xmid + fc2(swiglu(fc1(norm2(xmid)))) */
-        linear_backward(m, da, dres, a, lp->fc2, N, false);
+        linear_backward(m, da, all_rows(m, dres), a, lp->fc2, N, false);
         kern_swiglu_backward(s, dh, da, h, N, F);
-        linear_backward(m, dln, dh, ln2, lp->fc1, N, false);
-        tp_sum(m, dln, NC);
+        tr_buf dp = partial_out(m, dln);
+        linear_backward(m, dp, dh, ln2, lp->fc1, N, false);
+        tp_rows(m, dln, dp);
         kern_norm_backward(s, &dm->norm, dres, grad(m, lp->ln2_w), grad(m, lp->ln2_b), dln, xmid,
-                           llama_weight(m, lp->ln2_w), A->ln2_mean + (size_t)l * N, A->ln2_rstd + (size_t)l * N, N, C);
+                           llama_weight(m, lp->ln2_w), A->ln2_mean + (size_t)l * Nl, A->ln2_rstd + (size_t)l * Nl, Nl,
+                           C);
 
         /* attention: xmid = x + wo(attn(rope(wq ln1), rope(wk ln1), wv ln1)) */
-        linear_backward(m, datt, dres, att, lp->wo, N, false);
+        linear_backward(m, datt, all_rows(m, dres), att, lp->wo, N, false);
         if (m->layout.cp > 1) {
             const size_t NKf = (size_t)B * dm->Tfull * KV * D;
             tr_buf kf = act(m, A->kfull, (size_t)l * NKf), vf = act(m, A->vfull, (size_t)l * NKf);
@@ -88,15 +120,18 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
         }
         kern_rope_backward(s, &dm->rope, dq, pos, B, T, NH, D);
         kern_rope_backward(s, &dm->rope, dk, pos, B, T, KV, D);
-        linear_backward(m, dln, dq, ln1, lp->wq, N, false);
-        linear_backward(m, dln, dk, ln1, lp->wk, N, true);
-        linear_backward(m, dln, dv, ln1, lp->wv, N, true);
-        tp_sum(m, dln, NC);
+        dp = partial_out(m, dln);
+        linear_backward(m, dp, dq, ln1, lp->wq, N, false);
+        linear_backward(m, dp, dk, ln1, lp->wk, N, true);
+        linear_backward(m, dp, dv, ln1, lp->wv, N, true);
+        tp_rows(m, dln, dp);
         kern_norm_backward(s, &dm->norm, dres, grad(m, lp->ln1_w), grad(m, lp->ln1_b), dln, x,
-                           llama_weight(m, lp->ln1_w), A->ln1_mean + (size_t)l * N, A->ln1_rstd + (size_t)l * N, N, C);
+                           llama_weight(m, lp->ln1_w), A->ln1_mean + (size_t)l * Nl, A->ln1_rstd + (size_t)l * Nl, Nl,
+                           C);
     }
     if (dm->first)
-        kern_embedding_backward_slice(s, grad(m, m->p_embed), dres, A->tokens, dm->vocab_start, N, C, dm->Vl);
+        kern_embedding_backward_slice(s, grad(m, m->p_embed), all_rows(m, dres), A->tokens, dm->vocab_start, N, C,
+                                      dm->Vl);
 }
 
 void llama_backward(llama_model *m, const float *dloss) { llama_backward_slot(m, 0, dloss); }

@@ -22,15 +22,33 @@ static void linear_forward(const llama_model *m, tr_buf y, tr_buf x, int p, int 
     kern_gemm(m->stream, y, x, llama_weight(m, p), N, (int)w->shape[0], (int)w->shape[1], false, true, 1.0f, 0.0f);
 }
 
-/* Completes a row-parallel product or a vocabulary-slice lookup: the sum of the TP ranks' parts. */
-static void tp_sum(const llama_model *m, tr_buf x, size_t n) {
-    if (m->layout.tp > 1) coll_all_reduce(m->tp_comm, m->stream, x.p, x.p, n, x.dt, COLL_SUM);
+/* Where a row-parallel product or a vocabulary-slice lookup writes its partial sums [N, C]: in place
+ * without sequence parallelism, a staging buffer with it. */
+static tr_buf partial_out(const llama_model *m, tr_buf dst) {
+    return m->dims.sp ? act(m, m->g.sp_full, 0) : dst;
+}
+
+/* Completes partial [N, C] into dst: the sum over TP of every row (all-reduce), or with sequence
+ * parallelism only this rank's Nl rows (reduce-scatter), as Megatron does. */
+static void tp_rows(const llama_model *m, tr_buf dst, tr_buf partial) {
+    if (m->layout.tp == 1) return;
+    size_t NlC = (size_t)m->dims.Nl * m->dims.C;
+    if (m->dims.sp) coll_reduce_scatter(m->tp_comm, m->stream, partial.p, dst.p, NlC, dst.dt, COLL_SUM);
+    else coll_all_reduce(m->tp_comm, m->stream, dst.p, dst.p, NlC, dst.dt, COLL_SUM);
+}
+
+/* Norm of this rank's Nl rows into full [N, C] (all-gathered with sequence parallelism). */
+static void norm_rows(llama_model *m, tr_buf full, float *mean, float *rstd, tr_buf x, int pw, int pb) {
+    const llama_dims *dm = &m->dims;
+    tr_buf out = dm->sp ? act(m, m->g.sp_loc, 0) : full;
+    kern_norm_forward(m->stream, &dm->norm, out, mean, rstd, x, llama_weight(m, pw), llama_weight(m, pb), dm->Nl, dm->C);
+    if (dm->sp) coll_all_gather(m->tp_comm, m->stream, out.p, full.p, (size_t)dm->Nl * dm->C, out.dt);
 }
 
 void *llama_stage_input(llama_model *m, int slot) { return m->acts[slot].resid; }
 
 void *llama_stage_output(llama_model *m, int slot) {
-    size_t NC = (size_t)m->dims.B * m->dims.T * m->dims.C;
+    size_t NC = (size_t)m->dims.Nl * m->dims.C;
     return act(m, m->acts[slot].resid, (size_t)m->dims.nl * NC).p;
 }
 
@@ -41,8 +59,8 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
     TR_CHECK(slot >= 0 && slot < m->layout.slots, "activation slot out of range");
     llama_acts *A = &m->acts[slot];
     const int B = dm->B, T = dm->T, C = dm->C, NH = dm->NHl, KV = dm->KVl, D = dm->D, F = dm->Fl;
-    const int N = B * T;
-    const size_t NC = (size_t)N * C, NQ = (size_t)N * NH * D, NK = (size_t)N * KV * D;
+    const int N = B * T, Nl = dm->Nl;
+    const size_t NC = (size_t)N * C, NlC = (size_t)Nl * C, NQ = (size_t)N * NH * D, NK = (size_t)N * KV * D;
 
     for (int n = 0; n < N; n++) {
         if (tokens[n] < 0 || tokens[n] >= dm->vocab || targets[n] < 0 || targets[n] >= dm->vocab)
@@ -57,16 +75,16 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
     const int32_t *pos = positions ? A->positions : NULL;
 
     if (dm->first) {
-        tr_buf x0 = act(m, A->resid, 0);
-        kern_embedding_forward_slice(s, x0, A->tokens, llama_weight(m, m->p_embed), dm->vocab_start, N, C, dm->Vl);
-        tp_sum(m, x0, NC);
+        tr_buf x0 = act(m, A->resid, 0), e = partial_out(m, x0);
+        kern_embedding_forward_slice(s, e, A->tokens, llama_weight(m, m->p_embed), dm->vocab_start, N, C, dm->Vl);
+        tp_rows(m, x0, e);
     }
 
     for (int l = 0; l < dm->nl; l++) {
         const llama_layer_params *lp = &m->layer[l];
-        tr_buf x = act(m, A->resid, (size_t)l * NC);        /* [N, C] */
-        tr_buf xmid = act(m, A->resid_mid, (size_t)l * NC); /* [N, C] */
-        tr_buf xout = act(m, A->resid, (size_t)(l + 1) * NC);
+        tr_buf x = act(m, A->resid, (size_t)l * NlC);        /* [Nl, C] */
+        tr_buf xmid = act(m, A->resid_mid, (size_t)l * NlC); /* [Nl, C] */
+        tr_buf xout = act(m, A->resid, (size_t)(l + 1) * NlC);
         tr_buf ln1 = act(m, A->ln1, (size_t)l * NC), ln2 = act(m, A->ln2, (size_t)l * NC);
         tr_buf q = act(m, A->q, (size_t)l * NQ), att = act(m, A->att, (size_t)l * NQ); /* [N, NHl*D] */
         tr_buf k = act(m, A->k, (size_t)l * NK), v = act(m, A->v, (size_t)l * NK);     /* [N, KVl*D] */
@@ -74,8 +92,7 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
         tr_buf a = act(m, A->act, (size_t)l * N * F);                                   /* [N, Fl] */
         float *lse = A->lse + (size_t)l * N * NH;                                       /* [B, NHl, T] */
 
-        kern_norm_forward(s, &dm->norm, ln1, A->ln1_mean + (size_t)l * N, A->ln1_rstd + (size_t)l * N, x,
-                          llama_weight(m, lp->ln1_w), llama_weight(m, lp->ln1_b), N, C);
+        norm_rows(m, ln1, A->ln1_mean + (size_t)l * Nl, A->ln1_rstd + (size_t)l * Nl, x, lp->ln1_w, lp->ln1_b);
         linear_forward(m, q, ln1, lp->wq, N);
         linear_forward(m, k, ln1, lp->wk, N);
         linear_forward(m, v, ln1, lp->wv, N);
@@ -90,24 +107,24 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
         } else {
             kern_attention_forward(s, att, lse, q, k, v, B, T, NH, KV, D);
         }
-        linear_forward(m, xmid, att, lp->wo, N);
-        tp_sum(m, xmid, NC);
-        kern_add(s, xmid, xmid, x, NC);
+        tr_buf o = partial_out(m, xmid);
+        linear_forward(m, o, att, lp->wo, N);
+        tp_rows(m, xmid, o);
+        kern_add(s, xmid, xmid, x, NlC);
 
-        kern_norm_forward(s, &dm->norm, ln2, A->ln2_mean + (size_t)l * N, A->ln2_rstd + (size_t)l * N, xmid,
-                          llama_weight(m, lp->ln2_w), llama_weight(m, lp->ln2_b), N, C);
+        norm_rows(m, ln2, A->ln2_mean + (size_t)l * Nl, A->ln2_rstd + (size_t)l * Nl, xmid, lp->ln2_w, lp->ln2_b);
         linear_forward(m, h, ln2, lp->fc1, N);
         kern_swiglu_forward(s, a, h, N, F);
-        linear_forward(m, xout, a, lp->fc2, N);
-        tp_sum(m, xout, NC);
-        kern_add(s, xout, xout, xmid, NC);
+        tr_buf f = partial_out(m, xout);
+        linear_forward(m, f, a, lp->fc2, N);
+        tp_rows(m, xout, f);
+        kern_add(s, xout, xout, xmid, NlC);
     }
 
     if (!dm->last) return;
-    tr_buf xl = act(m, A->resid, (size_t)dm->nl * NC);
+    tr_buf xl = act(m, A->resid, (size_t)dm->nl * NlC);
     tr_buf lnf = act(m, A->lnf, 0), logits = act(m, A->logits, 0);
-    kern_norm_forward(s, &dm->norm, lnf, A->lnf_mean, A->lnf_rstd, xl, llama_weight(m, m->p_lnf_w),
-                      llama_weight(m, m->p_lnf_b), N, C);
+    norm_rows(m, lnf, A->lnf_mean, A->lnf_rstd, xl, m->p_lnf_w, m->p_lnf_b);
     linear_forward(m, logits, lnf, m->p_head, N);
     /* vocab-parallel cross-entropy: global row max, then global sum of exponentials and target logit */
     kern_ce_slice_max(s, A->ce_max, logits, N, dm->Vl);

@@ -63,6 +63,14 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_lay
         return tr_errf(err, errlen, "--seq-length %d must be divisible by 2 x --context-parallel-size = %d", dm->Tfull,
                        2 * cp);
     dm->T = dm->Tfull / cp;
+    dm->sp = cfg->sequence_parallel && tp > 1;
+    dm->Nl = dm->B * dm->T;
+    if (dm->sp) {
+        if (dm->Nl % tp)
+            return tr_errf(err, errlen, "--sequence-parallel: micro-batch x sequence tokens %d are not divisible by "
+                                        "--tensor-model-parallel-size %d", dm->Nl, tp);
+        dm->Nl /= tp;
+    }
     dm->norm.kind = cfg->normalization == TR_NORM_RMSNORM ? KERN_NORM_RMS : KERN_NORM_LAYER;
     dm->norm.eps = (float)cfg->norm_epsilon;
     dm->norm.zero_centered_gamma = cfg->apply_layernorm_1p;
@@ -190,14 +198,15 @@ static int alloc_acts(llama_model *m, llama_acts *a, int *failed, char *err, siz
     size_t qd = (size_t)dm->NHl * dm->D, kd = (size_t)dm->KVl * dm->D, F = (size_t)dm->Fl, V = (size_t)dm->Vl;
     size_t as = tr_dtype_size(dm->act_dt);
 #define A(ptr, bytes, what) ptr = alloc_or_fail(m, bytes, what, failed, err, errlen)
-    A(a->resid, (L + 1) * N * C * as, "activations: residual stream");
-    A(a->resid_mid, L * N * C * as, "activations: residual after attention");
+    size_t Nl = (size_t)dm->Nl;
+    A(a->resid, (L + 1) * Nl * C * as, "activations: residual stream");
+    A(a->resid_mid, L * Nl * C * as, "activations: residual after attention");
     A(a->ln1, L * N * C * as, "activations: input norm");
     A(a->ln2, L * N * C * as, "activations: post-attention norm");
-    A(a->ln1_mean, L * N * 4, "activations: norm statistics");
-    A(a->ln1_rstd, L * N * 4, "activations: norm statistics");
-    A(a->ln2_mean, L * N * 4, "activations: norm statistics");
-    A(a->ln2_rstd, L * N * 4, "activations: norm statistics");
+    A(a->ln1_mean, L * Nl * 4, "activations: norm statistics");
+    A(a->ln1_rstd, L * Nl * 4, "activations: norm statistics");
+    A(a->ln2_mean, L * Nl * 4, "activations: norm statistics");
+    A(a->ln2_rstd, L * Nl * 4, "activations: norm statistics");
     A(a->q, L * N * qd * as, "activations: queries");
     A(a->k, L * N * kd * as, "activations: keys");
     A(a->v, L * N * kd * as, "activations: values");
@@ -212,8 +221,8 @@ static int alloc_acts(llama_model *m, llama_acts *a, int *failed, char *err, siz
     A(a->act, L * N * F * as, "activations: swiglu output");
     if (dm->last) {
         A(a->lnf, N * C * as, "activations: final norm");
-        A(a->lnf_mean, N * 4, "activations: norm statistics");
-        A(a->lnf_rstd, N * 4, "activations: norm statistics");
+        A(a->lnf_mean, Nl * 4, "activations: norm statistics");
+        A(a->lnf_rstd, Nl * 4, "activations: norm statistics");
         A(a->logits, N * V * as, "activations: logits");
         A(a->losses, N * 4, "losses");
         A(a->ce_max, N * 4, "cross-entropy statistics");
@@ -280,6 +289,10 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     if (!m->acts) failed = 1, tr_errf(err, errlen, "out of host memory");
     for (int i = 0; i < m->layout.slots && !failed; i++) alloc_acts(m, &m->acts[i], &failed, err, errlen);
     A(m->g.dresid, N * C * as, "gradients: residual stream");
+    if (dm->sp) {
+        A(m->g.sp_loc, (size_t)dm->Nl * C * as, "sequence-parallel staging");
+        A(m->g.sp_full, N * C * as, "sequence-parallel staging");
+    }
     A(m->g.dln, N * C * as, "gradients: norm output");
     A(m->g.dq, N * qd * as, "gradients: queries");
     A(m->g.dk, N * kd * as, "gradients: keys");
@@ -328,7 +341,7 @@ void llama_destroy(llama_model *m) {
     if (m->acts)
         for (int i = 0; i < m->layout.slots; i++) free_acts(m, &m->acts[i]);
     void *bufs[] = {m->params, m->grads, m->g.dresid, m->g.dln, m->g.dq, m->g.dk, m->g.dv, m->g.datt, m->g.dh,
-                    m->g.dact, m->g.dloss, m->g.dkfull, m->g.dvfull, m->g.gather, m->q_pos, m->k_pos};
+                    m->g.dact, m->g.dloss, m->g.sp_loc, m->g.sp_full, m->g.dkfull, m->g.dvfull, m->g.gather, m->q_pos, m->k_pos};
     if (m->master != m->params) dev_free(m->dev, m->master);
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(m->dev, bufs[i]);
     free(m->acts);

@@ -180,7 +180,7 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
         TR_CHECK(st.scalar != NULL, "out of device memory for a scalar");
     }
     st.pipe = (pipeline){m, g && par->groups ? par->groups->pp : NULL, m->layout.pp_rank, m->layout.pp,
-                         (size_t)N * m->dims.C, m->dims.act_dt};
+                         (size_t)m->dims.Nl * m->dims.C, m->dims.act_dt};
     llama_zero_grads(m);
 
     /* Megatron's non-interleaved 1F1B: warm-up forwards, steady one-forward-one-backward, cool-down */
@@ -215,6 +215,7 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
     if (st.scalar) dev_free(m->dev, st.scalar);
     if (rc) return rc;
 
+    llama_sp_reduce_norm_grads(m);
     reduce_loss(m, par, &st.loss_sum, &st.tok_sum);
     float scale = cfg->calculate_per_token_loss ? (st.tok_sum > 0 ? (float)(1.0 / st.tok_sum) : 1.0f)
                                                 : (float)(1.0 / st.dp_total);
@@ -253,7 +254,7 @@ int train_evaluate(llama_model *m, const tr_parallel *par, int eval_iters, int n
     }
     const tr_grid *g = par ? par->grid : NULL;
     st.pipe = (pipeline){m, g && par->groups ? par->groups->pp : NULL, m->layout.pp_rank, m->layout.pp,
-                         (size_t)N * m->dims.C, m->dims.act_dt};
+                         (size_t)m->dims.Nl * m->dims.C, m->dims.act_dt};
     int rc = batches_init_cp(&st.b, m->layout.cp, m->layout.cp_rank, m->dims.B, m->dims.T) ? -1 : 0;
     if (rc) tr_errf(err, errlen, "out of host memory for a validation micro-batch");
     for (int i = 0; i < eval_iters * num_micro && !rc; i++) {

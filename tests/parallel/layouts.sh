@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every layout computes the single-rank model: the same Llama (GQA, untied, 8 layers), seed, mock data
 # and global batch, trained for STEPS steps in fp32 under (TP, PP, CP, DP) layouts up to the thousand-card
-# TP8 x PP8 x DP16, with and without the distributed optimizer; each run's per-step lm loss and grad norm
+# TP8 x PP8 x DP16, with and without the distributed optimizer and sequence parallelism; each run's per-step lm loss and grad norm
 # must match the one-rank run within 1e-5 relative (ci/compare_metrics.py).
 # Usage: layouts.sh BIN_DIR SOURCE_DIR WORK_DIR [STEPS]
 set -euo pipefail
@@ -20,8 +20,11 @@ for lay in "2 1 1 1" "1 2 1 1" "1 1 2 1" "1 1 1 2" "2 2 1 2" "2 2 2 2" "4 2 1 2"
     read -r tp pp cp dp <<<"$lay"
     world=$((tp * pp * cp * dp))
     for dist in no yes; do
-        [ "$dist" = yes ] && [ $((dp * cp)) = 1 ] && continue
+        [ "$dist" = yes ] && [ $((dp * cp)) = 1 ] && [ "$tp" = 1 ] && continue
+        # the distributed-optimizer runs also split the sequence over TP (--sequence-parallel), as the
+        # thousand-card seed does; the others run plain TP
         extra=(); [ "$dist" = yes ] && extra=(--use-distributed-optimizer)
+        [ "$dist" = yes ] && [ "$tp" -gt 1 ] && extra+=(--sequence-parallel)
         name="tp${tp}_pp${pp}_cp${cp}_dp${dp}_dist-${dist}"
         WORLD_SIZE=$world "$bin/train_llama3" "${args[@]}" --tensor-model-parallel-size "$tp" \
             --pipeline-model-parallel-size "$pp" --context-parallel-size "$cp" "${extra[@]}" \
