@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job (`make run`): a short Llama-3 training run on the CPU twin with Megatron-LM's flags,
 # in the shape of the user's 8B script (GQA, SwiGLU, RoPE, untied embeddings, bf16, cosine lr in
-# samples), scaled down so it runs in seconds. Once the scenario runner exists this becomes
-# `scenario run scenarios/thousand_card.yaml`.
+# samples) and the 70B guide's parallel flags (TP, PP, sequence parallel, distributed optimizer) on
+# 8 ranks in one process (TP2 x PP2 x DP2), scaled down so it runs in seconds. Once the scenario
+# runner exists this becomes `scenario run scenarios/thousand_card.yaml`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=build/run
@@ -22,7 +23,10 @@ TRAINING_ARGS=(
 )
 DATA_ARGS=(--mock-data --tokenizer-type NullTokenizer --vocab-size 512 --split 99,1,0
            --data-cache-path "$out/cache")
+PARALLEL_ARGS=(--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --context-parallel-size 1
+               --sequence-parallel --use-distributed-optimizer)
 LOG_ARGS=(--log-interval 5 --eval-interval 20 --eval-iters 2 --metrics-jsonl "$out/metrics.jsonl")
 
-${TRAIN_LLAMA3:-build/twin/bin/train_llama3} "${MODEL_ARGS[@]}" "${TRAINING_ARGS[@]}" "${DATA_ARGS[@]}" "${LOG_ARGS[@]}"
+WORLD_SIZE=${WORLD_SIZE:-8} ${TRAIN_LLAMA3:-build/twin/bin/train_llama3} "${MODEL_ARGS[@]}" "${TRAINING_ARGS[@]}" \
+    "${PARALLEL_ARGS[@]}" "${DATA_ARGS[@]}" "${LOG_ARGS[@]}"
 echo "twinrun: metrics in $out/metrics.jsonl"
