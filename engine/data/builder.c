@@ -186,6 +186,22 @@ static int build_split(tr_data *d, const tr_config *c, int s, const double *w1, 
     return rc;
 }
 
+/* One DP rank's reading state over built datasets: scratch and Megatron's samplers. */
+static int init_reader(tr_data *d, int dp_rank, int dp_size, char *err, size_t errlen) {
+    d->text = malloc(sizeof *d->text * (size_t)d->mbs * (size_t)(d->seq + 1));
+    d->idxbuf = malloc(sizeof *d->idxbuf * (size_t)d->mbs);
+    if (!d->text || !d->idxbuf) return tr_errf(err, errlen, "out of memory");
+    if (d->sp[0].present) {
+        if (tr_sampler_init(&d->train, tr_data_split_len(d, 0), 0, d->mbs, dp_rank, dp_size, err, errlen)) return -1;
+        d->has_train_sampler = true;
+    }
+    if (d->sp[1].present) {
+        if (tr_sampler_init(&d->valid, tr_data_split_len(d, 1), 0, d->mbs, dp_rank, dp_size, err, errlen)) return -1;
+        d->has_valid_sampler = true;
+    }
+    return 0;
+}
+
 tr_data *tr_data_open_ex(const tr_config *c, int dp_rank, int dp_size, const tr_data_options *opt, char *err,
                          size_t errlen) {
     tr_data *d = calloc(1, sizeof *d);
@@ -280,20 +296,7 @@ tr_data *tr_data_open_ex(const tr_config *c, int dp_rank, int dp_size, const tr_
         if (d->split.present[s] && build_split(d, c, s, w1 ? w1n : NULL, counts[s], err, errlen)) goto fail;
     free(w1);
     w1 = NULL;
-    d->text = malloc(sizeof *d->text * (size_t)d->mbs * (size_t)(d->seq + 1));
-    d->idxbuf = malloc(sizeof *d->idxbuf * (size_t)d->mbs);
-    if (!d->text || !d->idxbuf) {
-        tr_errf(err, errlen, "out of memory");
-        goto fail;
-    }
-    if (d->sp[0].present) {
-        if (tr_sampler_init(&d->train, tr_data_split_len(d, 0), 0, d->mbs, dp_rank, dp_size, err, errlen)) goto fail;
-        d->has_train_sampler = true;
-    }
-    if (d->sp[1].present) {
-        if (tr_sampler_init(&d->valid, tr_data_split_len(d, 1), 0, d->mbs, dp_rank, dp_size, err, errlen)) goto fail;
-        d->has_valid_sampler = true;
-    }
+    if (init_reader(d, dp_rank, dp_size, err, errlen)) goto fail;
     return d;
 fail:
     free(w1);
@@ -314,20 +317,8 @@ tr_data *tr_data_view(const tr_data *base, int dp_rank, int dp_size, char *err, 
     *d = *base; /* the datasets and indices are shared and only read from here on */
     d->is_view = true;
     d->has_train_sampler = d->has_valid_sampler = false;
-    d->text = malloc(sizeof *d->text * (size_t)d->mbs * (size_t)(d->seq + 1));
-    d->idxbuf = malloc(sizeof *d->idxbuf * (size_t)d->mbs);
-    if (!d->text || !d->idxbuf) {
-        tr_errf(err, errlen, "out of memory");
-        goto fail;
-    }
-    if (d->sp[0].present) {
-        if (tr_sampler_init(&d->train, tr_data_split_len(d, 0), 0, d->mbs, dp_rank, dp_size, err, errlen)) goto fail;
-        d->has_train_sampler = true;
-    }
-    if (d->sp[1].present) {
-        if (tr_sampler_init(&d->valid, tr_data_split_len(d, 1), 0, d->mbs, dp_rank, dp_size, err, errlen)) goto fail;
-        d->has_valid_sampler = true;
-    }
+    d->text = NULL, d->idxbuf = NULL;
+    if (init_reader(d, dp_rank, dp_size, err, errlen)) goto fail;
     return d;
 fail:
     tr_data_close(d);
