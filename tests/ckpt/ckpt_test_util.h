@@ -1,13 +1,14 @@
-/* Shared by the ckpt tests: a ckpt_io that crashes or fails at a chosen step and, after a crash,
- * undoes what a real machine could lose (data not fsynced, directory entries whose directory was
- * not fsynced) -- the worst case a power cut allows. Also small filesystem helpers. */
+/* Shared by the ckpt tests: a ckpt_io that crashes or fails at a chosen step. A crash makes that
+ * call and every later one fail without touching the disk (the machine is dead), so the code under
+ * test unwinds and frees its memory (no longjmp, no leaks under valgrind); fio_crash_aftermath then
+ * undoes what a power cut may lose: data not fsynced, directory entries whose directory was not
+ * fsynced -- the worst case. Also small filesystem helpers. */
 #ifndef TR_TESTS_CKPT_UTIL_H
 #define TR_TESTS_CKPT_UTIL_H
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +18,11 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/ckpt_internal.h"
 
-#define FIO_MAX 256
+#define FIO_MAX 128
+#define FIO_PATH 512 /* test paths are short; keeps a fault_io small enough for the stack */
 
 typedef struct fio_file { /* a file written through the io: what survives a crash */
-    char path[CKPT_PATH_MAX];
+    char path[FIO_PATH];
     off_t synced; /* bytes made durable by the last fsync */
     int dirty;
 } fio_file;
@@ -28,7 +30,7 @@ typedef struct fio_file { /* a file written through the io: what survives a cras
 typedef enum { OP_CREATE, OP_RENAME, OP_UNLINK, OP_MKDIR } fio_op_kind;
 typedef struct fio_op { /* a directory change not yet made durable by fsync of its parent */
     fio_op_kind kind;
-    char path[CKPT_PATH_MAX], from[CKPT_PATH_MAX], parent[CKPT_PATH_MAX];
+    char path[FIO_PATH], from[FIO_PATH], parent[FIO_PATH];
     char *backup; /* contents `path` had before (rename over it, unlink), or NULL */
     size_t backup_len;
 } fio_op;
@@ -37,11 +39,11 @@ typedef struct fault_io {
     ckpt_io io;
     int step;      /* io calls made so far */
     int crash_at;  /* -1, or the step at which the "machine" dies (before that call) */
+    int dead;      /* crashed: every call fails from here on */
     int fail_at;   /* -1, or the step that fails with fail_errno */
     int fail_errno;
     int fail_writes_only; /* fail_at counts write calls only */
     int writes;
-    jmp_buf *jb;
     int fds[FIO_MAX], fd_file[FIO_MAX], nfds;
     fio_file files[FIO_MAX];
     int nfiles;
@@ -50,7 +52,7 @@ typedef struct fault_io {
 } fault_io;
 
 static inline void fio_parent(char *out, const char *path) {
-    snprintf(out, CKPT_PATH_MAX, "%s", path);
+    snprintf(out, FIO_PATH, "%s", path);
     char *s = strrchr(out, '/');
     if (s) *s = '\0';
     else strcpy(out, ".");
@@ -100,7 +102,11 @@ static inline void fio_add_op(fault_io *f, fio_op_kind kind, const char *path, c
 /* Every call passes here first: count it, maybe crash, maybe fail. */
 static inline int fio_enter(fault_io *f, int is_write) {
     int s = f->step++;
-    if (f->crash_at == s) longjmp(*f->jb, 1);
+    if (f->crash_at == s) f->dead = 1;
+    if (f->dead) {
+        errno = EIO;
+        return -1;
+    }
     if (is_write) f->writes++;
     int at = f->fail_writes_only ? (is_write ? f->writes - 1 : -2) : s;
     if (f->fail_at >= 0 && at == f->fail_at) {
@@ -206,11 +212,11 @@ static inline int fio_rmdir(void *ctx, const char *path) {
     return rmdir(path);
 }
 
-static inline void fio_init(fault_io *f, jmp_buf *jb) {
+static inline void fio_init(fault_io *f) {
     memset(f, 0, sizeof *f);
     f->io = (ckpt_io){f, fio_open, fio_write, fio_fsync, fio_close, fio_rename, fio_fsync_dir, fio_unlink, fio_mkdir,
                       fio_rmdir};
-    f->crash_at = -1, f->fail_at = -1, f->jb = jb;
+    f->crash_at = -1, f->fail_at = -1;
 }
 
 /* After a crash: lose unsynced data, then undo un-fsynced directory changes, newest first. */
