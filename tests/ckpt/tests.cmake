@@ -1,22 +1,6 @@
 # tests/ckpt: checkpoint library and tools. Included by tests/CMakeLists.txt once per folder,
 # after the test_*.c programs exist.
 #
-# engine/ckpt checksums with zlib's crc32 (Debian zlib1g-dev). Until the top-level CMakeLists links
-# zlib into twinrun_engine, the programs that use engine/ckpt get it here.
-# The `ckpt` program is built here for the same reason (a program in engine/cli would break the fuzz
-# build, which has no tests/ and so no zlib); it moves to engine/cli/ckpt_main.c with that line.
-find_package(ZLIB REQUIRED)
-if(NOT TARGET ckpt)
-  add_executable(ckpt ${PROJECT_SOURCE_DIR}/engine/ckpt/tool/ckpt_main.c)
-  target_link_libraries(ckpt PRIVATE ${TWINRUN_LINK})
-  set_target_properties(ckpt PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
-endif()
-foreach(t test_ckpt_save test_ckpt_reshard test_ckpt_corrupt test_ckpt_manifest test_ckpt_hf ckpt)
-  if(TARGET ${t})
-    target_link_libraries(${t} PRIVATE ZLIB::ZLIB)
-  endif()
-endforeach()
-
 # The ckpt program on a checkpoint that test_ckpt_tool_fixture writes: inspect, verify, and verify
 # after a byte of a shard is flipped (non-zero exit, the file named, the older checkpoint offered).
 set(ckpt_bin ${PROJECT_BINARY_DIR}/bin/ckpt)
