@@ -12,6 +12,9 @@ typedef struct tr_batch_source {
     tr_batch_fn next_valid; /* the validation split's next micro-batch; NULL when there is none */
     void *ctx;
     void (*close)(void *ctx);
+    /* Resume: the global train and valid samples consumed so far (a checkpoint's data position). */
+    int (*set_position)(void *ctx, int64_t train, int64_t valid, char *err, size_t errlen);
+    int64_t (*valid_consumed)(void *ctx);
 } tr_batch_source;
 
 /* --tokens-file FILE: raw little-endian int32 [iterations, global batch, seq + 1]; rows are the

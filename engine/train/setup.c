@@ -32,6 +32,13 @@ static int data_next_valid(void *ctx, int micro, int32_t *tokens, int32_t *label
 
 static void data_close(void *ctx) { tr_data_close(ctx); }
 
+static int data_set_position(void *ctx, int64_t train, int64_t valid, char *err, size_t errlen) {
+    if (tr_data_set_consumed_samples(ctx, train, err, errlen)) return -1;
+    return tr_data_has_split(ctx, 1) ? tr_data_set_consumed_valid_samples(ctx, valid, err, errlen) : 0;
+}
+
+static int64_t data_valid_consumed(void *ctx) { return tr_data_consumed_valid_samples(ctx); }
+
 int tr_job_data_open(tr_data **out, const tr_config *cfg, char *err, size_t errlen) {
     *out = NULL;
     if (cfg->tokens_file[0]) return 0;
@@ -50,5 +57,7 @@ int tr_batch_source_open(tr_batch_source *src, const tr_config *cfg, tr_data *sh
     src->next_valid = data_next_valid;
     src->ctx = d;
     src->close = data_close;
+    src->set_position = data_set_position;
+    src->valid_consumed = data_valid_consumed;
     return 0;
 }

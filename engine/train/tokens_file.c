@@ -39,6 +39,21 @@ static int tokens_file_next(void *ctx, int micro, int32_t *tokens, int32_t *labe
     return 0;
 }
 
+static int tokens_file_set_position(void *ctx, int64_t train, int64_t valid, char *err, size_t errlen) {
+    (void)valid; /* a tokens file has no validation split */
+    tokens_file *tf = ctx;
+    if (train < 0 || train > tf->rows)
+        return tr_errf(err, errlen, "%s: cannot resume at sample %lld of %lld", tf->path, (long long)train,
+                       (long long)tf->rows);
+    tf->next_row = train;
+    return 0;
+}
+
+static int64_t tokens_file_valid_consumed(void *ctx) {
+    (void)ctx;
+    return 0;
+}
+
 static void tokens_file_close(void *ctx) {
     tokens_file *tf = ctx;
     if (tf->f) fclose(tf->f);
@@ -70,6 +85,8 @@ int tr_tokens_file_open(tr_batch_source *src, const tr_config *cfg, int dp_rank,
     tf->rows = size / block * tf->gbs;
     src->next = tokens_file_next;
     src->next_valid = NULL;
+    src->set_position = tokens_file_set_position;
+    src->valid_consumed = tokens_file_valid_consumed;
     src->ctx = tf;
     src->close = tokens_file_close;
     return 0;

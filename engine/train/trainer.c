@@ -9,6 +9,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "parallel/grid.h"
+#include "train/checkpoint.h"
 #include "train/memory_report.h"
 #include "train/step.h"
 #include "train/train_log.h"
@@ -108,10 +109,22 @@ static int train_rank(int rank, int world, void *arg) {
     const int num_micro = rc ? 0 : cfg->global_batch_size / (cfg->micro_batch_size * g->size[TR_AXIS_DP]);
     const int64_t iters = cfg->train_iters > 0 ? cfg->train_iters : cfg->train_samples / cfg->global_batch_size;
     const double flops = rc ? 0 : tr_flops_per_iteration(cfg, st.model->dims.V);
-    int64_t consumed = 0;
+    tr_run_position pos = {0, 0, 0};
+    if (!rc && cfg->load[0]) {
+        int loaded = 0;
+        if (tr_ckpt_load(st.model, st.optim, cfg, g, &pos, &loaded, err, sizeof err)) rc = TR_EXIT_USAGE;
+        else if (loaded && st.src.set_position(st.src.ctx, pos.consumed_train, pos.consumed_valid, err, sizeof err))
+            rc = TR_EXIT_USAGE;
+        if (!rc && reporter)
+            fprintf(jb->log, loaded ? " loaded checkpoint from %s at iteration %lld\n"
+                                    : " could not find a checkpoint in %s: training from scratch\n",
+                    cfg->load, (long long)pos.iteration);
+    }
+    int64_t consumed = pos.consumed_train;
     double loss_acc = 0, t_acc = 0;
     int n_acc = 0, nan_iters = 0;
-    for (int64_t it = 1; !rc && it <= iters; it++) {
+    int64_t saved_at = pos.iteration, it = pos.iteration;
+    for (it = pos.iteration + 1; !rc && it <= iters; it++) {
         double lr = tr_lr_at(&sched, consumed);
         double t0 = dev_clock_now(st.dev);
         tr_step_result res;
@@ -121,7 +134,7 @@ static int train_rank(int rank, int world, void *arg) {
         double dt = dev_clock_now(st.dev) - t0;
         consumed += cfg->global_batch_size;
         if (reporter) {
-            if (it == 1) sum->first_loss = res.loss;
+            if (it == pos.iteration + 1) sum->first_loss = res.loss;
             sum->last_loss = res.loss;
             sum->last_grad_norm = res.grad_norm;
             sum->iterations = it;
@@ -159,7 +172,24 @@ static int train_rank(int rank, int world, void *arg) {
                 sum->last_valid_loss = vloss;
             }
         }
-        if (cfg->exit_interval > 0 && it % cfg->exit_interval == 0) break;
+        if (cfg->save[0] && cfg->save_interval > 0 && it % cfg->save_interval == 0) {
+            tr_run_position now = {it, consumed, st.src.valid_consumed(st.src.ctx)};
+            if ((rc = tr_ckpt_save(st.model, st.optim, cfg, g, &st.groups, &sched, &now, err, sizeof err) ? TR_EXIT_FATAL : 0))
+                break;
+            saved_at = it;
+            if (reporter) fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)it, cfg->save);
+        }
+        if (cfg->exit_interval > 0 && it % cfg->exit_interval == 0) {
+            it++;
+            break;
+        }
+    }
+    int64_t last = it - 1;
+    /* Megatron saves once more when training ends between save intervals */
+    if (!rc && cfg->save[0] && last > saved_at) {
+        tr_run_position now = {last, consumed, st.src.valid_consumed(st.src.ctx)};
+        rc = tr_ckpt_save(st.model, st.optim, cfg, g, &st.groups, &sched, &now, err, sizeof err) ? TR_EXIT_FATAL : 0;
+        if (!rc && reporter) fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)last, cfg->save);
     }
     if (reporter) sum->consumed_samples = consumed;
     if (!rc && (rank == 0 || reporter)) { /* the first stage is the most loaded; the last reports */

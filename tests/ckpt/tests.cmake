@@ -19,3 +19,9 @@ add_test(NAME ckpt_verify_corrupt COMMAND sh -c
 set_tests_properties(ckpt_verify_corrupt PROPERTIES LABELS "${labels}" FIXTURES_REQUIRED ckpt_tool
   DEPENDS "ckpt_inspect;ckpt_verify_ok"
   PASS_REGULAR_EXPRESSION "shard_00002.bin: .*checksum mismatch.*older complete checkpoint exists: iteration 10")
+
+# The trainer's save and load: bit-exact resume (one rank; TP2 PP2 DP2 + distributed optimizer + SP;
+# fp32 and bf16) and resharding into other layouts.
+add_test(NAME ckpt_continuity COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ckpt/continuity.sh ${PROJECT_BINARY_DIR}/bin
+  ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/ckpt_continuity)
+set_tests_properties(ckpt_continuity PROPERTIES LABELS "${labels}" TIMEOUT 600)

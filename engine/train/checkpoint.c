@@ -1,0 +1,215 @@
+#include "train/checkpoint.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/ckpt.h"
+#include "twinrun/err.h"
+
+/* A parameter as the checkpoint names it: the fused fc1 is two tensors (gate_proj and up_proj),
+ * each a row slice; every other parameter is one tensor, whole or sliced along one axis. */
+typedef struct piece {
+    char name[LLAMA_NAME_LEN + 8];
+    int ndim;
+    int64_t gshape[2];
+    ckpt_place slice;
+    size_t local_off, numel; /* elements within the local parameter */
+} piece;
+
+static int pieces_of(const llama_param *p, piece out[2]) {
+    const llama_placement *pl = &p->place;
+    const char *gu = strstr(p->name, "gate_up_proj");
+    if (gu) {
+        int64_t half_rows = p->shape[0] / 2, F = pl->gshape[0] / 2;
+        for (int h = 0; h < 2; h++) {
+            snprintf(out[h].name, sizeof out[h].name, "%.*s%s_proj.weight", (int)(gu - p->name), p->name,
+                     h ? "up" : "gate");
+            out[h].ndim = 2;
+            out[h].gshape[0] = F, out[h].gshape[1] = pl->gshape[1];
+            out[h].slice = ckpt_place_slice(0, pl->seg_global[h] - h * F, half_rows);
+            out[h].local_off = (size_t)h * p->numel / 2;
+            out[h].numel = p->numel / 2;
+        }
+        return 2;
+    }
+    piece *q = &out[0];
+    snprintf(q->name, sizeof q->name, "%s", p->name);
+    q->ndim = p->ndim;
+    q->gshape[0] = pl->gshape[0], q->gshape[1] = pl->gshape[1];
+    if (p->ndim == 2 && p->shape[1] != pl->gshape[1]) q->slice = ckpt_place_slice(1, pl->col0, p->shape[1]);
+    else q->slice = ckpt_place_slice(0, pl->seg_global[0], p->shape[0]);
+    q->local_off = 0;
+    q->numel = p->numel;
+    return 1;
+}
+
+static void layout_of(const tr_config *cfg, const tr_grid *g, ckpt_layout *l, ckpt_coords *c) {
+    l->tp = g->size[TR_AXIS_TP], l->pp = g->size[TR_AXIS_PP], l->dp = g->size[TR_AXIS_DP], l->cp = g->size[TR_AXIS_CP];
+    l->dist_opt = cfg->use_distributed_optimizer;
+    c->rank = g->rank;
+    c->tp = g->coord[TR_AXIS_TP], c->pp = g->coord[TR_AXIS_PP], c->dp = g->coord[TR_AXIS_DP], c->cp = g->coord[TR_AXIS_CP];
+}
+
+static float *download(llama_model *m, const float *dev, size_t n) {
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    TR_CHECK(h != NULL, "out of host memory for a checkpoint");
+    dev_copy_d2h(m->stream, h, dev, n * sizeof *h);
+    dev_stream_sync(m->stream);
+    return h;
+}
+
+/* Blob storage: names must outlive ckpt_shard_write. */
+typedef struct blobs {
+    ckpt_blob *b;
+    char (*names)[256];
+    int n, cap;
+} blobs;
+
+static void add_blob(blobs *bs, const char *prefix, const piece *pc, const void *data, ckpt_place place) {
+    TR_CHECK(bs->n < bs->cap, "checkpoint blob table overflow");
+    snprintf(bs->names[bs->n], sizeof bs->names[bs->n], "%s%s", prefix, pc->name);
+    ckpt_blob *b = &bs->b[bs->n++];
+    memset(b, 0, sizeof *b);
+    b->name = bs->names[bs->n - 1];
+    b->dtype = CKPT_F32;
+    b->data = data;
+    b->ndim = pc->ndim;
+    b->shape[0] = pc->gshape[0];
+    if (pc->ndim == 2) b->shape[1] = pc->gshape[1];
+    b->place = place;
+}
+
+/* The flat range of piece pc (of parameter p) inside [lo, hi) of the parameter buffer; n == 0 if none. */
+static ckpt_place shard_part(const llama_param *p, const piece *pc, size_t lo, size_t hi, size_t *first) {
+    size_t b0 = p->offset + pc->local_off, e0 = b0 + pc->numel;
+    size_t b = b0 > lo ? b0 : lo, e = e0 < hi ? e0 : hi;
+    ckpt_place pl = pc->slice;
+    pl.off = 0, pl.n = 0;
+    if (b < e) pl.off = (int64_t)(b - b0), pl.n = (int64_t)(e - b);
+    *first = b;
+    return pl;
+}
+
+int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, const tr_groups *gr,
+                 const tr_lr_schedule *sched, const tr_run_position *pos, char *err, size_t errlen) {
+    const ckpt_io *io = ckpt_io_posix();
+    ckpt_layout lay;
+    ckpt_coords me;
+    layout_of(cfg, g, &lay, &me);
+    int rc = 0;
+    if (g->rank == 0) rc = ckpt_save_begin(io, cfg->save, pos->iteration, err, errlen);
+    coll_barrier(gr->world, m->stream);
+    if (rc) return rc;
+
+    /* the first replica of each tensor writes it: DP rank 0 and CP rank 0, TP rank 0 for norms */
+    const bool writer = g->coord[TR_AXIS_DP] == 0 && g->coord[TR_AXIS_CP] == 0;
+    float *master = download(m, m->master, m->total);
+    float *mh = download(m, o->m, o->shard_len), *vh = download(m, o->v, o->shard_len);
+    blobs bs = {.cap = 6 * m->nparams};
+    bs.b = calloc((size_t)bs.cap, sizeof *bs.b);
+    bs.names = calloc((size_t)bs.cap, sizeof *bs.names);
+    TR_CHECK(bs.b && bs.names, "out of host memory for a checkpoint");
+    for (int i = 0; i < m->nparams; i++) {
+        const llama_param *p = &m->params_tab[i];
+        if (p->place.tp_replicated && g->coord[TR_AXIS_TP] != 0) continue;
+        piece pcs[2];
+        int np = pieces_of(p, pcs);
+        for (int k = 0; k < np; k++) {
+            const piece *pc = &pcs[k];
+            if (writer) add_blob(&bs, "", pc, master + p->offset + pc->local_off, pc->slice);
+            if (!o->distributed) {
+                if (!writer) continue;
+                add_blob(&bs, "optim.exp_avg/", pc, mh + p->offset + pc->local_off, pc->slice);
+                add_blob(&bs, "optim.exp_avg_sq/", pc, vh + p->offset + pc->local_off, pc->slice);
+            } else {
+                size_t first;
+                ckpt_place part = shard_part(p, pc, o->shard_begin, o->shard_begin + o->shard_len, &first);
+                if (part.n == 0) continue;
+                add_blob(&bs, "optim.exp_avg/", pc, mh + (first - o->shard_begin), part);
+                add_blob(&bs, "optim.exp_avg_sq/", pc, vh + (first - o->shard_begin), part);
+            }
+        }
+    }
+    rc = ckpt_shard_write(io, cfg->save, pos->iteration, &lay, &me, bs.b, bs.n, NULL, err, errlen);
+    free(bs.b), free(bs.names), free(master), free(mh), free(vh);
+    coll_barrier(gr->world, m->stream);
+    if (rc || g->rank != 0) return rc;
+
+    ckpt_manifest man;
+    memset(&man, 0, sizeof man);
+    man.iteration = pos->iteration;
+    man.consumed_train_samples = pos->consumed_train;
+    man.consumed_valid_samples = pos->consumed_valid;
+    ckpt_model_from_config(cfg, &man.model);
+    man.layout = lay;
+    man.sched = (ckpt_sched){sched->max_lr, sched->min_lr, sched->init_lr, sched->warmup_samples, sched->decay_samples,
+                             pos->consumed_train, (int)sched->style};
+    man.optimizer_step = o->step;
+    man.seed = cfg->seed;
+    man.bf16 = cfg->bf16;
+    return ckpt_save_commit(io, cfg->save, pos->iteration, &man, err, errlen);
+}
+
+int tr_ckpt_load(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, tr_run_position *pos,
+                 int *loaded, char *err, size_t errlen) {
+    *loaded = 0;
+    int64_t it;
+    int r = ckpt_latest(cfg->load, &it, err, errlen);
+    if (r < 0) return -1;
+    if (r == 1) return 0; /* nothing saved yet: Megatron starts from scratch */
+    ckpt_verify_report rep;
+    if (ckpt_verify(cfg->load, it, &rep, err, errlen)) return -1;
+    ckpt_reader *rd = ckpt_reader_open(cfg->load, it, err, errlen);
+    if (!rd) return -1;
+    const ckpt_manifest *man = ckpt_reader_manifest(rd);
+    ckpt_model_shape run;
+    ckpt_model_from_config(cfg, &run);
+    char where[TR_PATH_LEN + 32];
+    snprintf(where, sizeof where, "%s iteration %lld", cfg->load, (long long)it);
+    int rc = ckpt_model_compare(&man->model, &run, where, err, errlen);
+    const bool with_optim = !cfg->finetune && !cfg->no_load_optim;
+    float *master = calloc(m->total ? m->total : 1, sizeof *master);
+    float *mh = calloc(o->shard_len ? o->shard_len : 1, sizeof *mh), *vh = calloc(o->shard_len ? o->shard_len : 1, sizeof *vh);
+    TR_CHECK(master && mh && vh, "out of host memory for a checkpoint");
+    char name[512];
+    for (int i = 0; !rc && i < m->nparams; i++) {
+        const llama_param *p = &m->params_tab[i];
+        piece pcs[2];
+        int np = pieces_of(p, pcs);
+        for (int k = 0; !rc && k < np; k++) {
+            const piece *pc = &pcs[k];
+            rc = ckpt_read(rd, pc->name, CKPT_F32, pc->slice, master + p->offset + pc->local_off, err, errlen);
+            if (rc || !with_optim) continue;
+            size_t first = p->offset + pc->local_off;
+            ckpt_place want = pc->slice;
+            if (o->distributed) {
+                want = shard_part(p, pc, o->shard_begin, o->shard_begin + o->shard_len, &first);
+                if (want.n == 0) continue;
+            }
+            snprintf(name, sizeof name, "optim.exp_avg/%s", pc->name);
+            rc = ckpt_read(rd, name, CKPT_F32, want, mh + (first - o->shard_begin), err, errlen);
+            snprintf(name, sizeof name, "optim.exp_avg_sq/%s", pc->name);
+            if (!rc) rc = ckpt_read(rd, name, CKPT_F32, want, vh + (first - o->shard_begin), err, errlen);
+        }
+    }
+    if (!rc) {
+        llama_set_master(m, master);
+        if (with_optim) {
+            dev_copy_h2d(m->stream, o->m, mh, o->shard_len * sizeof *mh);
+            dev_copy_h2d(m->stream, o->v, vh, o->shard_len * sizeof *vh);
+            dev_stream_sync(m->stream);
+            o->step = (int)man->optimizer_step;
+        }
+        if (!cfg->finetune) {
+            pos->iteration = man->iteration;
+            pos->consumed_train = man->consumed_train_samples;
+            pos->consumed_valid = man->consumed_valid_samples;
+        }
+        *loaded = 1;
+    }
+    (void)g;
+    free(master), free(mh), free(vh);
+    ckpt_reader_close(rd);
+    return rc;
+}

@@ -1,0 +1,31 @@
+/* Checkpoints of a training run (engine/ckpt's format): every rank writes its shard of the fp32
+ * master weights and Adam's moments under global names with their placement, rank 0 commits; a load
+ * reads each rank's own placement from whichever shards hold it, so a checkpoint saved with one
+ * (TP, PP, CP, DP) layout loads into another. */
+#ifndef TR_TRAIN_CHECKPOINT_H
+#define TR_TRAIN_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "model/llama.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+#include "parallel/grid.h"
+#include "twinrun/config.h"
+
+typedef struct tr_run_position {
+    int64_t iteration, consumed_train, consumed_valid;
+} tr_run_position;
+
+/* Collective over the world: saves iteration `pos->iteration` into cfg->save. 0 or -1 with err. */
+int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, const tr_groups *gr,
+                 const tr_lr_schedule *sched, const tr_run_position *pos, char *err, size_t errlen);
+
+/* Loads the latest checkpoint of cfg->load into this rank, as Megatron does: weights always;
+ * optimizer state unless --no-load-optim or --finetune; iteration and consumed samples unless
+ * --finetune (which starts at 0). *loaded is 0 when the directory holds no checkpoint yet (training
+ * starts from scratch). Checksums are verified first; a bad checkpoint is refused naming the file. */
+int tr_ckpt_load(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, tr_run_position *pos,
+                 int *loaded, char *err, size_t errlen);
+
+#endif
