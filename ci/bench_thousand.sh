@@ -11,9 +11,9 @@ mkdir -p "$out"
 args=(--num-layers 80 --hidden-size 64 --ffn-hidden-size 128 --num-attention-heads 8 --group-query-attention
       --num-query-groups 8 --seq-length 32 --max-position-embeddings 32 --position-embedding-type rope
       --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights --disable-bias-linear
-      --attention-dropout 0 --hidden-dropout 0 --bf16 --micro-batch-size 1 --global-batch-size 64
+      --attention-dropout 0 --hidden-dropout 0 --bf16 --micro-batch-size 1 --global-batch-size 32
       --train-iters "$steps" --lr 1.5e-4 --min-lr 1.5e-5 --lr-decay-style cosine --lr-warmup-iters 1
       --tensor-model-parallel-size 8 --pipeline-model-parallel-size 8 --context-parallel-size 1
       --sequence-parallel --use-distributed-optimizer --log-interval 1 --log-throughput
-      --mock-data --vocab-size 128256 --eval-iters 0 --data-cache-path "$out/cache")
+      --mock-data --vocab-size "${VOCAB:-1024}" --eval-iters 0 --data-cache-path "$out/cache")
 TWINRUN_TWIN_DEVICE=${TWINRUN_TWIN_DEVICE:-H100} WORLD_SIZE=1024 build/twin/bin/train_llama3 "${args[@]}"

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "ckpt/hf_export.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/llama.h"
@@ -126,12 +127,53 @@ static void test_extra_tensor(void **state) {
     expect_refused(*state, NULL, NULL, "model.layers.0.self_attn.q_proj.bias", "model.layers.0.self_attn.q_proj.bias");
 }
 
+/* A model exported to Hugging Face (config.json + sharded safetensors) and imported again gives the
+ * same logits, bit for bit: the weights are perturbed first, so nothing comes from the original file. */
+static void test_export_import_same_logits(void **state) {
+    fixture *f = *state;
+    char err[512], dir[300];
+    float *w = malloc(f->m->total * 4);
+    assert_int_equal(llama_hf_read(f->m, TINY, w, err, sizeof err), 0);
+    for (size_t i = 0; i < f->m->total; i++) w[i] *= 1.0f + 0.01f * (float)((i * 7919) % 13);
+    llama_set_master(f->m, w);
+    const int N = f->m->dims.B * f->m->dims.T, V = f->m->dims.Vl;
+    int32_t tok[64], lab[64];
+    for (int n = 0; n < N; n++) tok[n] = (n * 37 + 5) % 512, lab[n] = (n * 11 + 3) % 512;
+    float *a = malloc((size_t)N * V * 4), *b = malloc((size_t)N * V * 4);
+    llama_forward(f->m, tok, lab, NULL);
+    llama_get_logits(f->m, a);
+    snprintf(dir, sizeof dir, "%s/export", f->dir);
+    mkdir(dir, 0755);
+    /* a small shard limit: the sharded index path, as for a real model */
+    if (ckpt_hf_export(f->m, &f->cfg, w, dir, 100000, err, sizeof err)) fail_msg("%s", err);
+    tr_config c2;
+    tr_config_defaults(&c2);
+    hf_llama_config hf;
+    char path[400];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    assert_int_equal(hf_config_load(&hf, path, err, sizeof err), 0);
+    assert_int_equal(hf_config_apply(&hf, &c2, err, sizeof err), 0);
+    c2.micro_batch_size = f->cfg.micro_batch_size, c2.seq_length = f->cfg.seq_length;
+    llama_model *m2 = llama_create(&c2, f->d, dev_stream_default(f->d), err, sizeof err);
+    assert_non_null(m2);
+    if (llama_hf_load(m2, dir, err, sizeof err)) fail_msg("%s", err);
+    llama_forward(m2, tok, lab, NULL);
+    llama_get_logits(m2, b);
+    assert_memory_equal(a, b, (size_t)N * V * 4);
+    llama_destroy(m2);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    free(w), free(a), free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_missing_tensor),
         cmocka_unit_test(test_wrong_shape),
         cmocka_unit_test(test_extra_tensor),
+        cmocka_unit_test(test_export_import_same_logits),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
