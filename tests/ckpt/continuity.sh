@@ -2,8 +2,10 @@
 # Resume is bit-exact and layouts reshard: train 2N steps straight; separately train N, save, start a
 # new run that loads and trains N more — the second half's lm loss, grad norm and lr must be
 # byte-identical to the straight run's (timing fields aside), for one rank and for TP2 x PP2 x DP2
-# with the distributed optimizer and sequence parallelism, in fp32 and bf16. Then the (2,2,2) fp32
-# checkpoint loads into (1,1,1) and (TP4, DP2) and continues within 1e-5 of the straight run.
+# with the distributed optimizer and sequence parallelism, in fp32 and bf16. Then checkpoints change
+# layout: the (2,2,2) fp32 checkpoint continues as (1,1,1) and (TP4, DP2), the one-rank checkpoint as
+# (2,2,2), and a thousand-card (TP8, PP8, DP16) checkpoint of an 8-layer model as (1,1,1) and (TP4, DP2)
+# — each within 1e-5 of the straight run.
 # Usage: continuity.sh BIN_DIR SOURCE_DIR WORK_DIR
 set -euo pipefail
 bin=$1 src=$2 work=$3
@@ -41,5 +43,28 @@ for to in "1|" "8|--tensor-model-parallel-size 4 --use-distributed-optimizer"; d
     run "$world" "${lay[@]}" --load "$work/world8_fp32.ckpt" --metrics-jsonl "$work/reshard.jsonl"
     echo "reshard (2,2,2) -> world $world ${lay[*]}:"
     python3 "$src/ci/compare_metrics.py" "$work/reshard.jsonl" "$work/want_tail.jsonl" 1e-5 || fail=1
+done
+run 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --use-distributed-optimizer \
+    --load "$work/world1_fp32.ckpt" --metrics-jsonl "$work/reshard_back.jsonl"
+bits "$work/world1_fp32.straight.jsonl" | tail -n 5 >"$work/want_tail1.jsonl"
+echo "reshard (1,1,1) -> (2,2,2):"
+python3 "$src/ci/compare_metrics.py" "$work/reshard_back.jsonl" "$work/want_tail1.jsonl" 1e-5 || fail=1
+
+# the thousand-card layout: 1024 shards
+args=(--num-layers 8 --hidden-size 64 --ffn-hidden-size 128 --num-attention-heads 8 --group-query-attention
+      --num-query-groups 8 --seq-length 16 --max-position-embeddings 16 --position-embedding-type rope
+      --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights --disable-bias-linear
+      --attention-dropout 0 --hidden-dropout 0 --micro-batch-size 1 --global-batch-size 32 --lr 3e-3 --min-lr 3e-4
+      --lr-decay-style cosine --lr-warmup-iters 1 --lr-decay-iters 6 --train-iters 6 --mock-data --vocab-size 1024
+      --eval-iters 0 --log-interval 100 --data-cache-path "$work/cache8")
+run 1 --metrics-jsonl "$work/big.straight.jsonl"
+bits "$work/big.straight.jsonl" | tail -n 3 >"$work/big_tail.jsonl"
+run 1024 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 8 --use-distributed-optimizer \
+    --sequence-parallel --exit-interval 3 --save "$work/big.ckpt" --save-interval 100
+for to in "1|" "8|--tensor-model-parallel-size 4 --use-distributed-optimizer"; do
+    world=${to%%|*}; read -r -a lay <<<"${to#*|}"
+    run "$world" "${lay[@]}" --load "$work/big.ckpt" --metrics-jsonl "$work/big.reshard.jsonl"
+    echo "reshard (8,8,16) -> world $world ${lay[*]}:"
+    python3 "$src/ci/compare_metrics.py" "$work/big.reshard.jsonl" "$work/big_tail.jsonl" 1e-5 || fail=1
 done
 exit $fail
