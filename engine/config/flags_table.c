@@ -17,7 +17,7 @@
 /* Reasons shared by many rows. */
 #define R_FUSION "a kernel-fusion switch of Megatron's PyTorch stack; twinrun's kernels compute the same values either way"
 #define R_FP8 "twinrun has no FP8 kernels; training runs in bf16 (or fp32) and results differ from an FP8 run"
-#define R_TB "twinrun writes loss, lr, grad norm and throughput to TensorBoard; this extra series is not written"
+#define R_TB "twinrun writes no TensorBoard event files yet; --metrics-jsonl carries loss, lr, grad norm and timings"
 #define R_TOKENIZER "twinrun reads token ids that preprocessing already produced; no tokenizer runs while training"
 #define R_RECOMPUTE "twinrun keeps all activations (no recomputation); memory use is that of a run without recompute"
 
@@ -360,7 +360,7 @@ static const tr_flag FLAGS[] = {
     {"--log-throughput", TR_K_BOOL, TR_SEC_LOGGING, F(log_throughput), .def = "off",
      .help = "add TFLOP/s per GPU to the log line"},
     {"--tensorboard-dir", TR_K_STRING, TR_SEC_LOGGING, F(tensorboard_dir), .metavar = "DIR", .def = "none",
-     .help = "write TensorBoard event files here"},
+     .status = TR_ST_WARNED, .reason = R_TB, .help = "write TensorBoard event files here"},
     {"--tensorboard-log-interval", TR_K_INT, TR_SEC_LOGGING, GE(1), .metavar = "N", .def = "1",
      .status = TR_ST_ACCEPTED, .reason = "TensorBoard scalars are written every --log-interval iterations",
      .help = "iterations between TensorBoard writes"},
@@ -484,6 +484,8 @@ static const tr_flag FLAGS[] = {
      .help = "append one JSON object per iteration (loss, lr, grad norm, timings)"},
     {"--tokens-file", TR_K_STRING, TR_SEC_TWINRUN, F(tokens_file), .metavar = "FILE", .def = "none",
      .help = "raw little-endian int32 tokens [iters, global batch, seq+1] instead of a dataset (tests)"},
+    {"--keep-last", TR_K_INT, TR_SEC_TWINRUN, F(keep_last), GE(0), .metavar = "N", .def = "0 (keep all)",
+     .help = "after each save keep only the N newest checkpoints in --save (never the newest complete one)"},
 };
 
 _Static_assert(sizeof FLAGS / sizeof FLAGS[0] <= TR_FLAGS_MAX, "raise TR_FLAGS_MAX");

@@ -148,7 +148,8 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
     man.optimizer_step = o->step;
     man.seed = cfg->seed;
     man.bf16 = cfg->bf16;
-    return ckpt_save_commit(io, cfg->save, pos->iteration, &man, err, errlen);
+    if (ckpt_save_commit(io, cfg->save, pos->iteration, &man, err, errlen)) return -1;
+    return cfg->keep_last > 0 ? ckpt_prune(io, cfg->save, cfg->keep_last, err, errlen) : 0;
 }
 
 int tr_ckpt_load(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, tr_run_position *pos,

@@ -82,6 +82,7 @@ typedef struct tr_config {
     char hf_load[TR_PATH_LEN];     /* --hf-load DIR: import Hugging Face weights and config */
     char metrics_jsonl[TR_PATH_LEN]; /* --metrics-jsonl FILE: one JSON object per iteration */
     char tokens_file[TR_PATH_LEN]; /* --tokens-file FILE: raw int32 [iters, GBS, seq+1] (tests) */
+    int keep_last;                 /* --keep-last N: checkpoints kept in --save after each save; 0 = all */
 
     /* what parsing noticed: flags accepted but ignored, settings Megatron silently changes.
      * Complete lines "twinrun: warning: ...\n"; the caller prints them once: fputs(cfg->warnings, stderr). */
