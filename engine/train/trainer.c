@@ -93,6 +93,20 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
     return 0;
 }
 
+/* Megatron's --exit-duration-in-mins: every rank stops at the same iteration once any rank's clock
+ * (wall time, or the twin's simulated time) has run past the limit. */
+static bool exit_duration_reached(rank_state *st, double start, double minutes) {
+    float *flag = dev_alloc(st->dev, sizeof(float), "exit-duration flag");
+    TR_CHECK(flag != NULL, "out of device memory for a flag");
+    float h = (dev_clock_now(st->dev) - start) / 60.0 > minutes ? 1.0f : 0.0f;
+    dev_copy_h2d(dev_stream_default(st->dev), flag, &h, sizeof h);
+    coll_all_reduce(st->groups.world, dev_stream_default(st->dev), flag, flag, 1, TR_F32, COLL_MAX);
+    dev_copy_d2h(dev_stream_default(st->dev), &h, flag, sizeof h);
+    dev_stream_sync(dev_stream_default(st->dev));
+    dev_free(st->dev, flag);
+    return h > 0.5f;
+}
+
 static int train_rank(int rank, int world, void *arg) {
     job *jb = arg;
     const tr_config *cfg = jb->cfg;
@@ -124,6 +138,7 @@ static int train_rank(int rank, int world, void *arg) {
     double loss_acc = 0, t_acc = 0;
     int n_acc = 0, nan_iters = 0;
     int64_t saved_at = pos.iteration, it = pos.iteration;
+    const double start = st.dev ? dev_clock_now(st.dev) : 0.0;
     for (it = pos.iteration + 1; !rc && it <= iters; it++) {
         double lr = tr_lr_at(&sched, consumed);
         double t0 = dev_clock_now(st.dev);
@@ -182,6 +197,11 @@ static int train_rank(int rank, int world, void *arg) {
         if (cfg->exit_interval > 0 && it % cfg->exit_interval == 0) {
             it++;
             break;
+        }
+        if (cfg->exit_duration_in_mins > 0 && exit_duration_reached(&st, start, cfg->exit_duration_in_mins)) {
+            if (reporter) fprintf(jb->log, " exiting program after %g minutes (--exit-duration-in-mins)\n", cfg->exit_duration_in_mins);
+            it++;
+            break; /* the end-of-training save below keeps the work */
         }
     }
     int64_t last = it - 1;
