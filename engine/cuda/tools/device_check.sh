@@ -9,7 +9,7 @@
 # Usage (from the repository root): engine/cuda/tools/device_check.sh OUTDIR [DEBS_DIR]
 # DEBS_DIR (default .debs) holds .deb files of cmocka, cJSON and pkg-config for machines that lack
 # them (apt-get download libcmocka0 libcmocka-dev libcjson1 libcjson-dev pkgconf pkgconf-bin
-# libpkgconf3 pkg-config); they are unpacked under /tmp, never into /.
+# libpkgconf3 pkg-config zlib1g zlib1g-dev); they are unpacked under /tmp, never into /.
 set -u
 OUT=${1:-/tmp/twinrun-gpu}
 DEBS=${2:-.debs}
@@ -29,8 +29,11 @@ if ! pkg-config --exists cmocka libcjson 2>/dev/null; then
     mkdir -p $P
     for f in "$DEBS"/*.deb; do dpkg -x "$f" $P; done
     sed -i "s|/usr/|$P/usr/|g" $P/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc
+    # Debian's libz.so is an absolute link into /lib: point it at the unpacked copy
+    for z in $P/lib/x86_64-linux-gnu/libz.so.1.*; do [ -e "$z" ] && ln -sf "$z" $P/usr/lib/x86_64-linux-gnu/libz.so; done
+    export LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:$P/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}
     export PKG_CONFIG_PATH=$P/usr/lib/x86_64-linux-gnu/pkgconfig
-    export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:$P/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     command -v pkg-config >/dev/null || extra+=(-DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf)
 fi
 if [ ! -e "$(dirname "$NVCC")/../include/nccl.h" ]; then
