@@ -16,7 +16,7 @@ mkdir -p "$OUT"
 bash engine/cuda/tools/device_check.sh "$OUT" "$DEBS"
 # device_check.sh set these up in its own shell; the programs below need them too
 P=/tmp/twinrun-debs
-[ -d $P ] && export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+[ -d $P ] && export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:$P/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 NR=$(python3 -c 'import nvidia.nccl as m; print(m.__path__[0])' 2>/dev/null) && export LD_LIBRARY_PATH=$NR/lib:$LD_LIBRARY_PATH
 echo "== twin vs GPU"
 for dt in fp32 bf16; do
