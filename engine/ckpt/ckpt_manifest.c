@@ -132,7 +132,7 @@ static int get_i64(const pctx *c, const cJSON *obj, const char *key, int64_t lo,
 }
 
 static int get_int(const pctx *c, const cJSON *obj, const char *key, int lo, int hi, int *out) {
-    int64_t v;
+    int64_t v = 0; /* set by get_i64 on success; initialised for -O3, which cannot see tr_errf returns -1 */
     if (get_i64(c, obj, key, lo, hi, &v)) return -1;
     *out = (int)v;
     return 0;
@@ -215,7 +215,7 @@ static int parse_files(const pctx *c, const cJSON *arr, ckpt_manifest *m) {
     for (const cJSON *f = arr->child; f; f = f->next, i++) {
         char want[CKPT_FILE_NAME_LEN];
         ckpt_shard_name(want, sizeof want, i);
-        int64_t rank, size;
+        int64_t rank = -1, size = 0;
         if (!cJSON_IsObject(f)) return tr_errf(c->err, c->errlen, "%s: files[%d] must be an object", c->path, i);
         const cJSON *name = need(c, f, "name"), *crc = name ? need(c, f, "crc32") : NULL;
         if (!crc || get_i64(c, f, "rank", 0, world - 1, &rank) || get_i64(c, f, "size", 0, (int64_t)MAX_JSON_INT, &size))
