@@ -31,7 +31,7 @@ typedef struct job {
     tr_train_summary *summary;
     tr_data *data; /* the datasets, built once; each rank reads through its own view */
     size_t peak;   /* largest device peak of any rank */
-    char err[1024];
+    char err[1024 + 32]; /* "rank N: " and a rank's 1024-byte message */
 } job;
 
 typedef struct rank_state {
