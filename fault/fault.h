@@ -1,0 +1,107 @@
+/* Faults: what a scenario throws at a job, and the injection sites both builds share.
+ *
+ * A fault plan is a list of fault_spec, each firing at most once in a job's life (across the
+ * supervisor's restarts: `fired` is kept by whoever owns the plan), at (step, rank or node, place).
+ * The engine calls the fault_* hooks below at fixed places; with no plan every hook is a no-op.
+ * The plan is built from a scenario file (sim/scenario) or, in any build, from the compact string
+ * of TWINRUN_FAULTS (fault_plan_parse; docs/faults.md). */
+#ifndef TR_FAULT_H
+#define TR_FAULT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "twinrun/coll.h"
+#include "twinrun/dev.h"
+#include "twinrun/dtype.h"
+
+typedef enum fault_kind {
+    FAULT_HANG = 0,      /* the rank stops forever before a collective (group, op) */
+    FAULT_CRASH,         /* the rank's process dies */
+    FAULT_NODE_CRASH,    /* every rank of a node dies */
+    FAULT_NAN,           /* NaN (or Inf) written into a tensor: loss, a layer's activation or gradient */
+    FAULT_STRAGGLER,     /* the rank computes `factor` times slower from `step` on */
+    FAULT_COLL_MISMATCH, /* the rank issues a collective its group does not */
+    FAULT_CKPT_ENOSPC,   /* the rank's checkpoint write fails with ENOSPC */
+    FAULT_CKPT_CRASH,    /* the rank dies in the middle of writing its checkpoint shard */
+    FAULT_CKPT_CORRUPT,  /* a byte of the rank's shard of the checkpoint saved at `step` is flipped on disk */
+    FAULT_DATA_CORRUPT,  /* the data file is damaged before the job starts (the runner does it) */
+    FAULT_OOM,           /* the rank allocates more device memory than it has */
+    FAULT_SHORT_NODE,    /* a node sees `devices` devices instead of gpus_per_node */
+    FAULT_VERSION_SKEW,  /* a node runs another build (`version`) */
+    FAULT_KIND_COUNT
+} fault_kind;
+
+typedef enum fault_tensor { FAULT_T_LOSS = 0, FAULT_T_ACTIVATION, FAULT_T_GRADIENT } fault_tensor;
+
+#define FAULT_NAME_LEN 32
+
+typedef struct fault_spec {
+    fault_kind kind;
+    int64_t step;    /* iteration it fires at (1-based); 0 for the start-up kinds (short_node, version_skew,
+                        data_corrupt) */
+    int rank;        /* global rank; -1 when `node` names the target */
+    int node;        /* node index (rank / gpus_per_node); -1 when `rank` names the target */
+    char group[FAULT_NAME_LEN]; /* hang, mismatch: communicator name "tp" "pp" "dp" "cp" "dp_cp" "world", or "any" */
+    char op[FAULT_NAME_LEN];    /* hang, mismatch: "all_reduce" "all_gather" "reduce_scatter" "broadcast" "send"
+                                   "recv" "barrier", or "any" */
+    fault_tensor tensor;        /* nan */
+    int layer;                  /* nan: activation/gradient of this global layer index (0-based); -1 = any */
+    bool inf;                   /* nan: write +Inf instead of NaN */
+    double factor;              /* straggler: > 1 */
+    int devices;                /* short_node: devices the node sees, < gpus_per_node */
+    char version[FAULT_NAME_LEN]; /* version_skew: the other build's version string */
+    int line, col;              /* where the scenario file defined it (0 when not from a file) */
+} fault_spec;
+
+typedef struct fault_plan {
+    int n;
+    fault_spec *faults;   /* [n] */
+    unsigned char *fired; /* [n]: set when a fault fires; survives restarts while the owner keeps it */
+    int gpus_per_node;    /* node of rank r = r / gpus_per_node */
+} fault_plan;
+
+const char *fault_kind_name(fault_kind k);      /* "hang", "crash", "node_crash", "nan", ... */
+int fault_kind_from_name(const char *name);     /* -1 when unknown */
+const char *fault_tensor_name(fault_tensor t);  /* "loss", "activation", "gradient" */
+int fault_tensor_from_name(const char *name);   /* -1 when unknown */
+/* Fills a spec with the kind's defaults (rank/node -1, group/op "any", layer -1, factor 4, ...). */
+void fault_spec_default(fault_spec *f, fault_kind k);
+/* Checks one spec against a world of `world` ranks on nodes of `gpus_per_node`; -1 with err naming
+ * the field and the fix. */
+int fault_spec_check(const fault_spec *f, int world, int gpus_per_node, char *err, size_t errlen);
+/* One line describing the fault: "hang of rank 213 before dp all_reduce at iteration 3". */
+void fault_spec_describe(const fault_spec *f, char *out, size_t outlen);
+/* True when the fault targets global rank r (its rank, or a rank of its node). */
+bool fault_targets_rank(const fault_spec *f, int r, int gpus_per_node);
+
+/* Compact plan syntax, for TWINRUN_FAULTS and tests: faults separated by ';', each
+ * "kind@step:key=value,key=value", e.g. "hang@3:rank=5,group=dp,op=all_reduce;nan@5:rank=2,tensor=activation,layer=1".
+ * Returns 0 with a plan (free with fault_plan_free) or -1 with err naming the fault and key. */
+int fault_plan_parse(const char *text, int world, int gpus_per_node, fault_plan *out, char *err, size_t errlen);
+int fault_plan_init(fault_plan *p, int n, int gpus_per_node); /* n zeroed specs, fired cleared */
+void fault_plan_free(fault_plan *p);
+
+/* ---- injection sites (engine) -------------------------------------------------------------------
+ * One fault_rank per rank; every hook accepts NULL (no plan) and then does nothing. */
+typedef struct fault_rank fault_rank;
+
+fault_rank *fault_rank_open(fault_plan *plan, int rank, int world, dev_device *d);
+void fault_rank_close(fault_rank *fr);
+/* Watches a communicator's calls (hang, mismatch). */
+void fault_rank_watch(fault_rank *fr, coll_comm *c);
+/* Start of iteration `it`: crash, node crash and OOM fire here. */
+void fault_step_begin(fault_rank *fr, int64_t it);
+/* End of the iteration's compute: a straggler sleeps (factor-1) x the iteration's busy time. */
+void fault_step_end(fault_rank *fr, double busy_seconds);
+/* After the engine produced a tensor x [n] of dt on stream s: NaN/Inf fires here when (tensor, layer) match. */
+void fault_tensor_site(fault_rank *fr, fault_tensor t, int layer, dev_stream *s, void *x, tr_dtype dt, size_t n);
+/* Before the rank writes its checkpoint shard for iteration `it`: returns an errno to fail the
+ * write with (ENOSPC), or 0; crashes the rank (ckpt_crash) after `bytes_written` is set. */
+int fault_ckpt_write(fault_rank *fr, int64_t it, int *crash_after_bytes);
+/* What this rank reports at start-up: device count and build version (short_node, version_skew). */
+int fault_visible_devices(fault_rank *fr, int devices);
+const char *fault_build_version(fault_rank *fr, const char *version);
+
+#endif
