@@ -43,6 +43,9 @@ struct coll_comm {
     double timeout_s;
     bool sync;
     char name[32];
+    coll_observer observer; /* fault injection (fault/); not called while it runs */
+    void *observer_arg;
+    bool in_observer;
 };
 
 /* Streams (with their communicator) used between coll_group_start and coll_group_end, waited on at
@@ -313,42 +316,56 @@ static ncclRedOp_t nccl_op(coll_op op) {
     tr_fatal("coll: unknown reduction %d", (int)op);
 }
 
-#define COLL_ENTER(c)                                                                                         \
+static void observe(coll_comm *c, const char *op) {
+    if (!c->observer || c->in_observer) return;
+    c->in_observer = true;
+    c->observer(c->observer_arg, c, op);
+    c->in_observer = false;
+}
+
+#define COLL_ENTER(c, op)                                                                                     \
     do {                                                                                                      \
+        observe((c), (op));                                                                                   \
         if ((c)->dead != COLL_OK) return (c)->dead;                                                           \
     } while (0)
 
+void coll_comm_set_observer(coll_comm *c, coll_observer fn, void *arg) {
+    TR_CHECK(c != NULL, "coll_comm_set_observer on a NULL communicator");
+    c->observer = fn;
+    c->observer_arg = arg;
+}
+
 coll_status coll_all_reduce(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count, tr_dtype dt,
                             coll_op op) {
-    COLL_ENTER(c);
+    COLL_ENTER(c, "all_reduce");
     if (count == 0) return COLL_OK;
     return finish(c, s, ncclAllReduce(send, recv, count, nccl_type(dt), nccl_op(op), c->comm, tr_cu_stream(s)),
                   "all_reduce");
 }
 
 coll_status coll_all_gather(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count, tr_dtype dt) {
-    COLL_ENTER(c);
+    COLL_ENTER(c, "all_gather");
     if (count == 0) return COLL_OK;
     return finish(c, s, ncclAllGather(send, recv, count, nccl_type(dt), c->comm, tr_cu_stream(s)), "all_gather");
 }
 
 coll_status coll_reduce_scatter(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count,
                                 tr_dtype dt, coll_op op) {
-    COLL_ENTER(c);
+    COLL_ENTER(c, "reduce_scatter");
     if (count == 0) return COLL_OK;
     return finish(c, s, ncclReduceScatter(send, recv, count, nccl_type(dt), nccl_op(op), c->comm, tr_cu_stream(s)),
                   "reduce_scatter");
 }
 
 coll_status coll_broadcast(coll_comm *c, dev_stream *s, void *buf, size_t count, tr_dtype dt, int root) {
-    COLL_ENTER(c);
+    COLL_ENTER(c, "broadcast");
     TR_CHECK(root >= 0 && root < c->size, "broadcast root is not a rank of the group (roots are group positions)");
     if (count == 0) return COLL_OK;
     return finish(c, s, ncclBroadcast(buf, buf, count, nccl_type(dt), root, c->comm, tr_cu_stream(s)), "broadcast");
 }
 
 coll_status coll_send(coll_comm *c, dev_stream *s, const void *buf, size_t count, tr_dtype dt, int peer) {
-    COLL_ENTER(c);
+    COLL_ENTER(c, "send");
     if (peer < 0 || peer >= c->size || (peer == c->rank && coll_group.depth == 0))
         tr_fatal("coll_send on '%s': peer %d is not another rank of the group of %d (peers are group positions; "
                  "a send to oneself needs coll_group_start/end around the send and the recv)",
@@ -358,7 +375,7 @@ coll_status coll_send(coll_comm *c, dev_stream *s, const void *buf, size_t count
 }
 
 coll_status coll_recv(coll_comm *c, dev_stream *s, void *buf, size_t count, tr_dtype dt, int peer) {
-    COLL_ENTER(c);
+    COLL_ENTER(c, "recv");
     if (peer < 0 || peer >= c->size || (peer == c->rank && coll_group.depth == 0))
         tr_fatal("coll_recv on '%s': peer %d is not another rank of the group of %d (peers are group positions; "
                  "a receive from oneself needs coll_group_start/end around the send and the recv)",
@@ -368,7 +385,7 @@ coll_status coll_recv(coll_comm *c, dev_stream *s, void *buf, size_t count, tr_d
 }
 
 coll_status coll_barrier(coll_comm *c, dev_stream *s) {
-    COLL_ENTER(c);
+    COLL_ENTER(c, "barrier");
     int32_t *one = tr_cu_scratch(s, sizeof *one, "barrier");
     CU_CHECK(cudaMemsetAsync(one, 0, sizeof *one, tr_cu_stream(s)));
     coll_status st = finish(c, s, ncclAllReduce(one, one, 1, ncclInt32, ncclSum, c->comm, tr_cu_stream(s)), "barrier");

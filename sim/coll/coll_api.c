@@ -38,6 +38,11 @@ static void check_peer(const coll_comm *c, const char *what, int peer) {
 
 static coll_status launch(coll_comm *c, coll_desc desc, const void *send, void *recv) {
     twin_rank *r = c->owner;
+    if (c->observer && !c->in_observer) {
+        c->in_observer = true;
+        c->observer(c->observer_arg, c, flight_op_name(desc.op));
+        c->in_observer = false;
+    }
     if (c->g->aborted) return COLL_ABORTED;
     twin_sync(r); /* arrive only when this rank's clock is the earliest: watchdogs before it fire first */
     if (c->g->aborted) return COLL_ABORTED;
@@ -141,6 +146,12 @@ void coll_group_end(void) {
         free(p);
     }
     r->group_first = r->group_last = NULL;
+}
+
+void coll_comm_set_observer(coll_comm *c, coll_observer fn, void *arg) {
+    TR_CHECK(c != NULL, "coll_comm_set_observer on a NULL communicator");
+    c->observer = fn;
+    c->observer_arg = arg;
 }
 
 void coll_abort(coll_comm *c) {

@@ -77,6 +77,9 @@ struct coll_comm {
     uint64_t *p2p_send, *p2p_recv;     /* [size] per-peer sequence numbers, allocated on first use */
     int inflight;                      /* launched operations not yet complete */
     int flight_comm;                   /* index in the owner's flight ring, -1 when not recording */
+    coll_observer observer;            /* fault injection; not called while it runs (in_observer) */
+    void *observer_arg;
+    bool in_observer;
     struct coll_comm *next_owned, *prev_owned;
 };
 

@@ -47,4 +47,10 @@ void coll_group_end(void);
 /* Aborts every outstanding and future call on c (NCCL's ncclCommAbort). */
 void coll_abort(coll_comm *c);
 
+/* Called at the start of every call on c, before the rank joins its peers, with the call's name
+ * ("all_reduce", "send", ...): the fault library's injection site for hangs and mismatches. The
+ * observer may itself issue calls on c (they are not observed). NULL removes it. */
+typedef void (*coll_observer)(void *arg, coll_comm *c, const char *op);
+void coll_comm_set_observer(coll_comm *c, coll_observer fn, void *arg);
+
 #endif
