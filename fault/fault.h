@@ -60,6 +60,13 @@ typedef struct fault_plan {
     fault_spec *faults;   /* [n] */
     unsigned char *fired; /* [n]: set when a fault fires; survives restarts while the owner keeps it */
     int gpus_per_node;    /* node of rank r = r / gpus_per_node */
+    /* Kept by the supervisor across restarts (NULL outside one): the attempt now running; a fault
+     * fires in one attempt only (every rank of a node in that attempt), at fired_at[i] simulated
+     * seconds, first by rank fired_rank[i]. */
+    int attempt;
+    int *fired_attempt;   /* [n] attempt + 1, 0 = not yet */
+    double *fired_at;     /* [n] */
+    int *fired_rank;      /* [n] */
 } fault_plan;
 
 const char *fault_kind_name(fault_kind k);      /* "hang", "crash", "node_crash", "nan", ... */
@@ -97,9 +104,11 @@ void fault_step_begin(fault_rank *fr, int64_t it);
 void fault_step_end(fault_rank *fr, double busy_seconds);
 /* After the engine produced a tensor x [n] of dt on stream s: NaN/Inf fires here when (tensor, layer) match. */
 void fault_tensor_site(fault_rank *fr, fault_tensor t, int layer, dev_stream *s, void *x, tr_dtype dt, size_t n);
-/* Before the rank writes its checkpoint shard for iteration `it`: returns an errno to fail the
- * write with (ENOSPC), or 0; crashes the rank (ckpt_crash) after `bytes_written` is set. */
-int fault_ckpt_write(fault_rank *fr, int64_t it, int *crash_after_bytes);
+/* The file I/O the rank's checkpoint save at iteration `it` goes through: `base` itself, or a
+ * wrapper that fails shard writes with ENOSPC (ckpt_enospc) or ends the rank half-way through its
+ * shard (ckpt_crash). Valid until the next call. */
+struct ckpt_io;
+const struct ckpt_io *fault_ckpt_io(fault_rank *fr, int64_t it, const struct ckpt_io *base);
 /* What this rank reports at start-up: device count and build version (short_node, version_skew). */
 int fault_visible_devices(fault_rank *fr, int devices);
 const char *fault_build_version(fault_rank *fr, const char *version);

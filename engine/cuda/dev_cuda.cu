@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cuda_check.h"
 #include "cuda_dev.h"
@@ -61,6 +62,13 @@ extern "C" void dev_rank_abort(int code) {
     fflush(stdout);
     fflush(stderr);
     exit(code);
+}
+
+/* Sleeps without touching the GPU or the communicators, so peers see exactly a stuck rank. */
+extern "C" void dev_rank_hang(void) {
+    fflush(stdout);
+    fflush(stderr);
+    for (;;) pause();
 }
 
 /* ---- allocation table ------------------------------------------------------------------ */

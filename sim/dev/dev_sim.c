@@ -218,3 +218,8 @@ _Noreturn void dev_rank_abort(int code) {
     if (s && s->current) twin_rank_finish(s->current, RANK_FAILED, code);
     exit(code);
 }
+
+_Noreturn void dev_rank_hang(void) {
+    if (!twin_active()) tr_fatal("a hang was injected outside a twin run: the process would never end");
+    twin_hang_forever();
+}

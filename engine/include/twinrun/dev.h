@@ -62,4 +62,9 @@ void dev_sleep(dev_device *d, double seconds);
  * only the calling rank. Never returns. */
 _Noreturn void dev_rank_abort(int code);
 
+/* A fault injection's stuck rank: it never returns and never progresses (a hung kernel, a host that
+ * keeps its sockets open). Real mode: the process sleeps until killed; the twin: the rank blocks
+ * forever, so only its peers' watchdogs can notice. */
+_Noreturn void dev_rank_hang(void);
+
 #endif
