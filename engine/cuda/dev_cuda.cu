@@ -332,6 +332,8 @@ extern "C" double dev_clock_now(dev_device *d) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+extern "C" double dev_busy_seconds(dev_device *d) { return dev_clock_now(d); }
+
 extern "C" void dev_sleep(dev_device *d, double seconds) {
     (void)d;
     if (!(seconds > 0)) return;

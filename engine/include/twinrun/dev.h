@@ -57,6 +57,10 @@ void dev_memset_zero(dev_stream *s, void *dst, size_t bytes);
  * watchdog costs no wall time there. */
 double dev_clock_now(dev_device *d);
 void dev_sleep(dev_device *d, double seconds);
+/* Of dev_clock_now, the seconds this rank spent on its own work rather than in collectives: what a
+ * straggler report compares. The twin knows it exactly; the CUDA build returns the wall clock
+ * (collectives included) until per-kernel timing lands. */
+double dev_busy_seconds(dev_device *d);
 
 /* The one rank-fail path's last step: real mode exits the process with `code`; the twin ends
  * only the calling rank. Never returns. */
