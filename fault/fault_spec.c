@@ -1,0 +1,279 @@
+/* One fault: names, defaults, the check against a world, the one-line description, and the plan
+ * container. Parsing lives in fault_parse.c (compact syntax) and fault_keys.c (values). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fault/fault.h"
+#include "fault/fault_keys.h"
+#include "twinrun/err.h"
+
+static const char *const kind_names[FAULT_KIND_COUNT] = {
+    [FAULT_HANG] = "hang",
+    [FAULT_CRASH] = "crash",
+    [FAULT_NODE_CRASH] = "node_crash",
+    [FAULT_NAN] = "nan",
+    [FAULT_STRAGGLER] = "straggler",
+    [FAULT_COLL_MISMATCH] = "coll_mismatch",
+    [FAULT_CKPT_ENOSPC] = "ckpt_enospc",
+    [FAULT_CKPT_CRASH] = "ckpt_crash",
+    [FAULT_CKPT_CORRUPT] = "ckpt_corrupt",
+    [FAULT_DATA_CORRUPT] = "data_corrupt",
+    [FAULT_OOM] = "oom",
+    [FAULT_SHORT_NODE] = "short_node",
+    [FAULT_VERSION_SKEW] = "version_skew",
+};
+
+static const char *const tensor_names[] = {[FAULT_T_LOSS] = "loss", [FAULT_T_ACTIVATION] = "activation",
+                                           [FAULT_T_GRADIENT] = "gradient"};
+
+#define FAULT_DEFAULT_VERSION "twinrun-0.0-skew"
+
+const char *fault_kind_name(fault_kind k) { return (unsigned)k < FAULT_KIND_COUNT ? kind_names[k] : "?"; }
+
+int fault_kind_from_name(const char *name) {
+    if (!name) return -1;
+    for (int k = 0; k < FAULT_KIND_COUNT; k++)
+        if (strcmp(name, kind_names[k]) == 0) return k;
+    return -1;
+}
+
+const char *fault_tensor_name(fault_tensor t) {
+    return (unsigned)t < sizeof tensor_names / sizeof tensor_names[0] ? tensor_names[t] : "?";
+}
+
+int fault_tensor_from_name(const char *name) {
+    if (!name) return -1;
+    for (int t = 0; t < (int)(sizeof tensor_names / sizeof tensor_names[0]); t++)
+        if (strcmp(name, tensor_names[t]) == 0) return t;
+    return -1;
+}
+
+void fault_spec_default(fault_spec *f, fault_kind k) {
+    memset(f, 0, sizeof *f);
+    f->kind = k;
+    f->step = 0;
+    f->rank = -1;
+    f->node = -1;
+    snprintf(f->group, sizeof f->group, "any");
+    snprintf(f->op, sizeof f->op, "any");
+    /* NaN in the loss only shows what the loss check already catches; an activation is the case
+     * that needs the origin tracked down, so it is the default. */
+    f->tensor = FAULT_T_ACTIVATION;
+    f->layer = -1;
+    f->inf = false;
+    f->factor = 4.0;
+    f->devices = 0; /* gpus_per_node is unknown here: the parsers make it gpus_per_node - 1 */
+    snprintf(f->version, sizeof f->version, "%s", FAULT_DEFAULT_VERSION);
+}
+
+/* The node a fault hits: its node, or its rank's. -1 when neither is given. */
+static int target_node(const fault_spec *f, int gpus_per_node) {
+    if (f->node >= 0) return f->node;
+    if (f->rank >= 0 && gpus_per_node > 0) return f->rank / gpus_per_node;
+    return -1;
+}
+
+static int check_target(const fault_spec *f, int world, int gpus_per_node, char *err, size_t errlen) {
+    const char *kn = fault_kind_name(f->kind);
+    int nodes = world / gpus_per_node;
+    if (fault_kind_is_node(f->kind)) {
+        if (f->rank >= world)
+            return tr_errf(err, errlen, "rank %d does not exist: the world has %d ranks (0-%d)", f->rank, world,
+                           world - 1);
+        if (f->node >= 0 && f->rank >= 0 && f->rank / gpus_per_node != f->node)
+            return tr_errf(err, errlen, "%s: rank %d is on node %d, not node %d: give only node (or only rank)", kn,
+                           f->rank, f->rank / gpus_per_node, f->node);
+        int node = target_node(f, gpus_per_node);
+        if (f->node >= nodes)
+            return tr_errf(err, errlen, "node %d does not exist: the cluster has %d node%s of %d GPUs (0-%d)", f->node,
+                           nodes, nodes == 1 ? "" : "s", gpus_per_node, nodes - 1);
+        if (node < 0)
+            return tr_errf(err, errlen, "%s needs a target: give node (0-%d), or a rank (0-%d) to hit its node", kn,
+                           nodes - 1, world - 1);
+        return 0;
+    }
+    if (f->node >= 0)
+        return tr_errf(err, errlen, "%s hits one rank, not a node: give rank (0-%d) instead of node "
+                                    "(node applies to node_crash, short_node and version_skew)",
+                       kn, world - 1);
+    if (f->rank >= world)
+        return tr_errf(err, errlen, "rank %d does not exist: the world has %d ranks (0-%d)", f->rank, world,
+                       world - 1);
+    /* a damaged data file is shared by every rank that reads it, so it may name no rank */
+    if (f->rank < 0 && f->kind != FAULT_DATA_CORRUPT)
+        return tr_errf(err, errlen, "%s needs a target: give rank (0-%d)", kn, world - 1);
+    return 0;
+}
+
+static bool in_list(const char *s, const char *const *list) {
+    for (; *list; list++)
+        if (strcmp(s, *list) == 0) return true;
+    return false;
+}
+
+static const char *const group_names[] = {"tp", "pp", "dp", "cp", "dp_cp", "world", "any", NULL};
+static const char *const op_names[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                                       "send",       "recv",       "barrier",        "any",
+                                       NULL};
+
+bool fault_group_valid(const char *g) { return g && in_list(g, group_names); }
+bool fault_op_valid(const char *op) { return op && in_list(op, op_names); }
+
+int fault_spec_check(const fault_spec *f, int world, int gpus_per_node, char *err, size_t errlen) {
+    if (!f) return tr_errf(err, errlen, "no fault");
+    if ((unsigned)f->kind >= FAULT_KIND_COUNT) return tr_errf(err, errlen, "unknown fault kind %d", (int)f->kind);
+    if (gpus_per_node <= 0 || world <= 0 || world % gpus_per_node != 0)
+        return tr_errf(err, errlen, "a world of %d ranks is not whole nodes of %d GPUs", world, gpus_per_node);
+    const char *kn = fault_kind_name(f->kind);
+    if (check_target(f, world, gpus_per_node, err, errlen)) return -1;
+
+    if (fault_kind_is_startup(f->kind)) {
+        if (f->step != 0)
+            return tr_errf(err, errlen, "%s happens at start-up, before iteration 1: leave out the step (got %lld)", kn,
+                           (long long)f->step);
+    } else if (f->step < 1) {
+        return tr_errf(err, errlen, "%s needs a step >= 1, the iteration it fires at (got %lld)", kn,
+                       (long long)f->step);
+    }
+    if (!fault_group_valid(f->group))
+        return tr_errf(err, errlen, "group '%s' is not a communicator: use tp, pp, dp, cp, dp_cp, world or any",
+                       f->group);
+    if (!fault_op_valid(f->op))
+        return tr_errf(err, errlen,
+                       "op '%s' is not a collective: use all_reduce, all_gather, reduce_scatter, broadcast, send, "
+                       "recv, barrier or any",
+                       f->op);
+    if ((unsigned)f->tensor > FAULT_T_GRADIENT)
+        return tr_errf(err, errlen, "tensor %d is not loss, activation or gradient", (int)f->tensor);
+    if (f->layer < -1) return tr_errf(err, errlen, "layer %d: give a layer index >= 0 (or none for any)", f->layer);
+    if (f->kind == FAULT_NAN && f->tensor == FAULT_T_LOSS && f->layer >= 0)
+        return tr_errf(err, errlen, "nan: layer %d applies to activation and gradient, not loss: leave out layer",
+                       f->layer);
+    if (f->kind == FAULT_STRAGGLER && !(f->factor > 1 && f->factor <= 1000))
+        return tr_errf(err, errlen, "straggler: factor %g must be in (1, 1000]: the rank computes factor times slower",
+                       f->factor);
+    if (f->kind == FAULT_SHORT_NODE && (f->devices < 0 || f->devices >= gpus_per_node))
+        return tr_errf(err, errlen, "short_node: devices %d must be in 0-%d: the node sees fewer than its %d GPUs",
+                       f->devices, gpus_per_node - 1, gpus_per_node);
+    if (f->kind == FAULT_VERSION_SKEW && !f->version[0])
+        return tr_errf(err, errlen, "version_skew: version is empty: give the other build's version string");
+    return 0;
+}
+
+static void target_text(const fault_spec *f, char *out, size_t outlen) {
+    if (f->node >= 0)
+        snprintf(out, outlen, "node %d", f->node);
+    else if (f->rank >= 0)
+        snprintf(out, outlen, fault_kind_is_node(f->kind) ? "the node of rank %d" : "rank %d", f->rank);
+    else
+        snprintf(out, outlen, "every rank");
+}
+
+/* "dp all_reduce", "any collective", "a dp collective", "an all_reduce" */
+static void place_text(const fault_spec *f, char *out, size_t outlen) {
+    bool g = strcmp(f->group, "any") != 0, o = strcmp(f->op, "any") != 0;
+    if (g && o)
+        snprintf(out, outlen, "%s %s", f->group, f->op);
+    else if (g)
+        snprintf(out, outlen, "a %s collective", f->group);
+    else if (o)
+        snprintf(out, outlen, "an %s", f->op);
+    else
+        snprintf(out, outlen, "a collective");
+}
+
+void fault_spec_describe(const fault_spec *f, char *out, size_t outlen) {
+    if (!out || outlen == 0) return;
+    if (!f) {
+        snprintf(out, outlen, "no fault");
+        return;
+    }
+    char who[64], where[96];
+    target_text(f, who, sizeof who);
+    place_text(f, where, sizeof where);
+    long long it = (long long)f->step;
+    switch (f->kind) {
+    case FAULT_HANG: snprintf(out, outlen, "hang of %s before %s at iteration %lld", who, where, it); break;
+    case FAULT_CRASH: snprintf(out, outlen, "crash of %s at iteration %lld", who, it); break;
+    case FAULT_NODE_CRASH: snprintf(out, outlen, "crash of %s (all its ranks) at iteration %lld", who, it); break;
+    case FAULT_NAN: {
+        const char *v = f->inf ? "Inf" : "NaN";
+        if (f->tensor == FAULT_T_LOSS)
+            snprintf(out, outlen, "%s in the loss of %s at iteration %lld", v, who, it);
+        else if (f->layer >= 0)
+            snprintf(out, outlen, "%s in the %s of layer %d on %s at iteration %lld", v, fault_tensor_name(f->tensor),
+                     f->layer, who, it);
+        else
+            snprintf(out, outlen, "%s in an %s (any layer) on %s at iteration %lld", v, fault_tensor_name(f->tensor),
+                     who, it);
+        break;
+    }
+    case FAULT_STRAGGLER:
+        snprintf(out, outlen, "straggler: %s computes %gx slower from iteration %lld", who, f->factor, it);
+        break;
+    case FAULT_COLL_MISMATCH:
+        snprintf(out, outlen, "collective mismatch: %s issues %s its group does not, at iteration %lld", who, where,
+                 it);
+        break;
+    case FAULT_CKPT_ENOSPC:
+        snprintf(out, outlen, "ENOSPC on the checkpoint write of %s at iteration %lld", who, it);
+        break;
+    case FAULT_CKPT_CRASH:
+        snprintf(out, outlen, "crash of %s while writing its checkpoint shard at iteration %lld", who, it);
+        break;
+    case FAULT_CKPT_CORRUPT:
+        snprintf(out, outlen, "a flipped byte in the checkpoint shard of %s saved at iteration %lld", who, it);
+        break;
+    case FAULT_DATA_CORRUPT:
+        if (f->rank >= 0)
+            snprintf(out, outlen, "corrupt data file read by rank %d, damaged before the job starts", f->rank);
+        else
+            snprintf(out, outlen, "corrupt data file, damaged before the job starts");
+        break;
+    case FAULT_OOM: snprintf(out, outlen, "out of device memory on %s at iteration %lld", who, it); break;
+    case FAULT_SHORT_NODE:
+        snprintf(out, outlen, "short node: %s sees only %d device%s at start-up", who, f->devices,
+                 f->devices == 1 ? "" : "s");
+        break;
+    case FAULT_VERSION_SKEW:
+        snprintf(out, outlen, "version skew: %s runs build '%s' at start-up", who, f->version);
+        break;
+    default: snprintf(out, outlen, "unknown fault kind %d", (int)f->kind); break;
+    }
+}
+
+bool fault_targets_rank(const fault_spec *f, int r, int gpus_per_node) {
+    if (!f || r < 0) return false;
+    if (fault_kind_is_node(f->kind)) {
+        int node = target_node(f, gpus_per_node);
+        return node >= 0 && gpus_per_node > 0 && r / gpus_per_node == node;
+    }
+    if (f->kind == FAULT_DATA_CORRUPT && f->rank < 0) return true; /* the shared file: every reader */
+    return f->rank == r;
+}
+
+int fault_plan_init(fault_plan *p, int n, int gpus_per_node) {
+    if (!p) return -1;
+    memset(p, 0, sizeof *p);
+    p->gpus_per_node = gpus_per_node;
+    if (n < 0 || n > FAULT_PLAN_MAX) return -1;
+    if (n == 0) return 0;
+    p->faults = calloc((size_t)n, sizeof *p->faults);
+    p->fired = calloc((size_t)n, 1);
+    if (!p->faults || !p->fired) {
+        fault_plan_free(p);
+        return -1;
+    }
+    p->n = n;
+    return 0;
+}
+
+void fault_plan_free(fault_plan *p) {
+    if (!p) return;
+    free(p->faults);
+    free(p->fired);
+    int gpn = p->gpus_per_node;
+    memset(p, 0, sizeof *p);
+    p->gpus_per_node = gpn;
+}
