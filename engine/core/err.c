@@ -16,12 +16,13 @@ int tr_errf(char *err, size_t errlen, const char *fmt, ...) {
 }
 
 _Noreturn void tr_fatal(const char *fmt, ...) {
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fputs("twinrun: fatal: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "twinrun: fatal: %s\n", msg);
     fflush(stderr);
+    dev_rank_note(msg);
     dev_rank_abort(TR_EXIT_FATAL);
 }

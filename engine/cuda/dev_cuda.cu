@@ -64,6 +64,8 @@ extern "C" void dev_rank_abort(int code) {
     exit(code);
 }
 
+extern "C" void dev_rank_note(const char *msg) { (void)msg; /* already on stderr */ }
+
 /* Sleeps without touching the GPU or the communicators, so peers see exactly a stuck rank. */
 extern "C" void dev_rank_hang(void) {
     fflush(stdout);

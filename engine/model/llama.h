@@ -109,6 +109,12 @@ typedef struct llama_acts {
     bool have_positions;
 } llama_acts;
 
+/* Where the model hands a tensor to an observer (the trainer's NaN/Inf checks and fault injection):
+ * a layer's output in the forward pass, the losses, and a layer's input gradient in the backward. */
+typedef enum llama_site { LLAMA_SITE_ACTIVATION = 0, LLAMA_SITE_LOSS, LLAMA_SITE_GRADIENT } llama_site;
+/* layer is global (0-based; -1 for the loss), x the tensor of n elements, micro the micro-batch. */
+typedef void (*llama_site_fn)(void *arg, llama_site site, int layer, int micro, tr_buf x, size_t n);
+
 typedef struct llama_model {
     llama_dims dims;
     llama_layout layout;
@@ -130,6 +136,9 @@ typedef struct llama_model {
     void *grads;   /* [total_alloc] grad_dt */
 
     llama_acts *acts; /* [layout.slots] */
+    llama_site_fn site; /* NULL = nobody watches */
+    void *site_arg;
+    int site_micro;     /* the micro-batch the caller is running, for the observer */
     /* gradient scratch for the backward pass of one micro-batch */
     struct {
         void *dresid;  /* [Nl, C]: d(stage output) before backward (received on non-last stages),

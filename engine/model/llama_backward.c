@@ -128,6 +128,7 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
         kern_norm_backward(s, &dm->norm, dres, grad(m, lp->ln1_w), grad(m, lp->ln1_b), dln, x,
                            llama_weight(m, lp->ln1_w), A->ln1_mean + (size_t)l * Nl, A->ln1_rstd + (size_t)l * Nl, Nl,
                            C);
+        if (m->site) m->site(m->site_arg, LLAMA_SITE_GRADIENT, dm->l0 + l, m->site_micro, dres, NlC);
     }
     if (dm->first)
         kern_embedding_backward_slice(s, grad(m, m->p_embed), all_rows(m, dres), A->tokens, dm->vocab_start, N, C,

@@ -119,6 +119,7 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
         linear_forward(m, f, a, lp->fc2, N);
         tp_rows(m, xout, f);
         kern_add(s, xout, xout, xmid, NlC);
+        if (m->site) m->site(m->site_arg, LLAMA_SITE_ACTIVATION, dm->l0 + l, m->site_micro, xout, NlC);
     }
 
     if (!dm->last) return;
@@ -135,6 +136,7 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
         coll_all_reduce(m->tp_comm, s, A->ce_target, A->ce_target, (size_t)N, TR_F32, COLL_SUM);
     }
     kern_ce_loss_from_stats(s, A->losses, A->ce_max, A->ce_sum, A->ce_target, N);
+    if (m->site) m->site(m->site_arg, LLAMA_SITE_LOSS, -1, m->site_micro, tr_buf_f32(A->losses), (size_t)N);
 }
 
 void llama_get_losses_slot(llama_model *m, int slot, float *losses) {

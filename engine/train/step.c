@@ -112,11 +112,13 @@ static int load_batch(run_state *st, int micro, char *err, size_t errlen) {
 static void forward(run_state *st, int micro) {
     int slot = micro % st->b.slots;
     size_t o = (size_t)slot * (size_t)st->b.N;
+    st->m->site_micro = micro;
     llama_forward_slot(st->m, slot, st->b.tokens + o, st->b.labels + o, st->b.pos + o);
 }
 
 static void backward(run_state *st, int micro) {
     int slot = micro % st->b.slots, N = st->b.N;
+    st->m->site_micro = micro;
     const float *mask = st->b.mask + (size_t)slot * (size_t)N;
     if (st->m->dims.last) {
         llama_get_losses_slot(st->m, slot, st->b.losses);
@@ -233,7 +235,8 @@ int train_step(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_p
     res->lr = lr;
     res->grad_norm = optim_grad_norm(o, m, par ? par->grid : NULL, par ? par->groups : NULL);
     res->grad_finite = isfinite(res->grad_norm);
-    if (cfg->check_for_nan_in_loss_and_grad && ((m->dims.last && !res->loss_finite) || !res->grad_finite)) {
+    /* every rank holds the reduced loss and the global grad norm, so every rank decides alike */
+    if (cfg->check_for_nan_in_loss_and_grad && (!res->loss_finite || !res->grad_finite)) {
         tr_errf(err, errlen,
                 "NaN/Inf detected in the %s (loss %g, grad norm %g); the update was not applied. Check the data "
                 "and --lr; --no-check-for-nan-in-loss-and-grad turns this check off",

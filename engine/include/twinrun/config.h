@@ -74,6 +74,8 @@ typedef struct tr_config {
     bool log_throughput;
     double distributed_timeout_minutes;
     char save[TR_PATH_LEN], load[TR_PATH_LEN], tensorboard_dir[TR_PATH_LEN], ckpt_format[32];
+    int tensorboard_log_interval; /* iterations between TensorBoard scalars (engine/train/tb_log.c) */
+    bool log_timers_to_tensorboard, log_memory_to_tensorboard, log_validation_ppl_to_tensorboard;
     bool finetune;      /* --finetune: load weights only; iteration, optimizer, scheduler, RNG start fresh */
     bool no_load_optim; /* --no-load-optim: keep the checkpoint's weights, start a fresh optimizer */
     bool no_load_rng;   /* --no-load-rng: keep the checkpoint's weights, reseed the RNG from --seed */
@@ -88,6 +90,10 @@ typedef struct tr_config {
      * Complete lines "twinrun: warning: ...\n"; the caller prints them once: fputs(cfg->warnings, stderr). */
     int n_warnings;
     char warnings[TR_WARNINGS_LEN];
+
+    /* Not a flag: faults to inject (fault/fault.h), set by the scenario runner or from
+     * TWINRUN_FAULTS. NULL = none. Every rank reads it; the plan records what fired. */
+    struct fault_plan *faults;
 } tr_config;
 
 /* Fills cfg with Megatron's defaults. */

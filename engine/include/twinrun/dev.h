@@ -65,6 +65,9 @@ double dev_busy_seconds(dev_device *d);
 /* The one rank-fail path's last step: real mode exits the process with `code`; the twin ends
  * only the calling rank. Never returns. */
 _Noreturn void dev_rank_abort(int code);
+/* The fatal message a failing rank leaves (tr_fatal calls it before dev_rank_abort): the twin keeps it
+ * for its run report; a real process has already printed it. */
+void dev_rank_note(const char *msg);
 
 /* A fault injection's stuck rank: it never returns and never progresses (a hung kernel, a host that
  * keeps its sockets open). Real mode: the process sleeps until killed; the twin: the rank blocks
