@@ -41,6 +41,10 @@ typedef struct twin_options {
     const char *dump_dir;       /* when the watchdog fires, write flight_rank<R>.txt here; NULL = none */
     size_t flight_capacity;     /* flight-recorder ring entries per rank; default 256 */
     bool quiet;                 /* no per-failure line on stderr */
+    const char *trace_path;     /* Chrome/Perfetto JSON trace of the simulated timeline, written when the
+                                   run ends (docs/twin.md#trace); NULL = none, and recording costs nothing */
+    const char *trace_ranks;    /* ranks to trace, "0-7,1016-1023" (flight_ranks_parse); NULL = ranks
+                                   0 .. min(world, 64) - 1 */
 } twin_options;
 
 void twin_options_default(twin_options *o);

@@ -30,6 +30,7 @@ struct coll_pending {
     const void *send;
     void *recv;
     double arrival;
+    double xfer_start;        /* when the last peer arrived and data moved (for the trace); set at completion */
     uint64_t seq;
     uint64_t flight_id;
     bool recorded;

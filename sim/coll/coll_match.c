@@ -52,6 +52,15 @@ _Noreturn static void mismatch(coll_pending *p, const char *where, int other_ran
              mine, other_rank, theirs);
 }
 
+static void trace_finish(const coll_pending *p, double t, coll_status st) {
+    const twin_trace_coll c = {
+        .group = p->comm->g->name, .op = p->desc.op, .seq = p->seq, .count = p->desc.count, .dtype = (int)p->desc.dt,
+        .redop = p->desc.redop, .peer = p->desc.peer, .arrival = p->arrival,
+        .xfer_start = st == COLL_OK ? p->xfer_start : -1, .end = t, .status = (int)st,
+    };
+    twin_trace_coll_done(p->rank->trace, &c);
+}
+
 void coll_finish(coll_pending *p, double t, coll_status st) {
     TR_CHECK(!p->done, "a collective finished twice");
     p->done = true;
@@ -64,6 +73,7 @@ void coll_finish(coll_pending *p, double t, coll_status st) {
             rec->t_end = t;
         }
     }
+    if (p->rank->trace) trace_finish(p, t, st);
     twin_op_done(p->rank, t, st);
 }
 
@@ -95,7 +105,10 @@ static void complete_instance(coll_group *g, coll_instance *inst) {
     coll_instance **slot = &g->open;
     while (*slot != inst) slot = &(*slot)->next;
     *slot = inst->next;
-    for (int m = 0; m < g->size; m++) coll_finish(inst->members[m], end, COLL_OK);
+    for (int m = 0; m < g->size; m++) {
+        inst->members[m]->xfer_start = start;
+        coll_finish(inst->members[m], end, COLL_OK);
+    }
     free(inst->members);
     free(inst);
 }
@@ -170,6 +183,7 @@ static void post_p2p(coll_pending *p) {
     twin_log("%.9f done %s %016llx p2p %d->%d seq %llu count %zu", end, g->name, (unsigned long long)g->uid,
              g->ranks[send->comm->group_rank], g->ranks[recv->comm->group_rank], (unsigned long long)send->seq,
              send->desc.count);
+    p->xfer_start = q->xfer_start = start;
     coll_finish(q, end, COLL_OK);
     coll_finish(p, end, COLL_OK);
 }

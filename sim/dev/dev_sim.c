@@ -199,7 +199,9 @@ void dev_sleep(dev_device *d, double seconds) {
     TR_CHECK(seconds == seconds, "dev_sleep of NaN seconds");
     if (seconds <= 0) return;
     twin_rank *r = d->owner;
+    const double t0 = r->now;
     r->now += seconds;
+    if (r->trace) twin_trace_sleep(r->trace, t0, r->now);
     twin_log("%.9f r%d sleep %.9f", r->now, r->id, seconds);
     twin_sync(r); /* a blocking point: ranks with earlier clocks (and watchdogs) go first */
 }
@@ -208,7 +210,9 @@ void twin_cost_kernel(dev_stream *s, double flops, double bytes, tr_dtype dt) {
     dev_device *d = s->dev;
     const twin_device_spec *spec = d->spec ? d->spec : twin_spec();
     twin_rank *r = d->owner;
+    const double t0 = r->now;
     r->now += twin_kernel_seconds(spec, flops, bytes, dt) * twin_jitter(r->rng ^ (uint64_t)(r->now * 1e9));
+    if (r->trace) twin_trace_compute(r->trace, t0, r->now);
 }
 
 _Noreturn void dev_rank_abort(int code) {

@@ -68,6 +68,7 @@ _Noreturn void twin_rank_finish(twin_rank *r, rank_state how, int code) {
     r->state = how;
     r->exit_code = code;
     twin_log("%.9f r%d %s %d", r->now, r->id, how == RANK_DONE ? "exit" : "fail", code);
+    if (r->trace) twin_trace_mark_at(s->trace, r->id, how == RANK_DONE ? TWIN_MARK_EXIT : TWIN_MARK_FAIL, r->now, code, NULL);
     if (how == RANK_FAILED) {
         twin_report("rank %d failed with exit code %d at t=%.9f s", r->id, code, r->now);
         if (!s->opt.quiet) fprintf(stderr, "twin: rank %d failed (exit %d) at t=%.9f s\n", r->id, code, r->now);
@@ -81,6 +82,7 @@ _Noreturn void twin_hang_forever(void) {
     if (!s) tr_fatal("twin_hang_forever outside twin_run: the implicit rank would hang the process");
     twin_rank *r = twin_self();
     twin_log("%.9f r%d hang", r->now, r->id);
+    if (r->trace) twin_trace_mark_at(s->trace, r->id, TWIN_MARK_HANG, r->now, 0, "twin_hang_forever");
     r->state = RANK_BLOCKED;
     r->blocked_on = "injected hang";
     r->deadline = INFINITY;

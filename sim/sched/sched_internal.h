@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "../flight/flight.h"
+#include "../trace/trace.h"
 #include "../twin.h"
 #include "../twin_cost.h"
 #include "ctx.h"
@@ -42,6 +43,7 @@ typedef struct twin_rank {
     twin_stack stack;
     flight_ring flight;
     bool recording;
+    twin_trace_rank *trace; /* NULL unless this rank is traced: every trace hook tests it first */
     /* what a crashed process's OS would reclaim: devices and communicators not yet closed */
     struct dev_device *devices;
     struct coll_comm *comms;
@@ -70,6 +72,8 @@ typedef struct twin_sched {
     size_t report_len;
     FILE *report_stream;
     struct coll_registry *groups;
+    twin_trace *trace; /* NULL without opt.trace_path */
+    FILE *trace_file;
 } twin_sched;
 
 /* The running twin, or NULL outside twin_run. */

@@ -1,5 +1,6 @@
 /* twin_run: validate the options, start N coroutines, run the (time, rank) order to the end,
  * fire watchdogs, and hand back what happened. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,7 @@ static void watchdog_fire(twin_sched *s, twin_rank *r, double t) {
                     r->id, r->watchdog_s, r->blocked_on ? r->blocked_on : "a collective", t);
         twin_hang_report(s, "watchdog");
     }
+    if (s->trace) twin_trace_mark_at(s->trace, r->id, TWIN_MARK_WATCHDOG, t, 0, r->blocked_on);
     r->now = t;
     coll_twin_abort_all(r, t);
     TR_CHECK(r->state == RANK_RUNNABLE, "a timed-out rank is still blocked after the abort");
@@ -98,6 +100,7 @@ static bool deadlock_check(twin_sched *s) {
                     s->ranks[first].blocked_on ? s->ranks[first].blocked_on : "a collective");
         twin_hang_report(s, "deadlock");
     }
+    if (s->trace) twin_trace_mark_at(s->trace, first, TWIN_MARK_DEADLOCK, s->now, 0, s->ranks[first].blocked_on);
     coll_twin_abort_all(NULL, s->now);
     return true;
 }
@@ -132,7 +135,21 @@ static void run_loop(twin_sched *s) {
                     r->blocked_on ? r->blocked_on : "?");
         r->state = RANK_KILLED;
         r->exit_code = -1;
+        if (r->trace) twin_trace_mark_at(s->trace, r->id, TWIN_MARK_KILLED, s->now, -1, r->blocked_on);
         release_rank(r);
+    }
+}
+
+/* The run happened whatever the trace's fate: a write error goes into the report, not into
+ * twin_run's result. */
+static void write_trace(twin_sched *s, double end_time) {
+    char err[256];
+    int rc = twin_trace_write(s->trace, s->trace_file, end_time, err, sizeof err);
+    if (fclose(s->trace_file) != 0 && rc == 0) rc = tr_errf(err, sizeof err, "trace: write error");
+    s->trace_file = NULL;
+    if (rc) {
+        twin_report("trace: %s: %s", s->opt.trace_path, err);
+        if (!s->opt.quiet) fprintf(stderr, "twin: trace %s: %s\n", s->opt.trace_path, err);
     }
 }
 
@@ -145,6 +162,14 @@ static int setup(twin_sched *s, int nranks, const twin_options *o, char *err, si
     s->ranks = calloc((size_t)nranks, sizeof *s->ranks);
     if (!s->report_stream || !s->ranks || rank_heap_init(&s->heap, nranks))
         return tr_errf(err, errlen, "twin_run: out of host memory for %d ranks", nranks);
+    if (o->trace_path) {
+        if (twin_trace_create(o->trace_ranks, nranks, o->gpus_per_node, s->spec->name, &s->trace, err, errlen))
+            return -1;
+        /* opened now so that a bad path is an option error, not a surprise after an hour's run */
+        s->trace_file = fopen(o->trace_path, "w");
+        if (!s->trace_file)
+            return tr_errf(err, errlen, "twin_run: cannot write trace_path '%s': %s", o->trace_path, strerror(errno));
+    }
     for (int i = 0; i < nranks; i++) {
         twin_rank *r = &s->ranks[i];
         r->id = i;
@@ -153,6 +178,7 @@ static int setup(twin_sched *s, int nranks, const twin_options *o, char *err, si
         r->watchdog_s = o->watchdog_timeout_s;
         r->rng = twin_mix64(o->seed ^ twin_mix64((uint64_t)i + 1));
         r->recording = true;
+        r->trace = s->trace ? twin_trace_rank_of(s->trace, i) : NULL;
         flight_ring_init(&r->flight, o->flight_capacity);
         if (twin_stack_alloc(&r->stack, o->stack_bytes))
             return tr_errf(err, errlen,
@@ -172,6 +198,8 @@ static void teardown(twin_sched *s) {
             flight_ring_free(&s->ranks[i].flight);
         }
     coll_twin_registry_free(&s->groups);
+    twin_trace_free(s->trace);
+    if (s->trace_file) fclose(s->trace_file);
     free(s->ranks);
     rank_heap_free(&s->heap);
     if (s->report_stream) fclose(s->report_stream);
@@ -212,6 +240,7 @@ int twin_run(int nranks, int (*entry)(int rank, void *arg), void *arg, const twi
                                                      : TWIN_RANK_KILLED;
         if (r->now > res->end_time) res->end_time = r->now;
     }
+    if (s.trace) write_trace(&s, res->end_time);
     res->hang = s.hang;
     res->watchdog_rank = s.watchdog_rank;
     res->blamed_rank = s.blamed_rank;
