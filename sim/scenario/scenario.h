@@ -21,12 +21,17 @@ typedef struct sc_flag {
     char *name;
     char *value;
     int line, col;
+    /* List flags (data-path): the values one by one, as argv gets them; value is then the same
+     * joined with spaces, for messages. nvalues is 0 for every other flag. */
+    int nvalues;
+    char **values;
 } sc_flag;
 
 /* One host line of an OpenMPI hostfile: "node001 slots=8". */
 typedef struct sc_host {
     char name[SC_NAME_LEN];
     int slots;
+    int line;                 /* in the hostfile, for messages */
 } sc_host;
 
 typedef struct sc_campaign {
