@@ -39,8 +39,13 @@ typedef struct twin_options {
     double cost_jitter;         /* each cost is multiplied by 1 + jitter*u, u in [0,1) seeded; 0..1; default 0 */
     FILE *event_log;            /* one text line per scheduler event; NULL = none */
     const char *dump_dir;       /* when the watchdog fires, write flight_rank<R>.txt here; NULL = none */
+    bool dump_at_exit;          /* also write them when the run ends without a hang (collective traces to
+                                   compare with the real backend's: ci/compare_flight.py) */
     size_t flight_capacity;     /* flight-recorder ring entries per rank; default 256 */
     bool quiet;                 /* no per-failure line on stderr */
+    bool end_on_abort;          /* a rank whose collective times out or is aborted ends there (TWIN_RANK_KILLED),
+                                   as a real job's watchdog tears the process down; default false (the call
+                                   returns COLL_TIMEOUT / COLL_ABORTED) */
     const char *trace_path;     /* Chrome/Perfetto JSON trace of the simulated timeline, written when the
                                    run ends (docs/twin.md#trace); NULL = none, and recording costs nothing */
     const char *trace_ranks;    /* ranks to trace, "0-7,1016-1023" (flight_ranks_parse); NULL = ranks
@@ -65,6 +70,9 @@ typedef struct twin_result {
     double end_time;          /* largest simulated time any rank reached, seconds */
     uint64_t switches;        /* coroutine switches into ranks */
     char *report;             /* blame report and diagnostics (mismatches, failures); never NULL */
+    char **messages;          /* [nranks] a failed rank's last fatal message (dev_rank_note), else NULL */
+    double *end_times;        /* [nranks] each rank's clock when the run ended */
+    double watchdog_time;     /* when the first watchdog fired (simulated seconds); 0 if none */
 } twin_result;
 
 /* Runs entry(rank, arg) for rank = 0..nranks-1 to completion. Returns 0 when the run happened

@@ -1,10 +1,12 @@
 /* train_llama3: Megatron-LM's pretrain_gpt.py flags, one rank, on whichever backend this binary
  * was linked with (the twin or CUDA). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
+#include "fault/fault.h"
 #include "train/batch_source.h"
 #include "train/trainer.h"
 #include "twinrun/config.h"
@@ -34,11 +36,22 @@ int main(int argc, char **argv) {
         return TR_EXIT_USAGE;
     }
     fputs(cfg.warnings, stderr);
+    /* faults to rehearse with (docs/faults.md): the same plan in the twin and on GPUs */
+    fault_plan plan = {0};
+    const char *faults = getenv("TWINRUN_FAULTS");
+    if (faults && *faults) {
+        if (fault_plan_parse(faults, world, 8, &plan, err, sizeof err)) {
+            fprintf(stderr, "train_llama3: TWINRUN_FAULTS: %s\n", err);
+            return TR_EXIT_USAGE;
+        }
+        cfg.faults = &plan;
+    }
     tr_train_summary sum;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     rc = tr_train(&cfg, world, stdout, &sum, err, sizeof err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    fault_plan_free(&plan);
     if (rc) {
         fprintf(stderr, "train_llama3: %s\n", err);
         return rc;

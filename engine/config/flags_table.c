@@ -17,7 +17,6 @@
 /* Reasons shared by many rows. */
 #define R_FUSION "a kernel-fusion switch of Megatron's PyTorch stack; twinrun's kernels compute the same values either way"
 #define R_FP8 "twinrun has no FP8 kernels; training runs in bf16 (or fp32) and results differ from an FP8 run"
-#define R_TB "twinrun writes no TensorBoard event files yet; --metrics-jsonl carries loss, lr, grad norm and timings"
 #define R_TOKENIZER "twinrun reads token ids that preprocessing already produced; no tokenizer runs while training"
 #define R_RECOMPUTE "twinrun keeps all activations (no recomputation); memory use is that of a run without recompute"
 
@@ -359,20 +358,22 @@ static const tr_flag FLAGS[] = {
      .help = "batches per validation run; 0 skips validation"},
     {"--log-throughput", TR_K_BOOL, TR_SEC_LOGGING, F(log_throughput), .def = "off",
      .help = "add TFLOP/s per GPU to the log line"},
+    {"--log-straggler", TR_K_BOOL, TR_SEC_LOGGING, F(log_straggler), .def = "off",
+     .help = "at every log interval, compare each rank's busy time per iteration with the median and name the "
+             "slowest (twin: simulated compute time; GPU: wall time)"},
     {"--tensorboard-dir", TR_K_STRING, TR_SEC_LOGGING, F(tensorboard_dir), .metavar = "DIR", .def = "none",
-     .status = TR_ST_WARNED, .reason = R_TB, .help = "write TensorBoard event files here"},
-    {"--tensorboard-log-interval", TR_K_INT, TR_SEC_LOGGING, GE(1), .metavar = "N", .def = "1",
-     .status = TR_ST_ACCEPTED, .reason = "TensorBoard scalars are written every --log-interval iterations",
-     .help = "iterations between TensorBoard writes"},
+     .help = "write TensorBoard event files here (by the last rank, Megatron's tags)"},
+    {"--tensorboard-log-interval", TR_K_INT, TR_SEC_LOGGING, F(tensorboard_log_interval), GE(1), .metavar = "N",
+     .def = "1", .help = "iterations between TensorBoard writes"},
     {"--tensorboard-queue-size", TR_K_INT, TR_SEC_LOGGING, GE(1), .metavar = "N", .def = "1000",
      .status = TR_ST_ACCEPTED, .reason = "twinrun's TensorBoard writer flushes every event; there is no queue",
      .help = "pending TensorBoard events before a flush"},
-    {"--log-timers-to-tensorboard", TR_K_BOOL, TR_SEC_LOGGING, .def = "off", .status = TR_ST_WARNED,
-     .reason = R_TB, .help = "timers to TensorBoard"},
-    {"--log-validation-ppl-to-tensorboard", TR_K_BOOL, TR_SEC_LOGGING, .def = "off", .status = TR_ST_WARNED,
-     .reason = R_TB, .help = "validation perplexity to TensorBoard"},
-    {"--log-memory-to-tensorboard", TR_K_BOOL, TR_SEC_LOGGING, .def = "off", .status = TR_ST_WARNED,
-     .reason = R_TB, .help = "memory statistics to TensorBoard"},
+    {"--log-timers-to-tensorboard", TR_K_BOOL, TR_SEC_LOGGING, F(log_timers_to_tensorboard), .def = "off",
+     .help = "iteration-time (and throughput with --log-throughput) to TensorBoard every --log-interval"},
+    {"--log-validation-ppl-to-tensorboard", TR_K_BOOL, TR_SEC_LOGGING, F(log_validation_ppl_to_tensorboard),
+     .def = "off", .help = "validation perplexity to TensorBoard"},
+    {"--log-memory-to-tensorboard", TR_K_BOOL, TR_SEC_LOGGING, F(log_memory_to_tensorboard), .def = "off",
+     .help = "device memory (allocated, peak) of the reporting rank to TensorBoard"},
     {"--log-params-norm", TR_K_BOOL, TR_SEC_LOGGING, .def = "off", .status = TR_ST_WARNED,
      .reason = "the parameter norm is not computed; the log line has no 'params norm' field",
      .help = "log the parameter L2 norm"},

@@ -183,6 +183,7 @@ extern "C" void dev_get_info(const dev_device *d, dev_info *out) {
     snprintf(out->name, sizeof out->name, "%.63s", d->name);
     snprintf(out->backend, sizeof out->backend, "%s", TWINRUN_GPU_BACKEND);
     out->capacity = d->capacity;
+    if (cudaGetDeviceCount(&out->count) != cudaSuccess) out->count = 0;
 }
 
 /* ---- memory ------------------------------------------------------------------------------ */

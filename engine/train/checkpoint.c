@@ -91,9 +91,23 @@ static ckpt_place shard_part(const llama_param *p, const piece *pc, size_t lo, s
     return pl;
 }
 
+/* The lowest rank whose shard write failed (-1: none), agreed by all. Takes the barrier's place. */
+static int first_failed_rank(llama_model *m, const tr_groups *gr, int mine) {
+    float *d = dev_alloc(m->dev, sizeof(float), "checkpoint status");
+    TR_CHECK(d != NULL, "out of device memory for the checkpoint status");
+    float h = mine >= 0 ? -(float)mine : -16777216.0f; /* MAX of -rank picks the lowest failing rank */
+    dev_copy_h2d(m->stream, d, &h, sizeof h);
+    coll_all_reduce(gr->world, m->stream, d, d, 1, TR_F32, COLL_MAX);
+    dev_copy_d2h(m->stream, &h, d, sizeof h);
+    dev_stream_sync(m->stream);
+    dev_free(m->dev, d);
+    return h > -16777216.0f ? (int)-h : -1;
+}
+
 int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, const tr_groups *gr,
-                 const tr_lr_schedule *sched, const tr_run_position *pos, char *err, size_t errlen) {
-    const ckpt_io *io = ckpt_io_posix();
+                 const tr_lr_schedule *sched, const tr_run_position *pos, const ckpt_io *io, char *err,
+                 size_t errlen) {
+    if (!io) io = ckpt_io_posix();
     ckpt_layout lay;
     ckpt_coords me;
     layout_of(cfg, g, &lay, &me);
@@ -133,8 +147,14 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
     }
     rc = ckpt_shard_write(io, cfg->save, pos->iteration, &lay, &me, bs.b, bs.n, NULL, err, errlen);
     free(bs.b), free(bs.names), free(master), free(mh), free(vh);
-    coll_barrier(gr->world, m->stream);
-    if (rc || g->rank != 0) return rc;
+    /* commit only what every rank wrote: the lowest failing rank (+1) reaches everyone */
+    int failed = first_failed_rank(m, gr, rc ? g->rank : -1);
+    if (rc) return rc;
+    if (failed >= 0)
+        return tr_errf(err, errlen, "checkpoint at iteration %lld not committed: rank %d could not write its shard "
+                                    "(its message says why); the previous checkpoint stays the latest",
+                       (long long)pos->iteration, failed);
+    if (g->rank != 0) return 0;
 
     ckpt_manifest man;
     memset(&man, 0, sizeof man);

@@ -9,9 +9,15 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "parallel/grid.h"
+#include "ckpt/ckpt.h"
+#include "fault/fault.h"
 #include "train/checkpoint.h"
+#include "train/nan_probe.h"
+#include "train/preflight.h"
+#include "train/straggler.h"
 #include "train/memory_report.h"
 #include "train/step.h"
+#include "train/tb_log.h"
 #include "train/train_log.h"
 #include "twinrun/coll.h"
 #include "twinrun/err.h"
@@ -31,6 +37,7 @@ typedef struct job {
     tr_train_summary *summary;
     tr_data *data; /* the datasets, built once; each rank reads through its own view */
     size_t peak;   /* largest device peak of any rank */
+    uint64_t data_fp; /* the data files' fingerprint, for the preflight */
     char err[1024 + 32]; /* "rank N: " and a rank's 1024-byte message */
 } job;
 
@@ -43,10 +50,16 @@ typedef struct rank_state {
     tr_batch_source src;
     bool have_src;
     FILE *metrics;
+    fault_rank *faults; /* NULL without a fault plan */
+    tr_nan_probe probe;
+    tr_tb_log *tb; /* --tensorboard-dir, reporting rank only */
 } rank_state;
 
 static void rank_state_free(rank_state *st) {
     if (st->metrics) fclose(st->metrics);
+    if (st->model) tr_nan_probe_free(&st->probe);
+    fault_rank_close(st->faults);
+    tr_tb_log_close(st->tb);
     if (st->have_src) st->src.close(st->src.ctx);
     optim_destroy(st->optim, st->model);
     llama_destroy(st->model);
@@ -64,7 +77,21 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
                TR_EXIT_USAGE;
     st->dev = dev_open(0, 0, err, errlen);
     if (!st->dev) return TR_EXIT_FATAL;
+    coll_set_timeout(st->dev, cfg->distributed_timeout_minutes * 60.0);
     if (tr_groups_create(&st->groups, &st->grid, st->dev, err, errlen)) return TR_EXIT_FATAL;
+    st->faults = fault_rank_open(cfg->faults, rank, world, st->dev);
+    coll_comm *comms[] = {st->groups.tp, st->groups.cp, st->groups.dp, st->groups.pp, st->groups.dp_cp, st->groups.world};
+    for (size_t i = 0; i < sizeof comms / sizeof *comms; i++) fault_rank_watch(st->faults, comms[i]);
+    tr_preflight_result pre;
+    if (tr_preflight(cfg, &st->groups, st->dev, rank, world, jb->data_fp, st->faults, &pre, err, errlen)) {
+        tr_diagnosis *dg = &jb->summary->diag;
+        if (reporter) {
+            *dg = (tr_diagnosis){.kind = "preflight", .rank = pre.first_rank, .layer = -1, .micro = -1,
+                                 .time = dev_clock_now(st->dev)};
+            snprintf(dg->detail, sizeof dg->detail, "%s", tr_preflight_issue_name(pre.issue));
+        }
+        return TR_EXIT_USAGE;
+    }
     const tr_grid *g = &st->grid;
     int dp_total = g->size[TR_AXIS_DP] * g->size[TR_AXIS_CP];
     llama_layout lay = {.tp = g->size[TR_AXIS_TP], .tp_rank = g->coord[TR_AXIS_TP], .pp = g->size[TR_AXIS_PP],
@@ -90,6 +117,8 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
             return tr_errf(err, errlen, "--metrics-jsonl %s: cannot open for writing", cfg->metrics_jsonl),
                    TR_EXIT_USAGE;
     }
+    if (reporter && cfg->tensorboard_dir[0] && !(st->tb = tr_tb_log_open(cfg, st->dev, err, errlen)))
+        return TR_EXIT_USAGE;
     return 0;
 }
 
@@ -105,6 +134,31 @@ static bool exit_duration_reached(rank_state *st, double start, double minutes) 
     dev_stream_sync(dev_stream_default(st->dev));
     dev_free(st->dev, flag);
     return h > 0.5f;
+}
+
+/* A checkpoint save through the fault library's I/O; a rank whose own shard failed is the culprit. */
+static int save(rank_state *st, job *jb, const tr_config *cfg, const tr_lr_schedule *sched, const tr_run_position *now,
+                int rank, char *err, size_t errlen) {
+    const ckpt_io *io = fault_ckpt_io(st->faults, now->iteration, ckpt_io_posix());
+    if (!tr_ckpt_save(st->model, st->optim, cfg, &st->grid, &st->groups, sched, now, io, err, errlen)) return 0;
+    tr_diagnosis *dg = &jb->summary->diag;
+    if (!dg->kind[0] && strncmp(err, "checkpoint at iteration", 23) != 0)
+        *dg = (tr_diagnosis){.kind = "ckpt_write", .rank = rank, .layer = -1, .micro = -1, .iteration = now->iteration,
+                             .time = dev_clock_now(st->dev)};
+    return TR_EXIT_FATAL;
+}
+
+/* FNV-1a of this rank's fp32 master weights: equal digests, equal bits. */
+static uint64_t weight_digest(llama_model *m) {
+    float *h = malloc(sizeof(float) * (m->total ? m->total : 1));
+    TR_CHECK(h != NULL, "out of host memory for the weight digest");
+    dev_copy_d2h(m->stream, h, m->master, sizeof(float) * m->total);
+    dev_stream_sync(m->stream);
+    uint64_t x = 0xcbf29ce484222325ULL;
+    const unsigned char *b = (const unsigned char *)h;
+    for (size_t i = 0; i < sizeof(float) * m->total; i++) x = (x ^ b[i]) * 0x100000001b3ULL;
+    free(h);
+    return x;
 }
 
 static int train_rank(int rank, int world, void *arg) {
@@ -123,6 +177,13 @@ static int train_rank(int rank, int world, void *arg) {
     const int num_micro = rc ? 0 : cfg->global_batch_size / (cfg->micro_batch_size * g->size[TR_AXIS_DP]);
     const int64_t iters = cfg->train_iters > 0 ? cfg->train_iters : cfg->train_samples / cfg->global_batch_size;
     const double flops = rc ? 0 : tr_flops_per_iteration(cfg, st.model->dims.V);
+    if (!rc && tr_nan_probe_init(&st.probe, st.model, num_micro, cfg->num_layers, cfg->check_for_nan_in_loss_and_grad,
+                                 st.faults))
+    {
+        tr_errf(err, sizeof err, "out of device memory for the NaN/Inf probes: %s", dev_last_error(st.dev));
+        rc = TR_EXIT_FATAL;
+    }
+    tr_diagnosis *diag = &sum->diag;
     tr_run_position pos = {0, 0, 0};
     if (!rc && cfg->load[0]) {
         int loaded = 0;
@@ -139,13 +200,36 @@ static int train_rank(int rank, int world, void *arg) {
     int n_acc = 0, nan_iters = 0;
     int64_t saved_at = pos.iteration, it = pos.iteration;
     const double start = st.dev ? dev_clock_now(st.dev) : 0.0;
+    if (reporter) sum->start_iteration = pos.iteration;
+    tr_straggler strag;
+    if (!rc) tr_straggler_init(&strag, st.dev, pos.iteration + 1);
     for (it = pos.iteration + 1; !rc && it <= iters; it++) {
         double lr = tr_lr_at(&sched, consumed);
-        double t0 = dev_clock_now(st.dev);
+        double t0 = dev_clock_now(st.dev), busy0 = dev_busy_seconds(st.dev);
+        fault_step_begin(st.faults, it);
         tr_step_result res;
+        tr_nan_probe_begin(&st.probe);
         rc = train_step(st.model, st.optim, cfg, &par, num_micro, lr, st.src.next, st.src.ctx, &res, err, sizeof err);
-        if (rc == TR_EXIT_NAN) nan_iters++;
+        tr_nan_probe_end(&st.probe);
+        if (rc == TR_EXIT_NAN) {
+            nan_iters++;
+            tr_nan_origin origin;
+            tr_nan_probe_origin(&st.probe, &st.groups, rank, &origin);
+            tr_grid og;
+            char where[256], why[600];
+            const bool known = origin.rank >= 0 && !tr_grid_init(&og, cfg, world, origin.rank, NULL, 0);
+            tr_nan_origin_describe(&origin, known ? &og : NULL, where, sizeof where);
+            snprintf(why, sizeof why, "%.599s", err);
+            snprintf(err, sizeof err, "iteration %lld: %s. First non-finite value: %s", (long long)it, why, where);
+            if (reporter) {
+                *diag = (tr_diagnosis){.kind = "nan", .rank = origin.rank, .layer = origin.layer, .micro = origin.micro,
+                                       .iteration = it, .time = dev_clock_now(st.dev)};
+                snprintf(diag->detail, sizeof diag->detail, "%s", origin.rank >= 0 ? tr_nan_site_name(origin.site) : "");
+            }
+        }
         if (rc) break;
+        fault_step_end(st.faults, dev_busy_seconds(st.dev) - busy0);
+        if (reporter && sum->iteration_loss) sum->iteration_loss[it] = res.loss;
         double dt = dev_clock_now(st.dev) - t0;
         consumed += cfg->global_batch_size;
         if (reporter) {
@@ -164,11 +248,17 @@ static int train_rank(int rank, int world, void *arg) {
             .grad_norm = res.grad_norm, .skipped_iters = 0, .nan_iters = nan_iters,
         };
         if (st.metrics) tr_log_write_json(st.metrics, &line);
+        tr_tb_log_iteration(st.tb, &line);
+        if (cfg->log_straggler && it % cfg->log_interval == 0) {
+            tr_straggler_report(&strag, &st.groups, st.dev, it, reporter ? jb->log : NULL);
+            if (reporter) sum->straggler_rank = strag.worst_rank, sum->straggler_ratio = strag.worst_ratio;
+        }
         if (it % cfg->log_interval == 0) {
             /* Megatron averages the loss and the time over the logging interval */
             line.lm_loss = loss_acc / n_acc;
             line.elapsed_ms_per_iter = t_acc / n_acc * 1000.0;
             line.tflops_per_gpu = t_acc > 0 ? flops / (t_acc / n_acc) / 1e12 / world : 0.0;
+            tr_tb_log_interval(st.tb, &line);
             if (reporter) {
                 char ts[64];
                 tr_log_timestamp(ts, sizeof ts, wall_seconds());
@@ -184,13 +274,13 @@ static int train_rank(int rank, int world, void *arg) {
             if (rc) break;
             if (reporter) {
                 tr_log_write_validation(jb->log, it, vloss);
+                tr_tb_log_validation(st.tb, it, consumed, vloss);
                 sum->last_valid_loss = vloss;
             }
         }
         if (cfg->save[0] && cfg->save_interval > 0 && it % cfg->save_interval == 0) {
             tr_run_position now = {it, consumed, st.src.valid_consumed(st.src.ctx)};
-            if ((rc = tr_ckpt_save(st.model, st.optim, cfg, g, &st.groups, &sched, &now, err, sizeof err) ? TR_EXIT_FATAL : 0))
-                break;
+            if ((rc = save(&st, jb, cfg, &sched, &now, rank, err, sizeof err))) break;
             saved_at = it;
             if (reporter) fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)it, cfg->save);
         }
@@ -208,7 +298,7 @@ static int train_rank(int rank, int world, void *arg) {
     /* Megatron saves once more when training ends between save intervals */
     if (!rc && cfg->save[0] && last > saved_at) {
         tr_run_position now = {last, consumed, st.src.valid_consumed(st.src.ctx)};
-        rc = tr_ckpt_save(st.model, st.optim, cfg, g, &st.groups, &sched, &now, err, sizeof err) ? TR_EXIT_FATAL : 0;
+        rc = save(&st, jb, cfg, &sched, &now, rank, err, sizeof err);
         if (!rc && reporter) fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)last, cfg->save);
     }
     if (reporter) sum->consumed_samples = consumed;
@@ -219,20 +309,37 @@ static int train_rank(int rank, int world, void *arg) {
                                tr_megatron_weight_optimizer_bytes(cfg, st.model->dims.V, g->size[TR_AXIS_DP]));
     }
     if (st.dev && dev_mem_peak(st.dev) > jb->peak) jb->peak = dev_mem_peak(st.dev);
+    if (!rc && sum->weight_digest) sum->weight_digest[rank] = weight_digest(st.model);
+    if (reporter && st.dev) {
+        dev_info info;
+        dev_get_info(st.dev, &info);
+        sum->device_capacity = info.capacity;
+    }
     if (rc) {
         if (rc < 0) rc = TR_EXIT_FATAL;
         /* every failing rank says so; the report keeps the first message */
         if (!jb->err[0]) snprintf(jb->err, sizeof jb->err, "rank %d: %s", rank, err);
-        if (world > 1) fprintf(stderr, "twinrun: rank %d: %s\n", rank, err);
+        /* what every rank agreed on (a NaN's origin, the preflight table) is said once, by the reporter */
+        const bool agreed = rc == TR_EXIT_NAN || !strncmp(err, "preflight:", 10);
+        if (world > 1 && (!agreed || reporter)) fprintf(stderr, "twinrun: rank %d: %s\n", rank, err);
     }
     rank_state_free(&st);
     return rc;
 }
 
 int tr_train(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, char *err, size_t errlen) {
+    double *losses = sum->iteration_loss;
+    uint64_t *digests = sum->weight_digest;
     memset(sum, 0, sizeof *sum);
+    sum->iteration_loss = losses, sum->weight_digest = digests;
+    sum->straggler_rank = -1;
+    sum->diag.rank = -1;
     job jb = {.cfg = cfg, .log = log, .summary = sum};
-    if (tr_job_data_open(&jb.data, cfg, err, errlen)) return TR_EXIT_USAGE;
+    if (tr_job_data_open(&jb.data, cfg, err, errlen)) {
+        snprintf(sum->diag.kind, sizeof sum->diag.kind, "data");
+        return TR_EXIT_USAGE;
+    }
+    jb.data_fp = tr_data_fingerprint(cfg);
     int rc = launch_ranks(world, train_rank, &jb, err, errlen);
     tr_data_close(jb.data);
     if (rc < 0) return TR_EXIT_USAGE;

@@ -9,11 +9,30 @@
 #include "train/batch_source.h"
 #include "twinrun/config.h"
 
+/* What the engine diagnosed when the job stopped (the first of the ranks to say). */
+typedef struct tr_diagnosis {
+    char kind[32];      /* "nan", "preflight", "ckpt_write", "oom", "data", "fatal"; "" = none */
+    char detail[32];    /* nan: "activation" "loss" "gradient"; preflight: "build version" "device count" ... */
+    int rank;           /* the culprit, -1 unknown */
+    int layer, micro;   /* nan: where */
+    int64_t iteration;
+    double time;        /* the detecting rank's clock (simulated in the twin) */
+} tr_diagnosis;
+
 typedef struct tr_train_summary {
     int64_t iterations, consumed_samples;
+    int64_t start_iteration; /* resumed from (0 = from scratch) */
     double first_loss, last_loss, last_grad_norm, last_valid_loss;
     size_t device_peak_bytes; /* the largest of the ranks' peaks */
+    size_t device_capacity;   /* a rank's device capacity (0 = unlimited) */
     int world;
+    tr_diagnosis diag;
+    int straggler_rank;       /* --log-straggler: the slowest rank seen, -1 none */
+    double straggler_ratio;   /* its busy time over the median */
+    /* Optional, owned by the caller (kept across tr_train's reset): losses[it] for each iteration
+     * run ([train_iters + 1]); digests[rank] of each rank's final fp32 master weights ([world]). */
+    double *iteration_loss;
+    uint64_t *weight_digest;
 } tr_train_summary;
 
 /* Runs training over `world` ranks (the twin: all of them in this process; a real build: this

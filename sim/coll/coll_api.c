@@ -36,6 +36,14 @@ static void check_peer(const coll_comm *c, const char *what, int peer) {
         tr_fatal("%s on '%s': group rank %d outside [0, %d)", what, c->g->name, peer, c->g->size);
 }
 
+/* A job's watchdog ends every rank its abort reached (twin_options.end_on_abort), so no rank goes on
+ * computing with a collective's missing result. */
+static coll_status end_if_aborted(twin_rank *r, coll_status st) {
+    twin_sched *s = twin_sched_get();
+    if (st == COLL_OK || !s || !s->opt.end_on_abort) return st;
+    twin_rank_finish(r, RANK_KILLED, -1);
+}
+
 static coll_status launch(coll_comm *c, coll_desc desc, const void *send, void *recv) {
     twin_rank *r = c->owner;
     if (c->observer && !c->in_observer) {
@@ -43,9 +51,9 @@ static coll_status launch(coll_comm *c, coll_desc desc, const void *send, void *
         c->observer(c->observer_arg, c, flight_op_name(desc.op));
         c->in_observer = false;
     }
-    if (c->g->aborted) return COLL_ABORTED;
+    if (c->g->aborted) return end_if_aborted(r, COLL_ABORTED);
     twin_sync(r); /* arrive only when this rank's clock is the earliest: watchdogs before it fire first */
-    if (c->g->aborted) return COLL_ABORTED;
+    if (c->g->aborted) return end_if_aborted(r, COLL_ABORTED);
     coll_pending local, *p = &local;
     if (r->group_depth) {
         p = malloc(sizeof *p);
@@ -78,7 +86,7 @@ static coll_status launch(coll_comm *c, coll_desc desc, const void *send, void *
     }
     snprintf(r->wait_desc, sizeof r->wait_desc, "%s seq %llu on '%s'", flight_op_name(desc.op),
              (unsigned long long)p->seq, c->g->name);
-    return twin_wait(r, r->wait_desc);
+    return end_if_aborted(r, twin_wait(r, r->wait_desc));
 }
 
 coll_status coll_all_reduce(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count, tr_dtype dt,
@@ -139,7 +147,19 @@ void coll_group_end(void) {
     if (--r->group_depth) return;
     snprintf(r->wait_desc, sizeof r->wait_desc, "group of %s%s", r->group_first ? flight_op_name(r->group_first->desc.op) : "nothing",
              r->group_first && r->group_first->next_group ? ", ..." : "");
-    (void)twin_wait(r, r->wait_desc); /* failures show in later calls: the communicator stays aborted */
+    /* failures show in later calls (the communicator stays aborted), or end the rank now */
+    coll_status st = twin_wait(r, r->wait_desc);
+    if (st != COLL_OK) {
+        twin_sched *s = twin_sched_get();
+        if (s && s->opt.end_on_abort) {
+            for (coll_pending *p = r->group_first, *next; p; p = next) { /* all completed by the abort */
+                next = p->next_group;
+                free(p);
+            }
+            r->group_first = r->group_last = NULL;
+            (void)end_if_aborted(r, st);
+        }
+    }
     for (coll_pending *p = r->group_first, *next; p; p = next) {
         next = p->next_group;
         TR_CHECK(p->done, "a grouped operation is still running after its group ended");
@@ -158,4 +178,11 @@ void coll_abort(coll_comm *c) {
     TR_CHECK(c != NULL, "coll_abort of a NULL communicator");
     twin_log("%.9f r%d abort %s", c->owner->now, c->owner->id, c->g->name);
     coll_group_abort(c->g, NULL, c->owner->now);
+}
+
+/* --distributed-timeout-minutes: the rank's watchdog in simulated seconds, so a 60-minute timeout
+ * costs no wall time here either. */
+void coll_set_timeout(dev_device *d, double seconds) {
+    (void)d;
+    twin_set_watchdog(seconds);
 }

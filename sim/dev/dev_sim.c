@@ -106,6 +106,7 @@ void dev_get_info(const dev_device *d, dev_info *out) {
     else snprintf(out->name, sizeof out->name, "twin-cpu:%d", d->ordinal);
     snprintf(out->backend, sizeof out->backend, "twin");
     out->capacity = d->capacity;
+    out->count = twin_gpus_per_node();
 }
 
 void *dev_alloc(dev_device *d, size_t bytes, const char *what) {
@@ -195,6 +196,8 @@ void dev_memset_zero(dev_stream *s, void *dst, size_t bytes) {
 
 double dev_clock_now(dev_device *d) { return d->owner->now; }
 
+double dev_busy_seconds(dev_device *d) { return d->owner->now - d->owner->coll_seconds; }
+
 void dev_sleep(dev_device *d, double seconds) {
     TR_CHECK(seconds == seconds, "dev_sleep of NaN seconds");
     if (seconds <= 0) return;
@@ -221,6 +224,13 @@ _Noreturn void dev_rank_abort(int code) {
     twin_sched *s = twin_sched_get();
     if (s && s->current) twin_rank_finish(s->current, RANK_FAILED, code);
     exit(code);
+}
+
+void dev_rank_note(const char *msg) {
+    twin_sched *s = twin_sched_get();
+    if (!s || !s->current || !msg) return;
+    free(s->current->fail_msg);
+    s->current->fail_msg = strdup(msg);
 }
 
 _Noreturn void dev_rank_hang(void) {

@@ -24,6 +24,7 @@ int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t err
     if (world < 1) return tr_errf(err, errlen, "world size %d: need at least one rank", world);
     twin_options opt;
     twin_options_default(&opt);
+    opt.end_on_abort = true;
     const char *dev = getenv("TWINRUN_TWIN_DEVICE");
     if (dev && *dev) opt.device = dev;
     const char *seed = getenv("TWINRUN_TWIN_SEED");

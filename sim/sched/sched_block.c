@@ -46,7 +46,10 @@ coll_status twin_wait(twin_rank *r, const char *what) {
 
 void twin_op_done(twin_rank *r, double t, coll_status st) {
     TR_CHECK(r->waiting > 0, "a collective completed twice for one rank");
-    if (t > r->now) r->now = t;
+    if (t > r->now) {
+        r->coll_seconds += t - r->now;
+        r->now = t;
+    }
     if (st > r->wake_status) r->wake_status = st;
     if (--r->waiting == 0 && r->state == RANK_BLOCKED) {
         twin_sched *s = twin_sched_get();
@@ -70,7 +73,8 @@ _Noreturn void twin_rank_finish(twin_rank *r, rank_state how, int code) {
     twin_log("%.9f r%d %s %d", r->now, r->id, how == RANK_DONE ? "exit" : "fail", code);
     if (r->trace) twin_trace_mark_at(s->trace, r->id, how == RANK_DONE ? TWIN_MARK_EXIT : TWIN_MARK_FAIL, r->now, code, NULL);
     if (how == RANK_FAILED) {
-        twin_report("rank %d failed with exit code %d at t=%.9f s", r->id, code, r->now);
+        twin_report("rank %d failed with exit code %d at t=%.9f s%s%s", r->id, code, r->now, r->fail_msg ? ": " : "",
+                    r->fail_msg ? r->fail_msg : "");
         if (!s->opt.quiet) fprintf(stderr, "twin: rank %d failed (exit %d) at t=%.9f s\n", r->id, code, r->now);
     }
     to_scheduler(r);

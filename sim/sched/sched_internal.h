@@ -31,6 +31,7 @@ typedef struct twin_rank {
     int id;
     rank_state state;
     double now;        /* this rank's simulated clock, seconds */
+    double coll_seconds; /* of which spent in collectives (waiting and transferring): not busy */
     double deadline;   /* when blocked: the watchdog's time; INFINITY = none */
     double watchdog_s; /* collective timeout; 0 = none */
     int waiting;       /* collectives this rank has launched and not seen complete */
@@ -38,6 +39,7 @@ typedef struct twin_rank {
     const char *blocked_on;  /* for reports */
     char wait_desc[96];      /* what the collectives layer says the rank waits in */
     int exit_code;
+    char *fail_msg;    /* the rank's last fatal message (dev_rank_note); NULL = none */
     uint64_t rng;
     twin_ctx ctx;
     twin_stack stack;
@@ -60,6 +62,7 @@ typedef struct twin_sched {
     rank_heap heap;
     twin_ctx main_ctx;
     twin_rank *current;
+    double watchdog_time; /* when the first watchdog fired */
     twin_options opt;
     const twin_device_spec *spec;
     int (*entry)(int rank, void *arg);

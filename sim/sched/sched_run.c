@@ -11,6 +11,7 @@
 void twin_sched_set(twin_sched *s);
 
 void twin_hang_report(twin_sched *s, const char *why);
+void twin_dump_all(twin_sched *s);
 
 #define TWIN_MAX_RANKS (1 << 20)
 
@@ -73,6 +74,7 @@ static void watchdog_fire(twin_sched *s, twin_rank *r, double t) {
     if (!s->hang) {
         s->hang = true;
         s->watchdog_rank = r->id;
+        s->watchdog_time = t;
         twin_report("watchdog: rank %d waited %.3f s (simulated) in %s; aborting every communicator at t=%.9f s",
                     r->id, r->watchdog_s, r->blocked_on ? r->blocked_on : "a collective", t);
         twin_hang_report(s, "watchdog");
@@ -196,6 +198,7 @@ static void teardown(twin_sched *s) {
         for (int i = 0; i < s->nranks; i++) {
             twin_stack_free(&s->ranks[i].stack);
             flight_ring_free(&s->ranks[i].flight);
+            free(s->ranks[i].fail_msg);
         }
     coll_twin_registry_free(&s->groups);
     twin_trace_free(s->trace);
@@ -222,7 +225,9 @@ int twin_run(int nranks, int (*entry)(int rank, void *arg), void *arg, const twi
     }
     res->exit_codes = calloc((size_t)nranks, sizeof *res->exit_codes);
     res->rank_end = calloc((size_t)nranks, 1);
-    if (!res->exit_codes || !res->rank_end) {
+    res->messages = calloc((size_t)nranks, sizeof *res->messages);
+    res->end_times = calloc((size_t)nranks, sizeof *res->end_times);
+    if (!res->exit_codes || !res->rank_end || !res->messages || !res->end_times) {
         teardown(&s);
         free(s.report);
         twin_result_free(res);
@@ -239,8 +244,13 @@ int twin_run(int nranks, int (*entry)(int rank, void *arg), void *arg, const twi
                            : r->state == RANK_FAILED ? TWIN_RANK_FAILED
                                                      : TWIN_RANK_KILLED;
         if (r->now > res->end_time) res->end_time = r->now;
+        res->end_times[i] = r->now;
+        res->messages[i] = s.ranks[i].fail_msg; /* handed over */
+        s.ranks[i].fail_msg = NULL;
     }
+    res->watchdog_time = s.watchdog_time;
     if (s.trace) write_trace(&s, res->end_time);
+    if (s.opt.dump_dir && s.opt.dump_at_exit && !s.hang) twin_dump_all(&s);
     res->hang = s.hang;
     res->watchdog_rank = s.watchdog_rank;
     res->blamed_rank = s.blamed_rank;
@@ -252,6 +262,10 @@ int twin_run(int nranks, int (*entry)(int rank, void *arg), void *arg, const twi
 }
 
 void twin_result_free(twin_result *res) {
+    if (res->messages)
+        for (int i = 0; i < res->nranks; i++) free(res->messages[i]);
+    free(res->messages);
+    free(res->end_times);
     free(res->exit_codes);
     free(res->rank_end);
     free(res->report);

@@ -72,6 +72,7 @@ typedef struct tr_config {
     /* evaluation, logging, checkpoints */
     int log_interval, eval_interval, eval_iters, save_interval;
     bool log_throughput;
+    bool log_straggler;
     double distributed_timeout_minutes;
     char save[TR_PATH_LEN], load[TR_PATH_LEN], tensorboard_dir[TR_PATH_LEN], ckpt_format[32];
     int tensorboard_log_interval; /* iterations between TensorBoard scalars (engine/train/tb_log.c) */

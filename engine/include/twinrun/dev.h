@@ -20,6 +20,7 @@ typedef struct dev_info {
     char name[64];        /* "twin-cpu", "NVIDIA H200", ... */
     char backend[16];     /* "twin", "cuda", "musa" */
     size_t capacity;      /* bytes this rank may allocate */
+    int count;            /* devices this process's node shows (twin: the node's GPUs); the preflight compares */
 } dev_info;
 
 /* Opens device `ordinal` for one rank. capacity == 0 means the device's own memory size
