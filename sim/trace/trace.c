@@ -7,7 +7,6 @@
 #include "twinrun/err.h"
 
 #define DEFAULT_TRACED 64
-#define MIN_PER_RANK 64 /* even at 1024 traced ranks a rank keeps its last few iterations */
 #define MAX_MARKS TWIN_TRACE_MAX_EVENTS
 #define MAX_NAMES 65536
 
@@ -37,8 +36,9 @@ int twin_trace_create(const char *ranks, int world, int gpus_per_node, const cha
         twin_trace_free(t);
         return tr_errf(err, errlen, "trace: out of host memory for %d traced ranks", world);
     }
+    /* the bound is on the whole trace: 1024 traced ranks keep 195 spans each (a few iterations) */
     size_t limit = TWIN_TRACE_MAX_EVENTS / (size_t)t->ntraced;
-    if (limit < MIN_PER_RANK) limit = MIN_PER_RANK;
+    if (limit < 1) limit = 1;
     for (int i = 0; i < t->ntraced; i++) {
         t->ranks[i].trace = t;
         t->ranks[i].rank = t->traced[i];
