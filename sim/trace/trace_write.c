@@ -8,7 +8,9 @@
  * Complete ("X") events on one thread must nest: Perfetto drops a slice that starts inside
  * another and ends after it. Grouped collectives can overlap that way (a send and a receive
  * launched together finish in any order), so each rank's slices are sorted and a slice that
- * would cross its parent's end is clipped there (its args keep the true duration). */
+ * would cross its parent's end is clipped there (its args keep the true duration). Nesting is
+ * decided, and ts and dur written, in whole nanoseconds: rounding ts and dur separately would
+ * make back-to-back slices overlap by a rounding step. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +22,8 @@
 
 /* One X event to write: a span, or the "wait" nested in a collective. */
 typedef struct slice {
-    double t0, t1;
-    double full; /* t1 before clipping */
+    int64_t t0, t1; /* nanoseconds */
+    int64_t full;   /* t1 before clipping */
     const trace_span *span;
     size_t order; /* recording order: ties sort the same way on every run */
     bool wait;    /* the nested wait of a collective */
@@ -49,10 +51,22 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-/* Microseconds with nanosecond resolution: simulated clocks are exact to far better than that. */
-static void us(FILE *f, const char *key, double seconds) {
-    TR_CHECK(isfinite(seconds), "a trace time is not finite");
-    fprintf(f, ",\"%s\":%.3f", key, seconds * 1e6);
+/* Simulated clocks are exact to far better than a nanosecond. */
+static int64_t ns(double seconds) {
+    TR_CHECK(isfinite(seconds) && seconds >= 0 && seconds < 9e9, "a trace time is not a finite time >= 0");
+    return llround(seconds * 1e9);
+}
+
+/* Microseconds, printed exactly from nanoseconds. */
+static void us_value(FILE *f, int64_t t) {
+    TR_CHECK(t >= 0, "a negative trace time or duration");
+    fprintf(f, "%lld.%03lld", (long long)(t / 1000), (long long)(t % 1000));
+}
+
+/* ,"key":microseconds */
+static void us(FILE *f, const char *key, int64_t t) {
+    fprintf(f, ",\"%s\":", key);
+    us_value(f, t);
 }
 
 static int pid_of(const twin_trace *t, int rank) { return rank / t->gpus_per_node + 1; }
@@ -98,20 +112,23 @@ static void write_slice(out *o, const twin_trace *t, int rank, const slice *sl) 
     const char *sep = "";
     if (s->kind == SPAN_COLL && !sl->wait) {
         const bool moved = s->status == COLL_OK && s->xfer_start >= 0;
-        const double wait = (moved ? s->xfer_start : s->t1) - s->t0;
+        const int64_t wait = ns(moved ? s->xfer_start : s->t1) - ns(s->t0);
         fprintf(f, "\"count\":%llu,\"dtype\":\"%s\",\"bytes\":%llu,\"status\":\"%s\"", (unsigned long long)s->count,
                 tr_dtype_name((tr_dtype)s->dtype),
                 (unsigned long long)(s->count * tr_dtype_size((tr_dtype)s->dtype)), status_name(s->status));
         if (s->redop >= 0) fprintf(f, ",\"redop\":\"%s\"", flight_redop_name(s->redop));
         if (s->peer >= 0) fprintf(f, ",\"%s\":%d", s->op == FLIGHT_BROADCAST ? "root" : "peer", s->peer);
         us(f, "wait_us", wait);
-        us(f, "transfer_us", moved ? s->t1 - s->xfer_start : 0.0);
+        us(f, "transfer_us", moved ? ns(s->t1) - ns(s->xfer_start) : 0);
         sep = ",";
     } else if (s->kind == SPAN_COMPUTE) {
         fprintf(f, "\"kernels\":%llu", (unsigned long long)s->count);
         sep = ",";
     }
-    if (sl->t1 < sl->full) fprintf(f, "%s\"clipped_from_us\":%.3f", sep, (sl->full - sl->t0) * 1e6);
+    if (sl->t1 < sl->full) {
+        fprintf(f, "%s\"clipped_from_us\":", sep);
+        us_value(f, sl->full - sl->t0);
+    }
     fputs("}}", f);
 }
 
@@ -122,13 +139,13 @@ static slice *rank_slices(const twin_trace_rank *r, double end_time, size_t *n) 
     size_t k = 0;
     for (size_t i = 0; i < r->len; i++) {
         const trace_span *s = &r->spans[(r->head + i) % r->len];
-        const double t1 = s->kind == SPAN_HUNG ? fmax(end_time, s->t0) : s->t1;
-        sl[k] = (slice){s->t0, t1, t1, s, k, false};
+        const int64_t t0 = ns(s->t0), t1 = ns(s->kind == SPAN_HUNG ? fmax(end_time, s->t0) : s->t1);
+        sl[k] = (slice){t0, t1, t1, s, k, false};
         k++;
         if (s->kind != SPAN_COLL) continue;
-        const double wend = s->status == COLL_OK && s->xfer_start >= 0 ? s->xfer_start : s->t1;
-        if (wend > s->t0) {
-            sl[k] = (slice){s->t0, wend, wend, s, k, true};
+        const int64_t wend = ns(s->status == COLL_OK && s->xfer_start >= 0 ? s->xfer_start : s->t1);
+        if (wend > t0) {
+            sl[k] = (slice){t0, wend, wend, s, k, true};
             k++;
         }
     }
@@ -140,7 +157,7 @@ static int write_rank(out *o, const twin_trace *t, twin_trace_rank *r, double en
     trace_flush_compute(r);
     size_t n = 0;
     slice *sl = rank_slices(r, end_time, &n);
-    double *stack = malloc(sizeof *stack * (n + 1));
+    int64_t *stack = malloc(sizeof *stack * (n + 1));
     if (!sl || !stack) {
         free(sl);
         free(stack);
@@ -184,7 +201,7 @@ static void write_mark(out *o, const twin_trace *t, const trace_mark *m) {
     json_str(f, name);
     fprintf(f, ",\"cat\":\"%s\",\"s\":\"%s\",\"pid\":%d,\"tid\":%d", run_wide ? "run" : "rank", run_wide ? "g" : "t",
             pid_of(t, m->rank), m->rank + 1);
-    us(f, "ts", m->t);
+    us(f, "ts", ns(m->t));
     fprintf(f, ",\"args\":{\"rank\":%d,\"code\":%d,\"what\":", m->rank, m->code);
     json_str(f, m->what);
     fputs("}}", f);
