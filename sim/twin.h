@@ -82,6 +82,10 @@ int twin_run(int nranks, int (*entry)(int rank, void *arg), void *arg, const twi
              char *err, size_t errlen);
 void twin_result_free(twin_result *res);
 
+/* For a supervisor (the scenario runner): the options every later launch_ranks uses, and where it
+ * leaves each run's result (freed and replaced by the next run). NULL, NULL restores the defaults. */
+void launch_twin_configure(const twin_options *opt, twin_result *result);
+
 /* ---- inside a rank (also valid in the implicit rank 0 outside twin_run) ------------------- */
 bool twin_active(void);        /* true inside twin_run */
 int twin_rank_id(void);        /* the calling rank */

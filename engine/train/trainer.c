@@ -320,7 +320,8 @@ static int train_rank(int rank, int world, void *arg) {
         /* every failing rank says so; the report keeps the first message */
         if (!jb->err[0]) snprintf(jb->err, sizeof jb->err, "rank %d: %s", rank, err);
         /* what every rank agreed on (a NaN's origin, the preflight table) is said once, by the reporter */
-        const bool agreed = rc == TR_EXIT_NAN || !strncmp(err, "preflight:", 10);
+        const bool agreed = rc == TR_EXIT_NAN || !strncmp(err, "preflight:", 10) ||
+                            !strncmp(err, "checkpoint at iteration", 23);
         if (world > 1 && (!agreed || reporter)) fprintf(stderr, "twinrun: rank %d: %s\n", rank, err);
     }
     rank_state_free(&st);

@@ -20,15 +20,26 @@ static int twin_entry(int rank, void *arg) {
     return c->entry(rank, c->world, c->arg);
 }
 
+/* Set by a supervisor in this process (the scenario runner): the options the next launches use and
+ * where their results go. Process state of the twin, never of the engine. */
+static const twin_options *g_launch_options;
+static twin_result *g_launch_result;
+
+void launch_twin_configure(const twin_options *opt, twin_result *result) {
+    g_launch_options = opt;
+    g_launch_result = result;
+}
+
 int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t errlen) {
     if (world < 1) return tr_errf(err, errlen, "world size %d: need at least one rank", world);
     twin_options opt;
     twin_options_default(&opt);
+    if (g_launch_options) opt = *g_launch_options;
     opt.end_on_abort = true;
     const char *dev = getenv("TWINRUN_TWIN_DEVICE");
-    if (dev && *dev) opt.device = dev;
+    if (dev && *dev && !g_launch_options) opt.device = dev;
     const char *seed = getenv("TWINRUN_TWIN_SEED");
-    if (seed && *seed) opt.seed = strtoull(seed, NULL, 10);
+    if (seed && *seed && !g_launch_options) opt.seed = strtoull(seed, NULL, 10);
     launch_call call = {entry, arg, world};
     twin_result res;
     if (twin_run(world, twin_entry, &call, &opt, &res, err, errlen)) return -1;
@@ -37,8 +48,13 @@ int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t err
         int c = res.rank_end[r] == TWIN_RANK_KILLED ? TR_EXIT_FATAL : res.exit_codes[r];
         if (c > code) code = c;
     }
-    if (res.hang || code) fputs(res.report, stderr);
+    if ((res.hang || code) && !opt.quiet) fputs(res.report, stderr);
     if (res.hang && !code) code = TR_EXIT_FATAL;
-    twin_result_free(&res);
+    if (g_launch_result) {
+        twin_result_free(g_launch_result);
+        *g_launch_result = res; /* handed over */
+    } else {
+        twin_result_free(&res);
+    }
     return code;
 }
