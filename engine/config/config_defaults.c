@@ -44,6 +44,7 @@ void tr_config_defaults(tr_config *cfg) {
 
     /* evaluation, logging, checkpoints */
     cfg->log_interval = 100;
+    cfg->tensorboard_log_interval = 1;
     cfg->eval_interval = 1000;
     cfg->eval_iters = 100;
     cfg->distributed_timeout_minutes = 10;

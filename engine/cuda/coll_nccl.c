@@ -66,7 +66,15 @@ static double env_double(const char *name, double dflt) {
     return x;
 }
 
-static double coll_timeout(void) { return env_double("TWINRUN_COLL_TIMEOUT_S", 600.0); }
+/* TWINRUN_COLL_TIMEOUT_S (tests, quick hang checks) overrides --distributed-timeout-minutes. */
+static double coll_timeout(const dev_device *d) {
+    return env_double("TWINRUN_COLL_TIMEOUT_S", d->coll_timeout_s > 0 ? d->coll_timeout_s : 600.0);
+}
+
+void coll_set_timeout(dev_device *d, double seconds) {
+    TR_CHECK(d != NULL && seconds > 0, "coll_set_timeout needs a device and a positive number of seconds");
+    d->coll_timeout_s = seconds;
+}
 
 static bool coll_sync(void) {
     const char *v = getenv("TWINRUN_COLL_SYNC");
@@ -157,7 +165,7 @@ coll_comm *coll_comm_create(dev_device *d, const int *ranks, int nranks, int my_
     c->dev = d;
     c->size = nranks;
     c->rank = pos;
-    c->timeout_s = coll_timeout();
+    c->timeout_s = coll_timeout(d);
     c->sync = coll_sync();
     snprintf(c->name, sizeof c->name, "%s", name);
     CU_CHECK(cudaSetDevice(d->ordinal)); /* NCCL binds the communicator to the current device */

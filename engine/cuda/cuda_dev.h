@@ -45,6 +45,7 @@ struct dev_device {
         unsigned gen;
     } coll_gen[64];
     int coll_ngen;
+    double coll_timeout_s; /* coll_set_timeout (--distributed-timeout-minutes); 0: not set */
 };
 
 #ifdef __cplusplus

@@ -65,3 +65,18 @@ void twin_hang_report(twin_sched *s, const char *why) {
     for (int i = 0; i < s->nranks; i++) flight_dump_free(&dumps[i]);
     free(dumps);
 }
+
+/* dump_at_exit: every rank's records after a run that ended normally, for trace comparisons. */
+void twin_dump_all(twin_sched *s);
+void twin_dump_all(twin_sched *s) {
+    flight_dump *dumps = calloc((size_t)s->nranks, sizeof *dumps);
+    TR_CHECK(dumps != NULL, "out of host memory for the flight dumps");
+    for (int i = 0; i < s->nranks; i++) {
+        const twin_rank *r = &s->ranks[i];
+        int rc = flight_ring_to_dump(&r->flight, r->id, s->nranks, r->now, status_of(r), r->exit_code, &dumps[i]);
+        TR_CHECK(rc == 0, "out of host memory converting a flight ring to a dump");
+    }
+    write_dumps(s, dumps);
+    for (int i = 0; i < s->nranks; i++) flight_dump_free(&dumps[i]);
+    free(dumps);
+}

@@ -182,9 +182,9 @@ static void test_seed_001_llama3_8b_real_data_fp8(void **state) {
     assert_contains(c->warnings, "twinrun: warning: --fp8-amax-history-len ignored: ");
     assert_contains(c->warnings, "twinrun: warning: --fp8-amax-compute-algo ignored: ");
     assert_contains(c->warnings, "twinrun: warning: --fp8-param-gather ignored: ");
-    /* no TensorBoard writer yet: the seed's --tensorboard-dir is said to be ignored */
-    assert_contains(c->warnings, "twinrun: warning: --tensorboard-dir ignored: ");
-    assert_int_equal(c->n_warnings, 6);
+    /* --tensorboard-dir is implemented: no warning for it */
+    assert_true(strstr(c->warnings, "--tensorboard-dir") == NULL);
+    assert_int_equal(c->n_warnings, 5);
     /* one node of 8 GPUs */
     assert_ok(tr_config_validate(c, 8, err, ERRLEN), err);
     assert_ok(tr_config_finalize(c, 8, err, ERRLEN), err);
@@ -230,7 +230,7 @@ static void test_seed_001_multi_node_template(void **state) {
               err);
     assert_true(c->sequence_parallel); /* kept at TP 2 */
     assert_int_equal(c->pipeline_model_parallel_size, 2);
-    assert_int_equal(c->n_warnings, 1); /* --tensorboard-dir: no TensorBoard writer yet */
+    assert_int_equal(c->n_warnings, 0);
     assert_ok(tr_config_validate(c, 16, err, ERRLEN), err);
     assert_error(tr_config_validate(c, 12, err, ERRLEN), err, "world 12 is not divisible by TP*PP*CP = 8");
     free(c);

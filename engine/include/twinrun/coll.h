@@ -46,6 +46,11 @@ void coll_group_start(void);
 void coll_group_end(void);
 /* Aborts every outstanding and future call on c (NCCL's ncclCommAbort). */
 void coll_abort(coll_comm *c);
+/* The watchdog deadline, in seconds of d's clock, for the rank's collectives and communicator setup
+ * from now on (Megatron's --distributed-timeout-minutes; NCCL's and the twin's default is 600 s).
+ * Past it the rank's communicators are aborted and the timed-out call returns COLL_TIMEOUT (twin) or
+ * the process writes its flight-recorder dump and exits (real backend; see engine/cuda/coll_nccl.c). */
+void coll_set_timeout(dev_device *d, double seconds);
 
 /* Called at the start of every call on c, before the rank joins its peers, with the call's name
  * ("all_reduce", "send", ...): the fault library's injection site for hangs and mismatches. The

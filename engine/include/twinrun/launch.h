@@ -15,8 +15,9 @@ typedef int (*launch_entry)(int rank, int world, void *arg);
  * launcher's world size disagrees with `world`). */
 int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t errlen);
 
-/* World size the launcher gives this job: WORLD_SIZE or OMPI_COMM_WORLD_SIZE from the environment,
- * else 1. -1 with err when a value is malformed. */
+/* World size the launcher gives this job: WORLD_SIZE (torchrun style) or OMPI_COMM_WORLD_SIZE
+ * (mpirun), chosen as engine/launch/launch_vars.h says, else 1. -1 with err when a value is
+ * malformed or inconsistent (a rank outside the world, ...). */
 int launch_world_size(char *err, size_t errlen);
 
 #endif
