@@ -1,0 +1,31 @@
+# tests/scenario: the scenario program end to end (twin builds only; tests/CMakeLists.txt).
+set(scn ${PROJECT_BINARY_DIR}/bin/scenario)
+set(scn_work ${CMAKE_CURRENT_BINARY_DIR}/scenario_work)
+
+# Every fault kind that stops a job, recovered bit-exactly; the JUnit report is written and valid XML.
+add_test(NAME scenario_faults_8rank COMMAND sh -c
+  "${scn} run ${PROJECT_SOURCE_DIR}/scenarios/faults_8rank.yaml --work ${scn_work} --junit ${scn_work}/f8.xml --json ${scn_work}/f8.json && python3 -c \"import json,sys,xml.etree.ElementTree as E; r=E.parse('${scn_work}/f8.xml').getroot(); j=json.load(open('${scn_work}/f8.json')); assert r.get('failures')=='0' and int(r.get('tests'))>=10 and j['passed'], (r.attrib, j['passed']); print('junit ok', r.get('tests'))\"")
+set_tests_properties(scenario_faults_8rank PROPERTIES LABELS "${labels}" TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "PASSED: [0-9]+/[0-9]+ expectations.*junit ok")
+
+# The runner can fail: wrong expectations are reported by name with the numbers, exit status 1.
+add_test(NAME scenario_wrong_expectation COMMAND sh -c
+  "${scn} run ${CMAKE_CURRENT_SOURCE_DIR}/data/wrong_expect.yaml --work ${scn_work}; echo exit=$?")
+set_tests_properties(scenario_wrong_expectation PROPERTIES LABELS "${labels}" TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "fault 1 \\(hang\\) time to detect.*600\\.[0-9]+ s simulated \\(limit 60\\.0 s\\).*restarts.*1 restart\\(s\\), at most 0 expected.*FAILED: 2 of .*exit=1")
+
+# A random campaign at 64 ranks: every fault detected, blamed right, nothing lost.
+add_test(NAME scenario_campaign_64 COMMAND ${scn} run ${CMAKE_CURRENT_SOURCE_DIR}/data/campaign_64.yaml --work ${scn_work})
+set_tests_properties(scenario_campaign_64 PROPERTIES LABELS "${labels}" TIMEOUT 900
+  PASS_REGULAR_EXPRESSION "campaign: every blame correct.*PASSED")
+
+# `scenario check` refuses a bad file with FILE:LINE:COL and exit status 2.
+add_test(NAME scenario_check_bad COMMAND sh -c
+  "${scn} check ${CMAKE_CURRENT_SOURCE_DIR}/data/bad_alias.yaml; echo exit=$?")
+set_tests_properties(scenario_check_bad PROPERTIES LABELS "${labels}"
+  PASS_REGULAR_EXPRESSION "bad_alias.yaml:[0-9]+:[0-9]+: .*exit=2")
+
+# The flagship, as the README's main command runs it.
+add_test(NAME scenario_thousand_card COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/thousand_card.yaml --work ${scn_work})
+set_tests_properties(scenario_thousand_card PROPERTIES LABELS "${labels}" TIMEOUT 1200
+  PASS_REGULAR_EXPRESSION "PASSED: [0-9]+/[0-9]+ expectations")
