@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../../engine/launch/flight_env.h"
 #include "twin.h"
 #include "twinrun/err.h"
 #include "twinrun/launch.h"
@@ -40,6 +41,13 @@ int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t err
     if (dev && *dev && !g_launch_options) opt.device = dev;
     const char *seed = getenv("TWINRUN_TWIN_SEED");
     if (seed && *seed && !g_launch_options) opt.seed = strtoull(seed, NULL, 10);
+    tr_flight_env fe; /* TWINRUN_FLIGHT_*: the same dumps as the real backend writes */
+    if (tr_flight_env_read(&fe, err, errlen)) return -1;
+    if (!g_launch_options) {
+        opt.dump_dir = fe.dir;
+        opt.dump_at_exit = fe.at_exit;
+        opt.flight_capacity = fe.records;
+    }
     launch_call call = {entry, arg, world};
     twin_result res;
     if (twin_run(world, twin_entry, &call, &opt, &res, err, errlen)) return -1;
