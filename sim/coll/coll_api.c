@@ -52,7 +52,9 @@ static coll_status launch(coll_comm *c, coll_desc desc, const void *send, void *
         c->in_observer = false;
     }
     if (c->g->aborted) return end_if_aborted(r, COLL_ABORTED);
-    twin_sync(r); /* arrive only when this rank's clock is the earliest: watchdogs before it fire first */
+    /* arrive only when this rank's clock is the earliest: watchdogs before it fire first (a group's
+     * later calls arrive with its first, below, so they must not yield in between) */
+    if (!r->group_first) twin_sync(r);
     if (c->g->aborted) return end_if_aborted(r, COLL_ABORTED);
     coll_pending local, *p = &local;
     if (r->group_depth) {
@@ -65,7 +67,10 @@ static coll_status launch(coll_comm *c, coll_desc desc, const void *send, void *
     p->desc = desc;
     p->send = send;
     p->recv = recv;
-    p->arrival = r->now;
+    /* A group launches together (ncclGroupEnd): every call in it arrives when the first did, whatever
+     * completed in between, so clocks never depend on which peer the scheduler ran first (the
+     * multi-process twin relies on that: docs/multiprocess.md). */
+    p->arrival = r->group_first ? r->group_first->arrival : r->now;
     p->heap_owned = r->group_depth > 0;
     if (desc.op == FLIGHT_SEND || desc.op == FLIGHT_RECV) {
         uint64_t **counter = desc.op == FLIGHT_SEND ? &c->p2p_send : &c->p2p_recv;
