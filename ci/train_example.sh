@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The main job (`make run`): a short Llama-3 training run on the CPU twin with Megatron-LM's flags,
+# An example training job: a short Llama-3 training run on the CPU twin with Megatron-LM's flags,
 # in the shape of the user's 8B script (GQA, SwiGLU, RoPE, untied embeddings, bf16, cosine lr in
 # samples) and the 70B guide's parallel flags (TP, PP, sequence parallel, distributed optimizer) on
-# 8 ranks in one process (TP2 x PP2 x DP2), scaled down so it runs in seconds. Once the scenario
-# runner exists this becomes `scenario run scenarios/thousand_card.yaml`.
+# 8 ranks in one process (TP2 x PP2 x DP2), scaled down so it runs in seconds. (The main job,
+# `make run`, is ci/run_main.sh: the thousand-card scenario.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=build/run
