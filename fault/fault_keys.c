@@ -143,6 +143,10 @@ int fault_spec_set(fault_spec *f, fault_key k, const char *v, char *err, size_t 
         if (parse_int(v, 0, INT_MAX, &x))
             return tr_errf(err, errlen, "%s: expected a non-negative integer, got '%s'%s", kn, v,
                            k == FAULT_KEY_LAYER ? " (leave out layer for any layer)" : "");
+        /* the injection site reads devices 0 as "one fewer than gpus_per_node" (the default) */
+        if (k == FAULT_KEY_DEVICES && x == 0)
+            return tr_errf(err, errlen, "devices: a node seeing 0 devices is not a short node: give 1 or more, "
+                                        "fewer than gpus_per_node (or leave out devices for one fewer)");
         if (k == FAULT_KEY_RANK) f->rank = (int)x;
         if (k == FAULT_KEY_NODE) f->node = (int)x;
         if (k == FAULT_KEY_LAYER) f->layer = (int)x;

@@ -205,8 +205,8 @@ void fault_spec_describe(const fault_spec *f, char *out, size_t outlen) {
             snprintf(out, outlen, "%s in the %s of layer %d on %s at iteration %lld", v, fault_tensor_name(f->tensor),
                      f->layer, who, it);
         else
-            snprintf(out, outlen, "%s in an %s (any layer) on %s at iteration %lld", v, fault_tensor_name(f->tensor),
-                     who, it);
+            snprintf(out, outlen, "%s in %s (any layer) on %s at iteration %lld", v,
+                     f->tensor == FAULT_T_ACTIVATION ? "an activation" : "a gradient", who, it);
         break;
     }
     case FAULT_STRAGGLER:
@@ -273,6 +273,10 @@ void fault_plan_free(fault_plan *p) {
     if (!p) return;
     free(p->faults);
     free(p->fired);
+    /* the supervisor's per-attempt records go with the plan, so one call releases everything */
+    free(p->fired_attempt);
+    free(p->fired_at);
+    free(p->fired_rank);
     int gpn = p->gpus_per_node;
     memset(p, 0, sizeof *p);
     p->gpus_per_node = gpn;
