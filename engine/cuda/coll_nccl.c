@@ -1,34 +1,35 @@
 /* coll.h over NCCL (MCCL on MUSA through gpu_compat.h).
  *
  * Communicators are non-blocking (config.blocking = 0), so a stuck init or collective can be
- * abandoned: every wait polls ncclCommGetAsyncError (and the stream) against a deadline of
- * TWINRUN_COLL_TIMEOUT_S seconds (default 600); past it the communicator is aborted
- * (ncclCommAbort) and the call returns COLL_TIMEOUT; an asynchronous NCCL error aborts it and
- * returns COLL_ERROR. After coll_abort, every call returns COLL_ABORTED.
+ * abandoned: every wait polls ncclCommGetAsyncError (and the stream) against the rank's timeout
+ * (coll_set_timeout: --distributed-timeout-minutes; TWINRUN_COLL_TIMEOUT_S overrides; default
+ * 600 s). Past it the watchdog ends the rank (coll_flight.h): flight dump, ncclCommAbort of every
+ * communicator, exit 1 (or, with TWINRUN_COLL_ON_TIMEOUT=return, the call returns COLL_TIMEOUT).
+ * An asynchronous NCCL error aborts the communicator and returns COLL_ERROR. After coll_abort,
+ * every call returns COLL_ABORTED.
  *
- * Bootstrap: a group of one makes its own unique id. A larger group needs the id of its rank 0
- * passed out of band: a file rendezvous in TWINRUN_RENDEZVOUS_DIR (same host, or a shared file
- * system) under the key <run id>.<group name>.<hash of the rank list>.<generation>, where the run
- * id is TWINRUN_RUN_ID, else TORCHELASTIC_RUN_ID, else MASTER_PORT, else "default".
+ * Bootstrap: a group of one makes its own unique id; a larger group gets its rank 0's id through
+ * the TCP rendezvous store on MASTER_ADDR:MASTER_PORT, or files in TWINRUN_RENDEZVOUS_DIR
+ * (coll_bootstrap.h).
  *
  * Completion: by default (TWINRUN_COLL_SYNC unset or 1) each collective waits on the host until
- * its stream has finished it, which is what makes the timeout, the twin's blocking semantics and
- * a real barrier possible; TWINRUN_COLL_SYNC=0 only enqueues (faster, no timeout detection).
- * Inside coll_group_start/end the wait happens at coll_group_end, for every stream used in the
- * group; a timeout there aborts the communicators involved and their next call returns COLL_TIMEOUT.
+ * its stream has finished it, which is what makes the timeout, the twin's blocking semantics, a
+ * real barrier and exact flight-recorder states possible; TWINRUN_COLL_SYNC=0 only enqueues
+ * (faster; records are marked completed when enqueued and timeouts are not detected). Inside
+ * coll_group_start/end the wait happens at coll_group_end, for every stream used in the group.
  *
- * Group ranks: peer (send/recv) and root (broadcast) are positions in the group (0..size-1).
+ * Records: every call is recorded (coll_flight.h) with the twin's numbering, zero-count calls
+ * included, so the two backends' traces of the same job are identical.
  *
- * UNTESTED so far: everything with more than one rank (rendezvous, send/recv, reduce-scatter
- * with real data movement), timeouts and aborts on a stuck peer, and the whole MCCL build. The
- * single-rank path is exercised by the GPU unit tests where they create communicators. */
+ * Group ranks: peer (send/recv) and root (broadcast) are positions in the group (0..size-1). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define GPU_COMPAT_CCL
-#include "coll_rendezvous.h"
+#include "coll_bootstrap.h"
+#include "coll_flight.h"
 #include "cuda_dev.h"
 #include "gpu_compat.h"
 #include "twinrun/coll.h"
@@ -39,22 +40,26 @@ struct coll_comm {
     ncclComm_t comm; /* NULL once aborted */
     int size, rank;
     coll_status dead; /* COLL_OK while usable; else what every later call returns */
-    unsigned long long seq; /* collectives issued, for messages */
+    unsigned long long seq; /* NCCL calls issued, for messages */
     double timeout_s;
     bool sync;
     char name[32];
     coll_observer observer; /* fault injection (fault/); not called while it runs */
     void *observer_arg;
     bool in_observer;
+    int flight;              /* this communicator's index in the rank's flight records */
+    uint64_t cseq;           /* collectives so far (the twin's seq) */
+    uint64_t *p2p_send, *p2p_recv; /* [size] sends/receives so far per peer */
 };
 
-/* Streams (with their communicator) used between coll_group_start and coll_group_end, waited on at
- * the end. Per thread, like NCCL's own group state. */
+/* Streams (with their communicator and record) used between coll_group_start and coll_group_end,
+ * waited on at the end. Per thread, like NCCL's own group state. */
 #define COLL_GROUP_MAX 256
 static _Thread_local struct {
     int depth, n;
     coll_comm *comm[COLL_GROUP_MAX];
     dev_stream *stream[COLL_GROUP_MAX];
+    uint64_t rec[COLL_GROUP_MAX];
 } coll_group;
 
 static double env_double(const char *name, double dflt) {
@@ -79,45 +84,6 @@ void coll_set_timeout(dev_device *d, double seconds) {
 static bool coll_sync(void) {
     const char *v = getenv("TWINRUN_COLL_SYNC");
     return !(v && strcmp(v, "0") == 0);
-}
-
-static const char *run_id(void) {
-    static const char *const names[] = {"TWINRUN_RUN_ID", "TORCHELASTIC_RUN_ID", "MASTER_PORT"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const char *v = getenv(names[i]);
-        if (v && *v) return v;
-    }
-    return "default";
-}
-
-/* FNV-1a over the group's name and rank list. */
-static unsigned long long group_key(const char *name, const int *ranks, int nranks) {
-    unsigned long long h = 1469598103934665603ULL;
-    for (const char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-    for (int i = 0; i < nranks; i++)
-        for (int b = 0; b < 4; b++) h = (h ^ (((unsigned)ranks[i] >> (8 * b)) & 0xffu)) * 1099511628211ULL;
-    return h;
-}
-
-static unsigned next_generation(dev_device *d, unsigned long long key) {
-    for (int i = 0; i < d->coll_ngen; i++)
-        if (d->coll_gen[i].key == key) return ++d->coll_gen[i].gen;
-    if (d->coll_ngen < (int)(sizeof d->coll_gen / sizeof d->coll_gen[0])) {
-        d->coll_gen[d->coll_ngen].key = key;
-        d->coll_gen[d->coll_ngen].gen = 0;
-        d->coll_ngen++;
-    }
-    return 0;
-}
-
-/* Keeps [A-Za-z0-9_-] of s (for a file name). */
-static void sanitize(char *dst, size_t n, const char *s) {
-    size_t j = 0;
-    for (; *s && j + 1 < n; s++) {
-        const char c = *s;
-        dst[j++] = ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-') ? c : '_';
-    }
-    dst[j] = '\0';
 }
 
 /* Waits until the non-blocking communicator is no longer ncclInProgress. */
@@ -158,7 +124,13 @@ coll_comm *coll_comm_create(dev_device *d, const int *ranks, int nranks, int my_
         return NULL;
     }
     coll_comm *c = calloc(1, sizeof *c);
-    if (!c) {
+    if (c) {
+        c->p2p_send = calloc((size_t)nranks, sizeof *c->p2p_send);
+        c->p2p_recv = calloc((size_t)nranks, sizeof *c->p2p_recv);
+    }
+    if (!c || !c->p2p_send || !c->p2p_recv) {
+        if (c) free(c->p2p_send), free(c->p2p_recv);
+        free(c);
         tr_errf(err, errlen, "out of host memory creating communicator '%s'", name);
         return NULL;
     }
@@ -172,38 +144,12 @@ coll_comm *coll_comm_create(dev_device *d, const int *ranks, int nranks, int my_
 
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
-    char key[256] = "";
-    const char *dir = getenv("TWINRUN_RENDEZVOUS_DIR");
-    if (nranks > 1) {
-        if (!dir || !*dir) {
-            tr_errf(err, errlen,
-                    "communicator '%s' over %d ranks needs TWINRUN_RENDEZVOUS_DIR: a directory all its processes "
-                    "share (e.g. mkdir /tmp/twinrun-rdv; export TWINRUN_RENDEZVOUS_DIR=/tmp/twinrun-rdv)",
-                    name, nranks);
-            free(c);
-            return NULL;
-        }
-        const unsigned long long gk = group_key(name, ranks, nranks);
-        char rid[64], nm[32];
-        sanitize(rid, sizeof rid, run_id());
-        sanitize(nm, sizeof nm, name);
-        snprintf(key, sizeof key, "twinrun-nccl.%s.%s.r%d.%016llx.g%u", rid, nm, ranks[0], gk,
-                 next_generation(d, gk));
-    }
     ncclResult_t r = ncclSuccess;
-    if (pos == 0) {
-        r = ncclGetUniqueId(&id);
-        if (r != ncclSuccess) {
-            tr_errf(err, errlen, "communicator '%s': ncclGetUniqueId: %s", name, ncclGetErrorString(r));
-            free(c);
-            return NULL;
-        }
-        if (nranks > 1 && tr_rdv_publish(dir, key, &id, sizeof id, err, errlen) != 0) {
-            free(c);
-            return NULL;
-        }
-    } else if (tr_rdv_fetch(d, dir, key, &id, sizeof id, c->timeout_s, err, errlen) != 0) {
-        free(c);
+    if (pos == 0 && (r = ncclGetUniqueId(&id)) != ncclSuccess)
+        tr_errf(err, errlen, "communicator '%s': ncclGetUniqueId: %s", name, ncclGetErrorString(r));
+    if (r != ncclSuccess ||
+        tr_coll_exchange_id(d, name, ranks, nranks, pos, &id, sizeof id, c->timeout_s, err, errlen) != 0) {
+        free(c->p2p_send), free(c->p2p_recv), free(c);
         return NULL;
     }
 
@@ -216,21 +162,23 @@ coll_comm *coll_comm_create(dev_device *d, const int *ranks, int nranks, int my_
         if (timed_out)
             tr_errf(err, errlen,
                     "communicator '%s' (rank %d of %d): NCCL init did not finish within %.0f s "
-                    "(TWINRUN_COLL_TIMEOUT_S); did every rank of the group start?",
+                    "(--distributed-timeout-minutes); did every rank of the group start?",
                     name, pos, nranks, c->timeout_s);
         else
             tr_errf(err, errlen, "communicator '%s' (rank %d of %d): NCCL init failed: %s (%s)", name, pos, nranks,
                     ncclGetErrorString(r), ncclGetLastError(c->comm));
         if (c->comm) ncclCommAbort(c->comm);
-        free(c);
+        free(c->p2p_send), free(c->p2p_recv), free(c);
         return NULL;
     }
-    if (nranks > 1 && pos == 0) tr_rdv_remove(dir, key); /* every member has joined */
+    tr_coll_exchange_done(d, name, ranks, nranks, pos); /* every member has joined */
+    c->flight = tr_flight_comm(d, my_rank, &id, sizeof id, name, ranks, nranks, c);
     return c;
 }
 
 void coll_comm_destroy(coll_comm *c) {
     if (!c) return;
+    tr_flight_comm_gone(c->dev, c);
     if (c->comm) {
         bool timed_out = false;
         ncclResult_t r = ncclCommFinalize(c->comm);
@@ -240,6 +188,8 @@ void coll_comm_destroy(coll_comm *c) {
         else
             ncclCommAbort(c->comm); /* a peer is gone: do not wait for it */
     }
+    free(c->p2p_send);
+    free(c->p2p_recv);
     free(c);
 }
 
@@ -253,6 +203,17 @@ static void kill_comm(coll_comm *c, coll_status why) {
     if (c->dead == COLL_OK) c->dead = why;
 }
 
+/* The deadline passed: the watchdog ends the rank, or (TWINRUN_COLL_ON_TIMEOUT=return) the call
+ * returns COLL_TIMEOUT with every communicator aborted. */
+static coll_status timed_out(coll_comm *c, const char *op, const char *stage) {
+    char what[256];
+    snprintf(what, sizeof what, "%s #%llu on '%s' (rank %d of %d) %s within %.0f s", op, c->seq, c->name, c->rank,
+             c->size, stage, c->timeout_s);
+    kill_comm(c, COLL_TIMEOUT);
+    tr_flight_watchdog(c->dev, what);
+    return COLL_TIMEOUT;
+}
+
 /* Waits for the stream's work (this collective and everything before it) while watching the
  * communicator's async error, until the deadline. */
 static coll_status wait_stream(coll_comm *c, dev_stream *s, const char *op) {
@@ -262,6 +223,7 @@ static coll_status wait_stream(coll_comm *c, dev_stream *s, const char *op) {
         const cudaError_t q = cudaStreamQuery(st);
         if (q == cudaSuccess) return COLL_OK;
         if (q != cudaErrorNotReady) CU_CHECK(q);
+        if (!c->comm) return c->dead; /* aborted meanwhile */
         ncclResult_t ae = ncclSuccess;
         ncclCommGetAsyncError(c->comm, &ae);
         if (ae != ncclSuccess && ae != ncclInProgress) {
@@ -270,39 +232,35 @@ static coll_status wait_stream(coll_comm *c, dev_stream *s, const char *op) {
             kill_comm(c, COLL_ERROR);
             return COLL_ERROR;
         }
-        if (dev_clock_now(c->dev) > deadline) {
-            fprintf(stderr,
-                    "twinrun: coll: %s #%llu on '%s' (rank %d of %d) did not complete within %.0f s "
-                    "(TWINRUN_COLL_TIMEOUT_S); aborting the communicator\n",
-                    op, c->seq, c->name, c->rank, c->size, c->timeout_s);
-            kill_comm(c, COLL_TIMEOUT);
-            return COLL_TIMEOUT;
-        }
+        if (dev_clock_now(c->dev) > deadline) return timed_out(c, op, "did not complete");
         dev_sleep(c->dev, 1e-5);
     }
 }
 
 /* After an NCCL call was issued: its result, the wait for a non-blocking enqueue, and (sync mode,
- * outside a group) the wait for completion. */
-static coll_status finish(coll_comm *c, dev_stream *s, ncclResult_t r, const char *op) {
+ * outside a group) the wait for completion; the record `rec` follows. */
+static coll_status finish(coll_comm *c, dev_stream *s, ncclResult_t r, const char *op, uint64_t rec) {
     c->seq++;
-    bool timed_out = false;
-    if (r == ncclInProgress) r = wait_ready(c->dev, c->comm, c->timeout_s, &timed_out);
+    bool late = false;
+    if (r == ncclInProgress) r = wait_ready(c->dev, c->comm, c->timeout_s, &late);
+    if (late) return timed_out(c, op, "was not enqueued");
     if (r != ncclSuccess) {
         fprintf(stderr, "twinrun: coll: %s #%llu on '%s' (rank %d of %d): %s (%s); aborting the communicator\n", op,
-                c->seq, c->name, c->rank, c->size, timed_out ? "enqueue timed out" : ncclGetErrorString(r),
-                timed_out ? "TWINRUN_COLL_TIMEOUT_S" : ncclGetLastError(c->comm));
-        kill_comm(c, timed_out ? COLL_TIMEOUT : COLL_ERROR);
+                c->seq, c->name, c->rank, c->size, ncclGetErrorString(r), ncclGetLastError(c->comm));
+        kill_comm(c, COLL_ERROR);
         return c->dead;
     }
     if (coll_group.depth > 0) {
         if (coll_group.n >= COLL_GROUP_MAX) tr_fatal("coll: more than %d calls in one coll_group", COLL_GROUP_MAX);
         coll_group.comm[coll_group.n] = c;
         coll_group.stream[coll_group.n] = s;
+        coll_group.rec[coll_group.n] = rec;
         coll_group.n++;
         return COLL_OK;
     }
-    return c->sync ? wait_stream(c, s, op) : COLL_OK;
+    const coll_status st = c->sync ? wait_stream(c, s, op) : COLL_OK;
+    if (st == COLL_OK) tr_flight_set(c->dev, rec, FLIGHT_COMPLETED);
+    return st;
 }
 
 static ncclDataType_t nccl_type(tr_dtype dt) {
@@ -343,33 +301,51 @@ void coll_comm_set_observer(coll_comm *c, coll_observer fn, void *arg) {
     c->observer_arg = arg;
 }
 
+/* Records the call the twin way (sequence per communicator; send/recv per peer and direction). */
+static uint64_t record(coll_comm *c, flight_op op, size_t count, tr_dtype dt, int redop, int peer) {
+    uint64_t seq = op == FLIGHT_SEND ? c->p2p_send[peer]++ : op == FLIGHT_RECV ? c->p2p_recv[peer]++ : c->cseq++;
+    return tr_flight_rec(c->dev, c->flight, op, seq, count, (int)dt, redop, peer,
+                         coll_group.depth > 0 ? FLIGHT_SCHEDULED : FLIGHT_STARTED);
+}
+
+/* Zero elements: nothing for NCCL to do, but recorded like any call. */
+static coll_status empty(coll_comm *c, uint64_t rec) {
+    tr_flight_set(c->dev, rec, FLIGHT_COMPLETED);
+    return COLL_OK;
+}
+
 coll_status coll_all_reduce(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count, tr_dtype dt,
                             coll_op op) {
     COLL_ENTER(c, "all_reduce");
-    if (count == 0) return COLL_OK;
+    const uint64_t rec = record(c, FLIGHT_ALL_REDUCE, count, dt, (int)op, -1);
+    if (count == 0) return empty(c, rec);
     return finish(c, s, ncclAllReduce(send, recv, count, nccl_type(dt), nccl_op(op), c->comm, tr_cu_stream(s)),
-                  "all_reduce");
+                  "all_reduce", rec);
 }
 
 coll_status coll_all_gather(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count, tr_dtype dt) {
     COLL_ENTER(c, "all_gather");
-    if (count == 0) return COLL_OK;
-    return finish(c, s, ncclAllGather(send, recv, count, nccl_type(dt), c->comm, tr_cu_stream(s)), "all_gather");
+    const uint64_t rec = record(c, FLIGHT_ALL_GATHER, count, dt, -1, -1);
+    if (count == 0) return empty(c, rec);
+    return finish(c, s, ncclAllGather(send, recv, count, nccl_type(dt), c->comm, tr_cu_stream(s)), "all_gather", rec);
 }
 
 coll_status coll_reduce_scatter(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count,
                                 tr_dtype dt, coll_op op) {
     COLL_ENTER(c, "reduce_scatter");
-    if (count == 0) return COLL_OK;
+    const uint64_t rec = record(c, FLIGHT_REDUCE_SCATTER, count, dt, (int)op, -1);
+    if (count == 0) return empty(c, rec);
     return finish(c, s, ncclReduceScatter(send, recv, count, nccl_type(dt), nccl_op(op), c->comm, tr_cu_stream(s)),
-                  "reduce_scatter");
+                  "reduce_scatter", rec);
 }
 
 coll_status coll_broadcast(coll_comm *c, dev_stream *s, void *buf, size_t count, tr_dtype dt, int root) {
     COLL_ENTER(c, "broadcast");
     TR_CHECK(root >= 0 && root < c->size, "broadcast root is not a rank of the group (roots are group positions)");
-    if (count == 0) return COLL_OK;
-    return finish(c, s, ncclBroadcast(buf, buf, count, nccl_type(dt), root, c->comm, tr_cu_stream(s)), "broadcast");
+    const uint64_t rec = record(c, FLIGHT_BROADCAST, count, dt, -1, root);
+    if (count == 0) return empty(c, rec);
+    return finish(c, s, ncclBroadcast(buf, buf, count, nccl_type(dt), root, c->comm, tr_cu_stream(s)), "broadcast",
+                  rec);
 }
 
 coll_status coll_send(coll_comm *c, dev_stream *s, const void *buf, size_t count, tr_dtype dt, int peer) {
@@ -378,8 +354,9 @@ coll_status coll_send(coll_comm *c, dev_stream *s, const void *buf, size_t count
         tr_fatal("coll_send on '%s': peer %d is not another rank of the group of %d (peers are group positions; "
                  "a send to oneself needs coll_group_start/end around the send and the recv)",
                  c->name, peer, c->size);
-    if (count == 0) return COLL_OK;
-    return finish(c, s, ncclSend(buf, count, nccl_type(dt), peer, c->comm, tr_cu_stream(s)), "send");
+    const uint64_t rec = record(c, FLIGHT_SEND, count, dt, -1, peer);
+    if (count == 0) return empty(c, rec);
+    return finish(c, s, ncclSend(buf, count, nccl_type(dt), peer, c->comm, tr_cu_stream(s)), "send", rec);
 }
 
 coll_status coll_recv(coll_comm *c, dev_stream *s, void *buf, size_t count, tr_dtype dt, int peer) {
@@ -388,16 +365,20 @@ coll_status coll_recv(coll_comm *c, dev_stream *s, void *buf, size_t count, tr_d
         tr_fatal("coll_recv on '%s': peer %d is not another rank of the group of %d (peers are group positions; "
                  "a receive from oneself needs coll_group_start/end around the send and the recv)",
                  c->name, peer, c->size);
-    if (count == 0) return COLL_OK;
-    return finish(c, s, ncclRecv(buf, count, nccl_type(dt), peer, c->comm, tr_cu_stream(s)), "recv");
+    const uint64_t rec = record(c, FLIGHT_RECV, count, dt, -1, peer);
+    if (count == 0) return empty(c, rec);
+    return finish(c, s, ncclRecv(buf, count, nccl_type(dt), peer, c->comm, tr_cu_stream(s)), "recv", rec);
 }
 
 coll_status coll_barrier(coll_comm *c, dev_stream *s) {
     COLL_ENTER(c, "barrier");
-    int32_t *one = tr_cu_scratch(s, sizeof *one, "barrier");
+    const uint64_t rec = record(c, FLIGHT_BARRIER, 0, TR_F32, -1, -1);
+    /* NCCL has no barrier: a one-element all-reduce, waited for even in async mode */
+    int *one = tr_cu_scratch(s, sizeof *one, "barrier");
     CU_CHECK(cudaMemsetAsync(one, 0, sizeof *one, tr_cu_stream(s)));
-    coll_status st = finish(c, s, ncclAllReduce(one, one, 1, ncclInt32, ncclSum, c->comm, tr_cu_stream(s)), "barrier");
-    if (st == COLL_OK && coll_group.depth == 0 && !c->sync) st = wait_stream(c, s, "barrier"); /* always blocks */
+    coll_status st =
+        finish(c, s, ncclAllReduce(one, one, 1, ncclInt32, ncclSum, c->comm, tr_cu_stream(s)), "barrier", rec);
+    if (st == COLL_OK && coll_group.depth == 0 && !c->sync) st = wait_stream(c, s, "barrier");
     tr_cu_scratch_free(s, one);
     return st;
 }
@@ -419,18 +400,23 @@ void coll_group_end(void) {
     for (int i = 0; i < coll_group.n; i++) {
         coll_comm *c = coll_group.comm[i];
         if (c->dead != COLL_OK) continue;
-        bool timed_out = false;
+        bool late = false;
         ncclResult_t cr = r;
-        if (cr == ncclInProgress || cr == ncclSuccess) cr = wait_ready(c->dev, c->comm, c->timeout_s, &timed_out);
-        if (cr != ncclSuccess) {
+        if (cr == ncclInProgress || cr == ncclSuccess) cr = wait_ready(c->dev, c->comm, c->timeout_s, &late);
+        if (late) {
+            (void)timed_out(c, "group", "was not launched");
+        } else if (cr != ncclSuccess) {
             fprintf(stderr, "twinrun: coll: group on '%s' (rank %d of %d) failed: %s; aborting the communicator\n",
-                    c->name, c->rank, c->size, timed_out ? "launch timed out" : ncclGetErrorString(cr));
-            kill_comm(c, timed_out ? COLL_TIMEOUT : COLL_ERROR);
+                    c->name, c->rank, c->size, ncclGetErrorString(cr));
+            kill_comm(c, COLL_ERROR);
+        } else {
+            tr_flight_set(c->dev, coll_group.rec[i], FLIGHT_STARTED);
         }
     }
     for (int i = 0; i < coll_group.n; i++) {
         coll_comm *c = coll_group.comm[i];
-        if (c->dead == COLL_OK && c->sync) (void)wait_stream(c, coll_group.stream[i], "group");
+        if (c->dead == COLL_OK && (!c->sync || wait_stream(c, coll_group.stream[i], "group") == COLL_OK))
+            tr_flight_set(c->dev, coll_group.rec[i], FLIGHT_COMPLETED);
     }
     coll_group.n = 0;
 }

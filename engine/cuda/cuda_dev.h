@@ -46,11 +46,19 @@ struct dev_device {
     } coll_gen[64];
     int coll_ngen;
     double coll_timeout_s; /* coll_set_timeout (--distributed-timeout-minutes); 0: not set */
+    /* coll_flight.c's recorder for this rank, created with the first communicator; dev_close frees it
+     * (and dumps it with TWINRUN_FLIGHT_AT_EXIT=1) through flight_free. */
+    struct tr_cu_flight *flight;
+    void (*flight_free)(dev_device *d);
 };
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The physical device of the process's device `ordinal` (dev_select.c: offset by the launcher's local
+ * rank), or -1 with err. */
+int tr_cu_pick_device(int ordinal, int count, char *err, size_t errlen);
 
 /* The CUDA stream behind s (checks s is not NULL). */
 cudaStream_t tr_cu_stream(dev_stream *s);

@@ -126,6 +126,7 @@ extern "C" dev_device *dev_open(int ordinal, size_t capacity, char *err, size_t 
                 tr_cu_hint(e));
         return NULL;
     }
+    if ((ordinal = tr_cu_pick_device(ordinal, count, err, errlen)) < 0) return NULL;
     if (ordinal < 0 || ordinal >= count) {
         tr_errf(err, errlen,
                 "dev_open: device ordinal %d does not exist: this process sees %d device(s); check LOCAL_RANK "
@@ -169,6 +170,7 @@ extern "C" dev_device *dev_open(int ordinal, size_t capacity, char *err, size_t 
 
 extern "C" void dev_close(dev_device *d) {
     if (!d) return;
+    if (d->flight_free) d->flight_free(d);
     CU_CHECK(cudaStreamSynchronize(d->default_stream.st));
     if (d->blas_free) d->blas_free(d->blas);
     for (size_t i = 0; i < d->tab_cap; i++)

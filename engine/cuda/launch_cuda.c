@@ -1,32 +1,34 @@
 /* The real build's launch: this process is one rank of the job, numbered by its launcher
- * (torchrun: RANK; OpenMPI: OMPI_COMM_WORLD_RANK). A job of one needs no launcher. */
-#include <errno.h>
+ * (engine/launch/launch_vars.h: torchrun-style RANK/LOCAL_RANK, OpenMPI's OMPI_COMM_WORLD_*, or
+ * none for a job of one). Its GPU is the launcher's local rank (dev_select.c). Global rank 0 of a
+ * multi-rank job serves the rendezvous store on MASTER_PORT for the job's lifetime, through which
+ * every communicator's NCCL id travels (coll_bootstrap.h); with TWINRUN_RENDEZVOUS_DIR set, files
+ * there are used instead and no store runs. */
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "launch/launch_vars.h"
+#include "launch/tcp_store.h"
 #include "twinrun/err.h"
 #include "twinrun/launch.h"
 
-static int env_int(const char *name, int *out, char *err, size_t errlen) {
-    const char *v = getenv(name);
-    if (!v || !*v) return 0;
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || *end || n < 0 || n > 1 << 20) return tr_errf(err, errlen, "%s=\"%s\" is not a rank", name, v);
-    *out = (int)n;
-    return 1;
-}
-
 int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t errlen) {
-    int launcher_world = launch_world_size(err, errlen);
-    if (launcher_world < 0) return -1;
-    if (launcher_world != world)
-        return tr_errf(err, errlen, "the job needs %d ranks but the launcher started %d (WORLD_SIZE); "
-                                    "start one process per GPU",
-                       world, launcher_world);
-    int rank = 0, r;
-    if ((r = env_int("RANK", &rank, err, errlen)) < 0) return -1;
-    if (!r && env_int("OMPI_COMM_WORLD_RANK", &rank, err, errlen) < 0) return -1;
-    if (rank >= world) return tr_errf(err, errlen, "rank %d is outside a world of %d", rank, world);
-    return entry(rank, world, arg);
+    tr_launch_vars v;
+    if (tr_launch_vars_from_env(&v, err, errlen)) return -1;
+    if (v.world != world)
+        return tr_errf(err, errlen, "the job needs %d ranks but the launcher started %d (%s): start one process per "
+                                    "GPU",
+                       world, v.world, tr_launcher_name(v.launcher));
+    tr_store_server *store = NULL;
+    const char *dir = getenv("TWINRUN_RENDEZVOUS_DIR");
+    if (world > 1 && v.rank == 0 && !(dir && *dir)) {
+        if (!v.has_master)
+            return tr_errf(err, errlen, "%d ranks need a rendezvous: set MASTER_ADDR and MASTER_PORT (torchrun does; "
+                                        "scripts/launch_llama3.sh does) or TWINRUN_RENDEZVOUS_DIR",
+                           world);
+        if (!(store = tr_store_serve(v.master_port, err, errlen))) return -1;
+    }
+    const int rc = entry(v.rank, world, arg);
+    tr_store_server_stop(store);
+    return rc;
 }

@@ -7,7 +7,8 @@
  * all-reduce (sum, avg, max; fp32, bf16, int32; in place), all-gather, reduce-scatter, broadcast,
  * a send/recv ring in a group, barrier, and that a call after coll_abort returns COLL_ABORTED.
  * With "timeout" (WORLD >= 2), rank 0 issues an all-reduce that rank 1 never joins and expects
- * COLL_TIMEOUT after TWINRUN_COLL_TIMEOUT_S. Prints one line per check; exits non-zero on failure.
+ * COLL_TIMEOUT after TWINRUN_COLL_TIMEOUT_S (TWINRUN_COLL_ON_TIMEOUT=return: the watchdog aborts the
+ * rank's communicators and writes its flight dump, then returns instead of exiting). Prints one line per check; exits non-zero on failure.
  * Built only for the cuda/musa backends: `cmake --build build/cuda --target coll_smoke`. */
 #include <math.h>
 #include <stdio.h>
@@ -43,6 +44,8 @@ int main(int argc, char **argv) {
     }
     const int rank = atoi(argv[1]), world = atoi(argv[2]);
     const int want_timeout = argc > 3 && strcmp(argv[3], "timeout") == 0;
+    /* the timeout case checks the returned status: the watchdog returns instead of ending the process */
+    if (want_timeout) setenv("TWINRUN_COLL_ON_TIMEOUT", "return", 0);
     char err[512] = "";
     dev_device *d = dev_open(rank, 0, err, sizeof err);
     if (!d) {
@@ -143,7 +146,8 @@ int main(int argc, char **argv) {
             const coll_status st = coll_all_reduce(c, s, x, x, N, TR_F32, COLL_SUM);
             printf("rank 0: lone all_reduce returned %d after %.1f s\n", (int)st, dev_clock_now(d) - t0);
             check(rank, "lone all_reduce -> COLL_TIMEOUT", st == COLL_TIMEOUT);
-            check(rank, "next call -> COLL_TIMEOUT", coll_barrier(c, s) == COLL_TIMEOUT);
+            /* the watchdog aborted every communicator of the rank (and dumped its flight recorder) */
+            check(rank, "next call -> COLL_ABORTED", coll_barrier(c, s) == COLL_ABORTED);
         } else {
             dev_sleep(d, 2.0 * atof(getenv("TWINRUN_COLL_TIMEOUT_S") ? getenv("TWINRUN_COLL_TIMEOUT_S") : "5"));
             coll_abort(c); /* what the engine does once a peer has failed */

@@ -1,0 +1,141 @@
+#include "coll_flight.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_dev.h"
+#include "launch/flight_env.h"
+#include "launch/launch_vars.h"
+#include "twinrun/err.h"
+
+struct tr_cu_flight {
+    flight_ring ring;
+    tr_flight_env env;
+    int rank, world;
+    int ncomms, cap;
+    coll_comm **live;   /* [cap] by flight comm index; NULL once destroyed */
+    int **ranks;        /* [cap] copies: the ring borrows them */
+};
+
+static void write_dump(dev_device *d, const char *status, int code) {
+    struct tr_cu_flight *f = d->flight;
+    const char *dir = f->env.dir ? f->env.dir : "/tmp";
+    char path[4096];
+    snprintf(path, sizeof path, "%s/flight_rank%05d.txt", dir, f->rank);
+    flight_dump dump;
+    FILE *out = NULL;
+    if (flight_ring_to_dump(&f->ring, f->rank, f->world, dev_clock_now(d), status, code, &dump) != 0) {
+        fprintf(stderr, "twinrun: rank %d: out of host memory for the flight dump\n", f->rank);
+        return;
+    }
+    if (!(out = fopen(path, "w")) || flight_dump_write(out, &dump) != 0 || fclose(out) != 0)
+        fprintf(stderr, "twinrun: rank %d: cannot write the flight dump %s: %s (set TWINRUN_FLIGHT_DIR to a writable "
+                "directory)\n", f->rank, path, strerror(errno));
+    else
+        fprintf(stderr, "twinrun: rank %d: flight recorder dumped to %s (read all ranks' with: blame %s/flight_rank*.txt)\n",
+                f->rank, path, dir);
+    flight_dump_free(&dump);
+}
+
+static void flight_free(dev_device *d) {
+    struct tr_cu_flight *f = d->flight;
+    if (!f) return;
+    if (f->env.at_exit) write_dump(d, "exited", 0);
+    flight_ring_free(&f->ring);
+    for (int i = 0; i < f->ncomms; i++) free(f->ranks[i]);
+    free(f->ranks);
+    free(f->live);
+    free(f);
+    d->flight = NULL;
+}
+
+static struct tr_cu_flight *state(dev_device *d, int my_rank) {
+    if (d->flight) return d->flight;
+    struct tr_cu_flight *f = calloc(1, sizeof *f);
+    TR_CHECK(f != NULL, "out of host memory for the flight recorder");
+    char err[512];
+    if (tr_flight_env_read(&f->env, err, sizeof err)) tr_fatal("%s", err);
+    tr_launch_vars v;
+    f->world = tr_launch_vars_from_env(&v, err, sizeof err) == 0 ? v.world : 1;
+    f->rank = my_rank;
+    flight_ring_init(&f->ring, f->env.records);
+    d->flight = f;
+    d->flight_free = flight_free;
+    return f;
+}
+
+/* FNV-1a of the unique id: the same on every member, different for every communicator. */
+static uint64_t uid_of(const void *id, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    const unsigned char *p = id;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+int tr_flight_comm(dev_device *d, int my_rank, const void *id, size_t idlen, const char *name, const int *ranks,
+                   int nranks, coll_comm *c) {
+    struct tr_cu_flight *f = state(d, my_rank);
+    if (f->world <= ranks[nranks - 1]) f->world = ranks[nranks - 1] + 1; /* no launcher: what the groups show */
+    if (f->ncomms == f->cap) {
+        const int cap = f->cap ? 2 * f->cap : 16;
+        coll_comm **l = realloc(f->live, sizeof *l * (size_t)cap);
+        TR_CHECK(l != NULL, "out of host memory for the flight recorder");
+        f->live = l;
+        int **r = realloc(f->ranks, sizeof *r * (size_t)cap);
+        TR_CHECK(r != NULL, "out of host memory for the flight recorder");
+        f->ranks = r;
+        f->cap = cap;
+    }
+    int *copy = malloc(sizeof(int) * (size_t)nranks);
+    TR_CHECK(copy != NULL, "out of host memory for the flight recorder");
+    memcpy(copy, ranks, sizeof(int) * (size_t)nranks);
+    f->live[f->ncomms] = c;
+    f->ranks[f->ncomms] = copy;
+    f->ncomms++;
+    return flight_ring_add_comm(&f->ring, uid_of(id, idlen), name, nranks, copy);
+}
+
+void tr_flight_comm_gone(dev_device *d, coll_comm *c) {
+    struct tr_cu_flight *f = d->flight;
+    for (int i = 0; f && i < f->ncomms; i++)
+        if (f->live[i] == c) f->live[i] = NULL;
+}
+
+uint64_t tr_flight_rec(dev_device *d, int comm, flight_op op, uint64_t seq, size_t count, int dtype, int redop,
+                       int peer, flight_state st) {
+    struct tr_cu_flight *f = d->flight;
+    const double t = dev_clock_now(d);
+    const flight_record r = {.comm = comm, .seq = seq, .op = op, .redop = redop, .dtype = dtype, .count = count,
+                             .peer = peer, .state = st, .t_sched = t, .t_start = st == FLIGHT_SCHEDULED ? -1 : t,
+                             .t_end = st == FLIGHT_COMPLETED ? t : -1};
+    return flight_ring_add(&f->ring, &r);
+}
+
+void tr_flight_set(dev_device *d, uint64_t id, flight_state st) {
+    flight_record *r = flight_ring_get(&d->flight->ring, id);
+    if (!r) return; /* overwritten by newer records */
+    const double t = dev_clock_now(d);
+    if (st == FLIGHT_STARTED) r->t_start = t;
+    if (st == FLIGHT_COMPLETED) {
+        if (r->t_start < 0) r->t_start = t;
+        r->t_end = t;
+    }
+    r->state = st;
+}
+
+void tr_flight_watchdog(dev_device *d, const char *what) {
+    struct tr_cu_flight *f = d->flight;
+    fprintf(stderr, "twinrun: rank %d: watchdog: %s; dumping the flight recorder and aborting every communicator\n",
+            f->rank, what);
+    write_dump(d, "blocked", 0);
+    for (int i = 0; i < f->ncomms; i++)
+        if (f->live[i]) coll_abort(f->live[i]);
+    const char *mode = getenv("TWINRUN_COLL_ON_TIMEOUT");
+    if (mode && strcmp(mode, "return") == 0) return;
+    if (mode && *mode && strcmp(mode, "exit") != 0)
+        fprintf(stderr, "twinrun: TWINRUN_COLL_ON_TIMEOUT=%s is neither exit nor return; exiting\n", mode);
+    fprintf(stderr, "twinrun: rank %d: exiting after a collective timeout (--distributed-timeout-minutes)\n", f->rank);
+    dev_rank_abort(TR_EXIT_FATAL);
+}
