@@ -1,0 +1,327 @@
+#!/usr/bin/env bash
+# =============================================================================
+# twinrun Llama-3 launcher: the 8B seed's train_llama3_8b_dynamic.sh, with train_llama3 in place of
+# torchrun + pretrain_gpt.py. Same knobs (environment variables), same node-level convention of
+# Kubeflow/AIStudio (WORLD_SIZE = nodes, RANK = node index, MASTER_ADDR/MASTER_PORT injected), same
+# configuration summary. Run it once per node; it starts one train_llama3 per GPU with torchrun-style
+# variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), writes one
+# log per rank, and exits with the first non-zero exit code after stopping the node's other ranks.
+#
+#   scripts/launch_llama3.sh [CHECKPOINT_PATH [TENSORBOARD_LOGS_PATH [TOKENIZER_ARG [DATA_ARG]]]]
+#
+# twinrun's own knobs:
+#   TRAIN_BIN         the train_llama3 to run (default: build/cuda/bin/train_llama3, else build/twin/...)
+#   TWINRUN_BACKEND   cuda | twin | auto (default: cuda when nvidia-smi lists a GPU). With twin, node 0
+#                     runs the whole job in one process (the twin's WORLD_SIZE ranks); other nodes exit 0
+#   LOG_DIR           per-rank logs rank_00000.log ... (default: $EXP_DIR/$EXP_NAME/logs with
+#                     USE_EXP_STRUCTURE=1, else logs/$EXP_NAME); flight dumps go to $LOG_DIR/flight
+#   NUM_LAYERS HIDDEN_SIZE FFN_HIDDEN_SIZE NUM_ATTENTION_HEADS NUM_QUERY_GROUPS KV_CHANNELS SEQ_LENGTH
+#   VOCAB_SIZE TRAIN_SAMPLES ... (the seed's defaults: Llama3-8B), EXTRA_ARGS (more flags, word-split)
+#   DRY_RUN=1         print what would run (each rank's variables and command line) and exit 0
+# =============================================================================
+set -u
+
+# 性能调优环境变量 (the seed's; NCCL reads them)
+export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-1}
+export NCCL_IB_DISABLE=${NCCL_IB_DISABLE:-0}
+export NCCL_IB_TIMEOUT=${NCCL_IB_TIMEOUT:-23}
+export NCCL_P2P_DISABLE=${NCCL_P2P_DISABLE:-0}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
+
+die() { echo "错误: $*" >&2; exit 2; }
+is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
+need_pos() { is_uint "${!1}" && [ "${!1}" -ge 1 ] || die "$1=${!1} 不是正整数 (must be a positive integer)"; }
+
+# AIStudio 平台环境变量适配: the platform's variables are node-level
+PLATFORM_WORLD_SIZE=${WORLD_SIZE:-1} # 平台：节点数量
+PLATFORM_RANK=${RANK:-0}             # 平台：节点编号
+PLATFORM_MASTER_ADDR=${MASTER_ADDR:-localhost}
+PLATFORM_MASTER_PORT=${MASTER_PORT:-29500}
+NUM_NODES=$PLATFORM_WORLD_SIZE
+NODE_RANK=$PLATFORM_RANK
+MASTER_ADDR=$PLATFORM_MASTER_ADDR
+MASTER_PORT=$PLATFORM_MASTER_PORT
+need_pos NUM_NODES
+is_uint "$NODE_RANK" && [ "$NODE_RANK" -lt "$NUM_NODES" ] ||
+    die "RANK=$NODE_RANK (节点编号) must be in 0..$((NUM_NODES - 1)) for WORLD_SIZE=$NUM_NODES nodes"
+{ is_uint "$MASTER_PORT" && [ "$MASTER_PORT" -ge 1 ] && [ "$MASTER_PORT" -le 65535 ]; } ||
+    die "MASTER_PORT=$MASTER_PORT is not a TCP port (1..65535; torchrun's default is 29500)"
+[[ "$MASTER_ADDR" =~ ^[^[:space:]]+$ ]] || die "MASTER_ADDR='$MASTER_ADDR' must be a host name or address"
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if [ -z "${TRAIN_BIN:-}" ]; then
+    for b in "$HERE/build/cuda/bin/train_llama3" "$HERE/build/twin/bin/train_llama3"; do
+        [ -x "$b" ] && { TRAIN_BIN=$b; break; }
+    done
+fi
+[ -n "${TRAIN_BIN:-}" ] && [ -x "$TRAIN_BIN" ] ||
+    die "找不到训练程序 train_llama3: build it (cmake --preset cuda && cmake --build build/cuda) or set TRAIN_BIN"
+
+AVAILABLE_GPUS=$( (nvidia-smi --list-gpus 2>/dev/null || true) | grep -c '^GPU')
+BACKEND=${TWINRUN_BACKEND:-auto}
+if [ "$BACKEND" = auto ]; then
+    if [ "$AVAILABLE_GPUS" -gt 0 ]; then BACKEND=cuda; else BACKEND=twin; fi
+fi
+[ "$BACKEND" = cuda ] || [ "$BACKEND" = twin ] || die "TWINRUN_BACKEND=$BACKEND: use cuda, twin or auto"
+
+# 自动检测每个节点的 GPU 数量
+if [ -z "${GPUS_PER_NODE:-}" ]; then
+    GPUS_PER_NODE=$AVAILABLE_GPUS
+    [ "$GPUS_PER_NODE" -ge 1 ] || GPUS_PER_NODE=1
+fi
+need_pos GPUS_PER_NODE
+WORLD_SIZE=$((GPUS_PER_NODE * NUM_NODES))
+
+# 基础路径配置
+CHECKPOINT_PATH=${1:-${CHECKPOINT_PATH:-"checkpoints/llama3_8b_fp8"}}
+TENSORBOARD_LOGS_PATH=${2:-${TENSORBOARD_LOGS_PATH:-"tensorboard_logs/llama3_8b_fp8"}}
+TOKENIZER_ARG=${3:-${TOKENIZER_ARG:-"MOCK"}}
+DATA_ARG=${4:-${DATA_ARG:-"MOCK"}}
+EXP_NAME=${EXP_NAME:-"llama3-8b-fp8-training"}
+EXP_DIR=${EXP_DIR:-"./experiments"}
+FULL_EXP_PATH="${EXP_DIR}/${EXP_NAME}"
+if [[ "${USE_EXP_STRUCTURE:-0}" == "1" ]]; then
+    CHECKPOINT_PATH="${FULL_EXP_PATH}/checkpoints"
+    TENSORBOARD_LOGS_PATH="${FULL_EXP_PATH}/tensorboard"
+    LOG_DIR=${LOG_DIR:-"${FULL_EXP_PATH}/logs"}
+fi
+LOG_DIR=${LOG_DIR:-"logs/${EXP_NAME}"}
+
+if [ "$BACKEND" = cuda ] && [ "$GPUS_PER_NODE" -gt "$AVAILABLE_GPUS" ]; then
+    echo "警告: 配置的 GPU 数量 ($GPUS_PER_NODE) 超过可用 GPU 数量 ($AVAILABLE_GPUS)"
+    echo "自动调整为可用 GPU 数量: $AVAILABLE_GPUS"
+    GPUS_PER_NODE=$AVAILABLE_GPUS
+    [ "$GPUS_PER_NODE" -ge 1 ] || die "这个节点没有 GPU (no GPU on this node): use TWINRUN_BACKEND=twin for a dry run"
+    WORLD_SIZE=$((GPUS_PER_NODE * NUM_NODES))
+fi
+
+echo "==================== AIStudio 平台环境变量适配 ===================="
+echo "平台注入变量: WORLD_SIZE=$PLATFORM_WORLD_SIZE (节点数), RANK=$PLATFORM_RANK (节点编号)"
+echo "转换后变量: NUM_NODES=$NUM_NODES, NODE_RANK=$NODE_RANK"
+echo "GPU 配置: ${GPUS_PER_NODE} GPUs/节点 × ${NUM_NODES} 节点 = ${WORLD_SIZE} 总GPU"
+echo "主节点: $MASTER_ADDR:$MASTER_PORT"
+echo "=================================================================="
+
+# 默认并行配置
+TP_SIZE=${TP_SIZE:-1}
+CP_SIZE=${CP_SIZE:-1}
+PP_SIZE=${PP_SIZE:-1}
+need_pos TP_SIZE
+need_pos CP_SIZE
+need_pos PP_SIZE
+TOTAL_PARALLEL=$((TP_SIZE * CP_SIZE * PP_SIZE))
+if [[ $TOTAL_PARALLEL -gt $WORLD_SIZE ]]; then
+    echo "错误: 并行配置 (TP=$TP_SIZE × CP=$CP_SIZE × PP=$PP_SIZE = $TOTAL_PARALLEL) 超过总 GPU 数量 ($WORLD_SIZE)"
+    exit 1
+fi
+if [[ $((WORLD_SIZE % TOTAL_PARALLEL)) -ne 0 ]]; then
+    echo "错误: 总 GPU 数量 ($WORLD_SIZE) 不能被 TP×CP×PP = $TOTAL_PARALLEL 整除 (WORLD_SIZE = TP × PP × CP × DP)"
+    exit 1
+fi
+
+# 训练参数配置
+MICRO_BATCH_SIZE=${MICRO_BATCH_SIZE:-1}
+GLOBAL_BATCH_SIZE=${GLOBAL_BATCH_SIZE:-128}
+NUM_LAYERS=${NUM_LAYERS:-32}
+HIDDEN_SIZE=${HIDDEN_SIZE:-4096}
+FFN_HIDDEN_SIZE=${FFN_HIDDEN_SIZE:-14336}
+NUM_ATTENTION_HEADS=${NUM_ATTENTION_HEADS:-32}
+NUM_QUERY_GROUPS=${NUM_QUERY_GROUPS:-8}
+KV_CHANNELS=${KV_CHANNELS:-128}
+SEQ_LENGTH=${SEQ_LENGTH:-8192}
+MAX_POSITION_EMBEDDINGS=${MAX_POSITION_EMBEDDINGS:-$SEQ_LENGTH}
+VOCAB_SIZE=${VOCAB_SIZE:-128256}
+DTYPE=${DTYPE:-"bf16"}
+USE_BF16=${USE_BF16:-1}
+LEARNING_RATE=${LEARNING_RATE:-0.00015}
+MIN_LEARNING_RATE=${MIN_LEARNING_RATE:-0.00001}
+LR_DECAY_STYLE=${LR_DECAY_STYLE:-"cosine"}
+WEIGHT_DECAY=${WEIGHT_DECAY:-0.1}
+TRAIN_SAMPLES=${TRAIN_SAMPLES:-1953125000}
+LR_DECAY_SAMPLES=${LR_DECAY_SAMPLES:-1949218748}
+LR_WARMUP_SAMPLES=${LR_WARMUP_SAMPLES:-3906252}
+for v in MICRO_BATCH_SIZE GLOBAL_BATCH_SIZE NUM_LAYERS HIDDEN_SIZE SEQ_LENGTH; do need_pos $v; done
+case "$DTYPE" in bf16 | fp8 | fp16) ;; *) die "DTYPE=$DTYPE: use bf16, fp8 or fp16 (精度类型)" ;; esac
+if [[ "${FAST_TEST_MODE:-0}" == "1" ]]; then
+    echo "启用快速测试模式，调整训练参数..."
+    TRAIN_SAMPLES=1000
+    LR_DECAY_SAMPLES=800
+    LR_WARMUP_SAMPLES=100
+    GLOBAL_BATCH_SIZE=32
+fi
+DATA_CACHE_PATH="${PWD}/benchmark_cache_${EXP_NAME}"
+
+echo "==================== 训练配置 ===================="
+echo "实验名称: $EXP_NAME"
+echo "检查点路径: $CHECKPOINT_PATH"
+echo "TensorBoard 路径: $TENSORBOARD_LOGS_PATH"
+echo "分布式配置: ${NUM_NODES} 节点, 节点排名 ${NODE_RANK}"
+echo "GPU 配置: ${GPUS_PER_NODE} GPUs/节点 × ${NUM_NODES} 节点 = ${WORLD_SIZE} 总GPU"
+echo "并行配置: TP=${TP_SIZE}, CP=${CP_SIZE}, PP=${PP_SIZE}"
+echo "批处理配置: Micro=${MICRO_BATCH_SIZE}, Global=${GLOBAL_BATCH_SIZE}"
+echo "模型配置: ${NUM_LAYERS}层, ${HIDDEN_SIZE}隐藏维度, ${SEQ_LENGTH}序列长度"
+echo "精度配置: ${DTYPE}${USE_BF16:+, BF16}"
+echo "数据模式: ${TOKENIZER_ARG}"
+echo "日志目录: ${LOG_DIR} (每个 rank 一个日志), 后端: ${BACKEND} (${TRAIN_BIN})"
+echo "=================================================="
+
+MODEL_ARGS=(
+    --use-mcore-models
+    --num-layers "$NUM_LAYERS"
+    --hidden-size "$HIDDEN_SIZE"
+    --ffn-hidden-size "$FFN_HIDDEN_SIZE"
+    --num-attention-heads "$NUM_ATTENTION_HEADS"
+    --group-query-attention
+    --num-query-groups "$NUM_QUERY_GROUPS"
+    --kv-channels "$KV_CHANNELS"
+    --seq-length "$SEQ_LENGTH"
+    --max-position-embeddings "$MAX_POSITION_EMBEDDINGS"
+    --position-embedding-type rope
+    --rotary-base 1000000
+    --rotary-percent 1.0
+    --attention-dropout 0.0
+    --hidden-dropout 0.0
+    --swiglu
+    --init-method-std 0.0134
+    --attention-backend fused
+    --apply-layernorm-1p
+    --untie-embeddings-and-output-weights
+    --disable-bias-linear
+)
+TRAINING_ARGS=(
+    --micro-batch-size "$MICRO_BATCH_SIZE"
+    --global-batch-size "$GLOBAL_BATCH_SIZE"
+    --train-samples "$TRAIN_SAMPLES"
+    --lr-decay-samples "$LR_DECAY_SAMPLES"
+    --lr-warmup-samples "$LR_WARMUP_SAMPLES"
+    --lr "$LEARNING_RATE"
+    --min-lr "$MIN_LEARNING_RATE"
+    --lr-decay-style "$LR_DECAY_STYLE"
+    --clip-grad 1.0
+    --weight-decay "$WEIGHT_DECAY"
+    --adam-beta1 0.9
+    --adam-beta2 0.95
+)
+if [[ "$USE_BF16" == "1" ]]; then TRAINING_ARGS+=(--bf16 --grad-reduce-in-bf16); fi
+TRAINING_ARGS+=(--cross-entropy-loss-fusion --calculate-per-token-loss --manual-gc --empty-unused-memory-level 1
+    --exit-duration-in-mins 235)
+DTYPE_ARGS=()
+if [[ "$DTYPE" == "fp8" ]]; then
+    DTYPE_ARGS+=(--fp8-format hybrid --fp8-amax-history-len 1024 --fp8-amax-compute-algo max --fp8-param-gather)
+fi
+MODEL_PARALLEL_ARGS=(--tensor-model-parallel-size "$TP_SIZE" --context-parallel-size "$CP_SIZE" --sequence-parallel)
+if [[ $PP_SIZE -gt 1 ]]; then MODEL_PARALLEL_ARGS+=(--pipeline-model-parallel-size "$PP_SIZE"); fi
+TRAINING_ARGS+=(--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather)
+if [[ "$TOKENIZER_ARG" == "MOCK" ]] || [[ "$DATA_ARG" == "MOCK" ]] || [[ -z "$TOKENIZER_ARG" ]]; then
+    echo "使用 Mock 数据模式进行训练..."
+    DATA_ARGS_LIST=(--mock-data --tokenizer-type NullTokenizer --vocab-size "$VOCAB_SIZE"
+        --data-cache-path "$DATA_CACHE_PATH" --tiktoken-pattern v2 --split "99,1,0"
+        --no-create-attention-mask-in-dataloader --no-mmap-bin-files --num-workers 1)
+else
+    echo "使用真实数据进行训练..."
+    DATA_ARGS_LIST=(--data-path "$DATA_ARG" --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$TOKENIZER_ARG"
+        --data-cache-path "$DATA_CACHE_PATH" --split "99,1,0" --no-create-attention-mask-in-dataloader
+        --no-mmap-bin-files --num-workers 1 --vocab-size "$VOCAB_SIZE")
+fi
+LOG_INTERVAL=${LOG_INTERVAL:-1}
+SAVE_INTERVAL=${SAVE_INTERVAL:-1000}
+EVAL_INTERVAL=${EVAL_INTERVAL:-100}
+EVAL_AND_LOGGING_ARGS=(
+    --log-interval "$LOG_INTERVAL"
+    --eval-iters "${EVAL_ITERS:-32}"
+    --eval-interval "$EVAL_INTERVAL"
+    --save-interval "$SAVE_INTERVAL"
+    --log-throughput
+    --distributed-timeout-minutes "${DISTRIBUTED_TIMEOUT_MINUTES:-60}"
+    --save "$CHECKPOINT_PATH"
+    --load "$CHECKPOINT_PATH"
+    --tensorboard-dir "$TENSORBOARD_LOGS_PATH"
+    --ckpt-format torch_dist
+)
+if [[ "${ENABLE_PROFILING:-0}" == "1" ]]; then
+    EVAL_AND_LOGGING_ARGS+=(--profile --profile-step-start 4 --profile-step-end 6)
+fi
+read -r -a EXTRA <<<"${EXTRA_ARGS:-}"
+ARGS=("${MODEL_ARGS[@]}" "${TRAINING_ARGS[@]}" "${DTYPE_ARGS[@]}" "${MODEL_PARALLEL_ARGS[@]}"
+    "${DATA_ARGS_LIST[@]}" "${EVAL_AND_LOGGING_ARGS[@]}" "${EXTRA[@]}")
+
+# What each local process gets: "RANK WORLD_SIZE LOCAL_RANK" lines (the twin: one process for all).
+if [ "$BACKEND" = twin ]; then
+    if [ "$NODE_RANK" -ne 0 ]; then
+        echo "twin: 节点 $NODE_RANK 无需运行 (the twin runs all $WORLD_SIZE ranks in one process on node 0)"
+        exit 0
+    fi
+    NPROC=1
+else
+    NPROC=$GPUS_PER_NODE
+fi
+echo "开始训练..."
+echo "训练命令: $TRAIN_BIN ${ARGS[*]}"
+if [[ "${DRY_RUN:-0}" == "1" ]]; then
+    for ((l = 0; l < NPROC; l++)); do
+        if [ "$BACKEND" = twin ]; then
+            echo "rank process $l: WORLD_SIZE=$WORLD_SIZE (twin: all ranks) log=$LOG_DIR/twin.log"
+        else
+            echo "rank process $l: RANK=$((NODE_RANK * GPUS_PER_NODE + l)) WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$l" \
+                "LOCAL_WORLD_SIZE=$GPUS_PER_NODE MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT" \
+                "log=$LOG_DIR/rank_$(printf %05d $((NODE_RANK * GPUS_PER_NODE + l))).log"
+        fi
+    done
+    exit 0
+fi
+
+mkdir -p "$(dirname "$CHECKPOINT_PATH")" "$(dirname "$TENSORBOARD_LOGS_PATH")" "$DATA_CACHE_PATH" "$LOG_DIR" ||
+    die "cannot create the experiment directories under $PWD"
+export TWINRUN_FLIGHT_DIR=${TWINRUN_FLIGHT_DIR:-"$LOG_DIR/flight"}
+mkdir -p "$TWINRUN_FLIGHT_DIR"
+
+PIDS=()
+alive() { for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+stop_all() { # TERM, then KILL whatever is still there after KILL_GRACE_SECONDS (a rank stuck in a hang)
+    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    for ((i = 0; i < ${KILL_GRACE_SECONDS:-5} * 10; i++)); do alive || return 0; sleep 0.1; done
+    for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+}
+trap 'echo "launch_llama3: interrupted: stopping the ranks" >&2; stop_all; exit 130' INT TERM
+
+for ((l = 0; l < NPROC; l++)); do
+    if [ "$BACKEND" = twin ]; then
+        log="$LOG_DIR/twin.log"
+        (unset RANK LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
+            exec env WORLD_SIZE="$WORLD_SIZE" "$TRAIN_BIN" "${ARGS[@]}") > >(tee "$log") 2>&1 &
+    else
+        g=$((NODE_RANK * GPUS_PER_NODE + l))
+        log="$LOG_DIR/rank_$(printf %05d "$g").log"
+        cmd=(env RANK="$g" WORLD_SIZE="$WORLD_SIZE" LOCAL_RANK="$l" LOCAL_WORLD_SIZE="$GPUS_PER_NODE"
+            GROUP_RANK="$NODE_RANK" MASTER_ADDR="$MASTER_ADDR" MASTER_PORT="$MASTER_PORT" "$TRAIN_BIN" "${ARGS[@]}")
+        # the node's last rank (Megatron logs from the job's last rank) is shown on the console too
+        if [ "$l" -eq $((NPROC - 1)) ]; then
+            "${cmd[@]}" > >(tee "$log") 2>&1 &
+        else
+            "${cmd[@]}" >"$log" 2>&1 &
+        fi
+    fi
+    PIDS+=($!)
+done
+
+TRAIN_EXIT_CODE=0
+for ((n = 0; n < ${#PIDS[@]}; n++)); do
+    wait -n "${PIDS[@]}"
+    rc=$?
+    if [ "$rc" -ne 0 ]; then
+        TRAIN_EXIT_CODE=$rc
+        echo "launch_llama3: a rank exited with code $rc: stopping the node's other ranks (logs: $LOG_DIR)" >&2
+        stop_all
+        break
+    fi
+done
+wait 2>/dev/null
+if [[ $TRAIN_EXIT_CODE -eq 0 ]]; then
+    echo "训练成功完成!"
+    echo "检查点保存在: $CHECKPOINT_PATH"
+    echo "TensorBoard 日志: $TENSORBOARD_LOGS_PATH"
+else
+    echo "训练失败，退出码: $TRAIN_EXIT_CODE"
+    echo "查看每个 rank 的日志: $LOG_DIR/rank_*.log; 挂起诊断: blame $TWINRUN_FLIGHT_DIR/flight_rank*.txt"
+    exit $TRAIN_EXIT_CODE
+fi

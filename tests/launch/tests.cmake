@@ -1,0 +1,19 @@
+# scripts/launch_llama3.sh: argument and environment handling with a mock train_llama3 and a mock
+# nvidia-smi, then one real run of this build's train_llama3 through it.
+add_test(NAME launch_script COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/launch/test_launch_script.sh
+  ${PROJECT_BINARY_DIR}/bin/train_llama3 ${TWINRUN_BACKEND})
+set_tests_properties(launch_script PROPERTIES LABELS "${labels}" TIMEOUT 120)
+
+# launch_check over loopback: three torchrun-style ranks, and mpirun where it is installed.
+add_test(NAME launch_check_torchrun COMMAND sh -c
+  "for r in 0 1 2; do RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29631 ${PROJECT_BINARY_DIR}/bin/launch_check 20 & done; wait")
+set_tests_properties(launch_check_torchrun PROPERTIES LABELS "${labels}" TIMEOUT 60
+  PASS_REGULAR_EXPRESSION "all 3 ranks reached the rendezvous at 127.0.0.1:29631")
+find_program(MPIRUN mpirun)
+if(MPIRUN)
+  add_test(NAME launch_check_mpirun COMMAND ${MPIRUN} --oversubscribe -np 2 -x MASTER_PORT=29632
+    ${PROJECT_BINARY_DIR}/bin/launch_check 20)
+  set_tests_properties(launch_check_mpirun PROPERTIES LABELS "${labels}" TIMEOUT 60
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
+    PASS_REGULAR_EXPRESSION "all 2 ranks reached the rendezvous at 127.0.0.1:29632")
+endif()
