@@ -67,7 +67,7 @@ static int load_fault(sc_ctx *c, const scn_node *item, int idx, scenario *s, fau
     if (sc_check_keys(c, item, path, keys)) return -1;
     const scn_node *kk, *kv = scn_get(item, "kind", &kk);
     if (!kv) return sc_fail(c, item, "%s: kind is missing: add kind: hang (or crash, nan, ...)", path);
-    fault_kind kind;
+    fault_kind kind = FAULT_HANG;
     snprintf(kpath, sizeof kpath, "%s.kind", path);
     if (kind_value(c, kv, kpath, &kind)) return -1;
     fault_spec_default(f, kind);
@@ -158,7 +158,7 @@ int sc_load_campaign(sc_ctx *c, const scn_node *root, scenario *s) {
         cp->kinds = 0;
         for (int i = 0; i < v->n; i++) {
             char p[48];
-            fault_kind k;
+            fault_kind k = FAULT_HANG;
             snprintf(p, sizeof p, "campaign.kinds[%d]", i);
             if (kind_value(c, v->items[i], p, &k)) return -1;
             if (cp->kinds & (1u << k)) return sc_fail(c, v->items[i], "%s: %s is listed twice", p, fault_kind_name(k));
@@ -202,7 +202,7 @@ int sc_load_expect(sc_ctx *c, const scn_node *root, scenario *s) {
     const scn_node *fk, *failure = scn_get(ex, "failure", &fk);
     if (failure) {
         /* a job that must stop cannot also reach train-iters with the fault-free run's numbers */
-        fault_kind k;
+        fault_kind k = FAULT_HANG;
         if (kind_value(c, failure, "expect.failure", &k)) return -1;
         e->expect_failure_kind = (int)k;
         e->completes = e->continuity = e->final_weights = false;
