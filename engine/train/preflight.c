@@ -34,7 +34,7 @@ static int64_t word_of(const int32_t *all, int r, int w, int words) {
 
 /* The value held by more than half the ranks (Boyer-Moore vote), else rank 0's: one odd node is then
  * the odd one out, whichever rank it holds. */
-static int64_t majority(const int32_t *all, int world, int w, int words) {
+static int64_t majority(const int32_t *all, int world, int w, int words, bool *has_majority) {
     int64_t cand = word_of(all, 0, w, words);
     int votes = 0;
     for (int r = 0; r < world; r++) {
@@ -44,7 +44,8 @@ static int64_t majority(const int32_t *all, int world, int w, int words) {
     }
     int n = 0;
     for (int r = 0; r < world; r++) n += word_of(all, r, w, words) == cand;
-    return 2 * n > world ? cand : word_of(all, 0, w, words);
+    *has_majority = 2 * n > world;
+    return *has_majority ? cand : word_of(all, 0, w, words);
 }
 
 int tr_preflight(const tr_config *cfg, const tr_groups *gr, dev_device *d, int rank, int world, uint64_t data_fp,
@@ -77,7 +78,8 @@ int tr_preflight(const tr_config *cfg, const tr_groups *gr, dev_device *d, int r
     int shown = 0;
     for (size_t c = 0; c < sizeof checks / sizeof *checks; c++) {
         const int w = checks[c].word, nw = checks[c].words;
-        const int64_t want = majority(all, world, w, nw);
+        bool has_majority;
+        const int64_t want = majority(all, world, w, nw, &has_majority);
         for (int r = 0; r < world; r++) {
             const int64_t v = word_of(all, r, w, nw);
             if (v == want) continue;
@@ -86,8 +88,9 @@ int tr_preflight(const tr_config *cfg, const tr_groups *gr, dev_device *d, int r
                 res->first_rank = r;
                 used += (size_t)snprintf(err + used, errlen > used ? errlen - used : 0,
                                          "preflight: the ranks do not agree on their %s; the job stops before "
-                                         "training.\n  rank   what                      this rank        most ranks\n",
-                                         tr_preflight_issue_name(checks[c].issue));
+                                         "training.\n  rank   what                      this rank        %s\n",
+                                         tr_preflight_issue_name(checks[c].issue),
+                                         has_majority ? "most ranks" : "rank 0 (no majority: the ranks split evenly)");
             }
             if (checks[c].issue != res->issue) continue;
             res->ndiffer++;

@@ -229,13 +229,29 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
     return 0;
 }
 
+/* True on every rank of c when `mine` is true on any. */
+static bool any_rank(llama_model *m, coll_comm *c, bool mine) {
+    float *d = dev_alloc(m->dev, sizeof(float), "NaN check flag");
+    TR_CHECK(d != NULL, "out of device memory for a flag");
+    float h = mine ? 1.0f : 0.0f;
+    dev_copy_h2d(m->stream, d, &h, sizeof h);
+    coll_all_reduce(c, m->stream, d, d, 1, TR_F32, COLL_MAX);
+    dev_copy_d2h(m->stream, &h, d, sizeof h);
+    dev_stream_sync(m->stream);
+    dev_free(m->dev, d);
+    return h > 0.5f;
+}
+
 int train_step(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_parallel *par, int num_micro,
                double lr, tr_batch_fn next, void *ctx, tr_step_result *res, char *err, size_t errlen) {
     if (train_forward_backward(m, o, cfg, par, num_micro, next, ctx, res, err, errlen)) return -1;
     res->lr = lr;
     res->grad_norm = optim_grad_norm(o, m, par ? par->grid : NULL, par ? par->groups : NULL);
     res->grad_finite = isfinite(res->grad_norm);
-    /* every rank holds the reduced loss and the global grad norm, so every rank decides alike */
+    /* the grad norm is global and the loss is reduced over PP and DP; tensor-parallel replicas of the
+     * loss can still differ (a fault in one), so they agree first and every rank decides alike */
+    if (cfg->check_for_nan_in_loss_and_grad && par && par->groups && m->layout.tp > 1)
+        res->loss_finite = !any_rank(m, par->groups->tp, !res->loss_finite);
     if (cfg->check_for_nan_in_loss_and_grad && (!res->loss_finite || !res->grad_finite)) {
         tr_errf(err, errlen,
                 "NaN/Inf detected in the %s (loss %g, grad norm %g); the update was not applied. Check the data "

@@ -143,6 +143,14 @@ static int blame_p2p(flight_blame_result *out, const flight_dump *d, const fligh
     return add_stuck(out, c, r, njoined, matched ? NULL : &peer_rank, matched ? 0 : 1, r->t_start);
 }
 
+/* Inside a collective it launched and that has not finished: waiting on others. */
+static bool waiting(const flight_dump *d) {
+    if (!d) return false;
+    for (size_t i = 0; i < d->nrecords; i++)
+        if (d->records[i].state == FLIGHT_STARTED || d->records[i].state == FLIGHT_SCHEDULED) return true;
+    return false;
+}
+
 int flight_blame(const flight_dump *dumps, size_t n, flight_blame_result *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     out->first_stopped = -1;
@@ -224,10 +232,17 @@ int flight_blame(const flight_dump *dumps, size_t n, flight_blame_result *out, c
         if (!out->missing_dumps) goto oom;
         memcpy(out->missing_dumps, missing, sizeof(int) * (size_t)out->nmissing_dumps);
     }
+    /* A missing rank that is itself waiting in a collective is a victim further down the chain
+     * (a stage blocked in a receive); the culprit is a missing rank stuck outside communication —
+     * hung, crashed, or without a dump. Only when every missing rank waits (a cycle) do all count. */
+    bool any_outside = false;
+    for (int k = 0; k < out->nstuck; k++)
+        for (int m = 0; m < out->stuck[k].nmissing; m++) any_outside |= !waiting(by_rank[out->stuck[k].missing[m]]);
     double best = INFINITY;
     for (int k = 0; k < out->nstuck; k++)
         for (int m = 0; m < out->stuck[k].nmissing; m++) {
             int rank = out->stuck[k].missing[m];
+            if (any_outside && waiting(by_rank[rank])) continue;
             double t = last_progress(by_rank[rank]);
             if (t < best || (t == best && rank < out->first_stopped)) {
                 best = t;

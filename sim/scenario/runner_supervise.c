@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include "runner_internal.h"
@@ -80,6 +81,67 @@ static int damage_shard(const char *dir, int64_t it, int rank, char *path, size_
     return 0;
 }
 
+static int copy_file(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    char buf[65536];
+    size_t n;
+    int rc = in && out ? 0 : -1;
+    while (!rc && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n) rc = -1;
+    if (in) fclose(in);
+    if (out && fclose(out)) rc = -1;
+    return rc;
+}
+
+/* data_corrupt: the job reads copies of its --data-path files from the work folder (the user's data
+ * is never touched); the fault cuts two bytes off a copy's .bin, and the repair copies it again. */
+static int data_copies(sc_job *j, const char *work, bool damage, char *first, size_t firstlen) {
+    tr_config *cfg = j->cfg;
+    int n = 0;
+    for (int i = 0; i < cfg->n_data_path; i++) {
+        char src[TR_PATH_LEN + 8], dst[SC_PATH_LEN + TR_PATH_LEN + 64], base[TR_PATH_LEN];
+        const char *orig = cfg->data_path[i];
+        const char *copy_dir_prefix = strstr(orig, "/data_copies/");
+        snprintf(src, sizeof src, "%s.bin", orig);
+        if (access(src, R_OK) != 0) continue; /* a blend weight */
+        const char *slash = strrchr(orig, '/');
+        snprintf(base, sizeof base, "%s", slash ? slash + 1 : orig);
+        if (!copy_dir_prefix) { /* first time: take copies of the originals */
+            char dir[SC_PATH_LEN + 32];
+            snprintf(dir, sizeof dir, "%s/data_copies", work);
+            (void)mkdir(dir, 0755);
+            snprintf(dst, sizeof dst, "%s/%s", dir, base);
+            for (int e = 0; e < 2; e++) {
+                char a[TR_PATH_LEN + 8], b[sizeof dst + 8];
+                snprintf(a, sizeof a, "%s%s", orig, e ? ".idx" : ".bin");
+                snprintf(b, sizeof b, "%s%s", dst, e ? ".idx" : ".bin");
+                if (copy_file(a, b)) return -1;
+            }
+            char keep[sizeof dst + 8];
+            snprintf(keep, sizeof keep, "%s.orig", dst);
+            (void)symlink(orig, keep); /* where the repair copies from */
+            snprintf(cfg->data_path[i], sizeof cfg->data_path[i], "%.*s", (int)sizeof cfg->data_path[i] - 1, dst);
+        } else { /* repair: copy the original .bin again */
+            char keep[TR_PATH_LEN + 8], target[PATH_MAX];
+            snprintf(keep, sizeof keep, "%s.orig", orig);
+            ssize_t k = readlink(keep, target, sizeof target - 1);
+            if (k <= 0) return -1;
+            target[k] = 0;
+            char a[PATH_MAX + 8];
+            snprintf(a, sizeof a, "%s.bin", target);
+            if (copy_file(a, src)) return -1;
+        }
+        if (damage && n == 0) {
+            snprintf(src, sizeof src, "%s.bin", cfg->data_path[i]);
+            struct stat st;
+            if (stat(src, &st) || truncate(src, st.st_size > 2 ? st.st_size - 2 : 0)) return -1;
+            snprintf(first, firstlen, "%s", src);
+        }
+        n++;
+    }
+    return n;
+}
+
 static void rm_tree(const char *path) {
     DIR *dp = opendir(path);
     if (!dp) {
@@ -138,6 +200,15 @@ int sc_supervise(sc_job *j, const scenario *s, fault_plan *plan, const sc_run_op
                 break;
             }
         cfg->exit_interval = corrupt >= 0 ? (int)plan->faults[corrupt].step : 0;
+        char damaged[SC_PATH_LEN + 320] = "";
+        for (int i = 0; i < nf; i++)
+            if (plan->faults[i].kind == FAULT_DATA_CORRUPT && !plan->fired_attempt[i]) {
+                if (data_copies(j, o->work_dir, true, damaged, sizeof damaged) > 0) {
+                    plan->fired_attempt[i] = a + 1, plan->fired[i] = 1, plan->fired_at[i] = 0;
+                    fprintf(stderr, "twinrun: fault injected: cut 2 bytes off %s\n", damaged);
+                }
+                break;
+            }
         j->opt.trace_path = a == 0 ? o->trace_path : NULL;
         sc_run_free(&run);
         sc_job_run(j, &run);
@@ -162,9 +233,23 @@ int sc_supervise(sc_job *j, const scenario *s, fault_plan *plan, const sc_run_op
 
         for (int i = 0; i < nf; i++) {
             sc_fault_outcome *fo = &r->faults[i];
-            if (plan->fired_attempt[i] != a + 1 || plan->faults[i].kind == FAULT_CKPT_CORRUPT) continue;
+            if (plan->fired_attempt[i] != a + 1 || plan->faults[i].kind == FAULT_CKPT_CORRUPT ||
+                plan->faults[i].kind == FAULT_DATA_CORRUPT)
+                continue;
             fo->fired = true, fo->attempt = a, fo->fired_at = plan->fired_at[i];
             sc_judge_fault(j, plan, i, &run, fo);
+        }
+        for (int i = 0; i < nf; i++) { /* the damaged data file: the loader must name it */
+            sc_fault_outcome *fo = &r->faults[i];
+            if (plan->faults[i].kind != FAULT_DATA_CORRUPT || plan->fired_attempt[i] != a + 1) continue;
+            char prefix[sizeof damaged]; /* the loader names the dataset by its prefix */
+            snprintf(prefix, sizeof prefix, "%.*s", (int)(strlen(damaged) > 4 ? strlen(damaged) - 4 : 0), damaged);
+            fo->fired = true, fo->attempt = a, fo->fired_at = 0;
+            fo->detected = !strcmp(run.sum.diag.kind, "data");
+            fo->attributed = fo->detected && prefix[0] && strstr(run.err, prefix);
+            fo->detect_seconds = fo->detected ? 0 : -1; /* at start-up, before any rank runs */
+            snprintf(fo->diagnosis, sizeof fo->diagnosis, "%.500s", run.err);
+            (void)data_copies(j, o->work_dir, false, damaged, sizeof damaged); /* the operator restores the file */
         }
         /* the damaged checkpoint's load, in the attempt after the one that saved it */
         for (int i = 0; i < nf; i++) {
