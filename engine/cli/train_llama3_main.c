@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "fault/fault.h"
+#include "launch/launch_vars.h"
 #include "train/batch_source.h"
 #include "train/trainer.h"
 #include "twinrun/config.h"
@@ -40,7 +41,12 @@ int main(int argc, char **argv) {
     fault_plan plan = {0};
     const char *faults = getenv("TWINRUN_FAULTS");
     if (faults && *faults) {
-        if (fault_plan_parse(faults, world, 8, &plan, err, sizeof err)) {
+        /* nodes as the launcher laid them out (LOCAL_WORLD_SIZE), else of 8 GPUs, or one node of a smaller job */
+        tr_launch_vars lv;
+        const int per_node = tr_launch_vars_from_env(&lv, err, sizeof err) == 0 && lv.local_world > 0 ? lv.local_world
+                             : world < 8                                                          ? world
+                                                                                                  : 8;
+        if (fault_plan_parse(faults, world, per_node, &plan, err, sizeof err)) {
             fprintf(stderr, "train_llama3: TWINRUN_FAULTS: %s\n", err);
             return TR_EXIT_USAGE;
         }
