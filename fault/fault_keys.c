@@ -20,10 +20,10 @@ static const struct {
     const char *name;
     fault_key_type type;
 } keys[FAULT_KEY_COUNT] = {
-    [FAULT_KEY_RANK] = {"rank", FAULT_KT_INT},      [FAULT_KEY_NODE] = {"node", FAULT_KT_INT},
-    [FAULT_KEY_GROUP] = {"group", FAULT_KT_NAME},   [FAULT_KEY_OP] = {"op", FAULT_KT_NAME},
-    [FAULT_KEY_TENSOR] = {"tensor", FAULT_KT_NAME}, [FAULT_KEY_LAYER] = {"layer", FAULT_KT_INT},
-    [FAULT_KEY_INF] = {"inf", FAULT_KT_BOOL},       [FAULT_KEY_FACTOR] = {"factor", FAULT_KT_NUMBER},
+    [FAULT_KEY_RANK] = {"rank", FAULT_KT_INT},       [FAULT_KEY_NODE] = {"node", FAULT_KT_INT},
+    [FAULT_KEY_GROUP] = {"group", FAULT_KT_NAME},    [FAULT_KEY_OP] = {"op", FAULT_KT_NAME},
+    [FAULT_KEY_TENSOR] = {"tensor", FAULT_KT_NAME},  [FAULT_KEY_LAYER] = {"layer", FAULT_KT_INT},
+    [FAULT_KEY_INF] = {"inf", FAULT_KT_BOOL},        [FAULT_KEY_FACTOR] = {"factor", FAULT_KT_NUMBER},
     [FAULT_KEY_DEVICES] = {"devices", FAULT_KT_INT}, [FAULT_KEY_VERSION] = {"version", FAULT_KT_NAME},
 };
 
@@ -145,8 +145,9 @@ int fault_spec_set(fault_spec *f, fault_key k, const char *v, char *err, size_t 
                            k == FAULT_KEY_LAYER ? " (leave out layer for any layer)" : "");
         /* the injection site reads devices 0 as "one fewer than gpus_per_node" (the default) */
         if (k == FAULT_KEY_DEVICES && x == 0)
-            return tr_errf(err, errlen, "devices: a node seeing 0 devices is not a short node: give 1 or more, "
-                                        "fewer than gpus_per_node (or leave out devices for one fewer)");
+            return tr_errf(err, errlen,
+                           "devices: a node seeing 0 devices is not a short node: give 1 or more, "
+                           "fewer than gpus_per_node (or leave out devices for one fewer)");
         if (k == FAULT_KEY_RANK) f->rank = (int)x;
         if (k == FAULT_KEY_NODE) f->node = (int)x;
         if (k == FAULT_KEY_LAYER) f->layer = (int)x;
@@ -154,7 +155,8 @@ int fault_spec_set(fault_spec *f, fault_key k, const char *v, char *err, size_t 
         return 0;
     case FAULT_KEY_GROUP:
         if (!fault_group_valid(v))
-            return tr_errf(err, errlen, "group: '%s' is not a communicator: use tp, pp, dp, cp, dp_cp, world or any", v);
+            return tr_errf(err, errlen, "group: '%s' is not a communicator: use tp, pp, dp, cp, dp_cp, world or any",
+                           v);
         snprintf(f->group, sizeof f->group, "%s", v);
         return 0;
     case FAULT_KEY_OP:

@@ -40,7 +40,8 @@ static int parse_one(const char *b, const char *e, int idx, int world, int gpn, 
     const char *at = span_end(b, colon, '@');
     const char *kb = b, *ke = at;
     trim(&kb, &ke);
-    if (kb == ke) return tr_errf(err, errlen, "fault %d ('%s'): no kind: start with one of hang, crash, nan, ...", idx, item);
+    if (kb == ke)
+        return tr_errf(err, errlen, "fault %d ('%s'): no kind: start with one of hang, crash, nan, ...", idx, item);
     if (copy_span(kind, sizeof kind, kb, ke) || fault_kind_from_name(kind) < 0)
         return tr_errf(err, errlen,
                        "fault %d ('%s'): unknown kind '%.*s': use hang, crash, node_crash, nan, straggler, "
@@ -72,7 +73,9 @@ static int parse_one(const char *b, const char *e, int idx, int world, int gpn, 
         const char *p = colon + 1;
         const char *pe = e;
         trim(&p, &pe);
-        if (p == pe) return tr_errf(err, errlen, "fault %d ('%s'): nothing after ':': give key=value pairs or drop the ':'", idx, item);
+        if (p == pe)
+            return tr_errf(err, errlen, "fault %d ('%s'): nothing after ':': give key=value pairs or drop the ':'", idx,
+                           item);
         for (;;) {
             const char *q = span_end(p, pe, ',');
             const char *eq = span_end(p, q, '=');
@@ -80,8 +83,9 @@ static int parse_one(const char *b, const char *e, int idx, int world, int gpn, 
             trim(&nb, &ne);
             char key[24], val[64];
             if (nb == ne)
-                return tr_errf(err, errlen, "fault %d ('%s'): empty key at '%.*s': write key=value pairs separated by ','",
-                               idx, item, (int)(q - p > 24 ? 24 : q - p), p);
+                return tr_errf(err, errlen,
+                               "fault %d ('%s'): empty key at '%.*s': write key=value pairs separated by ','", idx,
+                               item, (int)(q - p > 24 ? 24 : q - p), p);
             int kk = copy_span(key, sizeof key, nb, ne) ? -1 : fault_key_from_name(key);
             if (kk < 0) {
                 const char *s = ne - nb < (long)sizeof key ? fault_key_suggest(key) : NULL;
@@ -89,8 +93,11 @@ static int parse_one(const char *b, const char *e, int idx, int world, int gpn, 
                                (int)(ne - nb > 24 ? 24 : ne - nb), nb, s ? "; did you mean '" : "", s ? s : "",
                                s ? "'?" : "", fault_key_list());
             }
-            if (eq == q) return tr_errf(err, errlen, "fault %d ('%s'): key '%s' has no value: write %s=VALUE", idx, item, key, key);
-            if (given & (1u << kk)) return tr_errf(err, errlen, "fault %d ('%s'): key '%s' given twice", idx, item, key);
+            if (eq == q)
+                return tr_errf(err, errlen, "fault %d ('%s'): key '%s' has no value: write %s=VALUE", idx, item, key,
+                               key);
+            if (given & (1u << kk))
+                return tr_errf(err, errlen, "fault %d ('%s'): key '%s' given twice", idx, item, key);
             given |= 1u << kk;
             if (!fault_key_applies(k, (fault_key)kk)) {
                 char ks[128];
@@ -109,7 +116,8 @@ static int parse_one(const char *b, const char *e, int idx, int world, int gpn, 
             p = q + 1;
         }
     }
-    if (fault_spec_check(f, world, gpn, msg, sizeof msg)) return tr_errf(err, errlen, "fault %d ('%s'): %s", idx, item, msg);
+    if (fault_spec_check(f, world, gpn, msg, sizeof msg))
+        return tr_errf(err, errlen, "fault %d ('%s'): %s", idx, item, msg);
     fault_spec_normalize(f, given, gpn);
     return 0;
 }

@@ -24,8 +24,8 @@ static const char *const kind_names[FAULT_KIND_COUNT] = {
     [FAULT_VERSION_SKEW] = "version_skew",
 };
 
-static const char *const tensor_names[] = {[FAULT_T_LOSS] = "loss", [FAULT_T_ACTIVATION] = "activation",
-                                           [FAULT_T_GRADIENT] = "gradient"};
+static const char *const tensor_names[] = {
+    [FAULT_T_LOSS] = "loss", [FAULT_T_ACTIVATION] = "activation", [FAULT_T_GRADIENT] = "gradient"};
 
 #define FAULT_DEFAULT_VERSION "twinrun-0.0-skew"
 
@@ -94,12 +94,12 @@ static int check_target(const fault_spec *f, int world, int gpus_per_node, char 
         return 0;
     }
     if (f->node >= 0)
-        return tr_errf(err, errlen, "%s hits one rank, not a node: give rank (0-%d) instead of node "
-                                    "(node applies to node_crash, short_node and version_skew)",
+        return tr_errf(err, errlen,
+                       "%s hits one rank, not a node: give rank (0-%d) instead of node "
+                       "(node applies to node_crash, short_node and version_skew)",
                        kn, world - 1);
     if (f->rank >= world)
-        return tr_errf(err, errlen, "rank %d does not exist: the world has %d ranks (0-%d)", f->rank, world,
-                       world - 1);
+        return tr_errf(err, errlen, "rank %d does not exist: the world has %d ranks (0-%d)", f->rank, world, world - 1);
     /* a damaged data file is shared by every rank that reads it, so it may name no rank */
     if (f->rank < 0 && f->kind != FAULT_DATA_CORRUPT)
         return tr_errf(err, errlen, "%s needs a target: give rank (0-%d)", kn, world - 1);
@@ -113,9 +113,8 @@ static bool in_list(const char *s, const char *const *list) {
 }
 
 static const char *const group_names[] = {"tp", "pp", "dp", "cp", "dp_cp", "world", "any", NULL};
-static const char *const op_names[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
-                                       "send",       "recv",       "barrier",        "any",
-                                       NULL};
+static const char *const op_names[] = {
+    "all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv", "barrier", "any", NULL};
 
 bool fault_group_valid(const char *g) { return g && in_list(g, group_names); }
 bool fault_op_valid(const char *op) { return op && in_list(op, op_names); }

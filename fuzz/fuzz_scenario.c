@@ -29,7 +29,8 @@ static void check_loaded(const scenario *s) {
         fault_spec_describe(f, d, sizeof d);
         if (!d[0]) abort();
     }
-    if (s->campaign.step_min < 1 || s->campaign.step_max > s->train_iters || s->campaign.step_min > s->campaign.step_max)
+    if (s->campaign.step_min < 1 || s->campaign.step_max > s->train_iters ||
+        s->campaign.step_min > s->campaign.step_max)
         abort();
     for (int i = 0; i < s->nhosts; i++)
         if (s->hosts[i].slots != s->gpus_per_node) abort();

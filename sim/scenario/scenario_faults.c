@@ -8,10 +8,9 @@
 #include "fault/fault_keys.h"
 #include "scenario/scenario_internal.h"
 
-static const char *const kind_names[] = {"hang",         "crash",        "node_crash",   "nan",
-                                         "straggler",    "coll_mismatch", "ckpt_enospc", "ckpt_crash",
-                                         "ckpt_corrupt", "data_corrupt", "oom",          "short_node",
-                                         "version_skew", NULL};
+static const char *const kind_names[] = {
+    "hang",       "crash",        "node_crash",   "nan", "straggler",  "coll_mismatch", "ckpt_enospc",
+    "ckpt_crash", "ckpt_corrupt", "data_corrupt", "oom", "short_node", "version_skew",  NULL};
 
 static int kind_value(sc_ctx *c, const scn_node *v, const char *path, fault_kind *out) {
     char name[64];
@@ -62,7 +61,7 @@ static int load_fault(sc_ctx *c, const scn_node *item, int idx, scenario *s, fau
     char path[64], kpath[96], text[64], msg[384];
     snprintf(path, sizeof path, "faults[%d]", idx);
     if (sc_want_map(c, item, path)) return -1;
-    static const char *const keys[] = {"kind",   "step", "rank",    "node",    "group", "op", "tensor",
+    static const char *const keys[] = {"kind",  "step", "rank",   "node",    "group",   "op", "tensor",
                                        "layer", "inf",  "factor", "devices", "version", NULL};
     if (sc_check_keys(c, item, path, keys)) return -1;
     const scn_node *kk, *kv = scn_get(item, "kind", &kk);
@@ -103,22 +102,26 @@ static int load_fault(sc_ctx *c, const scn_node *item, int idx, scenario *s, fau
     }
 
     int world = s->nodes * s->gpus_per_node;
-    if (fault_spec_check(f, world, s->gpus_per_node, msg, sizeof msg)) return sc_fail(c, item, "%s (%s): %s", path, kn, msg);
+    if (fault_spec_check(f, world, s->gpus_per_node, msg, sizeof msg))
+        return sc_fail(c, item, "%s (%s): %s", path, kn, msg);
     if (!fault_kind_is_startup(kind) && f->step > s->train_iters)
-        return sc_fail(c, sv ? sv : item, "%s (%s): step %lld is beyond training.train-iters %lld: it would never fire; "
-                                          "use a step in 1-%lld",
+        return sc_fail(c, sv ? sv : item,
+                       "%s (%s): step %lld is beyond training.train-iters %lld: it would never fire; "
+                       "use a step in 1-%lld",
                        path, kn, (long long)f->step, (long long)s->train_iters, (long long)s->train_iters);
     const sc_flag *nl = sc_flag_last(s, "num-layers");
     long long layers = nl && nl->value ? strtoll(nl->value, NULL, 10) : 0;
     if (f->layer >= 0 && layers > 0 && f->layer >= layers)
-        return sc_fail(c, scn_get(item, "layer", NULL), "%s (%s): layer %d does not exist: num-layers is %lld (layers 0-%lld)",
-                       path, kn, f->layer, layers, layers - 1);
+        return sc_fail(c, scn_get(item, "layer", NULL),
+                       "%s (%s): layer %d does not exist: num-layers is %lld (layers 0-%lld)", path, kn, f->layer,
+                       layers, layers - 1);
     bool ckpt = kind == FAULT_CKPT_ENOSPC || kind == FAULT_CKPT_CRASH || kind == FAULT_CKPT_CORRUPT;
     if (ckpt && s->save_interval == 0)
         return sc_fail(c, item, "%s (%s): the job saves no checkpoints: set checkpoint.interval", path, kn);
     if (ckpt && !saves_at(s, f->step))
-        return sc_fail(c, sv ? sv : item, "%s (%s): no checkpoint is saved at iteration %lld: use a multiple of "
-                                          "checkpoint.interval %d (or train-iters %lld)",
+        return sc_fail(c, sv ? sv : item,
+                       "%s (%s): no checkpoint is saved at iteration %lld: use a multiple of "
+                       "checkpoint.interval %d (or train-iters %lld)",
                        path, kn, (long long)f->step, s->save_interval, (long long)s->train_iters);
     fault_spec_normalize(f, given, s->gpus_per_node);
     return 0;
@@ -154,7 +157,8 @@ int sc_load_campaign(sc_ctx *c, const scn_node *root, scenario *s) {
     if ((v = scn_get(camp, "seed", NULL)) && sc_get_u64(c, v, "campaign.seed", &cp->seed)) return -1;
     if ((v = scn_get(camp, "kinds", NULL))) {
         if (sc_want_seq(c, v, "campaign.kinds")) return -1;
-        if (v->n == 0) return sc_fail(c, v, "campaign.kinds: empty: name at least one kind, or leave kinds out for all");
+        if (v->n == 0)
+            return sc_fail(c, v, "campaign.kinds: empty: name at least one kind, or leave kinds out for all");
         cp->kinds = 0;
         for (int i = 0; i < v->n; i++) {
             char p[48];
@@ -172,7 +176,8 @@ int sc_load_campaign(sc_ctx *c, const scn_node *root, scenario *s) {
         if (sc_get_int(c, v->items[0], "campaign.steps[0]", 1, s->train_iters, &lo) ||
             sc_get_int(c, v->items[1], "campaign.steps[1]", 1, s->train_iters, &hi))
             return -1;
-        if (lo > hi) return sc_fail(c, v, "campaign.steps: first %lld is after last %lld", (long long)lo, (long long)hi);
+        if (lo > hi)
+            return sc_fail(c, v, "campaign.steps: first %lld is after last %lld", (long long)lo, (long long)hi);
         cp->step_min = lo;
         cp->step_max = hi;
     }
@@ -181,23 +186,28 @@ int sc_load_campaign(sc_ctx *c, const scn_node *root, scenario *s) {
 
 int sc_load_expect(sc_ctx *c, const scn_node *root, scenario *s) {
     sc_expect *e = &s->expect;
-    *e = (sc_expect){.completes = true, .detected = true, .attributed = true, .continuity = true,
-                     .final_weights = true, .memory_under_capacity = true, .max_restarts = -1,
+    *e = (sc_expect){.completes = true,
+                     .detected = true,
+                     .attributed = true,
+                     .continuity = true,
+                     .final_weights = true,
+                     .memory_under_capacity = true,
+                     .max_restarts = -1,
                      .expect_failure_kind = -1};
     const scn_node *ek, *ex = scn_get(root, "expect", &ek);
     if (!ex) return 0;
     e->line = ek->line;
     e->col = ek->col;
-    static const char *const keys[] = {"completes",   "detected",     "attributed", "continuity",
-                                       "final_weights", "memory_under_capacity", "max_detect_seconds",
-                                       "max_restarts", "failure", NULL};
+    static const char *const keys[] = {
+        "completes",          "detected",     "attributed", "continuity", "final_weights", "memory_under_capacity",
+        "max_detect_seconds", "max_restarts", "failure",    NULL};
     if (sc_want_map(c, ex, "expect") || sc_check_keys(c, ex, "expect", keys)) return -1;
     const scn_node *v;
     struct {
         const char *key;
         bool *field;
-    } bools[] = {{"completes", &e->completes},   {"detected", &e->detected},
-                 {"attributed", &e->attributed}, {"continuity", &e->continuity},
+    } bools[] = {{"completes", &e->completes},         {"detected", &e->detected},
+                 {"attributed", &e->attributed},       {"continuity", &e->continuity},
                  {"final_weights", &e->final_weights}, {"memory_under_capacity", &e->memory_under_capacity}};
     const scn_node *fk, *failure = scn_get(ex, "failure", &fk);
     if (failure) {
@@ -219,7 +229,8 @@ int sc_load_expect(sc_ctx *c, const scn_node *root, scenario *s) {
     if ((v = scn_get(ex, "max_detect_seconds", NULL))) {
         if (sc_get_number(c, v, "expect.max_detect_seconds", &e->max_detect_seconds)) return -1;
         if (!(e->max_detect_seconds >= 0))
-            return sc_fail(c, v, "expect.max_detect_seconds: must be >= 0 (0 = no limit), got %g", e->max_detect_seconds);
+            return sc_fail(c, v, "expect.max_detect_seconds: must be >= 0 (0 = no limit), got %g",
+                           e->max_detect_seconds);
     }
     int64_t x;
     if ((v = scn_get(ex, "max_restarts", NULL))) {

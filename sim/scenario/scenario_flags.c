@@ -114,8 +114,9 @@ static bool looks_like_flag(const char *t) {
 static int flag_text(sc_ctx *c, const scn_node *v, const char *path, const tr_flag *f, char *out, size_t outlen) {
     if (sc_get_string(c, v, path, out, outlen, false)) return -1;
     if (looks_like_flag(out))
-        return sc_fail(c, v, "%s: '%.60s' would be read as a flag on the command line: give a value that does not "
-                             "start with '-'",
+        return sc_fail(c, v,
+                       "%s: '%.60s' would be read as a flag on the command line: give a value that does not "
+                       "start with '-'",
                        path, out);
     (void)f;
     return 0;
@@ -126,8 +127,7 @@ static int load_flag(sc_ctx *c, scenario *s, const scn_node *k, const scn_node *
                      tr_config *scratch) {
     char path[160], dashed[112], msg[512];
     snprintf(path, sizeof path, "%s.%.100s", section, k->text);
-    if (strlen(k->text) != k->len || k->len == 0 || k->len > 100)
-        return sc_fail(c, k, "%s: not a flag name", section);
+    if (strlen(k->text) != k->len || k->len == 0 || k->len > 100) return sc_fail(c, k, "%s: not a flag name", section);
     if (k->text[0] == '-') {
         const char *bare = k->text;
         while (*bare == '-') bare++;
@@ -167,8 +167,7 @@ static int load_flag(sc_ctx *c, scenario *s, const scn_node *k, const scn_node *
     if (f->kind == TR_K_LIST) {
         const scn_node *one = v;
         int n = v->kind == SCN_SEQ ? v->n : 1;
-        if (n == 0 || n > TR_MAX_PATHS)
-            return sc_fail(c, v, "%s: give 1-%d values, got %d", path, TR_MAX_PATHS, n);
+        if (n == 0 || n > TR_MAX_PATHS) return sc_fail(c, v, "%s: give 1-%d values, got %d", path, TR_MAX_PATHS, n);
         char **vals = calloc((size_t)n, sizeof *vals);
         if (!vals) return sc_fail(c, v, "out of memory");
         int rc = 0;
@@ -229,7 +228,8 @@ static int load_data_path(sc_ctx *c, scenario *s, const scn_node *k, const scn_n
     if (v->kind == SCN_MAP || scn_is_null(v)) {
         char got[96];
         sc_describe(v, got, sizeof got);
-        return sc_fail(c, v, "data.path: expected a prefix or a list of prefixes (or weight prefix pairs), got %s", got);
+        return sc_fail(c, v, "data.path: expected a prefix or a list of prefixes (or weight prefix pairs), got %s",
+                       got);
     }
     int n = v->kind == SCN_SEQ ? v->n : 1;
     if (n == 0 || n > TR_MAX_PATHS) return sc_fail(c, v, "data.path: give 1-%d values, got %d", TR_MAX_PATHS, n);
@@ -253,8 +253,9 @@ static int load_data_path(sc_ctx *c, scenario *s, const scn_node *k, const scn_n
                 snprintf(vals[i], TR_PATH_LEN, "%s", one->text);
         } else if ((rc = sc_get_string(c, one, path, text, sizeof text, false)) == 0) {
             if (n > 1 && !weighted && scn_number_value(one, &w) == 0)
-                rc = sc_fail(c, one, "%s: '%s' looks like a weight: give weight prefix pairs (0.3, A, 0.7, B) or only "
-                                     "prefixes (A, B)",
+                rc = sc_fail(c, one,
+                             "%s: '%s' looks like a weight: give weight prefix pairs (0.3, A, 0.7, B) or only "
+                             "prefixes (A, B)",
                              path, text);
             else if (sc_resolve_path(c->name, text, vals[i], TR_PATH_LEN))
                 rc = sc_fail(c, one, "%s: the resolved path is longer than %d bytes", path, TR_PATH_LEN - 1);
@@ -284,7 +285,8 @@ static int load_data(sc_ctx *c, const scn_node *root, scenario *s, tr_config *sc
     if (split) {
         const tr_flag *f = tr_flag_find("--split", 7);
         if (sc_get_string(c, split, "data.split", text, sizeof text, false)) return -1;
-        if (f && tr_flag_store_value(scratch, f, text, msg, sizeof msg)) return sc_fail(c, split, "data.split: %s", msg);
+        if (f && tr_flag_store_value(scratch, f, text, msg, sizeof msg))
+            return sc_fail(c, split, "data.split: %s", msg);
         if (flag_add(c, s, sk, "split", text, NULL, 0)) return -1;
     }
     if (cache) {

@@ -47,8 +47,8 @@ static int parse_line(const char *b, const char *e, const char *file, int line, 
         if (!h->name) {
             for (size_t i = 0; i < n; i++)
                 if (!host_char((unsigned char)t[i]) || t[i] == '=')
-                    return tr_errf(err, errlen, "%s:%d: '%.*s' is not a host name: letters, digits and .-_: only",
-                                   file, line, (int)(n > 60 ? 60 : n), t);
+                    return tr_errf(err, errlen, "%s:%d: '%.*s' is not a host name: letters, digits and .-_: only", file,
+                                   line, (int)(n > 60 ? 60 : n), t);
             if (n >= SC_NAME_LEN)
                 return tr_errf(err, errlen, "%s:%d: host name is %zu characters; at most %d fit", file, line, n,
                                SC_NAME_LEN - 1);
@@ -102,8 +102,9 @@ static int find_duplicate(sc_host *hs, int n, const char *file, char *err, size_
             first = idx[i - 1], again = idx[i];
     free(idx);
     if (!again) return 0;
-    return tr_errf(err, errlen, "%s:%d: host %s is listed again (first on line %d): give each host one line with all its "
-                                "slots",
+    return tr_errf(err, errlen,
+                   "%s:%d: host %s is listed again (first on line %d): give each host one line with all its "
+                   "slots",
                    file, again->line, again->name, first->line);
 }
 
@@ -112,7 +113,8 @@ int sc_hostfile_parse(const char *text, size_t len, const char *name, sc_host **
     const char *file = name ? name : "<hostfile>";
     *hosts = NULL;
     *nhosts = 0;
-    if (len > SC_TEXT_MAX) return tr_errf(err, errlen, "%s:1: %zu bytes; a hostfile has at most %u", file, len, SC_TEXT_MAX);
+    if (len > SC_TEXT_MAX)
+        return tr_errf(err, errlen, "%s:1: %zu bytes; a hostfile has at most %u", file, len, SC_TEXT_MAX);
     int cap = 0, n = 0, line = 0;
     sc_host *hs = NULL;
     const char *p = text, *end = text + len;

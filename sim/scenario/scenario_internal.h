@@ -10,22 +10,22 @@
 #include "scenario/scenario.h"
 
 /* Bounds that keep a hostile or fuzzed file cheap to reject. */
-#define SC_TEXT_MAX (8u << 20)   /* bytes of a scenario file or hostfile */
-#define SC_DEPTH_MAX 32          /* nesting of mappings and lists */
-#define SC_MAP_MAX 1024          /* keys in one mapping (duplicates are found pairwise) */
-#define SC_SEQ_MAX 10000         /* items in one list (faults: at most FAULT_PLAN_MAX) */
-#define SC_NODES_MAX 200000      /* nodes in one file */
-#define SC_NODES_CAP 65536       /* cluster.nodes */
-#define SC_WORLD_MAX (1 << 20)   /* ranks */
-#define SC_FLAGS_MAX 512         /* flags after the preset */
+#define SC_TEXT_MAX (8u << 20) /* bytes of a scenario file or hostfile */
+#define SC_DEPTH_MAX 32        /* nesting of mappings and lists */
+#define SC_MAP_MAX 1024        /* keys in one mapping (duplicates are found pairwise) */
+#define SC_SEQ_MAX 10000       /* items in one list (faults: at most FAULT_PLAN_MAX) */
+#define SC_NODES_MAX 200000    /* nodes in one file */
+#define SC_NODES_CAP 65536     /* cluster.nodes */
+#define SC_WORLD_MAX (1 << 20) /* ranks */
+#define SC_FLAGS_MAX 512       /* flags after the preset */
 #define SC_HOSTS_MAX 65536
 
 typedef enum scn_kind { SCN_SCALAR, SCN_MAP, SCN_SEQ } scn_kind;
 
 typedef struct scn_node {
     scn_kind kind;
-    int line, col;   /* 1-based */
-    char *text;      /* scalar: NUL-terminated (len bytes; may hold NULs, which the reads refuse) */
+    int line, col; /* 1-based */
+    char *text;    /* scalar: NUL-terminated (len bytes; may hold NULs, which the reads refuse) */
     size_t len;
     bool plain;      /* scalar written without quotes (and without !!str): only those are numbers, bools, null */
     int n;           /* map: pairs (items[2i] key, items[2i+1] value); seq: items */

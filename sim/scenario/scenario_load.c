@@ -9,9 +9,8 @@
 #include "twin_cost.h"
 #include "twinrun/err.h"
 
-static const char *const top_keys[] = {"name",       "description", "seed",     "cluster", "parallel",
-                                       "model",      "training",    "data",     "checkpoint", "supervisor",
-                                       "faults",     "campaign",    "expect",   NULL};
+static const char *const top_keys[] = {"name", "description", "seed",       "cluster", "parallel", "model",  "training",
+                                       "data", "checkpoint",  "supervisor", "faults",  "campaign", "expect", NULL};
 
 /* "a/b/thousand_card.yaml" -> "thousand_card" */
 static void default_name(const char *path, char *out, size_t outlen) {
@@ -128,8 +127,8 @@ int sc_load_parallel(sc_ctx *c, const scn_node *root, scenario *s) {
     const scn_node *pk, *par = scn_get(root, "parallel", &pk);
     const scn_node *dv = NULL;
     if (par) {
-        static const char *const keys[] = {"tensor", "pipeline", "context", "data", "sequence_parallel",
-                                           "distributed_optimizer", NULL};
+        static const char *const keys[] = {
+            "tensor", "pipeline", "context", "data", "sequence_parallel", "distributed_optimizer", NULL};
         if (sc_want_map(c, par, "parallel") || sc_check_keys(c, par, "parallel", keys)) return -1;
         struct {
             const char *key;
@@ -211,8 +210,7 @@ static int load_supervisor(sc_ctx *c, const scn_node *root, scenario *s) {
         if ((v = scn_get(sup, "watchdog_minutes", NULL))) {
             double m;
             if (sc_get_number(c, v, "supervisor.watchdog_minutes", &m)) return -1;
-            if (!(m > 0) || m > 1e6)
-                return sc_fail(c, v, "supervisor.watchdog_minutes: %g must be in (0, 1e6]", m);
+            if (!(m > 0) || m > 1e6) return sc_fail(c, v, "supervisor.watchdog_minutes: %g must be in (0, 1e6]", m);
             if (dt && m != minutes)
                 return sc_fail(c, v,
                                "supervisor.watchdog_minutes %g and training.distributed-timeout-minutes %g disagree: "
@@ -267,8 +265,9 @@ int scenario_parse(const char *text, size_t len, const char *name, scenario *out
     }
     int rc = root && !scn_is_null(root)
                  ? load_top(&c, root, out)
-                 : sc_fail(&c, root, "the file is empty: a scenario needs at least cluster: and training: (see "
-                                     "docs/scenarios.md)");
+                 : sc_fail(&c, root,
+                           "the file is empty: a scenario needs at least cluster: and training: (see "
+                           "docs/scenarios.md)");
     scn_free(root);
     if (rc) scenario_free(out);
     return rc;

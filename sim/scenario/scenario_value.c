@@ -86,7 +86,8 @@ int sc_get_int(sc_ctx *c, const scn_node *v, const char *path, int64_t lo, int64
     }
     if (x < lo || x > hi) {
         if (hi == INT64_MAX || (hi == INT_MAX && lo >= 0))
-            return sc_fail(c, v, "%s: %lld is out of range: it must be at least %lld", path, (long long)x, (long long)lo);
+            return sc_fail(c, v, "%s: %lld is out of range: it must be at least %lld", path, (long long)x,
+                           (long long)lo);
         return sc_fail(c, v, "%s: %lld is out of range: it must be in %lld-%lld", path, (long long)x, (long long)lo,
                        (long long)hi);
     }
@@ -137,8 +138,7 @@ int sc_get_string(sc_ctx *c, const scn_node *v, const char *path, char *out, siz
     }
     if (strlen(v->text) != v->len) return sc_fail(c, v, "%s: the text holds a NUL character", path);
     if (v->len == 0 && !allow_empty) return sc_fail(c, v, "%s: is empty: give a value", path);
-    if (v->len >= outlen)
-        return sc_fail(c, v, "%s: %zu bytes long; at most %zu fit", path, v->len, outlen - 1);
+    if (v->len >= outlen) return sc_fail(c, v, "%s: %zu bytes long; at most %zu fit", path, v->len, outlen - 1);
     memcpy(out, v->text, v->len + 1);
     return 0;
 }
@@ -207,8 +207,8 @@ int sc_check_keys(sc_ctx *c, const scn_node *map, const char *path, const char *
             snprintf(where, sizeof where, "in %s:", path);
         else
             snprintf(where, sizeof where, "at the top level");
-        return sc_fail(c, k, "unknown key '%.60s' %s%s%s%s; allowed: %s", k->text, where, near ? "; did you mean '" : "",
-                       near ? near : "", near ? "'?" : "", list);
+        return sc_fail(c, k, "unknown key '%.60s' %s%s%s%s; allowed: %s", k->text, where,
+                       near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "", list);
     }
     return 0;
 }

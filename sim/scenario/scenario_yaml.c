@@ -118,13 +118,13 @@ static int on_event(builder *b, yaml_event_t *ev, bool *doc_seen, bool *done) {
     case YAML_STREAM_END_EVENT: *done = true; return 0;
     case YAML_DOCUMENT_START_EVENT:
         if (*doc_seen)
-            return fail_at(b, m, "%s", "a second YAML document ('---'): a scenario file holds one; put it in its own file");
+            return fail_at(b, m, "%s",
+                           "a second YAML document ('---'): a scenario file holds one; put it in its own file");
         *doc_seen = true;
         return 0;
     case YAML_DOCUMENT_END_EVENT: return 0;
     case YAML_ALIAS_EVENT:
-        return fail_at(b, m,
-                       "alias *%.60s: aliases and anchors are not supported in scenario files; write the value out",
+        return fail_at(b, m, "alias *%.60s: aliases are not supported in scenario files; write the value out in full",
                        (const char *)ev->data.alias.anchor);
     case YAML_SCALAR_EVENT: {
         if (check_tag(b, ev->data.scalar.tag, m)) return -1;

@@ -14,16 +14,16 @@
 
 #define ERRLEN 512
 
-#define assert_contains(hay, needle)                                                                         \
-    do {                                                                                                     \
-        if (!strstr((hay), (needle))) fail_msg("\"%s\"\n  lacks \"%s\"", (hay), (needle));                   \
+#define assert_contains(hay, needle)                                                                                   \
+    do {                                                                                                               \
+        if (!strstr((hay), (needle))) fail_msg("\"%s\"\n  lacks \"%s\"", (hay), (needle));                             \
     } while (0)
 
 static void test_names(void **state) {
     (void)state;
-    const char *names[] = {"hang",       "crash",       "node_crash",   "nan", "straggler",  "coll_mismatch",
-                           "ckpt_enospc", "ckpt_crash", "ckpt_corrupt", "data_corrupt", "oom", "short_node",
-                           "version_skew"};
+    const char *names[] = {"hang",          "crash",       "node_crash",  "nan",          "straggler",
+                           "coll_mismatch", "ckpt_enospc", "ckpt_crash",  "ckpt_corrupt", "data_corrupt",
+                           "oom",           "short_node",  "version_skew"};
     assert_int_equal(sizeof names / sizeof names[0], FAULT_KIND_COUNT);
     for (int k = 0; k < FAULT_KIND_COUNT; k++) {
         assert_string_equal(fault_kind_name((fault_kind)k), names[k]);
@@ -286,8 +286,7 @@ static void test_plan_parse_errors(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         fault_plan p;
         char err[ERRLEN] = "";
-        if (fault_plan_parse(bad[i].text, 16, 8, &p, err, sizeof err) != -1)
-            fail_msg("accepted \"%s\"", bad[i].text);
+        if (fault_plan_parse(bad[i].text, 16, 8, &p, err, sizeof err) != -1) fail_msg("accepted \"%s\"", bad[i].text);
         assert_contains(err, bad[i].msg);
         assert_null(p.faults);
         assert_null(p.fired);
@@ -334,10 +333,14 @@ static void test_plan_init(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_names),      cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_check),      cmocka_unit_test(test_describe),
-        cmocka_unit_test(test_targets),    cmocka_unit_test(test_plan_parse),
-        cmocka_unit_test(test_plan_parse_errors), cmocka_unit_test(test_plan_init),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_check),
+        cmocka_unit_test(test_describe),
+        cmocka_unit_test(test_targets),
+        cmocka_unit_test(test_plan_parse),
+        cmocka_unit_test(test_plan_parse_errors),
+        cmocka_unit_test(test_plan_init),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
