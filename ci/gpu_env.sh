@@ -1,0 +1,26 @@
+# shellcheck shell=bash
+# Sourced by ci/gpu_multi.sh on the GPU machine: what the image lacks, from carried .deb files
+# (cmocka, cJSON, pkg-config, zlib, libyaml; unpacked under /tmp, never into /), NCCL from the
+# Python wheel when the toolkit has none, and NVLink multicast kept off (the machine's rule).
+# Sets CMAKE_EXTRA (an array) for the configure step. Same recipe as engine/cuda/tools/device_check.sh.
+export NCCL_NVLS_ENABLE=0
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+CMAKE_EXTRA=()
+if ! pkg-config --exists cmocka libcjson 2>/dev/null; then
+    P=/tmp/twinrun-debs
+    mkdir -p $P
+    for f in "${DEBS:-.debs}"/*.deb; do dpkg -x "$f" $P; done
+    sed -i "s|/usr/|$P/usr/|g" $P/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc
+    for z in $P/lib/x86_64-linux-gnu/libz.so.1.*; do [ -e "$z" ] && ln -sf "$z" $P/usr/lib/x86_64-linux-gnu/libz.so; done
+    export LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:$P/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}
+    export PKG_CONFIG_PATH=$P/usr/lib/x86_64-linux-gnu/pkgconfig
+    export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:$P/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    command -v pkg-config >/dev/null || CMAKE_EXTRA+=("-DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf")
+fi
+if [ ! -e "$(dirname "$NVCC")/../include/nccl.h" ]; then
+    NR=$(python3 -c 'import nvidia.nccl as m; print(m.__path__[0])' 2>/dev/null)
+    if [ -n "$NR" ]; then
+        CMAKE_EXTRA+=(-DNCCL_ROOT="$NR")
+        export LD_LIBRARY_PATH=$NR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    fi
+fi

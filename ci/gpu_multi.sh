@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# The multi-GPU checks, in one call on a machine with 2 GPUs (device tool kind nvidia-h200-x2):
+#   1. build the cuda preset;
+#   2. each layout of ci/multi_layouts.sh (1 GPU; TP=2; DP=2 with the distributed optimizer; PP=2),
+#      launched by scripts/launch_llama3.sh (node-level env -> per-GPU torchrun-style variables ->
+#      TCP rendezvous -> NCCL), 20 fp32 steps: each 2-GPU run vs the 1-GPU run within 1e-5, each GPU
+#      run vs the twin's run of the same layout within 1e-5, and the collective traces (flight
+#      dumps) of GPU and twin identical;
+#   3. TP=2 again under mpirun, where the machine has it;
+#   4. an injected hang (TWINRUN_FAULTS) on rank 1 of DP=2 with --distributed-timeout-minutes 0.25:
+#      the watchdog must end the job non-zero within the timeout, and blame must name rank 1;
+#   5. TensorBoard's own reader on the 1-GPU run's event file; the 50-step twin-vs-GPU run with its
+#      trace; coll_smoke with 2 ranks; ctest -L gpu.
+# Usage: ci/gpu_multi.sh OUTDIR [DEBS_DIR] [TWIN_DIR]   (TWIN_DIR: .gpu_inputs, from ci/twin_metrics.sh
+# and ci/twin_multi.sh on the CPU machine). Summary on stdout; logs in OUTDIR/gpu_multi_logs.tar.gz.
+set -u
+OUT=$(mkdir -p "${1:-/tmp/twinrun-gpu}" && cd "${1:-/tmp/twinrun-gpu}" && pwd)
+DEBS=${2:-.debs}
+TWIN=$(cd "${3:-.gpu_inputs}" && pwd)
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+B=${TWINRUN_GPU_BUILD:-/tmp/build-cuda-dev}
+W=/tmp/gpu_multi
+rm -rf "$W"
+mkdir -p "$W"
+log() { echo "== $*"; }
+pass=0 fail=0
+check() { # check NAME COMMAND...: runs it, counts it
+    if "${@:2}" >"$W/check.txt" 2>&1; then pass=$((pass + 1)); echo "ok   $1: $(tail -1 "$W/check.txt")"
+    else fail=$((fail + 1)); echo "FAIL $1:"; tail -8 "$W/check.txt" | sed 's/^/    /'; fi
+}
+
+log machine
+nvidia-smi -L
+nvidia-smi topo -m 2>/dev/null | head -4
+echo "mpirun: $(command -v mpirun || echo none)"; command -v mpirun >/dev/null && mpirun --version 2>&1 | head -1
+python3 -c 'import tensorboard; print("tensorboard", tensorboard.__version__)' 2>&1 | tail -1
+
+log build
+cd "$REPO" || exit 1
+DEBS=$DEBS . ci/gpu_env.sh
+t0=$(date +%s)
+{ cmake -S . -B "$B" -DTWINRUN_BACKEND=cuda -DCMAKE_C_COMPILER=gcc -DCMAKE_CUDA_COMPILER="$NVCC" \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release "${CMAKE_EXTRA[@]}" && cmake --build "$B" -j"$(nproc)"; } \
+    >"$W/build.log" 2>&1 || { tail -30 "$W/build.log"; exit 1; }
+echo "built in $(($(date +%s) - t0)) s"
+BIN=$B/bin/train_llama3
+
+log "layouts through scripts/launch_llama3.sh (torchrun-style variables, TCP rendezvous)"
+# shellcheck source=ci/multi_layouts.sh
+. ci/multi_layouts.sh
+for l in L1 TP2 DP2 PP2; do
+    t0=$(date +%s)
+    run_layout $l "$W/multi" TWINRUN_BACKEND=cuda TRAIN_BIN="$BIN"
+    rc=$?
+    echo "$l: exit $rc in $(($(date +%s) - t0)) s; $(grep -c iteration "$W/multi/$l/console.txt") log lines"
+    [ $rc -eq 0 ] || tail -15 "$W/multi/$l/console.txt"
+done
+for l in TP2 DP2 PP2; do
+    check "$l vs 1 GPU (fp32, 1e-5)" python3 ci/compare_metrics.py "$W/multi/$l/metrics.jsonl" "$W/multi/L1/metrics.jsonl" 1e-5
+done
+for l in L1 TP2 DP2 PP2; do
+    check "$l GPU vs twin (fp32, 1e-5)" python3 ci/compare_metrics.py "$W/multi/$l/metrics.jsonl" "$TWIN/multi/$l/metrics.jsonl" 1e-5
+    check "$l collective trace GPU vs twin" python3 ci/compare_flight.py "$W/multi/$l/flight" "$TWIN/multi/$l/flight"
+done
+grep -h "throughput per GPU" "$W/multi/TP2/console.txt" | tail -1
+
+log "TP=2 under mpirun"
+if command -v mpirun >/dev/null; then
+    mkdir -p "$W/mpi" && cd "$W/mpi" || exit 1
+    read -r -a cmd <<<"$(sed -n 's/^训练命令: //p' "$W/multi/TP2/console.txt")"
+    t0=$(date +%s)
+    timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH \
+        -x MASTER_PORT=29811 "${cmd[@]}" >console.txt 2>&1
+    echo "mpirun TP2: exit $? in $(($(date +%s) - t0)) s"
+    cd "$REPO" || exit 1
+    check "mpirun TP2 vs 1 GPU (fp32, 1e-5)" python3 ci/compare_metrics.py "$W/mpi/metrics.jsonl" "$W/multi/L1/metrics.jsonl" 1e-5
+else
+    echo "no mpirun on this machine: only torchrun-style launches were possible"
+fi
+
+log "injected hang on rank 1 of DP=2, --distributed-timeout-minutes 0.25"
+t0=$(date +%s)
+run_layout DP2 "$W/hang" TWINRUN_BACKEND=cuda TRAIN_BIN="$BIN" TWINRUN_FLIGHT_AT_EXIT=0 \
+    TWINRUN_FAULTS="hang@3:rank=1,group=dp_cp,op=all_reduce" DISTRIBUTED_TIMEOUT_MINUTES=0.25 KILL_GRACE_SECONDS=3
+rc=$?
+took=$(($(date +%s) - t0))
+echo "hang job: exit $rc after $took s (timeout 15 s + start-up)"
+grep -h "watchdog\|fault injected\|flight recorder dumped\|exiting after\|训练失败" "$W/hang/DP2/console.txt" "$W"/hang/DP2/logs/*.log | sort -u
+check "hang: job exits non-zero" test $rc -ne 0
+check "hang: within the timeout (< 90 s in all)" test "$took" -lt 90
+"$B/bin/blame" "$W"/hang/DP2/flight/flight_rank*.txt >"$W/hang/blame.txt" 2>&1
+cat "$W/hang/blame.txt"
+check "hang: blame names rank 1" grep -q "stopped first: rank 1" "$W/hang/blame.txt"
+
+log "TensorBoard's reader on the 1-GPU run"
+check "EventAccumulator reads the event file" python3 ci/read_tensorboard.py "$W/multi/L1/L1/tensorboard"
+cat "$W/check.txt"
+
+log "50 steps twin vs GPU (1 GPU), with the collective trace"
+for dt in fp32 bf16; do
+    args=$(cat "$TWIN/args_$dt.txt")
+    mkdir -p "$W/f50_$dt"
+    # shellcheck disable=SC2086
+    TWINRUN_FLIGHT_DIR="$W/f50_$dt" TWINRUN_FLIGHT_AT_EXIT=1 TWINRUN_FLIGHT_RECORDS=65536 "$BIN" $args \
+        --data-cache-path "$W/cache_$dt" --metrics-jsonl "$W/gpu_$dt.jsonl" >"$W/gpu_$dt.log" 2>&1
+    tol=1e-5; [ $dt = bf16 ] && tol=2e-2
+    check "50 steps $dt GPU vs twin ($tol)" python3 ci/compare_metrics.py "$W/gpu_$dt.jsonl" "$TWIN/twin_$dt.jsonl" $tol
+    [ -d "$TWIN/flight_$dt" ] && check "50 steps $dt collective trace" python3 ci/compare_flight.py "$W/f50_$dt" "$TWIN/flight_$dt"
+done
+
+log "coll_smoke, 2 ranks (file rendezvous), and the timeout case"
+export TWINRUN_RENDEZVOUS_DIR
+TWINRUN_RENDEZVOUS_DIR=$(mktemp -d)
+(TWINRUN_RUN_ID=two timeout 120 "$B/bin/coll_smoke" 1 2 >"$W/smoke1.txt" 2>&1) &
+check "coll_smoke 2 ranks" env TWINRUN_RUN_ID=two timeout 120 "$B/bin/coll_smoke" 0 2
+wait
+(TWINRUN_RUN_ID=late TWINRUN_COLL_TIMEOUT_S=5 TWINRUN_FLIGHT_DIR=$W timeout 120 "$B/bin/coll_smoke" 1 2 timeout >"$W/smoke2.txt" 2>&1) &
+check "coll_smoke timeout" env TWINRUN_RUN_ID=late TWINRUN_COLL_TIMEOUT_S=5 TWINRUN_FLIGHT_DIR=$W timeout 120 "$B/bin/coll_smoke" 0 2 timeout
+wait
+unset TWINRUN_RENDEZVOUS_DIR
+
+log "ctest -L gpu"
+timeout 240 ctest --test-dir "$B" -L gpu --output-on-failure --timeout 120 -j8 >"$W/ctest.log" 2>&1
+grep -E "tests passed|Failed|\*\*\*|Not Run|Timeout" "$W/ctest.log"
+
+log "summary: $pass passed, $fail failed"
+tar czf "$OUT/gpu_multi_logs.tar.gz" -C /tmp --exclude='*/checkpoints' --exclude='*/benchmark_cache_*' \
+    --exclude='cache_*' gpu_multi 2>/dev/null
+[ "$fail" -eq 0 ]
