@@ -50,6 +50,9 @@ typedef struct twin_options {
                                    run ends (docs/twin.md#trace); NULL = none, and recording costs nothing */
     const char *trace_ranks;    /* ranks to trace, "0-7,1016-1023" (flight_ranks_parse); NULL = ranks
                                    0 .. min(world, 64) - 1 */
+    int world_size;             /* multi-process twin (docs/multiprocess.md): the job's ranks, of which this
+                                   run hosts nranks starting at first_rank; 0 = nranks (all of them here) */
+    int first_rank;
 } twin_options;
 
 void twin_options_default(twin_options *o);

@@ -82,6 +82,7 @@ static coll_group *join_group(struct coll_registry **regp, const char *name, con
     memcpy(g->ranks, ranks, sizeof(int) * (size_t)n);
     *slot = g;
     reg->ngroups++;
+    coll_remote_group_init(g);
     return g;
 }
 
@@ -118,6 +119,7 @@ static void free_group(coll_group *g) {
     TR_CHECK(!g->open && !g->p2p_first, "freeing a communicator group with operations in flight");
     free(g->ranks);
     free(g->joined);
+    free(g->procs);
     free(g);
 }
 

@@ -37,6 +37,7 @@ struct coll_pending {
     bool done;
     bool heap_owned;          /* queued inside a group: freed at coll_group_end */
     coll_instance *inst;      /* while waiting at a collective */
+    struct xinst *xinst;      /* while waiting at a collective or send/recv that spans processes */
     coll_pending *next_group; /* the rank's group queue */
     coll_pending *next_p2p;   /* the group's unmatched sends and receives */
 };
@@ -61,6 +62,11 @@ struct coll_group {
     coll_instance *open; /* ascending seq */
     coll_pending *p2p_first, *p2p_last;
     coll_group *next_in_bucket;
+    /* multi-process twin: members in other processes too (coll_remote.c) */
+    bool remote;
+    int nlocal;  /* members in this process */
+    int nprocs;  /* other processes that host members */
+    int *procs;  /* [nprocs] ascending */
 };
 
 #define COLL_BUCKETS 1024
@@ -99,5 +105,29 @@ void coll_exec(const coll_group *g, coll_instance *inst);
 void coll_exec_p2p(const coll_pending *send, const coll_pending *recv);
 /* FNV-1a of the bytes a completed operation produced (for the event log). */
 uint64_t coll_result_hash(const coll_group *g, const coll_instance *inst);
+
+/* For coll_remote.c: the pieces of one-process meetings that cross-process ones share. */
+void coll_describe(char *buf, size_t n, const coll_desc *d);
+twin_coll_kind coll_cost_kind(flight_op op);
+void coll_record(coll_pending *p);
+_Noreturn void coll_mismatch(coll_pending *p, const char *where, int other_rank, const coll_desc *other);
+/* out[i] = reduction over members r of srcs[r][offset + i] (fp32/int32 accumulator), and its store. */
+void coll_reduce_into(void *out, const void *const *srcs, int n, size_t offset, size_t count, tr_dtype dt, int op);
+void coll_store_acc(void *dst, const void *acc, size_t count, tr_dtype dt);
+
+/* ---- meetings across processes (coll_remote.c; sim/fabric/xproc.h) ------------------------ */
+typedef struct xinst xinst;
+/* Sets g's remote fields when this process is one of several. */
+void coll_remote_group_init(coll_group *g);
+/* Takes p when its meeting spans processes (false: both ends of a send/recv are here). */
+bool coll_remote_post(coll_pending *p);
+/* A contribution message from process `from`; takes ownership of payload (malloc'd). */
+void coll_remote_deliver(int from, unsigned char *payload, size_t len);
+void coll_remote_withdraw(coll_pending *p);
+void coll_remote_group_abort(coll_group *g, twin_rank *timed_out, double t);
+/* Something of this process waits on another process. */
+bool coll_remote_waiting(void);
+bool coll_remote_oldest(const unsigned char *gone, double *wall_start, int *missing_proc, char *what, size_t n);
+void coll_remote_free(void);
 
 #endif

@@ -160,3 +160,9 @@ uint64_t coll_result_hash(const coll_group *g, const coll_instance *inst) {
     }
     return h;
 }
+
+void coll_reduce_into(void *out, const void *const *srcs, int n, size_t offset, size_t count, tr_dtype dt, int op) {
+    reduce_block(out, srcs, n, offset, count, dt, op);
+}
+
+void coll_store_acc(void *dst, const void *acc, size_t count, tr_dtype dt) { write_acc(dst, acc, count, dt); }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "../../engine/launch/flight_env.h"
+#include "launch_multi.h"
 #include "twin.h"
 #include "twinrun/err.h"
 #include "twinrun/launch.h"
@@ -49,15 +50,31 @@ int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t err
         opt.flight_capacity = fe.records;
     }
     launch_call call = {entry, arg, world};
+    launch_multi multi; /* mpirun or torchrun started several processes: a block of the ranks runs here */
+    const int m = launch_multi_start(world, opt.watchdog_timeout_s, &multi, err, errlen);
+    if (m < 0) return -1;
+    if (m) {
+        opt.world_size = world;
+        opt.first_rank = multi.first_rank;
+    }
     twin_result res;
-    if (twin_run(world, twin_entry, &call, &opt, &res, err, errlen)) return -1;
+    if (twin_run(m ? multi.nranks : world, twin_entry, &call, &opt, &res, err, errlen)) {
+        launch_multi_stop(&multi, false);
+        return -1;
+    }
     int code = 0;
     for (int r = 0; r < res.nranks; r++) {
         int c = res.rank_end[r] == TWIN_RANK_KILLED ? TR_EXIT_FATAL : res.exit_codes[r];
         if (c > code) code = c;
     }
-    if ((res.hang || code) && !opt.quiet) fputs(res.report, stderr);
+    if ((res.hang || code) && !opt.quiet) {
+        if (m)
+            fprintf(stderr, "twinrun: process %d of %d (ranks %d-%d):\n", multi.proc, multi.nprocs, multi.first_rank,
+                    multi.first_rank + multi.nranks - 1);
+        fputs(res.report, stderr);
+    }
     if (res.hang && !code) code = TR_EXIT_FATAL;
+    launch_multi_stop(&multi, !code);
     if (g_launch_result) {
         twin_result_free(g_launch_result);
         *g_launch_result = res; /* handed over */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../fabric/xproc.h"
 #include "sched_internal.h"
 #include "twinrun/err.h"
 
@@ -23,7 +24,7 @@ static const char *status_of(const twin_rank *r) {
 static void write_dumps(twin_sched *s, const flight_dump *dumps) {
     for (int i = 0; i < s->nranks; i++) {
         char path[4096];
-        int n = snprintf(path, sizeof path, "%s/flight_rank%05d.txt", s->opt.dump_dir, i);
+        int n = snprintf(path, sizeof path, "%s/flight_rank%05d.txt", s->opt.dump_dir, dumps[i].rank);
         if (n < 0 || (size_t)n >= sizeof path) {
             twin_report("flight dumps: directory path too long: %s", s->opt.dump_dir);
             return;
@@ -43,14 +44,23 @@ static void write_dumps(twin_sched *s, const flight_dump *dumps) {
                 s->opt.dump_dir, s->opt.dump_dir);
 }
 
-void twin_hang_report(twin_sched *s, const char *why) {
+flight_dump *twin_local_dumps(twin_sched *s) {
     flight_dump *dumps = calloc((size_t)s->nranks, sizeof *dumps);
     TR_CHECK(dumps != NULL, "out of host memory for the flight dumps");
     for (int i = 0; i < s->nranks; i++) {
         const twin_rank *r = &s->ranks[i];
-        int rc = flight_ring_to_dump(&r->flight, r->id, s->nranks, r->now, status_of(r), r->exit_code, &dumps[i]);
+        int rc = flight_ring_to_dump(&r->flight, r->id, s->world, r->now, status_of(r), r->exit_code, &dumps[i]);
         TR_CHECK(rc == 0, "out of host memory converting a flight ring to a dump");
     }
+    return dumps;
+}
+
+void twin_hang_report(twin_sched *s, const char *why) {
+    if (s->xproc) { /* the blame needs every process's dumps */
+        xproc_hang(s, why);
+        return;
+    }
+    flight_dump *dumps = twin_local_dumps(s);
     flight_blame_result b;
     char err[512];
     if (flight_blame(dumps, (size_t)s->nranks, &b, err, sizeof err) == 0) {
@@ -69,13 +79,7 @@ void twin_hang_report(twin_sched *s, const char *why) {
 /* dump_at_exit: every rank's records after a run that ended normally, for trace comparisons. */
 void twin_dump_all(twin_sched *s);
 void twin_dump_all(twin_sched *s) {
-    flight_dump *dumps = calloc((size_t)s->nranks, sizeof *dumps);
-    TR_CHECK(dumps != NULL, "out of host memory for the flight dumps");
-    for (int i = 0; i < s->nranks; i++) {
-        const twin_rank *r = &s->ranks[i];
-        int rc = flight_ring_to_dump(&r->flight, r->id, s->nranks, r->now, status_of(r), r->exit_code, &dumps[i]);
-        TR_CHECK(rc == 0, "out of host memory converting a flight ring to a dump");
-    }
+    flight_dump *dumps = twin_local_dumps(s);
     write_dumps(s, dumps);
     for (int i = 0; i < s->nranks; i++) flight_dump_free(&dumps[i]);
     free(dumps);

@@ -58,6 +58,9 @@ struct coll_registry;
 
 typedef struct twin_sched {
     int nranks;
+    int first_rank, world; /* ranks[i] is global rank first_rank + i of a job of world ranks */
+    bool xproc;            /* other processes host the rest (sim/fabric/xproc.h) */
+    unsigned polls;
     twin_rank *ranks;
     rank_heap heap;
     twin_ctx main_ctx;
@@ -115,5 +118,9 @@ void coll_twin_reclaim(twin_rank *r);
 void dev_twin_reclaim(twin_rank *r);
 /* Frees the run's communicator groups (at the end of twin_run). */
 void coll_twin_registry_free(struct coll_registry **reg);
+/* Every rank of this run as a flight dump (world = the job's); free each and the array. */
+flight_dump *twin_local_dumps(twin_sched *s);
+/* The blame over every rank's dumps, into the report (sched_hang.c). */
+void twin_hang_report(twin_sched *s, const char *why);
 
 #endif

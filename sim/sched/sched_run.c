@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../fabric/xproc.h"
 #include "sched_internal.h"
 #include "twinrun/err.h"
 
@@ -50,6 +51,12 @@ static int validate(int nranks, int (*entry)(int, void *), const twin_options *o
         return tr_errf(err, errlen, "twin_run: cost_jitter %g must be in [0, 1]", o->cost_jitter);
     if (o->flight_capacity < 1 || o->flight_capacity > (1u << 24))
         return tr_errf(err, errlen, "twin_run: flight_capacity %zu; use 1 to 16777216 records", o->flight_capacity);
+    if (o->world_size && (o->world_size > TWIN_MAX_RANKS || o->first_rank < 0 || o->first_rank > o->world_size - nranks))
+        return tr_errf(err, errlen, "twin_run: ranks %d..%d are not inside a world of %d", o->first_rank,
+                       o->first_rank + nranks - 1, o->world_size);
+    if (!o->world_size && o->first_rank) return tr_errf(err, errlen, "twin_run: first_rank without world_size");
+    if (o->world_size && o->world_size != nranks && o->trace_path)
+        return tr_errf(err, errlen, "twin_run: trace_path with ranks in several processes is not supported yet");
     return 0;
 }
 
@@ -98,11 +105,12 @@ static bool deadlock_check(twin_sched *s) {
     twin_log("%.9f deadlock", s->now);
     if (!s->hang) {
         s->hang = true;
-        twin_report("deadlock: no rank can run and no watchdog is armed (rank %d waits in %s)", first,
+        twin_report("deadlock: no rank can run and no watchdog is armed (rank %d waits in %s)", s->ranks[first].id,
                     s->ranks[first].blocked_on ? s->ranks[first].blocked_on : "a collective");
         twin_hang_report(s, "deadlock");
     }
-    if (s->trace) twin_trace_mark_at(s->trace, first, TWIN_MARK_DEADLOCK, s->now, 0, s->ranks[first].blocked_on);
+    if (s->trace)
+        twin_trace_mark_at(s->trace, s->ranks[first].id, TWIN_MARK_DEADLOCK, s->now, 0, s->ranks[first].blocked_on);
     coll_twin_abort_all(NULL, s->now);
     return true;
 }
@@ -112,10 +120,11 @@ static void run_loop(twin_sched *s) {
         int id;
         double t;
         while (rank_heap_peek(&s->heap, &id, &t)) {
-            twin_rank *r = &s->ranks[id];
+            twin_rank *r = &s->ranks[id - s->first_rank];
             rank_heap_remove(&s->heap, id);
-            TR_CHECK(t >= s->now, "simulated time went backwards in the scheduler");
-            s->now = t;
+            /* with other processes, ranks wake in wall-clock order: clocks here may be past a wake-up */
+            TR_CHECK(t >= s->now || s->xproc, "simulated time went backwards in the scheduler");
+            if (t > s->now) s->now = t;
             if (r->state == RANK_BLOCKED) {
                 watchdog_fire(s, r, t);
                 continue;
@@ -126,9 +135,13 @@ static void run_loop(twin_sched *s) {
             twin_ctx_switch(&s->main_ctx, &r->ctx);
             s->current = NULL;
             if (r->state == RANK_DONE || r->state == RANK_FAILED) release_rank(r);
+            if (s->xproc && r->state == RANK_FAILED) xproc_rank_failed(r);
+            if (s->xproc && (++s->polls & 63) == 0) xproc_progress(false); /* now and then: what the network brought */
         }
+        if (s->xproc && xproc_progress(true)) continue; /* nothing can run here: wait for other processes */
         if (!deadlock_check(s)) break;
     }
+    if (s->xproc) xproc_run_end(s);
     for (int i = 0; i < s->nranks; i++) {
         twin_rank *r = &s->ranks[i];
         if (r->state != RANK_BLOCKED) continue;
@@ -157,12 +170,15 @@ static void write_trace(twin_sched *s, double end_time) {
 
 static int setup(twin_sched *s, int nranks, const twin_options *o, char *err, size_t errlen) {
     s->nranks = nranks;
+    s->first_rank = o->first_rank;
+    s->world = o->world_size ? o->world_size : nranks;
+    s->xproc = s->world != nranks;
     s->opt = *o;
     s->spec = twin_device_spec_find(o->device);
     s->watchdog_rank = s->blamed_rank = -1;
     s->report_stream = open_memstream(&s->report, &s->report_len);
     s->ranks = calloc((size_t)nranks, sizeof *s->ranks);
-    if (!s->report_stream || !s->ranks || rank_heap_init(&s->heap, nranks))
+    if (!s->report_stream || !s->ranks || rank_heap_init(&s->heap, s->first_rank + nranks)) /* keyed by rank */
         return tr_errf(err, errlen, "twin_run: out of host memory for %d ranks", nranks);
     if (o->trace_path) {
         if (twin_trace_create(o->trace_ranks, nranks, o->gpus_per_node, s->spec->name, &s->trace, err, errlen))
@@ -174,11 +190,11 @@ static int setup(twin_sched *s, int nranks, const twin_options *o, char *err, si
     }
     for (int i = 0; i < nranks; i++) {
         twin_rank *r = &s->ranks[i];
-        r->id = i;
+        r->id = s->first_rank + i;
         r->state = RANK_RUNNABLE;
         r->deadline = INFINITY;
         r->watchdog_s = o->watchdog_timeout_s;
-        r->rng = twin_mix64(o->seed ^ twin_mix64((uint64_t)i + 1));
+        r->rng = twin_mix64(o->seed ^ twin_mix64((uint64_t)r->id + 1));
         r->recording = true;
         r->trace = s->trace ? twin_trace_rank_of(s->trace, i) : NULL;
         flight_ring_init(&r->flight, o->flight_capacity);
@@ -188,7 +204,7 @@ static int setup(twin_sched *s, int nranks, const twin_options *o, char *err, si
                            "vm.max_map_count exhausted; lower stack_bytes or the rank count",
                            i, o->stack_bytes);
         twin_ctx_init(&r->ctx, r->stack.usable, r->stack.usable_size, rank_body, r);
-        rank_heap_set(&s->heap, i, 0.0);
+        rank_heap_set(&s->heap, r->id, 0.0);
     }
     return 0;
 }

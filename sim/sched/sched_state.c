@@ -22,7 +22,7 @@ twin_rank *twin_self(void) {
     return g_sched->current;
 }
 
-int twin_world(void) { return g_sched ? g_sched->nranks : 1; }
+int twin_world(void) { return g_sched ? g_sched->world : 1; }
 struct coll_registry **twin_registry(void) { return g_sched ? &g_sched->groups : &g_implicit_registry; }
 
 const twin_device_spec *twin_spec(void) {

@@ -16,8 +16,16 @@ typedef int (*launch_entry)(int rank, int world, void *arg);
 int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t errlen);
 
 /* World size the launcher gives this job: WORLD_SIZE (torchrun style) or OMPI_COMM_WORLD_SIZE
- * (mpirun), chosen as engine/launch/launch_vars.h says, else 1. -1 with err when a value is
+ * (mpirun), chosen as engine/launch/launch_vars.h says, times TWINRUN_RANKS_PER_PROCESS when a
+ * launcher numbered the processes (launch_process_layout), else 1. -1 with err when a value is
  * malformed or inconsistent (a rank outside the world, ...). */
 int launch_world_size(char *err, size_t errlen);
+
+/* Processes a launcher numbered (mpirun, torchrun-style RANK/LOCAL_RANK, or RANK with WORLD_SIZE):
+ * 1 with their count, this process's index and the ranks each hosts (TWINRUN_RANKS_PER_PROCESS,
+ * default 1; the twin hosts a block of in-process ranks per process, docs/multiprocess.md; the world
+ * is nprocs x ranks_per_process). 0 when this process runs the whole job (WORLD_SIZE alone, or no
+ * launcher). -1 with err when a value is malformed. */
+int launch_process_layout(int *nprocs, int *proc, int *ranks_per_process, char *err, size_t errlen);
 
 #endif

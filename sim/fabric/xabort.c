@@ -1,0 +1,158 @@
+/* The job-wide abort of a multi-process twin: whatever stops the job (a wall-clock watchdog, a
+ * failed rank, a peer gone, a mismatch seen on the wire) ends the same way in every process: each
+ * tells the others, sends them its flight dumps, and reports the blame over all the dumps it got;
+ * a process that does not answer within the grace period is named. Then every communicator here
+ * is aborted so this process's ranks unwind and it exits non-zero. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xjob.h"
+#include "twinrun/err.h"
+
+#define DUMP_RECORDS 64 /* per rank: the newest records say where each rank stands, and stay small */
+
+static char *local_dumps_text(twin_sched *s, size_t *len) {
+    flight_dump *d = twin_local_dumps(s);
+    char *text = NULL;
+    FILE *f = open_memstream(&text, len);
+    TR_CHECK(f != NULL, "out of host memory for flight dumps");
+    for (int i = 0; i < s->nranks; i++) {
+        flight_dump w = d[i];
+        if (w.nrecords > DUMP_RECORDS) {
+            w.dropped += w.nrecords - DUMP_RECORDS;
+            w.records += w.nrecords - DUMP_RECORDS;
+            w.nrecords = DUMP_RECORDS;
+        }
+        flight_dump_write(f, &w);
+        flight_dump_free(&d[i]);
+    }
+    free(d);
+    TR_CHECK(fclose(f) == 0, "out of host memory for flight dumps");
+    return text;
+}
+
+/* Appends every peer's parsed dumps to *all. */
+static void add_peer_dumps(flight_dump **all, size_t *n, size_t *cap) {
+    for (int p = 0; p < g_xjob.cfg.nprocs; p++) {
+        const xpeer *pe = &g_xjob.peers[p];
+        if (!pe->dumped) continue;
+        size_t pos = 0, line = 1;
+        for (;;) {
+            if (*n == *cap) {
+                *cap = *cap * 2 + 16;
+                flight_dump *grown = realloc(*all, sizeof **all * *cap);
+                TR_CHECK(grown != NULL, "out of host memory for flight dumps");
+                *all = grown;
+            }
+            char err[256], w[160];
+            const int rc = flight_dump_parse(pe->dump, pe->dump_len, &pos, &line, &(*all)[*n], err, sizeof err);
+            if (rc == 0) break;
+            if (rc < 0) {
+                twin_report("  the flight dumps of %s do not parse: %s", xjob_who(p, w, sizeof w), err);
+                break;
+            }
+            (*n)++;
+        }
+    }
+}
+
+static void blame_across(twin_sched *s, const char *why, double grace) {
+    size_t n = (size_t)s->nranks, cap = n + 16;
+    flight_dump *all = malloc(sizeof *all * cap);
+    TR_CHECK(all != NULL, "out of host memory for flight dumps");
+    flight_dump *local = twin_local_dumps(s);
+    memcpy(all, local, sizeof *all * n);
+    free(local);
+    add_peer_dumps(&all, &n, &cap);
+    flight_blame_result b;
+    char err[512];
+    if (flight_blame(all, n, &b, err, sizeof err) == 0) {
+        twin_report("blame (%s; flight dumps of every process that answered):", why);
+        flight_blame_print(s->report_stream, &b, all, n);
+        s->blamed_rank = b.first_stopped;
+        flight_blame_free(&b);
+    } else {
+        twin_report("blame failed: %s", err);
+    }
+    for (int p = 0; p < g_xjob.cfg.nprocs; p++)
+        if (p != g_xjob.cfg.proc && !g_xjob.peers[p].dumped) {
+            char w[160];
+            twin_report("  no answer from %s within %.1f s: it was killed, is stopped, or cannot be reached",
+                        xjob_who(p, w, sizeof w), grace);
+        }
+    for (size_t i = 0; i < n; i++) flight_dump_free(&all[i]);
+    free(all);
+}
+
+static void send_copy(int p, xw_type type, const void *data, size_t len) {
+    void *copy = malloc(len ? len : 1);
+    TR_CHECK(copy != NULL, "out of host memory for a message");
+    memcpy(copy, data, len);
+    xjob_send(p, type, 0, copy, len);
+}
+
+void xjob_abort(const char *why, const char *line) {
+    twin_sched *s = twin_sched_get();
+    xjob *J = &g_xjob;
+    if (J->aborting || !s) return;
+    J->aborting = true;
+    twin_report("%s", line);
+    char w[160], reason[1200];
+    snprintf(reason, sizeof reason, "%s: %s", xjob_who(J->cfg.proc, w, sizeof w), line);
+    size_t len;
+    char *text = local_dumps_text(s, &len);
+    for (int p = 0; p < J->cfg.nprocs; p++)
+        if (p != J->cfg.proc) {
+            send_copy(p, XW_ABORT, reason, strlen(reason));
+            send_copy(p, XW_DUMP, text, len);
+        }
+    free(text);
+    /* a live process answers within moments: it looks at the network between its ranks' turns */
+    const double grace = fmin(J->cfg.timeout_s, 10.0), deadline = xjob_wall_now() + grace;
+    for (;;) {
+        int missing = 0;
+        for (int p = 0; p < J->cfg.nprocs; p++) missing += p != J->cfg.proc && !J->peers[p].dumped;
+        if (!missing || xjob_wall_now() >= deadline) break;
+        fab_wait(J->fab, fmin(0.1, deadline - xjob_wall_now()));
+        xjob_pump();
+    }
+    s->hang = true;
+    blame_across(s, why, grace);
+    coll_twin_abort_all(NULL, s->now);
+}
+
+void xproc_abort(const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    xjob_abort("abort", line);
+}
+
+void xjob_check_network(void) {
+    int p;
+    const char *e = fab_error(g_xjob.fab, &p);
+    if (!e || g_xjob.aborting) return;
+    char w[160], line[900];
+    if (p >= 0) snprintf(line, sizeof line, "network: %s; %s is gone or unreachable", e, xjob_who(p, w, sizeof w));
+    else snprintf(line, sizeof line, "network: %s", e);
+    xjob_abort("network failure", line);
+}
+
+void xproc_rank_failed(const twin_rank *r) {
+    char line[1400];
+    snprintf(line, sizeof line, "rank %d failed with exit code %d at t=%.9f s%s%s", r->id, r->exit_code, r->now,
+             r->fail_msg ? ": " : "", r->fail_msg ? r->fail_msg : "");
+    xjob_abort("rank failure", line);
+}
+
+void xproc_hang(twin_sched *s, const char *why) {
+    (void)s;
+    char line[160];
+    snprintf(line, sizeof line, "%s among the ranks of this process", why);
+    xjob_abort(why, line);
+}

@@ -1,0 +1,186 @@
+/* The multi-process twin's running job: the messages between processes, the wall-clock watchdog on
+ * waits for other processes, and goodbye (xproc.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../coll/coll_internal.h"
+#include "xjob.h"
+#include "twinrun/err.h"
+
+xjob g_xjob;
+
+double xjob_wall_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+bool xproc_active(void) { return g_xjob.active; }
+int xproc_self(void) { return g_xjob.cfg.proc; }
+int xproc_proc_of(int rank) { return rank / g_xjob.cfg.ranks_per_proc; }
+
+const char *xjob_who(int p, char *buf, size_t n) {
+    const int first = p * g_xjob.cfg.ranks_per_proc, last = first + g_xjob.cfg.ranks_per_proc - 1;
+    char ranks[48];
+    if (first == last) snprintf(ranks, sizeof ranks, "rank %d", first);
+    else snprintf(ranks, sizeof ranks, "ranks %d-%d", first, last);
+    if (g_xjob.peers && g_xjob.peers[p].info.pid)
+        snprintf(buf, n, "process %d (%s on host %s, pid %u)", p, ranks, g_xjob.peers[p].info.host,
+                 g_xjob.peers[p].info.pid);
+    else snprintf(buf, n, "process %d (%s)", p, ranks);
+    return buf;
+}
+
+void xjob_send(int proc, xw_type type, int64_t arg, void *payload, size_t len) {
+    g_xjob.peers[proc].sent++;
+    fab_send(g_xjob.fab, proc, type, arg, payload, len);
+}
+
+void xproc_send(int proc, xw_type type, void *payload, size_t len) { xjob_send(proc, type, 0, payload, len); }
+
+static void dispatch(fab_msg *m) {
+    xjob *J = &g_xjob;
+    const int from = (int)m->h.src_proc;
+    xpeer *pe = &J->peers[from];
+    char err[256], w[160];
+    pe->received++;
+    switch (m->h.type) {
+    case XW_HELLO: pe->hello = true; break;
+    case XW_CONTRIB:
+        if (!J->aborting) {
+            unsigned char *payload = m->payload;
+            m->payload = NULL;
+            coll_remote_deliver(from, payload, (size_t)m->h.payload_len);
+        }
+        break;
+    case XW_BYE:
+        pe->bye = true;
+        pe->bye_after = (uint64_t)m->h.arg;
+        if (m->h.payload_len == 4)
+            pe->bye_code = (int)((unsigned)m->payload[0] | (unsigned)m->payload[1] << 8 |
+                                 (unsigned)m->payload[2] << 16 | (unsigned)m->payload[3] << 24);
+        break;
+    case XW_FAIL:
+    case XW_ABORT:
+        if (J->aborting) break;
+        if (xw_text_check(m->payload, (size_t)m->h.payload_len, err, sizeof err)) {
+            char line[400];
+            snprintf(line, sizeof line, "%s sent an abort that is not text (%s)", xjob_who(from, w, sizeof w), err);
+            xjob_abort("abort from another process", line);
+        } else {
+            char line[1400];
+            snprintf(line, sizeof line, "abort from %.*s", (int)m->h.payload_len, (const char *)m->payload);
+            xjob_abort("abort from another process", line);
+        }
+        break;
+    case XW_DUMP:
+        if (!pe->dumped) {
+            pe->dumped = true;
+            pe->dump = (char *)m->payload;
+            pe->dump_len = (size_t)m->h.payload_len;
+            m->payload = NULL;
+        }
+        break;
+    case XW_TYPE_END: break;
+    }
+    fab_msg_free(m);
+}
+
+int xjob_pump(void) {
+    xjob *J = &g_xjob;
+    int n = 0;
+    for (fab_msg *m; (m = J->early); n++) { /* what came during the hello round, first */
+        J->early = m->next;
+        if (!J->early) J->early_last = NULL;
+        m->next = NULL;
+        dispatch(m);
+    }
+    fab_progress(J->fab);
+    for (fab_msg *m; (m = fab_next(J->fab)); n++) dispatch(m);
+    return n;
+}
+
+/* A process has gone once its goodbye and everything it sent before arrived. */
+static void update_gone(void) {
+    for (int p = 0; p < g_xjob.cfg.nprocs; p++) {
+        const xpeer *pe = &g_xjob.peers[p];
+        g_xjob.gone[p] = pe->bye && pe->received >= pe->bye_after + 1;
+    }
+}
+
+bool xproc_progress(bool may_block) {
+    xjob *J = &g_xjob;
+    if (!J->active) return false;
+    const bool did = xjob_pump() > 0;
+    xjob_check_network();
+    if (J->aborting || !coll_remote_waiting()) return did;
+    double start;
+    int p;
+    char what[256], line[1024], w[160];
+    update_gone();
+    if (coll_remote_oldest(J->gone, &start, &p, what, sizeof what)) {
+        snprintf(line, sizeof line, "%s has ended, but %s", xjob_who(p, w, sizeof w), what);
+        xjob_abort("a process ended early", line);
+        return did;
+    }
+    if (coll_remote_oldest(NULL, &start, &p, what, sizeof what)) {
+        const double waited = xjob_wall_now() - start;
+        if (waited > J->cfg.timeout_s) {
+            snprintf(line, sizeof line, "watchdog: %s; waited %.1f s of wall time (TWINRUN_REMOTE_TIMEOUT=%g); "
+                     "aborting the job", what, waited, J->cfg.timeout_s);
+            xjob_abort("watchdog across processes", line);
+            return did;
+        }
+        if (may_block && !did) fab_wait(J->fab, fmin(0.25, J->cfg.timeout_s - waited + 1e-3));
+    } else if (may_block && !did) {
+        fab_wait(J->fab, 0.05); /* a local member has not arrived yet: it waits on something else here */
+    }
+    return true;
+}
+
+void xproc_run_end(twin_sched *s) {
+    xjob *J = &g_xjob;
+    if (!J->aborting) {
+        int code = 0;
+        for (int i = 0; i < s->nranks; i++)
+            if (s->ranks[i].exit_code > code) code = s->ranks[i].exit_code;
+        for (int p = 0; p < J->cfg.nprocs; p++) {
+            if (p == J->cfg.proc) continue;
+            unsigned char *c = malloc(4);
+            TR_CHECK(c != NULL, "out of host memory for a message");
+            for (int i = 0; i < 4; i++) c[i] = (unsigned char)((unsigned)code >> (8 * i));
+            /* arg: the messages sent to p before this one, so that p knows when it has them all */
+            xjob_send(p, XW_BYE, (int64_t)J->peers[p].sent, c, 4);
+        }
+        const double deadline = xjob_wall_now() + J->cfg.timeout_s;
+        for (;;) {
+            update_gone();
+            int waiting = 0, first = -1;
+            for (int p = 0; p < J->cfg.nprocs; p++)
+                if (p != J->cfg.proc && !J->gone[p]) {
+                    waiting++;
+                    if (first < 0) first = p;
+                }
+            xjob_check_network();
+            if (!waiting || J->aborting) break;
+            if (xjob_wall_now() >= deadline) {
+                char line[1024], w[160];
+                snprintf(line, sizeof line, "every rank here has ended, but %s%s has not finished %.0f s later",
+                         xjob_who(first, w, sizeof w), waiting > 1 ? " (and others)" : "", J->cfg.timeout_s);
+                xjob_abort("a process did not finish", line);
+                break;
+            }
+            fab_wait(J->fab, 0.25);
+            xjob_pump();
+        }
+    }
+    /* what this process sent (data, goodbyes, dumps) must reach the others before it exits */
+    const double deadline = xjob_wall_now() + fmin(J->cfg.timeout_s, 5.0);
+    while (fab_sends_pending(J->fab) && xjob_wall_now() < deadline) {
+        fab_wait(J->fab, 0.05);
+        xjob_pump();
+    }
+}

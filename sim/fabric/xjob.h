@@ -1,0 +1,53 @@
+/* Inside the multi-process twin's job (xproc.h): the state its three parts share.
+ *   xstart.c  start-up (bootstrap, endpoint, hello round) and the end
+ *   xjob.c    messages, the wall-clock watchdog, goodbye
+ *   xabort.c  the job-wide abort and its blame over every process's flight dumps */
+#ifndef TWINRUN_SIM_FABRIC_XJOB_H
+#define TWINRUN_SIM_FABRIC_XJOB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fab.h"
+#include "xproc.h"
+
+typedef struct xpeer {
+    xw_peer info;
+    bool hello;
+    bool bye;            /* said goodbye: every rank of it has ended */
+    uint64_t bye_after;  /* messages it sent here before its goodbye */
+    uint64_t sent;       /* messages sent to it */
+    uint64_t received;   /* messages from it handled here */
+    int bye_code;
+    bool dumped;         /* answered an abort with its flight dumps */
+    char *dump;
+    size_t dump_len;
+} xpeer;
+
+typedef struct xjob {
+    bool active;
+    xproc_config cfg;
+    fab *fab;
+    xpeer *peers;        /* [nprocs] */
+    uint64_t id;         /* the same in every process of the job: strays from other jobs are refused */
+    bool aborting;
+    bool mpi;            /* MPI was initialised for the bootstrap */
+    unsigned char *gone; /* [nprocs] processes that said goodbye and whose messages all arrived */
+    fab_msg *early, *early_last; /* messages that came during the hello round, handled afterwards */
+} xjob;
+
+extern xjob g_xjob; /* process state, like the scheduler's: one job per process */
+
+double xjob_wall_now(void);
+/* "process 2 (ranks 512-767 on host node-7, pid 4242)" */
+const char *xjob_who(int proc, char *buf, size_t n);
+void xjob_send(int proc, xw_type type, int64_t arg, void *payload, size_t len);
+/* Handles every message that has arrived; returns how many. */
+int xjob_pump(void);
+/* Tears the job down (xabort.c). `line` goes into this process's report and to the others; `why`
+ * (short) heads the blame. */
+void xjob_abort(const char *why, const char *line);
+/* The transport's first failure, if any, becomes an abort. */
+void xjob_check_network(void);
+
+#endif
