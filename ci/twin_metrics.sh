@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Writes the twin's side of the twin-vs-GPU comparison (ci/gpu_check.sh) into DIR (default .gpu_inputs):
-# the arguments and the metrics of the same small run in fp32 and bf16.
+# the arguments, the metrics and the flight dumps (collective trace: ci/compare_flight.py) of the same
+# small run in fp32 and bf16.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-.gpu_inputs}
@@ -15,8 +16,11 @@ base="--num-layers 2 --hidden-size 64 --ffn-hidden-size 176 --num-attention-head
 for dt in fp32 bf16; do
     args="$base"; [ $dt = bf16 ] && args="$args --bf16"
     echo $args > "$DIR/args_$dt.txt"
+    rm -rf "$DIR/flight_$dt" && mkdir -p "$DIR/flight_$dt"
     # shellcheck disable=SC2086
-    build/twin/bin/train_llama3 $args --data-cache-path "$DIR/cache_$dt" --metrics-jsonl "$DIR/twin_$dt.jsonl" >/dev/null
+    TWINRUN_FLIGHT_DIR="$DIR/flight_$dt" TWINRUN_FLIGHT_AT_EXIT=1 TWINRUN_FLIGHT_RECORDS=65536 \
+        "${TWIN_BIN:-build/twin/bin/train_llama3}" $args --data-cache-path "$DIR/cache_$dt" \
+        --metrics-jsonl "$DIR/twin_$dt.jsonl" >/dev/null
     rm -rf "$DIR/cache_$dt"
     echo "twin $dt: $(wc -l < "$DIR/twin_$dt.jsonl") iterations -> $DIR/twin_$dt.jsonl"
 done

@@ -30,6 +30,9 @@ static void write_dump(dev_device *d, const char *status, int code) {
         fprintf(stderr, "twinrun: rank %d: out of host memory for the flight dump\n", f->rank);
         return;
     }
+    dev_info info;
+    dev_get_info(d, &info);
+    snprintf(dump.backend, sizeof dump.backend, "%s", info.backend); /* "cuda" or "musa", not the ring's "twin" */
     if (!(out = fopen(path, "w")) || flight_dump_write(out, &dump) != 0 || fclose(out) != 0)
         fprintf(stderr, "twinrun: rank %d: cannot write the flight dump %s: %s (set TWINRUN_FLIGHT_DIR to a writable "
                 "directory)\n", f->rank, path, strerror(errno));
