@@ -67,6 +67,13 @@ static void rank_state_free(rank_state *st) {
     if (st->dev) dev_close(st->dev);
 }
 
+/* --load names a checkpoint that exists: the initialisation would be overwritten (and at 1024 twin
+ * ranks it is the costliest part of set-up). */
+static bool resuming(const tr_config *cfg) {
+    int64_t it = 0;
+    return cfg->load[0] && ckpt_latest(cfg->load, &it, NULL, 0) == 0 && it > 0;
+}
+
 static int setup(rank_state *st, const job *jb, int rank, int world, bool reporter, char *err, size_t errlen) {
     const tr_config *cfg = jb->cfg;
     if (tr_grid_init(&st->grid, cfg, world, rank, err, errlen)) return TR_EXIT_USAGE;
@@ -103,7 +110,7 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
     if (!st->model) return TR_EXIT_USAGE;
     if (cfg->hf_load[0]) {
         if (llama_hf_load(st->model, cfg->hf_load, err, errlen)) return TR_EXIT_USAGE;
-    } else {
+    } else if (!resuming(cfg)) { /* a resumed job's weights come from the checkpoint */
         llama_init_params(st->model, cfg->seed, cfg->init_method_std);
     }
     st->optim = optim_create(st->model, cfg, g, err, errlen);
