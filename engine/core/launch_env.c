@@ -36,7 +36,7 @@ int launch_process_layout(int *nprocs, int *proc, int *ranks_per_process, char *
 int launch_world_size(char *err, size_t errlen) {
     tr_launch_vars v;
     if (tr_launch_vars_from_env(&v, err, errlen)) return -1;
-    int nprocs, proc, per;
+    int nprocs = 1, proc = 0, per = 1; /* set when multi; initialised for -O3's -Wmaybe-uninitialized */
     const int multi = launch_process_layout(&nprocs, &proc, &per, err, errlen);
     if (multi < 0) return -1;
     return multi ? nprocs * per : v.world;
