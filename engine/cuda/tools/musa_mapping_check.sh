@@ -55,9 +55,9 @@ for f in "$D"/*.cu; do
         rc=1
     fi
 done
-for f in "$D"/coll_nccl.c "$D"/coll_rendezvous.c; do
+for f in "$D"/*.c; do
     if ! gcc -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -DTWINRUN_MUSA -I"$T" -I"$CUDA_INC" -Iengine/include \
-        -I"$D" -c "$f" -o "$T/$(basename "$f").o"; then
+        -Iengine -Isim/flight -I"$D" -c "$f" -o "$T/$(basename "$f").o"; then
         echo "FAILED: $f"
         rc=1
     fi
