@@ -52,7 +52,10 @@ struct fab {
     uint64_t job, next_tag;
     fi_addr_t *addr;      /* [nprocs] */
     fab_op *headers[HEADER_BUFS];
-    fab_op *backlog, *backlog_last;
+    /* per peer: sends the provider could not take yet, in order; one queue per peer, so that a peer
+     * that is gone (its sends refused until the connection fails) holds up nobody else */
+    fab_op **backlog, **backlog_last;
+    size_t backlogged;
     size_t in_flight;     /* sends posted and not completed, plus the backlog */
     fab_msg *inbox, *inbox_last;
     fab_op *live;         /* freed at close if never completed (a peer that died) */
@@ -195,7 +198,10 @@ int fab_connect(fab *f, const xw_peer *peers, int nprocs, int self, uint64_t job
     f->self = self;
     f->job = job;
     f->addr = calloc((size_t)nprocs, sizeof *f->addr);
-    if (!f->addr) return tr_errf(err, errlen, "out of host memory for %d peer addresses", nprocs);
+    f->backlog = calloc((size_t)nprocs, sizeof *f->backlog);
+    f->backlog_last = calloc((size_t)nprocs, sizeof *f->backlog_last);
+    if (!f->addr || !f->backlog || !f->backlog_last)
+        return tr_errf(err, errlen, "out of host memory for %d peer addresses", nprocs);
     for (int p = 0; p < nprocs; p++) {
         int rc = fi_av_insert(f->av, peers[p].addr, 1, &f->addr[p], 0, NULL);
         if (rc != 1)
@@ -230,11 +236,12 @@ static void queue_send(fab *f, int proc, unsigned char *buf, size_t len, uint64_
     op->peer = proc;
     f->in_flight++;
     live_add(f, op);
-    if (!f->backlog && try_send(f, op)) return;
-    /* order kept: nothing overtakes the backlog */
-    if (f->backlog_last) f->backlog_last->next = op;
-    else f->backlog = op;
-    f->backlog_last = op;
+    if (!f->backlog[proc] && try_send(f, op)) return;
+    /* order kept per peer: nothing overtakes its backlog */
+    if (f->backlog_last[proc]) f->backlog_last[proc]->next = op;
+    else f->backlog[proc] = op;
+    f->backlog_last[proc] = op;
+    f->backlogged++;
 }
 
 void fab_send(fab *f, int proc, xw_type type, int64_t arg, void *payload, size_t len) {
@@ -351,18 +358,18 @@ static void failed(fab *f) {
 }
 
 static void flush_backlog(fab *f) {
-    while (f->backlog) {
-        fab_op *op = f->backlog;
-        f->backlog = op->next;
-        if (!f->backlog) f->backlog_last = NULL;
-        op->next = NULL;
-        if (!try_send(f, op)) {
-            op->next = f->backlog;
-            f->backlog = op;
-            if (!f->backlog_last) f->backlog_last = op;
-            return;
+    for (int p = 0; f->backlogged && p < f->nprocs; p++)
+        while (f->backlog[p]) {
+            fab_op *op = f->backlog[p], *next = op->next; /* a refused send is freed by try_send */
+            op->next = NULL;
+            if (!try_send(f, op)) {
+                op->next = next;
+                break;
+            }
+            f->backlog[p] = next;
+            if (!next) f->backlog_last[p] = NULL;
+            f->backlogged--;
         }
-    }
 }
 
 static int handle(fab *f, struct fi_cq_tagged_entry *e, ssize_t n) {
@@ -393,7 +400,7 @@ int fab_progress(fab *f) {
 
 void fab_wait(fab *f, double timeout_s) {
     if (fab_progress(f) || f->inbox) return;
-    if (f->can_wait && !f->backlog) {
+    if (f->can_wait && !f->backlogged) {
         struct fi_cq_tagged_entry e[16];
         int ms = timeout_s <= 0 ? 0 : timeout_s > 1e6 ? 1000000000 : (int)(timeout_s * 1000.0 + 1);
         ssize_t n = fi_cq_sread(f->cq, e, 16, NULL, ms);
@@ -449,5 +456,7 @@ void fab_close(fab *f) {
         fab_msg_free(m);
     }
     free(f->addr);
+    free(f->backlog);
+    free(f->backlog_last);
     free(f);
 }

@@ -110,8 +110,9 @@ void xjob_abort(const char *why, const char *line) {
             send_copy(p, XW_DUMP, text, len);
         }
     free(text);
-    /* a live process answers within moments: it looks at the network between its ranks' turns */
-    const double grace = fmin(J->cfg.timeout_s, 10.0), deadline = xjob_wall_now() + grace;
+    /* a live process answers within moments: it looks at the network between its ranks' turns; after
+     * SIGTERM the launcher's SIGKILL follows soon (mpirun: 1 s), and every survivor got the signal */
+    const double grace = g_xjob_sigterm ? 0.3 : fmin(J->cfg.timeout_s, 10.0), deadline = xjob_wall_now() + grace;
     for (;;) {
         int missing = 0;
         for (int p = 0; p < J->cfg.nprocs; p++) missing += p != J->cfg.proc && !J->peers[p].dumped;

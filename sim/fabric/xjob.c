@@ -11,6 +11,13 @@
 #include "twinrun/err.h"
 
 xjob g_xjob;
+volatile sig_atomic_t g_xjob_sigterm;
+
+static void stopped_by_launcher(void) {
+    if (!g_xjob_sigterm || g_xjob.aborting) return;
+    xjob_abort("stopped by the launcher", "SIGTERM: the launcher is stopping the job (mpirun and torchrun do when one "
+                                          "of its processes dies or fails)");
+}
 
 double xjob_wall_now(void) {
     struct timespec ts;
@@ -116,6 +123,7 @@ bool xproc_progress(bool may_block) {
     if (!J->active) return false;
     const bool did = xjob_pump() > 0;
     xjob_check_network();
+    stopped_by_launcher();
     if (J->aborting || !coll_remote_waiting()) return did;
     double start;
     int p;
@@ -165,6 +173,7 @@ void xproc_run_end(twin_sched *s) {
                     if (first < 0) first = p;
                 }
             xjob_check_network();
+            stopped_by_launcher();
             if (!waiting || J->aborting) break;
             if (xjob_wall_now() >= deadline) {
                 char line[1024], w[160];
@@ -177,8 +186,9 @@ void xproc_run_end(twin_sched *s) {
             xjob_pump();
         }
     }
-    /* what this process sent (data, goodbyes, dumps) must reach the others before it exits */
-    const double deadline = xjob_wall_now() + fmin(J->cfg.timeout_s, 5.0);
+    /* what this process sent (data, goodbyes, dumps) must reach the others before it exits; after an
+     * abort only to those that answered, which take it at once: the silent ones never will */
+    const double deadline = xjob_wall_now() + fmin(J->cfg.timeout_s, g_xjob_sigterm ? 0.1 : J->aborting ? 1.0 : 5.0);
     while (fab_sends_pending(J->fab) && xjob_wall_now() < deadline) {
         fab_wait(J->fab, 0.05);
         xjob_pump();

@@ -5,6 +5,7 @@
 #ifndef TWINRUN_SIM_FABRIC_XJOB_H
 #define TWINRUN_SIM_FABRIC_XJOB_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -37,6 +38,8 @@ typedef struct xjob {
 } xjob;
 
 extern xjob g_xjob; /* process state, like the scheduler's: one job per process */
+/* SIGTERM arrived: mpirun and torchrun stop the survivors this way when a process dies */
+extern volatile sig_atomic_t g_xjob_sigterm;
 
 double xjob_wall_now(void);
 /* "process 2 (ranks 512-767 on host node-7, pid 4242)" */

@@ -2,6 +2,7 @@
  * records (MPI or the rendezvous store), check that every process belongs to the same job, and
  * say hello over libfabric to every peer so that an unreachable one is named at start-up rather
  * than found by a watchdog. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,13 @@ static int start(const xproc_config *c, char *err, size_t errlen) {
     return hello_round(c->bootstrap_timeout_s, err, errlen);
 }
 
+static struct sigaction g_old_term;
+
+static void on_sigterm(int sig) {
+    (void)sig;
+    g_xjob_sigterm = 1;
+}
+
 int xproc_start(const xproc_config *c, char *err, size_t errlen) {
     TR_CHECK(!g_xjob.active, "a multi-process twin job is already running in this process");
     memset(&g_xjob, 0, sizeof g_xjob);
@@ -125,11 +133,19 @@ int xproc_start(const xproc_config *c, char *err, size_t errlen) {
         return -1;
     }
     g_xjob.active = true;
+    /* the launcher's SIGTERM becomes a job abort, so the survivors still report who died */
+    g_xjob_sigterm = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigterm;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &g_old_term);
     return 0;
 }
 
 void xproc_stop(bool ok) {
     xjob *J = &g_xjob;
+    if (J->active) sigaction(SIGTERM, &g_old_term, NULL);
     coll_remote_free();
     fab_close(J->fab);
     if (J->mpi) xboot_mpi_finish(ok);
