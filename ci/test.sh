@@ -2,6 +2,7 @@
 # The test command (`make test`): everything CI checks, in order of how fast it fails.
 #   1. twin build with gcc, all ctest tests (unit, reference, ...)
 #   2. twin build with clang (-Wall -Wextra -Werror there too); its training bits equal gcc's
+#      (tests labelled `heavy` — the 1024-rank rehearsal, fault campaigns — run in stage 1 only)
 #   3. valgrind memcheck over every test program
 #   4. libFuzzer targets (clang, ASan/UBSan), each run briefly over its seed corpus
 #   5. coverage build, tests again, gcovr summary
@@ -24,7 +25,7 @@ if ! skipped clang; then
   stage "twin (clang): build and test"
   cmake --preset twin-clang >/dev/null
   cmake --build build/twin-clang -j"$jobs"
-  ctest --test-dir build/twin-clang -j"$jobs" --output-on-failure
+  ctest --test-dir build/twin-clang -j"$jobs" --output-on-failure -LE heavy
   # Determinism across compilers: the cli_deterministic run gives the same bits with gcc and clang.
   cmp build/twin/tests/det_a.jsonl build/twin-clang/tests/det_a.jsonl
   echo "gcc and clang twins wrote byte-identical training metrics"
@@ -55,7 +56,7 @@ if ! skipped coverage; then
   stage "coverage (gcovr)"
   cmake --preset coverage >/dev/null
   cmake --build build/coverage -j"$jobs"
-  ctest --test-dir build/coverage -j"$jobs" --output-on-failure >/dev/null
+  ctest --test-dir build/coverage -j"$jobs" --output-on-failure -LE heavy >/dev/null
   gcovr -r . --object-directory build/coverage --filter 'engine/' --filter 'sim/' --filter 'fault/' \
     --exclude 'engine/cuda/' --print-summary --txt build/coverage/coverage.txt
   echo "per-file report: build/coverage/coverage.txt"

@@ -172,22 +172,38 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
     return cfg->keep_last > 0 ? ckpt_prune(io, cfg->save, cfg->keep_last, err, errlen) : 0;
 }
 
-int tr_ckpt_load(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, tr_run_position *pos,
-                 int *loaded, char *err, size_t errlen) {
-    *loaded = 0;
+int tr_ckpt_open(const tr_config *cfg, ckpt_reader **rd, char *err, size_t errlen) {
+    *rd = NULL;
     int64_t it;
     int r = ckpt_latest(cfg->load, &it, err, errlen);
     if (r < 0) return -1;
     if (r == 1) return 0; /* nothing saved yet: Megatron starts from scratch */
     ckpt_verify_report rep;
     if (ckpt_verify(cfg->load, it, &rep, err, errlen)) return -1;
-    ckpt_reader *rd = ckpt_reader_open(cfg->load, it, err, errlen);
-    if (!rd) return -1;
+    *rd = ckpt_reader_open(cfg->load, it, err, errlen);
+    return *rd ? 0 : -1;
+}
+
+int tr_ckpt_load(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, tr_run_position *pos,
+                 int *loaded, char *err, size_t errlen) {
+    (void)g;
+    *loaded = 0;
+    ckpt_reader *rd;
+    if (tr_ckpt_open(cfg, &rd, err, errlen)) return -1;
+    int rc = tr_ckpt_load_from(rd, m, o, cfg, pos, loaded, err, errlen);
+    if (rd) ckpt_reader_close(rd);
+    return rc;
+}
+
+int tr_ckpt_load_from(ckpt_reader *rd, llama_model *m, tr_optimizer *o, const tr_config *cfg, tr_run_position *pos,
+                      int *loaded, char *err, size_t errlen) {
+    *loaded = 0;
+    if (!rd) return 0;
     const ckpt_manifest *man = ckpt_reader_manifest(rd);
     ckpt_model_shape run;
     ckpt_model_from_config(cfg, &run);
     char where[TR_PATH_LEN + 32];
-    snprintf(where, sizeof where, "%s iteration %lld", cfg->load, (long long)it);
+    snprintf(where, sizeof where, "%s iteration %lld", cfg->load, (long long)man->iteration);
     int rc = ckpt_model_compare(&man->model, &run, where, err, errlen);
     const bool with_optim = !cfg->finetune && !cfg->no_load_optim;
     float *master = calloc(m->total ? m->total : 1, sizeof *master);
@@ -229,8 +245,6 @@ int tr_ckpt_load(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
         }
         *loaded = 1;
     }
-    (void)g;
     free(master), free(mh), free(vh);
-    ckpt_reader_close(rd);
     return rc;
 }

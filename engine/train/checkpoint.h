@@ -33,4 +33,13 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
 int tr_ckpt_load(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, tr_run_position *pos,
                  int *loaded, char *err, size_t errlen);
 
+/* The same from a checkpoint the job opened once for all its ranks (tr_ckpt_open): a thousand twin
+ * ranks then verify and index the files once, not a thousand times. rd NULL: nothing saved yet. */
+struct ckpt_reader;
+int tr_ckpt_load_from(struct ckpt_reader *rd, llama_model *m, tr_optimizer *o, const tr_config *cfg,
+                      tr_run_position *pos, int *loaded, char *err, size_t errlen);
+/* Finds cfg->load's latest checkpoint, verifies every checksum and opens it: 0 with *rd (NULL when
+ * nothing is saved yet), or -1 with err naming the bad file. */
+int tr_ckpt_open(const tr_config *cfg, struct ckpt_reader **rd, char *err, size_t errlen);
+
 #endif

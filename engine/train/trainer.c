@@ -38,6 +38,7 @@ typedef struct job {
     tr_data *data; /* the datasets, built once; each rank reads through its own view */
     size_t peak;   /* largest device peak of any rank */
     uint64_t data_fp; /* the data files' fingerprint, for the preflight */
+    ckpt_reader *ckpt; /* --load's checkpoint, verified and opened once for every rank; NULL = none */
     char err[1024 + 32]; /* "rank N: " and a rank's 1024-byte message */
 } job;
 
@@ -65,13 +66,6 @@ static void rank_state_free(rank_state *st) {
     llama_destroy(st->model);
     tr_groups_destroy(&st->groups);
     if (st->dev) dev_close(st->dev);
-}
-
-/* --load names a checkpoint that exists: the initialisation would be overwritten (and at 1024 twin
- * ranks it is the costliest part of set-up). */
-static bool resuming(const tr_config *cfg) {
-    int64_t it = 0;
-    return cfg->load[0] && ckpt_latest(cfg->load, &it, NULL, 0) == 0 && it > 0;
 }
 
 static int setup(rank_state *st, const job *jb, int rank, int world, bool reporter, char *err, size_t errlen) {
@@ -110,7 +104,7 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
     if (!st->model) return TR_EXIT_USAGE;
     if (cfg->hf_load[0]) {
         if (llama_hf_load(st->model, cfg->hf_load, err, errlen)) return TR_EXIT_USAGE;
-    } else if (!resuming(cfg)) { /* a resumed job's weights come from the checkpoint */
+    } else if (!jb->ckpt) { /* a resumed job's weights come from the checkpoint */
         llama_init_params(st->model, cfg->seed, cfg->init_method_std);
     }
     st->optim = optim_create(st->model, cfg, g, err, errlen);
@@ -194,7 +188,7 @@ static int train_rank(int rank, int world, void *arg) {
     tr_run_position pos = {0, 0, 0};
     if (!rc && cfg->load[0]) {
         int loaded = 0;
-        if (tr_ckpt_load(st.model, st.optim, cfg, g, &pos, &loaded, err, sizeof err)) rc = TR_EXIT_USAGE;
+        if (tr_ckpt_load_from(jb->ckpt, st.model, st.optim, cfg, &pos, &loaded, err, sizeof err)) rc = TR_EXIT_USAGE;
         else if (loaded && st.src.set_position(st.src.ctx, pos.consumed_train, pos.consumed_valid, err, sizeof err))
             rc = TR_EXIT_USAGE;
         if (!rc && reporter)
@@ -348,7 +342,13 @@ int tr_train(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, 
         return TR_EXIT_USAGE;
     }
     jb.data_fp = tr_data_fingerprint(cfg);
+    if (cfg->load[0] && tr_ckpt_open(cfg, &jb.ckpt, err, errlen)) {
+        snprintf(sum->diag.kind, sizeof sum->diag.kind, "ckpt_load");
+        tr_data_close(jb.data);
+        return TR_EXIT_USAGE;
+    }
     int rc = launch_ranks(world, train_rank, &jb, err, errlen);
+    if (jb.ckpt) ckpt_reader_close(jb.ckpt);
     tr_data_close(jb.data);
     if (rc < 0) return TR_EXIT_USAGE;
     sum->device_peak_bytes = jb.peak;

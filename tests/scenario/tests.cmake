@@ -1,4 +1,6 @@
 # tests/scenario: the scenario program end to end (twin builds only; tests/CMakeLists.txt).
+# Tests labelled `heavy` rehearse hundreds of ranks or many trials: ci/test.sh runs them once (gcc),
+# not again under clang, coverage (-O0) or valgrind, where they would take an hour.
 set(scn ${PROJECT_BINARY_DIR}/bin/scenario)
 set(scn_work ${CMAKE_CURRENT_BINARY_DIR}/scenario_work)
 
@@ -16,7 +18,7 @@ set_tests_properties(scenario_wrong_expectation PROPERTIES LABELS "${labels}" TI
 
 # A random campaign at 64 ranks: every fault detected, blamed right, nothing lost.
 add_test(NAME scenario_campaign_64 COMMAND ${scn} run ${CMAKE_CURRENT_SOURCE_DIR}/data/campaign_64.yaml --work ${scn_work})
-set_tests_properties(scenario_campaign_64 PROPERTIES LABELS "${labels}" TIMEOUT 900
+set_tests_properties(scenario_campaign_64 PROPERTIES LABELS "${labels};heavy" TIMEOUT 900
   PASS_REGULAR_EXPRESSION "campaign: every blame correct.*PASSED")
 
 # `scenario check` refuses a bad file with FILE:LINE:COL and exit status 2.
@@ -27,5 +29,16 @@ set_tests_properties(scenario_check_bad PROPERTIES LABELS "${labels}"
 
 # The flagship, as the README's main command runs it.
 add_test(NAME scenario_thousand_card COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/thousand_card.yaml --work ${scn_work})
-set_tests_properties(scenario_thousand_card PROPERTIES LABELS "${labels}" TIMEOUT 1200
+set_tests_properties(scenario_thousand_card PROPERTIES LABELS "${labels};heavy" TIMEOUT 1200
+  PASS_REGULAR_EXPRESSION "PASSED: [0-9]+/[0-9]+ expectations")
+
+# One scenario per fault kind (a folder run: every *.yaml in name order, one JUnit report).
+add_test(NAME scenario_fault_kinds COMMAND sh -c
+  "${scn} run ${PROJECT_SOURCE_DIR}/scenarios/faults --work ${scn_work} --junit ${scn_work}/kinds.xml && grep -c '<testsuite ' ${scn_work}/kinds.xml")
+set_tests_properties(scenario_fault_kinds PROPERTIES LABELS "${labels}" TIMEOUT 900
+  PASS_REGULAR_EXPRESSION "fault_version_skew.*PASSED: [0-9]+/[0-9]+ expectations\n15\n" FAIL_REGULAR_EXPRESSION "FAILED")
+
+# The 8B seed's two-node layout.
+add_test(NAME scenario_llama3_8b_multinode COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/llama3_8b_multinode.yaml --work ${scn_work})
+set_tests_properties(scenario_llama3_8b_multinode PROPERTIES LABELS "${labels}" TIMEOUT 300
   PASS_REGULAR_EXPRESSION "PASSED: [0-9]+/[0-9]+ expectations")
