@@ -34,6 +34,10 @@ int sc_job_init(sc_job *j, const scenario *s, const sc_run_options *o, char *err
     j->opt.watchdog_timeout_s = j->cfg->distributed_timeout_minutes * 60.0;
     j->opt.quiet = true;
     snprintf(j->ckpt_dir, sizeof j->ckpt_dir, "%s/checkpoints", o->work_dir);
+    /* Megatron's default cache sits beside the data: a rehearsal writes only in its work folder */
+    if (!j->cfg->data_cache_path[0])
+        snprintf(j->cfg->data_cache_path, sizeof j->cfg->data_cache_path, "%.*s/data_cache",
+                 (int)sizeof j->cfg->data_cache_path - 16, o->work_dir);
     return 0;
 }
 
