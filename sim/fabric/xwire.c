@@ -150,6 +150,7 @@ int xw_contrib_decode(const unsigned char *buf, size_t len, xw_contrib *c, xw_me
     c->peer = (int32_t)get32(buf + 32);
     c->nmembers = get32(buf + 36);
     c->count = get64(buf + 40);
+    if (buf[31]) return tr_errf(err, errlen, "contribution with a non-zero reserved byte");
     if (c->n < 1 || c->n > XW_MAX_GROUP) return tr_errf(err, errlen, "contribution to a meeting of %d members", c->n);
     if (c->op >= FLIGHT_OP_COUNT) return tr_errf(err, errlen, "contribution with unknown operation %d", c->op);
     const bool p2p = c->op == FLIGHT_SEND || c->op == FLIGHT_RECV;
@@ -169,32 +170,29 @@ int xw_contrib_decode(const unsigned char *buf, size_t len, xw_contrib *c, xw_me
     if (!m) return tr_errf(err, errlen, "out of host memory decoding a contribution of %u members", c->nmembers);
     const unsigned char *p = buf + XW_CONTRIB_FIXED, *data = p + (size_t)c->nmembers * XW_MEMBER_SIZE;
     size_t left = len - (size_t)(data - buf);
-    for (uint32_t i = 0; i < c->nmembers; i++, p += XW_MEMBER_SIZE) {
+    int rc = 0;
+    for (uint32_t i = 0; i < c->nmembers && !rc; i++, p += XW_MEMBER_SIZE) {
         m[i].index = get32(p);
         m[i].rank = get32(p + 4);
         m[i].arrival = getf64(p + 8);
         m[i].data_len = get64(p + 16);
-        if (m[i].index >= (uint32_t)c->n || (i && m[i].index <= m[i - 1].index)) {
-            free(m);
-            return tr_errf(err, errlen, "contribution member %u: index %u out of order or outside [0, %d)", i,
-                           m[i].index, c->n);
-        }
-        if (!isfinite(m[i].arrival) || m[i].arrival < 0) {
-            free(m);
-            return tr_errf(err, errlen, "contribution member %u: arrival time is not a finite time", i);
-        }
-        if (m[i].data_len > left) {
-            free(m);
-            return tr_errf(err, errlen, "contribution member %u: %llu data bytes but %zu left", i,
-                           (unsigned long long)m[i].data_len, left);
-        }
+        if (m[i].index >= (uint32_t)c->n || (i && m[i].index <= m[i - 1].index))
+            rc = tr_errf(err, errlen, "contribution member %u: index %u out of order or outside [0, %d)", i, m[i].index,
+                         c->n);
+        else if (!isfinite(m[i].arrival) || m[i].arrival < 0)
+            rc = tr_errf(err, errlen, "contribution member %u: arrival time is not a finite time", i);
+        else if (m[i].data_len > left)
+            rc = tr_errf(err, errlen, "contribution member %u: %llu data bytes but %zu left", i,
+                         (unsigned long long)m[i].data_len, left);
+        if (rc) break;
         m[i].data = data;
         data += m[i].data_len;
         left -= (size_t)m[i].data_len;
     }
-    if (left) {
+    if (!rc && left) rc = tr_errf(err, errlen, "contribution has %zu bytes past its members' data", left);
+    if (rc) {
         free(m);
-        return tr_errf(err, errlen, "contribution has %zu bytes past its members' data", left);
+        return -1;
     }
     *members = m;
     return 0;
