@@ -99,7 +99,8 @@ void xjob_abort(const char *why, const char *line) {
     xjob *J = &g_xjob;
     if (J->aborting || !s) return;
     J->aborting = true;
-    twin_report("%s", line);
+    if (!J->line_reported) twin_report("%s", line);
+    J->line_reported = false;
     char w[160], reason[1200];
     snprintf(reason, sizeof reason, "%s: %s", xjob_who(J->cfg.proc, w, sizeof w), line);
     size_t len;
@@ -148,6 +149,7 @@ void xproc_rank_failed(const twin_rank *r) {
     char line[1400];
     snprintf(line, sizeof line, "rank %d failed with exit code %d at t=%.9f s%s%s", r->id, r->exit_code, r->now,
              r->fail_msg ? ": " : "", r->fail_msg ? r->fail_msg : "");
+    g_xjob.line_reported = true; /* twin_rank_finish reported it here */
     xjob_abort("rank failure", line);
 }
 

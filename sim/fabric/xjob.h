@@ -32,6 +32,7 @@ typedef struct xjob {
     xpeer *peers;        /* [nprocs] */
     uint64_t id;         /* the same in every process of the job: strays from other jobs are refused */
     bool aborting;
+    bool line_reported;  /* the abort's reason is in this process's report already */
     bool mpi;            /* MPI was initialised for the bootstrap */
     unsigned char *gone; /* [nprocs] processes that said goodbye and whose messages all arrived */
     fab_msg *early, *early_last; /* messages that came during the hello round, handled afterwards */
