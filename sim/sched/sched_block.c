@@ -72,7 +72,10 @@ _Noreturn void twin_rank_finish(twin_rank *r, rank_state how, int code) {
     r->state = how;
     r->exit_code = code;
     twin_log("%.9f r%d %s %d", r->now, r->id, how == RANK_DONE ? "exit" : "fail", code);
-    if (r->trace) twin_trace_mark_at(s->trace, r->id, how == RANK_DONE ? TWIN_MARK_EXIT : TWIN_MARK_FAIL, r->now, code, NULL);
+    if (r->trace)
+        twin_trace_mark_at(s->trace, r->id,
+                           how == RANK_DONE ? TWIN_MARK_EXIT : how == RANK_KILLED ? TWIN_MARK_KILLED : TWIN_MARK_FAIL, r->now,
+                           code, how == RANK_KILLED ? "ended by the watchdog's abort" : NULL);
     if (how == RANK_FAILED) {
         twin_report("rank %d failed with exit code %d at t=%.9f s%s%s", r->id, code, r->now, r->fail_msg ? ": " : "",
                     r->fail_msg ? r->fail_msg : "");

@@ -42,3 +42,24 @@ set_tests_properties(scenario_fault_kinds PROPERTIES LABELS "${labels}" TIMEOUT 
 add_test(NAME scenario_llama3_8b_multinode COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/llama3_8b_multinode.yaml --work ${scn_work})
 set_tests_properties(scenario_llama3_8b_multinode PROPERTIES LABELS "${labels}" TIMEOUT 300
   PASS_REGULAR_EXPRESSION "PASSED: [0-9]+/[0-9]+ expectations")
+
+# TWINRUN_FAULTS on a plain train_llama3 (what a GPU job uses): the NaN's origin is named and the job
+# exits 16, Megatron's NaN code; a hung rank is blamed by the watchdog.
+set(tiny_job --num-layers 4 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --group-query-attention
+  --num-query-groups 2 --seq-length 8 --max-position-embeddings 8 --position-embedding-type rope --normalization RMSNorm
+  --swiglu --untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0 --hidden-dropout 0
+  --micro-batch-size 1 --global-batch-size 8 --train-iters 4 --lr 1e-3 --mock-data --vocab-size 128 --eval-iters 0
+  --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --data-cache-path ${scn_work}/env_cache)
+string(REPLACE ";" " " tiny_job_str "${tiny_job}")
+add_test(NAME faults_env_nan COMMAND sh -c
+  "WORLD_SIZE=8 TWINRUN_FAULTS='nan@3:rank=5,tensor=gradient,layer=2' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str}; echo exit=$?")
+set_tests_properties(faults_env_nan PROPERTIES LABELS "${labels}"
+  PASS_REGULAR_EXPRESSION "fault injected: .*iteration 3: NaN/Inf detected.*First non-finite value: rank 5 \\(tp 1, pp 1, cp 0, dp 0\\), layer 2 gradient.*exit=16")
+add_test(NAME faults_env_hang COMMAND sh -c
+  "WORLD_SIZE=8 TWINRUN_FAULTS='hang@2:rank=6,group=pp' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str}; echo exit=$?")
+set_tests_properties(faults_env_hang PROPERTIES LABELS "${labels}"
+  PASS_REGULAR_EXPRESSION "watchdog: rank [0-9]+ waited 600.000 s.*stopped first: rank 6 .*exit=1")
+add_test(NAME faults_env_bad COMMAND sh -c
+  "WORLD_SIZE=8 TWINRUN_FAULTS='hang@2:rank=8' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str}; echo exit=$?")
+set_tests_properties(faults_env_bad PROPERTIES LABELS "${labels}"
+  PASS_REGULAR_EXPRESSION "TWINRUN_FAULTS: .*rank 8.*exit=2")
