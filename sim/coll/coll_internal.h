@@ -127,7 +127,14 @@ void coll_remote_withdraw(coll_pending *p);
 void coll_remote_group_abort(coll_group *g, twin_rank *timed_out, double t);
 /* Something of this process waits on another process. */
 bool coll_remote_waiting(void);
-bool coll_remote_oldest(const unsigned char *gone, double *wall_start, int *missing_proc, char *what, size_t n);
+typedef struct coll_remote_wait {
+    double wall_start;  /* when this process's first member arrived (wall clock) */
+    int missing_proc;   /* a process whose members have not arrived */
+    double watchdog_s;  /* the waiting rank's collective timeout (coll_set_timeout) */
+    char what[256];     /* "rank 0 waits in all_reduce seq 3 on 'tp' for 1 rank of process 2 (rank 2 first)" */
+} coll_remote_wait;
+/* The oldest wait on other processes (limited to members of processes marked in `gone`, if given). */
+bool coll_remote_oldest(const unsigned char *gone, coll_remote_wait *w);
 void coll_remote_free(void);
 
 #endif

@@ -495,10 +495,7 @@ void coll_remote_group_abort(coll_group *g, twin_rank *timed_out, double t) {
 
 bool coll_remote_waiting(void) { return g_table && g_table->pending; }
 
-/* The oldest wait on other processes, for the watchdog: when it began (wall clock), and what it
- * is, with who has not arrived. `gone` (per process, may be NULL) limits it to waits on members
- * of those processes. Returns false when there is none. */
-bool coll_remote_oldest(const unsigned char *gone, double *wall_start, int *missing_proc, char *what, size_t n) {
+bool coll_remote_oldest(const unsigned char *gone, coll_remote_wait *w) {
     if (!g_table) return false;
     for (xinst *x = g_table->pending; x; x = x->pnext) {
         int first_missing = -1, nmissing = 0;
@@ -509,14 +506,15 @@ bool coll_remote_oldest(const unsigned char *gone, double *wall_start, int *miss
             nmissing++;
         }
         if (first_missing < 0) continue;
-        int waiter = -1;
-        for (int i = 0; i < x->n && waiter < 0; i++)
-            if (x->pend[i]) waiter = x->pend[i]->rank->id;
-        *wall_start = x->wall_start;
-        *missing_proc = xproc_proc_of(x->rank[first_missing]);
-        snprintf(what, n, "rank %d waits in %s seq %llu on '%s' for %d rank%s of process %d (rank %d first)", waiter,
-                 flight_op_name(x->desc.op), (unsigned long long)x->key.seq, x->g ? x->g->name : "?", nmissing,
-                 nmissing == 1 ? "" : "s", *missing_proc, x->rank[first_missing]);
+        const twin_rank *waiter = NULL;
+        for (int i = 0; i < x->n && !waiter; i++)
+            if (x->pend[i]) waiter = x->pend[i]->rank;
+        w->wall_start = x->wall_start;
+        w->missing_proc = xproc_proc_of(x->rank[first_missing]);
+        w->watchdog_s = waiter ? waiter->watchdog_s : 0;
+        snprintf(w->what, sizeof w->what, "rank %d waits in %s seq %llu on '%s' for %d rank%s of process %d (rank %d "
+                 "first)", waiter ? waiter->id : -1, flight_op_name(x->desc.op), (unsigned long long)x->key.seq,
+                 x->g ? x->g->name : "?", nmissing, nmissing == 1 ? "" : "s", w->missing_proc, x->rank[first_missing]);
         return true;
     }
     return false;

@@ -125,24 +125,26 @@ bool xproc_progress(bool may_block) {
     xjob_check_network();
     stopped_by_launcher();
     if (J->aborting || !coll_remote_waiting()) return did;
-    double start;
-    int p;
-    char what[256], line[1024], w[160];
+    coll_remote_wait rw;
+    char line[1024], w[160];
     update_gone();
-    if (coll_remote_oldest(J->gone, &start, &p, what, sizeof what)) {
-        snprintf(line, sizeof line, "%s has ended, but %s", xjob_who(p, w, sizeof w), what);
+    if (coll_remote_oldest(J->gone, &rw)) {
+        snprintf(line, sizeof line, "%s has ended, but %s", xjob_who(rw.missing_proc, w, sizeof w), rw.what);
         xjob_abort("a process ended early", line);
         return did;
     }
-    if (coll_remote_oldest(NULL, &start, &p, what, sizeof what)) {
-        const double waited = xjob_wall_now() - start;
-        if (waited > J->cfg.timeout_s) {
-            snprintf(line, sizeof line, "watchdog: %s; waited %.1f s of wall time (TWINRUN_REMOTE_TIMEOUT=%g); "
-                     "aborting the job", what, waited, J->cfg.timeout_s);
+    if (coll_remote_oldest(NULL, &rw)) {
+        /* TWINRUN_REMOTE_TIMEOUT, else the waiting rank's own timeout (--distributed-timeout-minutes) */
+        const double limit = J->cfg.timeout_explicit || !(rw.watchdog_s > 0) ? J->cfg.timeout_s : rw.watchdog_s;
+        const double waited = xjob_wall_now() - rw.wall_start;
+        if (waited > limit) {
+            snprintf(line, sizeof line, "watchdog: %s; waited %.1f s of wall time (%s %g s); aborting the job", rw.what,
+                     waited, J->cfg.timeout_explicit ? "TWINRUN_REMOTE_TIMEOUT" : "the rank's collective timeout",
+                     limit);
             xjob_abort("watchdog across processes", line);
             return did;
         }
-        if (may_block && !did) fab_wait(J->fab, fmin(0.25, J->cfg.timeout_s - waited + 1e-3));
+        if (may_block && !did) fab_wait(J->fab, fmin(0.25, limit - waited + 1e-3));
     } else if (may_block && !did) {
         fab_wait(J->fab, 0.05); /* a local member has not arrived yet: it waits on something else here */
     }

@@ -28,6 +28,8 @@ typedef struct xproc_config {
     char master_addr[256]; /* otherwise through the rendezvous store there (engine/launch/tcp_store.h) */
     int master_port;
     double timeout_s;           /* wall-clock watchdog on waits for other processes */
+    bool timeout_explicit;      /* timeout_s came from TWINRUN_REMOTE_TIMEOUT; otherwise each waiting rank's
+                                   own collective timeout (coll_set_timeout) applies, timeout_s when it has none */
     double bootstrap_timeout_s; /* start-up: every process present and reachable */
 } xproc_config;
 

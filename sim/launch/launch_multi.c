@@ -3,7 +3,8 @@
  * and the collectives between processes go over libfabric (sim/fabric/xproc.h).
  *
  *   TWINRUN_REMOTE_TIMEOUT     wall seconds a collective may wait for another process (default: the
- *                              twin's watchdog, 600 s, NCCL's)
+ *                              waiting rank's collective timeout, --distributed-timeout-minutes, 600 s
+ *                              unless set: NCCL's)
  *   TWINRUN_BOOTSTRAP_TIMEOUT  wall seconds for every process to arrive at start-up (default 120)
  *   FI_PROVIDER                libfabric provider: "tcp;ofi_rxm" (any network) or shm (one host) */
 #include "launch_multi.h"
@@ -53,6 +54,8 @@ int launch_multi_start(int world, double watchdog_s, launch_multi *m, char *err,
         snprintf(c.master_addr, sizeof c.master_addr, "%s", v.master_addr);
         c.master_port = v.master_port;
     }
+    const char *t = getenv("TWINRUN_REMOTE_TIMEOUT");
+    c.timeout_explicit = t && *t;
     if (env_seconds("TWINRUN_REMOTE_TIMEOUT", watchdog_s > 0 ? watchdog_s : 600.0, &c.timeout_s, err, errlen) ||
         env_seconds("TWINRUN_BOOTSTRAP_TIMEOUT", 120.0, &c.bootstrap_timeout_s, err, errlen))
         return -1;
