@@ -25,8 +25,19 @@ void sc_run_cause(const sc_job *j, const sc_run *run, char *out, size_t outlen) 
         snprintf(out, outlen, "watchdog at t=%.1f s: rank %d (node %d) stopped first (%s)", t->watchdog_time,
                  t->blamed_rank, node_of(j, t->blamed_rank),
                  t->rank_end[t->blamed_rank] == TWIN_RANK_FAILED ? "failed" : "hung");
+    } else if (!strcmp(d->kind, "nan")) {
+        char layer[32] = "";
+        if (d->layer >= 0) snprintf(layer, sizeof layer, " of layer %d", d->layer);
+        snprintf(out, outlen, "NaN/Inf at iteration %lld, first at rank %d (node %d), %s%s (micro-batch %d)",
+                 (long long)d->iteration, d->rank, node_of(j, d->rank), d->detail, layer, d->micro);
+    } else if (!strcmp(d->kind, "preflight")) {
+        snprintf(out, outlen, "preflight: the ranks disagree on their %s, first rank %d (node %d)", d->detail, d->rank,
+                 node_of(j, d->rank));
+    } else if (!strcmp(d->kind, "ckpt_write")) {
+        snprintf(out, outlen, "checkpoint of iteration %lld not committed: rank %d could not write its shard",
+                 (long long)d->iteration, d->rank);
     } else if (d->kind[0]) {
-        snprintf(out, outlen, "%s%s%s: rank %d: %.300s", d->kind, d->detail[0] ? " " : "", d->detail, d->rank, run->err);
+        snprintf(out, outlen, "%s: %.400s", d->kind, run->err);
     } else {
         snprintf(out, outlen, "exit %d: %.400s", run->rc, run->err);
     }
