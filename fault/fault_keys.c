@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/text.h"
 #include "fault/fault_keys.h"
 #include "twinrun/err.h"
 
@@ -58,30 +59,11 @@ fault_key_type fault_key_type_of(fault_key k) { return (unsigned)k < FAULT_KEY_C
 
 const char *fault_key_list(void) { return "rank, node, group, op, tensor, layer, inf, factor, devices, version"; }
 
-/* Edit distance on short names; input longer than the row is far from every key anyway. */
-static size_t distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b), row[33];
-    if (la > 32 || lb > 32) return SIZE_MAX;
-    for (size_t j = 0; j <= lb; j++) row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 const char *fault_key_suggest(const char *name) {
     const char *hit = NULL;
     size_t best = SIZE_MAX;
     for (int k = 0; k < FAULT_KEY_COUNT; k++) {
-        size_t d = distance(name, keys[k].name);
+        size_t d = tr_edit_distance(name, strlen(name), keys[k].name, strlen(keys[k].name));
         if (d < best) best = d, hit = keys[k].name;
     }
     return best <= 2 && best < strlen(name) ? hit : NULL;

@@ -9,19 +9,8 @@
 
 #include "config/args_value.h"
 #include "config/flags.h"
+#include "core/text.h"
 #include "twinrun/err.h"
-
-/* A token that argparse would take for an option: "-x..." but not a negative number or a lone "-". */
-static bool looks_like_flag(const char *t) {
-    if (t[0] != '-' || t[1] == 0) return false;
-    if (t[1] == '-') return true;
-    char *end;
-    if ((t[1] >= '0' && t[1] <= '9') || t[1] == '.') {
-        (void)strtod(t, &end);
-        if (*end == 0) return false;
-    }
-    return true;
-}
 
 static bool is_number(const char *t) {
     char *end;
@@ -153,7 +142,7 @@ int tr_config_parse(tr_config *cfg, int argc, char **argv, char *err, size_t err
             if (eq) {
                 v = eq + 1;
             } else {
-                if (i + 1 >= argc || !argv[i + 1] || looks_like_flag(argv[i + 1]))
+                if (i + 1 >= argc || !argv[i + 1] || tr_looks_like_flag(argv[i + 1]))
                     return tr_errf(err, errlen, "%s needs a value (%s)%s%s", f->name, f->metavar,
                                    i + 1 < argc && argv[i + 1] ? " but is followed by " : "",
                                    i + 1 < argc && argv[i + 1] ? argv[i + 1] : "");

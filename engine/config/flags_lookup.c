@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "config/flags.h"
+#include "core/text.h"
 
 const char *tr_flag_section_title(tr_flag_section s) {
     static const char *const titles[TR_SEC_COUNT] = {
@@ -37,29 +38,6 @@ const tr_flag *tr_flag_find(const char *name, size_t len) {
     return NULL;
 }
 
-/* Levenshtein distance with one rolling row; names are short, so a fixed row suffices and longer
- * input is measured on its first TR_EDIT_MAX bytes (it is then far from every flag anyway). */
-#define TR_EDIT_MAX 96
-static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb) {
-    size_t row[TR_EDIT_MAX + 1];
-    if (la > TR_EDIT_MAX) la = TR_EDIT_MAX;
-    if (lb > TR_EDIT_MAX) lb = TR_EDIT_MAX;
-    for (size_t j = 0; j <= lb; j++) row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 const tr_flag *tr_flag_suggest(const char *name, size_t len) {
     size_t n, best = SIZE_MAX;
     const tr_flag *t = tr_flags(&n), *hit = NULL;
@@ -71,7 +49,7 @@ const tr_flag *tr_flag_suggest(const char *name, size_t len) {
                 hit = &t[i];
     if (hit) return hit;
     for (size_t i = 0; i < n; i++) {
-        size_t d = edit_distance(name, len, t[i].name, strlen(t[i].name));
+        size_t d = tr_edit_distance(name, len, t[i].name, strlen(t[i].name));
         if (d < best) best = d, hit = &t[i];
     }
     /* Only a plausible typo earns a suggestion: a third of the name, at least 2 edits. */

@@ -6,6 +6,7 @@
 
 #include "config/args_value.h"
 #include "config/flags.h"
+#include "core/text.h"
 #include "scenario/scenario_internal.h"
 #include "twinrun/config.h"
 
@@ -98,22 +99,10 @@ static void flag_remove(scenario *s, const char *name) {
     s->nflags = w;
 }
 
-/* tr_config_parse would take "-x" (not a number) or "--x" for the next flag. */
-static bool looks_like_flag(const char *t) {
-    if (t[0] != '-' || t[1] == 0) return false;
-    if (t[1] == '-') return true;
-    char *end;
-    if ((t[1] >= '0' && t[1] <= '9') || t[1] == '.') {
-        (void)strtod(t, &end);
-        if (*end == 0) return false;
-    }
-    return true;
-}
-
 /* A scalar that may go on the command line: text, no NUL, not flag-like, not too long. */
 static int flag_text(sc_ctx *c, const scn_node *v, const char *path, const tr_flag *f, char *out, size_t outlen) {
     if (sc_get_string(c, v, path, out, outlen, false)) return -1;
-    if (looks_like_flag(out))
+    if (tr_looks_like_flag(out)) /* tr_config_parse would take it for the next flag */
         return sc_fail(c, v,
                        "%s: '%.60s' would be read as a flag on the command line: give a value that does not "
                        "start with '-'",

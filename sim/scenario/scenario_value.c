@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/text.h"
 #include "scenario/scenario_internal.h"
 
 int sc_fail(sc_ctx *c, const scn_node *at, const char *fmt, ...) {
@@ -157,30 +158,11 @@ int sc_want_seq(sc_ctx *c, const scn_node *v, const char *path) {
     return sc_fail(c, v, "%s: expected a list ('- item' lines or [a, b]), got %s", path, got);
 }
 
-/* Levenshtein distance; names here are short, longer input is far from all of them. */
-static size_t distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b), row[65];
-    if (la > 64 || lb > 64) return SIZE_MAX;
-    for (size_t j = 0; j <= lb; j++) row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 const char *sc_closest(const char *s, const char *const *names) {
     size_t best = SIZE_MAX, len = strlen(s);
     const char *hit = NULL;
     for (; *names; names++) {
-        size_t d = distance(s, *names);
+        size_t d = tr_edit_distance(s, strlen(s), *names, strlen(*names));
         if (d < best) best = d, hit = *names;
     }
     size_t limit = len / 3 > 2 ? len / 3 : 2;

@@ -12,18 +12,18 @@ set_tests_properties(scenario_faults_8rank PROPERTIES LABELS "${labels}" TIMEOUT
 
 # The runner can fail: wrong expectations are reported by name with the numbers, exit status 1.
 add_test(NAME scenario_wrong_expectation COMMAND sh -c
-  "${scn} run ${CMAKE_CURRENT_SOURCE_DIR}/data/wrong_expect.yaml --work ${scn_work}; echo exit=$?")
+  "${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/wrong_expect.yaml --work ${scn_work}; echo exit=$?")
 set_tests_properties(scenario_wrong_expectation PROPERTIES LABELS "${labels}" TIMEOUT 300
   PASS_REGULAR_EXPRESSION "fault 1 \\(hang\\) time to detect.*600\\.[0-9]+ s simulated \\(limit 60\\.0 s\\).*restarts.*1 restart\\(s\\), at most 0 expected.*FAILED: 2 of .*exit=1")
 
 # A random campaign at 64 ranks: every fault detected, blamed right, nothing lost.
-add_test(NAME scenario_campaign_64 COMMAND ${scn} run ${CMAKE_CURRENT_SOURCE_DIR}/data/campaign_64.yaml --work ${scn_work})
+add_test(NAME scenario_campaign_64 COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_64.yaml --work ${scn_work})
 set_tests_properties(scenario_campaign_64 PROPERTIES LABELS "${labels};heavy" TIMEOUT 900
   PASS_REGULAR_EXPRESSION "campaign: every blame correct.*PASSED")
 
 # `scenario check` refuses a bad file with FILE:LINE:COL and exit status 2.
 add_test(NAME scenario_check_bad COMMAND sh -c
-  "${scn} check ${CMAKE_CURRENT_SOURCE_DIR}/data/bad_alias.yaml; echo exit=$?")
+  "${scn} check ${PROJECT_SOURCE_DIR}/tests/scenario/data/bad_alias.yaml; echo exit=$?")
 set_tests_properties(scenario_check_bad PROPERTIES LABELS "${labels}"
   PASS_REGULAR_EXPRESSION "bad_alias.yaml:[0-9]+:[0-9]+: .*exit=2")
 
