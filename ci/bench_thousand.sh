@@ -3,9 +3,13 @@
 # distributed optimizer, sequence parallel flag as the seed sets it) with tiny widths, on the twin.
 # Prints Megatron's iteration lines (simulated time per iteration on the chosen device), the per-rank
 # memory report, and this process's wall time per iteration and peak RSS.
+#   ci/bench_thousand.sh [STEPS [more train_llama3 flags]]
+# LAUNCH starts it another way than one process, e.g. LAUNCH="mpirun -np 4 -x TWINRUN_RANKS_PER_PROCESS=256"
+# (ci/bench_multiproc.sh); BIN picks the build (default build/twin/bin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-5}
+shift || true
 out=build/bench_thousand
 mkdir -p "$out"
 args=(--num-layers 80 --hidden-size 64 --ffn-hidden-size 128 --num-attention-heads 8 --group-query-attention
@@ -16,4 +20,10 @@ args=(--num-layers 80 --hidden-size 64 --ffn-hidden-size 128 --num-attention-hea
       --tensor-model-parallel-size 8 --pipeline-model-parallel-size 8 --context-parallel-size 1
       --sequence-parallel --use-distributed-optimizer --log-interval 1 --log-throughput
       --mock-data --vocab-size "${VOCAB:-1024}" --eval-iters 0 --data-cache-path "$out/cache")
-TWINRUN_TWIN_DEVICE=${TWINRUN_TWIN_DEVICE:-H100} WORLD_SIZE=1024 build/twin/bin/train_llama3 "${args[@]}"
+export TWINRUN_TWIN_DEVICE=${TWINRUN_TWIN_DEVICE:-H100}
+if [ -n "${LAUNCH:-}" ]; then
+    # shellcheck disable=SC2086
+    $LAUNCH "${BIN:-build/twin/bin}/train_llama3" "${args[@]}" "$@"
+else
+    WORLD_SIZE=1024 "${BIN:-build/twin/bin}/train_llama3" "${args[@]}" "$@"
+fi

@@ -51,8 +51,10 @@ typedef struct twin_options {
     const char *trace_ranks;    /* ranks to trace, "0-7,1016-1023" (flight_ranks_parse); NULL = ranks
                                    0 .. min(world, 64) - 1 */
     int world_size;             /* multi-process twin (docs/multiprocess.md): the job's ranks, of which this
-                                   run hosts nranks starting at first_rank; 0 = nranks (all of them here) */
-    int first_rank;
+                                   run, process `proc` of `nprocs`, hosts nranks; 0 = nranks (all of them here) */
+    int proc, nprocs;
+    int rank_chunk;             /* the job's ranks are dealt to the processes round-robin in chunks of this many
+                                   consecutive ranks; 0 = nranks (process p hosts one block from p x nranks) */
 } twin_options;
 
 void twin_options_default(twin_options *o);

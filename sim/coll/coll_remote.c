@@ -126,16 +126,23 @@ static void unlink_free(xinst *x) {
 
 void coll_remote_group_init(coll_group *g) {
     if (!xproc_active()) return;
-    const int self = xproc_self();
-    int *procs = malloc(sizeof *procs * (size_t)g->size);
-    TR_CHECK(procs != NULL, "out of host memory for a communicator group");
-    int np = 0;
+    const int self = xproc_self(), nprocs = xproc_nprocs();
+    unsigned char *hosts = calloc((size_t)nprocs, 1);
+    TR_CHECK(hosts != NULL, "out of host memory for a communicator group");
     g->nlocal = 0;
     for (int i = 0; i < g->size; i++) {
         const int p = xproc_proc_of(g->ranks[i]);
-        if (p == self) g->nlocal++;
-        else if (!np || procs[np - 1] != p) procs[np++] = p; /* ranks ascend, so processes do */
+        hosts[p] = 1;
+        g->nlocal += p == self;
     }
+    int np = 0;
+    for (int p = 0; p < nprocs; p++) np += hosts[p] && p != self;
+    int *procs = malloc(sizeof *procs * (size_t)(np ? np : 1));
+    TR_CHECK(procs != NULL, "out of host memory for a communicator group");
+    np = 0;
+    for (int p = 0; p < nprocs; p++)
+        if (hosts[p] && p != self) procs[np++] = p;
+    free(hosts);
     g->remote = np > 0;
     if (!g->remote) {
         free(procs);

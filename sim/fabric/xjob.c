@@ -27,13 +27,16 @@ double xjob_wall_now(void) {
 
 bool xproc_active(void) { return g_xjob.active; }
 int xproc_self(void) { return g_xjob.cfg.proc; }
-int xproc_proc_of(int rank) { return rank / g_xjob.cfg.ranks_per_proc; }
+int xproc_nprocs(void) { return g_xjob.cfg.nprocs; }
+int xproc_proc_of(int rank) { return rank / g_xjob.cfg.chunk % g_xjob.cfg.nprocs; }
 
 const char *xjob_who(int p, char *buf, size_t n) {
-    const int first = p * g_xjob.cfg.ranks_per_proc, last = first + g_xjob.cfg.ranks_per_proc - 1;
-    char ranks[48];
-    if (first == last) snprintf(ranks, sizeof ranks, "rank %d", first);
-    else snprintf(ranks, sizeof ranks, "ranks %d-%d", first, last);
+    const xproc_config *c = &g_xjob.cfg;
+    const int first = p * c->chunk, last = first + c->chunk - 1;
+    char ranks[64];
+    if (first == last && c->chunk == c->ranks_per_proc) snprintf(ranks, sizeof ranks, "rank %d", first);
+    else if (c->chunk == c->ranks_per_proc) snprintf(ranks, sizeof ranks, "ranks %d-%d", first, last);
+    else snprintf(ranks, sizeof ranks, "ranks %d-%d,... every %d", first, last, c->chunk * c->nprocs);
     if (g_xjob.peers && g_xjob.peers[p].info.pid)
         snprintf(buf, n, "process %d (%s on host %s, pid %u)", p, ranks, g_xjob.peers[p].info.host,
                  g_xjob.peers[p].info.pid);

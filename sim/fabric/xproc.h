@@ -23,6 +23,7 @@
 typedef struct xproc_config {
     int nprocs, proc, local_proc;
     int ranks_per_proc, world;
+    int chunk;            /* ranks go to processes round-robin in chunks of this many (= ranks_per_proc: blocks) */
     const char *launcher; /* who numbered the processes, for messages ("mpirun", ...) */
     bool mpi;             /* exchange endpoint addresses through MPI (started by mpirun) */
     char master_addr[256]; /* otherwise through the rendezvous store there (engine/launch/tcp_store.h) */
@@ -39,6 +40,7 @@ int xproc_start(const xproc_config *c, char *err, size_t errlen);
 void xproc_stop(bool ok);
 bool xproc_active(void);
 int xproc_self(void);
+int xproc_nprocs(void);
 int xproc_proc_of(int rank);
 
 /* ---- for the scheduler ----------------------------------------------------------------------- */

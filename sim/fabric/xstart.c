@@ -16,10 +16,11 @@
 static int check_peer(const xw_peer *me, const xw_peer *p, int index, char *err, size_t errlen) {
     if ((int)p->proc != index)
         return tr_errf(err, errlen, "the bootstrap record in slot %d says it is process %u", index, p->proc);
-    if (p->nprocs != me->nprocs || p->ranks_per_proc != me->ranks_per_proc)
-        return tr_errf(err, errlen, "process %d (host %s) runs %u processes x %u ranks, this one %u x %u: start every "
-                       "process with the same launcher world and TWINRUN_RANKS_PER_PROCESS", index, p->host, p->nprocs,
-                       p->ranks_per_proc, me->nprocs, me->ranks_per_proc);
+    if (p->nprocs != me->nprocs || p->ranks_per_proc != me->ranks_per_proc || p->chunk != me->chunk)
+        return tr_errf(err, errlen, "process %d (host %s) runs %u processes x %u ranks in chunks of %u, this one %u x %u "
+                       "in chunks of %u: start every process with the same launcher world, TWINRUN_RANKS_PER_PROCESS "
+                       "and TWINRUN_RANK_CHUNK", index, p->host, p->nprocs, p->ranks_per_proc, p->chunk, me->nprocs,
+                       me->ranks_per_proc, me->chunk);
     if (strcmp(p->provider, me->provider) != 0)
         return tr_errf(err, errlen, "process %d (host %s) uses libfabric provider '%s', this one '%s': set the same "
                        "FI_PROVIDER for every process (e.g. mpirun -x FI_PROVIDER)", index, p->host, p->provider,
@@ -80,7 +81,7 @@ static int start(const xproc_config *c, char *err, size_t errlen) {
     if (!(J->fab = fab_open(err, errlen))) return -1;
     xw_peer me = {.proc = (uint32_t)c->proc, .nprocs = (uint32_t)c->nprocs,
                   .ranks_per_proc = (uint32_t)c->ranks_per_proc, .world = (uint32_t)c->world,
-                  .pid = (uint32_t)getpid()};
+                  .pid = (uint32_t)getpid(), .chunk = (uint32_t)c->chunk};
     if (gethostname(me.host, sizeof me.host - 1)) snprintf(me.host, sizeof me.host, "?");
     for (char *h = me.host; *h; h++)
         if (*h < 0x21 || *h > 0x7e) *h = '?';

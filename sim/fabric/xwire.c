@@ -210,6 +210,7 @@ void xw_peer_encode(unsigned char out[XW_PEER_SIZE], const xw_peer *p) {
     memcpy(out + 88, p->provider, strnlen(p->provider, XW_PROV_MAX - 1));
     put32(out + 120, p->addrlen);
     memcpy(out + 124, p->addr, p->addrlen <= XW_ADDR_MAX ? p->addrlen : XW_ADDR_MAX);
+    put32(out + 252, p->chunk);
 }
 
 static int fixed_string(char *dst, const unsigned char *src, size_t cap, const char *what, char *err, size_t errlen) {
@@ -238,6 +239,10 @@ int xw_peer_decode(const unsigned char *buf, size_t n, xw_peer *p, char *err, si
     if (p->ranks_per_proc < 1 || (uint64_t)p->ranks_per_proc * p->nprocs != p->world || p->world > XW_MAX_GROUP)
         return tr_errf(err, errlen, "bootstrap record: %u processes x %u ranks is not a world of %u", p->nprocs,
                        p->ranks_per_proc, p->world);
+    p->chunk = get32(buf + 252);
+    if (p->chunk < 1 || p->ranks_per_proc % p->chunk)
+        return tr_errf(err, errlen, "bootstrap record: chunks of %u ranks do not divide %u ranks per process", p->chunk,
+                       p->ranks_per_proc);
     if (fixed_string(p->host, buf + 24, XW_HOST_MAX, "host name", err, errlen) ||
         fixed_string(p->provider, buf + 88, XW_PROV_MAX, "provider name", err, errlen))
         return -1;

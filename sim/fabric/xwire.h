@@ -1,7 +1,8 @@
 /* The bytes the processes of a multi-process twin send each other, kept apart from the transport
  * so that every decoder of bytes from the network is fuzzed (fuzz/fuzz_xwire.c).
  *
- * Bootstrap record (XW_PEER_SIZE bytes, exchanged through MPI_Allgather or the rendezvous store
+ * Bootstrap record (XW_PEER_SIZE bytes: "TWB1" proc nprocs ranks_per_proc world pid:u32 host[64] provider[32]
+ * addrlen:u32 addr[128] chunk:u32, exchanged through MPI_Allgather or the rendezvous store
  * before any libfabric traffic): who a process is and its libfabric endpoint address.
  *
  * Message: a header (XW_HDR_SIZE bytes) and a payload. Payloads up to XW_INLINE_MAX bytes travel
@@ -94,6 +95,7 @@ int xw_contrib_decode(const unsigned char *buf, size_t len, xw_contrib *c, xw_me
 
 typedef struct xw_peer {
     uint32_t proc, nprocs, ranks_per_proc, world, pid;
+    uint32_t chunk; /* ranks are dealt to processes round-robin in chunks of this many */
     char host[XW_HOST_MAX];     /* NUL-terminated */
     char provider[XW_PROV_MAX]; /* libfabric provider name, NUL-terminated */
     uint32_t addrlen;

@@ -6,6 +6,9 @@
  *                              waiting rank's collective timeout, --distributed-timeout-minutes, 600 s
  *                              unless set: NCCL's)
  *   TWINRUN_BOOTSTRAP_TIMEOUT  wall seconds for every process to arrive at start-up (default 120)
+ *   TWINRUN_RANK_CHUNK         deal the ranks to the processes round-robin in chunks of this many (default:
+ *                              one block per process, as launchers number GPUs); chunks of the TP size keep
+ *                              whole pipelines in one process, so the processes compute in parallel
  *   FI_PROVIDER                libfabric provider: "tcp;ofi_rxm" (any network) or shm (one host) */
 #include "launch_multi.h"
 
@@ -19,6 +22,31 @@
 #include "../fabric/xproc.h"
 #include "twinrun/err.h"
 #include "twinrun/launch.h"
+
+static int env_int(const char *name, int dflt, int *out, char *err, size_t errlen) {
+    const char *v = getenv(name);
+    *out = dflt;
+    if (!v || !*v) return 0;
+    char *end;
+    errno = 0;
+    const long n = strtol(v, &end, 10);
+    if (errno || *end || n < 1 || n > 1 << 20)
+        return tr_errf(err, errlen, "%s=\"%.32s\": expected a positive number of ranks", name, v);
+    *out = (int)n;
+    return 0;
+}
+
+/* "ranks 256-511", or "ranks 8-15,40-47,... (256 in chunks of 8)" */
+static void describe(char *buf, size_t n, int proc, int nprocs, int per, int chunk) {
+    const int first = proc * chunk;
+    if (chunk == per) snprintf(buf, n, "ranks %d-%d", proc * per, proc * per + per - 1);
+    else if (per / chunk == 2)
+        snprintf(buf, n, "ranks %d-%d,%d-%d", first, first + chunk - 1, first + nprocs * chunk,
+                 first + nprocs * chunk + chunk - 1);
+    else
+        snprintf(buf, n, "ranks %d-%d,%d-%d,... (%d in chunks of %d)", first, first + chunk - 1,
+                 first + nprocs * chunk, first + nprocs * chunk + chunk - 1, per, chunk);
+}
 
 static int env_seconds(const char *name, double dflt, double *out, char *err, size_t errlen) {
     const char *v = getenv(name);
@@ -43,7 +71,12 @@ int launch_multi_start(int world, double watchdog_s, launch_multi *m, char *err,
                        "TWINRUN_RANKS_PER_PROCESS=%d", world, nprocs, per);
     tr_launch_vars v;
     if (tr_launch_vars_from_env(&v, err, errlen)) return -1;
-    xproc_config c = {.nprocs = nprocs, .proc = proc, .local_proc = v.local_rank, .ranks_per_proc = per,
+    int chunk;
+    if (env_int("TWINRUN_RANK_CHUNK", per, &chunk, err, errlen)) return -1;
+    if (per % chunk)
+        return tr_errf(err, errlen, "TWINRUN_RANK_CHUNK=%d does not divide the %d ranks of each process "
+                       "(TWINRUN_RANKS_PER_PROCESS): every process must get whole chunks", chunk, per);
+    xproc_config c = {.nprocs = nprocs, .proc = proc, .local_proc = v.local_rank, .ranks_per_proc = per, .chunk = chunk,
                       .world = world, .launcher = tr_launcher_name(v.launcher),
                       .mpi = v.launcher == TR_LAUNCHER_OMPI};
     if (!c.mpi) {
@@ -63,8 +96,9 @@ int launch_multi_start(int world, double watchdog_s, launch_multi *m, char *err,
     m->active = true;
     m->nprocs = nprocs;
     m->proc = proc;
-    m->first_rank = proc * per;
     m->nranks = per;
+    m->chunk = chunk;
+    describe(m->ranks, sizeof m->ranks, proc, nprocs, per, chunk);
     return 1;
 }
 

@@ -8,7 +8,8 @@
 typedef struct launch_multi {
     bool active;
     int nprocs, proc;
-    int first_rank, nranks; /* this process's block of the job's ranks */
+    int nranks, chunk;      /* this process's ranks: chunks of `chunk` dealt round-robin (launch_multi.c) */
+    char ranks[96];         /* "ranks 256-511", for messages */
 } launch_multi;
 
 /* 1 when a launcher started several processes: the job's transport is up and m says which ranks run

@@ -55,7 +55,9 @@ int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t err
     if (m < 0) return -1;
     if (m) {
         opt.world_size = world;
-        opt.first_rank = multi.first_rank;
+        opt.proc = multi.proc;
+        opt.nprocs = multi.nprocs;
+        opt.rank_chunk = multi.chunk;
     }
     twin_result res;
     if (twin_run(m ? multi.nranks : world, twin_entry, &call, &opt, &res, err, errlen)) {
@@ -69,8 +71,7 @@ int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t err
     }
     if ((res.hang || code) && !opt.quiet) {
         if (m)
-            fprintf(stderr, "twinrun: process %d of %d (ranks %d-%d):\n", multi.proc, multi.nprocs, multi.first_rank,
-                    multi.first_rank + multi.nranks - 1);
+            fprintf(stderr, "twinrun: process %d of %d (%s):\n", multi.proc, multi.nprocs, multi.ranks);
         fputs(res.report, stderr);
     }
     if (res.hang && !code) code = TR_EXIT_FATAL;

@@ -58,7 +58,8 @@ struct coll_registry;
 
 typedef struct twin_sched {
     int nranks;
-    int first_rank, world; /* ranks[i] is global rank first_rank + i of a job of world ranks */
+    int world;             /* the job's ranks; this run hosts nranks of them (twin_global_rank) */
+    int proc, nprocs, chunk; /* multi-process: chunks of `chunk` ranks dealt round-robin to nprocs processes */
     bool xproc;            /* other processes host the rest (sim/fabric/xproc.h) */
     unsigned polls;
     twin_rank *ranks;
@@ -81,6 +82,14 @@ typedef struct twin_sched {
     twin_trace *trace; /* NULL without opt.trace_path */
     FILE *trace_file;
 } twin_sched;
+
+/* ranks[i]'s global rank, and back (chunk k of this process is the job's chunk k x nprocs + proc). */
+static inline int twin_global_rank(const struct twin_sched *s, int i) {
+    return (i / s->chunk * s->nprocs + s->proc) * s->chunk + i % s->chunk;
+}
+static inline int twin_local_index(const struct twin_sched *s, int rank) {
+    return rank / s->chunk / s->nprocs * s->chunk + rank % s->chunk;
+}
 
 /* The running twin, or NULL outside twin_run. */
 twin_sched *twin_sched_get(void);

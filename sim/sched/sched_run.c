@@ -51,10 +51,13 @@ static int validate(int nranks, int (*entry)(int, void *), const twin_options *o
         return tr_errf(err, errlen, "twin_run: cost_jitter %g must be in [0, 1]", o->cost_jitter);
     if (o->flight_capacity < 1 || o->flight_capacity > (1u << 24))
         return tr_errf(err, errlen, "twin_run: flight_capacity %zu; use 1 to 16777216 records", o->flight_capacity);
-    if (o->world_size && (o->world_size > TWIN_MAX_RANKS || o->first_rank < 0 || o->first_rank > o->world_size - nranks))
-        return tr_errf(err, errlen, "twin_run: ranks %d..%d are not inside a world of %d", o->first_rank,
-                       o->first_rank + nranks - 1, o->world_size);
-    if (!o->world_size && o->first_rank) return tr_errf(err, errlen, "twin_run: first_rank without world_size");
+    if (o->world_size) {
+        const int chunk = o->rank_chunk ? o->rank_chunk : nranks;
+        if (o->world_size > TWIN_MAX_RANKS || o->nprocs < 1 || o->proc < 0 || o->proc >= o->nprocs || chunk < 1 ||
+            nranks % chunk || (long long)nranks * o->nprocs != o->world_size)
+            return tr_errf(err, errlen, "twin_run: %d ranks as process %d of %d in chunks of %d do not make a world of %d",
+                           nranks, o->proc, o->nprocs, chunk, o->world_size);
+    }
     if (o->world_size && o->world_size != nranks && o->trace_path)
         return tr_errf(err, errlen, "twin_run: trace_path with ranks in several processes is not supported yet");
     return 0;
@@ -120,7 +123,7 @@ static void run_loop(twin_sched *s) {
         int id;
         double t;
         while (rank_heap_peek(&s->heap, &id, &t)) {
-            twin_rank *r = &s->ranks[id - s->first_rank];
+            twin_rank *r = &s->ranks[s->xproc ? twin_local_index(s, id) : id];
             rank_heap_remove(&s->heap, id);
             /* with other processes, ranks wake in wall-clock order: clocks here may be past a wake-up */
             TR_CHECK(t >= s->now || s->xproc, "simulated time went backwards in the scheduler");
@@ -170,15 +173,17 @@ static void write_trace(twin_sched *s, double end_time) {
 
 static int setup(twin_sched *s, int nranks, const twin_options *o, char *err, size_t errlen) {
     s->nranks = nranks;
-    s->first_rank = o->first_rank;
     s->world = o->world_size ? o->world_size : nranks;
     s->xproc = s->world != nranks;
+    s->proc = s->xproc ? o->proc : 0;
+    s->nprocs = s->xproc ? o->nprocs : 1;
+    s->chunk = s->xproc && o->rank_chunk ? o->rank_chunk : nranks;
     s->opt = *o;
     s->spec = twin_device_spec_find(o->device);
     s->watchdog_rank = s->blamed_rank = -1;
     s->report_stream = open_memstream(&s->report, &s->report_len);
     s->ranks = calloc((size_t)nranks, sizeof *s->ranks);
-    if (!s->report_stream || !s->ranks || rank_heap_init(&s->heap, s->first_rank + nranks)) /* keyed by rank */
+    if (!s->report_stream || !s->ranks || rank_heap_init(&s->heap, s->world)) /* keyed by global rank */
         return tr_errf(err, errlen, "twin_run: out of host memory for %d ranks", nranks);
     if (o->trace_path) {
         if (twin_trace_create(o->trace_ranks, nranks, o->gpus_per_node, s->spec->name, &s->trace, err, errlen))
@@ -190,7 +195,7 @@ static int setup(twin_sched *s, int nranks, const twin_options *o, char *err, si
     }
     for (int i = 0; i < nranks; i++) {
         twin_rank *r = &s->ranks[i];
-        r->id = s->first_rank + i;
+        r->id = twin_global_rank(s, i);
         r->state = RANK_RUNNABLE;
         r->deadline = INFINITY;
         r->watchdog_s = o->watchdog_timeout_s;

@@ -58,8 +58,8 @@ identical)
     FI_PROVIDER=shm mpirun --oversubscribe -np 4 -x FI_PROVIDER -x TWINRUN_RANKS_PER_PROCESS=2 "$bin/train_llama3" \
         "${args[@]}" "${dist[@]}" --metrics-jsonl mpi_4x2.jsonl >mpi_4x2.log 2>&1 || { bad "mpirun 4x2 failed"; tail -20 mpi_4x2.log; }
     same_as_one_process mpi_4x2 8 "${dist[@]}"
-    # the same without mpirun: torchrun-style variables and the rendezvous store
-    start_torchrun tr_2x4 2 4 "${dist[@]}"
+    # the same without mpirun: torchrun-style variables and the rendezvous store; ranks dealt in chunks of 2 (TP)
+    TWINRUN_RANK_CHUNK=2 start_torchrun tr_2x4 2 4 "${dist[@]}"
     for p in "${PIDS[@]}"; do wait "$p" || bad "torchrun-style process $p failed"; done
     same_as_one_process tr_2x4 8 "${dist[@]}"
     ;;
