@@ -39,7 +39,8 @@ set_tests_properties(scenario_fault_kinds PROPERTIES LABELS "${labels}" TIMEOUT 
   PASS_REGULAR_EXPRESSION "fault_version_skew.*PASSED: [0-9]+/[0-9]+ expectations\n15\n" FAIL_REGULAR_EXPRESSION "FAILED")
 
 # The 8B seed's two-node layout.
-add_test(NAME scenario_llama3_8b_multinode COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/llama3_8b_multinode.yaml --work ${scn_work})
+add_test(NAME scenario_llama3_8b_multinode COMMAND sh -c
+  "${scn} run ${PROJECT_SOURCE_DIR}/scenarios/llama3_8b_multinode.yaml --work ${scn_work}")
 set_tests_properties(scenario_llama3_8b_multinode PROPERTIES LABELS "${labels}" TIMEOUT 300
   PASS_REGULAR_EXPRESSION "PASSED: [0-9]+/[0-9]+ expectations")
 
@@ -63,3 +64,11 @@ add_test(NAME faults_env_bad COMMAND sh -c
   "WORLD_SIZE=8 TWINRUN_FAULTS='hang@2:rank=8' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str}; echo exit=$?")
 set_tests_properties(faults_env_bad PROPERTIES LABELS "${labels}"
   PASS_REGULAR_EXPRESSION "TWINRUN_FAULTS: .*rank 8.*exit=2")
+
+# The runner's own memory hygiene: this one runs the scenario program directly, so ci/memcheck.py
+# runs it under valgrind (restarts, a damaged checkpoint moved aside, reports) — the sh -c tests
+# above check behaviour, not leaks.
+add_test(NAME scenario_runner_memcheck COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/faults/ckpt_corrupt.yaml
+  --work ${scn_work}/memcheck --json ${scn_work}/memcheck/report.json --junit ${scn_work}/memcheck/junit.xml)
+set_tests_properties(scenario_runner_memcheck PROPERTIES LABELS "${labels}" TIMEOUT 900
+  PASS_REGULAR_EXPRESSION "PASSED: 7/7 expectations")
