@@ -12,6 +12,8 @@
 #include "xjob.h"
 #include "twinrun/err.h"
 
+void twin_dump_all(twin_sched *s); /* sched_hang.c */
+
 #define DUMP_RECORDS 64 /* per rank: the newest records say where each rank stands, and stay small */
 
 static char *local_dumps_text(twin_sched *s, size_t *len) {
@@ -123,6 +125,7 @@ void xjob_abort(const char *why, const char *line) {
     }
     s->hang = true;
     blame_across(s, why, grace);
+    if (s->opt.dump_dir) twin_dump_all(s); /* this process's ranks, complete, for the blame program */
     coll_twin_abort_all(NULL, s->now);
 }
 
