@@ -4,12 +4,14 @@ add_test(NAME parallel_layouts COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/parallel/layo
 set_tests_properties(parallel_layouts PROPERTIES LABELS "${labels}" TIMEOUT 900)
 
 # The twin across processes (docs/multiprocess.md): mpirun and torchrun-style jobs byte-identical to one
-# process; kill -9 and SIGSTOP of a process blamed by every survivor; bad input refused at once.
+# process; kill -9 and SIGSTOP of a process blamed by every survivor; bad input refused at once. `heavy`:
+# scripts that mostly wait out watchdogs run in ci/test.sh's first stage only (test_twin_xproc covers the
+# same code under clang, valgrind and coverage).
 find_program(MPIRUN mpirun)
 if(MPIRUN)
   foreach(mode identical kill stop mpirun_kill bad_input)
     add_test(NAME multiproc_${mode} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/parallel/multiproc.sh
       ${PROJECT_BINARY_DIR}/bin ${CMAKE_CURRENT_BINARY_DIR}/multiproc_${mode} ${mode})
-    set_tests_properties(multiproc_${mode} PROPERTIES LABELS "${labels}" TIMEOUT 180)
+    set_tests_properties(multiproc_${mode} PROPERTIES LABELS "${labels};heavy" TIMEOUT 180)
   endforeach()
 endif()
