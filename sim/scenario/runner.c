@@ -47,6 +47,29 @@ static void check_faults(sc_report *r, const scenario *s) {
     }
 }
 
+/* Faults that could never fire in this layout: a loss off the last pipeline stage, a layer on
+ * another stage. Said before anything runs, at the fault's place in the file. */
+static int check_placement(const scenario *s, int layers, char *err, size_t errlen) {
+    const int world = s->nodes * s->gpus_per_node, per_stage = world / s->pp, stage_layers = layers / s->pp;
+    for (int i = 0; i < s->faults.n; i++) {
+        const fault_spec *f = &s->faults.faults[i];
+        if (f->kind != FAULT_NAN || f->rank < 0) continue;
+        const int stage = f->rank / per_stage;
+        if (f->tensor == FAULT_T_LOSS && stage != s->pp - 1)
+            return tr_errf(err, errlen,
+                           "%s:%d:%d: rank %d is on pipeline stage %d and holds no loss: the loss is on the last "
+                           "stage, ranks %d-%d",
+                           s->path, f->line, f->col, f->rank, stage, world - per_stage, world - 1);
+        if (f->tensor != FAULT_T_LOSS && f->layer >= 0 && f->layer / stage_layers != stage)
+            return tr_errf(err, errlen,
+                           "%s:%d:%d: layer %d is on pipeline stage %d (ranks %d-%d), not on rank %d's stage %d",
+                           s->path, f->line, f->col, f->layer, f->layer / stage_layers,
+                           f->layer / stage_layers * per_stage, (f->layer / stage_layers + 1) * per_stage - 1, f->rank,
+                           stage);
+    }
+    return 0;
+}
+
 int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     snprintf(r->name, sizeof r->name, "%s", s->name);
@@ -61,6 +84,10 @@ int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char 
         return -1;
     }
     r->train_iters = j.iters;
+    if (check_placement(s, j.cfg->num_layers, err, errlen)) {
+        sc_job_free(&j);
+        return -1;
+    }
     FILE *own_log = NULL;
     if (o->job_log) {
         j.log = o->job_log;

@@ -51,6 +51,12 @@ static void draw(const sc_job *j, const scenario *s, uint64_t *rng, fault_spec *
         f->tensor = (fault_tensor)pick(rng, 0, 2);
         f->inf = pick(rng, 0, 1);
         f->layer = -1; /* the rank's first site of that tensor: every rank holds some layer */
+        if (f->tensor == FAULT_T_LOSS) /* only the last pipeline stage has the loss */
+            f->rank = (int)pick(rng, j->world - j->world / s->pp, j->world - 1);
+        break;
+    case FAULT_COLL_MISMATCH:
+        /* a group that issues collectives every iteration (pp only sends and receives) */
+        snprintf(f->group, sizeof f->group, "%s", s->tp > 1 ? "tp" : s->dp * s->cp > 1 ? "dp_cp" : "world");
         break;
     case FAULT_CKPT_ENOSPC:
     case FAULT_CKPT_CRASH:
@@ -87,6 +93,9 @@ int sc_campaign_run(sc_job *j, const scenario *s, const sc_run_options *o, sc_re
         bool cont = false, weights = false, done = false;
         sc_supervise(j, s, &plan, o, &one, reference, &cont, &weights, &done);
         const sc_fault_outcome *fo = &one.faults[0];
+        if (one.peak_bytes > r->peak_bytes) r->peak_bytes = one.peak_bytes;
+        if (one.capacity_bytes) r->capacity_bytes = one.capacity_bytes;
+        r->sim_seconds += one.sim_seconds;
         c->trials++;
         c->per_kind_trials[f.kind]++;
         c->fired += fo->fired;
