@@ -46,6 +46,10 @@ const char *xjob_who(int p, char *buf, size_t n) {
 
 void xjob_send(int proc, xw_type type, int64_t arg, void *payload, size_t len) {
     g_xjob.peers[proc].sent++;
+    if (xjob_counts(type)) {
+        g_xjob.work_sent++;
+        g_xjob.quiet = false;
+    }
     fab_send(g_xjob.fab, proc, type, arg, payload, len);
 }
 
@@ -57,6 +61,10 @@ static void dispatch(fab_msg *m) {
     xpeer *pe = &J->peers[from];
     char err[256], w[160];
     pe->received++;
+    if (xjob_counts(m->h.type)) {
+        J->work_recv++;
+        J->quiet = false;
+    }
     switch (m->h.type) {
     case XW_HELLO: pe->hello = true; break;
     case XW_CONTRIB:
@@ -94,6 +102,10 @@ static void dispatch(fab_msg *m) {
             m->payload = NULL;
         }
         break;
+    case XW_IDLE:
+    case XW_CONFIRM:
+    case XW_CONFIRM_OK:
+    case XW_STUCK: xjob_quiet_message(m); break;
     case XW_TYPE_END: break;
     }
     fab_msg_free(m);
@@ -147,8 +159,12 @@ bool xproc_progress(bool may_block) {
             xjob_abort("watchdog across processes", line);
             return did;
         }
-        if (may_block && !did) fab_wait(J->fab, fmin(0.25, limit - waited + 1e-3));
+        if (may_block && !did) {
+            xjob_quiet_enter();
+            fab_wait(J->fab, fmin(0.25, limit - waited + 1e-3));
+        }
     } else if (may_block && !did) {
+        xjob_quiet_enter();
         fab_wait(J->fab, 0.05); /* a local member has not arrived yet: it waits on something else here */
     }
     return true;
@@ -187,6 +203,7 @@ void xproc_run_end(twin_sched *s) {
                 xjob_abort("a process did not finish", line);
                 break;
             }
+            xjob_quiet_enter();
             fab_wait(J->fab, 0.25);
             xjob_pump();
         }

@@ -36,6 +36,16 @@ typedef struct xjob {
     bool mpi;            /* MPI was initialised for the bootstrap */
     unsigned char *gone; /* [nprocs] processes that said goodbye and whose messages all arrived */
     fab_msg *early, *early_last; /* messages that came during the hello round, handled afterwards */
+    /* quiescence (xquiet.c): the messages that can wake a process, counted both ways */
+    uint64_t work_sent, work_recv;
+    bool quiet;          /* waiting with nothing to run, counts unchanged since the last report */
+    bool reported;
+    uint64_t rep_sent, rep_recv;
+    unsigned char *idle; /* process 0: [nprocs] reported idle, with these counts */
+    uint64_t *isent, *irecv;
+    uint64_t round;
+    bool confirming;
+    int oks;
 } xjob;
 
 extern xjob g_xjob; /* process state, like the scheduler's: one job per process */
@@ -53,5 +63,13 @@ int xjob_pump(void);
 void xjob_abort(const char *why, const char *line);
 /* The transport's first failure, if any, becomes an abort. */
 void xjob_check_network(void);
+
+/* Quiescence (xquiet.c): a process about to wait with nothing to run says so to process 0, which
+ * declares the job stuck once every process waits and every message sent has arrived — the
+ * deadlock of one process, across processes, found at once instead of by the wall-clock watchdog. */
+bool xjob_counts(xw_type t); /* does a message of this type wake its receiver? */
+void xjob_quiet_enter(void);
+/* IDLE, CONFIRM, CONFIRM_OK and STUCK messages. */
+void xjob_quiet_message(const fab_msg *m);
 
 #endif

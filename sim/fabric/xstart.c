@@ -158,5 +158,8 @@ void xproc_stop(bool ok) {
     }
     free(J->peers);
     free(J->gone);
+    free(J->idle);
+    free(J->isent);
+    free(J->irecv);
     memset(J, 0, sizeof *J);
 }

@@ -52,6 +52,10 @@ const char *xw_type_name(xw_type t) {
     case XW_BYE: return "bye";
     case XW_ABORT: return "abort";
     case XW_DUMP: return "flight dump";
+    case XW_IDLE: return "idle";
+    case XW_CONFIRM: return "confirm";
+    case XW_CONFIRM_OK: return "confirmation";
+    case XW_STUCK: return "stuck";
     case XW_TYPE_END: break;
     }
     return "?";

@@ -15,7 +15,8 @@
  *           uid:u64 seq:u64 a:i32 b:i32 n:i32 op:u8 dtype:u8 redop:i8 pad:u8 peer:i32
  *           nmembers:u32 count:u64, then nmembers x (index:u32 rank:u32 arrival:f64 data_len:u64),
  *           then the members' data, in member order
- *   ABORT, FAIL: a reason (text); DUMP: flight dumps (sim/flight text format); BYE, HELLO: none
+ *   ABORT, FAIL: a reason (text); DUMP: flight dumps (sim/flight text format); BYE: exit code (4 bytes);
+ *   IDLE: messages received (8 bytes); CONFIRM_OK: 1 byte; HELLO, CONFIRM, STUCK: none
  * Integers are little-endian; doubles are IEEE-754 binary64 bit patterns. */
 #ifndef TWINRUN_SIM_FABRIC_XWIRE_H
 #define TWINRUN_SIM_FABRIC_XWIRE_H
@@ -39,6 +40,10 @@ typedef enum xw_type {
     XW_BYE,       /* every rank of the sender has ended; arg = the process's exit code */
     XW_ABORT,     /* the sender tears the job down; payload = why */
     XW_DUMP,      /* answer to an abort: the sender's flight dumps */
+    XW_IDLE,      /* to process 0: nothing can run here; arg = messages sent, payload = 8 bytes received */
+    XW_CONFIRM,   /* from process 0: still idle with the same counts? arg = round */
+    XW_CONFIRM_OK,/* the answer; arg = round, payload = 1 byte: 1 yes, 0 no */
+    XW_STUCK,     /* from process 0: every process waits and no message is on its way */
     XW_TYPE_END
 } xw_type;
 

@@ -2,7 +2,9 @@
  * torchrun-style variables, run every collective on groups inside one process, across two, and
  * strided over all four; results must equal the serial references bit for bit, and every rank's
  * simulated clock must equal the one-process run's. A call that differs between processes and a
- * rank that fails end the whole job at once, with the reason in every process's report. */
+ * rank that fails end the whole job at once, with the reason in every process's report; a rank
+ * that hangs is found as soon as every process waits (quiescence), long before the wall-clock
+ * watchdog, and blamed by every process. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,7 +25,7 @@
 #define NPROCS 4
 #define COUNT 13
 
-typedef enum scenario { GOOD, MISMATCH, FAILURE } scenario;
+typedef enum scenario { GOOD, MISMATCH, FAILURE, HANG } scenario;
 
 typedef struct xcase {
     scenario what;
@@ -146,6 +148,10 @@ static int entry(int rank, int world, void *arg) {
     coll_comm *w = make(&x, all, NRANKS, "world"), *st = make(&x, strided, NRANKS / 2, "strided");
     coll_comm *pr = make(&x, pair, 2, "pair"), *lo = make(&x, local, 2, "local");
     if (xc->what == FAILURE && rank == 5) tr_fatal("injected failure of rank 5");
+    if (xc->what == HANG && rank == 5) {
+        reductions(&x, w, all, NRANKS, 1); /* some progress first, so the others are past their start */
+        twin_hang_forever();
+    }
     if (xc->what == MISMATCH) {
         float *f = x.d_send;
         coll_all_reduce(w, x.s, f, x.d_recv, rank == 6 ? 4 : 3, TR_F32, COLL_SUM);
@@ -287,11 +293,25 @@ static void test_failed_rank_ends_the_job(void **state) {
     }
 }
 
+static void test_hang_found_by_quiescence(void **state) {
+    (void)state;
+    int codes[NPROCS];
+    char *texts[NPROCS];
+    run_job(HANG, codes, texts); /* TWINRUN_REMOTE_TIMEOUT=20: the watchdog must not be what finds it */
+    for (int p = 0; p < NPROCS; p++) {
+        if (codes[p] == 0) fail_msg("process %d exited 0", p);
+        if (strstr(texts[p], "watchdog:") || !strstr(texts[p], "deadlock") || !strstr(texts[p], "stopped first: rank 5 "))
+            fail_msg("process %d does not blame rank 5's hang as a deadlock:\n%s", p, texts[p]);
+        free(texts[p]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_bits_and_clocks_as_one_process),
         cmocka_unit_test(test_mismatch_across_processes_ends_the_job),
         cmocka_unit_test(test_failed_rank_ends_the_job),
+        cmocka_unit_test(test_hang_found_by_quiescence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,118 @@
+/* Quiescence of a multi-process twin: the job-wide version of the twin's deadlock. A process that
+ * is about to wait with nothing to run reports how many waking messages it has sent and received;
+ * when every process has reported and the sums agree (nothing is on its way), process 0 asks them
+ * all to confirm that nothing changed since, and if all do, the job can never move again: it is
+ * aborted at once with the blame, instead of after the wall-clock watchdog. A process that did
+ * anything since its report has other counts, so a round never confirms a job that still moves. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "xjob.h"
+#include "twinrun/err.h"
+
+bool xjob_counts(xw_type t) {
+    return t == XW_CONTRIB || t == XW_BYE || t == XW_FAIL || t == XW_ABORT || t == XW_DUMP;
+}
+
+static bool still_quiet(void) {
+    const xjob *J = &g_xjob;
+    return J->quiet && J->reported && J->rep_sent == J->work_sent && J->rep_recv == J->work_recv;
+}
+
+static void stuck(void) {
+    xjob_abort("deadlock across processes", "deadlock: no rank of any process can run and no message is on its way "
+                                            "(each waits for another); aborting the job");
+}
+
+static void answer(int p, uint64_t round, bool yes) {
+    xjob *J = &g_xjob;
+    if (!J->confirming || round != J->round || J->aborting) return;
+    if (!yes) {
+        J->confirming = false; /* retried at process 0's next wait */
+        return;
+    }
+    if (++J->oks < J->cfg.nprocs) return;
+    J->confirming = false;
+    for (int q = 1; q < J->cfg.nprocs; q++) xjob_send(q, XW_STUCK, 0, NULL, 0);
+    (void)p;
+    stuck();
+}
+
+/* Process 0: every process idle and every message arrived? Then ask them to confirm. */
+static void check(void) {
+    xjob *J = &g_xjob;
+    if (J->confirming || J->aborting) return;
+    uint64_t sent = 0, recv = 0;
+    for (int p = 0; p < J->cfg.nprocs; p++) {
+        if (!J->idle[p]) return;
+        sent += J->isent[p];
+        recv += J->irecv[p];
+    }
+    if (sent != recv) return;
+    J->confirming = true;
+    J->round++;
+    J->oks = 0;
+    for (int p = 1; p < J->cfg.nprocs; p++) xjob_send(p, XW_CONFIRM, (int64_t)J->round, NULL, 0);
+    answer(0, J->round, still_quiet());
+}
+
+static void note(int p, uint64_t sent, uint64_t recv) {
+    xjob *J = &g_xjob;
+    if (!J->idle) {
+        J->idle = calloc((size_t)J->cfg.nprocs, 1);
+        J->isent = calloc((size_t)J->cfg.nprocs, sizeof *J->isent);
+        J->irecv = calloc((size_t)J->cfg.nprocs, sizeof *J->irecv);
+        TR_CHECK(J->idle && J->isent && J->irecv, "out of host memory for the quiescence counts");
+    }
+    J->idle[p] = 1;
+    J->isent[p] = sent;
+    J->irecv[p] = recv;
+}
+
+void xjob_quiet_enter(void) {
+    xjob *J = &g_xjob;
+    if (J->aborting) return;
+    J->quiet = true;
+    if (!J->reported || J->rep_sent != J->work_sent || J->rep_recv != J->work_recv) {
+        J->reported = true;
+        J->rep_sent = J->work_sent;
+        J->rep_recv = J->work_recv;
+        if (J->cfg.proc == 0) {
+            note(0, J->rep_sent, J->rep_recv);
+        } else {
+            unsigned char *b = malloc(8);
+            TR_CHECK(b != NULL, "out of host memory for a message");
+            for (int i = 0; i < 8; i++) b[i] = (unsigned char)(J->rep_recv >> (8 * i));
+            xjob_send(0, XW_IDLE, (int64_t)J->rep_sent, b, 8);
+        }
+    }
+    if (J->cfg.proc == 0 && J->idle) check();
+}
+
+void xjob_quiet_message(const fab_msg *m) {
+    xjob *J = &g_xjob;
+    const int from = (int)m->h.src_proc;
+    if (J->aborting) return;
+    switch (m->h.type) {
+    case XW_IDLE:
+        if (J->cfg.proc != 0 || m->h.payload_len != 8) return;
+        uint64_t recv = 0;
+        for (int i = 7; i >= 0; i--) recv = recv << 8 | m->payload[i];
+        note(from, (uint64_t)m->h.arg, recv);
+        return;
+    case XW_CONFIRM: {
+        unsigned char *b = malloc(1);
+        TR_CHECK(b != NULL, "out of host memory for a message");
+        b[0] = still_quiet();
+        xjob_send(from, XW_CONFIRM_OK, m->h.arg, b, 1);
+        return;
+    }
+    case XW_CONFIRM_OK:
+        if (J->cfg.proc == 0 && m->h.payload_len == 1) answer(from, (uint64_t)m->h.arg, m->payload[0] == 1);
+        return;
+    case XW_STUCK:
+        if (from == 0) stuck();
+        return;
+    default: return;
+    }
+}
