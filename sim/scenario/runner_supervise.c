@@ -119,7 +119,7 @@ static int data_copies(sc_job *j, const char *work, bool damage, char *first, si
             }
             char keep[sizeof dst + 8];
             snprintf(keep, sizeof keep, "%s.orig", dst);
-            (void)symlink(orig, keep); /* where the repair copies from */
+            if (symlink(orig, keep) && errno != EEXIST) return -1; /* where the repair copies from */
             snprintf(cfg->data_path[i], sizeof cfg->data_path[i], "%.*s", (int)sizeof cfg->data_path[i] - 1, dst);
         } else { /* repair: copy the original .bin again */
             char keep[TR_PATH_LEN + 8], target[PATH_MAX];

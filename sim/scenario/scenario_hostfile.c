@@ -35,6 +35,7 @@ typedef struct hostfile_line {
 static int parse_line(const char *b, const char *e, const char *file, int line, hostfile_line *h, char *err,
                       size_t errlen) {
     h->name = NULL;
+    h->name_len = 0;
     h->slots = 1; /* OpenMPI counts a host without slots= as one slot */
     h->max_slots = 0;
     bool seen_slots = false, seen_max = false;
