@@ -62,7 +62,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train_llama3: %s\n", err);
         return rc;
     }
-    printf("[after training] %d ranks, %lld iterations, %lld samples, lm loss %.6E -> %.6E, device memory peak "
+    /* the summary is the reporting rank's: processes of a multi-process job without it say nothing */
+    if (sum.reported)
+        printf("[after training] %d ranks, %lld iterations, %lld samples, lm loss %.6E -> %.6E, device memory peak "
            "%.1f MiB per rank\n",
            sum.world, (long long)sum.iterations, (long long)sum.consumed_samples, sum.first_loss, sum.last_loss,
            sum.device_peak_bytes / 1048576.0);

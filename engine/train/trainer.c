@@ -302,7 +302,7 @@ static int train_rank(int rank, int world, void *arg) {
         rc = save(&st, jb, cfg, &sched, &now, rank, err, sizeof err);
         if (!rc && reporter) fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)last, cfg->save);
     }
-    if (reporter) sum->consumed_samples = consumed;
+    if (reporter) sum->consumed_samples = consumed, sum->reported = true;
     if (!rc && (rank == 0 || reporter)) { /* the first stage is the most loaded; the last reports */
         tr_memory_report mr;
         tr_memory_report_of(&mr, st.model, st.optim);

@@ -3,6 +3,7 @@
 #ifndef TR_TRAIN_TRAINER_H
 #define TR_TRAIN_TRAINER_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "data/batch.h"
@@ -26,6 +27,7 @@ typedef struct tr_train_summary {
     size_t device_peak_bytes; /* the largest of the ranks' peaks */
     size_t device_capacity;   /* a rank's device capacity (0 = unlimited) */
     int world;
+    bool reported;            /* this process ran the reporting (last) rank: the fields above are its */
     tr_diagnosis diag;
     int straggler_rank;       /* --log-straggler: the slowest rank seen, -1 none */
     double straggler_ratio;   /* its busy time over the median */
