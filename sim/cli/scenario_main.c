@@ -97,6 +97,12 @@ int main(int argc, char **argv) {
             status = 2;
             continue;
         }
+        if (!run && scenario_check_faults(&s, err, sizeof err)) {
+            fprintf(stderr, "scenario: %s\n", err);
+            status = 2;
+            scenario_free(&s);
+            continue;
+        }
         if (!run) {
             printf("%s: ok (%d ranks: %d nodes x %d %s; TP%d PP%d CP%d DP%d; %d faults%s)\n", files[i],
                    s.nodes * s.gpus_per_node, s.nodes, s.gpus_per_node, s.device, s.tp, s.pp, s.cp, s.dp, s.faults.n,

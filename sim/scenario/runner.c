@@ -49,7 +49,11 @@ static void check_faults(sc_report *r, const scenario *s) {
 
 /* Faults that could never fire in this layout: a loss off the last pipeline stage, a layer on
  * another stage. Said before anything runs, at the fault's place in the file. */
-static int check_placement(const scenario *s, int layers, char *err, size_t errlen) {
+int scenario_check_faults(const scenario *s, char *err, size_t errlen) {
+    int layers = 0;
+    for (int i = 0; i < s->nflags; i++) /* the last setting wins, as in scenario_argv */
+        if (!strcmp(s->flags[i].name, "num-layers") && s->flags[i].value) layers = atoi(s->flags[i].value);
+    if (layers < s->pp || s->pp < 1) return 0; /* the engine's own checks say what is wrong */
     const int world = s->nodes * s->gpus_per_node, per_stage = world / s->pp, stage_layers = layers / s->pp;
     for (int i = 0; i < s->faults.n; i++) {
         const fault_spec *f = &s->faults.faults[i];
@@ -84,7 +88,7 @@ int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char 
         return -1;
     }
     r->train_iters = j.iters;
-    if (check_placement(s, j.cfg->num_layers, err, errlen)) {
+    if (scenario_check_faults(s, err, errlen)) {
         sc_job_free(&j);
         return -1;
     }

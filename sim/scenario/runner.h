@@ -21,4 +21,9 @@ typedef struct sc_run_options {
  * -1 with err when the rehearsal itself could not run (bad flags for this layout, no work dir). */
 int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char *err, size_t errlen);
 
+/* Faults that could never fire in the scenario's layout (a NaN in the loss off the last pipeline
+ * stage, in a layer on another stage): -1 with "FILE:LINE:COL: ..." in err. scenario_run checks
+ * it first; `scenario check` too. */
+int scenario_check_faults(const scenario *s, char *err, size_t errlen);
+
 #endif

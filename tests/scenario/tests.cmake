@@ -72,3 +72,9 @@ add_test(NAME scenario_runner_memcheck COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/
   --work ${scn_work}/memcheck --json ${scn_work}/memcheck/report.json --junit ${scn_work}/memcheck/junit.xml)
 set_tests_properties(scenario_runner_memcheck PROPERTIES LABELS "${labels}" TIMEOUT 900
   PASS_REGULAR_EXPRESSION "PASSED: 7/7 expectations")
+
+# A fault that could never fire in the layout is refused before anything runs.
+add_test(NAME scenario_check_placement COMMAND sh -c
+  "${scn} check ${PROJECT_SOURCE_DIR}/tests/scenario/data/nan_wrong_stage.yaml; echo exit=$?")
+set_tests_properties(scenario_check_placement PROPERTIES LABELS "${labels}"
+  PASS_REGULAR_EXPRESSION "nan_wrong_stage.yaml:9:5: layer 3 is on pipeline stage 1 \\(ranks 4-7\\), not on rank 1's stage 0.*exit=2")
