@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
         }
         cfg.faults = &plan;
     }
-    tr_train_summary sum;
+    tr_train_summary sum = {0}; /* no per-iteration arrays: tr_train keeps these two pointers */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     rc = tr_train(&cfg, world, stdout, &sum, err, sizeof err);

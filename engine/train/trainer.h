@@ -39,7 +39,8 @@ typedef struct tr_train_summary {
 
 /* Runs training over `world` ranks (the twin: all of them in this process; a real build: this
  * process's rank). Iteration lines go to `log` from the last rank (Megatron's habit), JSON lines to
- * cfg->metrics_jsonl. Returns an exit code (0, TR_EXIT_FATAL, TR_EXIT_USAGE or TR_EXIT_NAN) with err
+ * cfg->metrics_jsonl. The caller initialises *summary (zeroes, or its two optional arrays): tr_train
+ * resets every other field. Returns an exit code (0, TR_EXIT_FATAL, TR_EXIT_USAGE or TR_EXIT_NAN) with err
  * filled on failure. */
 int tr_train(const tr_config *cfg, int world, FILE *log, tr_train_summary *summary, char *err, size_t errlen);
 
