@@ -31,7 +31,7 @@ expect() { # expect NAME EXIT REGEX FAULTS [extra flags...]
 expect nan_activation 16 "First non-finite value: rank 0 \(tp 0, pp 0, cp 0, dp 0\), layer 2 activation, micro-batch 0" \
     "nan@3:rank=0,tensor=activation,layer=2"
 expect inf_gradient 16 "First non-finite value: rank 0 \(tp 0, pp 0, cp 0, dp 0\), layer 1 gradient" \
-    "nan@2:rank=0,tensor=gradient,layer=1,inf=1"
+    "nan@2:rank=0,tensor=gradient,layer=1,inf=true"
 expect nan_loss 16 "First non-finite value: rank 0 \(tp 0, pp 0, cp 0, dp 0\), the loss" "nan@4:rank=0,tensor=loss"
 expect oom 1 "out of device memory allocating [0-9]+ bytes for activations of the next micro-batch" "oom@2:rank=0"
 expect ckpt_enospc 1 "no space left on device" "ckpt_enospc@2:rank=0" --save "$W/save" --save-interval 2
