@@ -11,6 +11,7 @@ void tr_straggler_init(tr_straggler *s, dev_device *d, int64_t next_iteration) {
     s->busy_start = dev_busy_seconds(d);
     s->first_iteration = next_iteration;
     s->worst_rank = -1;
+    s->first_listed = -1;
 }
 
 static int cmp_float(const void *a, const void *b) {
@@ -45,6 +46,7 @@ void tr_straggler_report(tr_straggler *s, const tr_groups *gr, dev_device *d, in
     }
     const double ratio = median > 0 ? all[slow] / median : 1.0;
     if (ratio > s->worst_ratio) s->worst_ratio = ratio, s->worst_rank = slow;
+    if (ratio > TR_STRAGGLER_RATIO && s->first_listed < 0) s->first_listed = dev_clock_now(d);
     if (log) {
         fprintf(log,
                 " straggler report (iterations %lld-%lld): busy time per iteration median %.3f ms; slowest rank %d "
@@ -53,7 +55,8 @@ void tr_straggler_report(tr_straggler *s, const tr_groups *gr, dev_device *d, in
                 all[fast] * 1e3);
         int listed = 0;
         for (int r = 0; r < n && median > 0; r++)
-            if (all[r] > 1.5 * median) fprintf(log, "%s%d", listed++ ? "," : "; ranks above 1.5x median: ", r);
+            if (all[r] > TR_STRAGGLER_RATIO * median)
+                fprintf(log, "%s%d", listed++ ? "," : "; ranks above 1.5x median: ", r);
         fputc('\n', log);
     }
     free(all);

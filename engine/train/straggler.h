@@ -10,11 +10,15 @@
 #include "parallel/grid.h"
 #include "twinrun/dev.h"
 
+/* A rank whose busy time per iteration exceeds the median by this factor is listed as a straggler. */
+#define TR_STRAGGLER_RATIO 1.5
+
 typedef struct tr_straggler {
     double busy_start;   /* dev_busy_seconds at the start of the interval */
     int64_t first_iteration;
     int worst_rank;      /* the slowest rank of any interval so far, -1 none */
     double worst_ratio;  /* its busy time over the median */
+    double first_listed; /* clock when a rank was first over TR_STRAGGLER_RATIO; < 0 never */
 } tr_straggler;
 
 void tr_straggler_init(tr_straggler *s, dev_device *d, int64_t next_iteration);

@@ -252,7 +252,9 @@ static int train_rank(int rank, int world, void *arg) {
         tr_tb_log_iteration(st.tb, &line);
         if (cfg->log_straggler && it % cfg->log_interval == 0) {
             tr_straggler_report(&strag, &st.groups, st.dev, it, reporter ? jb->log : NULL);
-            if (reporter) sum->straggler_rank = strag.worst_rank, sum->straggler_ratio = strag.worst_ratio;
+            if (reporter)
+                sum->straggler_rank = strag.worst_rank, sum->straggler_ratio = strag.worst_ratio,
+                sum->straggler_time = strag.first_listed;
         }
         if (it % cfg->log_interval == 0) {
             /* Megatron averages the loss and the time over the logging interval */
@@ -335,6 +337,7 @@ int tr_train(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, 
     memset(sum, 0, sizeof *sum);
     sum->iteration_loss = losses, sum->weight_digest = digests;
     sum->straggler_rank = -1;
+    sum->straggler_time = -1;
     sum->diag.rank = -1;
     job jb = {.cfg = cfg, .log = log, .summary = sum};
     if (tr_job_data_open(&jb.data, cfg, err, errlen)) {

@@ -64,6 +64,7 @@ static FILE *open_out(const char *path) {
 
 int main(int argc, char **argv) {
     if (argc < 3 || (strcmp(argv[1], "run") && strcmp(argv[1], "check"))) return usage();
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines in order with the ranks' messages, also in a file */
     const bool run = !strcmp(argv[1], "run");
     const char *work = "build/scenarios", *json = NULL, *junit = NULL, *trace = NULL, *logp = NULL;
     char **files = NULL;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runner_internal.h"
+#include "train/straggler.h"
 
 static int node_of(const sc_job *j, int rank) { return rank < 0 ? -1 : rank / j->opt.gpus_per_node; }
 
@@ -82,10 +83,9 @@ void sc_judge_fault(const sc_job *j, const fault_plan *plan, int i, const sc_run
         }
         break;
     case FAULT_STRAGGLER:
-        if (run->sum.straggler_rank >= 0 && run->sum.straggler_ratio > 1.5) {
-            named = run->sum.straggler_rank, when = plan->fired_at ? plan->fired_at[i] : 0;
-            snprintf(o->diagnosis, sizeof o->diagnosis,
-                     "straggler report: rank %d at %.2fx the median busy time (named at the next log interval)",
+        if (run->sum.straggler_rank >= 0 && run->sum.straggler_ratio > TR_STRAGGLER_RATIO) {
+            named = run->sum.straggler_rank, when = run->sum.straggler_time;
+            snprintf(o->diagnosis, sizeof o->diagnosis, "straggler report: rank %d at %.2fx the median busy time",
                      run->sum.straggler_rank, run->sum.straggler_ratio);
         }
         break;
