@@ -2,7 +2,7 @@
 # Sourced by ci/gpu_multi.sh on the GPU machine: what the image lacks, from carried .deb files
 # (cmocka, cJSON, pkg-config, zlib, libyaml; unpacked under /tmp, never into /), NCCL from the
 # Python wheel when the toolkit has none, and NVLink multicast kept off (the machine's rule).
-# Sets CMAKE_EXTRA (an array) for the configure step. Same recipe as engine/cuda/tools/device_check.sh.
+# Sets CMAKE_EXTRA (an array) for the configure step. Sourced by engine/cuda/tools/device_check.sh too.
 export NCCL_NVLS_ENABLE=0
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 CMAKE_EXTRA=()

@@ -22,28 +22,10 @@ nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader | hea
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 "$NVCC" --version | tail -2; cmake --version | head -1; gcc --version | head -1; head -2 /etc/os-release
 
-extra=()
-if ! pkg-config --exists cmocka libcjson 2>/dev/null; then
-    log "cmocka/cJSON/pkg-config from $DEBS"
-    P=/tmp/twinrun-debs
-    mkdir -p $P
-    for f in "$DEBS"/*.deb; do dpkg -x "$f" $P; done
-    sed -i "s|/usr/|$P/usr/|g" $P/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc
-    # Debian's libz.so is an absolute link into /lib: point it at the unpacked copy
-    for z in $P/lib/x86_64-linux-gnu/libz.so.1.*; do [ -e "$z" ] && ln -sf "$z" $P/usr/lib/x86_64-linux-gnu/libz.so; done
-    export LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:$P/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}
-    export PKG_CONFIG_PATH=$P/usr/lib/x86_64-linux-gnu/pkgconfig
-    export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:$P/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    command -v pkg-config >/dev/null || extra+=(-DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf)
-fi
-if [ ! -e "$(dirname "$NVCC")/../include/nccl.h" ]; then
-    NR=$(python3 -c 'import nvidia.nccl as m; print(m.__path__[0])' 2>/dev/null)
-    log "NCCL from the Python wheel: ${NR:-none}"
-    if [ -n "$NR" ]; then
-        extra+=(-DNCCL_ROOT="$NR")
-        export LD_LIBRARY_PATH=$NR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    fi
-fi
+# what the image lacks (carried .debs unpacked under /tmp), NCCL from the Python wheel: CMAKE_EXTRA
+DEBS=$DEBS . ci/gpu_env.sh
+extra=("${CMAKE_EXTRA[@]}")
+echo "cmake extras: ${extra[*]:-none}"
 
 log configure and build
 cmake -S . -B "$B" -DTWINRUN_BACKEND=cuda -DCMAKE_C_COMPILER=gcc -DCMAKE_CUDA_COMPILER="$NVCC" \
