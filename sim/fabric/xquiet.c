@@ -3,7 +3,10 @@
  * when every process has reported and the sums agree (nothing is on its way), process 0 asks them
  * all to confirm that nothing changed since, and if all do, the job can never move again: it is
  * aborted at once with the blame, instead of after the wall-clock watchdog. A process that did
- * anything since its report has other counts, so a round never confirms a job that still moves. */
+ * anything since its report has other counts, so a round never confirms a job that still moves.
+ * A confirmation carries the counts it confirms: a process may have worked and reported again
+ * after process 0 summed its older report (a message then still on its way), and only the counts
+ * that were summed may be confirmed. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,10 +27,10 @@ static void stuck(void) {
                                             "(each waits for another); aborting the job");
 }
 
-static void answer(int p, uint64_t round, bool yes) {
+static void answer(int p, uint64_t round, bool yes, uint64_t sent, uint64_t recv) {
     xjob *J = &g_xjob;
     if (!J->confirming || round != J->round || J->aborting) return;
-    if (!yes) {
+    if (!yes || sent != J->isent[p] || recv != J->irecv[p]) {
         J->confirming = false; /* retried at process 0's next wait */
         return;
     }
@@ -53,7 +56,7 @@ static void check(void) {
     J->round++;
     J->oks = 0;
     for (int p = 1; p < J->cfg.nprocs; p++) xjob_send(p, XW_CONFIRM, (int64_t)J->round, NULL, 0);
-    answer(0, J->round, still_quiet());
+    answer(0, J->round, still_quiet(), J->rep_sent, J->rep_recv);
 }
 
 static void note(int p, uint64_t sent, uint64_t recv) {
@@ -100,16 +103,22 @@ void xjob_quiet_message(const fab_msg *m) {
         for (int i = 7; i >= 0; i--) recv = recv << 8 | m->payload[i];
         note(from, (uint64_t)m->h.arg, recv);
         return;
-    case XW_CONFIRM: {
-        unsigned char *b = malloc(1);
+    case XW_CONFIRM: { /* [quiet, the reported sent and received counts it confirms] */
+        unsigned char *b = malloc(17);
         TR_CHECK(b != NULL, "out of host memory for a message");
         b[0] = still_quiet();
-        xjob_send(from, XW_CONFIRM_OK, m->h.arg, b, 1);
+        for (int i = 0; i < 8; i++) b[1 + i] = (unsigned char)(J->rep_sent >> (8 * i));
+        for (int i = 0; i < 8; i++) b[9 + i] = (unsigned char)(J->rep_recv >> (8 * i));
+        xjob_send(from, XW_CONFIRM_OK, m->h.arg, b, 17);
         return;
     }
-    case XW_CONFIRM_OK:
-        if (J->cfg.proc == 0 && m->h.payload_len == 1) answer(from, (uint64_t)m->h.arg, m->payload[0] == 1);
+    case XW_CONFIRM_OK: {
+        if (J->cfg.proc != 0 || m->h.payload_len != 17) return;
+        uint64_t sent = 0, recv = 0;
+        for (int i = 7; i >= 0; i--) sent = sent << 8 | m->payload[1 + i], recv = recv << 8 | m->payload[9 + i];
+        answer(from, (uint64_t)m->h.arg, m->payload[0] == 1, sent, recv);
         return;
+    }
     case XW_STUCK:
         if (from == 0) stuck();
         return;

@@ -16,7 +16,8 @@
  *           nmembers:u32 count:u64, then nmembers x (index:u32 rank:u32 arrival:f64 data_len:u64),
  *           then the members' data, in member order
  *   ABORT, FAIL: a reason (text); DUMP: flight dumps (sim/flight text format); BYE: exit code (4 bytes);
- *   IDLE: messages received (8 bytes); CONFIRM_OK: 1 byte; HELLO, CONFIRM, STUCK: none
+ *   IDLE: messages received (8 bytes); CONFIRM_OK: quiet (1 byte), the confirmed sent and received counts
+ *   (8 bytes each); HELLO, CONFIRM, STUCK: none
  * Integers are little-endian; doubles are IEEE-754 binary64 bit patterns. */
 #ifndef TWINRUN_SIM_FABRIC_XWIRE_H
 #define TWINRUN_SIM_FABRIC_XWIRE_H
@@ -42,7 +43,7 @@ typedef enum xw_type {
     XW_DUMP,      /* answer to an abort: the sender's flight dumps */
     XW_IDLE,      /* to process 0: nothing can run here; arg = messages sent, payload = 8 bytes received */
     XW_CONFIRM,   /* from process 0: still idle with the same counts? arg = round */
-    XW_CONFIRM_OK,/* the answer; arg = round, payload = 1 byte: 1 yes, 0 no */
+    XW_CONFIRM_OK,/* the answer; arg = round, payload = yes (1 byte) and the counts it confirms */
     XW_STUCK,     /* from process 0: every process waits and no message is on its way */
     XW_TYPE_END
 } xw_type;
