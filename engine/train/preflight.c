@@ -4,21 +4,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "twinrun/coll.h"
 #include "twinrun/err.h"
 
 enum { FP_WORDS = 8 }; /* build lo/hi, config lo/hi, data lo/hi, devices, spare — as int32 for the all-gather */
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
 
 uint64_t tr_config_fingerprint(const tr_config *cfg) {
     /* the struct's bytes (defaults start from memset, so padding is zero) minus what is not a flag */
     size_t upto = offsetof(tr_config, n_warnings);
-    return fnv1a(0xcbf29ce484222325ULL, cfg, upto);
+    return tr_fnv1a(TR_FNV_OFFSET, cfg, upto);
 }
 
 static void put64(int32_t *w, uint64_t v) { w[0] = (int32_t)(uint32_t)v, w[1] = (int32_t)(uint32_t)(v >> 32); }
@@ -56,7 +52,7 @@ int tr_preflight(const tr_config *cfg, const tr_groups *gr, dev_device *d, int r
     dev_get_info(d, &info);
     const char *version = fault_build_version(faults, TR_VERSION);
     int32_t mine[FP_WORDS] = {0};
-    put64(mine + 0, fnv1a(0xcbf29ce484222325ULL, version, strlen(version)) ^ fnv1a(0, info.backend, strlen(info.backend)));
+    put64(mine + 0, tr_fnv1a(TR_FNV_OFFSET, version, strlen(version)) ^ tr_fnv1a(0, info.backend, strlen(info.backend)));
     put64(mine + 2, tr_config_fingerprint(cfg));
     put64(mine + 4, data_fp);
     mine[6] = fault_visible_devices(faults, info.count);
@@ -128,14 +124,14 @@ uint64_t tr_data_fingerprint(const tr_config *cfg) {
             snprintf(path, sizeof path, "%s%s", cfg->data_path[i], ext[e]);
             FILE *f = fopen(path, "rb");
             if (!f) continue;
-            if (!h) h = 0xcbf29ce484222325ULL;
+            if (!h) h = TR_FNV_OFFSET;
             /* the whole index (small) and the data file's size and first megabyte */
             unsigned char buf[65536];
             size_t n, total = 0, limit = e == 0 ? (size_t)1 << 30 : (size_t)1 << 20;
-            while (total < limit && (n = fread(buf, 1, sizeof buf, f)) > 0) h = fnv1a(h, buf, n), total += n;
+            while (total < limit && (n = fread(buf, 1, sizeof buf, f)) > 0) h = tr_fnv1a(h, buf, n), total += n;
             if (fseek(f, 0, SEEK_END) == 0) {
                 long size = ftell(f);
-                h = fnv1a(h, &size, sizeof size);
+                h = tr_fnv1a(h, &size, sizeof size);
             }
             fclose(f);
         }

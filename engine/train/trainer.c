@@ -10,6 +10,7 @@
 #include "optim/optimizer.h"
 #include "parallel/grid.h"
 #include "ckpt/ckpt.h"
+#include "core/hash.h"
 #include "fault/fault.h"
 #include "train/checkpoint.h"
 #include "train/nan_probe.h"
@@ -155,9 +156,7 @@ static uint64_t weight_digest(llama_model *m) {
     TR_CHECK(h != NULL, "out of host memory for the weight digest");
     dev_copy_d2h(m->stream, h, m->master, sizeof(float) * m->total);
     dev_stream_sync(m->stream);
-    uint64_t x = 0xcbf29ce484222325ULL;
-    const unsigned char *b = (const unsigned char *)h;
-    for (size_t i = 0; i < sizeof(float) * m->total; i++) x = (x ^ b[i]) * 0x100000001b3ULL;
+    uint64_t x = tr_fnv1a(TR_FNV_OFFSET, h, sizeof(float) * m->total);
     free(h);
     return x;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "coll_internal.h"
+#include "core/hash.h"
 #include "twinrun/err.h"
 
 static float load(const void *p, tr_dtype dt, size_t i) {
@@ -138,23 +139,18 @@ void coll_exec_p2p(const coll_pending *send, const coll_pending *recv) {
     if (send->desc.count) memmove(recv->recv, send->send, send->desc.count * tr_dtype_size(send->desc.dt));
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
 
 uint64_t coll_result_hash(const coll_group *g, const coll_instance *inst) {
     const coll_desc *d = &inst->desc;
     const size_t esz = tr_dtype_size(d->dt);
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = TR_FNV_OFFSET;
     for (int r = 0; r < g->size; r++) {
         const coll_pending *p = inst->members[r];
         switch (d->op) {
         case FLIGHT_ALL_REDUCE:
         case FLIGHT_REDUCE_SCATTER:
-        case FLIGHT_BROADCAST: h = fnv(h, p->recv, d->count * esz); break;
-        case FLIGHT_ALL_GATHER: h = fnv(h, p->recv, (size_t)g->size * d->count * esz); break;
+        case FLIGHT_BROADCAST: h = tr_fnv1a(h, p->recv, d->count * esz); break;
+        case FLIGHT_ALL_GATHER: h = tr_fnv1a(h, p->recv, (size_t)g->size * d->count * esz); break;
         default: break;
         }
     }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../coll/coll_internal.h"
+#include "core/hash.h"
 #include "xboot.h"
 #include "xjob.h"
 #include "twinrun/err.h"
@@ -29,9 +30,7 @@ static int check_peer(const xw_peer *me, const xw_peer *p, int index, char *err,
 }
 
 static uint64_t job_id(const unsigned char *all, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a over every record: the same in every process */
-    for (size_t i = 0; i < n; i++) h = (h ^ all[i]) * 0x100000001b3ULL;
-    return h;
+    return tr_fnv1a(TR_FNV_OFFSET, all, n); /* over every record: the same in every process */
 }
 
 /* Every peer answers a hello over libfabric; messages that overtake the hellos wait in `early`. */
