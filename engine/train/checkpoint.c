@@ -105,8 +105,11 @@ static int first_failed_rank(llama_model *m, const tr_groups *gr, int mine) {
 }
 
 int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, const tr_groups *gr,
-                 const tr_lr_schedule *sched, const tr_run_position *pos, const ckpt_io *io, char *err,
-                 size_t errlen) {
+                 const tr_lr_schedule *sched, const tr_run_position *pos, const ckpt_io *io, int *culprit,
+                 char *err, size_t errlen) {
+    int ignored;
+    if (!culprit) culprit = &ignored;
+    *culprit = g->rank;
     if (!io) io = ckpt_io_posix();
     ckpt_layout lay;
     ckpt_coords me;
@@ -150,6 +153,7 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
     /* commit only what every rank wrote: the lowest failing rank (+1) reaches everyone */
     int failed = first_failed_rank(m, gr, rc ? g->rank : -1);
     if (rc) return rc;
+    *culprit = failed;
     if (failed >= 0)
         return tr_errf(err, errlen, "checkpoint at iteration %lld not committed: rank %d could not write its shard "
                                     "(its message says why); the previous checkpoint stays the latest",

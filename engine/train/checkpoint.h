@@ -20,11 +20,12 @@ typedef struct tr_run_position {
 /* Collective over the world: saves iteration `pos->iteration` into cfg->save through io (NULL =
  * plain POSIX). The checkpoint is committed only when every rank wrote its shard; otherwise every
  * rank returns -1, the failing rank with its own error and the others naming it, and the previous
- * checkpoint stays the latest. */
+ * checkpoint stays the latest. *culprit (may be NULL) gets the failing rank: this rank's own on
+ * its own failure, else the lowest rank whose shard failed. */
 struct ckpt_io;
 int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, const tr_groups *gr,
-                 const tr_lr_schedule *sched, const tr_run_position *pos, const struct ckpt_io *io, char *err,
-                 size_t errlen);
+                 const tr_lr_schedule *sched, const tr_run_position *pos, const struct ckpt_io *io, int *culprit,
+                 char *err, size_t errlen);
 
 /* Loads the latest checkpoint of cfg->load into this rank, as Megatron does: weights always;
  * optimizer state unless --no-load-optim or --finetune; iteration and consumed samples unless

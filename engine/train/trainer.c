@@ -53,6 +53,7 @@ typedef struct rank_state {
     bool have_src;
     FILE *metrics;
     fault_rank *faults; /* NULL without a fault plan */
+    bool agreed_error;  /* the error is one every rank reached alike (preflight, NaN, a save's vote): said once */
     tr_nan_probe probe;
     tr_tb_log *tb; /* --tensorboard-dir, reporting rank only */
 } rank_state;
@@ -86,6 +87,7 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
     for (size_t i = 0; i < sizeof comms / sizeof *comms; i++) fault_rank_watch(st->faults, comms[i]);
     tr_preflight_result pre;
     if (tr_preflight(cfg, &st->groups, st->dev, rank, world, jb->data_fp, st->faults, &pre, err, errlen)) {
+        st->agreed_error = true;
         tr_diagnosis *dg = &jb->summary->diag;
         if (reporter) {
             *dg = (tr_diagnosis){.kind = "preflight", .rank = pre.first_rank, .layer = -1, .micro = -1,
@@ -142,9 +144,12 @@ static bool exit_duration_reached(rank_state *st, double start, double minutes) 
 static int save(rank_state *st, job *jb, const tr_config *cfg, const tr_lr_schedule *sched, const tr_run_position *now,
                 int rank, char *err, size_t errlen) {
     const ckpt_io *io = fault_ckpt_io(st->faults, now->iteration, ckpt_io_posix());
-    if (!tr_ckpt_save(st->model, st->optim, cfg, &st->grid, &st->groups, sched, now, io, err, errlen)) return 0;
+    int culprit;
+    if (!tr_ckpt_save(st->model, st->optim, cfg, &st->grid, &st->groups, sched, now, io, &culprit, err, errlen))
+        return 0;
+    st->agreed_error = culprit != rank;
     tr_diagnosis *dg = &jb->summary->diag;
-    if (!dg->kind[0] && strncmp(err, "checkpoint at iteration", 23) != 0)
+    if (!dg->kind[0] && culprit == rank)
         *dg = (tr_diagnosis){.kind = "ckpt_write", .rank = rank, .layer = -1, .micro = -1, .iteration = now->iteration,
                              .time = dev_clock_now(st->dev)};
     return TR_EXIT_FATAL;
@@ -322,8 +327,7 @@ static int train_rank(int rank, int world, void *arg) {
         /* every failing rank says so; the report keeps the first message */
         if (!jb->err[0]) snprintf(jb->err, sizeof jb->err, "rank %d: %s", rank, err);
         /* what every rank agreed on (a NaN's origin, the preflight table) is said once, by the reporter */
-        const bool agreed = rc == TR_EXIT_NAN || !strncmp(err, "preflight:", 10) ||
-                            !strncmp(err, "checkpoint at iteration", 23);
+        const bool agreed = rc == TR_EXIT_NAN || st.agreed_error;
         if (world > 1 && (!agreed || reporter)) fprintf(stderr, "twinrun: rank %d: %s\n", rank, err);
     }
     rank_state_free(&st);

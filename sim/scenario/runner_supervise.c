@@ -255,7 +255,7 @@ int sc_supervise(sc_job *j, const scenario *s, fault_plan *plan, const sc_run_op
         for (int i = 0; i < nf; i++) {
             sc_fault_outcome *fo = &r->faults[i];
             if (plan->faults[i].kind != FAULT_CKPT_CORRUPT || plan->fired_attempt[i] != a) continue;
-            if (!fo->detected && strstr(run.err, "shard_")) {
+            if (!fo->detected && !strcmp(run.sum.diag.kind, "ckpt_load")) { /* refused on load, naming the file */
                 char name[32];
                 snprintf(name, sizeof name, "shard_%05d.bin", plan->faults[i].rank);
                 fo->detected = true;
