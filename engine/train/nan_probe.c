@@ -68,7 +68,7 @@ void tr_nan_probe_begin(tr_nan_probe *p) {
 
 void tr_nan_probe_end(tr_nan_probe *p) { p->active = false; }
 
-void tr_nan_probe_origin(tr_nan_probe *p, const tr_groups *gr, int rank, tr_nan_origin *out) {
+void tr_nan_probe_origin(tr_nan_probe *p, const tr_groups *gr, tr_nan_origin *out) {
     /* this rank's earliest non-finite site: {key, site, layer, micro}; key -1 = none */
     float mine[4] = {-1, 0, 0, 0};
     if (p->sites) {
@@ -101,14 +101,12 @@ void tr_nan_probe_origin(tr_nan_probe *p, const tr_groups *gr, int rank, tr_nan_
         dev_free(p->m->dev, d);
     } else {
         memcpy(all, mine, sizeof mine);
-        (void)rank;
     }
     for (int r = 0; r < n; r++) { /* earliest key; ties go to the lowest rank */
         const float *e = all + 4 * r;
         if (e[0] < 0 || (out->rank >= 0 && e[0] >= all[4 * out->rank])) continue;
         out->rank = r, out->site = (llama_site)(int)e[1], out->layer = (int)e[2], out->micro = (int)e[3];
     }
-    if (n == 1 && out->rank == 0) out->rank = rank;
     free(all);
 }
 

@@ -42,7 +42,7 @@ void tr_nan_probe_free(tr_nan_probe *p);
 void tr_nan_probe_begin(tr_nan_probe *p);
 void tr_nan_probe_end(tr_nan_probe *p);
 /* Collective over the world, called by every rank when the step's check fired. */
-void tr_nan_probe_origin(tr_nan_probe *p, const tr_groups *gr, int rank, tr_nan_origin *out);
+void tr_nan_probe_origin(tr_nan_probe *p, const tr_groups *gr, tr_nan_origin *out);
 /* "rank 213 (tp 5, pp 3, dp 2), layer 41 activation, micro-batch 0" */
 void tr_nan_origin_describe(const tr_nan_origin *o, const tr_grid *g_of_origin, char *out, size_t outlen);
 const char *tr_nan_site_name(llama_site s);

@@ -219,7 +219,7 @@ static int train_rank(int rank, int world, void *arg) {
         if (rc == TR_EXIT_NAN) {
             nan_iters++;
             tr_nan_origin origin;
-            tr_nan_probe_origin(&st.probe, &st.groups, rank, &origin);
+            tr_nan_probe_origin(&st.probe, &st.groups, &origin);
             tr_grid og;
             char where[256], why[600];
             const bool known = origin.rank >= 0 && !tr_grid_init(&og, cfg, world, origin.rank, NULL, 0);
