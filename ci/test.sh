@@ -5,72 +5,142 @@
 #      (tests labelled `heavy` — the 1024-rank rehearsal, fault campaigns — run in stage 1 only)
 #   3. valgrind memcheck over every test program
 #   4. libFuzzer targets (clang, ASan/UBSan), each run briefly over its seed corpus
-#   5. coverage build, tests again, gcovr summary
+#   5. coverage build, tests again, gcovr summary (the layout sweep runs in its short form there:
+#      tests/parallel/tests.cmake)
 #   6. cuda preset compiles (where nvcc exists; it runs on the GPU machine, not here)
+# Every stage runs even when an earlier one failed (TWINRUN_FAIL_FAST=1 stops at the first), so one
+# run shows every failure; the end prints one table: each stage, its wall time and its result. After
+# each ctest run, ci/ctest_margin.py lists the slowest tests against their timeouts and fails when one
+# came within 30% of its limit (a test that slow is one loaded machine away from a timeout).
 # TWINRUN_FUZZ_SECONDS (default 20) sets the time per fuzz target; TWINRUN_SKIP="valgrind coverage ..."
 # skips stages by name for a quick local loop.
-set -euo pipefail
+set -uo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 skip=" ${TWINRUN_SKIP:-} "
-stage() { echo; echo "==== $* ===="; }
 skipped() { [[ "$skip" == *" $1 "* ]]; }
+t_all=$SECONDS
+names=() times=() results=()
+failed=0
 
-stage "twin (gcc): build and test"
-cmake --preset twin >/dev/null
-cmake --build build/twin -j"$jobs"
-ctest --test-dir build/twin -j"$jobs" --output-on-failure
+# run_stage NAME FUNCTION: runs one stage in a subshell with `set -e`, so its first failing command
+# ends the stage (not the whole run), then records its time and result.
+run_stage() {
+  local name=$1 fn=$2 t0=$SECONDS rc
+  echo
+  echo "==== $name ===="
+  ( set -euo pipefail; "$fn" )
+  rc=$?
+  names+=("$name")
+  times+=($((SECONDS - t0)))
+  if [ $rc -eq 0 ]; then
+    results+=("passed")
+  else
+    results+=("FAILED (exit $rc)")
+    failed=1
+    echo "==== $name: FAILED (exit $rc) ===="
+    if [ "${TWINRUN_FAIL_FAST:-0}" = 1 ]; then summary; exit 1; fi
+  fi
+}
+skip_stage() { names+=("$1"); times+=(0); results+=("skipped ($2)"); }
 
-if ! skipped clang; then
-  stage "twin (clang): build and test"
+summary() {
+  echo
+  echo "==== make test: summary ===="
+  printf '%-44s %9s  %s\n' "stage" "wall" "result"
+  local i
+  for i in "${!names[@]}"; do
+    printf '%-44s %6d:%02d  %s\n' "${names[$i]}" $((times[i] / 60)) $((times[i] % 60)) "${results[$i]}"
+  done
+  local t=$((SECONDS - t_all))
+  printf '%-44s %6d:%02d\n' "total" $((t / 60)) $((t % 60))
+}
+
+# ctest_stage BUILD_DIR [ctest args...]: the tests, then their margins against their timeouts. A test
+# without a TIMEOUT property gets 300 s.
+ctest_stage() {
+  local dir=$1; shift
+  local junit=$dir/ctest_junit.xml
+  local rc=0
+  rm -f "$junit"
+  ctest --test-dir "$dir" -j"$jobs" --timeout 300 --output-on-failure --output-junit "$(realpath "$junit")" "$@" || rc=$?
+  python3 ci/ctest_margin.py "$dir" "$junit" --default-timeout 300 || rc=1
+  return $rc
+}
+
+stage_gcc() {
+  cmake --preset twin >/dev/null
+  cmake --build build/twin -j"$jobs"
+  ctest_stage build/twin
+}
+
+stage_clang() {
   cmake --preset twin-clang >/dev/null
   cmake --build build/twin-clang -j"$jobs"
-  ctest --test-dir build/twin-clang -j"$jobs" --output-on-failure -LE heavy
+  ctest_stage build/twin-clang -LE heavy
   # Determinism across compilers: the cli_deterministic run gives the same bits with gcc and clang.
   cmp build/twin/tests/det_a.jsonl build/twin-clang/tests/det_a.jsonl
   echo "gcc and clang twins wrote byte-identical training metrics"
-fi
+}
 
-if ! skipped valgrind; then
-  stage "valgrind memcheck over the test suite"
+stage_valgrind() {
   python3 ci/memcheck.py build/twin
-fi
+}
 
-if ! skipped fuzz; then
-  stage "fuzz targets (libFuzzer, ASan/UBSan)"
+stage_fuzz() {
   cmake --preset fuzz >/dev/null
   cmake --build build/fuzz -j"$jobs"
-  secs=${TWINRUN_FUZZ_SECONDS:-20}
+  local secs=${TWINRUN_FUZZ_SECONDS:-20} t name work
   for t in build/fuzz/fuzz/fuzz_*; do
     [ -x "$t" ] || continue
     name=$(basename "$t")
     work=$(mktemp -d)
     [ -d "fuzz/corpus/$name" ] && cp -r "fuzz/corpus/$name/." "$work/"
     echo "-- $name (${secs}s)"
-    "$t" -max_total_time="$secs" -print_final_stats=0 "$work" 2>&1 | tail -n 2
-    rm -rf "$work"
+    # a crash's report is the end of libFuzzer's output: keep it all when the target fails
+    if ! "$t" -max_total_time="$secs" -print_final_stats=0 "$work" >"$work.log" 2>&1; then
+      cat "$work.log"
+      echo "fuzz target $name failed"
+      rm -rf "$work" "$work.log"
+      return 1
+    fi
+    tail -n 2 "$work.log"
+    rm -rf "$work" "$work.log"
   done
-fi
+}
 
-if ! skipped coverage; then
-  stage "coverage (gcovr)"
+stage_coverage() {
   cmake --preset coverage >/dev/null
   cmake --build build/coverage -j"$jobs"
-  ctest --test-dir build/coverage -j"$jobs" --output-on-failure -LE heavy >/dev/null
+  ctest_stage build/coverage -LE heavy
   gcovr -r . --object-directory build/coverage --filter 'engine/' --filter 'sim/' --filter 'fault/' \
     --exclude 'engine/cuda/' --print-summary --txt build/coverage/coverage.txt
   echo "per-file report: build/coverage/coverage.txt"
-fi
+}
 
-if ! skipped cuda; then
-  if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
-    stage "cuda preset: compile (runs on the GPU machine: ci/gpu_check.sh)"
-    cmake --preset cuda >/dev/null
-    cmake --build build/cuda -j"$jobs"
-  else
-    stage "cuda preset: skipped, no nvcc on this machine"
-  fi
-fi
+stage_cuda() {
+  cmake --preset cuda >/dev/null
+  cmake --build build/cuda -j"$jobs"
+}
 
+run_stage "twin (gcc): build and test" stage_gcc
+if skipped clang; then skip_stage "twin (clang): build and test" TWINRUN_SKIP
+else run_stage "twin (clang): build and test" stage_clang; fi
+if skipped valgrind; then skip_stage "valgrind memcheck over the test suite" TWINRUN_SKIP
+else run_stage "valgrind memcheck over the test suite" stage_valgrind; fi
+if skipped fuzz; then skip_stage "fuzz targets (libFuzzer, ASan/UBSan)" TWINRUN_SKIP
+else run_stage "fuzz targets (libFuzzer, ASan/UBSan)" stage_fuzz; fi
+if skipped coverage; then skip_stage "coverage (gcovr)" TWINRUN_SKIP
+else run_stage "coverage (gcovr)" stage_coverage; fi
+if skipped cuda; then skip_stage "cuda preset: compile" TWINRUN_SKIP
+elif command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  run_stage "cuda preset: compile (runs on the GPU machine)" stage_cuda
+else skip_stage "cuda preset: compile" "no nvcc on this machine"; fi
+
+summary
+if [ $failed -ne 0 ]; then
+  echo "twinrun: some checks FAILED (see the table above and each stage's output)"
+  exit 1
+fi
 echo
 echo "twinrun: all checks passed"
