@@ -274,6 +274,19 @@ mkdir -p "$(dirname "$CHECKPOINT_PATH")" "$(dirname "$TENSORBOARD_LOGS_PATH")" "
     die "cannot create the experiment directories under $PWD"
 export TWINRUN_FLIGHT_DIR=${TWINRUN_FLIGHT_DIR:-"$LOG_DIR/flight"}
 mkdir -p "$TWINRUN_FLIGHT_DIR"
+# The rendezvous store's job token (docs/launch.md): rank 0's store answers only clients that hold it.
+# One node: a fresh random one. Several nodes: each runs this script, so the secret must come from
+# the job's spec (the same TWINRUN_STORE_TOKEN on every node); without one the store is open and says so.
+if [ -z "${TWINRUN_STORE_TOKEN:-}" ]; then
+    if [ "$NUM_NODES" -eq 1 ]; then
+        TWINRUN_STORE_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+    else
+        echo "launch_llama3: warning: $NUM_NODES nodes and no TWINRUN_STORE_TOKEN: the rendezvous store on" \
+            "$MASTER_ADDR:$MASTER_PORT accepts any client; export the same secret on every node, e.g." \
+            "TWINRUN_STORE_TOKEN=\$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n') in the job's spec" >&2
+    fi
+fi
+[ -n "${TWINRUN_STORE_TOKEN:-}" ] && export TWINRUN_STORE_TOKEN
 
 PIDS=()
 alive() { for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
@@ -305,9 +318,17 @@ for ((l = 0; l < NPROC; l++)); do
 done
 
 TRAIN_EXIT_CODE=0
-for ((n = 0; n < ${#PIDS[@]}; n++)); do
-    wait -n "${PIDS[@]}"
+# wait for the ranks one by one, each only once: asking `wait -n` again for a rank already reaped answers
+# 127 ("no such job"), which would read as a failed rank
+running=("${PIDS[@]}")
+while [ ${#running[@]} -gt 0 ]; do
+    ended=
+    wait -n -p ended "${running[@]}"
     rc=$?
+    [ -n "$ended" ] || break # nothing left to wait for
+    left=()
+    for p in "${running[@]}"; do [ "$p" = "$ended" ] || left+=("$p"); done
+    running=("${left[@]}")
     if [ "$rc" -ne 0 ]; then
         TRAIN_EXIT_CODE=$rc
         echo "launch_llama3: a rank exited with code $rc: stopping the node's other ranks (logs: $LOG_DIR)" >&2

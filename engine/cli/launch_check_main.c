@@ -43,8 +43,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "launch_check: %d ranks but no MASTER_ADDR: set MASTER_ADDR and MASTER_PORT\n", v.world);
         return 2;
     }
+    const tr_store_conf store = tr_store_conf_of(&v);
     tr_store_server *s = NULL;
-    if (v.rank == 0 && !(s = tr_store_serve(v.master_port, err, sizeof err))) {
+    if (v.rank == 0 && !(s = tr_store_serve(&store, err, sizeof err))) {
         fprintf(stderr, "launch_check: rank 0: %s\n", err);
         return 1;
     }
@@ -54,26 +55,26 @@ int main(int argc, char **argv) {
     snprintf(key, sizeof key, "launch_check.%.64s.hello.%d", run, v.rank);
     memset(name, 0, sizeof name);
     snprintf(name, sizeof name, "%s", host);
-    if (tr_store_set(v.master_addr, v.master_port, key, name, sizeof name, timeout, err, sizeof err)) rc = 1;
+    if (tr_store_set(&store, key, name, sizeof name, timeout, err, sizeof err)) rc = 1;
     /* rank 0 reads everyone's hello, then tells them all it is done, and only then stops serving */
     if (!rc && v.rank == 0) {
         for (int r = 0; r < v.world && !rc; r++) {
             snprintf(key, sizeof key, "launch_check.%.64s.hello.%d", run, r);
-            if (tr_store_get(v.master_addr, v.master_port, key, name, sizeof name, timeout, err, sizeof err)) rc = 1;
+            if (tr_store_get(&store, key, name, sizeof name, timeout, err, sizeof err)) rc = 1;
         }
         if (!rc) printf("launch_check: all %d ranks reached the rendezvous at %s:%d\n", v.world, v.master_addr,
                         v.master_port);
         snprintf(key, sizeof key, "launch_check.%.64s.done", run);
-        if (!rc && tr_store_set(v.master_addr, v.master_port, key, "", 0, timeout, err, sizeof err)) rc = 1;
+        if (!rc && tr_store_set(&store, key, "", 0, timeout, err, sizeof err)) rc = 1;
         for (int r = 1; r < v.world && !rc; r++) {
             snprintf(key, sizeof key, "launch_check.%.64s.bye.%d", run, r);
-            if (tr_store_get(v.master_addr, v.master_port, key, NULL, 0, timeout, err, sizeof err)) rc = 1;
+            if (tr_store_get(&store, key, NULL, 0, timeout, err, sizeof err)) rc = 1;
         }
     } else if (!rc) {
         snprintf(key, sizeof key, "launch_check.%.64s.done", run);
-        if (tr_store_get(v.master_addr, v.master_port, key, NULL, 0, timeout, err, sizeof err)) rc = 1;
+        if (tr_store_get(&store, key, NULL, 0, timeout, err, sizeof err)) rc = 1;
         snprintf(key, sizeof key, "launch_check.%.64s.bye.%d", run, v.rank);
-        if (!rc && tr_store_set(v.master_addr, v.master_port, key, "", 0, timeout, err, sizeof err)) rc = 1;
+        if (!rc && tr_store_set(&store, key, "", 0, timeout, err, sizeof err)) rc = 1;
     }
     if (rc) fprintf(stderr, "launch_check: rank %d: %s\n", v.rank, err);
     tr_store_server_stop(s);

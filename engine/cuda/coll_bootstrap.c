@@ -75,8 +75,9 @@ int tr_coll_exchange_id(dev_device *d, const char *name, const int *ranks, int n
                        "(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; scripts/launch_llama3.sh sets them), "
                        "with mpirun, or set TWINRUN_RENDEZVOUS_DIR to a directory every rank shares",
                        name, nranks);
-    return pos == 0 ? tr_store_set(v.master_addr, v.master_port, key, id, len, timeout_s, err, errlen)
-                    : tr_store_get(v.master_addr, v.master_port, key, id, len, timeout_s, err, errlen);
+    const tr_store_conf store = tr_store_conf_of(&v);
+    return pos == 0 ? tr_store_set(&store, key, id, len, timeout_s, err, errlen)
+                    : tr_store_get(&store, key, id, len, timeout_s, err, errlen);
 }
 
 void tr_coll_exchange_done(dev_device *d, const char *name, const int *ranks, int nranks, int pos) {

@@ -26,7 +26,8 @@ int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t err
             return tr_errf(err, errlen, "%d ranks need a rendezvous: set MASTER_ADDR and MASTER_PORT (torchrun does; "
                                         "scripts/launch_llama3.sh does) or TWINRUN_RENDEZVOUS_DIR",
                            world);
-        if (!(store = tr_store_serve(v.master_port, err, errlen))) return -1;
+        const tr_store_conf conf = tr_store_conf_of(&v);
+        if (!(store = tr_store_serve(&conf, err, errlen))) return -1;
     }
     const int rc = entry(v.rank, world, arg);
     tr_store_server_stop(store);

@@ -57,8 +57,37 @@ static int get_master(tr_env_get get, void *ctx, tr_launch_vars *o, bool local_d
     return 0;
 }
 
+/* TWINRUN_STORE_TOKEN and TWINRUN_STORE_BIND: printable, bounded; the token long enough to guess. */
+static int get_store(tr_env_get get, void *ctx, tr_launch_vars *o, char *err, size_t errlen) {
+    const char *tok = get("TWINRUN_STORE_TOKEN", ctx), *bind = get("TWINRUN_STORE_BIND", ctx);
+    if (tok && *tok) {
+        const size_t n = strlen(tok);
+        if (n < 16 || n >= sizeof o->store_token)
+            return tr_errf(err, errlen, "TWINRUN_STORE_TOKEN is %zu characters: use 16 to 256 random printable "
+                                        "characters, the same for every rank (e.g. $(od -An -N16 -tx1 /dev/urandom | "
+                                        "tr -d ' \\n'))", n);
+        for (size_t i = 0; i < n; i++)
+            if (!isgraph((unsigned char)tok[i]))
+                return tr_errf(err, errlen, "TWINRUN_STORE_TOKEN contains a space or control character at position "
+                                            "%zu: use printable characters only (e.g. hexadecimal)", i);
+        memcpy(o->store_token, tok, n + 1);
+    }
+    if (bind && *bind) {
+        const size_t n = strlen(bind);
+        if (n >= sizeof o->store_bind)
+            return tr_errf(err, errlen, "TWINRUN_STORE_BIND is %zu characters long; an address has at most 255", n);
+        for (size_t i = 0; i < n; i++)
+            if (!isgraph((unsigned char)bind[i]))
+                return tr_errf(err, errlen, "TWINRUN_STORE_BIND=\"%.64s\" contains a space or control character: set "
+                                            "it to an address of rank 0's host, or * for every interface", bind);
+        memcpy(o->store_bind, bind, n + 1);
+    }
+    return 0;
+}
+
 int tr_launch_vars_parse(tr_env_get get, void *ctx, tr_launch_vars *o, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
+    if (get_store(get, ctx, o, err, errlen)) return -1;
     o->world = 1;
     int r;
     const char *local = get("LOCAL_RANK", ctx), *ompi = get("OMPI_COMM_WORLD_RANK", ctx);

@@ -6,6 +6,9 @@
  *     MASTER_ADDR/MASTER_PORT when given (mpirun -x MASTER_ADDR -x MASTER_PORT), else, when every
  *     rank is on this host, 127.0.0.1:29500
  *   plain: WORLD_SIZE (and RANK) alone, as the twin reads them; no variables: a job of one.
+ * Every launcher: TWINRUN_STORE_TOKEN, the job's secret that every client of the rendezvous store
+ * proves it holds (16..256 printable characters; scripts/launch_llama3.sh generates one), and
+ * TWINRUN_STORE_BIND, where rank 0's store listens when not on MASTER_ADDR ("*": every interface).
  * The innermost launcher wins: LOCAL_RANK marks torchrun style even under mpirun (mpirun starting
  * one torchrun per node); OMPI_COMM_WORLD_RANK wins over a RANK/WORLD_SIZE that a platform set
  * for the whole node (Kubeflow/AIStudio: WORLD_SIZE = nodes, RANK = node). */
@@ -26,6 +29,8 @@ typedef struct tr_launch_vars {
     bool has_master;             /* master_addr/port usable for the TCP rendezvous */
     char master_addr[256];
     int master_port;
+    char store_token[257]; /* TWINRUN_STORE_TOKEN; "" when unset */
+    char store_bind[256];  /* TWINRUN_STORE_BIND; "" when unset (listen on MASTER_ADDR) */
 } tr_launch_vars;
 
 /* name -> value or NULL, like getenv (tests and the fuzz target pass their own). */

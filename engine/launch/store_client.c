@@ -135,21 +135,68 @@ static unsigned le(const unsigned char *p, int n) {
     return v;
 }
 
+/* What the protocol can carry, checked before any connection is made. */
+static bool storable(const char *key, size_t len) {
+    if (!key || len > TR_STORE_MAX_VALUE) return false;
+    const size_t k = strlen(key);
+    if (k < 1 || k > TR_STORE_MAX_KEY) return false;
+    for (size_t i = 0; i < k; i++)
+        if (key[i] < 0x21 || key[i] > 0x7e) return false;
+    return true;
+}
+
+/* Reads the server's greeting (its nonce for this connection); 0, -1 with err, or -2 with err when
+ * the server closed the connection first (at its connection limit: worth another try). */
+static int greeting(int fd, const char *host, int port, double deadline, double timeout_s,
+                    unsigned char nonce[TR_STORE_NONCE], char *err, size_t errlen) {
+    unsigned char hello[TR_STORE_GREETING];
+    const int r = read_exact(fd, hello, sizeof hello, deadline);
+    if (r == 0)
+        return tr_errf(err, errlen, "rendezvous: %s:%d accepted the connection but sent no twinrun greeting within "
+                                    "%.0f s (is MASTER_PORT used by another service?)", host, port, timeout_s);
+    if (r < 0) {
+        tr_errf(err, errlen, "rendezvous: %s:%d kept closing the connection before greeting until the deadline (a "
+                             "server at its connection limit, or not a twinrun rendezvous)", host, port);
+        return -2;
+    }
+    char why[256];
+    if (tr_store_parse_greeting(hello, sizeof hello, nonce, why, sizeof why) != 1)
+        return tr_errf(err, errlen, "rendezvous: %s:%d: %s", host, port, why);
+    return 0;
+}
+
 /* Sends one request and reads the reply's status byte and (for 'V') the value. */
-static int request(const char *host, int port, char op, const char *key, const void *value, size_t len, void *out,
+static int request(const tr_store_conf *c, char op, const char *key, const void *value, size_t len, void *out,
                    size_t out_len, double timeout_s, char *err, size_t errlen) {
+    const char *host = c->host;
+    const int port = c->port;
+    if (!host || !*host) return tr_errf(err, errlen, "rendezvous: no MASTER_ADDR to reach the store at");
+    if (!storable(key, len))
+        return tr_errf(err, errlen, "rendezvous: key '%.80s' or its %zu-byte value is not storable (keys: 1..%d "
+                                    "printable characters, values: at most %d bytes)", key ? key : "", len,
+                       TR_STORE_MAX_KEY, TR_STORE_MAX_VALUE);
+    const double deadline = now() + timeout_s;
+    tr_store_auth auth = {.token = c->token, .token_len = c->token_len};
+    int fd = -1;
+    for (double pause = 0.05;; pause = pause * 2 > 1.0 ? 1.0 : pause * 2) {
+        if ((fd = dial(host, port, deadline, timeout_s, err, errlen)) < 0) return -1;
+        const int g = greeting(fd, host, port, deadline, timeout_s, auth.nonce, err, errlen);
+        if (g == 0) break;
+        close(fd);
+        if (g == -1 || ms_until(deadline) == 0) return -1;
+        const double p = pause < deadline - now() ? pause : deadline - now();
+        if (p > 0) nanosleep(&(struct timespec){(time_t)p, (long)((p - (double)(time_t)p) * 1e9)}, NULL);
+    }
     unsigned char *req = malloc(TR_STORE_MAX_REQUEST);
-    if (!req) return tr_errf(err, errlen, "rendezvous: out of host memory");
-    const size_t n = tr_store_encode_request(req, TR_STORE_MAX_REQUEST, op, key, value, len);
+    if (!req) {
+        close(fd);
+        return tr_errf(err, errlen, "rendezvous: out of host memory");
+    }
+    const size_t n = tr_store_encode_request(req, TR_STORE_MAX_REQUEST, &auth, op, key, value, len);
     if (n == 0) {
         free(req);
+        close(fd);
         return tr_errf(err, errlen, "rendezvous: key '%.80s' or its %zu-byte value is not storable", key, len);
-    }
-    const double deadline = now() + timeout_s;
-    const int fd = dial(host, port, deadline, timeout_s, err, errlen);
-    if (fd < 0) {
-        free(req);
-        return -1;
     }
     int rc = send_all(fd, req, n);
     free(req);
@@ -183,12 +230,20 @@ static int request(const char *host, int port, char op, const char *key, const v
     return rc;
 }
 
-int tr_store_set(const char *host, int port, const char *key, const void *value, size_t len, double timeout_s,
-                 char *err, size_t errlen) {
-    return request(host, port, 'S', key, value, len, NULL, 0, timeout_s, err, errlen);
+int tr_store_set(const tr_store_conf *c, const char *key, const void *value, size_t len, double timeout_s, char *err,
+                 size_t errlen) {
+    return request(c, 'S', key, value, len, NULL, 0, timeout_s, err, errlen);
 }
 
-int tr_store_get(const char *host, int port, const char *key, void *value, size_t len, double timeout_s, char *err,
+int tr_store_get(const tr_store_conf *c, const char *key, void *value, size_t len, double timeout_s, char *err,
                  size_t errlen) {
-    return request(host, port, 'G', key, NULL, 0, value, len, timeout_s, err, errlen);
+    return request(c, 'G', key, NULL, 0, value, len, timeout_s, err, errlen);
+}
+
+tr_store_conf tr_store_conf_of(const tr_launch_vars *v) {
+    return (tr_store_conf){.host = v->master_addr,
+                           .port = v->master_port,
+                           .bind = v->store_bind,
+                           .token = (const unsigned char *)v->store_token,
+                           .token_len = strlen(v->store_token)};
 }

@@ -1,11 +1,18 @@
 /* The wire format of the rendezvous store (tcp_store.h), kept apart so the parser of bytes that
  * arrive from the network can be fuzzed (fuzz/fuzz_store_proto.c).
  *
- * Request:  "TWS1" op:u8 ('S' set | 'G' get, waiting until the key exists) keylen:u16 key
+ * Greeting: the server speaks first, on every new connection: "TWS2" nonce[16] (fresh random bytes).
+ * Request:  "TWS2" mac[32] op:u8 ('S' set | 'G' get, waiting until the key exists) keylen:u16 key
  *           [vlen:u32 value]  (set only; integers little-endian)
+ *           mac = HMAC-SHA256(job token, nonce || the request's bytes from op to its end)
  * Response: 'K' (set done) | 'V' vlen:u32 value | 'E' mlen:u16 message
  * Keys are 1..255 printable ASCII characters; values at most TR_STORE_MAX_VALUE bytes. One request
- * per connection. */
+ * per connection.
+ *
+ * The MAC proves that the client holds the job's token (TWINRUN_STORE_TOKEN) without sending it,
+ * binds the request to this connection (a recorded request cannot be replayed: the nonce differs)
+ * and covers every byte of it (nothing can be altered on the way). Values travel in clear: the
+ * token keeps strangers from reading or writing keys, not a listener on the wire from seeing them. */
 #ifndef TR_LAUNCH_STORE_PROTO_H
 #define TR_LAUNCH_STORE_PROTO_H
 
@@ -14,7 +21,19 @@
 
 #define TR_STORE_MAX_KEY 255
 #define TR_STORE_MAX_VALUE 65536
-#define TR_STORE_MAX_REQUEST (4 + 1 + 2 + TR_STORE_MAX_KEY + 4 + TR_STORE_MAX_VALUE)
+#define TR_STORE_NONCE 16
+#define TR_STORE_MAC 32
+#define TR_STORE_GREETING (4 + TR_STORE_NONCE)
+#define TR_STORE_HEAD (4 + TR_STORE_MAC) /* magic and MAC, before op */
+#define TR_STORE_MAX_REQUEST (TR_STORE_HEAD + 1 + 2 + TR_STORE_MAX_KEY + 4 + TR_STORE_MAX_VALUE)
+#define TR_STORE_MAX_TOKEN 256
+
+/* What a request is authenticated with: the job's token and the connection's nonce. */
+typedef struct tr_store_auth {
+    const unsigned char *token; /* may be empty (no TWINRUN_STORE_TOKEN: the server warns) */
+    size_t token_len;
+    unsigned char nonce[TR_STORE_NONCE];
+} tr_store_auth;
 
 typedef struct tr_store_req {
     char op;                  /* 'S' or 'G' */
@@ -23,13 +42,20 @@ typedef struct tr_store_req {
     size_t value_len;
 } tr_store_req;
 
-/* Parses one request from buf[n]. 1: complete (*used bytes); 0: incomplete so far; -1: malformed,
- * err says how. */
-int tr_store_parse_request(const unsigned char *buf, size_t n, tr_store_req *req, size_t *used, char *err,
-                           size_t errlen);
-/* Encodes a request into out[cap]; returns its length, or 0 if the key or value is invalid or
- * does not fit. */
-size_t tr_store_encode_request(unsigned char *out, size_t cap, char op, const char *key, const void *value,
-                               size_t value_len);
+/* The greeting: 1 with the nonce when buf[n] holds one, 0 when incomplete, -1 with err when it is
+ * not a twinrun rendezvous (or an older version). */
+int tr_store_parse_greeting(const unsigned char *buf, size_t n, unsigned char nonce[TR_STORE_NONCE], char *err,
+                            size_t errlen);
+void tr_store_encode_greeting(unsigned char out[TR_STORE_GREETING], const unsigned char nonce[TR_STORE_NONCE]);
+
+/* Parses one request from buf[n]. 1: complete and authentic (*used bytes); 0: incomplete so far;
+ * -1: malformed or not authentic, err says how (an authentication failure starts with
+ * "authentication failed"). */
+int tr_store_parse_request(const unsigned char *buf, size_t n, const tr_store_auth *auth, tr_store_req *req,
+                           size_t *used, char *err, size_t errlen);
+/* Encodes an authenticated request into out[cap]; returns its length, or 0 if the key or value is
+ * invalid or does not fit. */
+size_t tr_store_encode_request(unsigned char *out, size_t cap, const tr_store_auth *auth, char op, const char *key,
+                               const void *value, size_t value_len);
 
 #endif

@@ -1,22 +1,36 @@
 /* The rendezvous store's server (tcp_store.h): one thread, poll() over the listening socket, a wake
- * pipe and the open connections. A get of a missing key parks its connection until a set of that
- * key answers it. */
+ * pipe and the open connections. Each new connection is greeted with a fresh nonce and must send
+ * one complete, authenticated request before its handshake deadline; a get of a missing key then
+ * parks its connection until a set of that key answers it. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "launch/store_proto.h"
 #include "launch/tcp_store.h"
 #include "twinrun/err.h"
+
+#define DEFAULT_HANDSHAKE_S 30.0
+#define DEFAULT_MAX_CONNS 4096
+#define MAX_ENTRIES 65536
+#define MAX_STORED_BYTES (64u << 20)
+#define MAX_LOGGED_REFUSALS 16
 
 typedef struct entry {
     char key[TR_STORE_MAX_KEY + 1];
@@ -28,6 +42,9 @@ typedef struct conn {
     int fd;
     unsigned char *buf;
     size_t len;
+    unsigned char nonce[TR_STORE_NONCE];
+    double deadline;                    /* to authenticate and finish the request; 0 once parked */
+    char peer[64];                      /* for the log */
     char waiting[TR_STORE_MAX_KEY + 1]; /* a parked get: its key; "" otherwise */
     bool done;                          /* answered or broken: closed after this poll round */
 } conn;
@@ -35,18 +52,40 @@ typedef struct conn {
 struct tr_store_server {
     int listen_fd, wake[2], port;
     pthread_t thread;
+    unsigned char token[TR_STORE_MAX_TOKEN];
+    size_t token_len;
+    double handshake_s;
+    size_t max_conns;
+    bool quiet;
+    char where[300]; /* "ADDR:PORT" for the log */
     conn *conns;
     size_t nconns, cap_conns;
     entry *entries;
-    size_t nentries, cap_entries;
+    size_t nentries, cap_entries, stored_bytes;
+    atomic_long refusals;
 };
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void refuse_log(tr_store_server *s, const char *peer, const char *why) {
+    const long n = atomic_fetch_add(&s->refusals, 1) + 1;
+    if (s->quiet) return;
+    if (n <= MAX_LOGGED_REFUSALS)
+        fprintf(stderr, "twinrun: rendezvous store on %s refused a connection from %s: %s\n", s->where, peer, why);
+    if (n == MAX_LOGGED_REFUSALS)
+        fprintf(stderr, "twinrun: rendezvous store on %s: further refusals are counted, not printed\n", s->where);
+}
 
 static void send_all(int fd, const void *p, size_t n) {
     const unsigned char *b = p;
     while (n) {
         const ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return; /* the client went away: nothing to tell it */
+        if (w <= 0) return; /* the client went away (or stopped reading): nothing to tell it */
         b += w;
         n -= (size_t)w;
     }
@@ -78,14 +117,18 @@ static void drop(tr_store_server *s, size_t i) {
     s->conns[i] = s->conns[--s->nconns];
 }
 
-/* Stores a set; answers the gets parked on its key. Returns false when out of memory. */
-static bool do_set(tr_store_server *s, const tr_store_req *r) {
+/* Stores a set; answers the gets parked on its key. NULL, or why it was not stored. */
+static const char *do_set(tr_store_server *s, const tr_store_req *r) {
     entry *e = find(s, r->key);
+    const size_t old = e ? e->len : 0;
+    if (s->stored_bytes - old + r->value_len > MAX_STORED_BYTES)
+        return "the rendezvous store is full (64 MiB of values): a job publishes a few bytes per communicator";
     if (!e) {
+        if (s->nentries == MAX_ENTRIES) return "the rendezvous store is full (65536 keys)";
         if (s->nentries == s->cap_entries) {
             const size_t cap = s->cap_entries ? 2 * s->cap_entries : 64;
             entry *n = realloc(s->entries, cap * sizeof *n);
-            if (!n) return false;
+            if (!n) return "rendezvous server out of memory";
             s->entries = n;
             s->cap_entries = cap;
         }
@@ -94,17 +137,18 @@ static bool do_set(tr_store_server *s, const tr_store_req *r) {
         memcpy(e->key, r->key, sizeof e->key);
     }
     unsigned char *v = malloc(r->value_len ? r->value_len : 1);
-    if (!v) return false;
+    if (!v) return "rendezvous server out of memory";
     if (r->value_len) memcpy(v, r->value, r->value_len);
     free(e->value);
     e->value = v;
     e->len = r->value_len;
+    s->stored_bytes = s->stored_bytes - old + r->value_len;
     for (size_t i = 0; i < s->nconns; i++)
         if (!s->conns[i].done && strcmp(s->conns[i].waiting, e->key) == 0) {
             reply_value(s->conns[i].fd, e);
             s->conns[i].done = true;
         }
-    return true;
+    return NULL;
 }
 
 /* Reads what conn i sent; handles a complete request. Returns false when the connection ends. */
@@ -113,8 +157,16 @@ static bool serve_conn(tr_store_server *s, size_t i) {
     unsigned char tmp[16384];
     const ssize_t n = recv(c->fd, tmp, sizeof tmp, 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
-    if (n <= 0 || c->waiting[0]) return false; /* closed, or bytes after a parked get */
+    if (n <= 0) {
+        if (!c->waiting[0] && c->len) refuse_log(s, c->peer, "closed in the middle of a request");
+        return false;
+    }
+    if (c->waiting[0]) {
+        refuse_log(s, c->peer, "sent bytes after its request");
+        return false;
+    }
     if (c->len + (size_t)n > TR_STORE_MAX_REQUEST) {
+        refuse_log(s, c->peer, "request too large");
         reply_error(c->fd, "request too large");
         return false;
     }
@@ -126,15 +178,20 @@ static bool serve_conn(tr_store_server *s, size_t i) {
     tr_store_req req;
     size_t used = 0;
     char err[256];
-    const int got = tr_store_parse_request(c->buf, c->len, &req, &used, err, sizeof err);
+    tr_store_auth auth = {.token = s->token, .token_len = s->token_len};
+    memcpy(auth.nonce, c->nonce, sizeof auth.nonce);
+    const int got = tr_store_parse_request(c->buf, c->len, &auth, &req, &used, err, sizeof err);
     if (got == 0) return true;
-    if (got < 0) {
+    if (got < 0 || used != c->len) {
+        if (got > 0) snprintf(err, sizeof err, "bytes after its request");
+        refuse_log(s, c->peer, err);
         reply_error(c->fd, err);
         return false;
     }
     if (req.op == 'S') {
-        if (!do_set(s, &req)) {
-            reply_error(c->fd, "rendezvous server out of memory");
+        const char *why = do_set(s, &req);
+        if (why) {
+            reply_error(c->fd, why);
             return false;
         }
         send_all(c->fd, "K", 1);
@@ -146,12 +203,38 @@ static bool serve_conn(tr_store_server *s, size_t i) {
         return false;
     }
     memcpy(c->waiting, req.key, sizeof c->waiting);
+    c->deadline = 0; /* authenticated: it may wait for its key as long as its client does */
     return true;
 }
 
+static void peer_name(const struct sockaddr_storage *a, char *out, size_t cap) {
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (a->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *v = (const struct sockaddr_in6 *)a;
+        inet_ntop(AF_INET6, &v->sin6_addr, host, sizeof host);
+        port = ntohs(v->sin6_port);
+    } else if (a->ss_family == AF_INET) {
+        const struct sockaddr_in *v = (const struct sockaddr_in *)a;
+        inet_ntop(AF_INET, &v->sin_addr, host, sizeof host);
+        port = ntohs(v->sin_port);
+    }
+    snprintf(out, cap, "%s port %d", host, port);
+}
+
 static void accept_one(tr_store_server *s) {
-    const int fd = accept(s->listen_fd, NULL, NULL);
+    struct sockaddr_storage a;
+    socklen_t al = sizeof a;
+    memset(&a, 0, sizeof a);
+    const int fd = accept4(s->listen_fd, (struct sockaddr *)&a, &al, SOCK_CLOEXEC);
     if (fd < 0) return;
+    char peer[64];
+    peer_name(&a, peer, sizeof peer);
+    if (s->nconns >= s->max_conns) {
+        refuse_log(s, peer, "too many open connections");
+        close(fd);
+        return;
+    }
     if (s->nconns == s->cap_conns) {
         const size_t cap = s->cap_conns ? 2 * s->cap_conns : 64;
         conn *n = realloc(s->conns, cap * sizeof *n);
@@ -162,7 +245,36 @@ static void accept_one(tr_store_server *s) {
         s->conns = n;
         s->cap_conns = cap;
     }
-    s->conns[s->nconns++] = (conn){.fd = fd};
+    /* a client that vanished without closing (a crashed node) is found by keepalive in ~2 minutes,
+     * so a parked get cannot hold its connection forever */
+    const int one = 1, idle = 60, intvl = 10, cnt = 6;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    /* replies are sent blocking (recv only runs when poll says so); a client that stops reading
+     * costs the server at most this long per reply, then its reply is dropped */
+    const struct timeval snd = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &snd, sizeof snd);
+    conn c = {.fd = fd, .deadline = now() + s->handshake_s};
+    memcpy(c.peer, peer, sizeof c.peer);
+    if (getrandom(c.nonce, sizeof c.nonce, 0) != (ssize_t)sizeof c.nonce) {
+        close(fd);
+        return;
+    }
+    unsigned char hello[TR_STORE_GREETING];
+    tr_store_encode_greeting(hello, c.nonce);
+    send_all(fd, hello, sizeof hello); /* 20 bytes into an empty socket buffer: never blocks */
+    s->conns[s->nconns++] = c;
+}
+
+/* Milliseconds until the nearest handshake deadline (-1: none). */
+static int poll_timeout(const tr_store_server *s, double t) {
+    double first = 0;
+    for (size_t i = 0; i < s->nconns; i++)
+        if (s->conns[i].deadline > 0 && (first == 0 || s->conns[i].deadline < first)) first = s->conns[i].deadline;
+    if (first == 0) return -1;
+    return first <= t ? 0 : (int)((first - t) * 1000.0) + 1;
 }
 
 static void *serve(void *arg) {
@@ -180,7 +292,7 @@ static void *serve(void *arg) {
         pf[1] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
         const size_t n = s->nconns;
         for (size_t i = 0; i < n; i++) pf[2 + i] = (struct pollfd){.fd = s->conns[i].fd, .events = POLLIN};
-        if (poll(pf, n + 2, -1) < 0) {
+        if (poll(pf, n + 2, poll_timeout(s, now())) < 0) {
             if (errno == EINTR) continue;
             break;
         }
@@ -188,6 +300,16 @@ static void *serve(void *arg) {
         /* connections are only marked done here and closed after the round, so indices stay valid */
         for (size_t i = 0; i < n; i++)
             if (pf[2 + i].revents && !s->conns[i].done && !serve_conn(s, i)) s->conns[i].done = true;
+        const double t = now();
+        for (size_t i = 0; i < s->nconns; i++) {
+            conn *c = &s->conns[i];
+            if (!c->done && c->deadline > 0 && t >= c->deadline) {
+                char why[96];
+                snprintf(why, sizeof why, "no complete request within %.0f s of connecting", s->handshake_s);
+                refuse_log(s, c->peer, why);
+                c->done = true;
+            }
+        }
         for (size_t i = 0; i < s->nconns;) {
             if (s->conns[i].done) drop(s, i);
             else i++;
@@ -198,59 +320,110 @@ static void *serve(void *arg) {
     return NULL;
 }
 
-tr_store_server *tr_store_serve(int port, char *err, size_t errlen) {
+static bool is_loopback(const struct sockaddr *a) {
+    if (a->sa_family == AF_INET) return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
+    if (a->sa_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)a)->sin6_addr);
+    return false;
+}
+
+/* A listening socket on one address; fd or -1 with errno. */
+static int listen_on(const struct sockaddr *a, socklen_t al) {
+    const int fd = socket(a->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    const int one = 1, off = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* a previous run's TIME_WAIT must not block us */
+    if (a->sa_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+    if (bind(fd, a, al) != 0 || listen(fd, 1024) != 0) {
+        const int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+static int listen_error(int e, const char *where, int port, char *err, size_t errlen) {
+    if (e == EADDRINUSE)
+        return tr_errf(err, errlen, "rendezvous: MASTER_PORT %d is already in use on this host (another job, or a "
+                                    "previous run still exiting): choose another MASTER_PORT for every rank", port);
+    if (e == EACCES)
+        return tr_errf(err, errlen, "rendezvous: not allowed to listen on port %d: use a MASTER_PORT above 1023", port);
+    if (e == EADDRNOTAVAIL)
+        return tr_errf(err, errlen, "rendezvous: '%s' is not an address of this host, so rank 0 cannot listen there: "
+                                    "run rank 0 on MASTER_ADDR's node, or set TWINRUN_STORE_BIND to this host's "
+                                    "address on the network the other nodes reach", where);
+    return tr_errf(err, errlen, "rendezvous: cannot listen on %s port %d: %s", where, port, strerror(e));
+}
+
+/* Binds the listening socket: every interface for "*", else the first address `where` resolves to
+ * that this host can listen on. */
+static int open_listener(const char *where, int port, char *err, size_t errlen) {
+    char service[16];
+    snprintf(service, sizeof service, "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res = NULL;
+    const bool every = strcmp(where, "*") == 0;
+    const int g = getaddrinfo(every ? NULL : where, service, &hints, &res);
+    if (g != 0)
+        return tr_errf(err, errlen, "rendezvous: cannot listen on '%s': it does not resolve (%s); set MASTER_ADDR "
+                                    "(or TWINRUN_STORE_BIND) to this host's name or address", where, gai_strerror(g));
+    int fd = -1, e = EADDRNOTAVAIL;
+    bool loop_only = true;
+    /* for "*": the IPv6 wildcard takes IPv4 clients too (dual stack); IPv4 alone where IPv6 is off */
+    for (int pass = every ? 0 : 1; pass < 2 && fd < 0; pass++)
+        for (const struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+            if (pass == 0 && ai->ai_family != AF_INET6) continue;
+            loop_only = loop_only && is_loopback(ai->ai_addr);
+            fd = listen_on(ai->ai_addr, ai->ai_addrlen);
+            if (fd < 0) e = errno;
+        }
+    freeaddrinfo(res);
+    if (fd < 0) return listen_error(e, where, port, err, errlen);
+    if (loop_only && !every && strcmp(where, "localhost") != 0 && strncmp(where, "127.", 4) != 0 &&
+        strcmp(where, "::1") != 0)
+        fprintf(stderr, "twinrun: warning: '%s' resolves to a loopback address on this host, so the rendezvous store "
+                        "listens on loopback only and ranks on other nodes cannot reach it; for a multi-node job set "
+                        "TWINRUN_STORE_BIND to this host's address on the cluster network\n", where);
+    return fd;
+}
+
+tr_store_server *tr_store_serve(const tr_store_conf *c, char *err, size_t errlen) {
+    const char *where = c->bind && *c->bind ? c->bind : c->host;
+    if (!where || !*where) {
+        tr_errf(err, errlen, "rendezvous: no address to listen on: set MASTER_ADDR");
+        return NULL;
+    }
+    if (c->token_len > TR_STORE_MAX_TOKEN) {
+        tr_errf(err, errlen, "rendezvous: the job token is %zu bytes; at most %d", c->token_len, TR_STORE_MAX_TOKEN);
+        return NULL;
+    }
     tr_store_server *s = calloc(1, sizeof *s);
     if (!s) {
         tr_errf(err, errlen, "rendezvous: out of host memory");
         return NULL;
     }
     s->wake[0] = s->wake[1] = -1;
-    /* dual-stack: one IPv6 socket also takes IPv4 clients; plain IPv4 where IPv6 is off */
-    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    memset(&ss, 0, sizeof ss);
-    if (fd >= 0) {
-        const int off = 0;
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-        a->sin6_family = AF_INET6;
-        a->sin6_addr = in6addr_any;
-        a->sin6_port = htons((uint16_t)port);
-        sl = sizeof *a;
-    } else {
-        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-        a->sin_family = AF_INET;
-        a->sin_addr.s_addr = htonl(INADDR_ANY);
-        a->sin_port = htons((uint16_t)port);
-        sl = sizeof *a;
-    }
+    const int fd = open_listener(where, c->port, err, errlen);
     if (fd < 0) {
-        tr_errf(err, errlen, "rendezvous: socket: %s", strerror(errno));
         free(s);
         return NULL;
     }
-    const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* a previous run's TIME_WAIT must not block us */
-    if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 1024) != 0) {
-        const int e = errno;
-        if (e == EADDRINUSE)
-            tr_errf(err, errlen, "rendezvous: MASTER_PORT %d is already in use on this host (another job, or a "
-                                 "previous run still exiting): choose another MASTER_PORT for every rank", port);
-        else if (e == EACCES)
-            tr_errf(err, errlen, "rendezvous: not allowed to listen on port %d: use a MASTER_PORT above 1023", port);
-        else
-            tr_errf(err, errlen, "rendezvous: cannot listen on port %d: %s", port, strerror(e));
-        close(fd);
-        free(s);
-        return NULL;
-    }
-    sl = sizeof ss;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
     getsockname(fd, (struct sockaddr *)&ss, &sl);
     s->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
                                        : ntohs(((struct sockaddr_in *)&ss)->sin_port);
     s->listen_fd = fd;
+    if (c->token_len) memcpy(s->token, c->token, c->token_len);
+    s->token_len = c->token_len;
+    s->handshake_s = c->handshake_s > 0 ? c->handshake_s : DEFAULT_HANDSHAKE_S;
+    s->max_conns = c->max_conns > 0 ? (size_t)c->max_conns : DEFAULT_MAX_CONNS;
+    s->quiet = c->quiet;
+    snprintf(s->where, sizeof s->where, "%s:%d", where, s->port);
+    atomic_init(&s->refusals, 0);
+    if (!s->token_len && !s->quiet)
+        fprintf(stderr, "twinrun: warning: the rendezvous store on %s runs without a job token: any program that "
+                        "reaches it can read and write the job's keys; export the same secret as TWINRUN_STORE_TOKEN "
+                        "to every rank (scripts/launch_llama3.sh does)\n", s->where);
     if (pipe2(s->wake, O_CLOEXEC) != 0 || pthread_create(&s->thread, NULL, serve, s) != 0) {
         tr_errf(err, errlen, "rendezvous: cannot start the server thread: %s", strerror(errno));
         close(fd);
@@ -262,6 +435,10 @@ tr_store_server *tr_store_serve(int port, char *err, size_t errlen) {
 }
 
 int tr_store_server_port(const tr_store_server *s) { return s->port; }
+
+long tr_store_server_refusals(const tr_store_server *s) {
+    return atomic_load(&((tr_store_server *)s)->refusals);
+}
 
 void tr_store_server_stop(tr_store_server *s) {
     if (!s) return;

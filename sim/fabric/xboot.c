@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../engine/launch/tcp_store.h"
 #include "twinrun/err.h"
 
 static bool g_mpi_started; /* this process called MPI_Init: MPI_Finalize at the end */
@@ -39,25 +38,25 @@ void xboot_mpi_finish(bool ok) {
     g_mpi_started = false;
 }
 
-int xboot_store(const unsigned char *mine, unsigned char *all, int nprocs, int proc, const char *host, int port,
+int xboot_store(const unsigned char *mine, unsigned char *all, int nprocs, int proc, const tr_store_conf *store,
                 double timeout_s, char *err, size_t errlen) {
     tr_store_server *srv = NULL;
-    if (proc == 0 && !(srv = tr_store_serve(port, err, errlen))) return -1;
+    if (proc == 0 && !(srv = tr_store_serve(store, err, errlen))) return -1;
     char key[64];
     int rc = 0;
     snprintf(key, sizeof key, "twinrun/fabric/peer/%d", proc);
-    rc = tr_store_set(host, port, key, mine, XW_PEER_SIZE, timeout_s, err, errlen);
+    rc = tr_store_set(store, key, mine, XW_PEER_SIZE, timeout_s, err, errlen);
     for (int p = 0; p < nprocs && !rc; p++) {
         snprintf(key, sizeof key, "twinrun/fabric/peer/%d", p);
-        rc = tr_store_get(host, port, key, all + (size_t)p * XW_PEER_SIZE, XW_PEER_SIZE, timeout_s, err, errlen);
+        rc = tr_store_get(store, key, all + (size_t)p * XW_PEER_SIZE, XW_PEER_SIZE, timeout_s, err, errlen);
     }
     /* process 0 serves until everyone has read every record */
     snprintf(key, sizeof key, "twinrun/fabric/read/%d", proc);
-    if (!rc) rc = tr_store_set(host, port, key, "1", 1, timeout_s, err, errlen);
+    if (!rc) rc = tr_store_set(store, key, "1", 1, timeout_s, err, errlen);
     for (int p = 1; p < nprocs && !rc && srv; p++) {
         char one;
         snprintf(key, sizeof key, "twinrun/fabric/read/%d", p);
-        rc = tr_store_get(host, port, key, &one, 1, timeout_s, err, errlen);
+        rc = tr_store_get(store, key, &one, 1, timeout_s, err, errlen);
     }
     if (srv) tr_store_server_stop(srv);
     return rc;

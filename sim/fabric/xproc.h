@@ -28,6 +28,8 @@ typedef struct xproc_config {
     bool mpi;             /* exchange endpoint addresses through MPI (started by mpirun) */
     char master_addr[256]; /* otherwise through the rendezvous store there (engine/launch/tcp_store.h) */
     int master_port;
+    char store_token[257]; /* TWINRUN_STORE_TOKEN ("" none), TWINRUN_STORE_BIND: engine/launch/launch_vars.h */
+    char store_bind[256];
     double timeout_s;           /* wall-clock watchdog on waits for other processes */
     bool timeout_explicit;      /* timeout_s came from TWINRUN_REMOTE_TIMEOUT; otherwise each waiting rank's
                                    own collective timeout (coll_set_timeout) applies, timeout_s when it has none */

@@ -96,7 +96,11 @@ static int start(const xproc_config *c, char *err, size_t errlen) {
     }
     xw_peer_encode(mine, &me);
     int rc = c->mpi ? xboot_mpi(mine, all, c->nprocs, c->proc, err, errlen)
-                    : xboot_store(mine, all, c->nprocs, c->proc, c->master_addr, c->master_port,
+                    : xboot_store(mine, all, c->nprocs, c->proc,
+                                  &(tr_store_conf){.host = c->master_addr, .port = c->master_port,
+                                                   .bind = c->store_bind,
+                                                   .token = (const unsigned char *)c->store_token,
+                                                   .token_len = strlen(c->store_token)},
                                   c->bootstrap_timeout_s, err, errlen);
     J->mpi = c->mpi;
     xw_peer *info = rc ? NULL : calloc((size_t)c->nprocs, sizeof *info);

@@ -86,6 +86,8 @@ int launch_multi_start(int world, double watchdog_s, launch_multi *m, char *err,
                            proc, nprocs);
         snprintf(c.master_addr, sizeof c.master_addr, "%s", v.master_addr);
         c.master_port = v.master_port;
+        memcpy(c.store_token, v.store_token, sizeof c.store_token);
+        memcpy(c.store_bind, v.store_bind, sizeof c.store_bind);
     }
     const char *t = getenv("TWINRUN_REMOTE_TIMEOUT");
     c.timeout_explicit = t && *t;

@@ -28,6 +28,7 @@ SH
 cat >mock/train_llama3 <<'SH'
 #!/usr/bin/env bash
 echo "RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE MASTER=$MASTER_ADDR:$MASTER_PORT FLIGHT=$TWINRUN_FLIGHT_DIR ARGS=$*" >"$MOCK_OUT/rank_$RANK"
+echo "${TWINRUN_STORE_TOKEN:-none}" >"$MOCK_OUT/token_$RANK"
 echo "rank $RANK says hello"
 [ "$RANK" = "${MOCK_HANG_RANK:-x}" ] && exec sleep 600
 [ "$RANK" = "${MOCK_FAIL_RANK:-x}" ] && { sleep 0.5; exit "${MOCK_FAIL_CODE:-1}"; }
@@ -54,6 +55,9 @@ expect "node 1: per-rank logs" logs/t1/rank_00002.log "rank 2 says hello"
 expect "node 1: flight dumps dir" out/rank_2 "FLIGHT=logs/t1/flight"
 [ ! -e out/rank_0 ] && ok "node 1 starts no rank of node 0" || bad "node 1 started rank 0"
 [ -e logs/t1/rank_00000.log ] && bad "node 1 wrote rank 0's log" || ok "node 1 writes only its own logs"
+# two nodes and no rendezvous token in the job's spec: said so, none invented (it would differ per node)
+expect "node 1: no token, warned" node1.txt "no TWINRUN_STORE_TOKEN: the rendezvous store on worker-0:29555 accepts any client"
+expect "node 1: no token invented" out/token_2 "^none$"
 
 # the first failure's code comes back; the node's hung rank is stopped, not waited for
 rm -f out/*
@@ -63,6 +67,9 @@ echo "exit $?" >>fail.txt
 took=$(($(date +%s) - start))
 expect "failure: exit code of the failed rank" fail.txt "^exit 7$"
 expect "failure: said so" fail.txt "训练失败，退出码: 7"
+# one node: a fresh random token, the same for every rank of the node
+expect "one node: a token for rank 0" out/token_0 "^[0-9a-f]{32}$"
+cmp -s out/token_0 out/token_1 && ok "one node: every rank holds the same token" || bad "one node: ranks got different tokens"
 [ "$took" -lt 30 ] && ok "failure: hung rank stopped (${took}s)" || bad "failure took ${took}s: the hung rank was waited for"
 
 # FAST_TEST_MODE and USE_EXP_STRUCTURE as the seed defines them; DRY_RUN lists the ranks

@@ -118,34 +118,89 @@ static void test_vars_mpirun_and_plain(void **state) {
     assert_err(parse(&v, err, "WORLD_SIZE=0", NULL, NULL, NULL, NULL, NULL), "WORLD_SIZE=\"0\"");
 }
 
+/* The rendezvous store's token and listening address. */
+static void test_vars_store(void **state) {
+    (void)state;
+    tr_launch_vars v;
+    char err[512];
+    assert_int_equal(parse(&v, err, "WORLD_SIZE=2", "RANK=1", "MASTER_ADDR=node0",
+                           "TWINRUN_STORE_TOKEN=9f2c4e1a7b3d5f60aa11", "TWINRUN_STORE_BIND=10.0.0.5", NULL), 0);
+    assert_string_equal(v.store_token, "9f2c4e1a7b3d5f60aa11");
+    assert_string_equal(v.store_bind, "10.0.0.5");
+    const tr_store_conf c = tr_store_conf_of(&v);
+    assert_string_equal(c.host, "node0");
+    assert_string_equal(c.bind, "10.0.0.5");
+    assert_int_equal(c.token_len, 20);
+    assert_int_equal(parse(&v, err, "WORLD_SIZE=2", "RANK=1", "MASTER_ADDR=node0", NULL, NULL, NULL), 0);
+    assert_string_equal(v.store_token, "");
+    assert_err(parse(&v, err, "TWINRUN_STORE_TOKEN=short", NULL, NULL, NULL, NULL, NULL), "16 to 256");
+    assert_err(parse(&v, err, "TWINRUN_STORE_TOKEN=0123456789 abcdef", NULL, NULL, NULL, NULL, NULL), "position 10");
+    assert_err(parse(&v, err, "TWINRUN_STORE_BIND=a b", NULL, NULL, NULL, NULL, NULL), "TWINRUN_STORE_BIND");
+}
+
 /* ---- wire format ---------------------------------------------------------------------------- */
+static const tr_store_auth test_auth = {.token = (const unsigned char *)"0123456789abcdef-token", .token_len = 22,
+                                        .nonce = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
+
 static void test_proto(void **state) {
     (void)state;
     unsigned char buf[512];
-    const size_t n = tr_store_encode_request(buf, sizeof buf, 'S', "nccl.dp.0", "abc", 3);
-    assert_int_equal(n, 7 + 9 + 4 + 3);
+    const size_t n = tr_store_encode_request(buf, sizeof buf, &test_auth, 'S', "nccl.dp.0", "abc", 3);
+    assert_int_equal(n, TR_STORE_HEAD + 3 + 9 + 4 + 3);
     tr_store_req r;
     size_t used = 0;
     char err[256];
-    for (size_t k = 0; k < n; k++) assert_int_equal(tr_store_parse_request(buf, k, &r, &used, err, sizeof err), 0);
-    assert_int_equal(tr_store_parse_request(buf, n, &r, &used, err, sizeof err), 1);
+    for (size_t k = 0; k < n; k++)
+        assert_int_equal(tr_store_parse_request(buf, k, &test_auth, &r, &used, err, sizeof err), 0);
+    assert_int_equal(tr_store_parse_request(buf, n, &test_auth, &r, &used, err, sizeof err), 1);
     assert_int_equal(used, n);
     assert_string_equal(r.key, "nccl.dp.0");
     assert_int_equal(r.value_len, 3);
     assert_memory_equal(r.value, "abc", 3);
-    assert_int_equal(tr_store_parse_request((const unsigned char *)"GET / HTTP/1.1", 14, &r, &used, err, sizeof err), -1);
+    assert_int_equal(tr_store_parse_request((const unsigned char *)"GET / HTTP/1.1", 14, &test_auth, &r, &used, err,
+                                            sizeof err), -1);
     assert_non_null(strstr(err, "not a twinrun rendezvous"));
-    assert_int_equal(tr_store_encode_request(buf, sizeof buf, 'G', "bad key", NULL, 0), 0);
-    assert_int_equal(tr_store_encode_request(buf, sizeof buf, 'G', "", NULL, 0), 0);
-    assert_int_equal(tr_store_encode_request(buf, 8, 'G', "long-key", NULL, 0), 0);
-    const unsigned char bad_op[] = {'T', 'W', 'S', '1', 'X', 1, 0, 'k'};
-    assert_int_equal(tr_store_parse_request(bad_op, sizeof bad_op, &r, &used, err, sizeof err), -1);
-    const unsigned char big[] = {'T', 'W', 'S', '1', 'S', 1, 0, 'k', 0xff, 0xff, 0xff, 0x7f};
-    assert_int_equal(tr_store_parse_request(big, sizeof big, &r, &used, err, sizeof err), -1);
+    assert_int_equal(tr_store_encode_request(buf, sizeof buf, &test_auth, 'G', "bad key", NULL, 0), 0);
+    assert_int_equal(tr_store_encode_request(buf, sizeof buf, &test_auth, 'G', "", NULL, 0), 0);
+    assert_int_equal(tr_store_encode_request(buf, 8, &test_auth, 'G', "long-key", NULL, 0), 0);
+    unsigned char bad_op[TR_STORE_HEAD + 4] = {'T', 'W', 'S', '2'};
+    memcpy(bad_op + TR_STORE_HEAD, "X\1\0k", 4);
+    assert_int_equal(tr_store_parse_request(bad_op, sizeof bad_op, &test_auth, &r, &used, err, sizeof err), -1);
+    unsigned char big[TR_STORE_HEAD + 8] = {'T', 'W', 'S', '2'};
+    memcpy(big + TR_STORE_HEAD, "S\1\0k\xff\xff\xff\x7f", 8);
+    assert_int_equal(tr_store_parse_request(big, sizeof big, &test_auth, &r, &used, err, sizeof err), -1);
     assert_non_null(strstr(err, "at most"));
+    /* the version before the job token: named, not "garbage" */
+    assert_int_equal(tr_store_parse_request((const unsigned char *)"TWS1G\1\0k", 8, &test_auth, &r, &used, err,
+                                            sizeof err), -1);
+    assert_non_null(strstr(err, "version '1'"));
+    /* authenticity: another token, another nonce, or one changed byte fails the MAC */
+    tr_store_auth other = test_auth;
+    other.token = (const unsigned char *)"0123456789abcdef-tokeN";
+    assert_int_equal(tr_store_parse_request(buf, n, &other, &r, &used, err, sizeof err), -1);
+    assert_non_null(strstr(err, "authentication failed"));
+    other = test_auth;
+    other.nonce[15] ^= 1;
+    assert_int_equal(tr_store_parse_request(buf, n, &other, &r, &used, err, sizeof err), -1);
+    buf[n - 1] ^= 1;
+    assert_int_equal(tr_store_parse_request(buf, n, &test_auth, &r, &used, err, sizeof err), -1);
+    /* greeting */
+    unsigned char hello[TR_STORE_GREETING], nonce[TR_STORE_NONCE];
+    tr_store_encode_greeting(hello, test_auth.nonce);
+    assert_int_equal(tr_store_parse_greeting(hello, 10, nonce, err, sizeof err), 0);
+    assert_int_equal(tr_store_parse_greeting(hello, sizeof hello, nonce, err, sizeof err), 1);
+    assert_memory_equal(nonce, test_auth.nonce, TR_STORE_NONCE);
+    assert_int_equal(tr_store_parse_greeting((const unsigned char *)"HTTP/1.1 400 Bad Request", 20, nonce, err,
+                                             sizeof err), -1);
 }
 
 /* ---- the store over loopback ------------------------------------------------------------------ */
+#define TOKEN "test-token-0123456789"
+static tr_store_conf conf_at(const char *host, int port) {
+    return (tr_store_conf){.host = host, .port = port, .token = (const unsigned char *)TOKEN,
+                           .token_len = strlen(TOKEN)};
+}
+
 typedef struct later {
     int port;
     double delay;
@@ -156,7 +211,8 @@ static void *set_later(void *arg) {
     struct timespec ts = {0, (long)(l->delay * 1e9)};
     nanosleep(&ts, NULL);
     char err[512];
-    const int rc = tr_store_set("127.0.0.1", l->port, "late", "0123456789abcdef", 16, 5.0, err, sizeof err);
+    const tr_store_conf c = conf_at("127.0.0.1", l->port);
+    const int rc = tr_store_set(&c, "late", "0123456789abcdef", 16, 5.0, err, sizeof err);
     return (void *)(intptr_t)rc;
 }
 
@@ -169,40 +225,48 @@ static double mono(void) {
 static void test_store(void **state) {
     (void)state;
     char err[512];
-    tr_store_server *s = tr_store_serve(0, err, sizeof err);
+    tr_store_conf sc = conf_at("127.0.0.1", 0);
+    tr_store_server *s = tr_store_serve(&sc, err, sizeof err);
     assert_non_null(s);
     const int port = tr_store_server_port(s);
     assert_true(port > 0);
+    const tr_store_conf c = conf_at("127.0.0.1", port), by_name = conf_at("localhost", port);
     unsigned char id[128], got[128];
     for (int i = 0; i < 128; i++) id[i] = (unsigned char)(i * 7);
-    assert_int_equal(tr_store_set("localhost", port, "id.world.0", id, sizeof id, 5.0, err, sizeof err), 0);
-    assert_int_equal(tr_store_get("127.0.0.1", port, "id.world.0", got, sizeof got, 5.0, err, sizeof err), 0);
+    assert_int_equal(tr_store_set(&by_name, "id.world.0", id, sizeof id, 5.0, err, sizeof err), 0);
+    assert_int_equal(tr_store_get(&c, "id.world.0", got, sizeof got, 5.0, err, sizeof err), 0);
     assert_memory_equal(id, got, sizeof id);
     /* a get that arrives first waits for the set */
     later l = {port, 0.2};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, set_later, &l), 0);
     char v[16];
-    assert_int_equal(tr_store_get("127.0.0.1", port, "late", v, 16, 5.0, err, sizeof err), 0);
+    assert_int_equal(tr_store_get(&c, "late", v, 16, 5.0, err, sizeof err), 0);
     assert_memory_equal(v, "0123456789abcdef", 16);
     void *rc;
     pthread_join(t, &rc);
     assert_int_equal((intptr_t)rc, 0);
     /* nobody publishes: a precise timeout, on time */
     double t0 = mono();
-    assert_err(tr_store_get("127.0.0.1", port, "never", v, 16, 0.3, err, sizeof err), "never published it");
+    assert_err(tr_store_get(&c, "never", v, 16, 0.3, err, sizeof err), "never published it");
     assert_true(mono() - t0 < 2.0);
     /* wrong size: ranks of different builds */
-    assert_err(tr_store_get("127.0.0.1", port, "late", v, 8, 1.0, err, sizeof err), "expected 8");
+    assert_err(tr_store_get(&c, "late", v, 8, 1.0, err, sizeof err), "expected 8");
     /* the same port again: in use */
-    assert_null(tr_store_serve(port, err, sizeof err));
+    sc.port = port;
+    assert_null(tr_store_serve(&sc, err, sizeof err));
     assert_non_null(strstr(err, "already in use"));
     tr_store_server_stop(s);
     /* nobody listens any more: refused until the deadline, then said so */
     t0 = mono();
-    assert_err(tr_store_get("127.0.0.1", port, "x", v, 16, 0.5, err, sizeof err), "connection refused");
+    assert_err(tr_store_get(&c, "x", v, 16, 0.5, err, sizeof err), "connection refused");
     assert_true(mono() - t0 < 3.0);
-    assert_err(tr_store_set("no-such-host.invalid", port, "x", "", 0, 0.2, err, sizeof err), "does not resolve");
+    const tr_store_conf nowhere = conf_at("no-such-host.invalid", port);
+    assert_err(tr_store_set(&nowhere, "x", "", 0, 0.2, err, sizeof err), "does not resolve");
+    /* an address of another host: rank 0 cannot listen there */
+    const tr_store_conf away = conf_at("192.0.2.1", 0);
+    assert_null(tr_store_serve(&away, err, sizeof err));
+    assert_non_null(strstr(err, "not an address of this host"));
 }
 
 /* Something else listens on the port: an HTTP-ish server that answers garbage. */
@@ -229,7 +293,8 @@ static void test_store_foreign_service(void **state) {
     pthread_t t;
     pthread_create(&t, NULL, garbage_server, &fd);
     char err[512], v[4];
-    assert_err(tr_store_get("127.0.0.1", ntohs(a.sin_port), "k", v, 4, 2.0, err, sizeof err), "another service");
+    const tr_store_conf c = conf_at("127.0.0.1", ntohs(a.sin_port));
+    assert_err(tr_store_get(&c, "k", v, 4, 2.0, err, sizeof err), "another service");
     pthread_join(t, NULL);
     close(fd);
 }
@@ -238,6 +303,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vars_torchrun),
         cmocka_unit_test(test_vars_mpirun_and_plain),
+        cmocka_unit_test(test_vars_store),
         cmocka_unit_test(test_proto),
         cmocka_unit_test(test_store),
         cmocka_unit_test(test_store_foreign_service),
