@@ -44,8 +44,11 @@ const char *xjob_who(int p, char *buf, size_t n) {
     return buf;
 }
 
+bool xjob_ranks_message(xw_type t) { return t == XW_CONTRIB || t == XW_FAIL; }
+
 void xjob_send(int proc, xw_type type, int64_t arg, void *payload, size_t len) {
     g_xjob.peers[proc].sent++;
+    if (xjob_ranks_message(type)) g_xjob.peers[proc].ranks_sent++;
     if (xjob_counts(type)) {
         g_xjob.work_sent++;
         g_xjob.quiet = false;
@@ -61,6 +64,7 @@ static void dispatch(fab_msg *m) {
     xpeer *pe = &J->peers[from];
     char err[256], w[160];
     pe->received++;
+    if (xjob_ranks_message(m->h.type)) pe->ranks_received++;
     if (xjob_counts(m->h.type)) {
         J->work_recv++;
         J->quiet = false;
@@ -125,11 +129,11 @@ int xjob_pump(void) {
     return n;
 }
 
-/* A process has gone once its goodbye and everything it sent before arrived. */
+/* A process has gone once its goodbye and every message of its ranks sent before it arrived. */
 static void update_gone(void) {
     for (int p = 0; p < g_xjob.cfg.nprocs; p++) {
         const xpeer *pe = &g_xjob.peers[p];
-        g_xjob.gone[p] = pe->bye && pe->received >= pe->bye_after + 1;
+        g_xjob.gone[p] = pe->bye && pe->ranks_received >= pe->bye_after;
     }
 }
 
@@ -181,8 +185,8 @@ void xproc_run_end(twin_sched *s) {
             unsigned char *c = malloc(4);
             TR_CHECK(c != NULL, "out of host memory for a message");
             for (int i = 0; i < 4; i++) c[i] = (unsigned char)((unsigned)code >> (8 * i));
-            /* arg: the messages sent to p before this one, so that p knows when it has them all */
-            xjob_send(p, XW_BYE, (int64_t)J->peers[p].sent, c, 4);
+            /* arg: the ranks' messages sent to p before this one, so that p knows when it has them all */
+            xjob_send(p, XW_BYE, (int64_t)J->peers[p].ranks_sent, c, 4);
         }
         const double deadline = xjob_wall_now() + J->cfg.timeout_s;
         for (;;) {
@@ -208,9 +212,12 @@ void xproc_run_end(twin_sched *s) {
             xjob_pump();
         }
     }
-    /* what this process sent (data, goodbyes, dumps) must reach the others before it exits; after an
-     * abort only to those that answered, which take it at once: the silent ones never will */
-    const double deadline = xjob_wall_now() + fmin(J->cfg.timeout_s, g_xjob_sigterm ? 0.1 : J->aborting ? 1.0 : 5.0);
+    /* what this process sent (data, goodbyes, dumps) must reach the others before it exits: after a
+     * clean end every peer is still there and takes it (a send to a peer that died fails, which ends
+     * the wait too), so wait as long as the watchdog would — a large payload on a loaded machine can
+     * take seconds; after an abort only briefly, for those that answered: the silent ones never will */
+    const double deadline = xjob_wall_now() + (g_xjob_sigterm ? fmin(J->cfg.timeout_s, 0.1)
+                                               : J->aborting ? fmin(J->cfg.timeout_s, 1.0) : J->cfg.timeout_s);
     while (fab_sends_pending(J->fab) && xjob_wall_now() < deadline) {
         fab_wait(J->fab, 0.05);
         xjob_pump();

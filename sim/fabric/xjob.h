@@ -16,9 +16,15 @@ typedef struct xpeer {
     xw_peer info;
     bool hello;
     bool bye;            /* said goodbye: every rank of it has ended */
-    uint64_t bye_after;  /* messages it sent here before its goodbye */
+    uint64_t bye_after;  /* ranks' messages (xjob_ranks_message) it sent here before its goodbye */
     uint64_t sent;       /* messages sent to it */
     uint64_t received;   /* messages from it handled here */
+    /* The ranks' messages alone, counted both ways: a process keeps sending control messages after
+     * its goodbye (IDLE, CONFIRM_OK: it still takes part in quiescence while it waits for the others),
+     * so counting every message would let those stand in for a large contribution still on its way
+     * (a payload over XW_INLINE_MAX arrives after later small messages) and judge the process gone
+     * before its last data arrived. */
+    uint64_t ranks_sent, ranks_received;
     int bye_code;
     bool dumped;         /* answered an abort with its flight dumps */
     char *dump;
@@ -68,6 +74,9 @@ void xjob_check_network(void);
  * declares the job stuck once every process waits and every message sent has arrived — the
  * deadlock of one process, across processes, found at once instead of by the wall-clock watchdog. */
 bool xjob_counts(xw_type t); /* does a message of this type wake its receiver? */
+/* Is it a message of the sender's ranks (a contribution, a rank's failure), never sent after its
+ * goodbye? Those are what a peer must have received before it judges the sender gone. */
+bool xjob_ranks_message(xw_type t);
 void xjob_quiet_enter(void);
 /* IDLE, CONFIRM, CONFIRM_OK and STUCK messages. */
 void xjob_quiet_message(const fab_msg *m);

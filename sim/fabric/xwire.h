@@ -38,7 +38,8 @@ typedef enum xw_type {
     XW_HELLO = 1, /* start-up: the libfabric path to every peer works */
     XW_CONTRIB,   /* members' arrivals and data for one collective or send/recv */
     XW_FAIL,      /* a rank of the sender failed (tr_fatal); arg = rank */
-    XW_BYE,       /* every rank of the sender has ended; arg = the process's exit code */
+    XW_BYE,       /* every rank of the sender has ended; arg = its ranks' messages sent before (CONTRIB,
+                     FAIL), payload = the process's exit code (4 bytes) */
     XW_ABORT,     /* the sender tears the job down; payload = why */
     XW_DUMP,      /* answer to an abort: the sender's flight dumps */
     XW_IDLE,      /* to process 0: nothing can run here; arg = messages sent, payload = 8 bytes received */
