@@ -114,7 +114,9 @@ stage_coverage() {
   cmake --build build/coverage -j"$jobs"
   ctest_stage build/coverage -LE heavy
   gcovr -r . --object-directory build/coverage --filter 'engine/' --filter 'sim/' --filter 'fault/' \
-    --exclude 'engine/cuda/' --print-summary --txt build/coverage/coverage.txt
+    --exclude 'engine/cuda/' --print-summary --txt build/coverage/coverage.txt \
+    --json-summary build/coverage/coverage_summary.json
+  python3 ci/coverage_by_folder.py build/coverage/coverage_summary.json
   echo "per-file report: build/coverage/coverage.txt"
 }
 
