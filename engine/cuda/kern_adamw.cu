@@ -4,6 +4,7 @@
  * twin's closely over many steps. Memory-bound; the fp64 arithmetic costs nothing that matters. */
 #include <math.h>
 
+#include "gpu_profile.h"
 #include "kern_common.cuh"
 
 __global__ void k_adamw(float *master, tr_buf model, bool write_model, tr_buf grad, float *m, float *v, size_t n,
@@ -24,6 +25,7 @@ __global__ void k_adamw(float *master, tr_buf model, bool write_model, tr_buf gr
 
 extern "C" void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad,
                                   float *m, float *v, size_t n) {
+    TR_PROF(s, "adamw_update");
     TR_CHECK(ad != NULL, "adamw needs a descriptor");
     TR_CHECK(ad->step >= 1, "adamw step is 1-based; the first update is step 1");
     TR_CHECK(ad->beta1 >= 0.0f && ad->beta1 < 1.0f && ad->beta2 >= 0.0f && ad->beta2 < 1.0f,

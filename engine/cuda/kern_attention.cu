@@ -17,6 +17,7 @@
  * speed issue. */
 #include <math.h>
 
+#include "gpu_profile.h"
 #include "kern_common.cuh"
 
 #define TR_ATTN_MAX_D 1024
@@ -164,6 +165,7 @@ static float attn_scale(int D) { return (float)(1.0 / sqrt((double)D)); }
 
 extern "C" void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B,
                                        int T, int NH, int KV, int D) {
+    TR_PROF(s, "attention_forward");
     check_attn(B, T, NH, KV, D);
     TR_CHECK(lse != NULL, "attention forward writes lse [B,NH,T]");
     kern_check_float_buf(out, "attention out");
@@ -179,6 +181,7 @@ extern "C" void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr
 extern "C" void kern_attention_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q,
                                         tr_buf k, tr_buf v, tr_buf out, const float *lse, int B, int T, int NH, int KV,
                                         int D) {
+    TR_PROF(s, "attention_backward");
     check_attn(B, T, NH, KV, D);
     TR_CHECK(lse != NULL, "attention backward needs the forward's lse");
     kern_check_float_buf(dq, "attention dq");

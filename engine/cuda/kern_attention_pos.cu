@@ -20,6 +20,7 @@
  * No atomics: every output element is written by one thread after a fixed-order sum. */
 #include <math.h>
 
+#include "gpu_profile.h"
 #include "kern_common.cuh"
 
 #define TR_ATTN_POS_MAX_D 1024
@@ -194,6 +195,7 @@ static float attn_pos_scale(int D) { return (float)(1.0 / sqrt((double)D)); }
 extern "C" void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
                                            const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH,
                                            int KV, int D) {
+    TR_PROF(s, "attention_forward_pos");
     check_attn_pos(q_pos, k_pos, B, Tq, Tk, NH, KV, D);
     TR_CHECK(lse != NULL, "attention forward writes lse [B,NH,Tq]");
     kern_check_float_buf(out, "attention out");
@@ -209,6 +211,7 @@ extern "C" void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse
 extern "C" void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q,
                                             tr_buf k, tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos,
                                             const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D) {
+    TR_PROF(s, "attention_backward_pos");
     check_attn_pos(q_pos, k_pos, B, Tq, Tk, NH, KV, D);
     TR_CHECK(lse != NULL, "attention backward needs the forward's lse");
     kern_check_float_buf(dq, "attention dq");

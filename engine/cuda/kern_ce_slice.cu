@@ -5,6 +5,7 @@
  * row_max is NaN-propagating, so a NaN logit makes the loss and the gradient NaN, never hides.
  * Only negative targets stop the kernel (device-side check): a slice cannot tell a target past the
  * end of the vocabulary from one another rank holds. */
+#include "gpu_profile.h"
 #include "kern_common.cuh"
 
 __device__ __forceinline__ long long ce_local(int32_t target, int vocab_start) {
@@ -76,6 +77,7 @@ static void check_ce(int N, int V, int vocab_start, const int32_t *targets) {
 }
 
 extern "C" void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V) {
+    TR_PROF(s, "ce_slice_max");
     TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
     TR_CHECK(row_max != NULL, "vocab-parallel cross entropy writes row_max[N]");
     kern_check_float_buf(logits, "cross entropy logits");
@@ -85,6 +87,7 @@ extern "C" void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, 
 
 extern "C" void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits,
                                    const float *row_max, const int32_t *targets, int vocab_start, int N, int V) {
+    TR_PROF(s, "ce_slice_sums");
     check_ce(N, V, vocab_start, targets);
     TR_CHECK(sum_exp != NULL && target_logit != NULL && row_max != NULL,
              "vocab-parallel cross entropy sums need sum_exp[N], target_logit[N] and row_max[N]");
@@ -96,6 +99,7 @@ extern "C" void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_
 
 extern "C" void kern_ce_loss_from_stats(dev_stream *s, float *losses, const float *row_max, const float *sum_exp,
                                         const float *target_logit, int N) {
+    TR_PROF(s, "ce_loss_from_stats");
     TR_CHECK(N > 0, "cross entropy needs N positive");
     TR_CHECK(losses != NULL && row_max != NULL && sum_exp != NULL && target_logit != NULL,
              "vocab-parallel cross entropy loss needs losses, row_max, sum_exp and target_logit [N]");
@@ -107,6 +111,7 @@ extern "C" void kern_ce_loss_from_stats(dev_stream *s, float *losses, const floa
 extern "C" void kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max,
                                        const float *sum_exp, const int32_t *targets, int vocab_start,
                                        const float *dloss, int N, int V) {
+    TR_PROF(s, "ce_slice_backward");
     check_ce(N, V, vocab_start, targets);
     TR_CHECK(dloss != NULL && row_max != NULL && sum_exp != NULL,
              "vocab-parallel cross entropy backward needs dloss, row_max and sum_exp [N]");

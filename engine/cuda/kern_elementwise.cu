@@ -1,4 +1,5 @@
 /* Elementwise kernels: add, scale, cast, and the deterministic sum of squares. */
+#include "gpu_profile.h"
 #include "kern_common.cuh"
 
 __global__ void k_add(tr_buf out, tr_buf a, tr_buf b, size_t n) {
@@ -39,6 +40,7 @@ __global__ void k_sumsq_final(float *out, const float *partial, unsigned G) {
 }
 
 extern "C" void kern_add(dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n) {
+    TR_PROF(s, "add");
     if (n == 0) return;
     kern_check_float_buf(out, "add out");
     kern_check_float_buf(a, "add a");
@@ -48,6 +50,7 @@ extern "C" void kern_add(dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n
 }
 
 extern "C" void kern_scale(dev_stream *s, tr_buf x, float alpha, size_t n) {
+    TR_PROF(s, "scale");
     if (n == 0) return;
     kern_check_float_buf(x, "scale x");
     k_scale<<<grid_for(n), TR_BLOCK, 0, tr_cu_stream(s)>>>(x, alpha, n);
@@ -55,6 +58,7 @@ extern "C" void kern_scale(dev_stream *s, tr_buf x, float alpha, size_t n) {
 }
 
 extern "C" void kern_cast(dev_stream *s, tr_buf dst, tr_buf src, size_t n) {
+    TR_PROF(s, "cast");
     if (n == 0) return;
     TR_CHECK(dst.p && src.p, "cast needs non-NULL source and destination");
     if (dst.dt == src.dt) { /* a bit copy: NaN payloads and -0 survive */
@@ -68,6 +72,7 @@ extern "C" void kern_cast(dev_stream *s, tr_buf dst, tr_buf src, size_t n) {
 }
 
 extern "C" void kern_sum_squares(dev_stream *s, float *out, tr_buf x, size_t n) {
+    TR_PROF(s, "sum_squares");
     TR_CHECK(out != NULL, "sum_squares needs an output scalar");
     if (n == 0) return;
     kern_check_float_buf(x, "sum_squares x");

@@ -4,6 +4,7 @@
  * (k_embedding_link), then one block per distinct token sums, per column, the old dwte value and
  * the token's dout rows in that order in fp32, rounding once into dwte's type (the twin sums in
  * double and rounds once; same order, so the two agree to fp32 rounding). */
+#include "gpu_profile.h"
 #include "kern_common.cuh"
 
 __global__ void k_embedding_fwd(tr_buf out, const int32_t *tokens, tr_buf wte, int N, int C, int V) {
@@ -52,6 +53,7 @@ __global__ void k_embedding_bwd(tr_buf dwte, tr_buf dout, const int32_t *tokens,
 
 extern "C" void kern_embedding_forward(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int N, int C,
                                        int V) {
+    TR_PROF(s, "embedding_forward");
     TR_CHECK(N > 0 && C > 0 && V > 0, "embedding needs N, C and V positive");
     TR_CHECK(tokens != NULL, "embedding needs a token array");
     kern_check_float_buf(out, "embedding out");
@@ -62,6 +64,7 @@ extern "C" void kern_embedding_forward(dev_stream *s, tr_buf out, const int32_t 
 
 extern "C" void kern_embedding_backward(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int N, int C,
                                         int V) {
+    TR_PROF(s, "embedding_backward");
     TR_CHECK(N > 0 && C > 0 && V > 0, "embedding backward needs N, C and V positive");
     TR_CHECK(tokens != NULL, "embedding backward needs a token array");
     kern_check_float_buf(dwte, "embedding dwte");

@@ -7,6 +7,7 @@
  * fp32, rounding once into dwte's type (the twin sums in double, same order).
  * A slice cannot tell an id past the end of the vocabulary from another rank's, so only negative ids
  * stop the kernel here (device-side check); the full-vocabulary kernels check the upper bound. */
+#include "gpu_profile.h"
 #include "kern_common.cuh"
 
 /* Row of token in the slice, or -1 when another rank holds it (64-bit: no overflow). */
@@ -73,6 +74,7 @@ static void check_slice(const int32_t *tokens, int vocab_start, int N, int C, in
 
 extern "C" void kern_embedding_forward_slice(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte,
                                              int vocab_start, int N, int C, int V) {
+    TR_PROF(s, "embedding_forward_slice");
     check_slice(tokens, vocab_start, N, C, V);
     kern_check_float_buf(out, "embedding out");
     kern_check_float_buf(wte, "embedding wte");
@@ -82,6 +84,7 @@ extern "C" void kern_embedding_forward_slice(dev_stream *s, tr_buf out, const in
 
 extern "C" void kern_embedding_backward_slice(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens,
                                               int vocab_start, int N, int C, int V) {
+    TR_PROF(s, "embedding_backward_slice");
     check_slice(tokens, vocab_start, N, C, V);
     kern_check_float_buf(dwte, "embedding dwte");
     kern_check_float_buf(dout, "embedding dout");
