@@ -75,6 +75,8 @@
 #define cudaEventCreate musaEventCreate
 #define cudaEventSynchronize musaEventSynchronize
 #define cudaEventElapsedTime musaEventElapsedTime
+#define cudaFuncSetAttribute musaFuncSetAttribute
+#define cudaFuncAttributeMaxDynamicSharedMemorySize musaFuncAttributeMaxDynamicSharedMemorySize
 #define cudaMemcpyAsync musaMemcpyAsync
 #define cudaMemcpyHostToDevice musaMemcpyHostToDevice
 #define cudaMemcpyDeviceToHost musaMemcpyDeviceToHost
