@@ -52,7 +52,7 @@ if [ -z "$BIN" ]; then
     targets=(--target train_llama3)
     [ $oracle = 1 ] && targets+=(--target kern_oracle)
     [ $checks = 1 ] && targets+=(--target test_kern_attention --target test_kern_cp --target test_kern_adamw
-        --target test_kern_init)
+        --target test_kern_init --target test_kern_multi_tensor --target test_kern_embedding --target test_kern_tp)
     if ! { cmake -S . -B "$B" -DTWINRUN_BACKEND=cuda -DCMAKE_C_COMPILER=gcc -DCMAKE_CUDA_COMPILER="$NVCC" \
         -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release "${CMAKE_EXTRA[@]}" &&
         cmake --build "$B" -j"$(nproc)" "${targets[@]}"; } >"$OUTDIR/build.log" 2>&1; then
@@ -145,7 +145,7 @@ fi
 if [ $checks = 1 ]; then
     log "compute-sanitizer on the kernel tests of the new kernels"
     if command -v compute-sanitizer >/dev/null; then
-        for t in test_kern_attention test_kern_cp test_kern_adamw test_kern_init; do
+        for t in test_kern_attention test_kern_cp test_kern_adamw test_kern_init test_kern_multi_tensor test_kern_embedding test_kern_tp; do
             [ -x "$B/tests/$t" ] || continue
             rc=0
             timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tests/$t" >>"$OUTDIR/sanitizer.log" 2>&1 || rc=$?

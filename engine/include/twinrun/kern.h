@@ -198,4 +198,21 @@ typedef struct kern_adamw_desc {
 void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad, float *m,
                        float *v, size_t n);
 
+/* ---- multi-tensor forms (the whole parameter buffer in one or a few launches) ------------ */
+
+/* Elements [begin, end) of buffers indexed alike: one parameter of the buffer a model keeps its
+ * parameters in, back to back, with the weight decay the optimizer gives it. Ranges ascend and do
+ * not overlap. */
+typedef struct kern_range {
+    size_t begin, end;
+    float weight_decay;
+} kern_range;
+
+/* out[0] += sum of x[i]^2 over each range in turn: the same as kern_sum_squares range by range. */
+void kern_sum_squares_ranges(dev_stream *s, float *out, tr_buf x, const kern_range *ranges, int nranges);
+/* kern_adamw_update of every range (each with its own weight decay; ad->weight_decay is unused);
+ * master, model, grad, m and v are all indexed by the ranges' element indices. */
+void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *ad, const kern_range *ranges, int nranges,
+                              float *master, tr_buf model, tr_buf grad, float *m, float *v);
+
 #endif
