@@ -52,21 +52,24 @@ __global__ void k_ce_loss_from_stats(float *losses, const float *row_max, const 
         losses[n] = (row_max[n] - target_logit[n]) + logf(sum_exp[n]);
 }
 
-/* Thread per element (grid-stride over N*V): element i read, then written by the same thread, so
- * dlogits may alias logits. */
+/* A 2-D grid: blocks along a row (x) and over rows (y, striding past 65535), so no thread divides by
+ * V. Element i is read, then written by the same thread, so dlogits may alias logits. */
 __global__ void k_ce_slice_bwd(tr_buf dlogits, tr_buf logits, const float *row_max, const float *sum_exp,
                                const int32_t *targets, int vocab_start, const float *dloss, int N, int V) {
-    const size_t total = (size_t)N * (size_t)V;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        const int n = (int)(i / (size_t)V), j = (int)(i % (size_t)V);
+    for (int n = blockIdx.y; n < N; n += gridDim.y) {
         const int32_t t = targets[n];
         if (t < 0) {
-            if (j == 0)
+            if (blockIdx.x == 0 && threadIdx.x == 0)
                 TR_DEVICE_FAIL("cross entropy backward (vocab slice): target %d at row %d is negative\n", (int)t, n);
             continue;
         }
-        const float p = expf(ldf(logits, i) - row_max[n]) / sum_exp[n];
-        stf(dlogits, i, (p - (ce_local(t, vocab_start) == j ? 1.0f : 0.0f)) * dloss[n]);
+        const float mx = row_max[n], se = sum_exp[n], dl = dloss[n];
+        const long long local = ce_local(t, vocab_start);
+        const size_t row = (size_t)n * (size_t)V;
+        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < V; j += gridDim.x * blockDim.x) {
+            const float p = expf(ldf(logits, row + j) - mx) / se;
+            stf(dlogits, row + j, (p - (local == j ? 1.0f : 0.0f)) * dl);
+        }
     }
 }
 
@@ -117,7 +120,9 @@ extern "C" void kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf log
              "vocab-parallel cross entropy backward needs dloss, row_max and sum_exp [N]");
     kern_check_float_buf(dlogits, "cross entropy dlogits");
     kern_check_float_buf(logits, "cross entropy logits");
-    k_ce_slice_bwd<<<grid_for((size_t)N * (size_t)V), TR_BLOCK, 0, tr_cu_stream(s)>>>(
-        dlogits, logits, row_max, sum_exp, targets, vocab_start, dloss, N, V);
+    const unsigned bx = (unsigned)((V + TR_BLOCK - 1) / TR_BLOCK < 64 ? (V + TR_BLOCK - 1) / TR_BLOCK : 64);
+    const dim3 grid(bx, (unsigned)(N < 65535 ? N : 65535));
+    k_ce_slice_bwd<<<grid, TR_BLOCK, 0, tr_cu_stream(s)>>>(dlogits, logits, row_max, sum_exp, targets, vocab_start,
+                                                           dloss, N, V);
     CU_CHECK_LAUNCH("k_ce_slice_bwd");
 }
