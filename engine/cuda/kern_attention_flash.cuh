@@ -82,6 +82,64 @@ __device__ __forceinline__ void frag_a_from_c(uint32_t a[4], const float c0[4], 
     a[3] = pack_bf16(c1[2], c1[3]);
 }
 
+template <int NT>
+__device__ __forceinline__ void zero_tiles(float c[NT][4]) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) c[nt][0] = c[nt][1] = c[nt][2] = c[nt][3] = 0.0f;
+}
+
+/* c = A B^T over D for this warp's 16 rows (from wr) of the row-major tile A and the NT * 8 rows of
+ * the row-major tile B: S = Q K^T, dP = dO V^T and their transposes. Two products that share the
+ * loop (each with its own A and B) are done together. */
+template <int D, int NT>
+__device__ __forceinline__ void tile_products(float c1[NT][4], const uint16_t *A1, const uint16_t *B1, float c2[NT][4],
+                                              const uint16_t *A2, const uint16_t *B2, int lds, int wr, int gr,
+                                              int tig) {
+    zero_tiles<NT>(c1);
+    zero_tiles<NT>(c2);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        uint32_t a1[4], a2[4];
+        frag_a(a1, A1, lds, wr, kk * 16, gr, tig);
+        frag_a(a2, A2, lds, wr, kk * 16, gr, tig);
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            uint32_t b0, b1;
+            frag_bt(b0, b1, B1, lds, nt * 8, kk * 16, gr, tig);
+            mma16816(c1[nt], a1, b0, b1);
+            frag_bt(b0, b1, B2, lds, nt * 8, kk * 16, gr, tig);
+            mma16816(c2[nt], a2, b0, b1);
+        }
+    }
+}
+
+/* acc[D/8] += P X for P the fp32 tiles p[KT*2] (16 rows x 16*KT keys, rounded to bf16) and X the
+ * row-major [keys][D] tile in shared memory: O += P V, dQ += dS K, dV += P^T dO, dK += dS^T Q. */
+template <int D, int KT>
+__device__ __forceinline__ void accumulate_pv(float acc[D / 8][4], const float p[KT * 2][4], const uint16_t *X, int lds,
+                                              int lane) {
+#pragma unroll
+    for (int kk = 0; kk < KT; kk++) {
+        uint32_t a[4];
+        frag_a_from_c(a, p[2 * kk], p[2 * kk + 1]);
+#pragma unroll
+        for (int dd = 0; dd < D / 16; dd++) {
+            uint32_t bx[4];
+            frag_b_trans(bx, X, lds, kk * 16, dd * 16, lane);
+            mma16816(acc[2 * dd], a, bx[0], bx[1]);
+            mma16816(acc[2 * dd + 1], a, bx[2], bx[3]);
+        }
+    }
+}
+
+/* Row r (0: gr, 1: gr + 8) of this warp's accumulator tiles, times mul, as bf16 into dst [D]. */
+template <int D>
+__device__ __forceinline__ void store_row(uint16_t *dst, const float acc[D / 8][4], int r, float mul, int tig) {
+    uint32_t *row = (uint32_t *)dst;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; dt++) row[dt * 4 + tig] = pack_bf16(acc[dt][2 * r] * mul, acc[dt][2 * r + 1] * mul);
+}
+
 /* Rows [row0, row0 + ROWS) of a strided [rows_valid, D] bf16 slice into shared memory (row stride lds
  * elements), zeros past rows_valid, in 16-byte pieces. */
 template <int ROWS, int D>
@@ -145,8 +203,7 @@ __global__ void __launch_bounds__(FL_THREADS)
     const int rows[2] = {m0 + wr + gr, m0 + wr + gr + 8};
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
     float o[D / 8][4];
-#pragma unroll
-    for (int dt = 0; dt < D / 8; dt++) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+    zero_tiles<D / 8>(o);
 
     const int ntiles = mask.key_tiles(m0, Tq, Tk);
     for (int t = 0; t < ntiles; t++) {
@@ -156,8 +213,7 @@ __global__ void __launch_bounds__(FL_THREADS)
         load_rows<FL_BN, D>(Vs, LDS, vb, kstride, n0, Tk);
         __syncthreads();
         float sc[FL_BN / 8][4];
-#pragma unroll
-        for (int nt = 0; nt < FL_BN / 8; nt++) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
+        zero_tiles<FL_BN / 8>(sc);
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) {
             uint32_t a[4];
@@ -207,18 +263,7 @@ __global__ void __launch_bounds__(FL_THREADS)
                 sc[nt][e] = p;
                 l_run[e >> 1] += p;
             }
-#pragma unroll
-        for (int kk = 0; kk < FL_BN / 16; kk++) {
-            uint32_t a[4];
-            frag_a_from_c(a, sc[2 * kk], sc[2 * kk + 1]);
-#pragma unroll
-            for (int dp = 0; dp < D / 16; dp++) {
-                uint32_t bv[4];
-                frag_b_trans(bv, Vs, LDS, kk * 16, dp * 16, lane);
-                mma16816(o[2 * dp], a, bv[0], bv[1]);
-                mma16816(o[2 * dp + 1], a, bv[2], bv[3]);
-            }
-        }
+        accumulate_pv<D, FL_BN / 16>(o, sc, Vs, LDS, lane);
     }
     float l[2];
 #pragma unroll
@@ -234,10 +279,7 @@ __global__ void __launch_bounds__(FL_THREADS)
             TR_DEVICE_FAIL("attention forward: query %d at position %d sees no key; with context parallelism, "
                            "check the chunk layout and that k_pos covers the all-gathered sequence\n",
                            i, mask.position(i));
-        const float inv = 1.0f / l[r];
-        uint32_t *orow = (uint32_t *)(out + (((size_t)b * Tq + i) * NH + h) * D);
-#pragma unroll
-        for (int dt = 0; dt < D / 8; dt++) orow[dt * 4 + tig] = pack_bf16(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
+        store_row<D>(out + (((size_t)b * Tq + i) * NH + h) * D, o, r, 1.0f / l[r], tig);
         if (tig == 0) lse[((size_t)b * NH + h) * Tq + i] = (m_run[r] + log2f(l[r])) * FL_LN2;
     }
 }
@@ -289,8 +331,7 @@ __global__ void __launch_bounds__(FL_THREADS)
         dl[r] = ok ? delta[((size_t)b * NH + h) * Tq + rows[r]] : 0.0f;
     }
     float acc[D / 8][4];
-#pragma unroll
-    for (int dt = 0; dt < D / 8; dt++) acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.0f;
+    zero_tiles<D / 8>(acc);
 
     const int ntiles = mask.key_tiles(m0, Tq, Tk);
     for (int t = 0; t < ntiles; t++) {
@@ -299,24 +340,8 @@ __global__ void __launch_bounds__(FL_THREADS)
         load_rows<FL_BN, D>(Ks, LDS, k + koff, kstride, n0, Tk);
         load_rows<FL_BN, D>(Vs, LDS, v + koff, kstride, n0, Tk);
         __syncthreads();
-        float sc[FL_BN / 8][4], dp[FL_BN / 8][4];
-#pragma unroll
-        for (int nt = 0; nt < FL_BN / 8; nt++)
-            sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = dp[nt][0] = dp[nt][1] = dp[nt][2] = dp[nt][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            uint32_t aq[4], ado[4];
-            frag_a(aq, Qs, LDS, wr, kk * 16, gr, tig);
-            frag_a(ado, dOs, LDS, wr, kk * 16, gr, tig);
-#pragma unroll
-            for (int nt = 0; nt < FL_BN / 8; nt++) {
-                uint32_t b0, b1;
-                frag_bt(b0, b1, Ks, LDS, nt * 8, kk * 16, gr, tig);
-                mma16816(sc[nt], aq, b0, b1);
-                frag_bt(b0, b1, Vs, LDS, nt * 8, kk * 16, gr, tig);
-                mma16816(dp[nt], ado, b0, b1);
-            }
-        }
+        float sc[FL_BN / 8][4], dp[FL_BN / 8][4]; /* S = Q K^T, dP = dO V^T */
+        tile_products<D, FL_BN / 8>(sc, Qs, Ks, dp, dOs, Vs, LDS, wr, gr, tig);
 #pragma unroll
         for (int nt = 0; nt < FL_BN / 8; nt++)
 #pragma unroll
@@ -326,27 +351,13 @@ __global__ void __launch_bounds__(FL_THREADS)
                 if (i < Tq && j < Tk && mask.visible(i, j)) p = exp2f(sc[nt][e] * scale_log2 - lse2[e >> 1]);
                 sc[nt][e] = p * (dp[nt][e] - dl[e >> 1]); /* dS */
             }
-#pragma unroll
-        for (int kk = 0; kk < FL_BN / 16; kk++) {
-            uint32_t a[4];
-            frag_a_from_c(a, sc[2 * kk], sc[2 * kk + 1]);
-#pragma unroll
-            for (int dd = 0; dd < D / 16; dd++) {
-                uint32_t bk[4];
-                frag_b_trans(bk, Ks, LDS, kk * 16, dd * 16, lane);
-                mma16816(acc[2 * dd], a, bk[0], bk[1]);
-                mma16816(acc[2 * dd + 1], a, bk[2], bk[3]);
-            }
-        }
+        accumulate_pv<D, FL_BN / 16>(acc, sc, Ks, LDS, lane); /* dQ += dS K */
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int i = rows[r];
         if (i >= Tq) continue;
-        uint32_t *drow = (uint32_t *)(dq + (((size_t)b * Tq + i) * NH + h) * D);
-#pragma unroll
-        for (int dt = 0; dt < D / 8; dt++)
-            drow[dt * 4 + tig] = pack_bf16(acc[dt][2 * r] * scale, acc[dt][2 * r + 1] * scale);
+        store_row<D>(dq + (((size_t)b * Tq + i) * NH + h) * D, acc, r, scale, tig);
     }
 }
 
@@ -368,9 +379,8 @@ __global__ void __launch_bounds__(FL_THREADS)
     load_rows<FL_BN, D>(Vs, LDS, v + koff, kstride, n0, Tk);
     const int keys[2] = {n0 + wr + gr, n0 + wr + gr + 8};
     float adk[D / 8][4], adv[D / 8][4];
-#pragma unroll
-    for (int dt = 0; dt < D / 8; dt++)
-        adk[dt][0] = adk[dt][1] = adk[dt][2] = adk[dt][3] = adv[dt][0] = adv[dt][1] = adv[dt][2] = adv[dt][3] = 0.0f;
+    zero_tiles<D / 8>(adk);
+    zero_tiles<D / 8>(adv);
 
     const int qt0 = mask.first_query_tile(n0), nqt = (Tq + FL_BQ - 1) / FL_BQ;
     for (int h = grp * rep; h < (grp + 1) * rep; h++) {
@@ -387,25 +397,8 @@ __global__ void __launch_bounds__(FL_THREADS)
                 dl_s[c] = ok ? dl_h[i0 + c] : 0.0f;
             }
             __syncthreads();
-            float st[FL_BQ / 8][4], dpt[FL_BQ / 8][4]; /* S^T and dP^T: 16 keys x FL_BQ queries per warp */
-#pragma unroll
-            for (int nt = 0; nt < FL_BQ / 8; nt++)
-                st[nt][0] = st[nt][1] = st[nt][2] = st[nt][3] = dpt[nt][0] = dpt[nt][1] = dpt[nt][2] = dpt[nt][3] =
-                    0.0f;
-#pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                uint32_t ak[4], av[4];
-                frag_a(ak, Ks, LDS, wr, kk * 16, gr, tig);
-                frag_a(av, Vs, LDS, wr, kk * 16, gr, tig);
-#pragma unroll
-                for (int nt = 0; nt < FL_BQ / 8; nt++) {
-                    uint32_t b0, b1;
-                    frag_bt(b0, b1, Qs, LDS, nt * 8, kk * 16, gr, tig);
-                    mma16816(st[nt], ak, b0, b1);
-                    frag_bt(b0, b1, dOs, LDS, nt * 8, kk * 16, gr, tig);
-                    mma16816(dpt[nt], av, b0, b1);
-                }
-            }
+            float st[FL_BQ / 8][4], dpt[FL_BQ / 8][4]; /* S^T = K Q^T, dP^T = V dO^T: 16 keys x FL_BQ queries */
+            tile_products<D, FL_BQ / 8>(st, Ks, Qs, dpt, Vs, dOs, LDS, wr, gr, tig);
 #pragma unroll
             for (int nt = 0; nt < FL_BQ / 8; nt++)
 #pragma unroll
@@ -416,22 +409,8 @@ __global__ void __launch_bounds__(FL_THREADS)
                     st[nt][e] = p;
                     dpt[nt][e] = p * (dpt[nt][e] - dl_s[c]); /* dS^T */
                 }
-#pragma unroll
-            for (int kk = 0; kk < FL_BQ / 16; kk++) {
-                uint32_t ap[4], as[4];
-                frag_a_from_c(ap, st[2 * kk], st[2 * kk + 1]);
-                frag_a_from_c(as, dpt[2 * kk], dpt[2 * kk + 1]);
-#pragma unroll
-                for (int dd = 0; dd < D / 16; dd++) {
-                    uint32_t bo[4], bq[4];
-                    frag_b_trans(bo, dOs, LDS, kk * 16, dd * 16, lane);
-                    mma16816(adv[2 * dd], ap, bo[0], bo[1]);
-                    mma16816(adv[2 * dd + 1], ap, bo[2], bo[3]);
-                    frag_b_trans(bq, Qs, LDS, kk * 16, dd * 16, lane);
-                    mma16816(adk[2 * dd], as, bq[0], bq[1]);
-                    mma16816(adk[2 * dd + 1], as, bq[2], bq[3]);
-                }
-            }
+            accumulate_pv<D, FL_BQ / 16>(adv, st, dOs, LDS, lane);  /* dV += P^T dO */
+            accumulate_pv<D, FL_BQ / 16>(adk, dpt, Qs, LDS, lane); /* dK += dS^T Q */
         }
     }
 #pragma unroll
@@ -439,12 +418,8 @@ __global__ void __launch_bounds__(FL_THREADS)
         const int j = keys[r];
         if (j >= Tk) continue;
         const size_t off = (((size_t)b * Tk + j) * KV + grp) * D;
-        uint32_t *krow = (uint32_t *)(dk + off), *vrow = (uint32_t *)(dv + off);
-#pragma unroll
-        for (int dt = 0; dt < D / 8; dt++) {
-            krow[dt * 4 + tig] = pack_bf16(adk[dt][2 * r] * scale, adk[dt][2 * r + 1] * scale);
-            vrow[dt * 4 + tig] = pack_bf16(adv[dt][2 * r], adv[dt][2 * r + 1]);
-        }
+        store_row<D>(dk + off, adk, r, scale, tig);
+        store_row<D>(dv + off, adv, r, 1.0f, tig);
     }
 }
 

@@ -11,6 +11,7 @@
 
 #include "gpu_profile.h"
 #include "kern_common.cuh"
+#include "kern_optim_common.cuh"
 
 #define TR_RANGE_CHUNK 128
 
@@ -52,14 +53,6 @@ __global__ void k_sumsq_ranges_partial(float *partial, tr_buf x, range_chunk rc)
     if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
-__global__ void k_sumsq_ranges_final(float *out, const float *partial, unsigned G) {
-    __shared__ float sh[TR_BLOCK];
-    float acc = 0.0f;
-    for (unsigned i = threadIdx.x; i < G; i += TR_BLOCK) acc = acc + partial[i];
-    const float s = block_sum(acc, sh);
-    if (threadIdx.x == 0) out[0] = out[0] + s;
-}
-
 __global__ void k_adamw_ranges(float *master, tr_buf model, bool write_model, tr_buf grad, float *m, float *v,
                                range_chunk rc, double b1, double b2, double lr, double eps, double bc1, double bc2,
                                double grad_scale) {
@@ -68,17 +61,8 @@ __global__ void k_adamw_ranges(float *master, tr_buf model, bool write_model, tr
     for (unsigned long long vi = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; vi < total;
          vi += (unsigned long long)gridDim.x * blockDim.x) {
         const size_t i = range_element(rc, vi, &r);
-        const double decay = 1.0 - lr * (double)rc.decay[r];
-        /* as k_adamw (kern_adamw.cu), element for element */
-        const double g = (double)ldf(grad, i) * grad_scale;
-        const float mi = (float)(b1 * (double)m[i] + (1.0 - b1) * g);
-        const float vv = (float)(b2 * (double)v[i] + (1.0 - b2) * g * g);
-        const double mhat = (double)mi / bc1, vhat = (double)vv / bc2;
-        const float w = (float)((double)master[i] * decay - lr * mhat / (sqrt(vhat) + eps));
-        m[i] = mi;
-        v[i] = vv;
-        master[i] = w;
-        if (write_model) stf(model, i, w);
+        adamw_element(i, master, model, write_model, grad, m, v, b1, b2, lr, eps, 1.0 - lr * (double)rc.decay[r], bc1,
+                      bc2, grad_scale);
     }
 }
 
@@ -115,13 +99,12 @@ extern "C" void kern_sum_squares_ranges(dev_stream *s, float *out, tr_buf x, con
     for (int r0 = 0; r0 < nranges; r0 += TR_RANGE_CHUNK) {
         const unsigned long long total = chunk_of(&rc, ranges, nranges, r0);
         if (total == 0) continue;
-        unsigned long long g = (total + 4 * TR_BLOCK - 1) / (4 * TR_BLOCK);
-        const unsigned G = (unsigned)(g < 1 ? 1 : (g > 1024 ? 1024 : g));
+        const unsigned G = sumsq_blocks(total);
         float *partial = (float *)tr_cu_scratch(s, G * sizeof(float), "sum_squares partials"); /* [G] */
         k_sumsq_ranges_partial<<<G, TR_BLOCK, 0, tr_cu_stream(s)>>>(partial, x, rc);
         CU_CHECK_LAUNCH("k_sumsq_ranges_partial");
-        k_sumsq_ranges_final<<<1, TR_BLOCK, 0, tr_cu_stream(s)>>>(out, partial, G);
-        CU_CHECK_LAUNCH("k_sumsq_ranges_final");
+        k_sumsq_final<<<1, TR_BLOCK, 0, tr_cu_stream(s)>>>(out, partial, G);
+        CU_CHECK_LAUNCH("k_sumsq_final");
         tr_cu_scratch_free(s, partial);
     }
 }
