@@ -53,11 +53,14 @@ def main():
 
     torch.manual_seed(a.seed)
     dev = torch.device("cuda")
+    # transformers 5 keeps the rotary settings in rope_parameters; 4.x took rope_theta
+    rope = ({"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}}
+            if int(transformers.__version__.split(".")[0]) >= 5 else {"rope_theta": 500000.0})
     cfg = LlamaConfig(
         vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.ffn, num_hidden_layers=a.layers,
         num_attention_heads=a.heads, num_key_value_heads=a.groups, max_position_embeddings=a.seq,
-        rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
-        attention_dropout=0.0, use_cache=False, attn_implementation="sdpa",
+        rms_norm_eps=1e-5, tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
+        attention_dropout=0.0, use_cache=False, attn_implementation="sdpa", **rope,
     )
     with dev:  # initialise on the GPU: PyTorch's fast start-up
         model = LlamaForCausalLM(cfg)
