@@ -39,6 +39,22 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const uint16_t *row
                  : "r"(addr));
 }
 
+/* 16 bytes global -> shared without passing through registers; valid = false writes 16 zero bytes
+ * (src-size 0: nothing is read). Visible to the block after cp_async_wait and a barrier. */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
+}
+
+/* Closes the group of this thread's cp.async issued since the last commit (possibly empty). */
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+/* Waits until at most N of this thread's committed groups are still in flight. */
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 /* Two fp32 -> bf16x2 (nearest-even), lo in the low half. */
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     uint32_t r;
@@ -140,17 +156,17 @@ __device__ __forceinline__ void store_row(uint16_t *dst, const float acc[D / 8][
     for (int dt = 0; dt < D / 8; dt++) row[dt * 4 + tig] = pack_bf16(acc[dt][2 * r] * mul, acc[dt][2 * r + 1] * mul);
 }
 
-/* Rows [row0, row0 + ROWS) of a strided [rows_valid, D] bf16 slice into shared memory (row stride lds
- * elements), zeros past rows_valid, in 16-byte pieces. */
+/* Issues the copy of rows [row0, row0 + ROWS) of a strided [rows_valid, D] bf16 slice into shared
+ * memory (row stride lds elements), zeros past rows_valid, in 16-byte cp.async pieces; the caller
+ * commits, waits and synchronises before reading. */
 template <int ROWS, int D>
-__device__ __forceinline__ void load_rows(uint16_t *sm, int lds, const uint16_t *g, size_t stride, int row0,
-                                          int rows_valid) {
+__device__ __forceinline__ void load_rows_async(uint16_t *sm, int lds, const uint16_t *g, size_t stride, int row0,
+                                                int rows_valid) {
     constexpr int CH = D / 8;
     for (int c = threadIdx.x; c < ROWS * CH; c += FL_THREADS) {
         const int r = c / CH, cc = c % CH;
-        uint4 val = make_uint4(0u, 0u, 0u, 0u);
-        if (row0 + r < rows_valid) val = *(const uint4 *)(g + (size_t)(row0 + r) * stride + (size_t)cc * 8);
-        *(uint4 *)(sm + r * lds + cc * 8) = val;
+        const bool ok = row0 + r < rows_valid;
+        cp_async16(sm + r * lds + cc * 8, ok ? g + (size_t)(row0 + r) * stride + (size_t)cc * 8 : g, ok);
     }
 }
 
@@ -176,13 +192,15 @@ struct fl_positions {
     __device__ int position(int i) const { return q_pos[i]; }
 };
 
+/* Shared memory: the block's own rows once, the streamed tiles twice (double buffering: the next tile
+ * is in flight while the warps compute on this one). */
 template <int D>
-constexpr size_t fwd_smem() { return (size_t)(FL_BM + 2 * FL_BN) * (D + 8) * sizeof(uint16_t); }
+constexpr size_t fwd_smem() { return (size_t)(FL_BM + 4 * FL_BN) * (D + 8) * sizeof(uint16_t); }
 template <int D>
-constexpr size_t dq_smem() { return (size_t)(2 * FL_BM + 2 * FL_BN) * (D + 8) * sizeof(uint16_t); }
+constexpr size_t dq_smem() { return (size_t)(2 * FL_BM + 4 * FL_BN) * (D + 8) * sizeof(uint16_t); }
 template <int D>
 constexpr size_t dkv_smem() {
-    return (size_t)(2 * FL_BN + 2 * FL_BQ) * (D + 8) * sizeof(uint16_t) + 2 * FL_BQ * sizeof(float);
+    return (size_t)(2 * FL_BN + 4 * FL_BQ) * (D + 8) * sizeof(uint16_t) + 4 * FL_BQ * sizeof(float);
 }
 
 /* out [B,Tq,NH,D], lse [B,NH,Tq]; q [B,Tq,NH,D]; k, v [B,Tk,KV,D]. Grid (ceil(Tq/64), NH, B). */
@@ -192,26 +210,34 @@ __global__ void __launch_bounds__(FL_THREADS)
                 int NH, int KV, float scale_log2, Mask mask) {
     constexpr int LDS = D + 8;
     FL_SMEM(fl_smem);
-    uint16_t *Qs = (uint16_t *)fl_smem, *Ks = Qs + FL_BM * LDS, *Vs = Ks + FL_BN * LDS;
+    uint16_t *Qs = (uint16_t *)fl_smem, *KVs = Qs + FL_BM * LDS; /* K, V of buffer u: KVs + (2u + 0|1) * FL_BN * LDS */
     const int m0 = (int)(gridDim.x - 1 - blockIdx.x) * FL_BM; /* the longest causal rows first */
     const int h = blockIdx.y, b = blockIdx.z, grp = h / (NH / KV);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, tig = lane & 3, wr = warp * 16;
     const size_t qstride = (size_t)NH * D, kstride = (size_t)KV * D;
     const uint16_t *qb = q + ((size_t)b * Tq * NH + h) * D;
     const uint16_t *kb = k + ((size_t)b * Tk * KV + grp) * D, *vb = v + ((size_t)b * Tk * KV + grp) * D;
-    load_rows<FL_BM, D>(Qs, LDS, qb, qstride, m0, Tq);
     const int rows[2] = {m0 + wr + gr, m0 + wr + gr + 8};
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
     float o[D / 8][4];
     zero_tiles<D / 8>(o);
 
     const int ntiles = mask.key_tiles(m0, Tq, Tk);
+    load_rows_async<FL_BM, D>(Qs, LDS, qb, qstride, m0, Tq); /* group 0: Q and the first K/V tile */
+    load_rows_async<FL_BN, D>(KVs, LDS, kb, kstride, 0, Tk);
+    load_rows_async<FL_BN, D>(KVs + FL_BN * LDS, LDS, vb, kstride, 0, Tk);
+    cp_async_commit();
     for (int t = 0; t < ntiles; t++) {
         const int n0 = t * FL_BN;
-        __syncthreads(); /* the Q tile is stored; the previous K/V tile is no longer read */
-        load_rows<FL_BN, D>(Ks, LDS, kb, kstride, n0, Tk);
-        load_rows<FL_BN, D>(Vs, LDS, vb, kstride, n0, Tk);
+        if (t + 1 < ntiles) { /* the next tile into the other buffer, freed by the last iteration's barrier */
+            uint16_t *nb = KVs + (size_t)(2 * ((t + 1) & 1)) * FL_BN * LDS;
+            load_rows_async<FL_BN, D>(nb, LDS, kb, kstride, n0 + FL_BN, Tk);
+            load_rows_async<FL_BN, D>(nb + FL_BN * LDS, LDS, vb, kstride, n0 + FL_BN, Tk);
+        }
+        cp_async_commit();
+        cp_async_wait<1>(); /* everything but the group just committed: tile t (and Q) have landed */
         __syncthreads();
+        const uint16_t *Ks = KVs + (size_t)(2 * (t & 1)) * FL_BN * LDS, *Vs = Ks + FL_BN * LDS;
         float sc[FL_BN / 8][4];
         zero_tiles<FL_BN / 8>(sc);
 #pragma unroll
@@ -264,7 +290,9 @@ __global__ void __launch_bounds__(FL_THREADS)
                 l_run[e >> 1] += p;
             }
         accumulate_pv<D, FL_BN / 16>(o, sc, Vs, LDS, lane);
+        __syncthreads(); /* this buffer is read; the next iteration may refill it */
     }
+    cp_async_wait<0>();
     float l[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -314,14 +342,12 @@ __global__ void __launch_bounds__(FL_THREADS)
                    float scale_log2, Mask mask) {
     constexpr int LDS = D + 8;
     FL_SMEM(fl_smem);
-    uint16_t *Qs = (uint16_t *)fl_smem, *dOs = Qs + FL_BM * LDS, *Ks = dOs + FL_BM * LDS, *Vs = Ks + FL_BN * LDS;
+    uint16_t *Qs = (uint16_t *)fl_smem, *dOs = Qs + FL_BM * LDS, *KVs = dOs + FL_BM * LDS; /* K/V double-buffered */
     const int m0 = (int)(gridDim.x - 1 - blockIdx.x) * FL_BM;
     const int h = blockIdx.y, b = blockIdx.z, grp = h / (NH / KV);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, tig = lane & 3, wr = warp * 16;
     const size_t qstride = (size_t)NH * D, kstride = (size_t)KV * D;
     const size_t qoff = ((size_t)b * Tq * NH + h) * D, koff = ((size_t)b * Tk * KV + grp) * D;
-    load_rows<FL_BM, D>(Qs, LDS, q + qoff, qstride, m0, Tq);
-    load_rows<FL_BM, D>(dOs, LDS, dout + qoff, qstride, m0, Tq);
     const int rows[2] = {m0 + wr + gr, m0 + wr + gr + 8};
     float lse2[2], dl[2];
 #pragma unroll
@@ -334,12 +360,22 @@ __global__ void __launch_bounds__(FL_THREADS)
     zero_tiles<D / 8>(acc);
 
     const int ntiles = mask.key_tiles(m0, Tq, Tk);
+    load_rows_async<FL_BM, D>(Qs, LDS, q + qoff, qstride, m0, Tq); /* group 0: Q, dO and the first K/V tile */
+    load_rows_async<FL_BM, D>(dOs, LDS, dout + qoff, qstride, m0, Tq);
+    load_rows_async<FL_BN, D>(KVs, LDS, k + koff, kstride, 0, Tk);
+    load_rows_async<FL_BN, D>(KVs + FL_BN * LDS, LDS, v + koff, kstride, 0, Tk);
+    cp_async_commit();
     for (int t = 0; t < ntiles; t++) {
         const int n0 = t * FL_BN;
+        if (t + 1 < ntiles) {
+            uint16_t *nb = KVs + (size_t)(2 * ((t + 1) & 1)) * FL_BN * LDS;
+            load_rows_async<FL_BN, D>(nb, LDS, k + koff, kstride, n0 + FL_BN, Tk);
+            load_rows_async<FL_BN, D>(nb + FL_BN * LDS, LDS, v + koff, kstride, n0 + FL_BN, Tk);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
         __syncthreads();
-        load_rows<FL_BN, D>(Ks, LDS, k + koff, kstride, n0, Tk);
-        load_rows<FL_BN, D>(Vs, LDS, v + koff, kstride, n0, Tk);
-        __syncthreads();
+        const uint16_t *Ks = KVs + (size_t)(2 * (t & 1)) * FL_BN * LDS, *Vs = Ks + FL_BN * LDS;
         float sc[FL_BN / 8][4], dp[FL_BN / 8][4]; /* S = Q K^T, dP = dO V^T */
         tile_products<D, FL_BN / 8>(sc, Qs, Ks, dp, dOs, Vs, LDS, wr, gr, tig);
 #pragma unroll
@@ -352,7 +388,9 @@ __global__ void __launch_bounds__(FL_THREADS)
                 sc[nt][e] = p * (dp[nt][e] - dl[e >> 1]); /* dS */
             }
         accumulate_pv<D, FL_BN / 16>(acc, sc, Ks, LDS, lane); /* dQ += dS K */
+        __syncthreads();
     }
+    cp_async_wait<0>();
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int i = rows[r];
@@ -369,34 +407,48 @@ __global__ void __launch_bounds__(FL_THREADS)
                     float scale, float scale_log2, Mask mask) {
     constexpr int LDS = D + 8;
     FL_SMEM(fl_smem);
-    uint16_t *Ks = (uint16_t *)fl_smem, *Vs = Ks + FL_BN * LDS, *Qs = Vs + FL_BN * LDS, *dOs = Qs + FL_BQ * LDS;
-    float *lse_s = (float *)(dOs + FL_BQ * LDS), *dl_s = lse_s + FL_BQ; /* [FL_BQ] each, log2 domain for lse */
+    /* K, V of the block; then per buffer u (double buffering): Q, dO tiles and lse, delta rows */
+    uint16_t *Ks = (uint16_t *)fl_smem, *Vs = Ks + FL_BN * LDS, *QdO = Vs + FL_BN * LDS;
+    float *stats = (float *)(QdO + 4 * FL_BQ * LDS); /* [2][2][FL_BQ]: lse (log2 domain), delta */
     const int n0 = blockIdx.x * FL_BN, grp = blockIdx.y, b = blockIdx.z, rep = NH / KV;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, tig = lane & 3, wr = warp * 16;
     const size_t qstride = (size_t)NH * D, kstride = (size_t)KV * D;
     const size_t koff = ((size_t)b * Tk * KV + grp) * D;
-    load_rows<FL_BN, D>(Ks, LDS, k + koff, kstride, n0, Tk);
-    load_rows<FL_BN, D>(Vs, LDS, v + koff, kstride, n0, Tk);
     const int keys[2] = {n0 + wr + gr, n0 + wr + gr + 8};
     float adk[D / 8][4], adv[D / 8][4];
     zero_tiles<D / 8>(adk);
     zero_tiles<D / 8>(adv);
 
     const int qt0 = mask.first_query_tile(n0), nqt = (Tq + FL_BQ - 1) / FL_BQ;
-    for (int h = grp * rep; h < (grp + 1) * rep; h++) {
+    /* the (head, query tile) pairs in order, streamed through two buffers */
+    const int per_head = nqt > qt0 ? nqt - qt0 : 0, items = rep * per_head;
+    auto issue = [&](int it) { /* Q/dO tiles by cp.async, lse and delta by plain stores, into buffer it & 1 */
+        const int h = grp * rep + it / per_head, i0 = (qt0 + it % per_head) * FL_BQ;
         const size_t qoff = ((size_t)b * Tq * NH + h) * D;
+        uint16_t *qs = QdO + (size_t)(2 * (it & 1)) * FL_BQ * LDS;
+        load_rows_async<FL_BQ, D>(qs, LDS, q + qoff, qstride, i0, Tq);
+        load_rows_async<FL_BQ, D>(qs + FL_BQ * LDS, LDS, dout + qoff, qstride, i0, Tq);
+        float *st = stats + (it & 1) * 2 * FL_BQ;
         const float *lse_h = lse + ((size_t)b * NH + h) * Tq, *dl_h = delta + ((size_t)b * NH + h) * Tq;
-        for (int qt = qt0; qt < nqt; qt++) {
-            const int i0 = qt * FL_BQ;
-            __syncthreads(); /* K/V stored (first pass); the previous Q/dO tile is no longer read */
-            load_rows<FL_BQ, D>(Qs, LDS, q + qoff, qstride, i0, Tq);
-            load_rows<FL_BQ, D>(dOs, LDS, dout + qoff, qstride, i0, Tq);
-            for (int c = threadIdx.x; c < FL_BQ; c += FL_THREADS) {
-                const bool ok = i0 + c < Tq;
-                lse_s[c] = ok ? lse_h[i0 + c] * FL_LOG2E : 0.0f;
-                dl_s[c] = ok ? dl_h[i0 + c] : 0.0f;
-            }
-            __syncthreads();
+        for (int c = threadIdx.x; c < FL_BQ; c += FL_THREADS) {
+            const bool ok = i0 + c < Tq;
+            st[c] = ok ? lse_h[i0 + c] * FL_LOG2E : 0.0f;
+            st[FL_BQ + c] = ok ? dl_h[i0 + c] : 0.0f;
+        }
+    };
+    load_rows_async<FL_BN, D>(Ks, LDS, k + koff, kstride, n0, Tk); /* group 0: K, V and the first Q/dO tile */
+    load_rows_async<FL_BN, D>(Vs, LDS, v + koff, kstride, n0, Tk);
+    if (items > 0) issue(0);
+    cp_async_commit();
+    for (int it = 0; it < items; it++) {
+        if (it + 1 < items) issue(it + 1);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        {
+            const int i0 = (qt0 + it % per_head) * FL_BQ;
+            const uint16_t *Qs = QdO + (size_t)(2 * (it & 1)) * FL_BQ * LDS, *dOs = Qs + FL_BQ * LDS;
+            const float *lse_s = stats + (it & 1) * 2 * FL_BQ, *dl_s = lse_s + FL_BQ;
             float st[FL_BQ / 8][4], dpt[FL_BQ / 8][4]; /* S^T = K Q^T, dP^T = V dO^T: 16 keys x FL_BQ queries */
             tile_products<D, FL_BQ / 8>(st, Ks, Qs, dpt, Vs, dOs, LDS, wr, gr, tig);
 #pragma unroll
@@ -412,7 +464,9 @@ __global__ void __launch_bounds__(FL_THREADS)
             accumulate_pv<D, FL_BQ / 16>(adv, st, dOs, LDS, lane);  /* dV += P^T dO */
             accumulate_pv<D, FL_BQ / 16>(adk, dpt, Qs, LDS, lane); /* dK += dS^T Q */
         }
+        __syncthreads(); /* this buffer is read; the next iteration may refill it */
     }
+    cp_async_wait<0>();
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int j = keys[r];

@@ -8,6 +8,8 @@
  *     from their PTX definitions: every lane deposits its registers, the warp meets, and each lane
  *     takes the fragment the ISA says it gets (ldmatrix also checks its row addresses: inside shared
  *     memory, 16-byte aligned);
+ *   - cp.async copies land only when their thread waits for their group, so a tile read before its
+ *     wait holds stale bytes;
  *   - shared memory has a guard zone checked after every block, and every global tensor ends at a
  *     PROT_NONE page, so a read or write past an end faults at once.
  * Outputs are compared with a double-precision attention (forward and backward) on the same bf16
@@ -89,6 +91,14 @@ static unsigned char *g_smem;
 static size_t g_smem_bytes;
 static const std::function<void()> *g_body;
 
+/* cp.async state (see cp_async16 below). */
+struct async_copy {
+    unsigned char *dst;
+    const unsigned char *src; /* NULL: zero-fill */
+};
+static std::vector<std::vector<std::vector<async_copy>>> g_groups; /* [thread][committed group][copy] */
+static std::vector<std::vector<async_copy>> g_open;                /* [thread] copies not yet committed */
+
 static void emu_fail(const char *why) {
     fprintf(stderr, "flash_emu: %s in block (%u,%u,%u) thread %d\n", why, blockIdx.x, blockIdx.y, blockIdx.z, g_cur);
     exit(2);
@@ -121,6 +131,8 @@ static void warp_meet() { yield_as(T_WARP_BARRIER); }
 
 static void thread_entry() {
     (*g_body)();
+    if (!g_open[(size_t)g_cur].empty() || !g_groups[(size_t)g_cur].empty())
+        emu_fail("thread ended with cp.async copies it never waited for");
     g_thr[g_cur].st = T_DONE;
     swapcontext(&g_thr[g_cur].ctx, &g_sched);
 }
@@ -129,6 +141,8 @@ static void run_block(int nthreads, const std::function<void()> &body) {
     g_body = &body;
     g_thr.assign((size_t)nthreads, emu_thread());
     g_warp.assign((size_t)(nthreads + 31) / 32, warp_exchange());
+    g_groups.assign((size_t)nthreads, {});
+    g_open.assign((size_t)nthreads, {});
     for (int t = 0; t < nthreads; t++) {
         emu_thread &th = g_thr[(size_t)t];
         th.stack.resize(256 * 1024);
@@ -243,6 +257,33 @@ static void ldsm_x4_trans(uint32_t r[4], const uint16_t *row) {
 }
 
 static uint32_t pack_bf16(float lo, float hi) { return (uint32_t)f32_to_bf16(lo) | (uint32_t)f32_to_bf16(hi) << 16; }
+
+/* cp.async: a thread's copies land only when it waits for their group (cp.async.wait_group), so a
+ * kernel that reads a tile before waiting for it reads stale bytes and fails the comparison. */
+
+static void cp_async16(void *smem, const void *gmem, bool valid) {
+    unsigned char *d = (unsigned char *)smem;
+    if (d < g_smem || d + 16 > g_smem + g_smem_bytes) emu_fail("cp.async destination outside shared memory");
+    if (((uintptr_t)(d - g_smem)) % 16 != 0 || ((uintptr_t)gmem) % 16 != 0) emu_fail("cp.async address not 16-byte aligned");
+    g_open[(size_t)g_cur].push_back(async_copy{d, valid ? (const unsigned char *)gmem : nullptr});
+}
+
+static void cp_async_commit() {
+    g_groups[(size_t)g_cur].push_back(g_open[(size_t)g_cur]);
+    g_open[(size_t)g_cur].clear();
+}
+
+template <int N>
+static void cp_async_wait() {
+    auto &q = g_groups[(size_t)g_cur];
+    while (q.size() > (size_t)N) {
+        for (const async_copy &c : q.front()) {
+            if (c.src) memcpy(c.dst, c.src, 16);
+            else memset(c.dst, 0, 16);
+        }
+        q.erase(q.begin());
+    }
+}
 
 #define FL_SMEM(name) unsigned char *name = g_smem
 
