@@ -19,6 +19,8 @@
  *   k_flash_bwd_dkv  per (64 keys, group, batch): over the group's heads in order and 32-query tiles,
  *                    S^T = K Q^T, P^T, dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q; dK *= scale.
  *   Scores are recomputed twice (dQ and dK/dV kernels) instead of accumulating dQ with atomics.
+ * Tiles stream through two shared-memory buffers filled by cp.async (K/V in the forward and dQ
+ * kernels, Q/dO in dK/dV): the next tile is in flight while the warps compute on the current one.
  * Out-of-range rows of a tile are loaded as zeros and masked, so odd T and Tq != Tk are fine.
  *
  * NEVER RUN ON A GPU at the time of writing (no device in the session that wrote it): kern_oracle's
