@@ -46,9 +46,9 @@ BIN=${TWINRUN_BENCH_BIN:-}
 if [ -z "$BIN" ]; then
     log "configure and build the cuda preset ($B)"
     DEBS=${DEBS:-.debs}
-    set +u
+    set +eu # gpu_env.sh probes (pkg-config, python3 -c 'import nvidia.nccl') and may fail its probes
     DEBS=$DEBS . ci/gpu_env.sh
-    set -u
+    set -eu
     targets=(--target train_llama3)
     [ $oracle = 1 ] && targets+=(--target kern_oracle)
     [ $checks = 1 ] && targets+=(--target test_kern_attention --target test_kern_cp --target test_kern_adamw
