@@ -6,7 +6,8 @@
 #   3. valgrind memcheck over every test program
 #   4. libFuzzer targets (clang, ASan/UBSan), each run briefly over its seed corpus
 #   5. coverage build, tests again, gcovr summary
-#   6. cuda preset compiles (where nvcc exists; it runs on the GPU machine, not here)
+#   6. cuda preset compiles (where nvcc exists; it runs on the GPU machine, not here); the flash-attention
+#      kernels run on the CPU with emulated warps (flash_emu, g++ only)
 # TWINRUN_FUZZ_SECONDS (default 20) sets the time per fuzz target; TWINRUN_SKIP="valgrind coverage ..."
 # skips stages by name for a quick local loop.
 set -euo pipefail
@@ -70,6 +71,8 @@ if ! skipped cuda; then
   else
     stage "cuda preset: skipped, no nvcc on this machine"
   fi
+  stage "flash attention kernels on the CPU (emulated warps: engine/cuda/tools/flash_emu.sh)"
+  engine/cuda/tools/flash_emu.sh build/flash_emu
 fi
 
 echo
