@@ -7,7 +7,8 @@
 #   4. libFuzzer targets (clang, ASan/UBSan), each run briefly over its seed corpus
 #   5. coverage build, tests again, gcovr summary (the layout sweep runs in its short form there:
 #      tests/parallel/tests.cmake)
-#   6. cuda preset compiles (where nvcc exists; it runs on the GPU machine, not here)
+#   6. cuda preset compiles (where nvcc exists; it runs on the GPU machine, not here); the flash-attention
+#      kernels run on the CPU with emulated warps (flash_emu, g++ only)
 # Every stage runs even when an earlier one failed (TWINRUN_FAIL_FAST=1 stops at the first), so one
 # run shows every failure; the end prints one table: each stage, its wall time and its result. After
 # each ctest run, ci/ctest_margin.py lists the slowest tests against their timeouts and fails when one
@@ -125,6 +126,10 @@ stage_cuda() {
   cmake --build build/cuda -j"$jobs"
 }
 
+stage_flash_emu() {
+  engine/cuda/tools/flash_emu.sh build/flash_emu
+}
+
 run_stage "twin (gcc): build and test" stage_gcc
 if skipped clang; then skip_stage "twin (clang): build and test" TWINRUN_SKIP
 else run_stage "twin (clang): build and test" stage_clang; fi
@@ -138,6 +143,8 @@ if skipped cuda; then skip_stage "cuda preset: compile" TWINRUN_SKIP
 elif command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   run_stage "cuda preset: compile (runs on the GPU machine)" stage_cuda
 else skip_stage "cuda preset: compile" "no nvcc on this machine"; fi
+if skipped cuda; then skip_stage "flash attention on the CPU (emulated warps)" TWINRUN_SKIP
+else run_stage "flash attention on the CPU (emulated warps)" stage_flash_emu; fi
 
 summary
 if [ $failed -ne 0 ]; then

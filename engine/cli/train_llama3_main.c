@@ -15,6 +15,8 @@
 #include "twinrun/launch.h"
 
 int main(int argc, char **argv) {
+    struct timespec started; /* wall clock at the start of main: start-up is measured from here */
+    clock_gettime(CLOCK_REALTIME, &started);
     tr_config cfg;
     char err[2048] = "";
     tr_config_defaults(&cfg);
@@ -68,6 +70,9 @@ int main(int argc, char **argv) {
            "%.1f MiB per rank\n",
            sum.world, (long long)sum.iterations, (long long)sum.consumed_samples, sum.first_loss, sum.last_loss,
            sum.device_peak_bytes / 1048576.0);
+    if (sum.reported && sum.first_iteration_wall > 0)
+        printf("[startup] %.3f s from the start of the program to its first iteration\n",
+               sum.first_iteration_wall - ((double)started.tv_sec + started.tv_nsec * 1e-9));
     /* what this process cost: for the twin, the price of rehearsing `world` ranks on this machine */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

@@ -12,8 +12,8 @@
  * the TCP rendezvous store on MASTER_ADDR:MASTER_PORT, or files in TWINRUN_RENDEZVOUS_DIR
  * (coll_bootstrap.h).
  *
- * Completion: by default (TWINRUN_COLL_SYNC unset or 1) each collective waits on the host until
- * its stream has finished it, which is what makes the timeout, the twin's blocking semantics, a
+ * Completion: by default (TWINRUN_COLL_SYNC unset or 1) each collective of a group of two or more
+ * waits on the host until its stream has finished it (a group of one never waits), which is what makes the timeout, the twin's blocking semantics, a
  * real barrier and exact flight-recorder states possible; TWINRUN_COLL_SYNC=0 only enqueues
  * (faster; records are marked completed when enqueued and timeouts are not detected). Inside
  * coll_group_start/end the wait happens at coll_group_end, for every stream used in the group.
@@ -258,7 +258,8 @@ static coll_status finish(coll_comm *c, dev_stream *s, ncclResult_t r, const cha
         coll_group.n++;
         return COLL_OK;
     }
-    const coll_status st = c->sync ? wait_stream(c, s, op) : COLL_OK;
+    /* a group of one cannot wait on anybody: no host wait for it, so a one-GPU step keeps the device busy */
+    const coll_status st = c->sync && c->size > 1 ? wait_stream(c, s, op) : COLL_OK;
     if (st == COLL_OK) tr_flight_set(c->dev, rec, FLIGHT_COMPLETED);
     return st;
 }
@@ -415,7 +416,8 @@ void coll_group_end(void) {
     }
     for (int i = 0; i < coll_group.n; i++) {
         coll_comm *c = coll_group.comm[i];
-        if (c->dead == COLL_OK && (!c->sync || wait_stream(c, coll_group.stream[i], "group") == COLL_OK))
+        if (c->dead == COLL_OK &&
+            (!c->sync || c->size == 1 || wait_stream(c, coll_group.stream[i], "group") == COLL_OK))
             tr_flight_set(c->dev, coll_group.rec[i], FLIGHT_COMPLETED);
     }
     coll_group.n = 0;

@@ -19,6 +19,8 @@ struct dev_event {
     cudaEvent_t ev;
 };
 
+typedef struct tr_cu_prof tr_cu_prof;
+
 /* One live allocation, for accounting (an open-addressing table keyed by the pointer). */
 typedef struct tr_cu_alloc {
     void *p;      /* NULL: empty slot; TR_CU_TOMBSTONE: freed slot */
@@ -50,6 +52,9 @@ struct dev_device {
      * (and dumps it with TWINRUN_FLIGHT_AT_EXIT=1) through flight_free. */
     struct tr_cu_flight *flight;
     void (*flight_free)(dev_device *d);
+    /* gpu_profile.cu (TWINRUN_GPU_PROFILE=1): 0 not yet read, 1 off, 2 on; the tables when on. */
+    int prof_mode;
+    struct tr_cu_prof *prof;
 };
 
 #ifdef __cplusplus

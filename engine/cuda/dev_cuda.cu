@@ -21,6 +21,7 @@
 
 #include "cuda_check.h"
 #include "cuda_dev.h"
+#include "gpu_profile.h"
 
 /* ---- failure path ---------------------------------------------------------------------- */
 
@@ -150,6 +151,15 @@ extern "C" dev_device *dev_open(int ordinal, size_t capacity, char *err, size_t 
         tr_errf(err, errlen, "dev_open: cudaGetDeviceProperties(%d): %s", ordinal, cudaGetErrorString(e));
         return NULL;
     }
+    /* Kernel scratch comes from the default pool (cudaMallocAsync); by default the pool hands its
+     * memory back to the driver at every synchronisation and maps it again for the next step's
+     * scratch. Keep it: scratch is small and reused every step. */
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, ordinal) == cudaSuccess) {
+        uint64_t keep = UINT64_MAX;
+        (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    (void)cudaGetLastError(); /* a driver without pools: scratch still works, only slower */
     dev_device *d = (dev_device *)calloc(1, sizeof *d);
     if (!d) {
         tr_errf(err, errlen, "dev_open: out of host memory");
@@ -172,6 +182,7 @@ extern "C" void dev_close(dev_device *d) {
     if (!d) return;
     if (d->flight_free) d->flight_free(d);
     CU_CHECK(cudaStreamSynchronize(d->default_stream.st));
+    tr_prof_close(d);
     if (d->blas_free) d->blas_free(d->blas);
     for (size_t i = 0; i < d->tab_cap; i++)
         if (d->tab[i].p != NULL && d->tab[i].p != TR_CU_TOMBSTONE) CU_CHECK(cudaFree(d->tab[i].p));
@@ -305,14 +316,17 @@ extern "C" void dev_stream_wait_event(dev_stream *s, dev_event *e) {
 /* ---- copies ---------------------------------------------------------------------------------- */
 
 extern "C" void dev_copy_h2d(dev_stream *s, void *dst, const void *src, size_t bytes) {
+    TR_PROF(s, "copy h2d");
     if (bytes) CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, tr_cu_stream(s)));
 }
 extern "C" void dev_copy_d2h(dev_stream *s, void *dst, const void *src, size_t bytes) {
+    TR_PROF(s, "copy d2h");
     if (bytes) CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, tr_cu_stream(s)));
 }
 /* Overlapping ranges behave like memmove (as in the twin): cudaMemcpy leaves overlap undefined, so
  * those go through a stream-ordered bounce buffer. */
 extern "C" void dev_copy_d2d(dev_stream *s, void *dst, const void *src, size_t bytes) {
+    TR_PROF(s, "copy d2d");
     if (!bytes || dst == src) return;
     const uintptr_t a = (uintptr_t)dst, b = (uintptr_t)src;
     if (a < b + bytes && b < a + bytes) {
@@ -325,6 +339,7 @@ extern "C" void dev_copy_d2d(dev_stream *s, void *dst, const void *src, size_t b
     CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, tr_cu_stream(s)));
 }
 extern "C" void dev_memset_zero(dev_stream *s, void *dst, size_t bytes) {
+    TR_PROF(s, "memset");
     if (bytes) CU_CHECK(cudaMemsetAsync(dst, 0, bytes, tr_cu_stream(s)));
 }
 

@@ -55,6 +55,10 @@
 #define cudaMalloc musaMalloc
 #define cudaFree musaFree
 #define cudaMallocAsync musaMallocAsync
+#define cudaMemPool_t musaMemPool_t
+#define cudaDeviceGetDefaultMemPool musaDeviceGetDefaultMemPool
+#define cudaMemPoolSetAttribute musaMemPoolSetAttribute
+#define cudaMemPoolAttrReleaseThreshold musaMemPoolAttrReleaseThreshold
 #define cudaFreeAsync musaFreeAsync
 #define cudaStream_t musaStream_t
 #define cudaStreamCreateWithFlags musaStreamCreateWithFlags
@@ -68,6 +72,11 @@
 #define cudaEventDisableTiming musaEventDisableTiming
 #define cudaEventDestroy musaEventDestroy
 #define cudaEventRecord musaEventRecord
+#define cudaEventCreate musaEventCreate
+#define cudaEventSynchronize musaEventSynchronize
+#define cudaEventElapsedTime musaEventElapsedTime
+#define cudaFuncSetAttribute musaFuncSetAttribute
+#define cudaFuncAttributeMaxDynamicSharedMemorySize musaFuncAttributeMaxDynamicSharedMemorySize
 #define cudaMemcpyAsync musaMemcpyAsync
 #define cudaMemcpyHostToDevice musaMemcpyHostToDevice
 #define cudaMemcpyDeviceToHost musaMemcpyDeviceToHost

@@ -4,26 +4,20 @@
  * twin's closely over many steps. Memory-bound; the fp64 arithmetic costs nothing that matters. */
 #include <math.h>
 
+#include "gpu_profile.h"
 #include "kern_common.cuh"
+#include "kern_optim_common.cuh"
 
 __global__ void k_adamw(float *master, tr_buf model, bool write_model, tr_buf grad, float *m, float *v, size_t n,
                         double b1, double b2, double lr, double eps, double decay, double bc1, double bc2,
                         double grad_scale) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const double g = (double)ldf(grad, i) * grad_scale;
-        const float mi = (float)(b1 * (double)m[i] + (1.0 - b1) * g);
-        const float vi = (float)(b2 * (double)v[i] + (1.0 - b2) * g * g);
-        const double mhat = (double)mi / bc1, vhat = (double)vi / bc2;
-        const float w = (float)((double)master[i] * decay - lr * mhat / (sqrt(vhat) + eps));
-        m[i] = mi;
-        v[i] = vi;
-        master[i] = w;
-        if (write_model) stf(model, i, w);
-    }
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        adamw_element(i, master, model, write_model, grad, m, v, b1, b2, lr, eps, decay, bc1, bc2, grad_scale);
 }
 
 extern "C" void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad,
                                   float *m, float *v, size_t n) {
+    TR_PROF(s, "adamw_update");
     TR_CHECK(ad != NULL, "adamw needs a descriptor");
     TR_CHECK(ad->step >= 1, "adamw step is 1-based; the first update is step 1");
     TR_CHECK(ad->beta1 >= 0.0f && ad->beta1 < 1.0f && ad->beta2 >= 0.0f && ad->beta2 < 1.0f,

@@ -5,6 +5,7 @@
  * row_max is NaN-propagating, so a NaN logit makes the loss and the gradient NaN, never hides.
  * Only negative targets stop the kernel (device-side check): a slice cannot tell a target past the
  * end of the vocabulary from one another rank holds. */
+#include "gpu_profile.h"
 #include "kern_common.cuh"
 
 __device__ __forceinline__ long long ce_local(int32_t target, int vocab_start) {
@@ -51,21 +52,24 @@ __global__ void k_ce_loss_from_stats(float *losses, const float *row_max, const 
         losses[n] = (row_max[n] - target_logit[n]) + logf(sum_exp[n]);
 }
 
-/* Thread per element (grid-stride over N*V): element i read, then written by the same thread, so
- * dlogits may alias logits. */
+/* A 2-D grid: blocks along a row (x) and over rows (y, striding past 65535), so no thread divides by
+ * V. Element i is read, then written by the same thread, so dlogits may alias logits. */
 __global__ void k_ce_slice_bwd(tr_buf dlogits, tr_buf logits, const float *row_max, const float *sum_exp,
                                const int32_t *targets, int vocab_start, const float *dloss, int N, int V) {
-    const size_t total = (size_t)N * (size_t)V;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        const int n = (int)(i / (size_t)V), j = (int)(i % (size_t)V);
+    for (int n = blockIdx.y; n < N; n += gridDim.y) {
         const int32_t t = targets[n];
         if (t < 0) {
-            if (j == 0)
+            if (blockIdx.x == 0 && threadIdx.x == 0)
                 TR_DEVICE_FAIL("cross entropy backward (vocab slice): target %d at row %d is negative\n", (int)t, n);
             continue;
         }
-        const float p = expf(ldf(logits, i) - row_max[n]) / sum_exp[n];
-        stf(dlogits, i, (p - (ce_local(t, vocab_start) == j ? 1.0f : 0.0f)) * dloss[n]);
+        const float mx = row_max[n], se = sum_exp[n], dl = dloss[n];
+        const long long local = ce_local(t, vocab_start);
+        const size_t row = (size_t)n * (size_t)V;
+        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < V; j += gridDim.x * blockDim.x) {
+            const float p = expf(ldf(logits, row + j) - mx) / se;
+            stf(dlogits, row + j, (p - (local == j ? 1.0f : 0.0f)) * dl);
+        }
     }
 }
 
@@ -76,6 +80,7 @@ static void check_ce(int N, int V, int vocab_start, const int32_t *targets) {
 }
 
 extern "C" void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V) {
+    TR_PROF(s, "ce_slice_max");
     TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
     TR_CHECK(row_max != NULL, "vocab-parallel cross entropy writes row_max[N]");
     kern_check_float_buf(logits, "cross entropy logits");
@@ -85,6 +90,7 @@ extern "C" void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, 
 
 extern "C" void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits,
                                    const float *row_max, const int32_t *targets, int vocab_start, int N, int V) {
+    TR_PROF(s, "ce_slice_sums");
     check_ce(N, V, vocab_start, targets);
     TR_CHECK(sum_exp != NULL && target_logit != NULL && row_max != NULL,
              "vocab-parallel cross entropy sums need sum_exp[N], target_logit[N] and row_max[N]");
@@ -96,6 +102,7 @@ extern "C" void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_
 
 extern "C" void kern_ce_loss_from_stats(dev_stream *s, float *losses, const float *row_max, const float *sum_exp,
                                         const float *target_logit, int N) {
+    TR_PROF(s, "ce_loss_from_stats");
     TR_CHECK(N > 0, "cross entropy needs N positive");
     TR_CHECK(losses != NULL && row_max != NULL && sum_exp != NULL && target_logit != NULL,
              "vocab-parallel cross entropy loss needs losses, row_max, sum_exp and target_logit [N]");
@@ -107,12 +114,15 @@ extern "C" void kern_ce_loss_from_stats(dev_stream *s, float *losses, const floa
 extern "C" void kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max,
                                        const float *sum_exp, const int32_t *targets, int vocab_start,
                                        const float *dloss, int N, int V) {
+    TR_PROF(s, "ce_slice_backward");
     check_ce(N, V, vocab_start, targets);
     TR_CHECK(dloss != NULL && row_max != NULL && sum_exp != NULL,
              "vocab-parallel cross entropy backward needs dloss, row_max and sum_exp [N]");
     kern_check_float_buf(dlogits, "cross entropy dlogits");
     kern_check_float_buf(logits, "cross entropy logits");
-    k_ce_slice_bwd<<<grid_for((size_t)N * (size_t)V), TR_BLOCK, 0, tr_cu_stream(s)>>>(
-        dlogits, logits, row_max, sum_exp, targets, vocab_start, dloss, N, V);
+    const unsigned bx = (unsigned)((V + TR_BLOCK - 1) / TR_BLOCK < 64 ? (V + TR_BLOCK - 1) / TR_BLOCK : 64);
+    const dim3 grid(bx, (unsigned)(N < 65535 ? N : 65535));
+    k_ce_slice_bwd<<<grid, TR_BLOCK, 0, tr_cu_stream(s)>>>(dlogits, logits, row_max, sum_exp, targets, vocab_start,
+                                                           dloss, N, V);
     CU_CHECK_LAUNCH("k_ce_slice_bwd");
 }

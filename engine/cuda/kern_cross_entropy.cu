@@ -2,6 +2,7 @@
  * max and sum of exp(x - max) are block tree reductions (deterministic). A NaN logit makes the
  * loss NaN; a row whose max is +-Inf or NaN has lse = max, as in the twin. Out-of-range targets
  * stop the kernel with a message (device-side check). */
+#include "gpu_profile.h"
 #include "kern_common.cuh"
 
 /* The row's max (mx) and log(sum_j exp(x_j - mx)) (ls); every thread of the block gets them.
@@ -58,6 +59,7 @@ __global__ void k_ce_bwd(tr_buf dlogits, tr_buf logits, const int32_t *targets, 
 
 extern "C" void kern_cross_entropy_forward(dev_stream *s, float *losses, tr_buf logits, const int32_t *targets,
                                            int N, int V) {
+    TR_PROF(s, "cross_entropy_forward");
     TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
     TR_CHECK(losses != NULL && targets != NULL, "cross entropy needs losses and targets");
     kern_check_float_buf(logits, "cross entropy logits");
@@ -67,6 +69,7 @@ extern "C" void kern_cross_entropy_forward(dev_stream *s, float *losses, tr_buf 
 
 extern "C" void kern_cross_entropy_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const int32_t *targets,
                                             const float *dloss, int N, int V) {
+    TR_PROF(s, "cross_entropy_backward");
     TR_CHECK(N > 0 && V > 0, "cross entropy backward needs N and V positive");
     TR_CHECK(dloss != NULL && targets != NULL, "cross entropy backward needs dloss and targets");
     kern_check_float_buf(dlogits, "cross entropy dlogits");

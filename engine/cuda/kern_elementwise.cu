@@ -1,5 +1,7 @@
 /* Elementwise kernels: add, scale, cast, and the deterministic sum of squares. */
+#include "gpu_profile.h"
 #include "kern_common.cuh"
+#include "kern_optim_common.cuh"
 
 __global__ void k_add(tr_buf out, tr_buf a, tr_buf b, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -29,16 +31,10 @@ __global__ void k_sumsq_partial(float *partial, tr_buf x, size_t n) {
     if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
-/* Pass 2: one block sums the G partials (thread t: t, t + TR_BLOCK, ... in order; then the tree). */
-__global__ void k_sumsq_final(float *out, const float *partial, unsigned G) {
-    __shared__ float sh[TR_BLOCK];
-    float acc = 0.0f;
-    for (unsigned i = threadIdx.x; i < G; i += TR_BLOCK) acc = acc + partial[i];
-    const float s = block_sum(acc, sh);
-    if (threadIdx.x == 0) out[0] = out[0] + s;
-}
+/* Pass 2: k_sumsq_final (kern_optim_common.cuh). */
 
 extern "C" void kern_add(dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n) {
+    TR_PROF(s, "add");
     if (n == 0) return;
     kern_check_float_buf(out, "add out");
     kern_check_float_buf(a, "add a");
@@ -48,6 +44,7 @@ extern "C" void kern_add(dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n
 }
 
 extern "C" void kern_scale(dev_stream *s, tr_buf x, float alpha, size_t n) {
+    TR_PROF(s, "scale");
     if (n == 0) return;
     kern_check_float_buf(x, "scale x");
     k_scale<<<grid_for(n), TR_BLOCK, 0, tr_cu_stream(s)>>>(x, alpha, n);
@@ -55,6 +52,7 @@ extern "C" void kern_scale(dev_stream *s, tr_buf x, float alpha, size_t n) {
 }
 
 extern "C" void kern_cast(dev_stream *s, tr_buf dst, tr_buf src, size_t n) {
+    TR_PROF(s, "cast");
     if (n == 0) return;
     TR_CHECK(dst.p && src.p, "cast needs non-NULL source and destination");
     if (dst.dt == src.dt) { /* a bit copy: NaN payloads and -0 survive */
@@ -68,11 +66,11 @@ extern "C" void kern_cast(dev_stream *s, tr_buf dst, tr_buf src, size_t n) {
 }
 
 extern "C" void kern_sum_squares(dev_stream *s, float *out, tr_buf x, size_t n) {
+    TR_PROF(s, "sum_squares");
     TR_CHECK(out != NULL, "sum_squares needs an output scalar");
     if (n == 0) return;
     kern_check_float_buf(x, "sum_squares x");
-    size_t g = (n + 4 * TR_BLOCK - 1) / (4 * TR_BLOCK);
-    const unsigned G = (unsigned)(g < 1 ? 1 : (g > 1024 ? 1024 : g));
+    const unsigned G = sumsq_blocks(n);
     float *partial = (float *)tr_cu_scratch(s, G * sizeof(float), "sum_squares partials");
     k_sumsq_partial<<<G, TR_BLOCK, 0, tr_cu_stream(s)>>>(partial, x, n);
     CU_CHECK_LAUNCH("k_sumsq_partial");

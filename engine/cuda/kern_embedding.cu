@@ -1,10 +1,13 @@
 /* Token embedding lookup and its deterministic scatter-add backward.
  *
- * Backward, deterministic without atomics: one thread links each token's rows in ascending n
- * (k_embedding_link), then one block per distinct token sums, per column, the old dwte value and
- * the token's dout rows in that order in fp32, rounding once into dwte's type (the twin sums in
- * double and rounds once; same order, so the two agree to fp32 rounding). */
+ * Backward, deterministic without atomics: each token's rows are linked in ascending n
+ * (k_embedding_links, kern_embedding_links.cuh), then one block per distinct token sums, per
+ * column, the old dwte value and the token's dout rows in that order in fp32, rounding once into
+ * dwte's type (the twin sums in double and rounds once; same order, so the two agree to fp32
+ * rounding). */
+#include "gpu_profile.h"
 #include "kern_common.cuh"
+#include "kern_embedding_links.cuh"
 
 __global__ void k_embedding_fwd(tr_buf out, const int32_t *tokens, tr_buf wte, int N, int C, int V) {
     const int n = blockIdx.x;
@@ -20,28 +23,24 @@ __global__ void k_embedding_fwd(tr_buf out, const int32_t *tokens, tr_buf wte, i
     for (int c = threadIdx.x; c < C; c += blockDim.x) stf(out, dst + c, ldf(wte, src + c));
 }
 
-/* One thread: checks every token and links the rows of each token in ascending n:
- * head[v] = first row with token v (or -1), next[n] = the next row with the same token (or -1).
- * O(N) on a single thread; N is the micro-batch's token count, so this is cheap enough for now. */
-__global__ void k_embedding_link(int *head, int *next, const int32_t *tokens, int N, int V) {
-    if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    for (int n = N - 1; n >= 0; n--) {
-        const int32_t tok = tokens[n];
+/* The full vocabulary: every token is ours, and one outside [0, V) stops the kernel. */
+struct embedding_full_rows {
+    int V;
+    __device__ int row(int32_t tok) const { return tok; }
+    __device__ void check(int32_t tok, int n) const {
         if (tok < 0 || tok >= V)
             TR_DEVICE_FAIL("embedding backward: token %d at row %d is outside the vocabulary [0, %d)\n", (int)tok, n,
                            V);
-        next[n] = head[tok];
-        head[tok] = n;
     }
-}
+};
 
 /* Block n does the vocabulary row of tokens[n] if n is that token's first row: thread c adds the
  * token's dout rows to dwte[tok, c] in ascending n in fp32 and rounds once into dwte's type. */
-__global__ void k_embedding_bwd(tr_buf dwte, tr_buf dout, const int32_t *tokens, const int *head, const int *next,
-                                int C) {
+__global__ void k_embedding_bwd(tr_buf dwte, tr_buf dout, const int32_t *tokens, const unsigned char *first,
+                                const int *next, int C) {
     const int n = blockIdx.x;
+    if (!first[n]) return;
     const int32_t tok = tokens[n];
-    if (head[tok] != n) return;
     const size_t wrow = (size_t)tok * (size_t)C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float acc = ldf(dwte, wrow + c);
@@ -52,6 +51,7 @@ __global__ void k_embedding_bwd(tr_buf dwte, tr_buf dout, const int32_t *tokens,
 
 extern "C" void kern_embedding_forward(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int N, int C,
                                        int V) {
+    TR_PROF(s, "embedding_forward");
     TR_CHECK(N > 0 && C > 0 && V > 0, "embedding needs N, C and V positive");
     TR_CHECK(tokens != NULL, "embedding needs a token array");
     kern_check_float_buf(out, "embedding out");
@@ -62,18 +62,19 @@ extern "C" void kern_embedding_forward(dev_stream *s, tr_buf out, const int32_t 
 
 extern "C" void kern_embedding_backward(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int N, int C,
                                         int V) {
+    TR_PROF(s, "embedding_backward");
     TR_CHECK(N > 0 && C > 0 && V > 0, "embedding backward needs N, C and V positive");
     TR_CHECK(tokens != NULL, "embedding backward needs a token array");
     kern_check_float_buf(dwte, "embedding dwte");
     kern_check_float_buf(dout, "embedding dout");
     /* The link kernel checks the tokens before anything touches dwte (stream order). */
-    int *head = (int *)tr_cu_scratch(s, (size_t)V * sizeof(int), "embedding backward heads");
-    int *next = (int *)tr_cu_scratch(s, (size_t)N * sizeof(int), "embedding backward links");
-    CU_CHECK(cudaMemsetAsync(head, 0xff, (size_t)V * sizeof(int), tr_cu_stream(s))); /* -1 */
-    k_embedding_link<<<1, 1, 0, tr_cu_stream(s)>>>(head, next, tokens, N, V);
-    CU_CHECK_LAUNCH("k_embedding_link");
-    k_embedding_bwd<<<N, TR_BLOCK, 0, tr_cu_stream(s)>>>(dwte, dout, tokens, head, next, C);
+    int *next = (int *)tr_cu_scratch(s, (size_t)N * sizeof(int), "embedding backward links"); /* [N] */
+    unsigned char *first = (unsigned char *)tr_cu_scratch(s, (size_t)N, "embedding backward first rows"); /* [N] */
+    k_embedding_links<<<embedding_link_blocks(N), TR_BLOCK, 0, tr_cu_stream(s)>>>(next, first, tokens, N,
+                                                                                  embedding_full_rows{V});
+    CU_CHECK_LAUNCH("k_embedding_links");
+    k_embedding_bwd<<<N, TR_BLOCK, 0, tr_cu_stream(s)>>>(dwte, dout, tokens, first, next, C);
     CU_CHECK_LAUNCH("k_embedding_bwd");
+    tr_cu_scratch_free(s, first);
     tr_cu_scratch_free(s, next);
-    tr_cu_scratch_free(s, head);
 }

@@ -8,7 +8,10 @@
  *
  * Paths (env TWINRUN_GEMM, read when a device first runs a GEMM):
  *   lt     cuBLASLt (default on CUDA): heuristic algorithm, 32 MiB workspace, the pointers' real
- *          alignment passed to the heuristic (so tr_buf_at offsets are fine);
+ *          alignment passed to the heuristic (so tr_buf_at offsets are fine); the descriptors and the
+ *          heuristic's choice are built once per shape (m, n, k, ta, tb, the three types, the three
+ *          alignments) and kept in a plan cache on the device, so a step of ~350 GEMMs asks the
+ *          heuristic only on its first iteration;
  *   blas   cublasGemmEx (the MUSA default: muBLAS offers GemmEx; no Lt API confirmed);
  *   naive  the tiled fallback kernel for everything.
  * Types the libraries take with CUBLAS_COMPUTE_32F (true fp32, never TF32): a, b fp32 with c fp32;
@@ -22,6 +25,7 @@
 
 #define GPU_COMPAT_BLAS
 #include "gpu_compat.h"
+#include "gpu_profile.h"
 #include "kern_common.cuh"
 #include "kern_gemm.h"
 
@@ -37,8 +41,31 @@ typedef struct gemm_state {
     cublasLtHandle_t lt;
     bool have_lt;
     void *ws;
+    struct lt_plan *plans; /* [TR_LT_PLANS] open addressing on the shape key */
+    int nplans;
 #endif
 } gemm_state;
+
+#if TWINRUN_GPU_HAS_BLASLT
+#define TR_LT_PLANS 1024 /* a power of two; a model has a few dozen GEMM shapes */
+
+/* Everything that decides the descriptors and the algorithm of one GEMM. */
+typedef struct lt_key {
+    int m, n, k;
+    unsigned char ta, tb, dta, dtb, dtc;
+    unsigned short al_a, al_b, al_c; /* byte alignment of the pointers, capped at 256 */
+} lt_key;
+
+/* A shape's descriptors and the heuristic's algorithm, built once. ok = false: cuBLASLt found no
+ * algorithm (the fallback kernel runs, every time, without asking again). */
+typedef struct lt_plan {
+    bool used, ok;
+    lt_key key;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} lt_plan;
+#endif
 
 static const char *blas_status_string(cublasStatus_t st) {
 #ifndef TWINRUN_MUSA
@@ -63,6 +90,15 @@ static void gemm_state_free(void *p) {
     if (!g) return;
     if (g->have_blas) cublasDestroy(g->blas);
 #if TWINRUN_GPU_HAS_BLASLT
+    for (int i = 0; g->plans && i < TR_LT_PLANS; i++) {
+        lt_plan *p = &g->plans[i];
+        if (!p->used) continue;
+        cublasLtMatrixLayoutDestroy(p->lc);
+        cublasLtMatrixLayoutDestroy(p->lb);
+        cublasLtMatrixLayoutDestroy(p->la);
+        cublasLtMatmulDescDestroy(p->op);
+    }
+    free(g->plans);
     if (g->have_lt) cublasLtDestroy(g->lt);
     if (g->ws) cudaFree(g->ws);
 #endif
@@ -96,6 +132,8 @@ static gemm_state *gemm_state_get(dev_device *d) {
         BLAS_CHECK(cublasLtCreate(&g->lt));
         g->have_lt = true;
         CU_CHECK(cudaMalloc(&g->ws, TR_LT_WORKSPACE));
+        g->plans = (lt_plan *)calloc(TR_LT_PLANS, sizeof *g->plans);
+        if (!g->plans) tr_fatal("out of host memory creating the cuBLASLt plan cache");
     }
 #endif
     return g;
@@ -125,24 +163,40 @@ static uint32_t ptr_align(const void *p) {
     return lo == 0 || lo > 256 ? 256u : (uint32_t)lo;
 }
 
-/* Returns false when cuBLASLt finds no algorithm (the caller falls back). */
-static bool gemm_lt(gemm_state *g, dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb,
-                    float alpha, float beta) {
-    cublasLtMatmulDesc_t op = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
+static bool lt_key_eq(const lt_key *a, const lt_key *b) {
+    return a->m == b->m && a->n == b->n && a->k == b->k && a->ta == b->ta && a->tb == b->tb && a->dta == b->dta &&
+           a->dtb == b->dtb && a->dtc == b->dtc && a->al_a == b->al_a && a->al_b == b->al_b && a->al_c == b->al_c;
+}
+
+static uint64_t lt_key_hash(const lt_key *k) {
+    const uint64_t f[] = {(uint64_t)k->m, (uint64_t)k->n, (uint64_t)k->k,
+                          (uint64_t)k->ta | (uint64_t)k->tb << 8 | (uint64_t)k->dta << 16 | (uint64_t)k->dtb << 24 |
+                              (uint64_t)k->dtc << 32,
+                          (uint64_t)k->al_a | (uint64_t)k->al_b << 16 | (uint64_t)k->al_c << 32};
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) h = (h ^ f[i]) * 0x100000001b3ULL;
+    return h ^ (h >> 29);
+}
+
+/* Builds the descriptors of key's GEMM and asks the heuristic once. */
+static void lt_plan_build(gemm_state *g, lt_plan *p, const lt_key *key) {
+    const int m = key->m, n = key->n, k = key->k;
+    const bool ta = key->ta, tb = key->tb;
     const cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    BLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    BLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-    BLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    p->key = *key;
+    p->used = true;
+    BLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     /* A' = b, B' = a, C' = c (see the top of the file). */
-    BLAS_CHECK(cublasLtMatrixLayoutCreate(&la, lib_type(b.dt), tb ? k : n, tb ? n : k, tb ? k : n));
-    BLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, lib_type(a.dt), ta ? m : k, ta ? k : m, ta ? m : k));
-    BLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, lib_type(c.dt), n, m, n));
+    BLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, lib_type((tr_dtype)key->dtb), tb ? k : n, tb ? n : k, tb ? k : n));
+    BLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, lib_type((tr_dtype)key->dta), ta ? m : k, ta ? k : m, ta ? m : k));
+    BLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, lib_type((tr_dtype)key->dtc), n, m, n));
+    cublasLtMatmulPreference_t pref = NULL;
     BLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = TR_LT_WORKSPACE;
+    const uint32_t al_a = key->al_b, al_b = key->al_a, al_c = key->al_c; /* A' = b, B' = a */
     BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    const uint32_t al_a = ptr_align(b.p), al_b = ptr_align(a.p), al_c = ptr_align(c.p);
     BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
     BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
     BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
@@ -150,16 +204,54 @@ static bool gemm_lt(gemm_state *g, dev_stream *s, tr_buf c, tr_buf a, tr_buf b, 
     cublasLtMatmulHeuristicResult_t res;
     memset(&res, 0, sizeof res);
     int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g->lt, op, la, lb, lc, lc, pref, 1, &res, &found);
-    bool ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
-    if (ok)
-        BLAS_CHECK(cublasLtMatmul(g->lt, op, &alpha, b.p, la, a.p, lb, &beta, c.p, lc, c.p, lc, &res.algo, g->ws,
-                                  TR_LT_WORKSPACE, tr_cu_stream(s)));
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res,
+                                                             &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatmulDescDestroy(op);
+    p->ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (p->ok) p->algo = res.algo;
+}
+
+/* The cached plan of this GEMM (built on first sight), or NULL when the cache is full. */
+static lt_plan *lt_plan_get(gemm_state *g, const lt_key *key) {
+    const unsigned mask = TR_LT_PLANS - 1;
+    for (unsigned i = (unsigned)lt_key_hash(key) & mask, probes = 0; probes < TR_LT_PLANS; i = (i + 1) & mask, probes++) {
+        lt_plan *p = &g->plans[i];
+        if (p->used && lt_key_eq(&p->key, key)) return p;
+        if (!p->used) {
+            if (g->nplans >= TR_LT_PLANS / 2) return NULL; /* keep probes short: build per call beyond this */
+            lt_plan_build(g, p, key);
+            g->nplans++;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* Returns false when cuBLASLt finds no algorithm (the caller falls back). */
+static bool gemm_lt(gemm_state *g, dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb,
+                    float alpha, float beta) {
+    lt_key key;
+    memset(&key, 0, sizeof key); /* padding too: keys are compared field by field, hashed likewise */
+    key.m = m, key.n = n, key.k = k, key.ta = ta, key.tb = tb;
+    key.dta = (unsigned char)a.dt, key.dtb = (unsigned char)b.dt, key.dtc = (unsigned char)c.dt;
+    key.al_a = (unsigned short)ptr_align(a.p), key.al_b = (unsigned short)ptr_align(b.p);
+    key.al_c = (unsigned short)ptr_align(c.p);
+    lt_plan *p = lt_plan_get(g, &key), tmp;
+    if (!p) { /* cache full: a one-off plan */
+        memset(&tmp, 0, sizeof tmp);
+        lt_plan_build(g, &tmp, &key);
+        p = &tmp;
+    }
+    if (p->ok)
+        BLAS_CHECK(cublasLtMatmul(g->lt, p->op, &alpha, b.p, p->la, a.p, p->lb, &beta, c.p, p->lc, c.p, p->lc, &p->algo,
+                                  g->ws, TR_LT_WORKSPACE, tr_cu_stream(s)));
+    const bool ok = p->ok;
+    if (p == &tmp) {
+        cublasLtMatrixLayoutDestroy(tmp.lc);
+        cublasLtMatrixLayoutDestroy(tmp.lb);
+        cublasLtMatrixLayoutDestroy(tmp.la);
+        cublasLtMatmulDescDestroy(tmp.op);
+    }
     return ok;
 }
 #endif
@@ -171,6 +263,11 @@ extern "C" void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, in
     kern_check_float_buf(a, "gemm a");
     kern_check_float_buf(b, "gemm b");
     gemm_state *g = gemm_state_get(dev_stream_device(s));
+    char kind[96] = "gemm";
+    if (tr_prof_enabled(dev_stream_device(s)))
+        snprintf(kind, sizeof kind, "gemm %dx%dx%d %c%c %s.%s>%s%s", m, n, k, ta ? 'T' : 'N', tb ? 'T' : 'N',
+                 tr_dtype_name(a.dt), tr_dtype_name(b.dt), tr_dtype_name(c.dt), beta != 0.0f ? " +=" : "");
+    TR_PROF(s, kind);
     if (g->mode != GEMM_NAIVE && lib_supports(c, a, b)) {
 #if TWINRUN_GPU_HAS_BLASLT
         if (g->mode == GEMM_LT) {

@@ -6,6 +6,7 @@
  * passes: per chunk of TR_NORM_ROWS rows each thread sums its column in row order, then the chunk
  * partials are summed in chunk order and added once into dweight/dbias. xhat is recomputed from the
  * stored fp32 mean/rstd, like the twin. */
+#include "gpu_profile.h"
 #include "kern_common.cuh"
 
 #define TR_NORM_ROWS 64 /* rows per chunk of the weight-gradient column sums */
@@ -108,6 +109,7 @@ static void check_desc(const kern_norm_desc *nd, int N, int C) {
 
 extern "C" void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, float *mean, float *rstd,
                                   tr_buf inp, tr_buf weight, tr_buf bias, int N, int C) {
+    TR_PROF(s, "norm_forward");
     check_desc(nd, N, C);
     const bool layer = nd->kind == KERN_NORM_LAYER;
     kern_check_float_buf(out, "norm out");
@@ -125,6 +127,7 @@ extern "C" void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_bu
 extern "C" void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight,
                                    tr_buf dbias, tr_buf dout, tr_buf inp, tr_buf weight, const float *mean,
                                    const float *rstd, int N, int C) {
+    TR_PROF(s, "norm_backward");
     check_desc(nd, N, C);
     const bool layer = nd->kind == KERN_NORM_LAYER;
     kern_check_float_buf(dinp, "norm dinp");

@@ -7,6 +7,7 @@
  * One thread per (b, t, h, i < rot_dim/2) pair; dims >= rot_dim pass through untouched. */
 #include <math.h>
 
+#include "gpu_profile.h"
 #include "kern_common.cuh"
 
 #define TR_ROPE_MAX_HALF 512 /* head dims up to 1024 rotated */
@@ -55,10 +56,12 @@ static void rope_apply(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const 
 
 extern "C" void kern_rope_forward(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B,
                                   int T, int H, int D) {
+    TR_PROF(s, "rope_forward");
     rope_apply(s, rd, x, positions, B, T, H, D, 1.0f);
 }
 
 extern "C" void kern_rope_backward(dev_stream *s, const kern_rope_desc *rd, tr_buf dx, const int32_t *positions,
                                    int B, int T, int H, int D) {
+    TR_PROF(s, "rope_backward");
     rope_apply(s, rd, dx, positions, B, T, H, D, -1.0f);
 }

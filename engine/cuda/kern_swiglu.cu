@@ -1,6 +1,7 @@
 /* SwiGLU: h [N,2F] rows are [gate | up]; out = silu(gate) * up. One thread per (n, i) pair, which
  * reads both halves before writing either (so dh may even alias h). sigmoid via expf (accurate
  * libdevice expf; no fast-math). */
+#include "gpu_profile.h"
 #include "kern_common.cuh"
 
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -28,6 +29,7 @@ __global__ void k_swiglu_bwd(tr_buf dh, tr_buf dout, tr_buf h, size_t F, size_t 
 }
 
 extern "C" void kern_swiglu_forward(dev_stream *s, tr_buf out, tr_buf h, int N, int F) {
+    TR_PROF(s, "swiglu_forward");
     TR_CHECK(N > 0 && F > 0, "swiglu needs N and F positive; check --ffn-hidden-size");
     kern_check_float_buf(out, "swiglu out");
     kern_check_float_buf(h, "swiglu h");
@@ -37,6 +39,7 @@ extern "C" void kern_swiglu_forward(dev_stream *s, tr_buf out, tr_buf h, int N, 
 }
 
 extern "C" void kern_swiglu_backward(dev_stream *s, tr_buf dh, tr_buf dout, tr_buf h, int N, int F) {
+    TR_PROF(s, "swiglu_backward");
     TR_CHECK(N > 0 && F > 0, "swiglu backward needs N and F positive; check --ffn-hidden-size");
     kern_check_float_buf(dh, "swiglu dh");
     kern_check_float_buf(dout, "swiglu dout");

@@ -6,6 +6,7 @@
 
 #include "model/llama.h"
 #include "twinrun/err.h"
+#include "twinrun/init_normal.h"
 
 int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_layout *lay, char *err, size_t errlen) {
     memset(dm, 0, sizeof *dm);
@@ -356,46 +357,44 @@ int llama_find_param(const llama_model *m, const char *name) {
     return -1;
 }
 
-/* splitmix64: a well-mixed 64-bit hash, so (seed, parameter, element) -> independent bits. */
-static uint64_t mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-static uint64_t name_hash(const char *s) { /* FNV-1a: the parameter's identity is its name */
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-    return h;
+static double init_std(llama_init_kind kind, double std, int num_layers) {
+    return kind == LLAMA_INIT_SCALED ? std / sqrt(2.0 * num_layers) : std;
 }
 
 float llama_init_value(uint64_t seed, const char *name, size_t e, llama_init_kind kind, double std, int num_layers) {
     switch (kind) {
     case LLAMA_INIT_ONES: return 1.0f;
     case LLAMA_INIT_ZEROS: return 0.0f;
-    case LLAMA_INIT_SCALED: std /= sqrt(2.0 * num_layers); break;
+    case LLAMA_INIT_SCALED:
     case LLAMA_INIT_NORMAL: break;
     }
-    uint64_t k = mix64(seed ^ mix64(name_hash(name))) ^ mix64((uint64_t)e);
-    uint64_t r1 = mix64(k), r2 = mix64(k ^ 0xa5a5a5a5a5a5a5a5ULL);
-    /* Box-Muller on two uniforms in (0, 1]; 53-bit mantissas, so the tails are exact enough. */
-    double u1 = ((double)(r1 >> 11) + 1.0) / 9007199254740992.0;
-    double u2 = (double)(r2 >> 11) / 9007199254740992.0;
-    double z = sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
-    return (float)(z * std);
+    return (float)tr_init_normal_double(tr_init_key(seed, name), (uint64_t)e, init_std(kind, std, num_layers));
 }
 
+/* Each shard's elements are generated where they live (kern_init_param): on a GPU, the 1.5B model
+ * in milliseconds rather than a minute on the host, with the host's values bit for bit. */
 void llama_init_params(llama_model *m, uint64_t seed, double std) {
-    float *host = malloc(m->total * sizeof *host);
-    TR_CHECK(host != NULL, "out of host memory initialising parameters");
     for (int i = 0; i < m->nparams; i++) {
         const llama_param *p = &m->params_tab[i];
-        for (size_t e = 0; e < p->numel; e++)
-            host[p->offset + e] = llama_init_value(seed, p->name, llama_global_index(p, e), p->init, std, m->dims.L);
+        const llama_placement *pl = &p->place;
+        const bool two_d = p->ndim == 2;
+        kern_init_desc d = {
+            .normal = p->init == LLAMA_INIT_NORMAL || p->init == LLAMA_INIT_SCALED,
+            .constant = p->init == LLAMA_INIT_ONES ? 1.0f : 0.0f,
+            .key = tr_init_key(seed, p->name),
+            .std = init_std(p->init, std, m->dims.L),
+            .cols = two_d ? p->shape[1] : 1,
+            .gcols = two_d ? pl->gshape[1] : 1,
+            .col0 = two_d ? pl->col0 : 0,
+            .nseg = two_d ? pl->nseg : 1,
+            .seg_local1 = two_d && pl->nseg == 2 ? pl->seg_local[1] : 0,
+            .seg_global0 = two_d ? pl->seg_global[0] - pl->seg_local[0] : 0,
+            .seg_global1 = two_d && pl->nseg == 2 ? pl->seg_global[1] : 0,
+        };
+        kern_init_param(m->stream, &d, m->master + p->offset, p->numel);
     }
-    llama_set_master(m, host);
-    free(host);
+    llama_sync_params(m);
+    dev_stream_sync(m->stream);
 }
 
 void llama_set_master(llama_model *m, const float *host) {

@@ -77,18 +77,34 @@ void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr
     if (scale != 1.0f) kern_scale(model->stream, g, scale, model->total);
 }
 
+/* The parts of this rank's shard [lo, hi) that each parameter covers, relative to lo, with the
+ * parameter's weight decay; TP-replicated parameters left out when !replicated. Returns the count;
+ * *out (freed by the caller) has one range per parameter at most. */
+static int shard_ranges(const tr_optimizer *o, const llama_model *model, bool replicated, kern_range **out) {
+    kern_range *r = malloc(sizeof *r * (size_t)(model->nparams > 0 ? model->nparams : 1));
+    TR_CHECK(r != NULL, "out of host memory for the optimizer's parameter ranges");
+    const size_t lo = o->shard_begin, hi = o->shard_begin + o->shard_len;
+    int n = 0;
+    for (int i = 0; i < model->nparams; i++) {
+        const llama_param *p = &model->params_tab[i];
+        if (p->place.tp_replicated && !replicated) continue;
+        size_t b = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        if (b >= e) continue;
+        r[n++] = (kern_range){b - lo, e - lo, p->no_weight_decay ? 0.0f : (float)o->weight_decay};
+    }
+    *out = r;
+    return n;
+}
+
 double optim_grad_norm(tr_optimizer *o, llama_model *model, const tr_grid *grid, const tr_groups *gr) {
     dev_memset_zero(model->stream, o->norm_accum, sizeof(float));
     const bool tp_leader = !grid || grid->coord[TR_AXIS_TP] == 0;
-    tr_buf g = grads_of(o, model);
-    size_t lo = o->shard_begin, hi = o->shard_begin + o->shard_len;
-    for (int i = 0; i < model->nparams; i++) {
-        const llama_param *p = &model->params_tab[i];
-        if (p->place.tp_replicated && !tp_leader) continue; /* counted once, on TP rank 0 */
-        size_t b = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
-        if (b >= e) continue;
-        kern_sum_squares(model->stream, o->norm_accum, tr_buf_at(g, b - (o->distributed ? lo : 0)), e - b);
-    }
+    /* the shard's gradients, indexed from the shard's start */
+    const tr_buf g = o->distributed ? grads_of(o, model) : tr_buf_at(grads_of(o, model), o->shard_begin);
+    kern_range *ranges;
+    const int nr = shard_ranges(o, model, tp_leader, &ranges); /* replicated ones counted once, on TP rank 0 */
+    kern_sum_squares_ranges(model->stream, o->norm_accum, g, ranges, nr);
+    free(ranges);
     if (gr) {
         /* TP and PP ranks hold different parameters; distributed DP ranks different shards */
         coll_all_reduce(gr->tp, model->stream, o->norm_accum, o->norm_accum, 1, TR_F32, COLL_SUM);
@@ -108,25 +124,22 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
         double c = o->clip_grad / (grad_norm + 1.0e-6);
         if (c < 1.0) coeff = c;
     }
-    tr_buf g = grads_of(o, model);
-    size_t lo = o->shard_begin, hi = o->shard_begin + o->shard_len;
-    for (int i = 0; i < model->nparams; i++) {
-        const llama_param *p = &model->params_tab[i];
-        size_t b = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
-        if (b >= e) continue;
-        kern_adamw_desc ad = {
-            .lr = (float)lr,
-            .beta1 = (float)o->beta1,
-            .beta2 = (float)o->beta2,
-            .eps = (float)o->eps,
-            .weight_decay = p->no_weight_decay ? 0.0f : (float)o->weight_decay,
-            .grad_scale = (float)coeff,
-            .step = o->step,
-        };
-        tr_buf model_copy = tr_buf_at(tr_buf_make(model->params, model->dims.act_dt), b);
-        kern_adamw_update(model->stream, &ad, model->master + b, model_copy,
-                          tr_buf_at(g, b - (o->distributed ? lo : 0)), o->m + (b - lo), o->v + (b - lo), e - b);
-    }
+    const size_t lo = o->shard_begin;
+    kern_adamw_desc ad = {
+        .lr = (float)lr,
+        .beta1 = (float)o->beta1,
+        .beta2 = (float)o->beta2,
+        .eps = (float)o->eps,
+        .grad_scale = (float)coeff,
+        .step = o->step,
+    };
+    /* every parameter of the shard in one multi-tensor update, each with its weight decay */
+    const tr_buf g = o->distributed ? grads_of(o, model) : tr_buf_at(grads_of(o, model), lo);
+    kern_range *ranges;
+    const int nr = shard_ranges(o, model, true, &ranges);
+    kern_adamw_update_ranges(model->stream, &ad, ranges, nr, model->master + lo,
+                             tr_buf_at(tr_buf_make(model->params, model->dims.act_dt), lo), g, o->m, o->v);
+    free(ranges);
     if (o->distributed) {
         /* every DP rank gets every shard's update, in the compute type and as master */
         tr_dtype dt = model->dims.act_dt;

@@ -97,6 +97,10 @@ typedef struct run_state {
     int num_micro, dp_total;
     coll_comm *cp;  /* context-parallel group (NULL at CP 1) */
     float *scalar;  /* [1] device scratch for the micro-batch's token count over CP */
+    /* Each micro-batch's losses stay on the device until the step reads them all at once (no host
+     * synchronisation between micro-batches): loss_dev [num_micro * N + 2] (the last two floats: the
+     * loss reduction's pair), mask_all [num_micro * N] the host masks they are weighed with. */
+    float *loss_dev, *mask_all;
     double loss_sum, tok_sum;
     tr_batch_fn next;
     void *ctx;
@@ -121,13 +125,10 @@ static void backward(run_state *st, int micro) {
     st->m->site_micro = micro;
     const float *mask = st->b.mask + (size_t)slot * (size_t)N;
     if (st->m->dims.last) {
-        llama_get_losses_slot(st->m, slot, st->b.losses);
-        double mb_loss = 0, mb_tok = 0;
-        for (int n = 0; n < N; n++) {
-            mb_loss += (double)st->b.losses[n] * mask[n];
-            mb_tok += mask[n];
-        }
-        st->loss_sum += mb_loss;
+        dev_copy_d2d(st->m->stream, st->loss_dev + (size_t)micro * N, st->m->acts[slot].losses, (size_t)N * 4);
+        memcpy(st->mask_all + (size_t)micro * N, mask, (size_t)N * 4);
+        double mb_tok = 0;
+        for (int n = 0; n < N; n++) mb_tok += mask[n];
         st->tok_sum += mb_tok;
         if (st->cp) { /* the micro-batch's mean is over its whole sequences, every CP rank's tokens */
             float t = (float)mb_tok;
@@ -146,19 +147,33 @@ static void backward(run_state *st, int micro) {
     llama_backward_slot(st->m, slot, st->b.dloss);
 }
 
+/* The step's one read of the losses: every micro-batch's, summed with their masks in micro-batch
+ * order (each micro-batch's sum first, in double), as they were when each was read on its own. */
+static void read_losses(run_state *st, int num_micro) {
+    if (!st->m->dims.last || num_micro == 0) return;
+    const size_t N = (size_t)st->b.N, n = (size_t)num_micro * N;
+    float *h = malloc(n * sizeof *h);
+    TR_CHECK(h != NULL, "out of host memory for the step's losses");
+    dev_copy_d2h(st->m->stream, h, st->loss_dev, n * sizeof *h);
+    dev_stream_sync(st->m->stream);
+    for (int micro = 0; micro < num_micro; micro++) {
+        double mb_loss = 0;
+        for (size_t i = 0; i < N; i++) mb_loss += (double)h[micro * N + i] * st->mask_all[micro * N + i];
+        st->loss_sum += mb_loss;
+    }
+    free(h);
+}
+
 /* Sums [loss, tokens] over the pipeline (only the last stage has them) and data parallelism, so
- * every rank knows the batch's token count and the last stage the batch's loss. */
-static void reduce_loss(llama_model *m, const tr_parallel *par, double *loss_sum, double *tok_sum) {
+ * every rank knows the batch's token count and the last stage the batch's loss. dbuf [2] device. */
+static void reduce_loss(llama_model *m, const tr_parallel *par, float *dbuf, double *loss_sum, double *tok_sum) {
     if (!par || !par->groups) return;
-    float *dbuf = dev_alloc(m->dev, 2 * sizeof(float), "loss reduction");
-    TR_CHECK(dbuf != NULL, "out of device memory for the loss reduction");
     float h[2] = {m->dims.last ? (float)*loss_sum : 0.0f, m->dims.last ? (float)*tok_sum : 0.0f};
     dev_copy_h2d(m->stream, dbuf, h, sizeof h);
     coll_all_reduce(par->groups->pp, m->stream, dbuf, dbuf, 2, TR_F32, COLL_SUM);
     coll_all_reduce(par->groups->dp_cp, m->stream, dbuf, dbuf, 2, TR_F32, COLL_SUM);
     dev_copy_d2h(m->stream, h, dbuf, sizeof h);
     dev_stream_sync(m->stream);
-    dev_free(m->dev, dbuf);
     *loss_sum = h[0], *tok_sum = h[1];
 }
 
@@ -183,6 +198,11 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
     }
     st.pipe = (pipeline){m, g && par->groups ? par->groups->pp : NULL, m->layout.pp_rank, m->layout.pp,
                          (size_t)m->dims.Nl * m->dims.C, m->dims.act_dt};
+    const size_t nhist = m->dims.last ? (size_t)num_micro * (size_t)N : 0;
+    st.loss_dev = dev_alloc(m->dev, (nhist + 2) * sizeof(float), "the step's losses");
+    st.mask_all = malloc((nhist + 1) * sizeof(float));
+    TR_CHECK(st.loss_dev != NULL, "out of device memory for the step's losses");
+    TR_CHECK(st.mask_all != NULL, "out of host memory for the step's loss masks");
     llama_zero_grads(m);
 
     /* Megatron's non-interleaved 1F1B: warm-up forwards, steady one-forward-one-backward, cool-down */
@@ -215,10 +235,15 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
     }
     batches_free(&st.b);
     if (st.scalar) dev_free(m->dev, st.scalar);
+    if (!rc) {
+        llama_sp_reduce_norm_grads(m);
+        read_losses(&st, num_micro);
+        reduce_loss(m, par, st.loss_dev + nhist, &st.loss_sum, &st.tok_sum);
+    }
+    dev_free(m->dev, st.loss_dev); /* after the reads above: the device has nothing left to do with it */
+    free(st.mask_all);
     if (rc) return rc;
 
-    llama_sp_reduce_norm_grads(m);
-    reduce_loss(m, par, &st.loss_sum, &st.tok_sum);
     float scale = cfg->calculate_per_token_loss ? (st.tok_sum > 0 ? (float)(1.0 / st.tok_sum) : 1.0f)
                                                 : (float)(1.0 / st.dp_total);
     if (o) optim_reduce_grads(o, m, par ? par->groups : NULL, scale);
@@ -292,7 +317,10 @@ int train_evaluate(llama_model *m, const tr_parallel *par, int eval_iters, int n
     }
     batches_free(&st.b);
     if (rc) return rc;
-    reduce_loss(m, par, &st.loss_sum, &st.tok_sum);
+    float *pair = dev_alloc(m->dev, 2 * sizeof(float), "loss reduction"); /* [2] */
+    TR_CHECK(pair != NULL, "out of device memory for the loss reduction");
+    reduce_loss(m, par, pair, &st.loss_sum, &st.tok_sum);
+    dev_free(m->dev, pair);
     *loss = st.tok_sum > 0 ? st.loss_sum / st.tok_sum : 0.0;
     return 0;
 }

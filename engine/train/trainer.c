@@ -210,6 +210,7 @@ static int train_rank(int rank, int world, void *arg) {
     if (!rc) tr_straggler_init(&strag, st.dev, pos.iteration + 1);
     for (it = pos.iteration + 1; !rc && it <= iters; it++) {
         double lr = tr_lr_at(&sched, consumed);
+        if (reporter && it == pos.iteration + 1) sum->first_iteration_wall = wall_seconds(); /* start-up ends */
         double t0 = dev_clock_now(st.dev), busy0 = dev_busy_seconds(st.dev);
         fault_step_begin(st.faults, it);
         tr_step_result res;

@@ -32,6 +32,7 @@ typedef struct tr_train_summary {
     int straggler_rank;       /* --log-straggler: the slowest rank seen, -1 none */
     double straggler_ratio;   /* its busy time over the median */
     double straggler_time;    /* the reporter's clock when a rank was first listed as a straggler; < 0 never */
+    double first_iteration_wall; /* CLOCK_REALTIME seconds when the reporter began its first iteration (0: none) */
     /* Optional, owned by the caller (kept across tr_train's reset): losses[it] for each iteration
      * run ([train_iters + 1]); digests[rank] of each rank's final fp32 master weights ([world]). */
     double *iteration_loss;

@@ -211,11 +211,93 @@ static void test_attention_is_deterministic_and_bf16_tracks_fp32(void **state) {
     }
 }
 
+/* Double-precision dq, dk, dv of sum(out * w) for the causal case (P = softmax, dP = w V^T,
+ * dS = P (dP - rowsum(P dP))). */
+static void attn_reference_grads(const attn_case *ac, double *dq, double *dk, double *dv) {
+    const int T = ac->T, D = ac->D, group = ac->NH / ac->KV;
+    const double scale = 1.0 / sqrt((double)D);
+    double *p = kt_host_d((size_t)T), *dp = kt_host_d((size_t)T);
+    memset(dk, 0, nkv(ac) * sizeof *dk);
+    memset(dv, 0, nkv(ac) * sizeof *dv);
+    for (int b = 0; b < ac->B; b++)
+        for (int h = 0; h < ac->NH; h++) {
+            const int g = h / group;
+            for (int t = 0; t < T; t++) {
+                const size_t qo = (((size_t)b * T + t) * ac->NH + h) * D;
+                double mx = -INFINITY, sum = 0.0, dl = 0.0;
+                for (int j = 0; j <= t; j++) {
+                    const size_t ko = (((size_t)b * T + j) * ac->KV + g) * D;
+                    double dot = 0.0, dw = 0.0;
+                    for (int d = 0; d < D; d++) dot += (double)ac->q[qo + d] * ac->k[ko + d];
+                    for (int d = 0; d < D; d++) dw += (double)ac->w[qo + d] * ac->v[ko + d];
+                    p[j] = dot * scale;
+                    dp[j] = dw;
+                    mx = fmax(mx, p[j]);
+                }
+                for (int j = 0; j <= t; j++) sum += exp(p[j] - mx);
+                for (int j = 0; j <= t; j++) p[j] = exp(p[j] - mx) / sum, dl += p[j] * dp[j];
+                for (int d = 0; d < D; d++) dq[qo + d] = 0.0;
+                for (int j = 0; j <= t; j++) {
+                    const size_t ko = (((size_t)b * T + j) * ac->KV + g) * D;
+                    const double ds = p[j] * (dp[j] - dl);
+                    for (int d = 0; d < D; d++) {
+                        dq[qo + d] += ds * ac->k[ko + d] * scale;
+                        dk[ko + d] += ds * ac->q[qo + d] * scale;
+                        dv[ko + d] += p[j] * ac->w[qo + d];
+                    }
+                }
+            }
+        }
+    free(dp);
+    free(p);
+}
+
+/* bf16 at the head dims of real models (64, 128) and lengths that cross 64-row tiles: the shapes
+ * the CUDA backend serves with its tensor-core (flash) kernels. Inputs are rounded to bf16 first,
+ * so the double reference sees exactly what the kernel sees; the bound is bf16's. */
+static void test_attention_bf16_model_shapes_match_reference(void **state) {
+    (void)state;
+    static const int cfgs[][5] = {{1, 70, 4, 2, 64}, {2, 65, 2, 1, 128}, {1, 129, 4, 1, 64}};
+    kt_rng r = kt_rng_make(64);
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+        attn_case ac = attn_case_make(&r, cfgs[ci][0], cfgs[ci][1], cfgs[ci][2], cfgs[ci][3], cfgs[ci][4]);
+        ac.dt = TR_BF16;
+        float *arrs[] = {ac.q, ac.k, ac.v, ac.w};
+        const size_t lens[] = {nq(&ac), nkv(&ac), nkv(&ac), nq(&ac)};
+        for (int a = 0; a < 4; a++)
+            for (size_t i = 0; i < lens[a]; i++) arrs[a][i] = tr_bf16_to_f32(tr_f32_to_bf16(arrs[a][i]));
+        float *out = kt_host(nq(&ac)), *lse = kt_host(nlse(&ac));
+        attn_grads g = attn_grads_make(&ac);
+        attn_run(&ac, out, lse, &g);
+        double *want = kt_host_d(nq(&ac)), *want_lse = kt_host_d(nlse(&ac));
+        double *wdq = kt_host_d(nq(&ac)), *wdk = kt_host_d(nkv(&ac)), *wdv = kt_host_d(nkv(&ac));
+        attn_reference(&ac, want, want_lse);
+        attn_reference_grads(&ac, wdq, wdk, wdv);
+        char what[96];
+        attn_label(what, sizeof what, "bf16 out", &ac);
+        kt_expect_close(what, kt_rel_l2(out, want, nq(&ac)), 1e-2);
+        attn_label(what, sizeof what, "bf16 lse", &ac);
+        kt_expect_close(what, kt_rel_l2(lse, want_lse, nlse(&ac)), 1e-5);
+        attn_label(what, sizeof what, "bf16 dq", &ac);
+        kt_expect_close(what, kt_rel_l2(g.dq, wdq, nq(&ac)), 2e-2);
+        attn_label(what, sizeof what, "bf16 dk", &ac);
+        kt_expect_close(what, kt_rel_l2(g.dk, wdk, nkv(&ac)), 2e-2);
+        attn_label(what, sizeof what, "bf16 dv", &ac);
+        kt_expect_close(what, kt_rel_l2(g.dv, wdv, nkv(&ac)), 2e-2);
+        free(wdv), free(wdk), free(wdq), free(want_lse), free(want);
+        attn_grads_free(&g);
+        free(lse);
+        free(out);
+        attn_case_free(&ac);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention_forward_matches_reference),
         cmocka_unit_test(test_attention_gradients_match_finite_differences),
         cmocka_unit_test(test_attention_is_deterministic_and_bf16_tracks_fp32),
+        cmocka_unit_test(test_attention_bf16_model_shapes_match_reference),
     };
     return cmocka_run_group_tests(tests, kt_setup, kt_teardown);
 }

@@ -245,8 +245,9 @@ static void attn_gpu(void *p) {
                             Dv(a->out), a->lse->d, a->B, a->T, a->NH, a->KV, a->D);
 }
 
-static void case_attention(tr_dtype dt) {
-    attn_ctx a = {.B = 2, .T = 600, .NH = 4, .KV = 2, .D = 64};
+/* bf16 with D 64 or 128 takes the flash kernels (kern_attention_flash.cu), everything else the simple ones. */
+static void case_attention(tr_dtype dt, int B, int T, int NH, int KV, int D) {
+    attn_ctx a = {.B = B, .T = T, .NH = NH, .KV = KV, .D = D};
     const size_t nq = (size_t)a.B * a.T * a.NH * a.D, nk = (size_t)a.B * a.T * a.KV * a.D;
     a.q = t_new(dt, nq), a.k = t_new(dt, nk), a.v = t_new(dt, nk), a.dout = t_new(dt, nq);
     a.out = t_new(dt, nq), a.lse = t_new(TR_F32, (size_t)a.B * a.NH * a.T);
@@ -258,10 +259,10 @@ static void case_attention(tr_dtype dt) {
                                  a.lse->h, a.B, a.T, a.NH, a.KV, a.D);
     tens *outs[] = {a.out, a.lse, a.dq, a.dk, a.dv};
     run_gpu_twice("attention", attn_gpu, &a, outs, 5);
-    char name[64];
+    char name[128];
     const char *nm[] = {"out", "lse", "dq", "dk", "dv"};
     for (int i = 0; i < 5; i++) {
-        snprintf(name, sizeof name, "attention T600 GQA %s %s", tr_dtype_name(dt), nm[i]);
+        snprintf(name, sizeof name, "attention B%d T%d NH%d KV%d D%d %s %s", B, T, NH, KV, D, tr_dtype_name(dt), nm[i]);
         compare(name, outs[i], i < 2 ? 2e-5 : 1e-4);
     }
     release();
@@ -284,8 +285,8 @@ static void attn_pos_gpu(void *p) {
                                 Dv(a->out), a->lse->d, a->qp->d, a->kp->d, a->B, a->Tq, a->Tk, a->NH, a->KV, a->D);
 }
 
-static void case_attention_pos(tr_dtype dt) {
-    attn_pos_ctx a = {.B = 2, .Tq = 300, .Tk = 600, .NH = 4, .KV = 2, .D = 64};
+static void case_attention_pos(tr_dtype dt, int D) {
+    attn_pos_ctx a = {.B = 2, .Tq = 300, .Tk = 600, .NH = 4, .KV = 2, .D = D};
     const size_t nq = (size_t)a.B * a.Tq * a.NH * a.D, nk = (size_t)a.B * a.Tk * a.KV * a.D;
     a.q = t_new(dt, nq), a.k = t_new(dt, nk), a.v = t_new(dt, nk), a.dout = t_new(dt, nq);
     a.out = t_new(dt, nq), a.lse = t_new(TR_F32, (size_t)a.B * a.NH * a.Tq);
@@ -302,10 +303,10 @@ static void case_attention_pos(tr_dtype dt) {
                                      a.lse->h, a.qp->h, a.kp->h, a.B, a.Tq, a.Tk, a.NH, a.KV, a.D);
     tens *outs[] = {a.out, a.lse, a.dq, a.dk, a.dv};
     run_gpu_twice("attention_pos", attn_pos_gpu, &a, outs, 5);
-    char name[80];
+    char name[128];
     const char *nm[] = {"out", "lse", "dq", "dk", "dv"};
     for (int i = 0; i < 5; i++) {
-        snprintf(name, sizeof name, "attention_pos CP2 Tq300 Tk600 %s %s", tr_dtype_name(dt), nm[i]);
+        snprintf(name, sizeof name, "attention_pos CP2 Tq300 Tk600 D%d %s %s", D, tr_dtype_name(dt), nm[i]);
         compare(name, outs[i], i < 2 ? 2e-5 : 1e-4);
     }
     release();
@@ -555,10 +556,16 @@ int main(void) {
     }
     case_gemm(TR_BF16, TR_F32, false, true, 1.0f);
     case_gemm(TR_F32, TR_BF16, true, false, 0.0f); /* the fallback kernel */
+    /* the 1.5B model's attention shapes at full length (flash kernels, bf16): T 4096 with D 128 and
+     * with D 64 and four query heads a group (the twin's double-precision side takes a while) */
+    case_attention(TR_BF16, 1, 4096, 2, 1, 128);
+    case_attention(TR_BF16, 1, 4096, 4, 1, 64);
     for (int dti = 0; dti < 2; dti++) {
         const tr_dtype dt = dti ? TR_BF16 : TR_F32;
-        case_attention(dt);
-        case_attention_pos(dt);
+        case_attention(dt, 2, 600, 4, 2, 64);
+        case_attention(dt, 1, 333, 2, 1, 128);
+        case_attention_pos(dt, 64);
+        case_attention_pos(dt, 128);
         case_norm(KERN_NORM_RMS, false, dt);
         case_norm(KERN_NORM_LAYER, true, dt);
         case_embedding(dt);

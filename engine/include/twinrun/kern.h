@@ -159,6 +159,27 @@ void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv,
                                  tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos, const int32_t *k_pos,
                                  int B, int Tq, int Tk, int NH, int KV, int D);
 
+/* ---- initialisation ------------------------------------------------------------------------ */
+
+/* How one parameter shard is initialised (twinrun/init_normal.h has the generator). */
+typedef struct kern_init_desc {
+    bool normal;     /* N(0, std) from the generator; false: every element is `constant` */
+    float constant;  /* 1 (norm weights) or 0 */
+    uint64_t key;    /* tr_init_key(seed, name) */
+    double std;      /* already scaled for o_proj/down_proj */
+    int64_t cols;    /* local columns; 1 for a 1-D parameter */
+    int64_t gcols;   /* global columns; 1 for 1-D */
+    int64_t col0;    /* global column of local column 0 (row-parallel shards) */
+    int nseg;        /* 1, or 2 for the fused fc1 (gate rows, then up rows) */
+    int64_t seg_local1;   /* local row where the second segment starts (nseg 2) */
+    int64_t seg_global0;  /* global row of local row 0 */
+    int64_t seg_global1;  /* global row of local row seg_local1 (nseg 2) */
+} kern_init_desc;
+
+/* out[n] fp32 (overwrite): local element i gets (float)tr_init_normal_double(key, global index of i,
+ * std), bit for bit the host's value, or the constant. */
+void kern_init_param(dev_stream *s, const kern_init_desc *d, float *out, size_t n);
+
 /* ---- optimizer --------------------------------------------------------------------------- */
 
 typedef struct kern_adamw_desc {
@@ -176,5 +197,22 @@ typedef struct kern_adamw_desc {
  * master, m, v [n] fp32; grad [n] fp32 or bf16. */
 void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad, float *m,
                        float *v, size_t n);
+
+/* ---- multi-tensor forms (the whole parameter buffer in one or a few launches) ------------ */
+
+/* Elements [begin, end) of buffers indexed alike: one parameter of the buffer a model keeps its
+ * parameters in, back to back, with the weight decay the optimizer gives it. Ranges ascend and do
+ * not overlap. */
+typedef struct kern_range {
+    size_t begin, end;
+    float weight_decay;
+} kern_range;
+
+/* out[0] += sum of x[i]^2 over each range in turn: the same as kern_sum_squares range by range. */
+void kern_sum_squares_ranges(dev_stream *s, float *out, tr_buf x, const kern_range *ranges, int nranges);
+/* kern_adamw_update of every range (each with its own weight decay; ad->weight_decay is unused);
+ * master, model, grad, m and v are all indexed by the ranges' element indices. */
+void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *ad, const kern_range *ranges, int nranges,
+                              float *master, tr_buf model, tr_buf grad, float *m, float *v);
 
 #endif

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# Issue 13's benchmark on one GPU, in one call: builds the cuda preset, runs train_llama3 (bf16, mock
+# data, the Llama-3-style 1.5B model: 16 layers, hidden 2048, 32 heads / 8 query groups, FFN 8192,
+# vocabulary 128256, untied) and the two PyTorch baselines of ci/bench/pytorch_llama.py (HF
+# LlamaForCausalLM with SDPA and fused AdamW: pure bf16, and fp32 master weights with bf16 autocast)
+# on the same configs, and prints one table: tokens/s, TFLOP/s (Megatron's formula), step ms, peak
+# memory, start-up seconds, twinrun / PyTorch. Writes into OUTDIR (default $OUT, else /tmp/twinrun-bench)
+# as it goes, so a run cut short still leaves what it measured:
+#   gpu_bench.json (docs/results/gpu_bench.json's format), gpu_bench.md (for docs/benchmarks.md),
+#   runs/<config>.<recipe>.{log,json}, profile_*.txt (--profile), oracle.log, sanitizer.log (--checks).
+#
+# Usage: ci/gpu_bench.sh [--quick] [--profile] [--checks] [--no-oracle] [OUTDIR]
+#   --quick      one config (seq 1024, micro-batch 4), fewer steps
+#   --profile    one more short twinrun run with TWINRUN_GPU_PROFILE=1: where the step's time goes
+#   --checks     after the table: compute-sanitizer memcheck/racecheck on the attention and other new kernels
+#   --no-oracle  skip kern_oracle (twin kernels vs GPU kernels) before the benchmark
+# Environment: DEBS (carried .deb files, default .debs; ci/gpu_env.sh), TWINRUN_GPU_BUILD (build dir),
+#   TWINRUN_BENCH_BIN (a train_llama3 already built: no build), TWINRUN_BENCH_TINY=1 (a tiny model: the
+#   dry run of the script on the twin build), TWINRUN_BENCH_STEPS, TWINRUN_BENCH_TIMEOUT (s per run).
+set -euo pipefail
+export PYTHONUNBUFFERED=1
+cd "$(dirname "$0")/.."
+quick=0 profile=0 checks=0 oracle=1 outdir=""
+for a in "$@"; do
+    case $a in
+    --quick) quick=1 ;;
+    --profile) profile=1 ;;
+    --checks) checks=1 ;;
+    --no-oracle) oracle=0 ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    -*) echo "gpu_bench.sh: unknown option $a" >&2; exit 2 ;;
+    *) outdir=$a ;;
+    esac
+done
+OUTDIR=${outdir:-${OUT:-/tmp/twinrun-bench}}
+R=$OUTDIR/runs
+mkdir -p "$R"
+log() { echo "== $(date +%T) $*"; }
+commit=$(git rev-parse --short HEAD 2>/dev/null || cat .gpu_commit 2>/dev/null || echo unknown)
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
+gpu=${gpu:-"no GPU (dry run)"}
+log "twinrun benchmark at $commit on $gpu -> $OUTDIR"
+
+B=${TWINRUN_GPU_BUILD:-/tmp/build-cuda-bench}
+BIN=${TWINRUN_BENCH_BIN:-}
+if [ -z "$BIN" ]; then
+    log "configure and build the cuda preset ($B)"
+    DEBS=${DEBS:-.debs}
+    set +eu # gpu_env.sh probes (pkg-config, python3 -c 'import nvidia.nccl') and may fail its probes
+    DEBS=$DEBS . ci/gpu_env.sh
+    set -eu
+    targets=(--target train_llama3)
+    [ $oracle = 1 ] && targets+=(--target kern_oracle)
+    [ $checks = 1 ] && targets+=(--target test_kern_attention --target test_kern_cp --target test_kern_adamw
+        --target test_kern_init --target test_kern_multi_tensor --target test_kern_embedding --target test_kern_tp)
+    if ! { cmake -S . -B "$B" -DTWINRUN_BACKEND=cuda -DCMAKE_C_COMPILER=gcc -DCMAKE_CUDA_COMPILER="$NVCC" \
+        -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release "${CMAKE_EXTRA[@]}" &&
+        cmake --build "$B" -j"$(nproc)" "${targets[@]}"; } >"$OUTDIR/build.log" 2>&1; then
+        grep -E "error|Error" "$OUTDIR/build.log" | head -30
+        echo "gpu_bench.sh: the build failed (see $OUTDIR/build.log)"
+        exit 1
+    fi
+    BIN=$B/bin/train_llama3
+fi
+
+if [ $oracle = 1 ] && [ -x "$(dirname "$BIN")/kern_oracle" ]; then
+    log "kern_oracle: twin kernels vs GPU kernels (large shapes, T 4096, D 128)"
+    rc=0
+    timeout 240 "$(dirname "$BIN")/kern_oracle" >"$OUTDIR/oracle.log" 2>&1 || rc=$?
+    grep -E "FAILED|NOT DETERMINISTIC|kern_oracle:" "$OUTDIR/oracle.log" || true
+    echo "kern_oracle rc=$rc"
+fi
+
+if [ "${TWINRUN_BENCH_TINY:-0}" = 1 ]; then
+    MODEL=(--num-layers 2 --hidden-size 64 --ffn-hidden-size 176 --num-attention-heads 8 --num-query-groups 2
+        --vocab-size 512)
+    PT_MODEL=(--layers 2 --hidden 64 --ffn 176 --heads 8 --groups 2 --vocab 512)
+    CONFIGS=("tiny 32 2")
+else
+    MODEL=(--num-layers 16 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 32 --num-query-groups 8
+        --vocab-size 128256)
+    PT_MODEL=(--layers 16 --hidden 2048 --ffn 8192 --heads 32 --groups 8 --vocab 128256)
+    CONFIGS=("llama1.5b 1024 4" "llama1.5b 4096 1" "llama1.5b 4096 4")
+    [ $quick = 1 ] && CONFIGS=("llama1.5b 1024 4")
+fi
+STEPS=${TWINRUN_BENCH_STEPS:-$([ $quick = 1 ] && echo 6 || echo 10)}
+TMO=${TWINRUN_BENCH_TIMEOUT:-150}
+printf '%s\n' "${CONFIGS[@]}" >"$R/configs.txt"
+have_torch=0
+python3 -c 'import torch, transformers; assert torch.cuda.is_available()' 2>/dev/null && have_torch=1
+
+# The Megatron flags of the 8B seed's recipe, shrunk to the 1.5B model; one micro-batch a step, as the
+# PyTorch loop does.
+twinrun_args() { # seq mb iters metrics cache
+    echo "${MODEL[@]}" --group-query-attention --seq-length "$1" --max-position-embeddings "$1" \
+        --position-embedding-type rope --rotary-base 500000 --normalization RMSNorm --swiglu \
+        --untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0 --hidden-dropout 0 \
+        --micro-batch-size "$2" --global-batch-size "$2" --train-iters "$3" --lr 3e-4 --min-lr 3e-5 \
+        --lr-decay-style cosine --lr-warmup-iters 2 --clip-grad 1.0 --weight-decay 0.1 --adam-beta1 0.9 \
+        --adam-beta2 0.95 --bf16 --mock-data --eval-iters 0 --log-interval 1 --seed 1234 \
+        --metrics-jsonl "$4" --data-cache-path "$5"
+}
+
+for c in "${CONFIGS[@]}"; do
+    read -r name seq mb <<<"$c"
+    key=${name}_seq${seq}_mb${mb}
+    log "$key: twinrun ($STEPS iterations)"
+    rc=0
+    # shellcheck disable=SC2046
+    timeout "$TMO" "$BIN" $(twinrun_args "$seq" "$mb" "$STEPS" "$R/$key.metrics.jsonl" "/tmp/twinrun-bench-cache") \
+        >"$R/$key.twinrun.log" 2>&1 || rc=$?
+    [ $rc -ne 0 ] && { echo "  twinrun exit $rc:"; tail -5 "$R/$key.twinrun.log" | sed 's/^/    /'; }
+    python3 ci/bench/twinrun_result.py "$R/$key.twinrun.log" "$R/$key.metrics.jsonl" "$seq" "$mb" 2 \
+        >"$R/$key.twinrun.json" && cat "$R/$key.twinrun.json"
+    if [ $have_torch = 1 ]; then
+        for mode in bf16 amp; do
+            log "$key: PyTorch $mode"
+            rc=0
+            timeout "$TMO" python3 ci/bench/pytorch_llama.py --mode $mode --seq "$seq" --micro-batch "$mb" \
+                --steps $((STEPS - 2)) --warmup 2 "${PT_MODEL[@]}" --json "$R/$key.pytorch_$mode.json" \
+                >"$R/$key.pytorch_$mode.log" 2>&1 || rc=$?
+            if [ $rc -ne 0 ]; then echo "  PyTorch $mode exit $rc:"; tail -5 "$R/$key.pytorch_$mode.log" | sed 's/^/    /'
+            else tail -1 "$R/$key.pytorch_$mode.log"; fi
+        done
+    else
+        echo "  (no torch with CUDA here: PyTorch baselines skipped)"
+    fi
+done
+
+log "table"
+python3 ci/bench/bench_table.py "$R" "$commit" "$gpu" "$OUTDIR/gpu_bench.json" "$OUTDIR/gpu_bench.md"
+
+if [ $profile = 1 ]; then
+    read -r name seq mb <<<"${CONFIGS[0]}"
+    log "profile: ${name} seq $seq mb $mb, 4 iterations with TWINRUN_GPU_PROFILE=1"
+    rc=0
+    # shellcheck disable=SC2046
+    TWINRUN_GPU_PROFILE=1 TWINRUN_GPU_PROFILE_FILE="$OUTDIR/profile_${name}_seq${seq}_mb${mb}.txt" \
+        timeout "$TMO" "$BIN" $(twinrun_args "$seq" "$mb" 4 "$R/profile.metrics.jsonl" "/tmp/twinrun-bench-cache") \
+        >"$R/profile.log" 2>&1 || rc=$?
+    echo "profiled run exit $rc"
+    head -40 "$OUTDIR/profile_${name}_seq${seq}_mb${mb}.txt" 2>/dev/null || tail -5 "$R/profile.log"
+fi
+
+if [ $checks = 1 ]; then
+    log "compute-sanitizer on the kernel tests of the new kernels"
+    if command -v compute-sanitizer >/dev/null; then
+        for t in test_kern_attention test_kern_cp test_kern_adamw test_kern_init test_kern_multi_tensor test_kern_embedding test_kern_tp; do
+            [ -x "$B/tests/$t" ] || continue
+            rc=0
+            timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tests/$t" >>"$OUTDIR/sanitizer.log" 2>&1 || rc=$?
+            echo "memcheck $t rc=$rc"
+        done
+        for t in test_kern_attention test_kern_cp; do
+            rc=0
+            timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$B/tests/$t" >>"$OUTDIR/sanitizer.log" 2>&1 || rc=$?
+            echo "racecheck $t rc=$rc"
+        done
+    else
+        echo "no compute-sanitizer on PATH"
+    fi
+fi
+log done

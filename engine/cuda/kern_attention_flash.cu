@@ -1,0 +1,155 @@
+/* FlashAttention-2-style grouped-query attention on the tensor cores, bf16 in and out, fp32
+ * accumulation, head dim 64 or 128; causal or position-masked (context parallelism). Never holds a
+ * score matrix in memory: scores live in registers one 64-key tile at a time.
+ *
+ * Tensor-core arithmetic is mma.sync.m16n8k16 (bf16 x bf16 -> fp32) through inline PTX; fragments
+ * are read from shared memory with 32-bit loads (row-major operands) or ldmatrix.trans (operands
+ * that must be transposed: V in P V, K in dS K, dO in P^T dO, Q in dS^T Q). Row strides in shared
+ * memory are D + 8 elements, so the 8 rows a quad of lanes reads fall in distinct banks.
+ *
+ * Forward (k_flash_fwd), one block of 4 warps per (64 queries, head, batch), each warp owning 16
+ * query rows: S = Q K^T per 64-key tile, the online softmax in the log2 domain (running max m and
+ * sum l per row, rescaling the output accumulator by 2^(m_old - m_new)), P rounded to bf16 for
+ * O += P V; at the end O / l and lse = ln2 (m + log2 l). Causal blocks stop at the diagonal tile;
+ * the longest rows are scheduled first.
+ * Backward, deterministic (no atomics: every output element is summed in a fixed order by one thread):
+ *   k_flash_delta    Delta_i = dO_i . O_i (one warp per row);
+ *   k_flash_bwd_dq   per (64 queries, head, batch): over key tiles, S and dP = dO V^T, then
+ *                    dS = P (dP - Delta) and dQ += dS K; dQ *= scale;
+ *   k_flash_bwd_dkv  per (64 keys, group, batch): over the group's heads in order and 32-query tiles,
+ *                    S^T = K Q^T, P^T, dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q; dK *= scale.
+ *   Scores are recomputed twice (dQ and dK/dV kernels) instead of accumulating dQ with atomics.
+ * Tiles stream through two shared-memory buffers filled by cp.async (K/V in the forward and dQ
+ * kernels, Q/dO in dK/dV): the next tile is in flight while the warps compute on the current one.
+ * Out-of-range rows of a tile are loaded as zeros and masked, so odd T and Tq != Tk are fine.
+ *
+ * NEVER RUN ON A GPU at the time of writing (no device in the session that wrote it): kern_oracle's
+ * attention cases (T 600 .. 4096, D 64 and 128, CP positions) and test_kern_attention are its checks.
+ * On MUSA this file builds only the stubs (tr_cu_flash_supported is false): the simple kernels serve. */
+#include <math.h>
+
+#include "kern_attention_flash.h"
+#include "kern_common.cuh"
+
+#if !defined(TWINRUN_MUSA)
+
+#include "kern_attention_flash.cuh"
+
+namespace {
+using namespace tr_flash;
+
+/* Kernels with more than the default 48 KiB of dynamic shared memory must say so first. */
+template <class Kernel>
+void allow_smem(Kernel kernel, size_t bytes) {
+    if (bytes > 48u * 1024u)
+        CU_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
+void flash_scales(int D, float *scale, float *scale_log2) {
+    const double sc = 1.0 / sqrt((double)D);
+    *scale = (float)sc;
+    *scale_log2 = (float)(sc * 1.4426950408889634);
+}
+
+template <int D, class Mask>
+void forward_d(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B, int Tq, int Tk, int NH,
+               int KV, Mask mask) {
+    float scale, scale_log2;
+    flash_scales(D, &scale, &scale_log2);
+    const size_t shm = fwd_smem<D>();
+    allow_smem(k_flash_fwd<D, Mask>, shm);
+    const dim3 grid((unsigned)((Tq + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B);
+    k_flash_fwd<D, Mask><<<grid, FL_THREADS, shm, tr_cu_stream(s)>>>(
+        (uint16_t *)out.p, lse, (const uint16_t *)q.p, (const uint16_t *)k.p, (const uint16_t *)v.p, Tq, Tk, NH, KV,
+        scale_log2, mask);
+    CU_CHECK_LAUNCH("k_flash_fwd");
+}
+
+template <int D, class Mask>
+void backward_d(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k, tr_buf v, tr_buf out,
+                const float *lse, int B, int Tq, int Tk, int NH, int KV, Mask mask) {
+    float scale, scale_log2;
+    flash_scales(D, &scale, &scale_log2);
+    cudaStream_t st = tr_cu_stream(s);
+    const size_t rows = (size_t)B * Tq * NH;
+    float *delta = (float *)tr_cu_scratch(s, rows * sizeof(float), "attention delta"); /* [B,NH,Tq] */
+    k_flash_delta<D><<<(unsigned)((rows + FL_THREADS / 32 - 1) / (FL_THREADS / 32)), FL_THREADS, 0, st>>>(
+        delta, (const uint16_t *)dout.p, (const uint16_t *)out.p, Tq, NH, rows);
+    CU_CHECK_LAUNCH("k_flash_delta");
+    const size_t shm_dq = dq_smem<D>();
+    allow_smem(k_flash_bwd_dq<D, Mask>, shm_dq);
+    k_flash_bwd_dq<D, Mask><<<dim3((unsigned)((Tq + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B), FL_THREADS,
+                              shm_dq, st>>>((uint16_t *)dq.p, (const uint16_t *)dout.p, (const uint16_t *)q.p,
+                                            (const uint16_t *)k.p, (const uint16_t *)v.p, lse, delta, Tq, Tk, NH, KV,
+                                            scale, scale_log2, mask);
+    CU_CHECK_LAUNCH("k_flash_bwd_dq");
+    const size_t shm_dkv = dkv_smem<D>();
+    allow_smem(k_flash_bwd_dkv<D, Mask>, shm_dkv);
+    k_flash_bwd_dkv<D, Mask><<<dim3((unsigned)((Tk + FL_BN - 1) / FL_BN), (unsigned)KV, (unsigned)B), FL_THREADS,
+                               shm_dkv, st>>>((uint16_t *)dk.p, (uint16_t *)dv.p, (const uint16_t *)dout.p,
+                                              (const uint16_t *)q.p, (const uint16_t *)k.p, (const uint16_t *)v.p, lse,
+                                              delta, Tq, Tk, NH, KV, scale, scale_log2, mask);
+    CU_CHECK_LAUNCH("k_flash_bwd_dkv");
+    tr_cu_scratch_free(s, delta);
+}
+
+} /* namespace */
+
+extern "C" bool tr_cu_flash_supported(int D) { return D == 64 || D == 128; }
+
+extern "C" void tr_cu_flash_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
+                                    const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
+                                    int D) {
+    TR_CHECK(tr_cu_flash_supported(D), "flash attention: head dim must be 64 or 128");
+    TR_CHECK((q_pos == NULL) == (k_pos == NULL), "flash attention: give both q_pos and k_pos, or neither");
+    TR_CHECK(q_pos != NULL || Tq == Tk, "causal flash attention needs Tq == Tk");
+    if (q_pos) {
+        const fl_positions m{q_pos, k_pos};
+        if (D == 64) forward_d<64>(s, out, lse, q, k, v, B, Tq, Tk, NH, KV, m);
+        else forward_d<128>(s, out, lse, q, k, v, B, Tq, Tk, NH, KV, m);
+    } else {
+        if (D == 64) forward_d<64>(s, out, lse, q, k, v, B, Tq, Tk, NH, KV, fl_causal());
+        else forward_d<128>(s, out, lse, q, k, v, B, Tq, Tk, NH, KV, fl_causal());
+    }
+}
+
+extern "C" void tr_cu_flash_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
+                                     tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos,
+                                     const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D) {
+    TR_CHECK(tr_cu_flash_supported(D), "flash attention: head dim must be 64 or 128");
+    TR_CHECK((q_pos == NULL) == (k_pos == NULL), "flash attention: give both q_pos and k_pos, or neither");
+    TR_CHECK(q_pos != NULL || Tq == Tk, "causal flash attention needs Tq == Tk");
+    if (q_pos) {
+        const fl_positions m{q_pos, k_pos};
+        if (D == 64) backward_d<64>(s, dq, dk, dv, dout, q, k, v, out, lse, B, Tq, Tk, NH, KV, m);
+        else backward_d<128>(s, dq, dk, dv, dout, q, k, v, out, lse, B, Tq, Tk, NH, KV, m);
+    } else {
+        if (D == 64) backward_d<64>(s, dq, dk, dv, dout, q, k, v, out, lse, B, Tq, Tk, NH, KV, fl_causal());
+        else backward_d<128>(s, dq, dk, dv, dout, q, k, v, out, lse, B, Tq, Tk, NH, KV, fl_causal());
+    }
+}
+
+#else /* TWINRUN_MUSA: no tensor-core path yet; kern_attention.cu keeps to the simple kernels */
+
+extern "C" bool tr_cu_flash_supported(int D) {
+    (void)D;
+    return false;
+}
+
+extern "C" void tr_cu_flash_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
+                                    const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
+                                    int D) {
+    (void)s, (void)out, (void)lse, (void)q, (void)k, (void)v, (void)q_pos, (void)k_pos;
+    (void)B, (void)Tq, (void)Tk, (void)NH, (void)KV, (void)D;
+    tr_fatal("flash attention is not built for MUSA; TWINRUN_ATTENTION=simple");
+}
+
+extern "C" void tr_cu_flash_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
+                                     tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos,
+                                     const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D) {
+    (void)s, (void)dq, (void)dk, (void)dv, (void)dout, (void)q, (void)k, (void)v, (void)out, (void)lse;
+    (void)q_pos, (void)k_pos, (void)B, (void)Tq, (void)Tk, (void)NH, (void)KV, (void)D;
+    tr_fatal("flash attention is not built for MUSA; TWINRUN_ATTENTION=simple");
+}
+
+#endif

@@ -1,0 +1,42 @@
+/* Device code the optimizer's kernels share (kern_adamw.cu, kern_elementwise.cu, kern_multi_tensor.cu):
+ * one AdamW element, and the second pass of the deterministic sum of squares. */
+#ifndef TWINRUN_CUDA_KERN_OPTIM_COMMON_CUH
+#define TWINRUN_CUDA_KERN_OPTIM_COMMON_CUH
+
+#include <math.h>
+
+#include "kern_common.cuh"
+
+/* Element i of a decoupled AdamW step, as the twin computes it: in double from the fp32 state, m, v
+ * and master rounded to fp32 once. decay = 1 - lr * weight_decay, bc1/bc2 the bias corrections. */
+__device__ __forceinline__ void adamw_element(size_t i, float *master, tr_buf model, bool write_model, tr_buf grad,
+                                              float *m, float *v, double b1, double b2, double lr, double eps,
+                                              double decay, double bc1, double bc2, double grad_scale) {
+    const double g = (double)ldf(grad, i) * grad_scale;
+    const float mi = (float)(b1 * (double)m[i] + (1.0 - b1) * g);
+    const float vi = (float)(b2 * (double)v[i] + (1.0 - b2) * g * g);
+    const double mhat = (double)mi / bc1, vhat = (double)vi / bc2;
+    const float w = (float)((double)master[i] * decay - lr * mhat / (sqrt(vhat) + eps));
+    m[i] = mi;
+    v[i] = vi;
+    master[i] = w;
+    if (write_model) stf(model, i, w);
+}
+
+/* Pass 2 of a sum of squares: one block sums the G partials (thread t: t, t + TR_BLOCK, ... in
+ * order; then the tree) and adds the total to out[0]. */
+static __global__ void k_sumsq_final(float *out, const float *partial, unsigned G) {
+    __shared__ float sh[TR_BLOCK];
+    float acc = 0.0f;
+    for (unsigned i = threadIdx.x; i < G; i += TR_BLOCK) acc = acc + partial[i];
+    const float s = block_sum(acc, sh);
+    if (threadIdx.x == 0) out[0] = out[0] + s;
+}
+
+/* Blocks of pass 1 for n elements: about 4 per thread, at most 1024 (pass 2 is one block). */
+static inline unsigned sumsq_blocks(unsigned long long n) {
+    const unsigned long long g = (n + 4 * TR_BLOCK - 1) / (4 * TR_BLOCK);
+    return (unsigned)(g < 1 ? 1 : (g > 1024 ? 1024 : g));
+}
+
+#endif
