@@ -3,7 +3,7 @@
  * A fault plan is a list of fault_spec, each firing at most once in a job's life (across the
  * supervisor's restarts: `fired` is kept by whoever owns the plan), at (step, rank or node, place).
  * The engine calls the fault_* hooks below at fixed places; with no plan every hook is a no-op.
- * The plan is built from a scenario file (sim/scenario) or, in any build, from the compact string
+ * The plan is built from a scenario file (runner/) or, in any build, from the compact string
  * of TWINRUN_FAULTS (fault_plan_parse; docs/faults.md). */
 #ifndef TR_FAULT_H
 #define TR_FAULT_H

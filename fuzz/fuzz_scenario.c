@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scenario/scenario.h"
+#include "runner/scenario.h"
 #include "twinrun/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,4 +1,4 @@
-/* The real backend's flight recorder and watchdog ending, in the twin's format (sim/flight/flight.h),
+/* The real backend's flight recorder and watchdog ending, in the twin's format (engine/flight/flight.h),
  * so `blame` reads GPU dumps as it reads the twin's and ci/compare_flight.py compares the two.
  *
  * Each rank (one process, one device) records every collective its communicators issue: group,
@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "flight.h"
+#include "flight/flight.h"
 #include "twinrun/coll.h"
 #include "twinrun/dev.h"
 

@@ -8,10 +8,8 @@
 #include <stdio.h>
 
 #include "parallel/grid.h"
+#include "train/trainer.h" /* TR_STRAGGLER_RATIO */
 #include "twinrun/dev.h"
-
-/* A rank whose busy time per iteration exceeds the median by this factor is listed as a straggler. */
-#define TR_STRAGGLER_RATIO 1.5
 
 typedef struct tr_straggler {
     double busy_start;   /* dev_busy_seconds at the start of the interval */

@@ -12,6 +12,7 @@
 #include "ckpt/ckpt.h"
 #include "core/hash.h"
 #include "fault/fault.h"
+#include "train/batch_source.h"
 #include "train/checkpoint.h"
 #include "train/nan_probe.h"
 #include "train/preflight.h"

@@ -9,7 +9,7 @@
 #ifndef TWINRUN_SIM_COLL_INTERNAL_H
 #define TWINRUN_SIM_COLL_INTERNAL_H
 
-#include "../sched/sched_internal.h"
+#include "sched/sched_internal.h"
 
 typedef struct coll_desc {
     flight_op op;
@@ -37,7 +37,7 @@ struct coll_pending {
     bool done;
     bool heap_owned;          /* queued inside a group: freed at coll_group_end */
     coll_instance *inst;      /* while waiting at a collective */
-    struct xinst *xinst;      /* while waiting at a collective or send/recv that spans processes */
+    struct remote_inst *remote_inst;      /* while waiting at a collective or send/recv that spans processes */
     coll_pending *next_group; /* the rank's group queue */
     coll_pending *next_p2p;   /* the group's unmatched sends and receives */
 };
@@ -115,8 +115,8 @@ _Noreturn void coll_mismatch(coll_pending *p, const char *where, int other_rank,
 void coll_reduce_into(void *out, const void *const *srcs, int n, size_t offset, size_t count, tr_dtype dt, int op);
 void coll_store_acc(void *dst, const void *acc, size_t count, tr_dtype dt);
 
-/* ---- meetings across processes (coll_remote.c; sim/fabric/xproc.h) ------------------------ */
-typedef struct xinst xinst;
+/* ---- meetings across processes (coll_remote.c; sim/multiproc/multiproc.h) ------------------------ */
+typedef struct remote_inst remote_inst;
 /* Sets g's remote fields when this process is one of several. */
 void coll_remote_group_init(coll_group *g);
 /* Takes p when its meeting spans processes (false: both ends of a send/recv are here). */

@@ -201,7 +201,7 @@ void coll_post(coll_pending *p) {
 void coll_withdraw(coll_pending *p) {
     TR_CHECK(!p->done, "withdrawing a finished operation");
     coll_group *g = p->comm->g;
-    if (p->xinst) {
+    if (p->remote_inst) {
         coll_remote_withdraw(p);
     } else if (p->inst) {
         coll_instance *inst = p->inst;

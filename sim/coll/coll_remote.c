@@ -1,5 +1,5 @@
 /* Collectives and sends whose members live in several processes (the multi-process twin,
- * sim/fabric/xproc.h): the same meeting as coll_match.c, with the members of other processes
+ * sim/multiproc/multiproc.h): the same meeting as coll_match.c, with the members of other processes
  * arriving as messages.
  *
  * Each process that hosts members of a collective sends the others its members' arrival times and
@@ -13,19 +13,19 @@
 #include <string.h>
 #include <time.h>
 
-#include "../fabric/xproc.h"
+#include "multiproc/multiproc.h"
 #include "coll_internal.h"
 #include "twinrun/err.h"
 
-#define XBUCKETS 4096
+#define REMOTE_BUCKETS 4096
 
-typedef struct xkey {
+typedef struct remote_key {
     uint64_t uid, seq;
     int32_t a, b; /* send/recv: sender's and receiver's group ranks; collectives: -1, -1 */
-} xkey;
+} remote_key;
 
-struct xinst {
-    xkey key;
+struct remote_inst {
+    remote_key key;
     int n;                     /* members: the group's size, or 2 (sender, receiver) */
     bool have_desc;
     coll_desc desc;            /* the first call seen, which later ones must match */
@@ -41,16 +41,16 @@ struct xinst {
     void **bufs;               /* received payloads the data points into */
     int nbufs;
     double wall_start;         /* when the first local member arrived (watchdog) */
-    struct xinst *hnext, *pprev, *pnext;
+    struct remote_inst *hnext, *pprev, *pnext;
 };
 
-typedef struct xtable {
-    xinst *buckets[XBUCKETS];
-    xinst *pending; /* with local members waiting, oldest first */
-    xinst *pending_last;
-} xtable;
+typedef struct remote_table {
+    remote_inst *buckets[REMOTE_BUCKETS];
+    remote_inst *pending; /* with local members waiting, oldest first */
+    remote_inst *pending_last;
+} remote_table;
 
-static xtable *g_table; /* process state of the multi-process twin, like the scheduler's */
+static remote_table *g_table; /* process state of the multi-process twin, like the scheduler's */
 
 static double wall_now(void) {
     struct timespec ts;
@@ -58,27 +58,27 @@ static double wall_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static uint64_t key_hash(const xkey *k) {
+static uint64_t key_hash(const remote_key *k) {
     return twin_mix64(k->uid ^ twin_mix64(k->seq ^ ((uint64_t)(uint32_t)k->a << 32 | (uint32_t)k->b)));
 }
 
-static bool key_eq(const xkey *x, const xkey *y) {
+static bool key_eq(const remote_key *x, const remote_key *y) {
     return x->uid == y->uid && x->seq == y->seq && x->a == y->a && x->b == y->b;
 }
 
 static bool is_p2p(flight_op op) { return op == FLIGHT_SEND || op == FLIGHT_RECV; }
 
-static xinst *lookup(const xkey *k, int n, bool create) {
+static remote_inst *lookup(const remote_key *k, int n, bool create) {
     if (!g_table) {
         if (!create) return NULL;
         g_table = calloc(1, sizeof *g_table);
         TR_CHECK(g_table != NULL, "out of host memory for cross-process collectives");
     }
-    xinst **slot = &g_table->buckets[key_hash(k) % XBUCKETS];
-    for (xinst *x = *slot; x; x = x->hnext)
+    remote_inst **slot = &g_table->buckets[key_hash(k) % REMOTE_BUCKETS];
+    for (remote_inst *x = *slot; x; x = x->hnext)
         if (key_eq(&x->key, k)) return x;
     if (!create) return NULL;
-    xinst *x = calloc(1, sizeof *x);
+    remote_inst *x = calloc(1, sizeof *x);
     TR_CHECK(x != NULL, "out of host memory for a cross-process collective");
     x->key = *k;
     x->n = n;
@@ -96,15 +96,15 @@ static xinst *lookup(const xkey *k, int n, bool create) {
     return x;
 }
 
-static void pending_add(xinst *x) {
+static void pending_add(remote_inst *x) {
     x->pprev = g_table->pending_last;
     if (x->pprev) x->pprev->pnext = x;
     else g_table->pending = x;
     g_table->pending_last = x;
 }
 
-static void unlink_free(xinst *x) {
-    xinst **slot = &g_table->buckets[key_hash(&x->key) % XBUCKETS];
+static void unlink_free(remote_inst *x) {
+    remote_inst **slot = &g_table->buckets[key_hash(&x->key) % REMOTE_BUCKETS];
     while (*slot != x) slot = &(*slot)->hnext;
     *slot = x->hnext;
     if (x->local_arrived) {
@@ -125,13 +125,13 @@ static void unlink_free(xinst *x) {
 }
 
 void coll_remote_group_init(coll_group *g) {
-    if (!xproc_active()) return;
-    const int self = xproc_self(), nprocs = xproc_nprocs();
+    if (!mp_active()) return;
+    const int self = mp_self(), nprocs = mp_nprocs();
     unsigned char *hosts = calloc((size_t)nprocs, 1);
     TR_CHECK(hosts != NULL, "out of host memory for a communicator group");
     g->nlocal = 0;
     for (int i = 0; i < g->size; i++) {
-        const int p = xproc_proc_of(g->ranks[i]);
+        const int p = mp_proc_of(g->ranks[i]);
         hosts[p] = 1;
         g->nlocal += p == self;
     }
@@ -155,7 +155,7 @@ void coll_remote_group_init(coll_group *g) {
 /* Which position among the members that `proc` hosts group rank j has (reduce-scatter blocks). */
 static int block_pos(const coll_group *g, int proc, int j) {
     int k = 0;
-    for (int i = 0; i < j; i++) k += xproc_proc_of(g->ranks[i]) == proc;
+    for (int i = 0; i < j; i++) k += mp_proc_of(g->ranks[i]) == proc;
     return k;
 }
 
@@ -175,39 +175,39 @@ static uint64_t member_bytes(const coll_desc *d, const coll_group *g, int index,
 }
 
 /* This process's members have all arrived: hand their arrivals and data to the other processes. */
-static void send_local(xinst *x) {
+static void send_local(remote_inst *x) {
     const coll_group *g = x->g;
     const coll_desc *d = &x->desc;
     const bool p2p = x->key.a >= 0;
     const size_t block = d->count * tr_dtype_size(d->dt);
-    const int self = xproc_self();
+    const int self = mp_self();
     int nm = 0;
-    for (int i = 0; i < x->n; i++) nm += x->pend[i] != NULL || (x->have[i] && xproc_proc_of(x->rank[i]) == self);
-    xw_member *m = calloc((size_t)nm, sizeof *m);
+    for (int i = 0; i < x->n; i++) nm += x->pend[i] != NULL || (x->have[i] && mp_proc_of(x->rank[i]) == self);
+    coll_contrib_member *m = calloc((size_t)nm, sizeof *m);
     TR_CHECK(m != NULL, "out of host memory for a contribution");
     const int ndest = p2p ? 1 : g->nprocs;
     for (int k = 0; k < ndest; k++) {
-        const int to = p2p ? xproc_proc_of(x->rank[x->pend[0] ? 1 : 0]) : g->procs[k];
+        const int to = p2p ? mp_proc_of(x->rank[x->pend[0] ? 1 : 0]) : g->procs[k];
         uint64_t total = 0;
         int j = 0;
         for (int i = 0; i < x->n; i++) {
-            if (!x->have[i] || xproc_proc_of(x->rank[i]) != self) continue;
-            m[j] = (xw_member){.index = (uint32_t)i, .rank = (uint32_t)x->rank[i], .arrival = x->arrival[i],
+            if (!x->have[i] || mp_proc_of(x->rank[i]) != self) continue;
+            m[j] = (coll_contrib_member){.index = (uint32_t)i, .rank = (uint32_t)x->rank[i], .arrival = x->arrival[i],
                                .data_len = member_bytes(d, g, i, to, p2p && i == 0)};
             total += m[j++].data_len;
         }
-        const xw_contrib c = {.uid = x->key.uid, .seq = x->key.seq, .a = x->key.a, .b = x->key.b, .n = x->n,
+        const coll_contrib c = {.uid = x->key.uid, .seq = x->key.seq, .a = x->key.a, .b = x->key.b, .n = x->n,
                               .op = (int)d->op, .dtype = (int)d->dt, .redop = d->redop, .peer = d->peer,
                               .nmembers = (uint32_t)j, .count = d->count};
-        const size_t len = xw_contrib_size((uint32_t)j, total);
+        const size_t len = coll_contrib_size((uint32_t)j, total);
         unsigned char *buf = malloc(len);
         TR_CHECK(buf != NULL, "out of host memory for a contribution");
-        unsigned char *data = xw_contrib_encode(buf, &c, m);
+        unsigned char *data = coll_contrib_encode(buf, &c, m);
         for (int q = 0; q < j; q++) {
             const unsigned char *src = x->src[m[q].index];
             if (d->op == FLIGHT_REDUCE_SCATTER) {
                 for (int b = 0; b < g->size; b++)
-                    if (xproc_proc_of(g->ranks[b]) == to) {
+                    if (mp_proc_of(g->ranks[b]) == to) {
                         memcpy(data, src + (size_t)b * block, block);
                         data += block;
                     }
@@ -216,7 +216,7 @@ static void send_local(xinst *x) {
                 data += m[q].data_len;
             }
         }
-        xproc_send(to, XW_CONTRIB, buf, len);
+        mp_send(to, MP_CONTRIB, buf, len);
     }
     free(m);
 }
@@ -229,13 +229,13 @@ static void *scratch(size_t bytes) {
 
 /* A remote member's data must be what its call moves; a peer built from other sources would
  * otherwise make this process read past a buffer. */
-static bool sizes_ok(const xinst *x) {
-    const int self = xproc_self();
+static bool sizes_ok(const remote_inst *x) {
+    const int self = mp_self();
     for (int i = 0; i < x->n; i++) {
-        if (x->pend[i] || xproc_proc_of(x->rank[i]) == self) continue;
+        if (x->pend[i] || mp_proc_of(x->rank[i]) == self) continue;
         const uint64_t want = member_bytes(&x->desc, x->g, i, self, x->key.a >= 0 && i == 0);
         if (x->src_len[i] != want) {
-            xproc_abort("rank %d's contribution to %s seq %llu on '%s' has %llu bytes, expected %llu: the processes "
+            mp_abort("rank %d's contribution to %s seq %llu on '%s' has %llu bytes, expected %llu: the processes "
                         "run different builds or programs", x->rank[i], flight_op_name(x->desc.op),
                         (unsigned long long)x->key.seq, x->g->name, (unsigned long long)x->src_len[i],
                         (unsigned long long)want);
@@ -245,10 +245,10 @@ static bool sizes_ok(const xinst *x) {
     return true;
 }
 
-static void exec(xinst *x) {
+static void exec(remote_inst *x) {
     const coll_group *g = x->g;
     const coll_desc *d = &x->desc;
-    const int n = x->n, self = xproc_self();
+    const int n = x->n, self = mp_self();
     const size_t count = d->count, esz = tr_dtype_size(d->dt);
     if (x->key.a >= 0) { /* send/recv: only a local receiver takes data */
         if (x->pend[1] && count) memmove(x->pend[1]->recv, x->src[0], count * esz);
@@ -271,16 +271,16 @@ static void exec(xinst *x) {
         char *acc = scratch((size_t)x->nlocal * count * 4);
         int k = 0;
         for (int b = 0; b < n; b++) {
-            if (xproc_proc_of(g->ranks[b]) != self) continue;
+            if (mp_proc_of(g->ranks[b]) != self) continue;
             const size_t pos = (size_t)block_pos(g, self, b);
             for (int r = 0; r < n; r++)
-                srcs[r] = xproc_proc_of(g->ranks[r]) == self ? x->src[r] + (size_t)b * count * esz
+                srcs[r] = mp_proc_of(g->ranks[r]) == self ? x->src[r] + (size_t)b * count * esz
                                                               : x->src[r] + pos * count * esz;
             coll_reduce_into(acc + (size_t)k++ * count * 4, srcs, n, 0, count, d->dt, d->redop);
         }
         k = 0;
         for (int b = 0; b < n; b++) {
-            if (xproc_proc_of(g->ranks[b]) != self) continue;
+            if (mp_proc_of(g->ranks[b]) != self) continue;
             if (x->pend[b]) coll_store_acc(x->pend[b]->recv, acc + (size_t)k * count * 4, count, d->dt);
             k++;
         }
@@ -309,7 +309,7 @@ static void exec(xinst *x) {
 
 /* Every member is here: move the data and complete this process's members, as complete_instance
  * and post_p2p do in one process (same start, cost and jitter keys). */
-static void complete(xinst *x) {
+static void complete(remote_inst *x) {
     coll_group *g = x->g;
     const coll_desc *d = &x->desc;
     if (!sizes_ok(x)) return;
@@ -343,7 +343,7 @@ static void complete(xinst *x) {
     unlink_free(x);
     for (int i = 0; i < n; i++)
         if (pend[i]) {
-            pend[i]->xinst = NULL;
+            pend[i]->remote_inst = NULL;
             pend[i]->xfer_start = start;
             coll_finish(pend[i], end, COLL_OK);
         }
@@ -359,14 +359,14 @@ bool coll_remote_post(coll_pending *p) {
     coll_comm *c = p->comm;
     coll_group *g = c->g;
     const bool p2p = is_p2p(p->desc.op), sender = p->desc.op == FLIGHT_SEND;
-    if (p2p && xproc_proc_of(g->ranks[p->desc.peer]) == xproc_self()) return false; /* both ends here */
-    xkey k = {.uid = g->uid, .seq = p->seq, .a = -1, .b = -1};
+    if (p2p && mp_proc_of(g->ranks[p->desc.peer]) == mp_self()) return false; /* both ends here */
+    remote_key k = {.uid = g->uid, .seq = p->seq, .a = -1, .b = -1};
     if (p2p) {
         k.a = sender ? c->group_rank : p->desc.peer;
         k.b = sender ? p->desc.peer : c->group_rank;
     }
     const int n = p2p ? 2 : g->size, index = p2p ? (sender ? 0 : 1) : c->group_rank;
-    xinst *x = lookup(&k, n, true);
+    remote_inst *x = lookup(&k, n, true);
     TR_CHECK(x->n == n, "a cross-process collective changed its size");
     if (x->have_desc && !compatible(&x->desc, &p->desc)) {
         char where[64];
@@ -396,7 +396,7 @@ bool coll_remote_post(coll_pending *p) {
     x->arrival[index] = p->arrival;
     x->have[index] = 1;
     x->nhave++;
-    p->xinst = x;
+    p->remote_inst = x;
     coll_record(p);
     if (x->local_arrived++ == 0) {
         x->wall_start = wall_now();
@@ -410,16 +410,16 @@ bool coll_remote_post(coll_pending *p) {
 }
 
 void coll_remote_deliver(int from, unsigned char *payload, size_t len) {
-    xw_contrib c;
-    xw_member *m;
+    coll_contrib c;
+    coll_contrib_member *m;
     char err[256];
-    if (xw_contrib_decode(payload, len, &c, &m, err, sizeof err)) {
+    if (coll_contrib_decode(payload, len, &c, &m, err, sizeof err)) {
         free(payload);
-        xproc_abort("process %d sent a malformed contribution: %s", from, err);
+        mp_abort("process %d sent a malformed contribution: %s", from, err);
         return;
     }
-    const xkey k = {.uid = c.uid, .seq = c.seq, .a = c.a, .b = c.b};
-    xinst *x = lookup(&k, c.n, true);
+    const remote_key k = {.uid = c.uid, .seq = c.seq, .a = c.a, .b = c.b};
+    remote_inst *x = lookup(&k, c.n, true);
     const coll_desc d = {.op = (flight_op)c.op, .count = (size_t)c.count, .dt = (tr_dtype)c.dtype, .redop = c.redop,
                          .peer = c.peer};
     const char *problem = NULL;
@@ -427,13 +427,13 @@ void coll_remote_deliver(int from, unsigned char *payload, size_t len) {
     for (uint32_t i = 0; !problem && i < c.nmembers; i++) {
         const int idx = (int)m[i].index;
         if (x->have[idx]) problem = "a member twice";
-        else if (xproc_proc_of((int)m[i].rank) != from) problem = "a member it does not host";
+        else if (mp_proc_of((int)m[i].rank) != from) problem = "a member it does not host";
         else if (x->rank[idx] >= 0 && x->rank[idx] != (int)m[i].rank) problem = "a member of another group";
     }
     if (problem) {
         free(m);
         free(payload);
-        xproc_abort("process %d sent a contribution with %s (uid %016llx seq %llu): the processes run different "
+        mp_abort("process %d sent a contribution with %s (uid %016llx seq %llu): the processes run different "
                     "builds or jobs", from, problem, (unsigned long long)c.uid, (unsigned long long)c.seq);
         return;
     }
@@ -442,7 +442,7 @@ void coll_remote_deliver(int from, unsigned char *payload, size_t len) {
         coll_describe(theirs, sizeof theirs, &d);
         coll_describe(mine, sizeof mine, &x->desc);
         const char *name = x->g ? x->g->name : "?";
-        xproc_abort("mismatch on comm '%s' uid %016llx %sseq %llu: rank %u called %s but rank %d called %s", name,
+        mp_abort("mismatch on comm '%s' uid %016llx %sseq %llu: rank %u called %s but rank %d called %s", name,
                     (unsigned long long)c.uid, k.a >= 0 ? "p2p " : "", (unsigned long long)c.seq, m[0].rank, theirs,
                     x->desc_rank, mine);
         free(m);
@@ -472,16 +472,16 @@ void coll_remote_deliver(int from, unsigned char *payload, size_t len) {
 }
 
 void coll_remote_withdraw(coll_pending *p) {
-    xinst *x = p->xinst;
+    remote_inst *x = p->remote_inst;
     for (int i = 0; i < x->n; i++)
         if (x->pend[i] == p) x->pend[i] = NULL;
-    p->xinst = NULL;
+    p->remote_inst = NULL;
 }
 
 void coll_remote_group_abort(coll_group *g, twin_rank *timed_out, double t) {
     if (!g_table) return;
-    for (int b = 0; b < XBUCKETS; b++)
-        for (xinst *x = g_table->buckets[b], *next; x; x = next) {
+    for (int b = 0; b < REMOTE_BUCKETS; b++)
+        for (remote_inst *x = g_table->buckets[b], *next; x; x = next) {
             next = x->hnext;
             if (x->g != g) continue;
             coll_pending *pend[2], **list = x->n == 2 ? pend : malloc(sizeof *list * (size_t)x->n);
@@ -491,7 +491,7 @@ void coll_remote_group_abort(coll_group *g, twin_rank *timed_out, double t) {
             unlink_free(x);
             for (int i = 0; i < n; i++)
                 if (list[i]) {
-                    list[i]->xinst = NULL;
+                    list[i]->remote_inst = NULL;
                     coll_finish(list[i], fmax(t, list[i]->rank->now),
                                 list[i]->rank == timed_out ? COLL_TIMEOUT : COLL_ABORTED);
                 }
@@ -504,11 +504,11 @@ bool coll_remote_waiting(void) { return g_table && g_table->pending; }
 
 bool coll_remote_oldest(const unsigned char *gone, coll_remote_wait *w) {
     if (!g_table) return false;
-    for (xinst *x = g_table->pending; x; x = x->pnext) {
+    for (remote_inst *x = g_table->pending; x; x = x->pnext) {
         int first_missing = -1, nmissing = 0;
         for (int i = 0; i < x->n; i++) {
             if (x->have[i] || x->rank[i] < 0) continue;
-            if (gone && !gone[xproc_proc_of(x->rank[i])]) continue;
+            if (gone && !gone[mp_proc_of(x->rank[i])]) continue;
             if (first_missing < 0) first_missing = i;
             nmissing++;
         }
@@ -517,7 +517,7 @@ bool coll_remote_oldest(const unsigned char *gone, coll_remote_wait *w) {
         for (int i = 0; i < x->n && !waiter; i++)
             if (x->pend[i]) waiter = x->pend[i]->rank;
         w->wall_start = x->wall_start;
-        w->missing_proc = xproc_proc_of(x->rank[first_missing]);
+        w->missing_proc = mp_proc_of(x->rank[first_missing]);
         w->watchdog_s = waiter ? waiter->watchdog_s : 0;
         snprintf(w->what, sizeof w->what, "rank %d waits in %s seq %llu on '%s' for %d rank%s of process %d (rank %d "
                  "first)", waiter ? waiter->id : -1, flight_op_name(x->desc.op), (unsigned long long)x->key.seq,
@@ -529,11 +529,11 @@ bool coll_remote_oldest(const unsigned char *gone, coll_remote_wait *w) {
 
 void coll_remote_free(void) {
     if (!g_table) return;
-    for (int b = 0; b < XBUCKETS; b++)
+    for (int b = 0; b < REMOTE_BUCKETS; b++)
         while (g_table->buckets[b]) {
-            xinst *x = g_table->buckets[b];
+            remote_inst *x = g_table->buckets[b];
             for (int i = 0; i < x->n; i++)
-                if (x->pend[i]) x->pend[i]->xinst = NULL;
+                if (x->pend[i]) x->pend[i]->remote_inst = NULL;
             unlink_free(x);
         }
     free(g_table);

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../engine/launch/flight_env.h"
+#include "launch/flight_env.h"
 #include "launch_multi.h"
 #include "twin.h"
 #include "twinrun/err.h"

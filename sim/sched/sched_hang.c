@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../fabric/xproc.h"
+#include "multiproc/multiproc.h"
 #include "sched_internal.h"
 #include "twinrun/err.h"
 
@@ -57,7 +57,7 @@ flight_dump *twin_local_dumps(twin_sched *s) {
 
 void twin_hang_report(twin_sched *s, const char *why) {
     if (s->xproc) { /* the blame needs every process's dumps */
-        xproc_hang(s, why);
+        mp_hang(s, why);
         return;
     }
     flight_dump *dumps = twin_local_dumps(s);

@@ -7,10 +7,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../flight/flight.h"
-#include "../trace/trace.h"
-#include "../twin.h"
-#include "../twin_cost.h"
+#include "flight/flight.h"
+#include "trace/trace.h"
+#include "twin.h"
+#include "twin_cost.h"
 #include "ctx.h"
 #include "rank_heap.h"
 #include "stack.h"
@@ -60,7 +60,7 @@ typedef struct twin_sched {
     int nranks;
     int world;             /* the job's ranks; this run hosts nranks of them (twin_global_rank) */
     int proc, nprocs, chunk; /* multi-process: chunks of `chunk` ranks dealt round-robin to nprocs processes */
-    bool xproc;            /* other processes host the rest (sim/fabric/xproc.h) */
+    bool xproc;            /* other processes host the rest (sim/multiproc/multiproc.h) */
     unsigned polls;
     twin_rank *ranks;
     rank_heap heap;

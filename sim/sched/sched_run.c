@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../fabric/xproc.h"
+#include "multiproc/multiproc.h"
 #include "sched_internal.h"
 #include "twinrun/err.h"
 
@@ -138,13 +138,13 @@ static void run_loop(twin_sched *s) {
             twin_ctx_switch(&s->main_ctx, &r->ctx);
             s->current = NULL;
             if (r->state == RANK_DONE || r->state == RANK_FAILED) release_rank(r);
-            if (s->xproc && r->state == RANK_FAILED) xproc_rank_failed(r);
-            if (s->xproc && (++s->polls & 63) == 0) xproc_progress(false); /* now and then: what the network brought */
+            if (s->xproc && r->state == RANK_FAILED) mp_rank_failed(r);
+            if (s->xproc && (++s->polls & 63) == 0) mp_progress(false); /* now and then: what the network brought */
         }
-        if (s->xproc && xproc_progress(true)) continue; /* nothing can run here: wait for other processes */
+        if (s->xproc && mp_progress(true)) continue; /* nothing can run here: wait for other processes */
         if (!deadlock_check(s)) break;
     }
-    if (s->xproc) xproc_run_end(s);
+    if (s->xproc) mp_run_end(s);
     for (int i = 0; i < s->nranks; i++) {
         twin_rank *r = &s->ranks[i];
         if (r->state != RANK_BLOCKED) continue;

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../flight/flight.h"
+#include "flight/flight.h"
 
 /* Spans kept across all traced ranks. */
 #define TWIN_TRACE_MAX_EVENTS 200000

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "scenario/scenario.h"
+#include "runner/scenario.h"
 #include "twinrun/config.h"
 
 #define ERRLEN 1024

@@ -1,4 +1,4 @@
-/* The twin across processes (sim/fabric): 8 ranks as 4 forked processes of 2, started with
+/* The twin across processes (sim/multiproc): 8 ranks as 4 forked processes of 2, started with
  * torchrun-style variables, run every collective on groups inside one process, across two, and
  * strided over all four; results must equal the serial references bit for bit, and every rank's
  * simulated clock must equal the one-process run's. A call that differs between processes and a

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../sim/twin.h"
+#include "twin.h"
 #include "twinrun/coll.h"
 #include "twinrun/dtype.h"
 

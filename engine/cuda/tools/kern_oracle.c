@@ -65,7 +65,7 @@ void twin_kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_bu
                                       tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos,
                                       const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D);
 
-/* The twin kernels' cost hook (sim/twin_cost.h), which the twin's device defines. The oracle runs
+/* The twin kernels' cost hook (sim/include/twin_cost.h), which the twin's device defines. The oracle runs
  * them with a NULL stream and no simulated clock, so kern_cost never calls this; it only has to link. */
 void twin_cost_kernel(dev_stream *s, double flops, double bytes, tr_dtype dt);
 void twin_cost_kernel(dev_stream *s, double flops, double bytes, tr_dtype dt) {
