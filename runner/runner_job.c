@@ -53,6 +53,17 @@ void sc_run_free(sc_run *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* The engine's launcher for a supervised run: the twin with the job's options, the result kept in the run. */
+typedef struct sc_launch {
+    const twin_options *opt;
+    twin_result *result;
+} sc_launch;
+
+static int launch_on_twin(void *ctx, int world, launch_entry entry, void *arg, char *err, size_t errlen) {
+    const sc_launch *l = ctx;
+    return twin_launch(world, entry, arg, l->opt, l->result, err, errlen);
+}
+
 void sc_job_run(sc_job *j, sc_run *out) {
     memset(out, 0, sizeof *out);
     out->losses = malloc(sizeof(double) * (size_t)(j->iters + 1));
@@ -63,9 +74,8 @@ void sc_job_run(sc_job *j, sc_run *out) {
     out->sum.weight_digest = out->digests;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    launch_twin_configure(&j->opt, &out->tres);
-    out->rc = tr_train(j->cfg, j->world, j->log, &out->sum, out->err, sizeof out->err);
-    launch_twin_configure(NULL, NULL);
+    sc_launch l = {&j->opt, &out->tres};
+    out->rc = tr_train_with(j->cfg, j->world, j->log, &out->sum, launch_on_twin, &l, out->err, sizeof out->err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     out->wall = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     fflush(j->log);

@@ -336,6 +336,11 @@ static int train_rank(int rank, int world, void *arg) {
 }
 
 int tr_train(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, char *err, size_t errlen) {
+    return tr_train_with(cfg, world, log, sum, NULL, NULL, err, errlen);
+}
+
+int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, launch_fn launch,
+                  void *launch_ctx, char *err, size_t errlen) {
     double *losses = sum->iteration_loss;
     uint64_t *digests = sum->weight_digest;
     memset(sum, 0, sizeof *sum);
@@ -354,7 +359,8 @@ int tr_train(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, 
         tr_data_close(jb.data);
         return TR_EXIT_USAGE;
     }
-    int rc = launch_ranks(world, train_rank, &jb, err, errlen);
+    int rc = launch ? launch(launch_ctx, world, train_rank, &jb, err, errlen)
+                    : launch_ranks(world, train_rank, &jb, err, errlen);
     if (jb.ckpt) ckpt_reader_close(jb.ckpt);
     tr_data_close(jb.data);
     if (rc < 0) return TR_EXIT_USAGE;

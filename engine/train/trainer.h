@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "twinrun/config.h"
+#include "twinrun/launch.h"
 
 /* --log-straggler: a rank whose busy time per iteration exceeds the median by this factor is listed
  * as a straggler (train/straggler.c); the summary's straggler_ratio is measured against it. */
@@ -48,6 +49,9 @@ typedef struct tr_train_summary {
  * resets every other field. Returns an exit code (0, TR_EXIT_FATAL, TR_EXIT_USAGE or TR_EXIT_NAN) with err
  * filled on failure. */
 int tr_train(const tr_config *cfg, int world, FILE *log, tr_train_summary *summary, char *err, size_t errlen);
+/* tr_train with the ranks started by launch(launch_ctx, ...) instead of launch_ranks (NULL: launch_ranks). */
+int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *summary, launch_fn launch,
+                  void *launch_ctx, char *err, size_t errlen);
 
 /* Completes the config before training: merges --hf-load DIR/config.json (the model shape) and
  * runs the cross-flag checks for this world size. Returns 0 or -1 with err. */

@@ -26,6 +26,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "twinrun/launch.h"
+
 typedef struct twin_options {
     uint64_t seed;              /* feeds cost jitter and twin_rand(); default 1 */
     size_t stack_bytes;         /* per-rank stack (virtual; pages are touched on use); default 1 MiB */
@@ -87,9 +89,12 @@ int twin_run(int nranks, int (*entry)(int rank, void *arg), void *arg, const twi
              char *err, size_t errlen);
 void twin_result_free(twin_result *res);
 
-/* For a supervisor (the scenario runner): the options every later launch_ranks uses, and where it
- * leaves each run's result (freed and replaced by the next run). NULL, NULL restores the defaults. */
-void launch_twin_configure(const twin_options *opt, twin_result *result);
+/* The twin's launch_ranks (sim/launch) with a supervisor's settings: runs the job's ranks under opt
+ * instead of the defaults and the TWINRUN_TWIN_DEVICE / TWINRUN_TWIN_SEED / TWINRUN_FLIGHT_* settings
+ * of the environment (opt NULL: exactly launch_ranks), and leaves the run's result in *result, freeing
+ * what it held (result NULL: freed). The scenario runner passes it to the engine (tr_train_with). */
+int twin_launch(int world, launch_entry entry, void *arg, const twin_options *opt, twin_result *result, char *err,
+                size_t errlen);
 
 /* ---- inside a rank (also valid in the implicit rank 0 outside twin_run) ------------------- */
 bool twin_active(void);        /* true inside twin_run */

@@ -196,11 +196,9 @@ static int child(int proc, int port, scenario what, const char *out) {
     o.quiet = true;
     o.end_on_abort = true;
     twin_result res = {0};
-    launch_twin_configure(&o, &res);
     xcase xc = {.what = what};
     char err[512];
-    const int rc = launch_ranks(NRANKS, entry, &xc, err, sizeof err);
-    launch_twin_configure(NULL, NULL);
+    const int rc = twin_launch(NRANKS, entry, &xc, &o, &res, err, sizeof err);
     FILE *f = fopen(out, "w");
     if (!f) return 100;
     if (rc < 0) fprintf(f, "launch: %s\n", err);
