@@ -21,19 +21,19 @@ static void header(const uint8_t *p, size_t n) {
 }
 
 static void contrib(const uint8_t *p, size_t n) {
-    coll_contrib c;
-    coll_contrib_member *m;
+    mp_contrib c;
+    mp_contrib_member *m;
     char err[256];
-    if (coll_contrib_decode(p, n, &c, &m, err, sizeof err)) return;
+    if (mp_contrib_decode(p, n, &c, &m, err, sizeof err)) return;
     uint64_t data = 0;
     for (uint32_t i = 0; i < c.nmembers; i++) {
         if (m[i].data < p || m[i].data + m[i].data_len > p + n) abort();
         data += m[i].data_len;
     }
-    if (coll_contrib_size(c.nmembers, data) != n) abort();
+    if (mp_contrib_size(c.nmembers, data) != n) abort();
     unsigned char *again = malloc(n);
     if (!again) abort();
-    unsigned char *tail = coll_contrib_encode(again, &c, m);
+    unsigned char *tail = mp_contrib_encode(again, &c, m);
     if ((size_t)(tail - again) != n - data || memcmp(again, p, n - data) != 0) abort();
     free(again);
     free(m);

@@ -82,7 +82,8 @@ static coll_group *join_group(struct coll_registry **regp, const char *name, con
     memcpy(g->ranks, ranks, sizeof(int) * (size_t)n);
     *slot = g;
     reg->ngroups++;
-    coll_remote_group_init(g);
+    const twin_remote *rm = twin_remote_get();
+    if (rm) rm->group_init(rm->job, g);
     return g;
 }
 

@@ -57,6 +57,8 @@ typedef struct twin_options {
     int proc, nprocs;
     int rank_chunk;             /* the job's ranks are dealt to the processes round-robin in chunks of this many
                                    consecutive ranks; 0 = nranks (process p hosts one block from p x nranks) */
+    const struct twin_remote *remote; /* with world_size > nranks: the job's other processes (sim/multiproc,
+                                   which the twin's launch starts); required then, ignored otherwise */
 } twin_options;
 
 void twin_options_default(twin_options *o);

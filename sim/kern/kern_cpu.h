@@ -8,8 +8,8 @@
  *   stays far inside the 1e-5 (logits) / 1e-4 (grads) tolerances against a float64 reference;
  * - no threads, no reassociation (-ffp-contract=off, no fast-math): same inputs, same bits.
  * In the twin, device memory is host memory, so kernels dereference the pointers they get. */
-#ifndef TWINRUN_SIM_KERN_CPU_H
-#define TWINRUN_SIM_KERN_CPU_H
+#ifndef TWINRUN_SIM_KERN_KERN_CPU_H
+#define TWINRUN_SIM_KERN_KERN_CPU_H
 
 #include <stdint.h>
 #include <stdlib.h>

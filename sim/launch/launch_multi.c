@@ -92,7 +92,8 @@ int launch_multi_start(int world, double watchdog_s, launch_multi *m, char *err,
     if (env_seconds("TWINRUN_REMOTE_TIMEOUT", watchdog_s > 0 ? watchdog_s : 600.0, &c.timeout_s, err, errlen) ||
         env_seconds("TWINRUN_BOOTSTRAP_TIMEOUT", 120.0, &c.bootstrap_timeout_s, err, errlen))
         return -1;
-    if (mp_start(&c, err, errlen)) return -1;
+    if (!(m->job = mp_start(&c, err, errlen))) return -1;
+    m->remote = mp_remote(m->job);
     m->active = true;
     m->nprocs = nprocs;
     m->proc = proc;
@@ -103,6 +104,8 @@ int launch_multi_start(int world, double watchdog_s, launch_multi *m, char *err,
 }
 
 void launch_multi_stop(launch_multi *m, bool ok) {
-    if (m->active) mp_stop(ok);
+    if (m->active) mp_stop(m->job, ok);
     m->active = false;
+    m->job = NULL;
+    m->remote = NULL;
 }

@@ -53,6 +53,7 @@ int twin_launch(int world, launch_entry entry, void *arg, const twin_options *gi
         opt.proc = multi.proc;
         opt.nprocs = multi.nprocs;
         opt.rank_chunk = multi.chunk;
+        opt.remote = multi.remote;
     }
     twin_result res;
     if (twin_run(m ? multi.nranks : world, twin_entry, &call, &opt, &res, err, errlen)) {

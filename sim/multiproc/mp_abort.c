@@ -12,8 +12,6 @@
 #include "mp_internal.h"
 #include "twinrun/err.h"
 
-void twin_dump_all(twin_sched *s); /* sched_hang.c */
-
 #define DUMP_RECORDS 64 /* per rank: the newest records say where each rank stands, and stay small */
 
 static char *local_dumps_text(twin_sched *s, size_t *len) {
@@ -37,9 +35,9 @@ static char *local_dumps_text(twin_sched *s, size_t *len) {
 }
 
 /* Appends every peer's parsed dumps to *all. */
-static void add_peer_dumps(flight_dump **all, size_t *n, size_t *cap) {
-    for (int p = 0; p < g_mp_job.cfg.nprocs; p++) {
-        const mp_peer_state *pe = &g_mp_job.peers[p];
+static void add_peer_dumps(const mp_job *J, flight_dump **all, size_t *n, size_t *cap) {
+    for (int p = 0; p < J->cfg.nprocs; p++) {
+        const mp_peer_state *pe = &J->peers[p];
         if (!pe->dumped) continue;
         size_t pos = 0, line = 1;
         for (;;) {
@@ -53,7 +51,7 @@ static void add_peer_dumps(flight_dump **all, size_t *n, size_t *cap) {
             const int rc = flight_dump_parse(pe->dump, pe->dump_len, &pos, &line, &(*all)[*n], err, sizeof err);
             if (rc == 0) break;
             if (rc < 0) {
-                twin_report("  the flight dumps of %s do not parse: %s", mp_job_who(p, w, sizeof w), err);
+                twin_report("  the flight dumps of %s do not parse: %s", mp_job_who(J, p, w, sizeof w), err);
                 break;
             }
             (*n)++;
@@ -61,14 +59,14 @@ static void add_peer_dumps(flight_dump **all, size_t *n, size_t *cap) {
     }
 }
 
-static void blame_across(twin_sched *s, const char *why, double grace) {
+static void blame_across(const mp_job *J, twin_sched *s, const char *why, double grace) {
     size_t n = (size_t)s->nranks, cap = n + 16;
     flight_dump *all = malloc(sizeof *all * cap);
     TR_CHECK(all != NULL, "out of host memory for flight dumps");
     flight_dump *local = twin_local_dumps(s);
     memcpy(all, local, sizeof *all * n);
     free(local);
-    add_peer_dumps(&all, &n, &cap);
+    add_peer_dumps(J, &all, &n, &cap);
     flight_blame_result b;
     char err[512];
     if (flight_blame(all, n, &b, err, sizeof err) == 0) {
@@ -79,38 +77,37 @@ static void blame_across(twin_sched *s, const char *why, double grace) {
     } else {
         twin_report("blame failed: %s", err);
     }
-    for (int p = 0; p < g_mp_job.cfg.nprocs; p++)
-        if (p != g_mp_job.cfg.proc && !g_mp_job.peers[p].dumped) {
+    for (int p = 0; p < J->cfg.nprocs; p++)
+        if (p != J->cfg.proc && !J->peers[p].dumped) {
             char w[160];
             twin_report("  no answer from %s within %.1f s: it was killed, is stopped, or cannot be reached",
-                        mp_job_who(p, w, sizeof w), grace);
+                        mp_job_who(J, p, w, sizeof w), grace);
         }
     for (size_t i = 0; i < n; i++) flight_dump_free(&all[i]);
     free(all);
 }
 
-static void send_copy(int p, mp_msg_type type, const void *data, size_t len) {
+static void send_copy(mp_job *J, int p, mp_msg_type type, const void *data, size_t len) {
     void *copy = malloc(len ? len : 1);
     TR_CHECK(copy != NULL, "out of host memory for a message");
     memcpy(copy, data, len);
-    mp_job_send(p, type, 0, copy, len);
+    mp_job_send(J, p, type, 0, copy, len);
 }
 
-void mp_job_abort(const char *why, const char *line) {
+void mp_job_abort(mp_job *J, const char *why, const char *line) {
     twin_sched *s = twin_sched_get();
-    mp_job *J = &g_mp_job;
     if (J->aborting || !s) return;
     J->aborting = true;
     if (!J->line_reported) twin_report("%s", line);
     J->line_reported = false;
     char w[160], reason[1200];
-    snprintf(reason, sizeof reason, "%s: %s", mp_job_who(J->cfg.proc, w, sizeof w), line);
+    snprintf(reason, sizeof reason, "%s: %s", mp_job_who(J, J->cfg.proc, w, sizeof w), line);
     size_t len;
     char *text = local_dumps_text(s, &len);
     for (int p = 0; p < J->cfg.nprocs; p++)
         if (p != J->cfg.proc) {
-            send_copy(p, MP_ABORT, reason, strlen(reason));
-            send_copy(p, MP_DUMP, text, len);
+            send_copy(J, p, MP_ABORT, reason, strlen(reason));
+            send_copy(J, p, MP_DUMP, text, len);
         }
     free(text);
     /* a live process answers within moments: it looks at the network between its ranks' turns; after
@@ -121,44 +118,45 @@ void mp_job_abort(const char *why, const char *line) {
         for (int p = 0; p < J->cfg.nprocs; p++) missing += p != J->cfg.proc && !J->peers[p].dumped;
         if (!missing || mp_job_wall_now() >= deadline) break;
         mp_net_wait(J->net, fmin(0.1, deadline - mp_job_wall_now()));
-        mp_job_pump();
+        mp_job_pump(J);
     }
     s->hang = true;
-    blame_across(s, why, grace);
+    blame_across(J, s, why, grace);
     if (s->opt.dump_dir) twin_dump_all(s); /* this process's ranks, complete, for the blame program */
     coll_twin_abort_all(NULL, s->now);
 }
 
-void mp_abort(const char *fmt, ...) {
+void mp_job_abortf(mp_job *J, const char *fmt, ...) {
     char line[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    mp_job_abort("abort", line);
+    mp_job_abort(J, "abort", line);
 }
 
-void mp_job_check_network(void) {
+void mp_job_check_network(mp_job *J) {
     int p;
-    const char *e = mp_net_error(g_mp_job.net, &p);
-    if (!e || g_mp_job.aborting) return;
+    const char *e = mp_net_error(J->net, &p);
+    if (!e || J->aborting) return;
     char w[160], line[900];
-    if (p >= 0) snprintf(line, sizeof line, "network: %s; %s is gone or unreachable", e, mp_job_who(p, w, sizeof w));
+    if (p >= 0) snprintf(line, sizeof line, "network: %s; %s is gone or unreachable", e, mp_job_who(J, p, w, sizeof w));
     else snprintf(line, sizeof line, "network: %s", e);
-    mp_job_abort("network failure", line);
+    mp_job_abort(J, "network failure", line);
 }
 
-void mp_rank_failed(const twin_rank *r) {
+void mp_job_rank_failed(void *job, const twin_rank *r) {
+    mp_job *J = job;
     char line[1400];
     snprintf(line, sizeof line, "rank %d failed with exit code %d at t=%.9f s%s%s", r->id, r->exit_code, r->now,
              r->fail_msg ? ": " : "", r->fail_msg ? r->fail_msg : "");
-    g_mp_job.line_reported = true; /* twin_rank_finish reported it here */
-    mp_job_abort("rank failure", line);
+    J->line_reported = true; /* twin_rank_finish reported it here */
+    mp_job_abort(J, "rank failure", line);
 }
 
-void mp_hang(twin_sched *s, const char *why) {
+void mp_job_hang(void *job, twin_sched *s, const char *why) {
     (void)s;
     char line[160];
     snprintf(line, sizeof line, "%s among the ranks of this process", why);
-    mp_job_abort(why, line);
+    mp_job_abort(job, why, line);
 }

@@ -11,15 +11,14 @@
 #include "launch/tcp_store.h"
 #include "twinrun/err.h"
 
-static bool g_mpi_started; /* this process called MPI_Init: MPI_Finalize at the end */
-
-int mp_boot_mpi(const unsigned char *mine, unsigned char *all, int nprocs, int proc, char *err, size_t errlen) {
+int mp_boot_mpi(const unsigned char *mine, unsigned char *all, int nprocs, int proc, bool *inited_here, char *err,
+                size_t errlen) {
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) {
         if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
             return tr_errf(err, errlen, "MPI_Init failed: start the job with OpenMPI's mpirun");
-        g_mpi_started = true;
+        *inited_here = true;
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int size = 0, rank = -1;
@@ -33,14 +32,13 @@ int mp_boot_mpi(const unsigned char *mine, unsigned char *all, int nprocs, int p
     return 0;
 }
 
-void mp_boot_mpi_finish(bool ok) {
+void mp_boot_mpi_finish(bool inited_here, bool ok) {
     /* MPI_Finalize is collective: with a peer dead or stopped it would wait forever */
-    if (g_mpi_started && ok) MPI_Finalize();
-    g_mpi_started = false;
+    if (inited_here && ok) MPI_Finalize();
 }
 
 int mp_boot_store(const unsigned char *mine, unsigned char *all, int nprocs, int proc, const char *host, int port,
-                double timeout_s, char *err, size_t errlen) {
+                  double timeout_s, char *err, size_t errlen) {
     tr_store_server *srv = NULL;
     if (proc == 0 && !(srv = tr_store_serve(port, err, errlen))) return -1;
     char key[64];

@@ -6,16 +6,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "coll/coll_internal.h"
 #include "mp_internal.h"
 #include "twinrun/err.h"
 
-mp_job g_mp_job;
 volatile sig_atomic_t g_mp_sigterm;
 
-static void stopped_by_launcher(void) {
-    if (!g_mp_sigterm || g_mp_job.aborting) return;
-    mp_job_abort("stopped by the launcher", "SIGTERM: the launcher is stopping the job (mpirun and torchrun do when one "
+static void stopped_by_launcher(mp_job *J) {
+    if (!g_mp_sigterm || J->aborting) return;
+    mp_job_abort(J, "stopped by the launcher", "SIGTERM: the launcher is stopping the job (mpirun and torchrun do when one "
                                           "of its processes dies or fails)");
 }
 
@@ -25,38 +23,29 @@ double mp_job_wall_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-bool mp_active(void) { return g_mp_job.active; }
-int mp_self(void) { return g_mp_job.cfg.proc; }
-int mp_nprocs(void) { return g_mp_job.cfg.nprocs; }
-int mp_proc_of(int rank) { return rank / g_mp_job.cfg.chunk % g_mp_job.cfg.nprocs; }
-
-const char *mp_job_who(int p, char *buf, size_t n) {
-    const mp_config *c = &g_mp_job.cfg;
+const char *mp_job_who(const mp_job *J, int p, char *buf, size_t n) {
+    const mp_config *c = &J->cfg;
     const int first = p * c->chunk, last = first + c->chunk - 1;
     char ranks[64];
     if (first == last && c->chunk == c->ranks_per_proc) snprintf(ranks, sizeof ranks, "rank %d", first);
     else if (c->chunk == c->ranks_per_proc) snprintf(ranks, sizeof ranks, "ranks %d-%d", first, last);
     else snprintf(ranks, sizeof ranks, "ranks %d-%d,... every %d", first, last, c->chunk * c->nprocs);
-    if (g_mp_job.peers && g_mp_job.peers[p].info.pid)
-        snprintf(buf, n, "process %d (%s on host %s, pid %u)", p, ranks, g_mp_job.peers[p].info.host,
-                 g_mp_job.peers[p].info.pid);
+    if (J->peers && J->peers[p].info.pid)
+        snprintf(buf, n, "process %d (%s on host %s, pid %u)", p, ranks, J->peers[p].info.host, J->peers[p].info.pid);
     else snprintf(buf, n, "process %d (%s)", p, ranks);
     return buf;
 }
 
-void mp_job_send(int proc, mp_msg_type type, int64_t arg, void *payload, size_t len) {
-    g_mp_job.peers[proc].sent++;
+void mp_job_send(mp_job *J, int proc, mp_msg_type type, int64_t arg, void *payload, size_t len) {
+    J->peers[proc].sent++;
     if (mp_job_counts(type)) {
-        g_mp_job.work_sent++;
-        g_mp_job.quiet = false;
+        J->work_sent++;
+        J->quiet = false;
     }
-    mp_net_send(g_mp_job.net, proc, type, arg, payload, len);
+    mp_net_send(J->net, proc, type, arg, payload, len);
 }
 
-void mp_send(int proc, mp_msg_type type, void *payload, size_t len) { mp_job_send(proc, type, 0, payload, len); }
-
-static void dispatch(mp_msg *m) {
-    mp_job *J = &g_mp_job;
+static void dispatch(mp_job *J, mp_msg *m) {
     const int from = (int)m->h.src_proc;
     mp_peer_state *pe = &J->peers[from];
     char err[256], w[160];
@@ -71,7 +60,7 @@ static void dispatch(mp_msg *m) {
         if (!J->aborting) {
             unsigned char *payload = m->payload;
             m->payload = NULL;
-            coll_remote_deliver(from, payload, (size_t)m->h.payload_len);
+            mp_coll_deliver(J, from, payload, (size_t)m->h.payload_len);
         }
         break;
     case MP_BYE:
@@ -86,12 +75,12 @@ static void dispatch(mp_msg *m) {
         if (J->aborting) break;
         if (mp_text_check(m->payload, (size_t)m->h.payload_len, err, sizeof err)) {
             char line[400];
-            snprintf(line, sizeof line, "%s sent an abort that is not text (%s)", mp_job_who(from, w, sizeof w), err);
-            mp_job_abort("abort from another process", line);
+            snprintf(line, sizeof line, "%s sent an abort that is not text (%s)", mp_job_who(J, from, w, sizeof w), err);
+            mp_job_abort(J, "abort from another process", line);
         } else {
             char line[1400];
             snprintf(line, sizeof line, "abort from %.*s", (int)m->h.payload_len, (const char *)m->payload);
-            mp_job_abort("abort from another process", line);
+            mp_job_abort(J, "abort from another process", line);
         }
         break;
     case MP_DUMP:
@@ -105,50 +94,49 @@ static void dispatch(mp_msg *m) {
     case MP_IDLE:
     case MP_CONFIRM:
     case MP_CONFIRM_OK:
-    case MP_STUCK: mp_job_quiet_message(m); break;
+    case MP_STUCK: mp_job_quiet_message(J, m); break;
     case MP_TYPE_END: break;
     }
     mp_msg_free(m);
 }
 
-int mp_job_pump(void) {
-    mp_job *J = &g_mp_job;
+int mp_job_pump(mp_job *J) {
     int n = 0;
     for (mp_msg *m; (m = J->early); n++) { /* what came during the hello round, first */
         J->early = m->next;
         if (!J->early) J->early_last = NULL;
         m->next = NULL;
-        dispatch(m);
+        dispatch(J, m);
     }
     mp_net_progress(J->net);
-    for (mp_msg *m; (m = mp_net_next(J->net)); n++) dispatch(m);
+    for (mp_msg *m; (m = mp_net_next(J->net)); n++) dispatch(J, m);
     return n;
 }
 
 /* A process has gone once its goodbye and everything it sent before arrived. */
-static void update_gone(void) {
-    for (int p = 0; p < g_mp_job.cfg.nprocs; p++) {
-        const mp_peer_state *pe = &g_mp_job.peers[p];
-        g_mp_job.gone[p] = pe->bye && pe->received >= pe->bye_after + 1;
+static void update_gone(mp_job *J) {
+    for (int p = 0; p < J->cfg.nprocs; p++) {
+        const mp_peer_state *pe = &J->peers[p];
+        J->gone[p] = pe->bye && pe->received >= pe->bye_after + 1;
     }
 }
 
-bool mp_progress(bool may_block) {
-    mp_job *J = &g_mp_job;
+bool mp_job_progress(void *job, bool may_block) {
+    mp_job *J = job;
     if (!J->active) return false;
-    const bool did = mp_job_pump() > 0;
-    mp_job_check_network();
-    stopped_by_launcher();
-    if (J->aborting || !coll_remote_waiting()) return did;
-    coll_remote_wait rw;
+    const bool did = mp_job_pump(J) > 0;
+    mp_job_check_network(J);
+    stopped_by_launcher(J);
+    if (J->aborting || !mp_coll_waiting(J)) return did;
+    mp_coll_wait rw;
     char line[1024], w[160];
-    update_gone();
-    if (coll_remote_oldest(J->gone, &rw)) {
-        snprintf(line, sizeof line, "%s has ended, but %s", mp_job_who(rw.missing_proc, w, sizeof w), rw.what);
-        mp_job_abort("a process ended early", line);
+    update_gone(J);
+    if (mp_coll_oldest(J, J->gone, &rw)) {
+        snprintf(line, sizeof line, "%s has ended, but %s", mp_job_who(J, rw.missing_proc, w, sizeof w), rw.what);
+        mp_job_abort(J, "a process ended early", line);
         return did;
     }
-    if (coll_remote_oldest(NULL, &rw)) {
+    if (mp_coll_oldest(J, NULL, &rw)) {
         /* TWINRUN_REMOTE_TIMEOUT, else the waiting rank's own timeout (--distributed-timeout-minutes) */
         const double limit = J->cfg.timeout_explicit || !(rw.watchdog_s > 0) ? J->cfg.timeout_s : rw.watchdog_s;
         const double waited = mp_job_wall_now() - rw.wall_start;
@@ -156,22 +144,22 @@ bool mp_progress(bool may_block) {
             snprintf(line, sizeof line, "watchdog: %s; waited %.1f s of wall time (%s %g s); aborting the job", rw.what,
                      waited, J->cfg.timeout_explicit ? "TWINRUN_REMOTE_TIMEOUT" : "the rank's collective timeout",
                      limit);
-            mp_job_abort("watchdog across processes", line);
+            mp_job_abort(J, "watchdog across processes", line);
             return did;
         }
         if (may_block && !did) {
-            mp_job_quiet_enter();
+            mp_job_quiet_enter(J);
             mp_net_wait(J->net, fmin(0.25, limit - waited + 1e-3));
         }
     } else if (may_block && !did) {
-        mp_job_quiet_enter();
+        mp_job_quiet_enter(J);
         mp_net_wait(J->net, 0.05); /* a local member has not arrived yet: it waits on something else here */
     }
     return true;
 }
 
-void mp_run_end(twin_sched *s) {
-    mp_job *J = &g_mp_job;
+void mp_job_run_end(void *job, twin_sched *s) {
+    mp_job *J = job;
     if (!J->aborting) {
         int code = 0;
         for (int i = 0; i < s->nranks; i++)
@@ -182,30 +170,30 @@ void mp_run_end(twin_sched *s) {
             TR_CHECK(c != NULL, "out of host memory for a message");
             for (int i = 0; i < 4; i++) c[i] = (unsigned char)((unsigned)code >> (8 * i));
             /* arg: the messages sent to p before this one, so that p knows when it has them all */
-            mp_job_send(p, MP_BYE, (int64_t)J->peers[p].sent, c, 4);
+            mp_job_send(J, p, MP_BYE, (int64_t)J->peers[p].sent, c, 4);
         }
         const double deadline = mp_job_wall_now() + J->cfg.timeout_s;
         for (;;) {
-            update_gone();
+            update_gone(J);
             int waiting = 0, first = -1;
             for (int p = 0; p < J->cfg.nprocs; p++)
                 if (p != J->cfg.proc && !J->gone[p]) {
                     waiting++;
                     if (first < 0) first = p;
                 }
-            mp_job_check_network();
-            stopped_by_launcher();
+            mp_job_check_network(J);
+            stopped_by_launcher(J);
             if (!waiting || J->aborting) break;
             if (mp_job_wall_now() >= deadline) {
                 char line[1024], w[160];
                 snprintf(line, sizeof line, "every rank here has ended, but %s%s has not finished %.0f s later",
-                         mp_job_who(first, w, sizeof w), waiting > 1 ? " (and others)" : "", J->cfg.timeout_s);
-                mp_job_abort("a process did not finish", line);
+                         mp_job_who(J, first, w, sizeof w), waiting > 1 ? " (and others)" : "", J->cfg.timeout_s);
+                mp_job_abort(J, "a process did not finish", line);
                 break;
             }
-            mp_job_quiet_enter();
+            mp_job_quiet_enter(J);
             mp_net_wait(J->net, 0.25);
-            mp_job_pump();
+            mp_job_pump(J);
         }
     }
     /* what this process sent (data, goodbyes, dumps) must reach the others before it exits; after an
@@ -213,6 +201,6 @@ void mp_run_end(twin_sched *s) {
     const double deadline = mp_job_wall_now() + fmin(J->cfg.timeout_s, g_mp_sigterm ? 0.1 : J->aborting ? 1.0 : 5.0);
     while (mp_net_sends_pending(J->net) && mp_job_wall_now() < deadline) {
         mp_net_wait(J->net, 0.05);
-        mp_job_pump();
+        mp_job_pump(J);
     }
 }

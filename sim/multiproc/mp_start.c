@@ -8,7 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coll/coll_internal.h"
 #include "core/hash.h"
 #include "mp_bootstrap.h"
 #include "mp_internal.h"
@@ -34,10 +33,9 @@ static uint64_t job_id(const unsigned char *all, size_t n) {
 }
 
 /* Every peer answers a hello over libfabric; messages that overtake the hellos wait in `early`. */
-static int hello_round(double timeout_s, char *err, size_t errlen) {
-    mp_job *J = &g_mp_job;
+static int hello_round(mp_job *J, double timeout_s, char *err, size_t errlen) {
     for (int p = 0; p < J->cfg.nprocs; p++)
-        if (p != J->cfg.proc) mp_job_send(p, MP_HELLO, 0, NULL, 0);
+        if (p != J->cfg.proc) mp_job_send(J, p, MP_HELLO, 0, NULL, 0);
     const double deadline = mp_job_wall_now() + timeout_s;
     for (;;) {
         mp_net_progress(J->net);
@@ -56,7 +54,7 @@ static int hello_round(double timeout_s, char *err, size_t errlen) {
         const char *e = mp_net_error(J->net, &p);
         char w[160];
         if (e) return tr_errf(err, errlen, "libfabric (provider %s) at start-up: %s%s%s", mp_net_provider(J->net), e,
-                              p >= 0 ? "; " : "", p >= 0 ? mp_job_who(p, w, sizeof w) : "");
+                              p >= 0 ? "; " : "", p >= 0 ? mp_job_who(J, p, w, sizeof w) : "");
         int missing = -1, nmissing = 0;
         for (int q = 0; q < J->cfg.nprocs; q++)
             if (q != J->cfg.proc && !J->peers[q].hello) {
@@ -68,14 +66,13 @@ static int hello_round(double timeout_s, char *err, size_t errlen) {
             return tr_errf(err, errlen, "no hello over libfabric (provider %s) from %s%s within %.0f s: the address it "
                            "published is not reachable from this host; pick an interface every host can reach "
                            "(FI_TCP_IFACE=eth0, say) and open the firewall, or use FI_PROVIDER=shm on one host",
-                           mp_net_provider(J->net), mp_job_who(missing, w, sizeof w),
+                           mp_net_provider(J->net), mp_job_who(J, missing, w, sizeof w),
                            nmissing > 1 ? " and others" : "", timeout_s);
         mp_net_wait(J->net, 0.05);
     }
 }
 
-static int start(const mp_config *c, char *err, size_t errlen) {
-    mp_job *J = &g_mp_job;
+static int start(mp_job *J, const mp_config *c, char *err, size_t errlen) {
     J->cfg = *c;
     if (!(J->net = mp_net_open(err, errlen))) return -1;
     mp_peer me = {.proc = (uint32_t)c->proc, .nprocs = (uint32_t)c->nprocs,
@@ -95,7 +92,7 @@ static int start(const mp_config *c, char *err, size_t errlen) {
         return tr_errf(err, errlen, "out of host memory for %d processes", c->nprocs);
     }
     mp_peer_encode(mine, &me);
-    int rc = c->mpi ? mp_boot_mpi(mine, all, c->nprocs, c->proc, err, errlen)
+    int rc = c->mpi ? mp_boot_mpi(mine, all, c->nprocs, c->proc, &J->mpi_inited, err, errlen)
                     : mp_boot_store(mine, all, c->nprocs, c->proc, c->master_addr, c->master_port,
                                   c->bootstrap_timeout_s, err, errlen);
     J->mpi = c->mpi;
@@ -115,40 +112,55 @@ static int start(const mp_config *c, char *err, size_t errlen) {
     free(info);
     free(all);
     if (rc) return -1;
-    return hello_round(c->bootstrap_timeout_s, err, errlen);
+    return hello_round(J, c->bootstrap_timeout_s, err, errlen);
 }
-
-static struct sigaction g_old_term;
 
 static void on_sigterm(int sig) {
     (void)sig;
     g_mp_sigterm = 1;
 }
 
-int mp_start(const mp_config *c, char *err, size_t errlen) {
-    TR_CHECK(!g_mp_job.active, "a multi-process twin job is already running in this process");
-    memset(&g_mp_job, 0, sizeof g_mp_job);
-    if (start(c, err, errlen)) {
-        mp_stop(false);
-        return -1;
+mp_job *mp_start(const mp_config *c, char *err, size_t errlen) {
+    struct sigaction now;
+    sigaction(SIGTERM, NULL, &now);
+    TR_CHECK(now.sa_handler != on_sigterm, "a multi-process twin job is already running in this process");
+    mp_job *J = calloc(1, sizeof *J);
+    if (!J) {
+        tr_errf(err, errlen, "out of host memory for a multi-process job");
+        return NULL;
     }
-    g_mp_job.active = true;
+    if (start(J, c, err, errlen)) {
+        mp_stop(J, false);
+        return NULL;
+    }
+    J->remote = (twin_remote){.job = J,
+                              .progress = mp_job_progress,
+                              .rank_failed = mp_job_rank_failed,
+                              .hang = mp_job_hang,
+                              .run_end = mp_job_run_end,
+                              .group_init = mp_coll_group_init,
+                              .post = mp_coll_post,
+                              .withdraw = mp_coll_withdraw,
+                              .group_abort = mp_coll_group_abort};
+    J->active = true;
     /* the launcher's SIGTERM becomes a job abort, so the survivors still report who died */
     g_mp_sigterm = 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigterm;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, &g_old_term);
-    return 0;
+    sigaction(SIGTERM, &sa, &J->old_term);
+    return J;
 }
 
-void mp_stop(bool ok) {
-    mp_job *J = &g_mp_job;
-    if (J->active) sigaction(SIGTERM, &g_old_term, NULL);
-    coll_remote_free();
+const twin_remote *mp_remote(mp_job *J) { return &J->remote; }
+
+void mp_stop(mp_job *J, bool ok) {
+    if (!J) return;
+    if (J->active) sigaction(SIGTERM, &J->old_term, NULL);
+    mp_coll_free(J);
     mp_net_close(J->net);
-    if (J->mpi) mp_boot_mpi_finish(ok);
+    if (J->mpi) mp_boot_mpi_finish(J->mpi_inited, ok);
     if (J->peers)
         for (int p = 0; p < J->cfg.nprocs; p++) free(J->peers[p].dump);
     for (mp_msg *m = J->early, *next; m; m = next) {
@@ -160,5 +172,5 @@ void mp_stop(bool ok) {
     free(J->idle);
     free(J->isent);
     free(J->irecv);
-    memset(J, 0, sizeof *J);
+    free(J);
 }

@@ -6,8 +6,8 @@
  * single-threaded and deterministic, and sends queue instead of blocking (mp_net_send never waits).
  * Failures of the network (a peer that cannot be reached, a stray message) are remembered, not
  * fatal: mp_net_error says what went wrong first, and the job decides. */
-#ifndef TWINRUN_SIM_FABRIC_FAB_H
-#define TWINRUN_SIM_FABRIC_FAB_H
+#ifndef TWINRUN_SIM_MULTIPROC_MP_TRANSPORT_H
+#define TWINRUN_SIM_MULTIPROC_MP_TRANSPORT_H
 
 #include <stdbool.h>
 #include <stddef.h>

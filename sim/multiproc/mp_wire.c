@@ -44,23 +44,6 @@ static double getf64(const unsigned char *p) {
     return d;
 }
 
-const char *mp_type_name(mp_msg_type t) {
-    switch (t) {
-    case MP_HELLO: return "hello";
-    case MP_CONTRIB: return "contribution";
-    case MP_FAIL: return "rank failure";
-    case MP_BYE: return "bye";
-    case MP_ABORT: return "abort";
-    case MP_DUMP: return "flight dump";
-    case MP_IDLE: return "idle";
-    case MP_CONFIRM: return "confirm";
-    case MP_CONFIRM_OK: return "confirmation";
-    case MP_STUCK: return "stuck";
-    case MP_TYPE_END: break;
-    }
-    return "?";
-}
-
 void mp_header_encode(unsigned char out[MP_HDR_SIZE], const mp_header *h) {
     memcpy(out, HDR_MAGIC, 4);
     put16(out + 4, MP_VERSION);
@@ -111,11 +94,11 @@ int mp_header_decode(const unsigned char *buf, size_t n, mp_header *h, char *err
     return 0;
 }
 
-size_t coll_contrib_size(uint32_t nmembers, uint64_t data_bytes) {
-    return COLL_CONTRIB_FIXED + (size_t)nmembers * COLL_CONTRIB_MEMBER_SIZE + (size_t)data_bytes;
+size_t mp_contrib_size(uint32_t nmembers, uint64_t data_bytes) {
+    return MP_CONTRIB_FIXED + (size_t)nmembers * MP_CONTRIB_MEMBER_SIZE + (size_t)data_bytes;
 }
 
-unsigned char *coll_contrib_encode(unsigned char *out, const coll_contrib *c, const coll_contrib_member *m) {
+unsigned char *mp_contrib_encode(unsigned char *out, const mp_contrib *c, const mp_contrib_member *m) {
     put64(out, c->uid);
     put64(out + 8, c->seq);
     put32(out + 16, (uint32_t)c->a);
@@ -128,8 +111,8 @@ unsigned char *coll_contrib_encode(unsigned char *out, const coll_contrib *c, co
     put32(out + 32, (uint32_t)c->peer);
     put32(out + 36, c->nmembers);
     put64(out + 40, c->count);
-    unsigned char *p = out + COLL_CONTRIB_FIXED;
-    for (uint32_t i = 0; i < c->nmembers; i++, p += COLL_CONTRIB_MEMBER_SIZE) {
+    unsigned char *p = out + MP_CONTRIB_FIXED;
+    for (uint32_t i = 0; i < c->nmembers; i++, p += MP_CONTRIB_MEMBER_SIZE) {
         put32(p, m[i].index);
         put32(p + 4, m[i].rank);
         putf64(p + 8, m[i].arrival);
@@ -138,11 +121,11 @@ unsigned char *coll_contrib_encode(unsigned char *out, const coll_contrib *c, co
     return p;
 }
 
-int coll_contrib_decode(const unsigned char *buf, size_t len, coll_contrib *c, coll_contrib_member **members, char *err,
+int mp_contrib_decode(const unsigned char *buf, size_t len, mp_contrib *c, mp_contrib_member **members, char *err,
                       size_t errlen) {
     *members = NULL;
     memset(c, 0, sizeof *c);
-    if (len < COLL_CONTRIB_FIXED) return tr_errf(err, errlen, "contribution of %zu bytes is too short", len);
+    if (len < MP_CONTRIB_FIXED) return tr_errf(err, errlen, "contribution of %zu bytes is too short", len);
     c->uid = get64(buf);
     c->seq = get64(buf + 8);
     c->a = (int32_t)get32(buf + 16);
@@ -168,14 +151,14 @@ int coll_contrib_decode(const unsigned char *buf, size_t len, coll_contrib *c, c
         return tr_errf(err, errlen, "contribution of %llu elements", (unsigned long long)c->count);
     if (c->nmembers < 1 || c->nmembers > (uint32_t)c->n)
         return tr_errf(err, errlen, "contribution of %u members to a meeting of %d", c->nmembers, c->n);
-    if ((len - COLL_CONTRIB_FIXED) / COLL_CONTRIB_MEMBER_SIZE < c->nmembers)
+    if ((len - MP_CONTRIB_FIXED) / MP_CONTRIB_MEMBER_SIZE < c->nmembers)
         return tr_errf(err, errlen, "contribution of %zu bytes cannot hold %u members", len, c->nmembers);
-    coll_contrib_member *m = calloc(c->nmembers, sizeof *m);
+    mp_contrib_member *m = calloc(c->nmembers, sizeof *m);
     if (!m) return tr_errf(err, errlen, "out of host memory decoding a contribution of %u members", c->nmembers);
-    const unsigned char *p = buf + COLL_CONTRIB_FIXED, *data = p + (size_t)c->nmembers * COLL_CONTRIB_MEMBER_SIZE;
+    const unsigned char *p = buf + MP_CONTRIB_FIXED, *data = p + (size_t)c->nmembers * MP_CONTRIB_MEMBER_SIZE;
     size_t left = len - (size_t)(data - buf);
     int rc = 0;
-    for (uint32_t i = 0; i < c->nmembers && !rc; i++, p += COLL_CONTRIB_MEMBER_SIZE) {
+    for (uint32_t i = 0; i < c->nmembers && !rc; i++, p += MP_CONTRIB_MEMBER_SIZE) {
         m[i].index = get32(p);
         m[i].rank = get32(p + 4);
         m[i].arrival = getf64(p + 8);

@@ -19,8 +19,8 @@
  *   IDLE: messages received (8 bytes); CONFIRM_OK: quiet (1 byte), the confirmed sent and received counts
  *   (8 bytes each); HELLO, CONFIRM, STUCK: none
  * Integers are little-endian; doubles are IEEE-754 binary64 bit patterns. */
-#ifndef TWINRUN_SIM_FABRIC_XWIRE_H
-#define TWINRUN_SIM_FABRIC_XWIRE_H
+#ifndef TWINRUN_SIM_MULTIPROC_MP_WIRE_H
+#define TWINRUN_SIM_MULTIPROC_MP_WIRE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -57,40 +57,39 @@ typedef struct mp_header {
     int64_t arg;
 } mp_header;
 
-const char *mp_type_name(mp_msg_type t);
 void mp_header_encode(unsigned char out[MP_HDR_SIZE], const mp_header *h);
 /* 0, or -1 with err (bad magic, version, type, sizes, a source outside [0, nprocs)). */
 int mp_header_decode(const unsigned char *buf, size_t n, mp_header *h, char *err, size_t errlen);
 
 /* ---- CONTRIB ------------------------------------------------------------------------------- */
-#define COLL_CONTRIB_FIXED 48
-#define COLL_CONTRIB_MEMBER_SIZE 24
+#define MP_CONTRIB_FIXED 48
+#define MP_CONTRIB_MEMBER_SIZE 24
 
-typedef struct coll_contrib {
+typedef struct mp_contrib {
     uint64_t uid, seq;
     int32_t a, b;   /* send/recv: sender's and receiver's group ranks; collectives: -1, -1 */
     int32_t n;      /* members of the meeting: the group's size, 2 for a send/recv */
     int op, dtype, redop, peer;
     uint32_t nmembers;
     uint64_t count;
-} coll_contrib;
+} mp_contrib;
 
-typedef struct coll_contrib_member {
+typedef struct mp_contrib_member {
     uint32_t index; /* group rank (collective) or 0 = sender, 1 = receiver */
     uint32_t rank;  /* global rank, for messages */
     double arrival;
     uint64_t data_len;
     const unsigned char *data; /* into the parsed payload */
-} coll_contrib_member;
+} mp_contrib_member;
 
 /* Bytes of a CONTRIB payload with these members and data. */
-size_t coll_contrib_size(uint32_t nmembers, uint64_t data_bytes);
-/* Writes the fixed part and member table into out (of coll_contrib_size bytes); returns where the
+size_t mp_contrib_size(uint32_t nmembers, uint64_t data_bytes);
+/* Writes the fixed part and member table into out (of mp_contrib_size bytes); returns where the
  * data goes (members' data_len set, data pointers ignored). */
-unsigned char *coll_contrib_encode(unsigned char *out, const coll_contrib *c, const coll_contrib_member *m);
+unsigned char *mp_contrib_encode(unsigned char *out, const mp_contrib *c, const mp_contrib_member *m);
 /* Parses a payload of len bytes; members[] (allocated, *members freed by the caller) point into
  * buf. 0, or -1 with err. */
-int coll_contrib_decode(const unsigned char *buf, size_t len, coll_contrib *c, coll_contrib_member **members, char *err,
+int mp_contrib_decode(const unsigned char *buf, size_t len, mp_contrib *c, mp_contrib_member **members, char *err,
                       size_t errlen);
 
 /* ---- bootstrap record ------------------------------------------------------------------------ */

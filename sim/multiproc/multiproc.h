@@ -1,24 +1,24 @@
 /* The multi-process twin: the ranks of one job spread over several processes (and hosts), each
  * process a twin_run over its block of ranks [proc * ranks_per_proc, (proc + 1) * ranks_per_proc);
  * collectives whose members live in several processes meet over libfabric (mp_transport.h) with the same
- * results, bit for bit, as in one process (sim/coll/coll_remote.c). docs/multiprocess.md.
+ * results, bit for bit, as in one process (mp_coll.c). docs/multiprocess.md.
  *
- * This is process state of the twin (one job per process), like the scheduler's: the launch starts
- * it before twin_run and stops it after; the scheduler and the collectives ask it what they need.
+ * The twin's launch (sim/launch) starts the job before twin_run and stops it after; twin_run reaches
+ * it through the hooks mp_remote returns (twin_options.remote): the scheduler and the collectives
+ * never include this folder, which sits above them.
  *
  * Hangs across processes: simulated time cannot advance for a peer that is stopped, so a wait on
  * another process has a wall-clock watchdog (timeout_s). When it fires, or a rank fails, or a peer
  * leaves while someone still waits for it, the process aborts the job: every process sends the
  * others its flight dumps, and each reports the same blame over all of them; a process that does
  * not answer (killed, stopped, unreachable) is named. */
-#ifndef TWINRUN_SIM_FABRIC_XPROC_H
-#define TWINRUN_SIM_FABRIC_XPROC_H
+#ifndef TWINRUN_SIM_MULTIPROC_MULTIPROC_H
+#define TWINRUN_SIM_MULTIPROC_MULTIPROC_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "sched/sched_internal.h"
-#include "mp_wire.h"
+struct twin_remote;
 
 typedef struct mp_config {
     int nprocs, proc, local_proc;
@@ -34,30 +34,14 @@ typedef struct mp_config {
     double bootstrap_timeout_s; /* start-up: every process present and reachable */
 } mp_config;
 
-/* Bootstrap, endpoint, address exchange, and a hello to every peer over libfabric. -1 with err. */
-int mp_start(const mp_config *c, char *err, size_t errlen);
-/* After twin_run: releases the endpoint; finalizes MPI when the job ended well. */
-void mp_stop(bool ok);
-bool mp_active(void);
-int mp_self(void);
-int mp_nprocs(void);
-int mp_proc_of(int rank);
+typedef struct mp_job mp_job;
 
-/* ---- for the scheduler ----------------------------------------------------------------------- */
-/* Handles what the network brought. With may_block, waits (wall clock) for the network while an
- * operation waits on another process. Returns false when nothing waits on another process. */
-bool mp_progress(bool may_block);
-/* A rank of this process failed: the job is torn down. */
-void mp_rank_failed(const twin_rank *r);
-/* The twin found a hang among this process's ranks (why: "deadlock", ...): abort the job with
- * the blame over every process's dumps. */
-void mp_hang(twin_sched *s, const char *why);
-/* Every rank of this process has ended: say goodbye and wait for the others, answering aborts. */
-void mp_run_end(twin_sched *s);
-
-/* ---- for the collectives ------------------------------------------------------------------- */
-void mp_send(int proc, mp_msg_type type, void *payload, size_t len);
-/* Aborts the job because of what the network brought (a mismatch, a malformed message). */
-void mp_abort(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Bootstrap, endpoint, address exchange, and a hello to every peer over libfabric: the job, or NULL
+ * with err. One job per process at a time (it takes SIGTERM, and MPI is per process). */
+mp_job *mp_start(const mp_config *c, char *err, size_t errlen);
+/* The hooks twin_run takes for this job (twin_options.remote); valid until mp_stop. */
+const struct twin_remote *mp_remote(mp_job *j);
+/* After twin_run: releases the endpoint, finalizes MPI when the job ended well, frees j. */
+void mp_stop(mp_job *j, bool ok);
 
 #endif

@@ -1,31 +1,29 @@
 /* Collectives and sends whose members live in several processes (the multi-process twin,
- * sim/multiproc/multiproc.h): the same meeting as coll_match.c, with the members of other processes
+ * multiproc.h): the same meeting as sim/coll/coll_match.c, with the members of other processes
  * arriving as messages.
  *
  * Each process that hosts members of a collective sends the others its members' arrival times and
  * data once all of them have arrived; every process then holds every member's contribution and
- * reduces in group-rank order exactly as coll_reduce.c does in one process, and completes its
+ * reduces in group-rank order exactly as sim/coll/coll_reduce.c does in one process, and completes its
  * members at max(arrivals) + cost, so data and clocks are bit-identical to one process. Only the
  * data a process needs travels to it: a reduce-scatter sends each process its members' blocks, a
  * broadcast only the root's buffer, a receive only its arrival time. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "multiproc/multiproc.h"
-#include "coll_internal.h"
+#include "mp_internal.h"
 #include "twinrun/err.h"
 
-#define REMOTE_BUCKETS 4096
+#define MP_INST_BUCKETS 4096
 
-typedef struct remote_key {
+typedef struct mp_inst_key {
     uint64_t uid, seq;
     int32_t a, b; /* send/recv: sender's and receiver's group ranks; collectives: -1, -1 */
-} remote_key;
+} mp_inst_key;
 
-struct remote_inst {
-    remote_key key;
+struct mp_inst {
+    mp_inst_key key;
     int n;                     /* members: the group's size, or 2 (sender, receiver) */
     bool have_desc;
     coll_desc desc;            /* the first call seen, which later ones must match */
@@ -41,44 +39,37 @@ struct remote_inst {
     void **bufs;               /* received payloads the data points into */
     int nbufs;
     double wall_start;         /* when the first local member arrived (watchdog) */
-    struct remote_inst *hnext, *pprev, *pnext;
+    struct mp_inst *hnext, *pprev, *pnext;
 };
 
-typedef struct remote_table {
-    remote_inst *buckets[REMOTE_BUCKETS];
-    remote_inst *pending; /* with local members waiting, oldest first */
-    remote_inst *pending_last;
-} remote_table;
+/* The job's meetings in progress (mp_job.meetings). */
+struct mp_meetings {
+    mp_inst *buckets[MP_INST_BUCKETS];
+    mp_inst *pending; /* with local members waiting, oldest first */
+    mp_inst *pending_last;
+};
 
-static remote_table *g_table; /* process state of the multi-process twin, like the scheduler's */
-
-static double wall_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static uint64_t key_hash(const remote_key *k) {
+static uint64_t key_hash(const mp_inst_key *k) {
     return twin_mix64(k->uid ^ twin_mix64(k->seq ^ ((uint64_t)(uint32_t)k->a << 32 | (uint32_t)k->b)));
 }
 
-static bool key_eq(const remote_key *x, const remote_key *y) {
+static bool key_eq(const mp_inst_key *x, const mp_inst_key *y) {
     return x->uid == y->uid && x->seq == y->seq && x->a == y->a && x->b == y->b;
 }
 
 static bool is_p2p(flight_op op) { return op == FLIGHT_SEND || op == FLIGHT_RECV; }
 
-static remote_inst *lookup(const remote_key *k, int n, bool create) {
-    if (!g_table) {
+static mp_inst *lookup(mp_job *J, const mp_inst_key *k, int n, bool create) {
+    if (!J->meetings) {
         if (!create) return NULL;
-        g_table = calloc(1, sizeof *g_table);
-        TR_CHECK(g_table != NULL, "out of host memory for cross-process collectives");
+        J->meetings = calloc(1, sizeof *J->meetings);
+        TR_CHECK(J->meetings != NULL, "out of host memory for cross-process collectives");
     }
-    remote_inst **slot = &g_table->buckets[key_hash(k) % REMOTE_BUCKETS];
-    for (remote_inst *x = *slot; x; x = x->hnext)
+    mp_inst **slot = &J->meetings->buckets[key_hash(k) % MP_INST_BUCKETS];
+    for (mp_inst *x = *slot; x; x = x->hnext)
         if (key_eq(&x->key, k)) return x;
     if (!create) return NULL;
-    remote_inst *x = calloc(1, sizeof *x);
+    mp_inst *x = calloc(1, sizeof *x);
     TR_CHECK(x != NULL, "out of host memory for a cross-process collective");
     x->key = *k;
     x->n = n;
@@ -96,22 +87,22 @@ static remote_inst *lookup(const remote_key *k, int n, bool create) {
     return x;
 }
 
-static void pending_add(remote_inst *x) {
-    x->pprev = g_table->pending_last;
+static void pending_add(mp_job *J, mp_inst *x) {
+    x->pprev = J->meetings->pending_last;
     if (x->pprev) x->pprev->pnext = x;
-    else g_table->pending = x;
-    g_table->pending_last = x;
+    else J->meetings->pending = x;
+    J->meetings->pending_last = x;
 }
 
-static void unlink_free(remote_inst *x) {
-    remote_inst **slot = &g_table->buckets[key_hash(&x->key) % REMOTE_BUCKETS];
+static void unlink_free(mp_job *J, mp_inst *x) {
+    mp_inst **slot = &J->meetings->buckets[key_hash(&x->key) % MP_INST_BUCKETS];
     while (*slot != x) slot = &(*slot)->hnext;
     *slot = x->hnext;
     if (x->local_arrived) {
         if (x->pprev) x->pprev->pnext = x->pnext;
-        else g_table->pending = x->pnext;
+        else J->meetings->pending = x->pnext;
         if (x->pnext) x->pnext->pprev = x->pprev;
-        else g_table->pending_last = x->pprev;
+        else J->meetings->pending_last = x->pprev;
     }
     for (int i = 0; i < x->nbufs; i++) free(x->bufs[i]);
     free(x->bufs);
@@ -124,14 +115,14 @@ static void unlink_free(remote_inst *x) {
     free(x);
 }
 
-void coll_remote_group_init(coll_group *g) {
-    if (!mp_active()) return;
-    const int self = mp_self(), nprocs = mp_nprocs();
+void mp_coll_group_init(void *job, coll_group *g) {
+    const mp_job *J = job;
+    const int self = J->cfg.proc, nprocs = J->cfg.nprocs;
     unsigned char *hosts = calloc((size_t)nprocs, 1);
     TR_CHECK(hosts != NULL, "out of host memory for a communicator group");
     g->nlocal = 0;
     for (int i = 0; i < g->size; i++) {
-        const int p = mp_proc_of(g->ranks[i]);
+        const int p = mp_proc_of(J, g->ranks[i]);
         hosts[p] = 1;
         g->nlocal += p == self;
     }
@@ -153,18 +144,19 @@ void coll_remote_group_init(coll_group *g) {
 }
 
 /* Which position among the members that `proc` hosts group rank j has (reduce-scatter blocks). */
-static int block_pos(const coll_group *g, int proc, int j) {
+static int block_pos(const mp_job *J, const coll_group *g, int proc, int j) {
     int k = 0;
-    for (int i = 0; i < j; i++) k += mp_proc_of(g->ranks[i]) == proc;
+    for (int i = 0; i < j; i++) k += mp_proc_of(J, g->ranks[i]) == proc;
     return k;
 }
 
-static uint64_t member_bytes(const coll_desc *d, const coll_group *g, int index, int to_proc, bool sender) {
+static uint64_t member_bytes(const mp_job *J, const coll_desc *d, const coll_group *g, int index, int to_proc,
+                             bool sender) {
     const uint64_t block = (uint64_t)d->count * tr_dtype_size(d->dt);
     switch (d->op) {
     case FLIGHT_ALL_REDUCE:
     case FLIGHT_ALL_GATHER: return block;
-    case FLIGHT_REDUCE_SCATTER: return block * (uint64_t)block_pos(g, to_proc, g->size);
+    case FLIGHT_REDUCE_SCATTER: return block * (uint64_t)block_pos(J, g, to_proc, g->size);
     case FLIGHT_BROADCAST: return index == d->peer ? block : 0;
     case FLIGHT_SEND:
     case FLIGHT_RECV: return sender ? block : 0;
@@ -175,39 +167,39 @@ static uint64_t member_bytes(const coll_desc *d, const coll_group *g, int index,
 }
 
 /* This process's members have all arrived: hand their arrivals and data to the other processes. */
-static void send_local(remote_inst *x) {
+static void send_local(mp_job *J, mp_inst *x) {
     const coll_group *g = x->g;
     const coll_desc *d = &x->desc;
     const bool p2p = x->key.a >= 0;
     const size_t block = d->count * tr_dtype_size(d->dt);
-    const int self = mp_self();
+    const int self = J->cfg.proc;
     int nm = 0;
-    for (int i = 0; i < x->n; i++) nm += x->pend[i] != NULL || (x->have[i] && mp_proc_of(x->rank[i]) == self);
-    coll_contrib_member *m = calloc((size_t)nm, sizeof *m);
+    for (int i = 0; i < x->n; i++) nm += x->pend[i] != NULL || (x->have[i] && mp_proc_of(J, x->rank[i]) == self);
+    mp_contrib_member *m = calloc((size_t)nm, sizeof *m);
     TR_CHECK(m != NULL, "out of host memory for a contribution");
     const int ndest = p2p ? 1 : g->nprocs;
     for (int k = 0; k < ndest; k++) {
-        const int to = p2p ? mp_proc_of(x->rank[x->pend[0] ? 1 : 0]) : g->procs[k];
+        const int to = p2p ? mp_proc_of(J, x->rank[x->pend[0] ? 1 : 0]) : g->procs[k];
         uint64_t total = 0;
         int j = 0;
         for (int i = 0; i < x->n; i++) {
-            if (!x->have[i] || mp_proc_of(x->rank[i]) != self) continue;
-            m[j] = (coll_contrib_member){.index = (uint32_t)i, .rank = (uint32_t)x->rank[i], .arrival = x->arrival[i],
-                               .data_len = member_bytes(d, g, i, to, p2p && i == 0)};
+            if (!x->have[i] || mp_proc_of(J, x->rank[i]) != self) continue;
+            m[j] = (mp_contrib_member){.index = (uint32_t)i, .rank = (uint32_t)x->rank[i], .arrival = x->arrival[i],
+                               .data_len = member_bytes(J, d, g, i, to, p2p && i == 0)};
             total += m[j++].data_len;
         }
-        const coll_contrib c = {.uid = x->key.uid, .seq = x->key.seq, .a = x->key.a, .b = x->key.b, .n = x->n,
+        const mp_contrib c = {.uid = x->key.uid, .seq = x->key.seq, .a = x->key.a, .b = x->key.b, .n = x->n,
                               .op = (int)d->op, .dtype = (int)d->dt, .redop = d->redop, .peer = d->peer,
                               .nmembers = (uint32_t)j, .count = d->count};
-        const size_t len = coll_contrib_size((uint32_t)j, total);
+        const size_t len = mp_contrib_size((uint32_t)j, total);
         unsigned char *buf = malloc(len);
         TR_CHECK(buf != NULL, "out of host memory for a contribution");
-        unsigned char *data = coll_contrib_encode(buf, &c, m);
+        unsigned char *data = mp_contrib_encode(buf, &c, m);
         for (int q = 0; q < j; q++) {
             const unsigned char *src = x->src[m[q].index];
             if (d->op == FLIGHT_REDUCE_SCATTER) {
                 for (int b = 0; b < g->size; b++)
-                    if (mp_proc_of(g->ranks[b]) == to) {
+                    if (mp_proc_of(J, g->ranks[b]) == to) {
                         memcpy(data, src + (size_t)b * block, block);
                         data += block;
                     }
@@ -216,7 +208,7 @@ static void send_local(remote_inst *x) {
                 data += m[q].data_len;
             }
         }
-        mp_send(to, MP_CONTRIB, buf, len);
+        mp_job_send(J, to, MP_CONTRIB, 0, buf, len);
     }
     free(m);
 }
@@ -229,13 +221,13 @@ static void *scratch(size_t bytes) {
 
 /* A remote member's data must be what its call moves; a peer built from other sources would
  * otherwise make this process read past a buffer. */
-static bool sizes_ok(const remote_inst *x) {
-    const int self = mp_self();
+static bool sizes_ok(mp_job *J, const mp_inst *x) {
+    const int self = J->cfg.proc;
     for (int i = 0; i < x->n; i++) {
-        if (x->pend[i] || mp_proc_of(x->rank[i]) == self) continue;
-        const uint64_t want = member_bytes(&x->desc, x->g, i, self, x->key.a >= 0 && i == 0);
+        if (x->pend[i] || mp_proc_of(J, x->rank[i]) == self) continue;
+        const uint64_t want = member_bytes(J, &x->desc, x->g, i, self, x->key.a >= 0 && i == 0);
         if (x->src_len[i] != want) {
-            mp_abort("rank %d's contribution to %s seq %llu on '%s' has %llu bytes, expected %llu: the processes "
+            mp_job_abortf(J, "rank %d's contribution to %s seq %llu on '%s' has %llu bytes, expected %llu: the processes "
                         "run different builds or programs", x->rank[i], flight_op_name(x->desc.op),
                         (unsigned long long)x->key.seq, x->g->name, (unsigned long long)x->src_len[i],
                         (unsigned long long)want);
@@ -245,10 +237,10 @@ static bool sizes_ok(const remote_inst *x) {
     return true;
 }
 
-static void exec(remote_inst *x) {
+static void exec(const mp_job *J, mp_inst *x) {
     const coll_group *g = x->g;
     const coll_desc *d = &x->desc;
-    const int n = x->n, self = mp_self();
+    const int n = x->n, self = J->cfg.proc;
     const size_t count = d->count, esz = tr_dtype_size(d->dt);
     if (x->key.a >= 0) { /* send/recv: only a local receiver takes data */
         if (x->pend[1] && count) memmove(x->pend[1]->recv, x->src[0], count * esz);
@@ -271,16 +263,16 @@ static void exec(remote_inst *x) {
         char *acc = scratch((size_t)x->nlocal * count * 4);
         int k = 0;
         for (int b = 0; b < n; b++) {
-            if (mp_proc_of(g->ranks[b]) != self) continue;
-            const size_t pos = (size_t)block_pos(g, self, b);
+            if (mp_proc_of(J, g->ranks[b]) != self) continue;
+            const size_t pos = (size_t)block_pos(J, g, self, b);
             for (int r = 0; r < n; r++)
-                srcs[r] = mp_proc_of(g->ranks[r]) == self ? x->src[r] + (size_t)b * count * esz
+                srcs[r] = mp_proc_of(J, g->ranks[r]) == self ? x->src[r] + (size_t)b * count * esz
                                                               : x->src[r] + pos * count * esz;
             coll_reduce_into(acc + (size_t)k++ * count * 4, srcs, n, 0, count, d->dt, d->redop);
         }
         k = 0;
         for (int b = 0; b < n; b++) {
-            if (mp_proc_of(g->ranks[b]) != self) continue;
+            if (mp_proc_of(J, g->ranks[b]) != self) continue;
             if (x->pend[b]) coll_store_acc(x->pend[b]->recv, acc + (size_t)k * count * 4, count, d->dt);
             k++;
         }
@@ -309,10 +301,10 @@ static void exec(remote_inst *x) {
 
 /* Every member is here: move the data and complete this process's members, as complete_instance
  * and post_p2p do in one process (same start, cost and jitter keys). */
-static void complete(remote_inst *x) {
+static void complete(mp_job *J, mp_inst *x) {
     coll_group *g = x->g;
     const coll_desc *d = &x->desc;
-    if (!sizes_ok(x)) return;
+    if (!sizes_ok(J, x)) return;
     double start = 0;
     for (int i = 0; i < x->n; i++) start = fmax(start, x->arrival[i]);
     const double bytes = (double)(d->count * tr_dtype_size(d->dt));
@@ -326,7 +318,7 @@ static void complete(remote_inst *x) {
         end = start + twin_coll_seconds(twin_spec(), twin_gpus_per_node(), coll_cost_kind(d->op), g->ranks, g->size,
                                         bytes) * twin_jitter(g->uid ^ twin_mix64(x->key.seq));
     }
-    exec(x);
+    exec(J, x);
     twin_log("%.9f done %s %016llx seq %llu %s count %zu (across processes)", end, g->name, (unsigned long long)g->uid,
              (unsigned long long)x->key.seq, flight_op_name(d->op), d->count);
     coll_pending *local[2], **pend = x->pend;
@@ -340,10 +332,10 @@ static void complete(remote_inst *x) {
         TR_CHECK(pend != NULL, "out of host memory completing a collective");
         memcpy(pend, x->pend, sizeof *pend * (size_t)n);
     }
-    unlink_free(x);
+    unlink_free(J, x);
     for (int i = 0; i < n; i++)
         if (pend[i]) {
-            pend[i]->remote_inst = NULL;
+            pend[i]->remote = NULL;
             pend[i]->xfer_start = start;
             coll_finish(pend[i], end, COLL_OK);
         }
@@ -355,18 +347,19 @@ static bool compatible(const coll_desc *a, const coll_desc *b) {
     return a->op == b->op && a->count == b->count && a->dt == b->dt && a->redop == b->redop && a->peer == b->peer;
 }
 
-bool coll_remote_post(coll_pending *p) {
+bool mp_coll_post(void *job, coll_pending *p) {
+    mp_job *J = job;
     coll_comm *c = p->comm;
     coll_group *g = c->g;
     const bool p2p = is_p2p(p->desc.op), sender = p->desc.op == FLIGHT_SEND;
-    if (p2p && mp_proc_of(g->ranks[p->desc.peer]) == mp_self()) return false; /* both ends here */
-    remote_key k = {.uid = g->uid, .seq = p->seq, .a = -1, .b = -1};
+    if (p2p && mp_proc_of(J, g->ranks[p->desc.peer]) == J->cfg.proc) return false; /* both ends here */
+    mp_inst_key k = {.uid = g->uid, .seq = p->seq, .a = -1, .b = -1};
     if (p2p) {
         k.a = sender ? c->group_rank : p->desc.peer;
         k.b = sender ? p->desc.peer : c->group_rank;
     }
     const int n = p2p ? 2 : g->size, index = p2p ? (sender ? 0 : 1) : c->group_rank;
-    remote_inst *x = lookup(&k, n, true);
+    mp_inst *x = lookup(J, &k, n, true);
     TR_CHECK(x->n == n, "a cross-process collective changed its size");
     if (x->have_desc && !compatible(&x->desc, &p->desc)) {
         char where[64];
@@ -396,30 +389,30 @@ bool coll_remote_post(coll_pending *p) {
     x->arrival[index] = p->arrival;
     x->have[index] = 1;
     x->nhave++;
-    p->remote_inst = x;
+    p->remote = x;
     coll_record(p);
     if (x->local_arrived++ == 0) {
-        x->wall_start = wall_now();
-        pending_add(x);
+        x->wall_start = mp_job_wall_now();
+        pending_add(J, x);
     }
     if (x->local_arrived == x->nlocal) {
-        send_local(x);
-        if (x->nhave == x->n) complete(x);
+        send_local(J, x);
+        if (x->nhave == x->n) complete(J, x);
     }
     return true;
 }
 
-void coll_remote_deliver(int from, unsigned char *payload, size_t len) {
-    coll_contrib c;
-    coll_contrib_member *m;
+void mp_coll_deliver(mp_job *J, int from, unsigned char *payload, size_t len) {
+    mp_contrib c;
+    mp_contrib_member *m;
     char err[256];
-    if (coll_contrib_decode(payload, len, &c, &m, err, sizeof err)) {
+    if (mp_contrib_decode(payload, len, &c, &m, err, sizeof err)) {
         free(payload);
-        mp_abort("process %d sent a malformed contribution: %s", from, err);
+        mp_job_abortf(J, "process %d sent a malformed contribution: %s", from, err);
         return;
     }
-    const remote_key k = {.uid = c.uid, .seq = c.seq, .a = c.a, .b = c.b};
-    remote_inst *x = lookup(&k, c.n, true);
+    const mp_inst_key k = {.uid = c.uid, .seq = c.seq, .a = c.a, .b = c.b};
+    mp_inst *x = lookup(J, &k, c.n, true);
     const coll_desc d = {.op = (flight_op)c.op, .count = (size_t)c.count, .dt = (tr_dtype)c.dtype, .redop = c.redop,
                          .peer = c.peer};
     const char *problem = NULL;
@@ -427,13 +420,13 @@ void coll_remote_deliver(int from, unsigned char *payload, size_t len) {
     for (uint32_t i = 0; !problem && i < c.nmembers; i++) {
         const int idx = (int)m[i].index;
         if (x->have[idx]) problem = "a member twice";
-        else if (mp_proc_of((int)m[i].rank) != from) problem = "a member it does not host";
+        else if (mp_proc_of(J, (int)m[i].rank) != from) problem = "a member it does not host";
         else if (x->rank[idx] >= 0 && x->rank[idx] != (int)m[i].rank) problem = "a member of another group";
     }
     if (problem) {
         free(m);
         free(payload);
-        mp_abort("process %d sent a contribution with %s (uid %016llx seq %llu): the processes run different "
+        mp_job_abortf(J, "process %d sent a contribution with %s (uid %016llx seq %llu): the processes run different "
                     "builds or jobs", from, problem, (unsigned long long)c.uid, (unsigned long long)c.seq);
         return;
     }
@@ -442,7 +435,7 @@ void coll_remote_deliver(int from, unsigned char *payload, size_t len) {
         coll_describe(theirs, sizeof theirs, &d);
         coll_describe(mine, sizeof mine, &x->desc);
         const char *name = x->g ? x->g->name : "?";
-        mp_abort("mismatch on comm '%s' uid %016llx %sseq %llu: rank %u called %s but rank %d called %s", name,
+        mp_job_abortf(J, "mismatch on comm '%s' uid %016llx %sseq %llu: rank %u called %s but rank %d called %s", name,
                     (unsigned long long)c.uid, k.a >= 0 ? "p2p " : "", (unsigned long long)c.seq, m[0].rank, theirs,
                     x->desc_rank, mine);
         free(m);
@@ -468,47 +461,49 @@ void coll_remote_deliver(int from, unsigned char *payload, size_t len) {
     TR_CHECK(bufs != NULL, "out of host memory for a contribution");
     x->bufs = bufs;
     x->bufs[x->nbufs++] = payload;
-    if (x->g && x->local_arrived == x->nlocal && x->nhave == x->n) complete(x);
+    if (x->g && x->local_arrived == x->nlocal && x->nhave == x->n) complete(J, x);
 }
 
-void coll_remote_withdraw(coll_pending *p) {
-    remote_inst *x = p->remote_inst;
+void mp_coll_withdraw(void *job, coll_pending *p) {
+    (void)job;
+    mp_inst *x = p->remote;
     for (int i = 0; i < x->n; i++)
         if (x->pend[i] == p) x->pend[i] = NULL;
-    p->remote_inst = NULL;
+    p->remote = NULL;
 }
 
-void coll_remote_group_abort(coll_group *g, twin_rank *timed_out, double t) {
-    if (!g_table) return;
-    for (int b = 0; b < REMOTE_BUCKETS; b++)
-        for (remote_inst *x = g_table->buckets[b], *next; x; x = next) {
+void mp_coll_group_abort(void *job, coll_group *g, twin_rank *timed_out, double t) {
+    mp_job *J = job;
+    if (!J->meetings) return;
+    for (int b = 0; b < MP_INST_BUCKETS; b++)
+        for (mp_inst *x = J->meetings->buckets[b], *next; x; x = next) {
             next = x->hnext;
             if (x->g != g) continue;
             coll_pending *pend[2], **list = x->n == 2 ? pend : malloc(sizeof *list * (size_t)x->n);
             TR_CHECK(list != NULL, "out of host memory aborting a collective");
             memcpy(list, x->pend, sizeof *list * (size_t)x->n);
             const int n = x->n;
-            unlink_free(x);
+            unlink_free(J, x);
             for (int i = 0; i < n; i++)
                 if (list[i]) {
-                    list[i]->remote_inst = NULL;
+                    list[i]->remote = NULL;
                     coll_finish(list[i], fmax(t, list[i]->rank->now),
                                 list[i]->rank == timed_out ? COLL_TIMEOUT : COLL_ABORTED);
                 }
             if (list != pend) free(list);
-            next = g_table->buckets[b]; /* finishing may have changed the chain */
+            next = J->meetings->buckets[b]; /* finishing may have changed the chain */
         }
 }
 
-bool coll_remote_waiting(void) { return g_table && g_table->pending; }
+bool mp_coll_waiting(const mp_job *J) { return J->meetings && J->meetings->pending; }
 
-bool coll_remote_oldest(const unsigned char *gone, coll_remote_wait *w) {
-    if (!g_table) return false;
-    for (remote_inst *x = g_table->pending; x; x = x->pnext) {
+bool mp_coll_oldest(const mp_job *J, const unsigned char *gone, mp_coll_wait *w) {
+    if (!J->meetings) return false;
+    for (mp_inst *x = J->meetings->pending; x; x = x->pnext) {
         int first_missing = -1, nmissing = 0;
         for (int i = 0; i < x->n; i++) {
             if (x->have[i] || x->rank[i] < 0) continue;
-            if (gone && !gone[mp_proc_of(x->rank[i])]) continue;
+            if (gone && !gone[mp_proc_of(J, x->rank[i])]) continue;
             if (first_missing < 0) first_missing = i;
             nmissing++;
         }
@@ -517,7 +512,7 @@ bool coll_remote_oldest(const unsigned char *gone, coll_remote_wait *w) {
         for (int i = 0; i < x->n && !waiter; i++)
             if (x->pend[i]) waiter = x->pend[i]->rank;
         w->wall_start = x->wall_start;
-        w->missing_proc = mp_proc_of(x->rank[first_missing]);
+        w->missing_proc = mp_proc_of(J, x->rank[first_missing]);
         w->watchdog_s = waiter ? waiter->watchdog_s : 0;
         snprintf(w->what, sizeof w->what, "rank %d waits in %s seq %llu on '%s' for %d rank%s of process %d (rank %d "
                  "first)", waiter ? waiter->id : -1, flight_op_name(x->desc.op), (unsigned long long)x->key.seq,
@@ -527,15 +522,15 @@ bool coll_remote_oldest(const unsigned char *gone, coll_remote_wait *w) {
     return false;
 }
 
-void coll_remote_free(void) {
-    if (!g_table) return;
-    for (int b = 0; b < REMOTE_BUCKETS; b++)
-        while (g_table->buckets[b]) {
-            remote_inst *x = g_table->buckets[b];
+void mp_coll_free(mp_job *J) {
+    if (!J->meetings) return;
+    for (int b = 0; b < MP_INST_BUCKETS; b++)
+        while (J->meetings->buckets[b]) {
+            mp_inst *x = J->meetings->buckets[b];
             for (int i = 0; i < x->n; i++)
-                if (x->pend[i]) x->pend[i]->remote_inst = NULL;
-            unlink_free(x);
+                if (x->pend[i]) x->pend[i]->remote = NULL;
+            unlink_free(J, x);
         }
-    free(g_table);
-    g_table = NULL;
+    free(J->meetings);
+    J->meetings = NULL;
 }
