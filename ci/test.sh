@@ -16,6 +16,9 @@ skip=" ${TWINRUN_SKIP:-} "
 stage() { echo; echo "==== $* ===="; }
 skipped() { [[ "$skip" == *" $1 "* ]]; }
 
+stage "architecture: include boundaries, include loops, include guards"
+python3 ci/check_boundaries.py
+
 stage "twin (gcc): build and test"
 cmake --preset twin >/dev/null
 cmake --build build/twin -j"$jobs"

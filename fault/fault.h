@@ -5,8 +5,8 @@
  * The engine calls the fault_* hooks below at fixed places; with no plan every hook is a no-op.
  * The plan is built from a scenario file (runner/) or, in any build, from the compact string
  * of TWINRUN_FAULTS (fault_plan_parse; docs/faults.md). */
-#ifndef TR_FAULT_H
-#define TR_FAULT_H
+#ifndef TWINRUN_FAULT_FAULT_H
+#define TWINRUN_FAULT_FAULT_H
 
 #include <stdbool.h>
 #include <stddef.h>

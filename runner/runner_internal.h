@@ -1,6 +1,6 @@
 /* Private to the runner's files: one run of the job and its outcome. */
-#ifndef TWINRUN_SIM_RUNNER_INTERNAL_H
-#define TWINRUN_SIM_RUNNER_INTERNAL_H
+#ifndef TWINRUN_RUNNER_RUNNER_INTERNAL_H
+#define TWINRUN_RUNNER_RUNNER_INTERNAL_H
 
 #include "runner/runner.h"
 #include "train/trainer.h"

@@ -1,7 +1,7 @@
 /* Private to the scenario loader (runner/): a small YAML tree (built from libyaml events, with the
  * position of every node), typed reads that name the key and the fix, and the loader's sections. */
-#ifndef TWINRUN_SIM_SCENARIO_INTERNAL_H
-#define TWINRUN_SIM_SCENARIO_INTERNAL_H
+#ifndef TWINRUN_RUNNER_SCENARIO_INTERNAL_H
+#define TWINRUN_RUNNER_SCENARIO_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>

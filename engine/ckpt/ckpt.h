@@ -15,8 +15,8 @@
  *
  * Every function returns 0, or -1 with a one-line message in err naming the file and the problem
  * (ENOSPC: the bytes needed). Nothing here exits or aborts on bad input. */
-#ifndef TR_CKPT_CKPT_H
-#define TR_CKPT_CKPT_H
+#ifndef TWINRUN_ENGINE_CKPT_CKPT_H
+#define TWINRUN_ENGINE_CKPT_CKPT_H
 
 #include <stdbool.h>
 #include <stddef.h>

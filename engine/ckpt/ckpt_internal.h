@@ -8,8 +8,8 @@
  *   u32 crc32 of every header byte before it                      (header_len bytes so far)
  *   zero padding to 64 bytes, then each blob's data at its data_offset (64-byte aligned).
  * file_size is stored so truncation is found from the header alone. */
-#ifndef TR_CKPT_INTERNAL_H
-#define TR_CKPT_INTERNAL_H
+#ifndef TWINRUN_ENGINE_CKPT_CKPT_INTERNAL_H
+#define TWINRUN_ENGINE_CKPT_CKPT_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>

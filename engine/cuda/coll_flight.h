@@ -9,8 +9,8 @@
  * (ncclCommAbort) and exits with status 1, as PyTorch's NCCL watchdog tears the process down;
  * TWINRUN_COLL_ON_TIMEOUT=return makes the call return COLL_TIMEOUT instead (coll_smoke's test).
  * With TWINRUN_FLIGHT_AT_EXIT=1 every rank also dumps when its device closes. */
-#ifndef TWINRUN_CUDA_COLL_FLIGHT_H
-#define TWINRUN_CUDA_COLL_FLIGHT_H
+#ifndef TWINRUN_ENGINE_CUDA_COLL_FLIGHT_H
+#define TWINRUN_ENGINE_CUDA_COLL_FLIGHT_H
 
 #include <stddef.h>
 #include <stdint.h>

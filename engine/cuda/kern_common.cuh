@@ -10,8 +10,8 @@
  *   on every run. The order differs from the twin's (which sums in double), hence tolerances.
  * - element types are read at run time from tr_buf.dt (a warp-uniform branch), so one kernel
  *   serves every fp32/bf16 mix without a template per combination. */
-#ifndef TWINRUN_CUDA_KERN_COMMON_CUH
-#define TWINRUN_CUDA_KERN_COMMON_CUH
+#ifndef TWINRUN_ENGINE_CUDA_KERN_COMMON_CUH
+#define TWINRUN_ENGINE_CUDA_KERN_COMMON_CUH
 
 #include <stdint.h>
 #include <stdio.h>

@@ -3,8 +3,8 @@
  * u64 sequence count S, u64 document count D, int32 lengths[S], int64 byte pointers[S],
  * int64 document_indices[D] (0 .. S), then optionally int8 sequence modes[S] (multimodal files;
  * not flagged in the header, recognised by the file size). */
-#ifndef TR_DATA_INDEXED_DATASET_H
-#define TR_DATA_INDEXED_DATASET_H
+#ifndef TWINRUN_ENGINE_DATA_INDEXED_DATASET_H
+#define TWINRUN_ENGINE_DATA_INDEXED_DATASET_H
 
 #include <stdbool.h>
 #include <stddef.h>

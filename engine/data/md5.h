@@ -2,8 +2,8 @@
  * description>-GPTDataset-<split>-*.npy. Written here rather than taken from libcrypto because the
  * engine library links only cJSON and libm (the shared CMake files are not ours to change), and
  * MD5 is a hundred lines. Not for security. */
-#ifndef TR_DATA_MD5_H
-#define TR_DATA_MD5_H
+#ifndef TWINRUN_ENGINE_DATA_MD5_H
+#define TWINRUN_ENGINE_DATA_MD5_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -13,8 +13,8 @@
  *   dropped 0
  *   end
  */
-#ifndef TWINRUN_SIM_FLIGHT_H
-#define TWINRUN_SIM_FLIGHT_H
+#ifndef TWINRUN_ENGINE_FLIGHT_FLIGHT_H
+#define TWINRUN_ENGINE_FLIGHT_FLIGHT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -7,8 +7,8 @@
  *
  * Every parser here returns 0, or -1 with a one-line message in err that names the file, the
  * tensor or key, the problem and the fix. Nothing here exits or aborts on bad input. */
-#ifndef TR_IO_SAFETENSORS_H
-#define TR_IO_SAFETENSORS_H
+#ifndef TWINRUN_ENGINE_IO_SAFETENSORS_H
+#define TWINRUN_ENGINE_IO_SAFETENSORS_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -6,8 +6,8 @@
  * Response: 'K' (set done) | 'V' vlen:u32 value | 'E' mlen:u16 message
  * Keys are 1..255 printable ASCII characters; values at most TR_STORE_MAX_VALUE bytes. One request
  * per connection. */
-#ifndef TR_LAUNCH_STORE_PROTO_H
-#define TR_LAUNCH_STORE_PROTO_H
+#ifndef TWINRUN_ENGINE_LAUNCH_STORE_PROTO_H
+#define TWINRUN_ENGINE_LAUNCH_STORE_PROTO_H
 
 #include <stddef.h>
 #include <stdint.h>

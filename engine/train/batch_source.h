@@ -1,6 +1,6 @@
 /* Where micro-batches come from: Megatron's datasets (engine/data), or a raw token file for tests. */
-#ifndef TR_TRAIN_BATCH_SOURCE_H
-#define TR_TRAIN_BATCH_SOURCE_H
+#ifndef TWINRUN_ENGINE_TRAIN_BATCH_SOURCE_H
+#define TWINRUN_ENGINE_TRAIN_BATCH_SOURCE_H
 
 #include <stdint.h>
 

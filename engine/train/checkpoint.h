@@ -2,8 +2,8 @@
  * master weights and Adam's moments under global names with their placement, rank 0 commits; a load
  * reads each rank's own placement from whichever shards hold it, so a checkpoint saved with one
  * (TP, PP, CP, DP) layout loads into another. */
-#ifndef TR_TRAIN_CHECKPOINT_H
-#define TR_TRAIN_CHECKPOINT_H
+#ifndef TWINRUN_ENGINE_TRAIN_CHECKPOINT_H
+#define TWINRUN_ENGINE_TRAIN_CHECKPOINT_H
 
 #include <stdint.h>
 

@@ -1,8 +1,8 @@
 /* The straggler report (--log-straggler): at each log interval every rank contributes its busy time
  * per iteration (dev_busy_seconds: compute, not waiting in collectives — a slow rank makes every
  * rank's step slow, but only its own busy time grows) and the slowest is named against the median. */
-#ifndef TR_TRAIN_STRAGGLER_H
-#define TR_TRAIN_STRAGGLER_H
+#ifndef TWINRUN_ENGINE_TRAIN_STRAGGLER_H
+#define TWINRUN_ENGINE_TRAIN_STRAGGLER_H
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* The training entry: every rank builds its grid position, communicators, model shard, optimizer
  * and data share from the config, runs the iterations, and the last rank logs them like Megatron. */
-#ifndef TR_TRAIN_TRAINER_H
-#define TR_TRAIN_TRAINER_H
+#ifndef TWINRUN_ENGINE_TRAIN_TRAINER_H
+#define TWINRUN_ENGINE_TRAIN_TRAINER_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -6,8 +6,8 @@
  *
  * Failures (timeout, abort, mismatched calls) are fatal for the rank unless the communicator was
  * aborted, in which case the call returns COLL_ABORTED. */
-#ifndef TR_COLL_H
-#define TR_COLL_H
+#ifndef TWINRUN_ENGINE_COLL_H
+#define TWINRUN_ENGINE_COLL_H
 
 #include <stddef.h>
 

@@ -6,8 +6,8 @@
  *
  * Errors: allocation failure returns NULL after recording a message (dev_last_error); every other
  * failure is fatal for the rank and goes through dev_rank_abort. */
-#ifndef TR_DEV_H
-#define TR_DEV_H
+#ifndef TWINRUN_ENGINE_DEV_H
+#define TWINRUN_ENGINE_DEV_H
 
 #include <stdbool.h>
 #include <stddef.h>

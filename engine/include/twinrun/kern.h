@@ -13,8 +13,8 @@
  * - Twin kernels are deterministic: a fixed reduction order, no fast-math, no fused multiply-add
  *   contraction; same inputs give the same bits on any x86-64 machine.
  */
-#ifndef TR_KERN_H
-#define TR_KERN_H
+#ifndef TWINRUN_ENGINE_KERN_H
+#define TWINRUN_ENGINE_KERN_H
 
 #include <stdbool.h>
 #include <stddef.h>

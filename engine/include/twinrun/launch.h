@@ -3,8 +3,8 @@
  * The twin (sim/launch) runs every rank of the job in this process as coroutines of its
  * deterministic scheduler; the real build (engine/cuda/launch_cuda.c) runs the one rank this process
  * is, as the launcher (torchrun, mpirun) numbered it. The entry is the same engine code either way. */
-#ifndef TR_LAUNCH_H
-#define TR_LAUNCH_H
+#ifndef TWINRUN_ENGINE_LAUNCH_H
+#define TWINRUN_ENGINE_LAUNCH_H
 
 #include <stddef.h>
 

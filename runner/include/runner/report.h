@@ -2,8 +2,8 @@
  * progress bar on a terminal), JSON, JUnit XML (one test case per expectation, so CI systems list
  * them) and a Chrome/Perfetto trace of the simulated timeline. The runner fills sc_report; the
  * writers only read it. */
-#ifndef TWINRUN_SIM_REPORT_H
-#define TWINRUN_SIM_REPORT_H
+#ifndef TWINRUN_RUNNER_RUNNER_REPORT_H
+#define TWINRUN_RUNNER_RUNNER_REPORT_H
 
 #include <stdbool.h>
 #include <stdint.h>

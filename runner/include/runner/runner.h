@@ -2,8 +2,8 @@
  * scenario's faults; when the job stops it records why, restarts it from the latest checkpoint (as
  * the seeds' restart loop does), up to a limit; it runs the fault-free twin of the same job for
  * comparison, and checks every expectation. A campaign repeats that for N random single faults. */
-#ifndef TWINRUN_SIM_RUNNER_H
-#define TWINRUN_SIM_RUNNER_H
+#ifndef TWINRUN_RUNNER_RUNNER_RUNNER_H
+#define TWINRUN_RUNNER_RUNNER_RUNNER_H
 
 #include <stdio.h>
 

@@ -3,8 +3,8 @@
  * A scenario is YAML (parsed with libyaml; docs/scenarios.md is the format). Loading checks every
  * key and value and reports "FILE:LINE:COL: message" with the fix. The loaded scenario is plain
  * data; runner/runner.c rehearses it. */
-#ifndef TWINRUN_SIM_SCENARIO_H
-#define TWINRUN_SIM_SCENARIO_H
+#ifndef TWINRUN_RUNNER_RUNNER_SCENARIO_H
+#define TWINRUN_RUNNER_RUNNER_SCENARIO_H
 
 #include <stdbool.h>
 #include <stddef.h>
