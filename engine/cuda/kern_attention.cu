@@ -153,9 +153,8 @@ __global__ void k_attn_bwd_dkv(tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_b
     }
 }
 
-static void check_attn(int B, int T, int NH, int KV, int D) {
-    TR_CHECK(B > 0 && T > 0 && NH > 0 && KV > 0 && D > 0, "attention needs B, T, NH, KV and D positive");
-    TR_CHECK(NH % KV == 0, "attention: query heads must be a multiple of the query groups; check --num-query-groups");
+/* This kernel's limits, after the contract (kern_attention_*_check). */
+static void check_attn(int B, int NH, int D) {
     TR_CHECK(D <= TR_ATTN_MAX_D, "attention: head dims above 1024 are not supported by the CUDA kernel");
     TR_CHECK(NH <= 65535 && B <= 65535, "attention: more than 65535 heads or micro-batch rows per call");
 }
@@ -164,12 +163,8 @@ static float attn_scale(int D) { return (float)(1.0 / sqrt((double)D)); }
 
 extern "C" void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B,
                                        int T, int NH, int KV, int D) {
-    check_attn(B, T, NH, KV, D);
-    TR_CHECK(lse != NULL, "attention forward writes lse [B,NH,T]");
-    kern_check_float_buf(out, "attention out");
-    kern_check_float_buf(q, "attention q");
-    kern_check_float_buf(k, "attention k");
-    kern_check_float_buf(v, "attention v");
+    kern_attention_forward_check(s, out, lse, q, k, v, B, T, NH, KV, D);
+    check_attn(B, NH, D);
     const size_t shm = (size_t)(2 * D + 2 * TR_BLOCK) * sizeof(float);
     k_attn_fwd<<<dim3((unsigned)T, (unsigned)NH, (unsigned)B), TR_BLOCK, shm, tr_cu_stream(s)>>>(
         out, lse, q, k, v, T, NH, KV, D, attn_scale(D));
@@ -179,16 +174,9 @@ extern "C" void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr
 extern "C" void kern_attention_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q,
                                         tr_buf k, tr_buf v, tr_buf out, const float *lse, int B, int T, int NH, int KV,
                                         int D) {
-    check_attn(B, T, NH, KV, D);
-    TR_CHECK(lse != NULL, "attention backward needs the forward's lse");
-    kern_check_float_buf(dq, "attention dq");
-    kern_check_float_buf(dk, "attention dk");
-    kern_check_float_buf(dv, "attention dv");
-    kern_check_float_buf(dout, "attention dout");
-    kern_check_float_buf(q, "attention q");
-    kern_check_float_buf(k, "attention k");
-    kern_check_float_buf(v, "attention v");
-    kern_check_float_buf(out, "attention out");
+    kern_attention_backward_check(s, dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, KV, D);
+    check_attn(B, NH, D);
+    kern_check_float_buf(out, "attention out"); /* read here for sum(dout * out) */
     cudaStream_t st = tr_cu_stream(s);
     float *delta = (float *)tr_cu_scratch(s, (size_t)B * NH * T * sizeof(float), "attention delta");
     const float scale = attn_scale(D);

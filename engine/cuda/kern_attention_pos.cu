@@ -181,12 +181,10 @@ __global__ void k_attn_pos_bwd_dkv(tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, 
     }
 }
 
-static void check_attn_pos(const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D) {
-    TR_CHECK(B > 0 && Tq > 0 && Tk > 0 && NH > 0 && KV > 0 && D > 0, "attention needs B, T, NH, KV and D positive");
-    TR_CHECK(NH % KV == 0, "attention: query heads must be a multiple of the query groups; check --num-query-groups");
+/* This kernel's limits, after the contract (kern_attention_*_pos_check). */
+static void check_attn_pos(int B, int NH, int KV, int D) {
     TR_CHECK(D <= TR_ATTN_POS_MAX_D, "attention: head dims above 1024 are not supported by the CUDA kernel");
     TR_CHECK(NH <= 65535 && B <= 65535 && KV <= 65535, "attention: more than 65535 heads or micro-batch rows per call");
-    TR_CHECK(q_pos != NULL && k_pos != NULL, "attention with positions needs q_pos[Tq] and k_pos[Tk]");
 }
 
 static float attn_pos_scale(int D) { return (float)(1.0 / sqrt((double)D)); }
@@ -194,12 +192,8 @@ static float attn_pos_scale(int D) { return (float)(1.0 / sqrt((double)D)); }
 extern "C" void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
                                            const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH,
                                            int KV, int D) {
-    check_attn_pos(q_pos, k_pos, B, Tq, Tk, NH, KV, D);
-    TR_CHECK(lse != NULL, "attention forward writes lse [B,NH,Tq]");
-    kern_check_float_buf(out, "attention out");
-    kern_check_float_buf(q, "attention q");
-    kern_check_float_buf(k, "attention k");
-    kern_check_float_buf(v, "attention v");
+    kern_attention_forward_pos_check(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
+    check_attn_pos(B, NH, KV, D);
     const size_t shm = (size_t)(2 * D + 3 * TR_BLOCK) * sizeof(float);
     k_attn_pos_fwd<<<dim3((unsigned)Tq, (unsigned)NH, (unsigned)B), TR_BLOCK, shm, tr_cu_stream(s)>>>(
         out, lse, q, k, v, q_pos, k_pos, Tq, Tk, NH, KV, D, attn_pos_scale(D));
@@ -209,16 +203,9 @@ extern "C" void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse
 extern "C" void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q,
                                             tr_buf k, tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos,
                                             const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D) {
-    check_attn_pos(q_pos, k_pos, B, Tq, Tk, NH, KV, D);
-    TR_CHECK(lse != NULL, "attention backward needs the forward's lse");
-    kern_check_float_buf(dq, "attention dq");
-    kern_check_float_buf(dk, "attention dk");
-    kern_check_float_buf(dv, "attention dv");
-    kern_check_float_buf(dout, "attention dout");
-    kern_check_float_buf(q, "attention q");
-    kern_check_float_buf(k, "attention k");
-    kern_check_float_buf(v, "attention v");
-    kern_check_float_buf(out, "attention out");
+    kern_attention_backward_pos_check(s, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
+    check_attn_pos(B, NH, KV, D);
+    kern_check_float_buf(out, "attention out"); /* read here for sum(dout * out) */
     cudaStream_t st = tr_cu_stream(s);
     float *delta = (float *)tr_cu_scratch(s, (size_t)B * NH * Tq * sizeof(float), "attention delta"); /* [B,NH,Tq] */
     const float scale = attn_pos_scale(D);

@@ -87,12 +87,6 @@ __device__ __forceinline__ float block_max(float v, float *sh) {
 
 /* ---- host helpers ------------------------------------------------------------------------------------ */
 
-static inline void kern_check_float_buf(tr_buf b, const char *what) {
-    if (b.dt != TR_F32 && b.dt != TR_BF16)
-        tr_fatal("kernel: %s has element type %s; kernels take fp32 or bf16 tensors", what, tr_dtype_name(b.dt));
-    if (!b.p) tr_fatal("kernel: %s is a NULL device pointer", what);
-}
-
 /* Blocks for a grid-stride elementwise loop over n items at TR_BLOCK threads a block. */
 static inline unsigned grid_for(size_t n) {
     size_t b = (n + TR_BLOCK - 1) / TR_BLOCK;

@@ -18,6 +18,7 @@ extern "C" {
 #include "twinrun/dtype.h"
 #include "twinrun/err.h"
 #include "twinrun/kern.h"
+#include "twinrun/kern_check.h"
 
 #ifdef __cplusplus
 }
