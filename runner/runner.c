@@ -125,16 +125,17 @@ int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char 
         memcpy(r->reference_losses, ref.losses, sizeof(double) * (size_t)(j.iters + 1));
     }
 
+    const sc_supervisor sv = {&j, s, o, want_ref ? &ref : NULL};
     if (s->campaign.count > 0) {
-        sc_campaign_run(&j, s, o, r, want_ref ? &ref : NULL);
+        sc_campaign_run(&sv, r);
     } else {
         fault_plan plan = s->faults;
-        plan.fired = calloc((size_t)(plan.n ? plan.n : 1), 1);
-        plan.fired_attempt = NULL, plan.fired_at = NULL, plan.fired_rank = NULL;
+        plan.fired = calloc((size_t)(plan.n ? plan.n : 1), sizeof *plan.fired); /* the scenario's stays clean */
         TR_CHECK(plan.fired != NULL, "out of host memory");
-        bool cont = false, weights = false, done = false;
-        sc_supervise(&j, s, &plan, o, r, want_ref ? &ref : NULL, &cont, &weights, &done);
-        free(plan.fired), free(plan.fired_attempt), free(plan.fired_at), free(plan.fired_rank);
+        sc_supervised out;
+        sc_supervise(&sv, &plan, r, &out);
+        free(plan.fired);
+        const bool done = out.completed, cont = out.continuity_ok, weights = out.weights_ok;
         const bool stop_expected = s->expect.expect_failure_kind >= 0;
         if (s->expect.completes && !stop_expected)
             sc_add_check(r, done, "completes", "%s after %d attempt(s)",

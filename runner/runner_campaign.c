@@ -74,7 +74,10 @@ static void draw(const sc_job *j, const scenario *s, uint64_t *rng, fault_spec *
     }
 }
 
-int sc_campaign_run(sc_job *j, const scenario *s, const sc_run_options *o, sc_report *r, const sc_run *reference) {
+int sc_campaign_run(const sc_supervisor *sv, sc_report *r) {
+    sc_job *j = sv->job;
+    const scenario *s = sv->s;
+    const sc_run_options *o = sv->o;
     sc_campaign_result *c = &r->campaign;
     memset(c, 0, sizeof *c);
     r->has_campaign = true;
@@ -87,11 +90,12 @@ int sc_campaign_run(sc_job *j, const scenario *s, const sc_run_options *o, sc_re
         fault_spec f;
         draw(j, s, &rng, &f);
         fault_plan plan = {.n = 1, .faults = &f, .gpus_per_node = s->gpus_per_node};
-        unsigned char fired = 0;
+        fault_firing fired = {0};
         plan.fired = &fired;
         sc_report one = {0};
-        bool cont = false, weights = false, done = false;
-        sc_supervise(j, s, &plan, o, &one, reference, &cont, &weights, &done);
+        sc_supervised out;
+        sc_supervise(sv, &plan, &one, &out);
+        const bool cont = out.continuity_ok, weights = out.weights_ok, done = out.completed;
         const sc_fault_outcome *fo = &one.faults[0];
         if (one.peak_bytes > r->peak_bytes) r->peak_bytes = one.peak_bytes;
         if (one.capacity_bytes) r->capacity_bytes = one.capacity_bytes;
@@ -118,7 +122,6 @@ int sc_campaign_run(sc_job *j, const scenario *s, const sc_run_options *o, sc_re
         }
         if (o->progress) report_progress(o->progress, "campaign trials", t + 1, s->campaign.count);
         plan.faults = NULL;
-        free(plan.fired_attempt), free(plan.fired_at), free(plan.fired_rank);
         sc_report_free(&one);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);

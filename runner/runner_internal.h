@@ -42,12 +42,28 @@ void sc_run_cause(const sc_job *j, const sc_run *run, char *out, size_t outlen);
 /* Appends a check to r. */
 void sc_add_check(sc_report *r, bool passed, const char *name, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-/* The supervised run of one fault plan: attempts with restarts, faults' outcomes, final losses and
- * digests; the reference run compared. Fills r's attempts, faults, losses; returns the last run's rc. */
-int sc_supervise(sc_job *j, const scenario *s, fault_plan *plan, const sc_run_options *o, sc_report *r,
-                 const sc_run *reference, bool *continuity_ok, bool *weights_ok, bool *completed);
+/* What a supervised run needs: the job, its scenario and options, and the fault-free reference run
+ * to compare with (NULL: none). */
+typedef struct sc_supervisor {
+    sc_job *job;
+    const scenario *s;
+    const sc_run_options *o;
+    const sc_run *reference;
+} sc_supervisor;
+
+/* How a supervised run ended. */
+typedef struct sc_supervised {
+    bool completed;     /* the job reached its last iteration */
+    bool continuity_ok; /* every iteration's loss is the reference's, bit for bit */
+    bool weights_ok;    /* the final weights' digests are the reference's */
+} sc_supervised;
+
+/* The supervised run of one fault plan: attempts with restarts, each fault judged by its kind's
+ * judge (runner_supervise.c), final losses and digests compared with the reference. Fills r's
+ * attempts, faults and losses and *out; returns the last run's rc. */
+int sc_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_supervised *out);
 
 /* A campaign: s->campaign.count single faults at random, each supervised; totals and checks into r. */
-int sc_campaign_run(sc_job *j, const scenario *s, const sc_run_options *o, sc_report *r, const sc_run *reference);
+int sc_campaign_run(const sc_supervisor *sv, sc_report *r);
 
 #endif

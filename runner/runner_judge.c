@@ -47,7 +47,7 @@ void sc_judge_fault(const sc_job *j, const fault_plan *plan, int i, const sc_run
     const fault_spec *f = &plan->faults[i];
     const twin_result *t = &run->tres;
     const tr_diagnosis *d = &run->sum.diag;
-    const int want_rank = plan->fired_rank ? plan->fired_rank[i] : f->rank;
+    const int want_rank = plan->supervised ? plan->fired[i].rank : f->rank;
     const int want_node = f->node >= 0 ? f->node : node_of(j, want_rank);
     double when = -1;
     int named = -1;

@@ -159,145 +159,207 @@ static void rm_tree(const char *path) {
     (void)rmdir(path);
 }
 
-int sc_supervise(sc_job *j, const scenario *s, fault_plan *plan, const sc_run_options *o, sc_report *r,
-                 const sc_run *reference, bool *continuity_ok, bool *weights_ok, bool *completed) {
-    tr_config *cfg = j->cfg;
-    rm_tree(j->ckpt_dir);
-    const bool ckpts = s->save_interval > 0;
-    if (ckpts) {
-        snprintf(cfg->save, sizeof cfg->save, "%s", j->ckpt_dir);
-        snprintf(cfg->load, sizeof cfg->load, "%s", j->ckpt_dir);
-        cfg->save_interval = s->save_interval;
-        cfg->keep_last = s->keep_last;
+/* ---- one attempt, and the judges of each kind of fault ---------------------------------------- */
+
+/* The supervisor within one attempt of a fault plan. */
+typedef struct attempt_state {
+    const sc_supervisor *sv;
+    fault_plan *plan;
+    sc_report *r;
+    int a;                 /* the attempt */
+    bool ckpts;            /* the scenario saves checkpoints */
+    int corrupt;           /* the ckpt_corrupt fault whose save this attempt stops after; -1 none */
+    bool data_tried;       /* a data_corrupt fault was considered before this attempt */
+    char damaged[SC_PATH_LEN + 320]; /* the data file it cut, "" none */
+    sc_run run;
+    sc_attempt *at;
+} attempt_state;
+
+/* What the supervisor does about one kind of fault in each attempt. Faults the job injects itself
+ * need only a judge after the run; damage done outside the job (a data file, a saved checkpoint)
+ * is done before the attempt (or after it) and judged when the job next reads what was damaged. */
+typedef struct fault_kind_judge {
+    void (*before)(attempt_state *st, int i); /* before the run; NULL: nothing */
+    void (*judge)(attempt_state *st, int i);  /* after the run: detected? attributed? */
+} fault_kind_judge;
+
+/* Injected by the job (hang, crash, NaN, ...): judged from the run it fired in. */
+static void judge_in_job(attempt_state *st, int i) {
+    const fault_firing *fired = &st->plan->fired[i];
+    if (fired->attempt != st->a + 1) return;
+    sc_fault_outcome *fo = &st->r->faults[i];
+    fo->fired = true, fo->attempt = st->a, fo->fired_at = fired->at;
+    sc_judge_fault(st->sv->job, st->plan, i, &st->run, fo);
+}
+
+/* data_corrupt, before: cut the job's copy of a data file (the first such fault not yet fired). */
+static void damage_data(attempt_state *st, int i) {
+    fault_firing *fired = &st->plan->fired[i];
+    if (st->data_tried || fired->attempt) return;
+    st->data_tried = true;
+    if (data_copies(st->sv->job, st->sv->o->work_dir, true, st->damaged, sizeof st->damaged) > 0) {
+        fired->attempt = st->a + 1, fired->fired = true, fired->at = 0;
+        fprintf(stderr, "twinrun: fault injected: cut 2 bytes off %s\n", st->damaged);
+    }
+}
+
+/* data_corrupt, after: the loader must have refused the damaged file, naming it. */
+static void judge_data_corrupt(attempt_state *st, int i) {
+    if (st->plan->fired[i].attempt != st->a + 1) return;
+    sc_fault_outcome *fo = &st->r->faults[i];
+    char prefix[sizeof st->damaged]; /* the loader names the dataset by its prefix */
+    const size_t len = strlen(st->damaged);
+    snprintf(prefix, sizeof prefix, "%.*s", (int)(len > 4 ? len - 4 : 0), st->damaged);
+    fo->fired = true, fo->attempt = st->a, fo->fired_at = 0;
+    fo->detected = !strcmp(st->run.sum.diag.kind, "data");
+    fo->attributed = fo->detected && prefix[0] && strstr(st->run.err, prefix);
+    fo->detect_seconds = fo->detected ? 0 : -1; /* at start-up, before any rank runs */
+    snprintf(fo->diagnosis, sizeof fo->diagnosis, "%.500s", st->run.err);
+    /* the operator restores the file */
+    (void)data_copies(st->sv->job, st->sv->o->work_dir, false, st->damaged, sizeof st->damaged);
+}
+
+/* ckpt_corrupt, before: stop this attempt after the save the fault will damage (the first such
+ * fault not yet fired whose step is past the latest checkpoint). */
+static void plan_ckpt_stop(attempt_state *st, int i) {
+    if (!st->ckpts || st->corrupt >= 0 || st->plan->fired[i].attempt) return;
+    if (read_latest(st->sv->job->ckpt_dir) < st->plan->faults[i].step) st->corrupt = i;
+}
+
+/* ckpt_corrupt, after the attempt that follows the damage: the load must refuse the checkpoint,
+ * naming the damaged shard; the operator moves it aside and resumes from an older one. */
+static void judge_ckpt_corrupt(attempt_state *st, int i) {
+    const fault_spec *f = &st->plan->faults[i];
+    sc_fault_outcome *fo = &st->r->faults[i];
+    if (st->plan->fired[i].attempt != st->a) return;
+    if (fo->detected || strcmp(st->run.sum.diag.kind, "ckpt_load")) return;
+    char name[32];
+    snprintf(name, sizeof name, "shard_%05d.bin", f->rank);
+    fo->detected = true;
+    fo->attributed = strstr(st->run.err, name) != NULL;
+    fo->detect_seconds = 0; /* on load, before any work */
+    snprintf(fo->diagnosis, sizeof fo->diagnosis, "%.500s", st->run.err);
+    int64_t back = quarantine(st->sv->job->ckpt_dir, f->step);
+    snprintf(st->at->cause, sizeof st->at->cause, "checkpoint %lld refused on load (checksum); moved aside, "
+             "resuming from %lld", (long long)f->step, (long long)back);
+}
+
+/* The planned stop of a ckpt_corrupt fault: the attempt ended at the fault's step, so flip a byte
+ * of the saved shard. True when that was this attempt's end (not a failure, so no restart). */
+static bool damage_saved_checkpoint(attempt_state *st) {
+    const int c = st->corrupt;
+    if (c < 0 || st->run.rc != 0 || st->at->end_iteration != st->plan->faults[c].step) return false;
+    char path[SC_PATH_LEN + 64];
+    if (!damage_shard(st->sv->job->ckpt_dir, st->plan->faults[c].step, st->plan->faults[c].rank, path, sizeof path)) {
+        fault_firing *fired = &st->plan->fired[c];
+        fired->attempt = st->a + 1, fired->fired = true, fired->at = st->run.tres.end_time;
+        st->r->faults[c].fired = true, st->r->faults[c].attempt = st->a;
+        st->r->faults[c].fired_at = st->run.tres.end_time;
+        fprintf(stderr, "twinrun: fault injected: flipped a byte of %s\n", path);
+    }
+    return true;
+}
+
+static const fault_kind_judge IN_JOB = {NULL, judge_in_job};
+static const fault_kind_judge DATA_CORRUPT = {damage_data, judge_data_corrupt};
+static const fault_kind_judge CKPT_CORRUPT = {plan_ckpt_stop, judge_ckpt_corrupt};
+/* by fault kind; NULL: injected by the job (IN_JOB) */
+static const fault_kind_judge *const JUDGES[FAULT_KIND_COUNT] = {
+    [FAULT_DATA_CORRUPT] = &DATA_CORRUPT,
+    [FAULT_CKPT_CORRUPT] = &CKPT_CORRUPT,
+};
+
+static const fault_kind_judge *judge_of(fault_kind k) { return JUDGES[k] ? JUDGES[k] : &IN_JOB; }
+
+/* Records attempt a's run in the report (iterations, exit, times, cause); its losses into final. */
+static sc_attempt *record_attempt(attempt_state *st, double *final) {
+    const sc_job *j = st->sv->job;
+    sc_report *r = st->r;
+    const sc_run *run = &st->run;
+    sc_attempt *at = realloc(r->attempts, sizeof *at * (size_t)(r->nattempts + 1));
+    TR_CHECK(at != NULL, "out of host memory for an attempt");
+    r->attempts = at;
+    at = &r->attempts[r->nattempts++];
+    memset(at, 0, sizeof *at);
+    at->index = st->a;
+    at->start_iteration = run->sum.start_iteration;
+    at->end_iteration = run->sum.start_iteration;
+    for (int64_t it = 1; it <= j->iters; it++)
+        if (!isnan(run->losses[it])) final[it] = run->losses[it], at->end_iteration = it;
+    at->exit_code = run->rc;
+    at->sim_seconds = run->tres.end_time;
+    at->wall_seconds = run->wall;
+    r->sim_seconds += run->tres.end_time;
+    if (run->sum.device_peak_bytes > r->peak_bytes) r->peak_bytes = run->sum.device_peak_bytes;
+    if (run->sum.device_capacity) r->capacity_bytes = run->sum.device_capacity;
+    sc_run_cause(j, run, at->cause, sizeof at->cause);
+    return at;
+}
+
+/* The job's checkpoints (when the scenario saves them), the plan's records and the report's
+ * outcomes, cleared for a new supervised run. */
+static void start_supervision(const sc_supervisor *sv, fault_plan *plan, sc_report *r) {
+    tr_config *cfg = sv->job->cfg;
+    rm_tree(sv->job->ckpt_dir);
+    if (sv->s->save_interval > 0) {
+        snprintf(cfg->save, sizeof cfg->save, "%s", sv->job->ckpt_dir);
+        snprintf(cfg->load, sizeof cfg->load, "%s", sv->job->ckpt_dir);
+        cfg->save_interval = sv->s->save_interval;
+        cfg->keep_last = sv->s->keep_last;
     }
     cfg->faults = plan;
-    const int nf = plan->n;
-    free(plan->fired_attempt), free(plan->fired_at), free(plan->fired_rank);
-    plan->fired_attempt = calloc((size_t)(nf ? nf : 1), sizeof *plan->fired_attempt);
-    plan->fired_at = calloc((size_t)(nf ? nf : 1), sizeof *plan->fired_at);
-    plan->fired_rank = calloc((size_t)(nf ? nf : 1), sizeof *plan->fired_rank);
-    TR_CHECK(plan->fired_attempt && plan->fired_at && plan->fired_rank, "out of host memory for the fault plan");
-    memset(plan->fired, 0, (size_t)nf);
-    r->faults = calloc((size_t)(nf ? nf : 1), sizeof *r->faults);
+    plan->supervised = true;
+    memset(plan->fired, 0, sizeof *plan->fired * (size_t)plan->n);
+    r->faults = calloc((size_t)(plan->n ? plan->n : 1), sizeof *r->faults);
     TR_CHECK(r->faults != NULL, "out of host memory for the faults' outcomes");
-    r->nfaults = nf;
-    for (int i = 0; i < nf; i++) r->faults[i].fault = plan->faults[i], r->faults[i].attempt = -1;
+    r->nfaults = plan->n;
+    for (int i = 0; i < plan->n; i++) r->faults[i].fault = plan->faults[i], r->faults[i].attempt = -1;
+}
+
+int sc_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_supervised *out) {
+    sc_job *j = sv->job;
+    const scenario *s = sv->s;
+    start_supervision(sv, plan, r);
+    const int nf = plan->n;
     double *final = malloc(sizeof(double) * (size_t)(j->iters + 1));
     TR_CHECK(final != NULL, "out of host memory for the losses");
     for (int64_t i = 0; i <= j->iters; i++) final[i] = NAN;
 
-    sc_run run = {0};
+    attempt_state st = {.sv = sv, .plan = plan, .r = r, .ckpts = s->save_interval > 0};
     int rc = 0, restarts = 0;
-    const int max_restarts = s->max_restarts;
     for (int a = 0;; a++) {
-        plan->attempt = a;
-        /* a planned stop after the save a checkpoint fault will damage */
-        int corrupt = -1;
-        for (int i = 0; i < nf && ckpts; i++)
-            if (plan->faults[i].kind == FAULT_CKPT_CORRUPT && !plan->fired_attempt[i] &&
-                read_latest(j->ckpt_dir) < plan->faults[i].step) {
-                corrupt = i;
-                break;
-            }
-        cfg->exit_interval = corrupt >= 0 ? (int)plan->faults[corrupt].step : 0;
-        char damaged[SC_PATH_LEN + 320] = "";
+        plan->attempt = st.a = a;
+        st.corrupt = -1, st.data_tried = false, st.damaged[0] = 0;
         for (int i = 0; i < nf; i++)
-            if (plan->faults[i].kind == FAULT_DATA_CORRUPT && !plan->fired_attempt[i]) {
-                if (data_copies(j, o->work_dir, true, damaged, sizeof damaged) > 0) {
-                    plan->fired_attempt[i] = a + 1, plan->fired[i] = 1, plan->fired_at[i] = 0;
-                    fprintf(stderr, "twinrun: fault injected: cut 2 bytes off %s\n", damaged);
-                }
-                break;
-            }
-        j->opt.trace_path = a == 0 ? o->trace_path : NULL;
-        sc_run_free(&run);
-        sc_job_run(j, &run);
-        rc = run.rc;
-        sc_attempt *at = realloc(r->attempts, sizeof *at * (size_t)(r->nattempts + 1));
-        TR_CHECK(at != NULL, "out of host memory for an attempt");
-        r->attempts = at;
-        at = &r->attempts[r->nattempts++];
-        memset(at, 0, sizeof *at);
-        at->index = a;
-        at->start_iteration = run.sum.start_iteration;
-        at->end_iteration = run.sum.start_iteration;
-        for (int64_t it = 1; it <= j->iters; it++)
-            if (!isnan(run.losses[it])) final[it] = run.losses[it], at->end_iteration = it;
-        at->exit_code = rc;
-        at->sim_seconds = run.tres.end_time;
-        at->wall_seconds = run.wall;
-        r->sim_seconds += run.tres.end_time;
-        if (run.sum.device_peak_bytes > r->peak_bytes) r->peak_bytes = run.sum.device_peak_bytes;
-        if (run.sum.device_capacity) r->capacity_bytes = run.sum.device_capacity;
-        sc_run_cause(j, &run, at->cause, sizeof at->cause);
-
-        for (int i = 0; i < nf; i++) {
-            sc_fault_outcome *fo = &r->faults[i];
-            if (plan->fired_attempt[i] != a + 1 || plan->faults[i].kind == FAULT_CKPT_CORRUPT ||
-                plan->faults[i].kind == FAULT_DATA_CORRUPT)
-                continue;
-            fo->fired = true, fo->attempt = a, fo->fired_at = plan->fired_at[i];
-            sc_judge_fault(j, plan, i, &run, fo);
-        }
-        for (int i = 0; i < nf; i++) { /* the damaged data file: the loader must name it */
-            sc_fault_outcome *fo = &r->faults[i];
-            if (plan->faults[i].kind != FAULT_DATA_CORRUPT || plan->fired_attempt[i] != a + 1) continue;
-            char prefix[sizeof damaged]; /* the loader names the dataset by its prefix */
-            snprintf(prefix, sizeof prefix, "%.*s", (int)(strlen(damaged) > 4 ? strlen(damaged) - 4 : 0), damaged);
-            fo->fired = true, fo->attempt = a, fo->fired_at = 0;
-            fo->detected = !strcmp(run.sum.diag.kind, "data");
-            fo->attributed = fo->detected && prefix[0] && strstr(run.err, prefix);
-            fo->detect_seconds = fo->detected ? 0 : -1; /* at start-up, before any rank runs */
-            snprintf(fo->diagnosis, sizeof fo->diagnosis, "%.500s", run.err);
-            (void)data_copies(j, o->work_dir, false, damaged, sizeof damaged); /* the operator restores the file */
-        }
-        /* the damaged checkpoint's load, in the attempt after the one that saved it */
-        for (int i = 0; i < nf; i++) {
-            sc_fault_outcome *fo = &r->faults[i];
-            if (plan->faults[i].kind != FAULT_CKPT_CORRUPT || plan->fired_attempt[i] != a) continue;
-            if (!fo->detected && !strcmp(run.sum.diag.kind, "ckpt_load")) { /* refused on load, naming the file */
-                char name[32];
-                snprintf(name, sizeof name, "shard_%05d.bin", plan->faults[i].rank);
-                fo->detected = true;
-                fo->attributed = strstr(run.err, name) != NULL;
-                fo->detect_seconds = 0; /* on load, before any work */
-                snprintf(fo->diagnosis, sizeof fo->diagnosis, "%.500s", run.err);
-                int64_t back = quarantine(j->ckpt_dir, plan->faults[i].step);
-                snprintf(at->cause, sizeof at->cause, "checkpoint %lld refused on load (checksum); moved aside, "
-                         "resuming from %lld", (long long)plan->faults[i].step, (long long)back);
-            }
-        }
-        if (o->progress)
-            fprintf(o->progress, "  attempt %d: iterations %lld..%lld, %s\n", a, (long long)at->start_iteration,
-                    (long long)at->end_iteration, at->cause);
-        if (corrupt >= 0 && rc == 0 && at->end_iteration == plan->faults[corrupt].step) {
-            char path[SC_PATH_LEN + 64];
-            if (!damage_shard(j->ckpt_dir, plan->faults[corrupt].step, plan->faults[corrupt].rank, path, sizeof path)) {
-                plan->fired_attempt[corrupt] = a + 1;
-                plan->fired[corrupt] = 1;
-                plan->fired_at[corrupt] = run.tres.end_time;
-                r->faults[corrupt].fired = true, r->faults[corrupt].attempt = a;
-                r->faults[corrupt].fired_at = run.tres.end_time;
-                fprintf(stderr, "twinrun: fault injected: flipped a byte of %s\n", path);
-            }
-            continue; /* the planned stop is not a restart */
-        }
+            if (judge_of(plan->faults[i].kind)->before) judge_of(plan->faults[i].kind)->before(&st, i);
+        j->cfg->exit_interval = st.corrupt >= 0 ? (int)plan->faults[st.corrupt].step : 0;
+        j->opt.trace_path = a == 0 ? sv->o->trace_path : NULL;
+        sc_run_free(&st.run);
+        sc_job_run(j, &st.run);
+        rc = st.run.rc;
+        st.at = record_attempt(&st, final);
+        for (int i = 0; i < nf; i++) judge_of(plan->faults[i].kind)->judge(&st, i);
+        if (sv->o->progress)
+            fprintf(sv->o->progress, "  attempt %d: iterations %lld..%lld, %s\n", a, (long long)st.at->start_iteration,
+                    (long long)st.at->end_iteration, st.at->cause);
+        if (damage_saved_checkpoint(&st)) continue; /* the planned stop is not a restart */
         bool stop_kind = false;
         for (int i = 0; i < nf; i++)
-            stop_kind |= s->expect.expect_failure_kind == (int)plan->faults[i].kind && plan->fired_attempt[i] == a + 1;
-        if (rc == 0 || stop_kind || restarts >= max_restarts) break;
+            stop_kind |= s->expect.expect_failure_kind == (int)plan->faults[i].kind && plan->fired[i].attempt == a + 1;
+        if (rc == 0 || stop_kind || restarts >= s->max_restarts) break;
         restarts++;
     }
-    *completed = rc == 0 && !isnan(final[j->iters]);
-    *continuity_ok = reference != NULL;
-    if (reference)
+    const sc_run *ref = sv->reference;
+    out->completed = rc == 0 && !isnan(final[j->iters]);
+    out->continuity_ok = ref != NULL;
+    if (ref)
         for (int64_t it = 1; it <= j->iters; it++)
-            if (memcmp(&final[it], &reference->losses[it], sizeof(double)) != 0) *continuity_ok = false;
-    *weights_ok = reference != NULL && rc == 0 &&
-                  !memcmp(run.digests, reference->digests, sizeof(uint64_t) * (size_t)j->world);
+            if (memcmp(&final[it], &ref->losses[it], sizeof(double)) != 0) out->continuity_ok = false;
+    out->weights_ok = ref != NULL && rc == 0 &&
+                      !memcmp(st.run.digests, ref->digests, sizeof(uint64_t) * (size_t)j->world);
     free(r->losses);
     r->losses = final;
-    sc_run_free(&run);
-    cfg->faults = NULL;
+    sc_run_free(&st.run);
+    j->cfg->faults = NULL;
     return rc;
 }

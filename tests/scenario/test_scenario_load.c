@@ -133,7 +133,7 @@ static void test_full_round_trip(void **state) {
     assert_int_equal(s.faults.n, 7);
     assert_int_equal(s.faults.gpus_per_node, 4);
     assert_non_null(s.faults.fired);
-    for (int i = 0; i < s.faults.n; i++) assert_int_equal(s.faults.fired[i], 0);
+    for (int i = 0; i < s.faults.n; i++) assert_false(s.faults.fired[i].fired);
     const fault_spec *f = s.faults.faults;
     assert_int_equal(f[0].kind, FAULT_HANG);
     assert_int_equal(f[0].step, 3);
