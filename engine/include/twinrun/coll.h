@@ -1,7 +1,8 @@
 /* The collectives seam: communicators from rank lists and the collectives Megatron uses.
  *
- * Resolved at link time: sim/coll_*.c (twin: in-process fake collectives) or engine/cuda/coll_nccl.c
- * (NCCL / MCCL). All calls are enqueued on a device stream like NCCL's. Reduction order is fixed
+ * Resolved at link time: sim/coll/ (twin: fake collectives among the ranks of this process; members in
+ * other processes of a multi-process twin meet through sim/multiproc over libfabric) or
+ * engine/cuda/coll_nccl.c (NCCL / MCCL). All calls are enqueued on a device stream like NCCL's. Reduction order is fixed
  * by group rank in the twin, so results never depend on arrival order.
  *
  * Failures (timeout, abort, mismatched calls) are fatal for the rank unless the communicator was
