@@ -10,14 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert_text.h"
 #include "fault/fault.h"
 
 #define ERRLEN 512
-
-#define assert_contains(hay, needle)                                                                                   \
-    do {                                                                                                               \
-        if (!strstr((hay), (needle))) fail_msg("\"%s\"\n  lacks \"%s\"", (hay), (needle));                             \
-    } while (0)
 
 static void test_names(void **state) {
     (void)state;

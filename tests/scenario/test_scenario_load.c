@@ -12,16 +12,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/assert_text.h"
 #include "runner/scenario.h"
 #include "twinrun/config.h"
 
 #define ERRLEN 1024
 #define DATA TWINRUN_TEST_DATA "/../scenario/data"
-
-#define assert_contains(hay, needle)                                                                                   \
-    do {                                                                                                               \
-        if (!strstr((hay), (needle))) fail_msg("\"%s\"\n  lacks \"%s\"", (hay), (needle));                             \
-    } while (0)
 
 /* Parses `text` as if it were the file DATA/NAME; returns the error text (empty on success). */
 static int parse(const char *text, const char *name, scenario *s, char *err) {
