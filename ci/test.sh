@@ -16,8 +16,9 @@ skip=" ${TWINRUN_SKIP:-} "
 stage() { echo; echo "==== $* ===="; }
 skipped() { [[ "$skip" == *" $1 "* ]]; }
 
-stage "architecture: include boundaries, include loops, include guards"
+stage "architecture: include boundaries, include loops, include guards; C style of the formatted folders"
 python3 ci/check_boundaries.py
+ci/check_format.sh
 
 stage "twin (gcc): build and test"
 cmake --preset twin >/dev/null

@@ -64,8 +64,8 @@ static void bytes_text(char *out, size_t n, size_t bytes) {
 
 static void header(FILE *f, style s, const sc_report *r) {
     fprintf(f, "%sscenario %s%s: %d nodes x %d GPUs (%s), %d ranks, TP%dxPP%dxCP%dxDP%d, %lld iterations\n",
-            sgr(s, BOLD), r->name, sgr(s, RESET), r->nodes, r->gpus_per_node, r->device, r->world, r->tp, r->pp,
-            r->cp, r->dp, (long long)r->train_iters);
+            sgr(s, BOLD), r->name, sgr(s, RESET), r->nodes, r->gpus_per_node, r->device, r->world, r->tp, r->pp, r->cp,
+            r->dp, (long long)r->train_iters);
     char peak[32], cap[32];
     bytes_text(peak, sizeof peak, r->peak_bytes);
     bytes_text(cap, sizeof cap, r->capacity_bytes);
@@ -96,7 +96,10 @@ static void faults(FILE *f, style s, const sc_report *r) {
         char desc[256], diag[sizeof o->diagnosis], d1[64], d2[WIDTH], when[16], det[16];
         fault_spec_describe(&o->fault, desc, sizeof desc);
         one_line(desc);
-        snprintf(diag, sizeof diag, "%s", o->diagnosis[0] ? o->diagnosis : o->fired ? "(no diagnosis)" : "(never fired)");
+        snprintf(diag, sizeof diag, "%s",
+                 o->diagnosis[0] ? o->diagnosis
+                 : o->fired      ? "(no diagnosis)"
+                                 : "(never fired)");
         one_line(diag);
         if (o->fired && o->attempt >= 0) snprintf(when, sizeof when, "#%d", o->attempt);
         else snprintf(when, sizeof when, "-");

@@ -16,7 +16,8 @@ static int make_dir(const char *path, char *err, size_t errlen) {
     for (char *p = tmp + 1; *p; p++)
         if (*p == '/') {
             *p = 0;
-            if (mkdir(tmp, 0755) && errno != EEXIST) return tr_errf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+            if (mkdir(tmp, 0755) && errno != EEXIST)
+                return tr_errf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
             *p = '/';
         }
     if (mkdir(tmp, 0755) && errno != EEXIST) return tr_errf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
@@ -31,8 +32,9 @@ static void check_faults(sc_report *r, const scenario *s) {
         snprintf(name, sizeof name, "fault %d (%s) detected", i + 1, fault_kind_name(fo->fault.kind));
         if (s->expect.detected)
             sc_add_check(r, fo->fired && fo->detected, name, "%s: %s%s", what,
-                         !fo->fired ? "never fired (no matching iteration, collective or tensor)"
-                         : fo->detected ? "detected: " : "NOT detected",
+                         !fo->fired     ? "never fired (no matching iteration, collective or tensor)"
+                         : fo->detected ? "detected: "
+                                        : "NOT detected",
                          fo->detected ? fo->diagnosis : "");
         snprintf(name, sizeof name, "fault %d (%s) attributed", i + 1, fault_kind_name(fo->fault.kind));
         if (s->expect.attributed)
@@ -65,11 +67,10 @@ int scenario_check_faults(const scenario *s, char *err, size_t errlen) {
                            "stage, ranks %d-%d",
                            s->path, f->line, f->col, f->rank, stage, world - per_stage, world - 1);
         if (f->tensor != FAULT_T_LOSS && f->layer >= 0 && f->layer / stage_layers != stage)
-            return tr_errf(err, errlen,
-                           "%s:%d:%d: layer %d is on pipeline stage %d (ranks %d-%d), not on rank %d's stage %d",
-                           s->path, f->line, f->col, f->layer, f->layer / stage_layers,
-                           f->layer / stage_layers * per_stage, (f->layer / stage_layers + 1) * per_stage - 1, f->rank,
-                           stage);
+            return tr_errf(
+                err, errlen, "%s:%d:%d: layer %d is on pipeline stage %d (ranks %d-%d), not on rank %d's stage %d",
+                s->path, f->line, f->col, f->layer, f->layer / stage_layers, f->layer / stage_layers * per_stage,
+                (f->layer / stage_layers + 1) * per_stage - 1, f->rank, stage);
     }
     return 0;
 }
@@ -114,7 +115,8 @@ int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char 
         if (o->progress) fprintf(o->progress, "  fault-free run of %d ranks ...\n", j.world);
         sc_job_run(&j, &ref);
         if (ref.rc) {
-            tr_errf(err, errlen, "%s: the fault-free run failed, so there is nothing to compare with: %s", s->path, ref.err);
+            tr_errf(err, errlen, "%s: the fault-free run failed, so there is nothing to compare with: %s", s->path,
+                    ref.err);
             sc_run_free(&ref);
             if (own_log) fclose(own_log);
             sc_job_free(&j);
@@ -148,19 +150,21 @@ int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char 
         }
         check_faults(r, s);
         if (s->expect.continuity && !stop_expected)
-            sc_add_check(r, cont, "continuity", "%s", cont ? "every iteration's loss is bit-identical to the fault-free run"
-                                                           : "some iteration's loss differs from the fault-free run (or is missing)");
+            sc_add_check(r, cont, "continuity", "%s",
+                         cont ? "every iteration's loss is bit-identical to the fault-free run"
+                              : "some iteration's loss differs from the fault-free run (or is missing)");
         if (s->expect.final_weights && !stop_expected)
-            sc_add_check(r, weights, "final weights", "%s", weights ? "every rank's fp32 weights are bit-identical to the fault-free run"
-                                                                    : "the final weights differ from the fault-free run");
+            sc_add_check(r, weights, "final weights", "%s",
+                         weights ? "every rank's fp32 weights are bit-identical to the fault-free run"
+                                 : "the final weights differ from the fault-free run");
         if (s->expect.max_restarts >= 0)
-            sc_add_check(r, r->nattempts - 1 <= s->expect.max_restarts, "restarts", "%d restart(s), at most %d expected",
-                         r->nattempts - 1, s->expect.max_restarts);
+            sc_add_check(r, r->nattempts - 1 <= s->expect.max_restarts, "restarts",
+                         "%d restart(s), at most %d expected", r->nattempts - 1, s->expect.max_restarts);
     }
     if (s->expect.memory_under_capacity) {
         bool ok = r->capacity_bytes == 0 || r->peak_bytes <= r->capacity_bytes;
-        sc_add_check(r, ok, "memory under capacity", "device peak %.1f MiB per rank, capacity %.1f MiB", r->peak_bytes / 1048576.0,
-                     r->capacity_bytes / 1048576.0);
+        sc_add_check(r, ok, "memory under capacity", "device peak %.1f MiB per rank, capacity %.1f MiB",
+                     r->peak_bytes / 1048576.0, r->capacity_bytes / 1048576.0);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->wall_seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;

@@ -15,13 +15,16 @@ static uint64_t splitmix64(uint64_t *x) {
     return z ^ (z >> 31);
 }
 
-static int64_t pick(uint64_t *rng, int64_t lo, int64_t hi) { return lo + (int64_t)(splitmix64(rng) % (uint64_t)(hi - lo + 1)); }
+static int64_t pick(uint64_t *rng, int64_t lo, int64_t hi) {
+    return lo + (int64_t)(splitmix64(rng) % (uint64_t)(hi - lo + 1));
+}
 
 /* Kinds a campaign can draw here: the start-up and file kinds need what the scenario may lack. */
 static bool drawable(const scenario *s, fault_kind k) {
     if (!(s->campaign.kinds & (1u << k))) return false;
     if (k == FAULT_DATA_CORRUPT) return false; /* needs a --data-path copy: a scenario of its own */
-    if ((k == FAULT_CKPT_ENOSPC || k == FAULT_CKPT_CRASH || k == FAULT_CKPT_CORRUPT) && s->save_interval <= 0) return false;
+    if ((k == FAULT_CKPT_ENOSPC || k == FAULT_CKPT_CRASH || k == FAULT_CKPT_CORRUPT) && s->save_interval <= 0)
+        return false;
     if (k == FAULT_CKPT_CORRUPT && s->keep_last == 1) return false;
     return true;
 }
@@ -50,7 +53,7 @@ static void draw(const sc_job *j, const scenario *s, uint64_t *rng, fault_spec *
     case FAULT_NAN:
         f->tensor = (fault_tensor)pick(rng, 0, 2);
         f->inf = pick(rng, 0, 1);
-        f->layer = -1; /* the rank's first site of that tensor: every rank holds some layer */
+        f->layer = -1;                 /* the rank's first site of that tensor: every rank holds some layer */
         if (f->tensor == FAULT_T_LOSS) /* only the last pipeline stage has the loss */
             f->rank = (int)pick(rng, j->world - j->world / s->pp, j->world - 1);
         break;
@@ -66,11 +69,8 @@ static void draw(const sc_job *j, const scenario *s, uint64_t *rng, fault_spec *
         f->step = n >= 1 ? s->save_interval * pick(rng, 1, n) : s->save_interval;
         break;
     }
-    case FAULT_STRAGGLER:
-        f->factor = 3.0 + (double)pick(rng, 0, 5);
-        break;
-    default:
-        break;
+    case FAULT_STRAGGLER: f->factor = 3.0 + (double)pick(rng, 0, 5); break;
+    default: break;
     }
 }
 
@@ -117,8 +117,9 @@ int sc_campaign_run(const sc_supervisor *sv, sc_report *r) {
             char what[200], name[96];
             fault_spec_describe(&f, what, sizeof what);
             snprintf(name, sizeof name, "campaign trial %d", t + 1);
-            sc_add_check(r, false, name, "%s: fired %d, detected %d, attributed %d, continuity %d, weights %d, completed %d; %s",
-                         what, fo->fired, fo->detected, fo->attributed, cont, weights, done, fo->diagnosis);
+            sc_add_check(r, false, name,
+                         "%s: fired %d, detected %d, attributed %d, continuity %d, weights %d, completed %d; %s", what,
+                         fo->fired, fo->detected, fo->attributed, cont, weights, done, fo->diagnosis);
         }
         if (o->progress) report_progress(o->progress, "campaign trials", t + 1, s->campaign.count);
         plan.faults = NULL;

@@ -9,7 +9,7 @@
 
 /* What the supervisor knows about the job it runs: the config for this layout, and where it runs. */
 typedef struct sc_job {
-    tr_config *cfg;       /* heap: the struct is large */
+    tr_config *cfg; /* heap: the struct is large */
     int world;
     int64_t iters;
     twin_options opt;
@@ -23,8 +23,8 @@ typedef struct sc_run {
     char err[2048];
     tr_train_summary sum;
     twin_result tres;
-    double *losses;       /* [iters + 1], NaN where not run */
-    uint64_t *digests;    /* [world] */
+    double *losses;    /* [iters + 1], NaN where not run */
+    uint64_t *digests; /* [world] */
     double wall;
 } sc_run;
 
@@ -40,7 +40,8 @@ void sc_judge_fault(const sc_job *j, const fault_plan *plan, int i, const sc_run
 void sc_run_cause(const sc_job *j, const sc_run *run, char *out, size_t outlen);
 
 /* Appends a check to r. */
-void sc_add_check(sc_report *r, bool passed, const char *name, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void sc_add_check(sc_report *r, bool passed, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* What a supervised run needs: the job, its scenario and options, and the fault-free reference run
  * to compare with (NULL: none). */

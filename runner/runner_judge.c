@@ -94,7 +94,8 @@ void sc_judge_fault(const sc_job *j, const fault_plan *plan, int i, const sc_run
         break;
     case FAULT_OOM: {
         int r = failed_with(run, "out of device memory");
-        if (r >= 0) named = r, when = t->end_times[r], snprintf(o->diagnosis, sizeof o->diagnosis, "%.500s", t->messages[r]);
+        if (r >= 0)
+            named = r, when = t->end_times[r], snprintf(o->diagnosis, sizeof o->diagnosis, "%.500s", t->messages[r]);
         break;
     }
     case FAULT_SHORT_NODE:
@@ -106,10 +107,8 @@ void sc_judge_fault(const sc_job *j, const fault_plan *plan, int i, const sc_run
         snprintf(o->diagnosis, sizeof o->diagnosis, "%.500s", run->err);
         break;
     case FAULT_CKPT_CORRUPT:
-    case FAULT_DATA_CORRUPT:
-        break; /* judged by the supervisor, which damaged the file and read the load's error */
-    case FAULT_KIND_COUNT:
-        break;
+    case FAULT_DATA_CORRUPT: break; /* judged by the supervisor, which damaged the file and read the load's error */
+    case FAULT_KIND_COUNT: break;
     }
     o->detected = named != -1;
     o->attributed = by_node ? node_of(j, named) == want_node : named == want_rank;

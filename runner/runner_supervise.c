@@ -3,13 +3,13 @@
  * accounted for and the result compared with the fault-free twin. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <limits.h>
 #include <unistd.h>
 
 #include "runner_internal.h"
@@ -166,10 +166,10 @@ typedef struct attempt_state {
     const sc_supervisor *sv;
     fault_plan *plan;
     sc_report *r;
-    int a;                 /* the attempt */
-    bool ckpts;            /* the scenario saves checkpoints */
-    int corrupt;           /* the ckpt_corrupt fault whose save this attempt stops after; -1 none */
-    bool data_tried;       /* a data_corrupt fault was considered before this attempt */
+    int a;                           /* the attempt */
+    bool ckpts;                      /* the scenario saves checkpoints */
+    int corrupt;                     /* the ckpt_corrupt fault whose save this attempt stops after; -1 none */
+    bool data_tried;                 /* a data_corrupt fault was considered before this attempt */
     char damaged[SC_PATH_LEN + 320]; /* the data file it cut, "" none */
     sc_run run;
     sc_attempt *at;
@@ -240,8 +240,10 @@ static void judge_ckpt_corrupt(attempt_state *st, int i) {
     fo->detect_seconds = 0; /* on load, before any work */
     snprintf(fo->diagnosis, sizeof fo->diagnosis, "%.500s", st->run.err);
     int64_t back = quarantine(st->sv->job->ckpt_dir, f->step);
-    snprintf(st->at->cause, sizeof st->at->cause, "checkpoint %lld refused on load (checksum); moved aside, "
-             "resuming from %lld", (long long)f->step, (long long)back);
+    snprintf(st->at->cause, sizeof st->at->cause,
+             "checkpoint %lld refused on load (checksum); moved aside, "
+             "resuming from %lld",
+             (long long)f->step, (long long)back);
 }
 
 /* The planned stop of a ckpt_corrupt fault: the attempt ended at the fault's step, so flip a byte
@@ -355,8 +357,8 @@ int sc_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_sup
     if (ref)
         for (int64_t it = 1; it <= j->iters; it++)
             if (memcmp(&final[it], &ref->losses[it], sizeof(double)) != 0) out->continuity_ok = false;
-    out->weights_ok = ref != NULL && rc == 0 &&
-                      !memcmp(st.run.digests, ref->digests, sizeof(uint64_t) * (size_t)j->world);
+    out->weights_ok =
+        ref != NULL && rc == 0 && !memcmp(st.run.digests, ref->digests, sizeof(uint64_t) * (size_t)j->world);
     free(r->losses);
     r->losses = final;
     sc_run_free(&st.run);

@@ -38,8 +38,7 @@ int scenario_argv(const scenario *s, char ***argv_out, int *argc_out) {
         rc = push(argv, &argc, "--", f->name);
         if (f->nvalues > 0)
             for (int j = 0; j < f->nvalues && rc == 0; j++) rc = push(argv, &argc, f->values[j], NULL);
-        else if (f->value && rc == 0)
-            rc = push(argv, &argc, f->value, NULL);
+        else if (f->value && rc == 0) rc = push(argv, &argc, f->value, NULL);
     }
     const struct {
         const char *flag;

@@ -91,10 +91,8 @@ static int flag_add(sc_ctx *c, scenario *s, const scn_node *at, const char *name
 static void flag_remove(scenario *s, const char *name) {
     int w = 0;
     for (int i = 0; i < s->nflags; i++) {
-        if (strcmp(s->flags[i].name, name) == 0)
-            flag_clear(&s->flags[i]);
-        else
-            s->flags[w++] = s->flags[i];
+        if (strcmp(s->flags[i].name, name) == 0) flag_clear(&s->flags[i]);
+        else s->flags[w++] = s->flags[i];
     }
     s->nflags = w;
 }
@@ -238,8 +236,7 @@ static int load_data_path(sc_ctx *c, scenario *s, const scn_node *k, const scn_n
             if (scn_number_value(one, &w) || !(w >= 0))
                 rc = sc_fail(c, one, "%s: expected a weight >= 0 (the list is weight prefix pairs), got '%.60s'", path,
                              one->kind == SCN_SCALAR ? one->text : "a mapping or list");
-            else
-                snprintf(vals[i], TR_PATH_LEN, "%s", one->text);
+            else snprintf(vals[i], TR_PATH_LEN, "%s", one->text);
         } else if ((rc = sc_get_string(c, one, path, text, sizeof text, false)) == 0) {
             if (n > 1 && !weighted && scn_number_value(one, &w) == 0)
                 rc = sc_fail(c, one,

@@ -71,10 +71,8 @@ static int parse_line(const char *b, const char *e, const char *file, int line, 
             return tr_errf(err, errlen, "%s:%d: %.*s: '%.*s' is not a whole number of slots in 1-%d", file, line,
                            (int)kl, t, (int)((size_t)(p - eq - 1) > 20 ? 20 : (size_t)(p - eq - 1)), eq + 1,
                            HOST_SLOTS_MAX);
-        if (is_slots)
-            h->slots = v, seen_slots = true;
-        else
-            h->max_slots = v, seen_max = true;
+        if (is_slots) h->slots = v, seen_slots = true;
+        else h->max_slots = v, seen_max = true;
     }
     if (!h->name) return 0;
     if (seen_max && h->max_slots < h->slots)
@@ -127,10 +125,8 @@ int sc_hostfile_parse(const char *text, size_t len, const char *name, sc_host **
         const char *nul = memchr(p, '\0', (size_t)(eol - p));
         hostfile_line h;
         int rc = -1;
-        if (nul)
-            tr_errf(err, errlen, "%s:%d: a NUL byte: a hostfile is text", file, line);
-        else
-            rc = parse_line(p, hash ? hash : eol, file, line, &h, err, errlen);
+        if (nul) tr_errf(err, errlen, "%s:%d: a NUL byte: a hostfile is text", file, line);
+        else rc = parse_line(p, hash ? hash : eol, file, line, &h, err, errlen);
         if (rc < 0) goto fail;
         p = eol + (eol < end);
         if (rc == 0) continue;

@@ -17,10 +17,8 @@ static void default_name(const char *path, char *out, size_t outlen) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     size_t n = strlen(base);
-    if (n > 5 && strcmp(base + n - 5, ".yaml") == 0)
-        n -= 5;
-    else if (n > 4 && strcmp(base + n - 4, ".yml") == 0)
-        n -= 4;
+    if (n > 5 && strcmp(base + n - 5, ".yaml") == 0) n -= 5;
+    else if (n > 4 && strcmp(base + n - 4, ".yml") == 0) n -= 4;
     snprintf(out, outlen, "%.*s", (int)(n < outlen ? n : outlen - 1), base);
 }
 
@@ -160,8 +158,7 @@ int sc_load_parallel(sc_ctx *c, const scn_node *root, scenario *s) {
         char fix[160];
         if (n_lo >= 1)
             snprintf(fix, sizeof fix, "use %lld or %lld nodes, or change tensor/pipeline/context", n_lo, n_hi);
-        else
-            snprintf(fix, sizeof fix, "use %lld nodes, or change tensor/pipeline/context", n_hi);
+        else snprintf(fix, sizeof fix, "use %lld nodes, or change tensor/pipeline/context", n_hi);
         return sc_fail(c, par ? pk : root,
                        "parallel: tensor %d x pipeline %d x context %d = %lld does not divide the cluster's %d nodes x "
                        "%d = %d ranks: %s",

@@ -26,14 +26,10 @@ int sc_fail(sc_ctx *c, const scn_node *at, const char *fmt, ...) {
 }
 
 void sc_describe(const scn_node *v, char *out, size_t outlen) {
-    if (!v || scn_is_null(v))
-        snprintf(out, outlen, "nothing");
-    else if (v->kind == SCN_MAP)
-        snprintf(out, outlen, "a mapping");
-    else if (v->kind == SCN_SEQ)
-        snprintf(out, outlen, "a list");
-    else
-        snprintf(out, outlen, "'%.60s%s'", v->text, v->len > 60 ? "..." : "");
+    if (!v || scn_is_null(v)) snprintf(out, outlen, "nothing");
+    else if (v->kind == SCN_MAP) snprintf(out, outlen, "a mapping");
+    else if (v->kind == SCN_SEQ) snprintf(out, outlen, "a list");
+    else snprintf(out, outlen, "'%.60s%s'", v->text, v->len > 60 ? "..." : "");
 }
 
 bool scn_is_null(const scn_node *v) {
@@ -185,10 +181,8 @@ int sc_check_keys(sc_ctx *c, const scn_node *map, const char *path, const char *
         }
         const char *near = strlen(k->text) == k->len ? sc_closest(k->text, allowed) : NULL;
         char where[96];
-        if (path[0])
-            snprintf(where, sizeof where, "in %s:", path);
-        else
-            snprintf(where, sizeof where, "at the top level");
+        if (path[0]) snprintf(where, sizeof where, "in %s:", path);
+        else snprintf(where, sizeof where, "at the top level");
         return sc_fail(c, k, "unknown key '%.60s' %s%s%s%s; allowed: %s", k->text, where,
                        near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "", list);
     }

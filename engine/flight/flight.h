@@ -44,23 +44,23 @@ typedef enum flight_state {
 #define FLIGHT_MAX_WORLD (1 << 20)
 
 typedef struct flight_record {
-    uint64_t id;      /* per-rank record number, increasing */
-    int comm;         /* index into the dump's comms */
-    uint64_t seq;     /* per-communicator sequence number; point-to-point ops count separately */
+    uint64_t id;  /* per-rank record number, increasing */
+    int comm;     /* index into the dump's comms */
+    uint64_t seq; /* per-communicator sequence number; point-to-point ops count separately */
     flight_op op;
-    int redop;        /* coll_op for reductions, -1 otherwise */
-    int dtype;        /* tr_dtype */
-    uint64_t count;   /* elements */
-    int peer;         /* group rank of the root (broadcast) or peer (send/recv); -1 otherwise */
+    int redop;      /* coll_op for reductions, -1 otherwise */
+    int dtype;      /* tr_dtype */
+    uint64_t count; /* elements */
+    int peer;       /* group rank of the root (broadcast) or peer (send/recv); -1 otherwise */
     flight_state state;
     double t_sched, t_start, t_end; /* seconds; negative = not reached */
 } flight_record;
 
 typedef struct flight_comm {
-    uint64_t uid;    /* the same on every member: identifies the communicator across dumps */
+    uint64_t uid; /* the same on every member: identifies the communicator across dumps */
     char name[FLIGHT_NAME_MAX];
     int size;
-    int *ranks;      /* [size] global ranks, ascending */
+    int *ranks; /* [size] global ranks, ascending */
 } flight_comm;
 
 typedef struct flight_dump {
@@ -83,7 +83,7 @@ const char *flight_redop_name(int redop);
 
 /* ---- the ring a rank records into --------------------------------------------------------- */
 typedef struct flight_ring {
-    size_t cap, count;  /* count <= cap live records; the newest is next_id - 1 */
+    size_t cap, count; /* count <= cap live records; the newest is next_id - 1 */
     uint64_t next_id;
     flight_record *rec; /* [cap], allocated on the first record */
     int ncomms, comm_cap;
@@ -133,7 +133,7 @@ typedef struct flight_stuck {
 typedef struct flight_blame_result {
     int nstuck;
     flight_stuck *stuck;
-    int first_stopped;  /* the missing rank whose last progress is earliest; -1 if none */
+    int first_stopped; /* the missing rank whose last progress is earliest; -1 if none */
     double first_stopped_time;
     int nmissing_dumps;
     int *missing_dumps; /* ranks of the world without a dump */

@@ -22,7 +22,7 @@ typedef struct comm_ref {
 
 typedef struct comm_state {
     const flight_comm *c;
-    uint64_t *top;  /* [size]: 1 + highest collective seq recorded by that member, 0 = none */
+    uint64_t *top; /* [size]: 1 + highest collective seq recorded by that member, 0 = none */
     bool stuck;
     flight_record first; /* the stuck record (lowest incomplete seq) */
     double since;
@@ -114,7 +114,8 @@ static int collect_comms(const flight_dump *dumps, size_t n, comm_ref **refs_out
             if (strcmp(a->name, b->name) != 0 || a->size != b->size ||
                 memcmp(a->ranks, b->ranks, sizeof(int) * (size_t)a->size) != 0) {
                 free(refs);
-                return tr_errf(err, errlen, "blame: communicator uid %016llx is '%s' (%d ranks) in one dump and '%s' "
+                return tr_errf(err, errlen,
+                               "blame: communicator uid %016llx is '%s' (%d ranks) in one dump and '%s' "
                                "(%d ranks) or other members in another",
                                (unsigned long long)a->uid, a->name, a->size, b->name, b->size);
             }

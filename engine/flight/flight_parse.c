@@ -126,7 +126,8 @@ static int parse_rank_line(parser *p, flight_dump *d) {
     const char *v;
     if (p->ntok != 11) return fail(p, "want 'rank R world W backend B time T status S CODE'", p->tok[0]);
     if (!(v = field(p, 2, "world")) || to_int(v, 1, FLIGHT_MAX_WORLD, &d->world)) return fail(p, "bad world size", v);
-    if (!(v = field(p, 0, "rank")) || to_int(v, 0, d->world - 1, &d->rank)) return fail(p, "rank outside [0, world)", v);
+    if (!(v = field(p, 0, "rank")) || to_int(v, 0, d->world - 1, &d->rank))
+        return fail(p, "rank outside [0, world)", v);
     if (!(v = field(p, 4, "backend")) || !valid_token(v, sizeof d->backend)) return fail(p, "bad backend name", v);
     snprintf(d->backend, sizeof d->backend, "%s", v);
     if (!(v = field(p, 6, "time")) || to_time(v, false, &d->time)) return fail(p, "bad dump time", v);
@@ -145,7 +146,8 @@ static int parse_comm_line(parser *p, flight_dump *d) {
     int id;
     if (p->ntok != 10) return fail(p, "want 'comm I uid HEX name N size S ranks LIST'", p->tok[0]);
     if (d->ncomms >= MAX_COMMS) return fail(p, "too many communicators", p->tok[1]);
-    if (to_int(p->tok[1], 0, MAX_COMMS, &id) || id != d->ncomms) return fail(p, "comm ids must count 0, 1, 2, ...", p->tok[1]);
+    if (to_int(p->tok[1], 0, MAX_COMMS, &id) || id != d->ncomms)
+        return fail(p, "comm ids must count 0, 1, 2, ...", p->tok[1]);
     if (!(v = field(p, 2, "uid")) || strlen(v) != 16 || strspn(v, "0123456789abcdef") != 16)
         return fail(p, "uid must be 16 lowercase hex digits", v);
     flight_comm c = {.uid = strtoull(v, NULL, 16)};
@@ -178,10 +180,14 @@ static int parse_rec_line(parser *p, flight_dump *d, size_t *cap) {
     flight_record r = {0};
     uint64_t u;
     int i;
-    if (p->ntok != 24) return fail(p, "want 'rec ID comm C seq S op OP count N dtype D redop R peer P state S t_sched T t_start T t_end T'", p->tok[0]);
+    if (p->ntok != 24)
+        return fail(
+            p, "want 'rec ID comm C seq S op OP count N dtype D redop R peer P state S t_sched T t_start T t_end T'",
+            p->tok[0]);
     if (to_u64(p->tok[1], UINT64_MAX, &r.id)) return fail(p, "bad record id", p->tok[1]);
     if (d->nrecords && r.id <= d->records[d->nrecords - 1].id) return fail(p, "record ids must increase", p->tok[1]);
-    if (!(v = field(p, 2, "comm")) || to_int(v, 0, d->ncomms - 1, &r.comm)) return fail(p, "comm is not a declared communicator", v);
+    if (!(v = field(p, 2, "comm")) || to_int(v, 0, d->ncomms - 1, &r.comm))
+        return fail(p, "comm is not a declared communicator", v);
     if (!(v = field(p, 4, "seq")) || to_u64(v, UINT64_MAX, &r.seq)) return fail(p, "bad seq", v);
     if (!(v = field(p, 6, "op")) || (i = lookup(v, op_name_i, FLIGHT_OP_COUNT)) < 0) return fail(p, "unknown op", v);
     r.op = (flight_op)i;
@@ -191,12 +197,14 @@ static int parse_rec_line(parser *p, flight_dump *d, size_t *cap) {
     if (!(v = field(p, 12, "redop"))) return -1;
     bool reduces = r.op == FLIGHT_ALL_REDUCE || r.op == FLIGHT_REDUCE_SCATTER;
     r.redop = strcmp(v, "-") == 0 ? -1 : lookup(v, redop_name_i, 4);
-    if (reduces ? r.redop < 0 : strcmp(v, "-") != 0) return fail(p, reduces ? "reduction needs sum, avg, max or min" : "redop must be '-' for this op", v);
+    if (reduces ? r.redop < 0 : strcmp(v, "-") != 0)
+        return fail(p, reduces ? "reduction needs sum, avg, max or min" : "redop must be '-' for this op", v);
     const int size = d->comms[r.comm].size;
     bool has_peer = r.op == FLIGHT_BROADCAST || r.op == FLIGHT_SEND || r.op == FLIGHT_RECV;
     if (!(v = field(p, 14, "peer")) || to_int(v, has_peer ? 0 : -1, has_peer ? size - 1 : -1, &r.peer))
         return fail(p, has_peer ? "peer outside the communicator" : "peer must be -1 for this op", v);
-    if (!(v = field(p, 16, "state")) || (i = lookup(v, state_name_i, FLIGHT_STATE_COUNT)) < 0) return fail(p, "unknown state", v);
+    if (!(v = field(p, 16, "state")) || (i = lookup(v, state_name_i, FLIGHT_STATE_COUNT)) < 0)
+        return fail(p, "unknown state", v);
     r.state = (flight_state)i;
     if (!(v = field(p, 18, "t_sched")) || to_time(v, false, &r.t_sched)) return fail(p, "bad t_sched", v);
     if (!(v = field(p, 20, "t_start")) || to_time(v, true, &r.t_start)) return fail(p, "bad t_start", v);
@@ -205,7 +213,8 @@ static int parse_rec_line(parser *p, flight_dump *d, size_t *cap) {
         return fail(p, "t_start must be '-' exactly when scheduled", p->tok[21]);
     if ((r.state == FLIGHT_COMPLETED) != (r.t_end >= 0) && r.state != FLIGHT_ABORTED)
         return fail(p, "t_end must be given exactly when completed", p->tok[23]);
-    if ((r.t_start >= 0 && r.t_start < r.t_sched) || (r.t_end >= 0 && r.t_end < (r.t_start >= 0 ? r.t_start : r.t_sched)))
+    if ((r.t_start >= 0 && r.t_start < r.t_sched) ||
+        (r.t_end >= 0 && r.t_end < (r.t_start >= 0 ? r.t_start : r.t_sched)))
         return fail(p, "times must not decrease: t_sched <= t_start <= t_end", p->tok[19]);
     if (d->nrecords == *cap) {
         size_t c = *cap ? 2 * *cap : 16;

@@ -11,9 +11,7 @@ static const char *const state_names[FLIGHT_STATE_COUNT] = {"scheduled", "starte
 static const char *const redop_names[4] = {"sum", "avg", "max", "min"};
 
 const char *flight_op_name(flight_op op) { return op >= 0 && op < FLIGHT_OP_COUNT ? op_names[op] : "?"; }
-const char *flight_state_name(flight_state s) {
-    return s >= 0 && s < FLIGHT_STATE_COUNT ? state_names[s] : "?";
-}
+const char *flight_state_name(flight_state s) { return s >= 0 && s < FLIGHT_STATE_COUNT ? state_names[s] : "?"; }
 const char *flight_redop_name(int redop) { return redop >= 0 && redop < 4 ? redop_names[redop] : "-"; }
 
 void flight_ring_init(flight_ring *r, size_t cap) {

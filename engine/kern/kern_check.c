@@ -103,8 +103,8 @@ static bool check_norm(const kern_norm_desc *nd, int N, int C) {
     return nd->kind == KERN_NORM_LAYER;
 }
 
-void kern_norm_forward_check(dev_stream *s, const kern_norm_desc *nd, tr_buf out, float *mean, float *rstd,
-                             tr_buf inp, tr_buf weight, tr_buf bias, int N, int C) {
+void kern_norm_forward_check(dev_stream *s, const kern_norm_desc *nd, tr_buf out, float *mean, float *rstd, tr_buf inp,
+                             tr_buf weight, tr_buf bias, int N, int C) {
     (void)s;
     const bool layer = check_norm(nd, N, C);
     kern_check_float_buf(out, "norm out");
@@ -141,8 +141,8 @@ static void check_rope(const kern_rope_desc *rd, tr_buf x, int B, int T, int H, 
     kern_check_float_buf(x, "rope x");
 }
 
-void kern_rope_forward_check(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B,
-                             int T, int H, int D) {
+void kern_rope_forward_check(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int T,
+                             int H, int D) {
     (void)s, (void)positions;
     check_rope(rd, x, B, T, H, D);
 }
@@ -197,16 +197,16 @@ void kern_attention_backward_check(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf d
 }
 
 void kern_attention_forward_pos_check(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
-                                      const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH,
-                                      int KV, int D) {
+                                      const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
+                                      int D) {
     (void)s;
     check_attention(B, Tq, Tk, NH, KV, D);
     TR_CHECK(q_pos != NULL && k_pos != NULL, "attention with positions needs q_pos[Tq] and k_pos[Tk]");
     check_attention_forward_bufs(out, lse, q, k, v);
 }
 
-void kern_attention_backward_pos_check(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q,
-                                       tr_buf k, tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos,
+void kern_attention_backward_pos_check(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
+                                       tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos,
                                        const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D) {
     (void)s;
     check_attention(B, Tq, Tk, NH, KV, D);

@@ -20,11 +20,12 @@
 #include "runner/scenario.h"
 
 static int usage(void) {
-    fputs("usage: scenario run FILE.yaml|DIR ... [--work DIR] [--json FILE] [--junit FILE] [--trace FILE] [--log FILE]\n"
-          "       scenario check FILE.yaml ...\n"
-          "Rehearses each scenario on the twin (docs/scenarios.md). Exit 0: every expectation held; 1: one did not;\n"
-          "2: a scenario could not be loaded or run.\n",
-          stderr);
+    fputs(
+        "usage: scenario run FILE.yaml|DIR ... [--work DIR] [--json FILE] [--junit FILE] [--trace FILE] [--log FILE]\n"
+        "       scenario check FILE.yaml ...\n"
+        "Rehearses each scenario on the twin (docs/scenarios.md). Exit 0: every expectation held; 1: one did not;\n"
+        "2: a scenario could not be loaded or run.\n",
+        stderr);
     return 2;
 }
 
@@ -71,8 +72,12 @@ int main(int argc, char **argv) {
     int nfiles = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
-        const char **slot = !strcmp(a, "--work") ? &work : !strcmp(a, "--json") ? &json : !strcmp(a, "--junit") ? &junit
-                            : !strcmp(a, "--trace") ? &trace : !strcmp(a, "--log") ? &logp : NULL;
+        const char **slot = !strcmp(a, "--work")    ? &work
+                            : !strcmp(a, "--json")  ? &json
+                            : !strcmp(a, "--junit") ? &junit
+                            : !strcmp(a, "--trace") ? &trace
+                            : !strcmp(a, "--log")   ? &logp
+                                                    : NULL;
         if (slot) {
             if (i + 1 >= argc) return fprintf(stderr, "scenario: %s needs a value\n", a), 2;
             *slot = argv[++i];

@@ -51,7 +51,7 @@ typedef enum twin_coll_kind {
 /* Alpha-beta time of a collective over `ranks` (global ids, ascending) with `gpus_per_node`:
  * the slowest link class the group crosses sets alpha and beta; ring and tree are both costed
  * and the cheaper is taken, as NCCL's tuner does. bytes per kind as documented above. */
-double twin_coll_seconds(const twin_device_spec *spec, int gpus_per_node, twin_coll_kind kind, const int *ranks,
-                         int n, double bytes);
+double twin_coll_seconds(const twin_device_spec *spec, int gpus_per_node, twin_coll_kind kind, const int *ranks, int n,
+                         double bytes);
 
 #endif

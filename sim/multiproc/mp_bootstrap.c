@@ -25,8 +25,10 @@ int mp_boot_mpi(const unsigned char *mine, unsigned char *all, int nprocs, int p
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (size != nprocs || rank != proc)
-        return tr_errf(err, errlen, "MPI says this is process %d of %d but OMPI_COMM_WORLD_RANK/SIZE say %d of %d: "
-                       "start the job with mpirun, without overriding those variables", rank, size, proc, nprocs);
+        return tr_errf(err, errlen,
+                       "MPI says this is process %d of %d but OMPI_COMM_WORLD_RANK/SIZE say %d of %d: "
+                       "start the job with mpirun, without overriding those variables",
+                       rank, size, proc, nprocs);
     if (MPI_Allgather(mine, MP_PEER_SIZE, MPI_BYTE, all, MP_PEER_SIZE, MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS)
         return tr_errf(err, errlen, "MPI_Allgather of the libfabric addresses failed");
     return 0;

@@ -24,11 +24,11 @@ typedef struct mp_inst_key {
 
 struct mp_inst {
     mp_inst_key key;
-    int n;                     /* members: the group's size, or 2 (sender, receiver) */
+    int n; /* members: the group's size, or 2 (sender, receiver) */
     bool have_desc;
-    coll_desc desc;            /* the first call seen, which later ones must match */
+    coll_desc desc; /* the first call seen, which later ones must match */
     int desc_rank;
-    coll_group *g;             /* set by the first local member */
+    coll_group *g; /* set by the first local member */
     int nlocal, local_arrived, nhave;
     double *arrival;           /* [n] */
     const unsigned char **src; /* [n] a local member's send buffer or a remote member's data */
@@ -38,7 +38,7 @@ struct mp_inst {
     unsigned char *have;       /* [n] */
     void **bufs;               /* received payloads the data points into */
     int nbufs;
-    double wall_start;         /* when the first local member arrived (watchdog) */
+    double wall_start; /* when the first local member arrived (watchdog) */
     struct mp_inst *hnext, *pprev, *pnext;
 };
 
@@ -184,13 +184,23 @@ static void send_local(mp_job *J, mp_inst *x) {
         int j = 0;
         for (int i = 0; i < x->n; i++) {
             if (!x->have[i] || mp_proc_of(J, x->rank[i]) != self) continue;
-            m[j] = (mp_contrib_member){.index = (uint32_t)i, .rank = (uint32_t)x->rank[i], .arrival = x->arrival[i],
-                               .data_len = member_bytes(J, d, g, i, to, p2p && i == 0)};
+            m[j] = (mp_contrib_member){.index = (uint32_t)i,
+                                       .rank = (uint32_t)x->rank[i],
+                                       .arrival = x->arrival[i],
+                                       .data_len = member_bytes(J, d, g, i, to, p2p && i == 0)};
             total += m[j++].data_len;
         }
-        const mp_contrib c = {.uid = x->key.uid, .seq = x->key.seq, .a = x->key.a, .b = x->key.b, .n = x->n,
-                              .op = (int)d->op, .dtype = (int)d->dt, .redop = d->redop, .peer = d->peer,
-                              .nmembers = (uint32_t)j, .count = d->count};
+        const mp_contrib c = {.uid = x->key.uid,
+                              .seq = x->key.seq,
+                              .a = x->key.a,
+                              .b = x->key.b,
+                              .n = x->n,
+                              .op = (int)d->op,
+                              .dtype = (int)d->dt,
+                              .redop = d->redop,
+                              .peer = d->peer,
+                              .nmembers = (uint32_t)j,
+                              .count = d->count};
         const size_t len = mp_contrib_size((uint32_t)j, total);
         unsigned char *buf = malloc(len);
         TR_CHECK(buf != NULL, "out of host memory for a contribution");
@@ -227,10 +237,11 @@ static bool sizes_ok(mp_job *J, const mp_inst *x) {
         if (x->pend[i] || mp_proc_of(J, x->rank[i]) == self) continue;
         const uint64_t want = member_bytes(J, &x->desc, x->g, i, self, x->key.a >= 0 && i == 0);
         if (x->src_len[i] != want) {
-            mp_job_abortf(J, "rank %d's contribution to %s seq %llu on '%s' has %llu bytes, expected %llu: the processes "
-                        "run different builds or programs", x->rank[i], flight_op_name(x->desc.op),
-                        (unsigned long long)x->key.seq, x->g->name, (unsigned long long)x->src_len[i],
-                        (unsigned long long)want);
+            mp_job_abortf(J,
+                          "rank %d's contribution to %s seq %llu on '%s' has %llu bytes, expected %llu: the processes "
+                          "run different builds or programs",
+                          x->rank[i], flight_op_name(x->desc.op), (unsigned long long)x->key.seq, x->g->name,
+                          (unsigned long long)x->src_len[i], (unsigned long long)want);
             return false;
         }
     }
@@ -267,7 +278,7 @@ static void exec(const mp_job *J, mp_inst *x) {
             const size_t pos = (size_t)block_pos(J, g, self, b);
             for (int r = 0; r < n; r++)
                 srcs[r] = mp_proc_of(J, g->ranks[r]) == self ? x->src[r] + (size_t)b * count * esz
-                                                              : x->src[r] + pos * count * esz;
+                                                             : x->src[r] + pos * count * esz;
             coll_reduce_into(acc + (size_t)k++ * count * 4, srcs, n, 0, count, d->dt, d->redop);
         }
         k = 0;
@@ -315,8 +326,9 @@ static void complete(mp_job *J, mp_inst *x) {
         end = start + twin_coll_seconds(twin_spec(), twin_gpus_per_node(), TWIN_COST_P2P, pair, 2, bytes) *
                           twin_jitter(g->uid ^ twin_mix64(x->key.seq * 2 + 1) ^ (uint64_t)pair[0] << 32);
     } else {
-        end = start + twin_coll_seconds(twin_spec(), twin_gpus_per_node(), coll_cost_kind(d->op), g->ranks, g->size,
-                                        bytes) * twin_jitter(g->uid ^ twin_mix64(x->key.seq));
+        end = start +
+              twin_coll_seconds(twin_spec(), twin_gpus_per_node(), coll_cost_kind(d->op), g->ranks, g->size, bytes) *
+                  twin_jitter(g->uid ^ twin_mix64(x->key.seq));
     }
     exec(J, x);
     twin_log("%.9f done %s %016llx seq %llu %s count %zu (across processes)", end, g->name, (unsigned long long)g->uid,
@@ -413,8 +425,8 @@ void mp_coll_deliver(mp_job *J, int from, unsigned char *payload, size_t len) {
     }
     const mp_inst_key k = {.uid = c.uid, .seq = c.seq, .a = c.a, .b = c.b};
     mp_inst *x = lookup(J, &k, c.n, true);
-    const coll_desc d = {.op = (flight_op)c.op, .count = (size_t)c.count, .dt = (tr_dtype)c.dtype, .redop = c.redop,
-                         .peer = c.peer};
+    const coll_desc d = {
+        .op = (flight_op)c.op, .count = (size_t)c.count, .dt = (tr_dtype)c.dtype, .redop = c.redop, .peer = c.peer};
     const char *problem = NULL;
     if (x->n != c.n) problem = "a meeting of another size";
     for (uint32_t i = 0; !problem && i < c.nmembers; i++) {
@@ -426,8 +438,10 @@ void mp_coll_deliver(mp_job *J, int from, unsigned char *payload, size_t len) {
     if (problem) {
         free(m);
         free(payload);
-        mp_job_abortf(J, "process %d sent a contribution with %s (uid %016llx seq %llu): the processes run different "
-                    "builds or jobs", from, problem, (unsigned long long)c.uid, (unsigned long long)c.seq);
+        mp_job_abortf(J,
+                      "process %d sent a contribution with %s (uid %016llx seq %llu): the processes run different "
+                      "builds or jobs",
+                      from, problem, (unsigned long long)c.uid, (unsigned long long)c.seq);
         return;
     }
     if (x->have_desc && !compatible(&x->desc, &d)) {
@@ -436,8 +450,8 @@ void mp_coll_deliver(mp_job *J, int from, unsigned char *payload, size_t len) {
         coll_describe(mine, sizeof mine, &x->desc);
         const char *name = x->g ? x->g->name : "?";
         mp_job_abortf(J, "mismatch on comm '%s' uid %016llx %sseq %llu: rank %u called %s but rank %d called %s", name,
-                    (unsigned long long)c.uid, k.a >= 0 ? "p2p " : "", (unsigned long long)c.seq, m[0].rank, theirs,
-                    x->desc_rank, mine);
+                      (unsigned long long)c.uid, k.a >= 0 ? "p2p " : "", (unsigned long long)c.seq, m[0].rank, theirs,
+                      x->desc_rank, mine);
         free(m);
         free(payload);
         return;
@@ -514,8 +528,10 @@ bool mp_coll_oldest(const mp_job *J, const unsigned char *gone, mp_coll_wait *w)
         w->wall_start = x->wall_start;
         w->missing_proc = mp_proc_of(J, x->rank[first_missing]);
         w->watchdog_s = waiter ? waiter->watchdog_s : 0;
-        snprintf(w->what, sizeof w->what, "rank %d waits in %s seq %llu on '%s' for %d rank%s of process %d (rank %d "
-                 "first)", waiter ? waiter->id : -1, flight_op_name(x->desc.op), (unsigned long long)x->key.seq,
+        snprintf(w->what, sizeof w->what,
+                 "rank %d waits in %s seq %llu on '%s' for %d rank%s of process %d (rank %d "
+                 "first)",
+                 waiter ? waiter->id : -1, flight_op_name(x->desc.op), (unsigned long long)x->key.seq,
                  x->g ? x->g->name : "?", nmissing, nmissing == 1 ? "" : "s", w->missing_proc, x->rank[first_missing]);
         return true;
     }

@@ -22,12 +22,12 @@
 typedef struct mp_peer_state {
     mp_peer info;
     bool hello;
-    bool bye;            /* said goodbye: every rank of it has ended */
-    uint64_t bye_after;  /* messages it sent here before its goodbye */
-    uint64_t sent;       /* messages sent to it */
-    uint64_t received;   /* messages from it handled here */
+    bool bye;           /* said goodbye: every rank of it has ended */
+    uint64_t bye_after; /* messages it sent here before its goodbye */
+    uint64_t sent;      /* messages sent to it */
+    uint64_t received;  /* messages from it handled here */
     int bye_code;
-    bool dumped;         /* answered an abort with its flight dumps */
+    bool dumped; /* answered an abort with its flight dumps */
     char *dump;
     size_t dump_len;
 } mp_peer_state;
@@ -35,22 +35,22 @@ typedef struct mp_peer_state {
 struct mp_meetings;
 
 struct mp_job {
-    twin_remote remote;  /* the hooks twin_run calls, remote.job = this job */
+    twin_remote remote; /* the hooks twin_run calls, remote.job = this job */
     bool active;
     mp_config cfg;
     mp_net *net;
     mp_peer_state *peers; /* [nprocs] */
-    uint64_t id;         /* the same in every process of the job: strays from other jobs are refused */
+    uint64_t id;          /* the same in every process of the job: strays from other jobs are refused */
     bool aborting;
-    bool line_reported;  /* the abort's reason is in this process's report already */
-    bool mpi;            /* the bootstrap went through MPI */
-    bool mpi_inited;     /* ... and this process called MPI_Init: MPI_Finalize at the end */
-    struct sigaction old_term; /* SIGTERM's handler before the job took it */
-    unsigned char *gone; /* [nprocs] processes that said goodbye and whose messages all arrived */
+    bool line_reported;         /* the abort's reason is in this process's report already */
+    bool mpi;                   /* the bootstrap went through MPI */
+    bool mpi_inited;            /* ... and this process called MPI_Init: MPI_Finalize at the end */
+    struct sigaction old_term;  /* SIGTERM's handler before the job took it */
+    unsigned char *gone;        /* [nprocs] processes that said goodbye and whose messages all arrived */
     mp_msg *early, *early_last; /* messages that came during the hello round, handled afterwards */
     /* quiescence (mp_quiet.c): the messages that can wake a process, counted both ways */
     uint64_t work_sent, work_recv;
-    bool quiet;          /* waiting with nothing to run, counts unchanged since the last report */
+    bool quiet; /* waiting with nothing to run, counts unchanged since the last report */
     bool reported;
     uint64_t rep_sent, rep_recv;
     unsigned char *idle; /* process 0: [nprocs] reported idle, with these counts */
@@ -111,10 +111,10 @@ void mp_coll_deliver(mp_job *J, int from, unsigned char *payload, size_t len);
 /* Something of this process waits on another process. */
 bool mp_coll_waiting(const mp_job *J);
 typedef struct mp_coll_wait {
-    double wall_start;  /* when this process's first member arrived (wall clock) */
-    int missing_proc;   /* a process whose members have not arrived */
-    double watchdog_s;  /* the waiting rank's collective timeout (coll_set_timeout) */
-    char what[256];     /* "rank 0 waits in all_reduce seq 3 on 'tp' for 1 rank of process 2 (rank 2 first)" */
+    double wall_start; /* when this process's first member arrived (wall clock) */
+    int missing_proc;  /* a process whose members have not arrived */
+    double watchdog_s; /* the waiting rank's collective timeout (coll_set_timeout) */
+    char what[256];    /* "rank 0 waits in all_reduce seq 3 on 'tp' for 1 rank of process 2 (rank 2 first)" */
 } mp_coll_wait;
 /* The oldest wait on other processes (limited to members of processes marked in `gone`, if given). */
 bool mp_coll_oldest(const mp_job *J, const unsigned char *gone, mp_coll_wait *w);

@@ -13,8 +13,9 @@ volatile sig_atomic_t g_mp_sigterm;
 
 static void stopped_by_launcher(mp_job *J) {
     if (!g_mp_sigterm || J->aborting) return;
-    mp_job_abort(J, "stopped by the launcher", "SIGTERM: the launcher is stopping the job (mpirun and torchrun do when one "
-                                          "of its processes dies or fails)");
+    mp_job_abort(J, "stopped by the launcher",
+                 "SIGTERM: the launcher is stopping the job (mpirun and torchrun do when one "
+                 "of its processes dies or fails)");
 }
 
 double mp_job_wall_now(void) {
@@ -75,7 +76,8 @@ static void dispatch(mp_job *J, mp_msg *m) {
         if (J->aborting) break;
         if (mp_text_check(m->payload, (size_t)m->h.payload_len, err, sizeof err)) {
             char line[400];
-            snprintf(line, sizeof line, "%s sent an abort that is not text (%s)", mp_job_who(J, from, w, sizeof w), err);
+            snprintf(line, sizeof line, "%s sent an abort that is not text (%s)", mp_job_who(J, from, w, sizeof w),
+                     err);
             mp_job_abort(J, "abort from another process", line);
         } else {
             char line[1400];

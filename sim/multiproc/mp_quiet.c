@@ -22,8 +22,9 @@ static bool still_quiet(const mp_job *J) {
 }
 
 static void stuck(mp_job *J) {
-    mp_job_abort(J, "deadlock across processes", "deadlock: no rank of any process can run and no message is on "
-                                               "its way (each waits for another); aborting the job");
+    mp_job_abort(J, "deadlock across processes",
+                 "deadlock: no rank of any process can run and no message is on "
+                 "its way (each waits for another); aborting the job");
 }
 
 static void answer(mp_job *J, int p, uint64_t round, bool yes, uint64_t sent, uint64_t recv) {

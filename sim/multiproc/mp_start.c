@@ -17,14 +17,17 @@ static int check_peer(const mp_peer *me, const mp_peer *p, int index, char *err,
     if ((int)p->proc != index)
         return tr_errf(err, errlen, "the bootstrap record in slot %d says it is process %u", index, p->proc);
     if (p->nprocs != me->nprocs || p->ranks_per_proc != me->ranks_per_proc || p->chunk != me->chunk)
-        return tr_errf(err, errlen, "process %d (host %s) runs %u processes x %u ranks in chunks of %u, this one %u x %u "
+        return tr_errf(err, errlen,
+                       "process %d (host %s) runs %u processes x %u ranks in chunks of %u, this one %u x %u "
                        "in chunks of %u: start every process with the same launcher world, TWINRUN_RANKS_PER_PROCESS "
-                       "and TWINRUN_RANK_CHUNK", index, p->host, p->nprocs, p->ranks_per_proc, p->chunk, me->nprocs,
-                       me->ranks_per_proc, me->chunk);
+                       "and TWINRUN_RANK_CHUNK",
+                       index, p->host, p->nprocs, p->ranks_per_proc, p->chunk, me->nprocs, me->ranks_per_proc,
+                       me->chunk);
     if (strcmp(p->provider, me->provider) != 0)
-        return tr_errf(err, errlen, "process %d (host %s) uses libfabric provider '%s', this one '%s': set the same "
-                       "FI_PROVIDER for every process (e.g. mpirun -x FI_PROVIDER)", index, p->host, p->provider,
-                       me->provider);
+        return tr_errf(err, errlen,
+                       "process %d (host %s) uses libfabric provider '%s', this one '%s': set the same "
+                       "FI_PROVIDER for every process (e.g. mpirun -x FI_PROVIDER)",
+                       index, p->host, p->provider, me->provider);
     return 0;
 }
 
@@ -53,8 +56,9 @@ static int hello_round(mp_job *J, double timeout_s, char *err, size_t errlen) {
         int p;
         const char *e = mp_net_error(J->net, &p);
         char w[160];
-        if (e) return tr_errf(err, errlen, "libfabric (provider %s) at start-up: %s%s%s", mp_net_provider(J->net), e,
-                              p >= 0 ? "; " : "", p >= 0 ? mp_job_who(J, p, w, sizeof w) : "");
+        if (e)
+            return tr_errf(err, errlen, "libfabric (provider %s) at start-up: %s%s%s", mp_net_provider(J->net), e,
+                           p >= 0 ? "; " : "", p >= 0 ? mp_job_who(J, p, w, sizeof w) : "");
         int missing = -1, nmissing = 0;
         for (int q = 0; q < J->cfg.nprocs; q++)
             if (q != J->cfg.proc && !J->peers[q].hello) {
@@ -63,7 +67,8 @@ static int hello_round(mp_job *J, double timeout_s, char *err, size_t errlen) {
             }
         if (!nmissing) return 0;
         if (mp_job_wall_now() >= deadline)
-            return tr_errf(err, errlen, "no hello over libfabric (provider %s) from %s%s within %.0f s: the address it "
+            return tr_errf(err, errlen,
+                           "no hello over libfabric (provider %s) from %s%s within %.0f s: the address it "
                            "published is not reachable from this host; pick an interface every host can reach "
                            "(FI_TCP_IFACE=eth0, say) and open the firewall, or use FI_PROVIDER=shm on one host",
                            mp_net_provider(J->net), mp_job_who(J, missing, w, sizeof w),
@@ -75,9 +80,12 @@ static int hello_round(mp_job *J, double timeout_s, char *err, size_t errlen) {
 static int start(mp_job *J, const mp_config *c, char *err, size_t errlen) {
     J->cfg = *c;
     if (!(J->net = mp_net_open(err, errlen))) return -1;
-    mp_peer me = {.proc = (uint32_t)c->proc, .nprocs = (uint32_t)c->nprocs,
-                  .ranks_per_proc = (uint32_t)c->ranks_per_proc, .world = (uint32_t)c->world,
-                  .pid = (uint32_t)getpid(), .chunk = (uint32_t)c->chunk};
+    mp_peer me = {.proc = (uint32_t)c->proc,
+                  .nprocs = (uint32_t)c->nprocs,
+                  .ranks_per_proc = (uint32_t)c->ranks_per_proc,
+                  .world = (uint32_t)c->world,
+                  .pid = (uint32_t)getpid(),
+                  .chunk = (uint32_t)c->chunk};
     if (gethostname(me.host, sizeof me.host - 1)) snprintf(me.host, sizeof me.host, "?");
     for (char *h = me.host; *h; h++)
         if (*h < 0x21 || *h > 0x7e) *h = '?';
@@ -94,7 +102,7 @@ static int start(mp_job *J, const mp_config *c, char *err, size_t errlen) {
     mp_peer_encode(mine, &me);
     int rc = c->mpi ? mp_boot_mpi(mine, all, c->nprocs, c->proc, &J->mpi_inited, err, errlen)
                     : mp_boot_store(mine, all, c->nprocs, c->proc, c->master_addr, c->master_port,
-                                  c->bootstrap_timeout_s, err, errlen);
+                                    c->bootstrap_timeout_s, err, errlen);
     J->mpi = c->mpi;
     mp_peer *info = rc ? NULL : calloc((size_t)c->nprocs, sizeof *info);
     if (!rc && !info) rc = tr_errf(err, errlen, "out of host memory for %d processes", c->nprocs);

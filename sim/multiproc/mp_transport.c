@@ -35,8 +35,8 @@ typedef struct mp_net_op {
     size_t len;
     uint64_t tag;
     int peer;
-    mp_header h;           /* OP_RECV_PAYLOAD: the header it belongs to */
-    struct mp_net_op *next;   /* backlog */
+    mp_header h;                             /* OP_RECV_PAYLOAD: the header it belongs to */
+    struct mp_net_op *next;                  /* backlog */
     struct mp_net_op *live_prev, *live_next; /* every send and payload receive not yet completed */
 } mp_net_op;
 
@@ -47,18 +47,18 @@ struct mp_net {
     struct fid_ep *ep;
     struct fid_av *av;
     struct fid_cq *cq;
-    bool can_wait;        /* the CQ has a wait object: fi_cq_sread blocks */
+    bool can_wait; /* the CQ has a wait object: fi_cq_sread blocks */
     int nprocs, self;
     uint64_t job, next_tag;
-    fi_addr_t *addr;      /* [nprocs] */
+    fi_addr_t *addr; /* [nprocs] */
     mp_net_op *headers[HEADER_BUFS];
     /* per peer: sends the provider could not take yet, in order; one queue per peer, so that a peer
      * that is gone (its sends refused until the connection fails) holds up nobody else */
     mp_net_op **backlog, **backlog_last;
     size_t backlogged;
-    size_t in_flight;     /* sends posted and not completed, plus the backlog */
+    size_t in_flight; /* sends posted and not completed, plus the backlog */
     mp_msg *inbox, *inbox_last;
-    mp_net_op *live;         /* freed at close if never completed (a peer that died) */
+    mp_net_op *live; /* freed at close if never completed (a peer that died) */
     char error[512];
     int error_proc;
 };
@@ -163,13 +163,26 @@ mp_net *mp_net_open(char *err, size_t errlen) {
         f->headers[i] = op;
     }
     return f;
-fail_fabric: fi_failed(err, errlen, "fi_fabric", rc, f); goto out;
-fail_domain: fi_failed(err, errlen, "fi_domain", rc, f); goto out;
-fail_av: fi_failed(err, errlen, "fi_av_open", rc, f); goto out;
-fail_cq: fi_failed(err, errlen, "fi_cq_open", rc, f); goto out;
-fail_ep: fi_failed(err, errlen, "fi_endpoint", rc, f); goto out;
-fail_bind: fi_failed(err, errlen, "fi_ep_bind", rc, f); goto out;
-fail_enable: fi_failed(err, errlen, "fi_enable", rc, f);
+fail_fabric:
+    fi_failed(err, errlen, "fi_fabric", rc, f);
+    goto out;
+fail_domain:
+    fi_failed(err, errlen, "fi_domain", rc, f);
+    goto out;
+fail_av:
+    fi_failed(err, errlen, "fi_av_open", rc, f);
+    goto out;
+fail_cq:
+    fi_failed(err, errlen, "fi_cq_open", rc, f);
+    goto out;
+fail_ep:
+    fi_failed(err, errlen, "fi_endpoint", rc, f);
+    goto out;
+fail_bind:
+    fi_failed(err, errlen, "fi_ep_bind", rc, f);
+    goto out;
+fail_enable:
+    fi_failed(err, errlen, "fi_enable", rc, f);
 out:
     mp_net_close(f);
     return NULL;
@@ -179,8 +192,10 @@ int mp_net_address(const mp_net *f, unsigned char *addr, uint32_t *len, char *er
     size_t n = MP_ADDR_MAX;
     int rc = fi_getname(&f->ep->fid, addr, &n);
     if (rc == -FI_ETOOSMALL)
-        return tr_errf(err, errlen, "provider %s's endpoint address has %zu bytes (at most %d fit the bootstrap "
-                       "record)", mp_net_provider(f), n, MP_ADDR_MAX);
+        return tr_errf(err, errlen,
+                       "provider %s's endpoint address has %zu bytes (at most %d fit the bootstrap "
+                       "record)",
+                       mp_net_provider(f), n, MP_ADDR_MAX);
     if (rc) return fi_failed(err, errlen, "fi_getname", rc, f);
     *len = (uint32_t)n;
     return 0;
@@ -246,8 +261,12 @@ static void queue_send(mp_net *f, int proc, unsigned char *buf, size_t len, uint
 
 void mp_net_send(mp_net *f, int proc, mp_msg_type type, int64_t arg, void *payload, size_t len) {
     TR_CHECK(proc >= 0 && proc < f->nprocs && proc != f->self, "message to an invalid process");
-    mp_header h = {.type = type, .src_proc = (uint32_t)f->self, .nprocs = (uint32_t)f->nprocs, .job = f->job,
-                   .payload_len = len, .arg = arg};
+    mp_header h = {.type = type,
+                   .src_proc = (uint32_t)f->self,
+                   .nprocs = (uint32_t)f->nprocs,
+                   .job = f->job,
+                   .payload_len = len,
+                   .arg = arg};
     const bool inline_payload = len <= MP_INLINE_MAX;
     if (!inline_payload) h.payload_tag = 1ULL << 63 | (uint64_t)f->self << 40 | (++f->next_tag & ((1ULL << 40) - 1));
     unsigned char *buf = malloc(MP_HDR_SIZE + (inline_payload ? len : 0));
@@ -279,8 +298,10 @@ static void header_arrived(mp_net *f, mp_net_op *op, size_t len) {
     if (mp_header_decode(op->buf, len, &h, err, sizeof err)) {
         set_error(f, -1, "a message that is not from this job arrived: %s", err);
     } else if (h.job != f->job || (int)h.nprocs != f->nprocs) {
-        set_error(f, (int)h.src_proc, "a message from another job arrived (process %u of %u): two jobs share an "
-                  "address or port", h.src_proc, h.nprocs);
+        set_error(f, (int)h.src_proc,
+                  "a message from another job arrived (process %u of %u): two jobs share an "
+                  "address or port",
+                  h.src_proc, h.nprocs);
     } else if (h.payload_tag == 0) {
         unsigned char *payload = NULL;
         if (h.payload_len) {

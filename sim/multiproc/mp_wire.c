@@ -61,11 +61,14 @@ int mp_header_decode(const unsigned char *buf, size_t n, mp_header *h, char *err
     if (n < MP_HDR_SIZE)
         return tr_errf(err, errlen, "message of %zu bytes is shorter than a header (%d)", n, MP_HDR_SIZE);
     if (memcmp(buf, HDR_MAGIC, 4) != 0)
-        return tr_errf(err, errlen, "message does not start with \"TWX1\": not a twinrun peer (another job on this "
-                                    "port or provider?)");
+        return tr_errf(err, errlen,
+                       "message does not start with \"TWX1\": not a twinrun peer (another job on this "
+                       "port or provider?)");
     if (get16(buf + 4) != MP_VERSION)
-        return tr_errf(err, errlen, "message of wire version %u, this build speaks %d: run the same twinrun build "
-                       "everywhere", get16(buf + 4), MP_VERSION);
+        return tr_errf(err, errlen,
+                       "message of wire version %u, this build speaks %d: run the same twinrun build "
+                       "everywhere",
+                       get16(buf + 4), MP_VERSION);
     const unsigned type = get16(buf + 6);
     if (type < MP_HELLO || type >= MP_TYPE_END) return tr_errf(err, errlen, "unknown message type %u", type);
     h->type = (mp_msg_type)type;
@@ -214,8 +217,9 @@ int mp_peer_decode(const unsigned char *buf, size_t n, mp_peer *p, char *err, si
     memset(p, 0, sizeof *p);
     if (n != MP_PEER_SIZE) return tr_errf(err, errlen, "bootstrap record of %zu bytes (expected %d)", n, MP_PEER_SIZE);
     if (memcmp(buf, PEER_MAGIC, 4) != 0)
-        return tr_errf(err, errlen, "bootstrap record does not start with \"TWB1\": another program uses this "
-                                    "rendezvous");
+        return tr_errf(err, errlen,
+                       "bootstrap record does not start with \"TWB1\": another program uses this "
+                       "rendezvous");
     p->proc = get32(buf + 4);
     p->nprocs = get32(buf + 8);
     p->ranks_per_proc = get32(buf + 12);

@@ -35,16 +35,16 @@
 #define MP_MAX_TEXT 65536 /* ABORT and FAIL reasons */
 
 typedef enum mp_msg_type {
-    MP_HELLO = 1, /* start-up: the libfabric path to every peer works */
-    MP_CONTRIB,   /* members' arrivals and data for one collective or send/recv */
-    MP_FAIL,      /* a rank of the sender failed (tr_fatal); arg = rank */
-    MP_BYE,       /* every rank of the sender has ended; arg = the process's exit code */
-    MP_ABORT,     /* the sender tears the job down; payload = why */
-    MP_DUMP,      /* answer to an abort: the sender's flight dumps */
-    MP_IDLE,      /* to process 0: nothing can run here; arg = messages sent, payload = 8 bytes received */
-    MP_CONFIRM,   /* from process 0: still idle with the same counts? arg = round */
-    MP_CONFIRM_OK,/* the answer; arg = round, payload = yes (1 byte) and the counts it confirms */
-    MP_STUCK,     /* from process 0: every process waits and no message is on its way */
+    MP_HELLO = 1,  /* start-up: the libfabric path to every peer works */
+    MP_CONTRIB,    /* members' arrivals and data for one collective or send/recv */
+    MP_FAIL,       /* a rank of the sender failed (tr_fatal); arg = rank */
+    MP_BYE,        /* every rank of the sender has ended; arg = the process's exit code */
+    MP_ABORT,      /* the sender tears the job down; payload = why */
+    MP_DUMP,       /* answer to an abort: the sender's flight dumps */
+    MP_IDLE,       /* to process 0: nothing can run here; arg = messages sent, payload = 8 bytes received */
+    MP_CONFIRM,    /* from process 0: still idle with the same counts? arg = round */
+    MP_CONFIRM_OK, /* the answer; arg = round, payload = yes (1 byte) and the counts it confirms */
+    MP_STUCK,      /* from process 0: every process waits and no message is on its way */
     MP_TYPE_END
 } mp_msg_type;
 
@@ -67,8 +67,8 @@ int mp_header_decode(const unsigned char *buf, size_t n, mp_header *h, char *err
 
 typedef struct mp_contrib {
     uint64_t uid, seq;
-    int32_t a, b;   /* send/recv: sender's and receiver's group ranks; collectives: -1, -1 */
-    int32_t n;      /* members of the meeting: the group's size, 2 for a send/recv */
+    int32_t a, b; /* send/recv: sender's and receiver's group ranks; collectives: -1, -1 */
+    int32_t n;    /* members of the meeting: the group's size, 2 for a send/recv */
     int op, dtype, redop, peer;
     uint32_t nmembers;
     uint64_t count;
@@ -100,7 +100,7 @@ int mp_contrib_decode(const unsigned char *buf, size_t len, mp_contrib *c, mp_co
 
 typedef struct mp_peer {
     uint32_t proc, nprocs, ranks_per_proc, world, pid;
-    uint32_t chunk; /* ranks are dealt to processes round-robin in chunks of this many */
+    uint32_t chunk;             /* ranks are dealt to processes round-robin in chunks of this many */
     char host[MP_HOST_MAX];     /* NUL-terminated */
     char provider[MP_PROV_MAX]; /* libfabric provider name, NUL-terminated */
     uint32_t addrlen;

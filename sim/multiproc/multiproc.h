@@ -23,9 +23,9 @@ struct twin_remote;
 typedef struct mp_config {
     int nprocs, proc, local_proc;
     int ranks_per_proc, world;
-    int chunk;            /* ranks go to processes round-robin in chunks of this many (= ranks_per_proc: blocks) */
-    const char *launcher; /* who numbered the processes, for messages ("mpirun", ...) */
-    bool mpi;             /* exchange endpoint addresses through MPI (started by mpirun) */
+    int chunk;             /* ranks go to processes round-robin in chunks of this many (= ranks_per_proc: blocks) */
+    const char *launcher;  /* who numbered the processes, for messages ("mpirun", ...) */
+    bool mpi;              /* exchange endpoint addresses through MPI (started by mpirun) */
     char master_addr[256]; /* otherwise through the rendezvous store there (engine/launch/tcp_store.h) */
     int master_port;
     double timeout_s;           /* wall-clock watchdog on waits for other processes */

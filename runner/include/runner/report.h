@@ -13,12 +13,12 @@
 
 /* One run of the job: the first, or a restart from a checkpoint. */
 typedef struct sc_attempt {
-    int index;                 /* 0 = first run */
-    int64_t start_iteration;   /* resumed from this iteration (0 = from scratch) */
-    int64_t end_iteration;     /* last iteration completed */
-    int exit_code;             /* the job's exit code (0 = reached train-iters) */
-    char cause[512];           /* why it stopped: "watchdog: rank 213 never joined dp all_reduce #41" */
-    double sim_seconds;        /* simulated time the attempt took */
+    int index;               /* 0 = first run */
+    int64_t start_iteration; /* resumed from this iteration (0 = from scratch) */
+    int64_t end_iteration;   /* last iteration completed */
+    int exit_code;           /* the job's exit code (0 = reached train-iters) */
+    char cause[512];         /* why it stopped: "watchdog: rank 213 never joined dp all_reduce #41" */
+    double sim_seconds;      /* simulated time the attempt took */
     double wall_seconds;
 } sc_attempt;
 
@@ -27,18 +27,18 @@ typedef struct sc_fault_outcome {
     fault_spec fault;
     bool fired;
     bool detected;
-    bool attributed;           /* the diagnosis named the fault's rank or node and kind */
-    int attempt;               /* attempt it fired in; -1 when it never fired */
-    double fired_at;           /* simulated seconds, within the attempt */
-    double detect_seconds;     /* detection time minus fired_at; < 0 when not detected */
-    char diagnosis[512];       /* what the engine or the twin said */
+    bool attributed;       /* the diagnosis named the fault's rank or node and kind */
+    int attempt;           /* attempt it fired in; -1 when it never fired */
+    double fired_at;       /* simulated seconds, within the attempt */
+    double detect_seconds; /* detection time minus fired_at; < 0 when not detected */
+    char diagnosis[512];   /* what the engine or the twin said */
 } sc_fault_outcome;
 
 /* One expectation, checked: becomes one JUnit test case. */
 typedef struct sc_check {
-    char name[96];             /* "fault 1 (hang of rank 213) detected", "continuity", ... */
+    char name[96]; /* "fault 1 (hang of rank 213) detected", "continuity", ... */
     bool passed;
-    char detail[512];          /* why it passed or failed, with the numbers */
+    char detail[512]; /* why it passed or failed, with the numbers */
 } sc_check;
 
 /* A random campaign's totals. */
@@ -55,7 +55,7 @@ typedef struct sc_report {
     int world, nodes, gpus_per_node, tp, pp, cp, dp;
     char device[32];
     int64_t train_iters;
-    bool passed;               /* every check passed */
+    bool passed; /* every check passed */
     int nattempts;
     sc_attempt *attempts;
     int nfaults;
@@ -64,8 +64,8 @@ typedef struct sc_report {
     sc_check *checks;
     bool has_campaign;
     sc_campaign_result campaign;
-    double *losses;            /* [train_iters + 1], losses[it] of the run as finally completed; NaN when missing */
-    double *reference_losses;  /* [train_iters + 1] of the fault-free run, NULL when not run */
+    double *losses;           /* [train_iters + 1], losses[it] of the run as finally completed; NaN when missing */
+    double *reference_losses; /* [train_iters + 1] of the fault-free run, NULL when not run */
     size_t peak_bytes, capacity_bytes; /* largest device peak of any rank; the device capacity */
     double wall_seconds, sim_seconds;
 } sc_report;
