@@ -11,57 +11,28 @@
         "RMSNorm", "swiglu", NULL, "untie-embeddings-and-output-weights", NULL, "disable-bias-linear", NULL,           \
         "attention-dropout", "0", "hidden-dropout", "0"
 
+/* flag, value pairs, a row at a time */
+/* clang-format off */
 static const char *const llama3_8b[] = {
-    "num-layers",
-    "32",
-    "hidden-size",
-    "4096",
-    "ffn-hidden-size",
-    "14336",
-    "num-attention-heads",
-    "32",
-    "num-query-groups",
-    "8",
-    "seq-length",
-    "8192",
-    "max-position-embeddings",
-    "8192",
-    "vocab-size",
-    "128256",
-    LLAMA3_SWITCHES,
-    NULL,
-    NULL,
+    "num-layers", "32", "hidden-size", "4096", "ffn-hidden-size", "14336", "num-attention-heads", "32",
+    "num-query-groups", "8", "seq-length", "8192", "max-position-embeddings", "8192", "vocab-size", "128256",
+    LLAMA3_SWITCHES, NULL, NULL,
 };
 
 static const char *const llama3_70b[] = {
-    "num-layers",
-    "80",
-    "hidden-size",
-    "8192",
-    "ffn-hidden-size",
-    "28672",
-    "num-attention-heads",
-    "64",
-    "num-query-groups",
-    "8",
-    "seq-length",
-    "8192",
-    "max-position-embeddings",
-    "8192",
-    "vocab-size",
-    "128256",
-    LLAMA3_SWITCHES,
-    NULL,
-    NULL,
+    "num-layers", "80", "hidden-size", "8192", "ffn-hidden-size", "28672", "num-attention-heads", "64",
+    "num-query-groups", "8", "seq-length", "8192", "max-position-embeddings", "8192", "vocab-size", "128256",
+    LLAMA3_SWITCHES, NULL, NULL,
 };
 
 /* 64 hidden, 4 heads of 16, 2 KV groups, SwiGLU width 176 (= 8h/3 rounded up to a multiple of 8):
  * every code path of the big models at a size the twin runs in well under a second per step. */
 static const char *const tiny[] = {
-    "num-layers",       "2",  "hidden-size", "64", "ffn-hidden-size",         "176", "num-attention-heads", "4",
-    "num-query-groups", "2",  "seq-length",  "32", "max-position-embeddings", "32",  "vocab-size",          "256",
-    LLAMA3_SWITCHES,    NULL, NULL,
+    "num-layers", "2", "hidden-size", "64", "ffn-hidden-size", "176", "num-attention-heads", "4",
+    "num-query-groups", "2", "seq-length", "32", "max-position-embeddings", "32", "vocab-size", "256",
+    LLAMA3_SWITCHES, NULL, NULL,
 };
+/* clang-format on */
 
 static const struct {
     const char *name;

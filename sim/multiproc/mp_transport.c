@@ -163,26 +163,16 @@ mp_net *mp_net_open(char *err, size_t errlen) {
         f->headers[i] = op;
     }
     return f;
-fail_fabric:
-    fi_failed(err, errlen, "fi_fabric", rc, f);
-    goto out;
-fail_domain:
-    fi_failed(err, errlen, "fi_domain", rc, f);
-    goto out;
-fail_av:
-    fi_failed(err, errlen, "fi_av_open", rc, f);
-    goto out;
-fail_cq:
-    fi_failed(err, errlen, "fi_cq_open", rc, f);
-    goto out;
-fail_ep:
-    fi_failed(err, errlen, "fi_endpoint", rc, f);
-    goto out;
-fail_bind:
-    fi_failed(err, errlen, "fi_ep_bind", rc, f);
-    goto out;
-fail_enable:
-    fi_failed(err, errlen, "fi_enable", rc, f);
+    /* one line per failure */
+    /* clang-format off */
+fail_fabric: fi_failed(err, errlen, "fi_fabric", rc, f); goto out;
+fail_domain: fi_failed(err, errlen, "fi_domain", rc, f); goto out;
+fail_av: fi_failed(err, errlen, "fi_av_open", rc, f); goto out;
+fail_cq: fi_failed(err, errlen, "fi_cq_open", rc, f); goto out;
+fail_ep: fi_failed(err, errlen, "fi_endpoint", rc, f); goto out;
+fail_bind: fi_failed(err, errlen, "fi_ep_bind", rc, f); goto out;
+fail_enable: fi_failed(err, errlen, "fi_enable", rc, f);
+    /* clang-format on */
 out:
     mp_net_close(f);
     return NULL;
