@@ -18,6 +18,9 @@ for t in tests:
         print(f"  memcheck {t['name']}: skipped (heavy)", flush=True)
         continue
     cmd = t["command"]
+    # tests/common/expect_exit.py CODE REGEX COMMAND...: the program under test is COMMAND
+    if len(cmd) > 4 and cmd[1].endswith("expect_exit.py"):
+        cmd = cmd[4:]
     env = dict(os.environ)
     for prop in t.get("properties", []):
         if prop["name"] == "ENVIRONMENT":

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # The test command (`make test`): everything CI checks, in order of how fast it fails.
+#   0. architecture: no include across a library's boundary, no include loop between folders, one
+#      include-guard style (ci/check_boundaries.py); clang-format on the formatted folders
 #   1. twin build with gcc, all ctest tests (unit, reference, ...)
 #   2. twin build with clang (-Wall -Wextra -Werror there too); its training bits equal gcc's
 #      (tests labelled `heavy` — the 1024-rank rehearsal, fault campaigns — run in stage 1 only)
@@ -69,6 +71,11 @@ ctest_stage() {
   return $rc
 }
 
+stage_architecture() {
+  python3 ci/check_boundaries.py
+  ci/check_format.sh
+}
+
 stage_gcc() {
   cmake --preset twin >/dev/null
   cmake --build build/twin -j"$jobs"
@@ -114,7 +121,7 @@ stage_coverage() {
   cmake --preset coverage >/dev/null
   cmake --build build/coverage -j"$jobs"
   ctest_stage build/coverage -LE heavy
-  gcovr -r . --object-directory build/coverage --filter 'engine/' --filter 'sim/' --filter 'fault/' \
+  gcovr -r . --object-directory build/coverage --filter 'engine/' --filter 'sim/' --filter 'fault/' --filter 'runner/' \
     --exclude 'engine/cuda/' --print-summary --txt build/coverage/coverage.txt \
     --json-summary build/coverage/coverage_summary.json
   python3 ci/coverage_by_folder.py build/coverage/coverage_summary.json
@@ -130,6 +137,7 @@ stage_flash_emu() {
   engine/cuda/tools/flash_emu.sh build/flash_emu
 }
 
+run_stage "architecture: include boundaries, loops, guards; C style" stage_architecture
 run_stage "twin (gcc): build and test" stage_gcc
 if skipped clang; then skip_stage "twin (clang): build and test" TWINRUN_SKIP
 else run_stage "twin (clang): build and test" stage_clang; fi

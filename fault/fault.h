@@ -3,10 +3,10 @@
  * A fault plan is a list of fault_spec, each firing at most once in a job's life (across the
  * supervisor's restarts: `fired` is kept by whoever owns the plan), at (step, rank or node, place).
  * The engine calls the fault_* hooks below at fixed places; with no plan every hook is a no-op.
- * The plan is built from a scenario file (sim/scenario) or, in any build, from the compact string
+ * The plan is built from a scenario file (runner/) or, in any build, from the compact string
  * of TWINRUN_FAULTS (fault_plan_parse; docs/faults.md). */
-#ifndef TR_FAULT_H
-#define TR_FAULT_H
+#ifndef TWINRUN_FAULT_FAULT_H
+#define TWINRUN_FAULT_FAULT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -55,18 +55,24 @@ typedef struct fault_spec {
     int line, col;              /* where the scenario file defined it (0 when not from a file) */
 } fault_spec;
 
+/* What became of one fault of a plan. */
+typedef struct fault_firing {
+    bool fired;  /* it fired; survives restarts while the plan's owner keeps the plan */
+    /* supervised plans only: */
+    int attempt; /* the attempt it fired in + 1; 0 = not yet */
+    double at;   /* when, in simulated seconds */
+    int rank;    /* the first rank it fired on */
+} fault_firing;
+
 typedef struct fault_plan {
     int n;
     fault_spec *faults;   /* [n] */
-    unsigned char *fired; /* [n]: set when a fault fires; survives restarts while the owner keeps it */
+    fault_firing *fired;  /* [n] */
     int gpus_per_node;    /* node of rank r = r / gpus_per_node */
-    /* Kept by the supervisor across restarts (NULL outside one): the attempt now running; a fault
-     * fires in one attempt only (every rank of a node in that attempt), at fired_at[i] simulated
-     * seconds, first by rank fired_rank[i]. */
+    /* A supervisor keeps the plan across restarts: `attempt` is the attempt now running, and a fault
+     * fires in one attempt only (every rank of a node in that attempt), recorded in fired[i]. */
+    bool supervised;
     int attempt;
-    int *fired_attempt;   /* [n] attempt + 1, 0 = not yet */
-    double *fired_at;     /* [n] */
-    int *fired_rank;      /* [n] */
 } fault_plan;
 
 const char *fault_kind_name(fault_kind k);      /* "hang", "crash", "node_crash", "nan", ... */

@@ -1,8 +1,8 @@
 /* The keys a fault takes (rank, node, group, ...), shared by the two ways a plan is written: the
- * compact TWINRUN_FAULTS string (fault_parse.c) and a scenario file's faults: list (sim/scenario).
- * Private to fault/ and sim/scenario. */
-#ifndef TR_FAULT_KEYS_H
-#define TR_FAULT_KEYS_H
+ * compact TWINRUN_FAULTS string (fault_parse.c) and a scenario file's faults: list (runner/).
+ * Private to fault/ and the scenario runner (runner/). */
+#ifndef TWINRUN_FAULT_FAULT_KEYS_H
+#define TWINRUN_FAULT_FAULT_KEYS_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -47,22 +47,22 @@ void fault_rank_close(fault_rank *fr) {
 /* May fault i fire now? Not when it fired in an earlier attempt, or (rank faults) at all before. */
 static bool may_fire(const fault_rank *fr, int i) {
     const fault_plan *p = fr->plan;
-    if (p->fired_attempt) {
-        int a = p->fired_attempt[i];
+    if (p->supervised) {
+        int a = p->fired[i].attempt;
         if (a == 0) return true;
         return a == p->attempt + 1 && p->faults[i].rank < 0; /* the rest of a node, same attempt */
     }
-    return !p->fired[i] || p->faults[i].rank < 0;
+    return !p->fired[i].fired || p->faults[i].rank < 0;
 }
 
 static void mark_fired(fault_rank *fr, int i) {
     fault_plan *p = fr->plan;
-    if (p->fired_attempt && p->fired_attempt[i] == 0) {
-        p->fired_attempt[i] = p->attempt + 1;
-        if (p->fired_at) p->fired_at[i] = dev_clock_now(fr->d);
-        if (p->fired_rank) p->fired_rank[i] = fr->rank;
+    if (p->supervised && p->fired[i].attempt == 0) {
+        p->fired[i].attempt = p->attempt + 1;
+        p->fired[i].at = dev_clock_now(fr->d);
+        p->fired[i].rank = fr->rank;
     }
-    p->fired[i] = 1;
+    p->fired[i].fired = true;
 }
 
 static void say(const fault_rank *fr, int i) {
@@ -139,9 +139,9 @@ void fault_step_end(fault_rank *fr, double busy_seconds) {
         const fault_spec *f = &fr->plan->faults[i];
         if (f->kind != FAULT_STRAGGLER || fr->step < f->step) continue;
         /* slow for the rest of the attempt it started in; a restart gets a healthy node */
-        const int *fa = fr->plan->fired_attempt;
-        if (fa && fa[i] != 0 && fa[i] != fr->plan->attempt + 1) continue;
-        if (!fr->plan->fired[i] || (fa && fa[i] == 0)) {
+        const fault_plan *p = fr->plan;
+        if (p->supervised && p->fired[i].attempt != 0 && p->fired[i].attempt != p->attempt + 1) continue;
+        if (!p->fired[i].fired || (p->supervised && p->fired[i].attempt == 0)) {
             mark_fired(fr, i);
             say(fr, i);
         }

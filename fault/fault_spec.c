@@ -259,7 +259,7 @@ int fault_plan_init(fault_plan *p, int n, int gpus_per_node) {
     if (n < 0 || n > FAULT_PLAN_MAX) return -1;
     if (n == 0) return 0;
     p->faults = calloc((size_t)n, sizeof *p->faults);
-    p->fired = calloc((size_t)n, 1);
+    p->fired = calloc((size_t)n, sizeof *p->fired);
     if (!p->faults || !p->fired) {
         fault_plan_free(p);
         return -1;
@@ -272,10 +272,6 @@ void fault_plan_free(fault_plan *p) {
     if (!p) return;
     free(p->faults);
     free(p->fired);
-    /* the supervisor's per-attempt records go with the plan, so one call releases everything */
-    free(p->fired_attempt);
-    free(p->fired_at);
-    free(p->fired_rank);
     int gpn = p->gpus_per_node;
     memset(p, 0, sizeof *p);
     p->gpus_per_node = gpn;

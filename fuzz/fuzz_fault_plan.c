@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (const char *c = text; *c; c++) seps += *c == ';';
         if ((size_t)p.n > seps || p.gpus_per_node != worlds[w][1]) abort();
         for (int i = 0; i < p.n; i++) {
-            if (p.fired[i]) abort();
+            if (p.fired[i].fired) abort();
             if (fault_spec_check(&p.faults[i], worlds[w][0], worlds[w][1], err, sizeof err)) abort();
             char d[256];
             fault_spec_describe(&p.faults[i], d, sizeof d);

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../sim/flight/flight.h"
+#include "flight/flight.h"
 
 #define MAX_DUMPS 64
 

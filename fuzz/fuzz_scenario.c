@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scenario/scenario.h"
+#include "runner/scenario.h"
 #include "twinrun/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -23,7 +23,7 @@ static void check_loaded(const scenario *s) {
     for (int i = 0; i < s->faults.n; i++) {
         const fault_spec *f = &s->faults.faults[i];
         if (fault_spec_check(f, (int)world, s->gpus_per_node, err, sizeof err) || f->step > s->train_iters ||
-            f->line < 1 || s->faults.fired[i])
+            f->line < 1 || s->faults.fired[i].fired)
             abort();
         char d[256];
         fault_spec_describe(f, d, sizeof d);

@@ -15,8 +15,8 @@
  *
  * Every function returns 0, or -1 with a one-line message in err naming the file and the problem
  * (ENOSPC: the bytes needed). Nothing here exits or aborts on bad input. */
-#ifndef TR_CKPT_CKPT_H
-#define TR_CKPT_CKPT_H
+#ifndef TWINRUN_ENGINE_CKPT_CKPT_H
+#define TWINRUN_ENGINE_CKPT_CKPT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -194,9 +194,6 @@ void ckpt_reader_close(ckpt_reader *r);
 const ckpt_manifest *ckpt_reader_manifest(const ckpt_reader *r);
 /* The global dtype and shape of a tensor; -1 when no shard holds it. */
 int ckpt_reader_tensor(const ckpt_reader *r, const char *name, ckpt_dtype *dtype, int *ndim, int64_t *shape);
-/* Number of distinct tensor names and name i of them (sorted). */
-int ckpt_reader_count(const ckpt_reader *r);
-const char *ckpt_reader_name(const ckpt_reader *r, int i);
 /* Fills dst (want.n elements after resolving against the global shape) with the region `want` of
  * tensor `name`. dtype must be the stored one. Replicas (the same element in several shards) are
  * read once; an element no shard holds is an error naming it. */

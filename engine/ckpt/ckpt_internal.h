@@ -8,8 +8,8 @@
  *   u32 crc32 of every header byte before it                      (header_len bytes so far)
  *   zero padding to 64 bytes, then each blob's data at its data_offset (64-byte aligned).
  * file_size is stored so truncation is found from the header alone. */
-#ifndef TR_CKPT_INTERNAL_H
-#define TR_CKPT_INTERNAL_H
+#ifndef TWINRUN_ENGINE_CKPT_CKPT_INTERNAL_H
+#define TWINRUN_ENGINE_CKPT_CKPT_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -69,8 +69,6 @@ int ckpt_coverage_check(const ckpt_shard_header *hs, int nh, const char *where, 
 
 /* CRC-32 (zlib), chainable: crc = ckpt_crc32(crc, buf, n), starting from 0. */
 uint32_t ckpt_crc32(uint32_t crc, const void *buf, size_t n);
-/* CRC of a whole file (and its size); -1 with err. */
-int ckpt_crc32_file(const char *path, uint32_t *crc, uint64_t *size, char *err, size_t errlen);
 
 /* Placement arithmetic. Resolves -1s against the shape and checks the bounds. */
 int ckpt_place_resolve(ckpt_place *p, const int64_t *shape, int ndim, const char *name, char *err, size_t errlen);
@@ -90,7 +88,6 @@ uint64_t ckpt_runs_count(const ckpt_runs *it);
 /* Paths: snprintf that does not trip -Wformat-truncation (DIR is checked to be short). */
 void ckpt_pathf(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void ckpt_iter_dir(char *out, size_t cap, const char *dir, int64_t iteration);
-int ckpt_join(char *out, size_t cap, const char *a, const char *b, char *err, size_t errlen);
 
 /* Writes a small file atomically through io: path.tmp, fsync, rename, fsync of parent_dir. */
 int ckpt_write_atomic(const ckpt_io *io, const char *path, const char *parent_dir, const void *data, size_t n,

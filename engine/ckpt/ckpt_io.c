@@ -136,11 +136,6 @@ void ckpt_iter_dir(char *out, size_t cap, const char *dir, int64_t iteration) {
     snprintf(out, cap, "%s/iter_%07lld", dir, (long long)iteration);
 }
 
-int ckpt_join(char *out, size_t cap, const char *a, const char *b, char *err, size_t errlen) {
-    if (snprintf(out, cap, "%s/%s", a, b) >= (int)cap) return tr_errf(err, errlen, "%s/%s: path too long", a, b);
-    return 0;
-}
-
 void ckpt_pathf(char *out, size_t cap, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

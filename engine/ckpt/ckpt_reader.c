@@ -98,8 +98,6 @@ fail:
 }
 
 const ckpt_manifest *ckpt_reader_manifest(const ckpt_reader *r) { return &r->m; }
-int ckpt_reader_count(const ckpt_reader *r) { return r->nnames; }
-const char *ckpt_reader_name(const ckpt_reader *r, int i) { return i >= 0 && i < r->nnames ? r->names[i] : NULL; }
 
 /* refs[*first, *first + return) have this name. */
 static size_t find(const ckpt_reader *r, const char *name, size_t *first) {

@@ -2,8 +2,8 @@
  * 5.x read) and the weights as model.safetensors, or above a size as model-0000k-of-0000n.safetensors
  * shards plus model.safetensors.index.json -- the layout transformers' from_pretrained loads and
  * engine/io's importer (hf_config_load, st_model_open) reads back exactly. */
-#ifndef TR_CKPT_HF_EXPORT_H
-#define TR_CKPT_HF_EXPORT_H
+#ifndef TWINRUN_ENGINE_CKPT_HF_EXPORT_H
+#define TWINRUN_ENGINE_CKPT_HF_EXPORT_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* Converting one flag's value text into its tr_config field, with Megatron's types and twinrun's
  * ranges. Private to engine/config. */
-#ifndef TR_CONFIG_ARGS_VALUE_H
-#define TR_CONFIG_ARGS_VALUE_H
+#ifndef TWINRUN_ENGINE_CONFIG_ARGS_VALUE_H
+#define TWINRUN_ENGINE_CONFIG_ARGS_VALUE_H
 
 #include <stddef.h>
 

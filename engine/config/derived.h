@@ -1,8 +1,8 @@
 /* What Megatron derives when a flag is absent (validate_args in megatron/training/arguments.py).
  * validate.c checks these effective values on a config that may not hold them yet; finalize.c
  * writes them in. Private to engine/config. */
-#ifndef TR_CONFIG_DERIVED_H
-#define TR_CONFIG_DERIVED_H
+#ifndef TWINRUN_ENGINE_CONFIG_DERIVED_H
+#define TWINRUN_ENGINE_CONFIG_DERIVED_H
 
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
 /* The one table of command-line flags (flags_table.c) and what the parser, the help text, the
  * docs generator and the tests need to read it. Private to engine/config and its tests. */
-#ifndef TR_CONFIG_FLAGS_H
-#define TR_CONFIG_FLAGS_H
+#ifndef TWINRUN_ENGINE_CONFIG_FLAGS_H
+#define TWINRUN_ENGINE_CONFIG_FLAGS_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* FNV-1a, 64 bits: the fingerprints and digests twinrun compares for equality (preflight,
  * weight digests, collective results, job ids). Not for anything adversarial. */
-#ifndef TR_CORE_HASH_H
-#define TR_CORE_HASH_H
+#ifndef TWINRUN_ENGINE_CORE_HASH_H
+#define TWINRUN_ENGINE_CORE_HASH_H
 
 #include <stddef.h>
 #include <stdint.h>

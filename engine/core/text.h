@@ -1,6 +1,6 @@
 /* Small text helpers shared by every parser that names the closest key or refuses a flag-like value. */
-#ifndef TR_CORE_TEXT_H
-#define TR_CORE_TEXT_H
+#ifndef TWINRUN_ENGINE_CORE_TEXT_H
+#define TWINRUN_ENGINE_CORE_TEXT_H
 
 #include <stdbool.h>
 #include <stddef.h>

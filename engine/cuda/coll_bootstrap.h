@@ -5,8 +5,8 @@
  *     (engine/launch/tcp_store.h; launch_cuda.c starts it), as torchrun and mpirun launches give.
  * Keys: <run id>.<group name>.r<first rank>.<hash of the rank list>.g<generation>, the generation
  * counting re-creations of the same group in this process (after an abort). */
-#ifndef TWINRUN_CUDA_COLL_BOOTSTRAP_H
-#define TWINRUN_CUDA_COLL_BOOTSTRAP_H
+#ifndef TWINRUN_ENGINE_CUDA_COLL_BOOTSTRAP_H
+#define TWINRUN_ENGINE_CUDA_COLL_BOOTSTRAP_H
 
 #include <stddef.h>
 

@@ -1,4 +1,4 @@
-/* The real backend's flight recorder and watchdog ending, in the twin's format (sim/flight/flight.h),
+/* The real backend's flight recorder and watchdog ending, in the twin's format (engine/flight/flight.h),
  * so `blame` reads GPU dumps as it reads the twin's and ci/compare_flight.py compares the two.
  *
  * Each rank (one process, one device) records every collective its communicators issue: group,
@@ -9,13 +9,13 @@
  * (ncclCommAbort) and exits with status 1, as PyTorch's NCCL watchdog tears the process down;
  * TWINRUN_COLL_ON_TIMEOUT=return makes the call return COLL_TIMEOUT instead (coll_smoke's test).
  * With TWINRUN_FLIGHT_AT_EXIT=1 every rank also dumps when its device closes. */
-#ifndef TWINRUN_CUDA_COLL_FLIGHT_H
-#define TWINRUN_CUDA_COLL_FLIGHT_H
+#ifndef TWINRUN_ENGINE_CUDA_COLL_FLIGHT_H
+#define TWINRUN_ENGINE_CUDA_COLL_FLIGHT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "flight.h"
+#include "flight/flight.h"
 #include "twinrun/coll.h"
 #include "twinrun/dev.h"
 

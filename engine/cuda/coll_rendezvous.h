@@ -1,7 +1,7 @@
 /* Out-of-band exchange of NCCL's unique id through files, for processes on one host (or on hosts
  * sharing a file system): the group's rank 0 publishes, the others poll. */
-#ifndef TWINRUN_CUDA_COLL_RENDEZVOUS_H
-#define TWINRUN_CUDA_COLL_RENDEZVOUS_H
+#ifndef TWINRUN_ENGINE_CUDA_COLL_RENDEZVOUS_H
+#define TWINRUN_ENGINE_CUDA_COLL_RENDEZVOUS_H
 
 #include <stddef.h>
 

@@ -1,7 +1,7 @@
 /* xCheck-style macros for the real backend: on failure print file:line, the call, the vendor's
  * error name and string and a hint with the likely fix, then end the rank (dev_rank_abort). */
-#ifndef TWINRUN_CUDA_CHECK_H
-#define TWINRUN_CUDA_CHECK_H
+#ifndef TWINRUN_ENGINE_CUDA_CUDA_CHECK_H
+#define TWINRUN_ENGINE_CUDA_CUDA_CHECK_H
 
 #include "gpu_compat.h"
 #include "seam.h"

@@ -1,7 +1,7 @@
 /* The real backend's private view of the device objects of dev.h, shared by dev_cuda.cu, the
  * kernels (which need the CUDA stream behind a dev_stream) and coll_nccl.c. C and C++. */
-#ifndef TWINRUN_CUDA_DEV_H
-#define TWINRUN_CUDA_DEV_H
+#ifndef TWINRUN_ENGINE_CUDA_CUDA_DEV_H
+#define TWINRUN_ENGINE_CUDA_CUDA_DEV_H
 
 #include <stddef.h>
 

@@ -10,8 +10,8 @@
  * The MUSA half is UNTESTED: no MUSA SDK was available to compile it. Names follow Moore Threads'
  * published porting rule (a prefix swap); muBLAS has no cuBLASLt-style API that we could confirm,
  * so on MUSA kern_gemm uses the classic GemmEx path (TWINRUN_GPU_HAS_BLASLT is 0). */
-#ifndef TWINRUN_GPU_COMPAT_H
-#define TWINRUN_GPU_COMPAT_H
+#ifndef TWINRUN_ENGINE_CUDA_GPU_COMPAT_H
+#define TWINRUN_ENGINE_CUDA_GPU_COMPAT_H
 
 #ifndef TWINRUN_MUSA
 /* ------------------------------------------------------------------ CUDA: the names as they are */

@@ -8,8 +8,8 @@
  *
  * The times are stream times between the two events: kernels of other streams running meanwhile are
  * counted too, so on one stream (the engine's case) they add up to the device's busy time. */
-#ifndef TWINRUN_CUDA_GPU_PROFILE_H
-#define TWINRUN_CUDA_GPU_PROFILE_H
+#ifndef TWINRUN_ENGINE_CUDA_GPU_PROFILE_H
+#define TWINRUN_ENGINE_CUDA_GPU_PROFILE_H
 
 #include "seam.h"
 

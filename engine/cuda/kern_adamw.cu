@@ -18,16 +18,9 @@ __global__ void k_adamw(float *master, tr_buf model, bool write_model, tr_buf gr
 extern "C" void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad,
                                   float *m, float *v, size_t n) {
     TR_PROF(s, "adamw_update");
-    TR_CHECK(ad != NULL, "adamw needs a descriptor");
-    TR_CHECK(ad->step >= 1, "adamw step is 1-based; the first update is step 1");
-    TR_CHECK(ad->beta1 >= 0.0f && ad->beta1 < 1.0f && ad->beta2 >= 0.0f && ad->beta2 < 1.0f,
-             "adamw betas must lie in [0, 1); check --adam-beta1 and --adam-beta2");
+    kern_adamw_update_check(s, ad, master, model, grad, m, v, n);
     if (n == 0) return;
-    TR_CHECK(master != NULL && m != NULL && v != NULL, "adamw needs master weights and both moments");
-    kern_check_float_buf(grad, "adamw grad");
     const bool write_model = model.p != NULL && model.p != (void *)master;
-    if (write_model) kern_check_float_buf(model, "adamw model");
-    TR_CHECK(model.p != (void *)master || model.dt == TR_F32, "adamw model aliases master only when it is fp32");
     const double b1 = ad->beta1, b2 = ad->beta2, lr = ad->lr;
     const double bc1 = 1.0 - pow(b1, (double)ad->step), bc2 = 1.0 - pow(b2, (double)ad->step);
     const double decay = 1.0 - lr * (double)ad->weight_decay;

@@ -214,9 +214,8 @@ __global__ void k_attn_bwd_dkv(tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_b
 
 /* ---- host side ---------------------------------------------------------------------------------- */
 
-static void check_attn(int B, int Tq, int Tk, int NH, int KV, int D) {
-    TR_CHECK(B > 0 && Tq > 0 && Tk > 0 && NH > 0 && KV > 0 && D > 0, "attention needs B, T, NH, KV and D positive");
-    TR_CHECK(NH % KV == 0, "attention: query heads must be a multiple of the query groups; check --num-query-groups");
+/* This kernel's limits, after the contract (kern_attention_*_check). */
+static void check_attn(int B, int NH, int KV, int D) {
     TR_CHECK(D <= TR_ATTN_MAX_D, "attention: head dims above 1024 are not supported by the CUDA kernel");
     TR_CHECK(NH <= 65535 && B <= 65535 && KV <= 65535, "attention: more than 65535 heads or micro-batch rows per call");
 }
@@ -264,32 +263,11 @@ static void simple_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_b
     tr_cu_scratch_free(s, delta);
 }
 
-static void check_fwd_bufs(float *lse, tr_buf out, tr_buf q, tr_buf k, tr_buf v) {
-    TR_CHECK(lse != NULL, "attention forward writes lse [B,NH,T]");
-    kern_check_float_buf(out, "attention out");
-    kern_check_float_buf(q, "attention q");
-    kern_check_float_buf(k, "attention k");
-    kern_check_float_buf(v, "attention v");
-}
-
-static void check_bwd_bufs(const float *lse, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
-                           tr_buf v, tr_buf out) {
-    TR_CHECK(lse != NULL, "attention backward needs the forward's lse");
-    kern_check_float_buf(dq, "attention dq");
-    kern_check_float_buf(dk, "attention dk");
-    kern_check_float_buf(dv, "attention dv");
-    kern_check_float_buf(dout, "attention dout");
-    kern_check_float_buf(q, "attention q");
-    kern_check_float_buf(k, "attention k");
-    kern_check_float_buf(v, "attention v");
-    kern_check_float_buf(out, "attention out");
-}
-
 extern "C" void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B,
                                        int T, int NH, int KV, int D) {
     TR_PROF(s, "attention_forward");
-    check_attn(B, T, T, NH, KV, D);
-    check_fwd_bufs(lse, out, q, k, v);
+    kern_attention_forward_check(s, out, lse, q, k, v, B, T, NH, KV, D);
+    check_attn(B, NH, KV, D);
     const tr_buf bufs[] = {out, q, k, v};
     if (flash_serves(bufs, 4, D)) {
         tr_cu_flash_forward(s, out, lse, q, k, v, NULL, NULL, B, T, T, NH, KV, D);
@@ -302,8 +280,9 @@ extern "C" void kern_attention_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_
                                         tr_buf k, tr_buf v, tr_buf out, const float *lse, int B, int T, int NH, int KV,
                                         int D) {
     TR_PROF(s, "attention_backward");
-    check_attn(B, T, T, NH, KV, D);
-    check_bwd_bufs(lse, dq, dk, dv, dout, q, k, v, out);
+    kern_attention_backward_check(s, dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, KV, D);
+    check_attn(B, NH, KV, D);
+    kern_check_float_buf(out, "attention out"); /* read here for sum(dout * out) */
     const tr_buf bufs[] = {dq, dk, dv, dout, q, k, v, out};
     if (flash_serves(bufs, 8, D)) {
         tr_cu_flash_backward(s, dq, dk, dv, dout, q, k, v, out, lse, NULL, NULL, B, T, T, NH, KV, D);
@@ -316,9 +295,8 @@ extern "C" void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse
                                            const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH,
                                            int KV, int D) {
     TR_PROF(s, "attention_forward_pos");
-    check_attn(B, Tq, Tk, NH, KV, D);
-    TR_CHECK(q_pos != NULL && k_pos != NULL, "attention with positions needs q_pos[Tq] and k_pos[Tk]");
-    check_fwd_bufs(lse, out, q, k, v);
+    kern_attention_forward_pos_check(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
+    check_attn(B, NH, KV, D);
     const tr_buf bufs[] = {out, q, k, v};
     if (flash_serves(bufs, 4, D)) {
         tr_cu_flash_forward(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
@@ -331,9 +309,9 @@ extern "C" void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk,
                                             tr_buf k, tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos,
                                             const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D) {
     TR_PROF(s, "attention_backward_pos");
-    check_attn(B, Tq, Tk, NH, KV, D);
-    TR_CHECK(q_pos != NULL && k_pos != NULL, "attention with positions needs q_pos[Tq] and k_pos[Tk]");
-    check_bwd_bufs(lse, dq, dk, dv, dout, q, k, v, out);
+    kern_attention_backward_pos_check(s, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
+    check_attn(B, NH, KV, D);
+    kern_check_float_buf(out, "attention out"); /* read here for sum(dout * out) */
     const tr_buf bufs[] = {dq, dk, dv, dout, q, k, v, out};
     if (flash_serves(bufs, 8, D)) {
         tr_cu_flash_backward(s, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);

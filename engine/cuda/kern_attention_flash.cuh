@@ -6,8 +6,8 @@
  * The includer provides tr_bf16_bits_to_f32 and TR_DEVICE_FAIL (kern_common.cuh on the device). With
  * FL_EMULATED defined it also provides the primitives below (mma16816, ldsm_x4_trans, pack_bf16,
  * __shfl_xor_sync, __syncthreads) and FL_SMEM. */
-#ifndef TWINRUN_CUDA_KERN_ATTENTION_FLASH_CUH
-#define TWINRUN_CUDA_KERN_ATTENTION_FLASH_CUH
+#ifndef TWINRUN_ENGINE_CUDA_KERN_ATTENTION_FLASH_CUH
+#define TWINRUN_ENGINE_CUDA_KERN_ATTENTION_FLASH_CUH
 
 #include <math.h>
 #include <stdint.h>

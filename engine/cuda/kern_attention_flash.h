@@ -2,8 +2,8 @@
  * q/k/v/out (and their gradients) with head dim 64 or 128, every pointer 16-byte aligned. q_pos and
  * k_pos NULL: causal (Tq = Tk); else query i sees key j iff k_pos[j] <= q_pos[i]. Shapes and lse as in
  * kern.h. The MUSA build has no tensor-core path here: tr_cu_flash_supported is false there. */
-#ifndef TWINRUN_CUDA_KERN_ATTENTION_FLASH_H
-#define TWINRUN_CUDA_KERN_ATTENTION_FLASH_H
+#ifndef TWINRUN_ENGINE_CUDA_KERN_ATTENTION_FLASH_H
+#define TWINRUN_ENGINE_CUDA_KERN_ATTENTION_FLASH_H
 
 #include "seam.h"
 

@@ -73,17 +73,9 @@ __global__ void k_ce_slice_bwd(tr_buf dlogits, tr_buf logits, const float *row_m
     }
 }
 
-static void check_ce(int N, int V, int vocab_start, const int32_t *targets) {
-    TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
-    TR_CHECK(targets != NULL, "vocab-parallel cross entropy needs targets");
-    TR_CHECK(vocab_start >= 0, "vocab-parallel cross entropy: vocab_start is a row of the padded vocabulary, so >= 0");
-}
-
 extern "C" void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V) {
     TR_PROF(s, "ce_slice_max");
-    TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
-    TR_CHECK(row_max != NULL, "vocab-parallel cross entropy writes row_max[N]");
-    kern_check_float_buf(logits, "cross entropy logits");
+    kern_ce_slice_max_check(s, row_max, logits, N, V);
     k_ce_slice_max<<<N, TR_BLOCK, 0, tr_cu_stream(s)>>>(row_max, logits, V);
     CU_CHECK_LAUNCH("k_ce_slice_max");
 }
@@ -91,10 +83,7 @@ extern "C" void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, 
 extern "C" void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits,
                                    const float *row_max, const int32_t *targets, int vocab_start, int N, int V) {
     TR_PROF(s, "ce_slice_sums");
-    check_ce(N, V, vocab_start, targets);
-    TR_CHECK(sum_exp != NULL && target_logit != NULL && row_max != NULL,
-             "vocab-parallel cross entropy sums need sum_exp[N], target_logit[N] and row_max[N]");
-    kern_check_float_buf(logits, "cross entropy logits");
+    kern_ce_slice_sums_check(s, sum_exp, target_logit, logits, row_max, targets, vocab_start, N, V);
     k_ce_slice_sums<<<N, TR_BLOCK, 0, tr_cu_stream(s)>>>(sum_exp, target_logit, logits, row_max, targets,
                                                          vocab_start, V);
     CU_CHECK_LAUNCH("k_ce_slice_sums");
@@ -103,9 +92,7 @@ extern "C" void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_
 extern "C" void kern_ce_loss_from_stats(dev_stream *s, float *losses, const float *row_max, const float *sum_exp,
                                         const float *target_logit, int N) {
     TR_PROF(s, "ce_loss_from_stats");
-    TR_CHECK(N > 0, "cross entropy needs N positive");
-    TR_CHECK(losses != NULL && row_max != NULL && sum_exp != NULL && target_logit != NULL,
-             "vocab-parallel cross entropy loss needs losses, row_max, sum_exp and target_logit [N]");
+    kern_ce_loss_from_stats_check(s, losses, row_max, sum_exp, target_logit, N);
     k_ce_loss_from_stats<<<grid_for((size_t)N), TR_BLOCK, 0, tr_cu_stream(s)>>>(losses, row_max, sum_exp,
                                                                               target_logit, N);
     CU_CHECK_LAUNCH("k_ce_loss_from_stats");
@@ -115,11 +102,7 @@ extern "C" void kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf log
                                        const float *sum_exp, const int32_t *targets, int vocab_start,
                                        const float *dloss, int N, int V) {
     TR_PROF(s, "ce_slice_backward");
-    check_ce(N, V, vocab_start, targets);
-    TR_CHECK(dloss != NULL && row_max != NULL && sum_exp != NULL,
-             "vocab-parallel cross entropy backward needs dloss, row_max and sum_exp [N]");
-    kern_check_float_buf(dlogits, "cross entropy dlogits");
-    kern_check_float_buf(logits, "cross entropy logits");
+    kern_ce_slice_backward_check(s, dlogits, logits, row_max, sum_exp, targets, vocab_start, dloss, N, V);
     const unsigned bx = (unsigned)((V + TR_BLOCK - 1) / TR_BLOCK < 64 ? (V + TR_BLOCK - 1) / TR_BLOCK : 64);
     const dim3 grid(bx, (unsigned)(N < 65535 ? N : 65535));
     k_ce_slice_bwd<<<grid, TR_BLOCK, 0, tr_cu_stream(s)>>>(dlogits, logits, row_max, sum_exp, targets, vocab_start,

@@ -10,8 +10,8 @@
  *   on every run. The order differs from the twin's (which sums in double), hence tolerances.
  * - element types are read at run time from tr_buf.dt (a warp-uniform branch), so one kernel
  *   serves every fp32/bf16 mix without a template per combination. */
-#ifndef TWINRUN_CUDA_KERN_COMMON_CUH
-#define TWINRUN_CUDA_KERN_COMMON_CUH
+#ifndef TWINRUN_ENGINE_CUDA_KERN_COMMON_CUH
+#define TWINRUN_ENGINE_CUDA_KERN_COMMON_CUH
 
 #include <stdint.h>
 #include <stdio.h>
@@ -86,12 +86,6 @@ __device__ __forceinline__ float block_max(float v, float *sh) {
     } while (0)
 
 /* ---- host helpers ------------------------------------------------------------------------------------ */
-
-static inline void kern_check_float_buf(tr_buf b, const char *what) {
-    if (b.dt != TR_F32 && b.dt != TR_BF16)
-        tr_fatal("kernel: %s has element type %s; kernels take fp32 or bf16 tensors", what, tr_dtype_name(b.dt));
-    if (!b.p) tr_fatal("kernel: %s is a NULL device pointer", what);
-}
 
 /* Blocks for a grid-stride elementwise loop over n items at TR_BLOCK threads a block. */
 static inline unsigned grid_for(size_t n) {

@@ -60,9 +60,7 @@ __global__ void k_ce_bwd(tr_buf dlogits, tr_buf logits, const int32_t *targets, 
 extern "C" void kern_cross_entropy_forward(dev_stream *s, float *losses, tr_buf logits, const int32_t *targets,
                                            int N, int V) {
     TR_PROF(s, "cross_entropy_forward");
-    TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
-    TR_CHECK(losses != NULL && targets != NULL, "cross entropy needs losses and targets");
-    kern_check_float_buf(logits, "cross entropy logits");
+    kern_cross_entropy_forward_check(s, losses, logits, targets, N, V);
     k_ce_fwd<<<N, TR_BLOCK, 0, tr_cu_stream(s)>>>(losses, logits, targets, V);
     CU_CHECK_LAUNCH("k_ce_fwd");
 }
@@ -70,10 +68,7 @@ extern "C" void kern_cross_entropy_forward(dev_stream *s, float *losses, tr_buf 
 extern "C" void kern_cross_entropy_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const int32_t *targets,
                                             const float *dloss, int N, int V) {
     TR_PROF(s, "cross_entropy_backward");
-    TR_CHECK(N > 0 && V > 0, "cross entropy backward needs N and V positive");
-    TR_CHECK(dloss != NULL && targets != NULL, "cross entropy backward needs dloss and targets");
-    kern_check_float_buf(dlogits, "cross entropy dlogits");
-    kern_check_float_buf(logits, "cross entropy logits");
+    kern_cross_entropy_backward_check(s, dlogits, logits, targets, dloss, N, V);
     k_ce_bwd<<<N, TR_BLOCK, 0, tr_cu_stream(s)>>>(dlogits, logits, targets, dloss, V);
     CU_CHECK_LAUNCH("k_ce_bwd");
 }

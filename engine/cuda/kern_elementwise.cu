@@ -35,41 +35,36 @@ __global__ void k_sumsq_partial(float *partial, tr_buf x, size_t n) {
 
 extern "C" void kern_add(dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n) {
     TR_PROF(s, "add");
+    kern_add_check(s, out, a, b, n);
     if (n == 0) return;
-    kern_check_float_buf(out, "add out");
-    kern_check_float_buf(a, "add a");
-    kern_check_float_buf(b, "add b");
     k_add<<<grid_for(n), TR_BLOCK, 0, tr_cu_stream(s)>>>(out, a, b, n);
     CU_CHECK_LAUNCH("k_add");
 }
 
 extern "C" void kern_scale(dev_stream *s, tr_buf x, float alpha, size_t n) {
     TR_PROF(s, "scale");
+    kern_scale_check(s, x, alpha, n);
     if (n == 0) return;
-    kern_check_float_buf(x, "scale x");
     k_scale<<<grid_for(n), TR_BLOCK, 0, tr_cu_stream(s)>>>(x, alpha, n);
     CU_CHECK_LAUNCH("k_scale");
 }
 
 extern "C" void kern_cast(dev_stream *s, tr_buf dst, tr_buf src, size_t n) {
     TR_PROF(s, "cast");
+    kern_cast_check(s, dst, src, n);
     if (n == 0) return;
-    TR_CHECK(dst.p && src.p, "cast needs non-NULL source and destination");
     if (dst.dt == src.dt) { /* a bit copy: NaN payloads and -0 survive */
         dev_copy_d2d(s, dst.p, src.p, n * tr_dtype_size(dst.dt));
         return;
     }
-    kern_check_float_buf(dst, "cast dst");
-    kern_check_float_buf(src, "cast src");
     k_cast<<<grid_for(n), TR_BLOCK, 0, tr_cu_stream(s)>>>(dst, src, n);
     CU_CHECK_LAUNCH("k_cast");
 }
 
 extern "C" void kern_sum_squares(dev_stream *s, float *out, tr_buf x, size_t n) {
     TR_PROF(s, "sum_squares");
-    TR_CHECK(out != NULL, "sum_squares needs an output scalar");
+    kern_sum_squares_check(s, out, x, n);
     if (n == 0) return;
-    kern_check_float_buf(x, "sum_squares x");
     const unsigned G = sumsq_blocks(n);
     float *partial = (float *)tr_cu_scratch(s, G * sizeof(float), "sum_squares partials");
     k_sumsq_partial<<<G, TR_BLOCK, 0, tr_cu_stream(s)>>>(partial, x, n);

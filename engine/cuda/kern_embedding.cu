@@ -52,10 +52,7 @@ __global__ void k_embedding_bwd(tr_buf dwte, tr_buf dout, const int32_t *tokens,
 extern "C" void kern_embedding_forward(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int N, int C,
                                        int V) {
     TR_PROF(s, "embedding_forward");
-    TR_CHECK(N > 0 && C > 0 && V > 0, "embedding needs N, C and V positive");
-    TR_CHECK(tokens != NULL, "embedding needs a token array");
-    kern_check_float_buf(out, "embedding out");
-    kern_check_float_buf(wte, "embedding wte");
+    kern_embedding_forward_check(s, out, tokens, wte, N, C, V);
     k_embedding_fwd<<<N, TR_BLOCK, 0, tr_cu_stream(s)>>>(out, tokens, wte, N, C, V);
     CU_CHECK_LAUNCH("k_embedding_fwd");
 }
@@ -63,10 +60,7 @@ extern "C" void kern_embedding_forward(dev_stream *s, tr_buf out, const int32_t 
 extern "C" void kern_embedding_backward(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int N, int C,
                                         int V) {
     TR_PROF(s, "embedding_backward");
-    TR_CHECK(N > 0 && C > 0 && V > 0, "embedding backward needs N, C and V positive");
-    TR_CHECK(tokens != NULL, "embedding backward needs a token array");
-    kern_check_float_buf(dwte, "embedding dwte");
-    kern_check_float_buf(dout, "embedding dout");
+    kern_embedding_backward_check(s, dwte, dout, tokens, N, C, V);
     /* The link kernel checks the tokens before anything touches dwte (stream order). */
     int *next = (int *)tr_cu_scratch(s, (size_t)N * sizeof(int), "embedding backward links"); /* [N] */
     unsigned char *first = (unsigned char *)tr_cu_scratch(s, (size_t)N, "embedding backward first rows"); /* [N] */

@@ -5,8 +5,8 @@
  * N = 16384 on an H200, where the single-thread linked list it replaces walked N dependent loads
  * (milliseconds). The links are those of the single-thread version, so the sums (ascending n)
  * and their bits are unchanged. Tokens the owner calls invalid stop the kernel (row_of.check). */
-#ifndef TWINRUN_CUDA_KERN_EMBEDDING_LINKS_CUH
-#define TWINRUN_CUDA_KERN_EMBEDDING_LINKS_CUH
+#ifndef TWINRUN_ENGINE_CUDA_KERN_EMBEDDING_LINKS_CUH
+#define TWINRUN_ENGINE_CUDA_KERN_EMBEDDING_LINKS_CUH
 
 #include "kern_common.cuh"
 

@@ -61,18 +61,10 @@ __global__ void k_embedding_slice_bwd(tr_buf dwte, tr_buf dout, const int32_t *t
     }
 }
 
-static void check_slice(const int32_t *tokens, int vocab_start, int N, int C, int V) {
-    TR_CHECK(N > 0 && C > 0 && V > 0, "embedding needs N, C and V positive");
-    TR_CHECK(tokens != NULL, "embedding needs a token array");
-    TR_CHECK(vocab_start >= 0, "embedding slice: vocab_start is a row of the padded vocabulary, so >= 0");
-}
-
 extern "C" void kern_embedding_forward_slice(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte,
                                              int vocab_start, int N, int C, int V) {
     TR_PROF(s, "embedding_forward_slice");
-    check_slice(tokens, vocab_start, N, C, V);
-    kern_check_float_buf(out, "embedding out");
-    kern_check_float_buf(wte, "embedding wte");
+    kern_embedding_forward_slice_check(s, out, tokens, wte, vocab_start, N, C, V);
     k_embedding_slice_fwd<<<N, TR_BLOCK, 0, tr_cu_stream(s)>>>(out, tokens, wte, vocab_start, C, V);
     CU_CHECK_LAUNCH("k_embedding_slice_fwd");
 }
@@ -80,9 +72,7 @@ extern "C" void kern_embedding_forward_slice(dev_stream *s, tr_buf out, const in
 extern "C" void kern_embedding_backward_slice(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens,
                                               int vocab_start, int N, int C, int V) {
     TR_PROF(s, "embedding_backward_slice");
-    check_slice(tokens, vocab_start, N, C, V);
-    kern_check_float_buf(dwte, "embedding dwte");
-    kern_check_float_buf(dout, "embedding dout");
+    kern_embedding_backward_slice_check(s, dwte, dout, tokens, vocab_start, N, C, V);
     /* The link kernel checks the tokens before anything touches dwte (stream order). */
     int *next = (int *)tr_cu_scratch(s, (size_t)N * sizeof(int), "embedding slice backward links"); /* [N] */
     unsigned char *first = (unsigned char *)tr_cu_scratch(s, (size_t)N, "embedding slice backward first rows"); /* [N] */

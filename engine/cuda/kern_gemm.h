@@ -1,8 +1,8 @@
 /* Private to the GEMM files: the simple tiled kernel that kern_gemm falls back on for type
  * combinations cuBLAS does not offer (e.g. fp32 operands with a bf16 output, or mixed operand
  * types), or everywhere with TWINRUN_GEMM=naive. */
-#ifndef TWINRUN_CUDA_KERN_GEMM_H
-#define TWINRUN_CUDA_KERN_GEMM_H
+#ifndef TWINRUN_ENGINE_CUDA_KERN_GEMM_H
+#define TWINRUN_ENGINE_CUDA_KERN_GEMM_H
 
 #include "seam.h"
 

@@ -258,10 +258,7 @@ static bool gemm_lt(gemm_state *g, dev_stream *s, tr_buf c, tr_buf a, tr_buf b, 
 
 extern "C" void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb,
                           float alpha, float beta) {
-    TR_CHECK(m > 0 && n > 0 && k > 0, "gemm dimensions m, n, k must be positive");
-    kern_check_float_buf(c, "gemm c");
-    kern_check_float_buf(a, "gemm a");
-    kern_check_float_buf(b, "gemm b");
+    kern_gemm_check(s, c, a, b, m, n, k, ta, tb, alpha, beta);
     gemm_state *g = gemm_state_get(dev_stream_device(s));
     char kind[96] = "gemm";
     if (tr_prof_enabled(dev_stream_device(s)))

@@ -54,11 +54,8 @@ static float host_value(const kern_init_desc *d, size_t i) {
 
 extern "C" void kern_init_param(dev_stream *s, const kern_init_desc *d, float *out, size_t n) {
     TR_PROF(s, "init_param");
-    TR_CHECK(d != NULL, "init needs a descriptor");
+    kern_init_param_check(s, d, out, n);
     if (n == 0) return;
-    TR_CHECK(out != NULL, "init writes out[n]");
-    TR_CHECK(d->cols > 0 && d->gcols >= d->cols && d->col0 >= 0 && (d->nseg == 1 || d->nseg == 2),
-             "init: the shard's placement is not a placement (cols, gcols, col0, segments)");
     cudaStream_t st = tr_cu_stream(s);
     const unsigned long long cap = (unsigned long long)(n / 1024 + 4096);
     unsigned long long *nfix =

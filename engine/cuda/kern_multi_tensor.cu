@@ -66,13 +66,6 @@ __global__ void k_adamw_ranges(float *master, tr_buf model, bool write_model, tr
     }
 }
 
-static void check_ranges(const kern_range *ranges, int nranges) {
-    TR_CHECK(nranges >= 0 && (ranges != NULL || nranges == 0), "multi-tensor kernel needs its ranges");
-    for (int r = 0; r < nranges; r++)
-        TR_CHECK(ranges[r].begin <= ranges[r].end && (r == 0 || ranges[r - 1].end <= ranges[r].begin),
-                 "multi-tensor kernel: ranges must ascend without overlapping");
-}
-
 /* The chunk of ranges [r0, r0 + TR_RANGE_CHUNK), empty ranges dropped; its element count. */
 static unsigned long long chunk_of(range_chunk *rc, const kern_range *ranges, int nranges, int r0) {
     memset(rc, 0, sizeof *rc);
@@ -91,10 +84,8 @@ static unsigned long long chunk_of(range_chunk *rc, const kern_range *ranges, in
 
 extern "C" void kern_sum_squares_ranges(dev_stream *s, float *out, tr_buf x, const kern_range *ranges, int nranges) {
     TR_PROF(s, "sum_squares_ranges");
-    TR_CHECK(out != NULL, "sum_squares needs an output scalar");
-    check_ranges(ranges, nranges);
+    kern_sum_squares_ranges_check(s, out, x, ranges, nranges);
     if (nranges == 0) return;
-    kern_check_float_buf(x, "sum_squares x");
     range_chunk rc;
     for (int r0 = 0; r0 < nranges; r0 += TR_RANGE_CHUNK) {
         const unsigned long long total = chunk_of(&rc, ranges, nranges, r0);
@@ -112,17 +103,9 @@ extern "C" void kern_sum_squares_ranges(dev_stream *s, float *out, tr_buf x, con
 extern "C" void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *ad, const kern_range *ranges,
                                          int nranges, float *master, tr_buf model, tr_buf grad, float *m, float *v) {
     TR_PROF(s, "adamw_update_ranges");
-    TR_CHECK(ad != NULL, "adamw needs a descriptor");
-    TR_CHECK(ad->step >= 1, "adamw step is 1-based; the first update is step 1");
-    TR_CHECK(ad->beta1 >= 0.0f && ad->beta1 < 1.0f && ad->beta2 >= 0.0f && ad->beta2 < 1.0f,
-             "adamw betas must lie in [0, 1); check --adam-beta1 and --adam-beta2");
-    check_ranges(ranges, nranges);
+    kern_adamw_update_ranges_check(s, ad, ranges, nranges, master, model, grad, m, v);
     if (nranges == 0) return;
-    TR_CHECK(master != NULL && m != NULL && v != NULL, "adamw needs master weights and both moments");
-    kern_check_float_buf(grad, "adamw grad");
     const bool write_model = model.p != NULL && model.p != (void *)master;
-    if (write_model) kern_check_float_buf(model, "adamw model");
-    TR_CHECK(model.p != (void *)master || model.dt == TR_F32, "adamw model aliases master only when it is fp32");
     const double b1 = ad->beta1, b2 = ad->beta2, lr = ad->lr;
     const double bc1 = 1.0 - pow(b1, (double)ad->step), bc2 = 1.0 - pow(b2, (double)ad->step);
     range_chunk rc;

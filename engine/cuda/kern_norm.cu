@@ -100,25 +100,11 @@ __global__ void k_norm_bwd_wfinal(tr_buf dweight, tr_buf dbias, const float *pw,
     if (dbias.p) stf(dbias, (size_t)c, ldf(dbias, (size_t)c) + ab);
 }
 
-static void check_desc(const kern_norm_desc *nd, int N, int C) {
-    TR_CHECK(nd != NULL, "norm needs a descriptor");
-    TR_CHECK(nd->kind == KERN_NORM_RMS || nd->kind == KERN_NORM_LAYER, "norm kind must be RMS or Layer");
-    TR_CHECK(N > 0 && C > 0, "norm needs N and C positive");
-    TR_CHECK(nd->eps >= 0.0f, "norm epsilon must not be negative; check --norm-epsilon");
-}
-
 extern "C" void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, float *mean, float *rstd,
                                   tr_buf inp, tr_buf weight, tr_buf bias, int N, int C) {
     TR_PROF(s, "norm_forward");
-    check_desc(nd, N, C);
+    kern_norm_forward_check(s, nd, out, mean, rstd, inp, weight, bias, N, C);
     const bool layer = nd->kind == KERN_NORM_LAYER;
-    kern_check_float_buf(out, "norm out");
-    kern_check_float_buf(inp, "norm inp");
-    kern_check_float_buf(weight, "norm weight");
-    TR_CHECK(rstd != NULL, "norm forward always writes rstd");
-    TR_CHECK(!layer || mean != NULL, "LayerNorm forward writes mean; pass a [N] fp32 buffer");
-    TR_CHECK(layer || bias.p == NULL, "RMSNorm has no bias; pass tr_buf_none()");
-    if (bias.p) kern_check_float_buf(bias, "norm bias");
     k_norm_fwd<<<N, TR_BLOCK, 0, tr_cu_stream(s)>>>(out, mean, rstd, inp, weight, bias, C, layer,
                                                     nd->zero_centered_gamma, nd->eps);
     CU_CHECK_LAUNCH("k_norm_fwd");
@@ -128,17 +114,8 @@ extern "C" void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_b
                                    tr_buf dbias, tr_buf dout, tr_buf inp, tr_buf weight, const float *mean,
                                    const float *rstd, int N, int C) {
     TR_PROF(s, "norm_backward");
-    check_desc(nd, N, C);
+    kern_norm_backward_check(s, nd, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
     const bool layer = nd->kind == KERN_NORM_LAYER;
-    kern_check_float_buf(dinp, "norm dinp");
-    kern_check_float_buf(dweight, "norm dweight");
-    kern_check_float_buf(dout, "norm dout");
-    kern_check_float_buf(inp, "norm inp");
-    kern_check_float_buf(weight, "norm weight");
-    TR_CHECK(rstd != NULL, "norm backward needs the forward's rstd");
-    TR_CHECK(!layer || mean != NULL, "LayerNorm backward needs the forward's mean");
-    TR_CHECK(layer || dbias.p == NULL, "RMSNorm has no bias gradient; pass tr_buf_none()");
-    if (dbias.p) kern_check_float_buf(dbias, "norm dbias");
 
     cudaStream_t st = tr_cu_stream(s);
     /* Weight gradients first, then dinp: the column sums read dout before dinp is touched. */

@@ -1,7 +1,7 @@
 /* Device code the optimizer's kernels share (kern_adamw.cu, kern_elementwise.cu, kern_multi_tensor.cu):
  * one AdamW element, and the second pass of the deterministic sum of squares. */
-#ifndef TWINRUN_CUDA_KERN_OPTIM_COMMON_CUH
-#define TWINRUN_CUDA_KERN_OPTIM_COMMON_CUH
+#ifndef TWINRUN_ENGINE_CUDA_KERN_OPTIM_COMMON_CUH
+#define TWINRUN_ENGINE_CUDA_KERN_OPTIM_COMMON_CUH
 
 #include <math.h>
 

@@ -35,13 +35,9 @@ __global__ void k_rope(tr_buf x, const int32_t *positions, int T, int H, int D, 
 
 static void rope_apply(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int T,
                        int H, int D, float sign) {
-    TR_CHECK(rd != NULL, "rope needs a descriptor");
-    TR_CHECK(B > 0 && T > 0 && H > 0 && D > 0, "rope needs B, T, H and D positive");
-    TR_CHECK(rd->rot_dim > 0 && rd->rot_dim % 2 == 0, "rope rot_dim must be even and positive; check --rotary-percent");
-    TR_CHECK(rd->rot_dim <= D, "rope rot_dim exceeds the head dim; check --rotary-percent and --kv-channels");
-    TR_CHECK(rd->theta > 0.0f, "rope theta must be positive; check --rotary-base");
+    if (sign > 0) kern_rope_forward_check(s, rd, x, positions, B, T, H, D);
+    else kern_rope_backward_check(s, rd, x, positions, B, T, H, D);
     TR_CHECK(rd->rot_dim / 2 <= TR_ROPE_MAX_HALF, "rope rot_dim above 1024 is not supported by the CUDA kernel");
-    kern_check_float_buf(x, "rope x");
     const int half = rd->rot_dim / 2;
     rope_freqs f;
     memset(&f, 0, sizeof f);

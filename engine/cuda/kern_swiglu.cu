@@ -30,9 +30,7 @@ __global__ void k_swiglu_bwd(tr_buf dh, tr_buf dout, tr_buf h, size_t F, size_t 
 
 extern "C" void kern_swiglu_forward(dev_stream *s, tr_buf out, tr_buf h, int N, int F) {
     TR_PROF(s, "swiglu_forward");
-    TR_CHECK(N > 0 && F > 0, "swiglu needs N and F positive; check --ffn-hidden-size");
-    kern_check_float_buf(out, "swiglu out");
-    kern_check_float_buf(h, "swiglu h");
+    kern_swiglu_forward_check(s, out, h, N, F);
     const size_t total = (size_t)N * (size_t)F;
     k_swiglu_fwd<<<grid_for(total), TR_BLOCK, 0, tr_cu_stream(s)>>>(out, h, (size_t)F, total);
     CU_CHECK_LAUNCH("k_swiglu_fwd");
@@ -40,10 +38,7 @@ extern "C" void kern_swiglu_forward(dev_stream *s, tr_buf out, tr_buf h, int N, 
 
 extern "C" void kern_swiglu_backward(dev_stream *s, tr_buf dh, tr_buf dout, tr_buf h, int N, int F) {
     TR_PROF(s, "swiglu_backward");
-    TR_CHECK(N > 0 && F > 0, "swiglu backward needs N and F positive; check --ffn-hidden-size");
-    kern_check_float_buf(dh, "swiglu dh");
-    kern_check_float_buf(dout, "swiglu dout");
-    kern_check_float_buf(h, "swiglu h");
+    kern_swiglu_backward_check(s, dh, dout, h, N, F);
     const size_t total = (size_t)N * (size_t)F;
     k_swiglu_bwd<<<grid_for(total), TR_BLOCK, 0, tr_cu_stream(s)>>>(dh, dout, h, (size_t)F, total);
     CU_CHECK_LAUNCH("k_swiglu_bwd");

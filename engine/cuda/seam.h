@@ -1,8 +1,8 @@
 /* The seam headers (twinrun/dev.h, kern.h, coll.h, err.h) are C11; the .cu files of this folder are
  * C++ for nvcc/mcc. This wrapper gives those headers C linkage and spells C11's _Noreturn the C++
  * way, so the definitions here export the exact C symbols the engine links against. */
-#ifndef TWINRUN_CUDA_SEAM_H
-#define TWINRUN_CUDA_SEAM_H
+#ifndef TWINRUN_ENGINE_CUDA_SEAM_H
+#define TWINRUN_ENGINE_CUDA_SEAM_H
 
 #ifdef __cplusplus
 #include <cstddef>
@@ -18,6 +18,7 @@ extern "C" {
 #include "twinrun/dtype.h"
 #include "twinrun/err.h"
 #include "twinrun/kern.h"
+#include "twinrun/kern_check.h"
 
 #ifdef __cplusplus
 }

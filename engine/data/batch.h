@@ -4,8 +4,8 @@
  * --eval-interval, --eval-iters, --data-cache-path, --vocab-size, --tokenizer-type,
  * --eod-mask-loss, --reset-position-ids, --no-mmap-bin-files. Then batches per data-parallel rank
  * with Megatron's pretraining sampler. */
-#ifndef TR_DATA_BATCH_H
-#define TR_DATA_BATCH_H
+#ifndef TWINRUN_ENGINE_DATA_BATCH_H
+#define TWINRUN_ENGINE_DATA_BATCH_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -3,8 +3,8 @@
  * (ties: the lowest d); no randomness (helpers.cpp build_blending_indices). Sizes per dataset:
  * ceil(ceil(size * w_d) * 1.005) samples are built ("mid_level_dataset_surplus"), and the blend
  * itself has sum_d ceil(size * w_d) samples. */
-#ifndef TR_DATA_BLENDED_DATASET_H
-#define TR_DATA_BLENDED_DATASET_H
+#ifndef TWINRUN_ENGINE_DATA_BLENDED_DATASET_H
+#define TWINRUN_ENGINE_DATA_BLENDED_DATASET_H
 
 #include <stddef.h>
 #include <stdint.h>

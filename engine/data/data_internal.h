@@ -1,6 +1,6 @@
 /* The insides of tr_data, shared by builder.c (construction) and batch.c (batches). */
-#ifndef TR_DATA_INTERNAL_H
-#define TR_DATA_INTERNAL_H
+#ifndef TWINRUN_ENGINE_DATA_DATA_INTERNAL_H
+#define TWINRUN_ENGINE_DATA_DATA_INTERNAL_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* Megatron's GPTDataset (and MockGPTDataset) for one split of one low-level dataset: the index
  * arrays (gpt_index.h), their cache under Megatron's names, and sample lookup. */
-#ifndef TR_DATA_GPT_DATASET_H
-#define TR_DATA_GPT_DATASET_H
+#ifndef TWINRUN_ENGINE_DATA_GPT_DATASET_H
+#define TWINRUN_ENGINE_DATA_GPT_DATASET_H
 
 #include <stdbool.h>
 #include <stddef.h>

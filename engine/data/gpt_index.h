@@ -9,8 +9,8 @@
  *     from 2^32 - 2 samples on.
  * One RandomState(seed) shuffles, in this order, the document index part(s), then the shuffle
  * index part(s). */
-#ifndef TR_DATA_GPT_INDEX_H
-#define TR_DATA_GPT_INDEX_H
+#ifndef TWINRUN_ENGINE_DATA_GPT_INDEX_H
+#define TWINRUN_ENGINE_DATA_GPT_INDEX_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -239,9 +239,7 @@ int64_t tr_idx_num_sequences(const tr_idx_dataset *d) { return d->S; }
 int64_t tr_idx_num_documents(const tr_idx_dataset *d) { return d->D - 1; }
 const int32_t *tr_idx_lengths(const tr_idx_dataset *d) { return d->lengths; }
 const int64_t *tr_idx_pointers(const tr_idx_dataset *d) { return d->pointers; }
-const int64_t *tr_idx_document_indices(const tr_idx_dataset *d) { return d->docs; }
 const int8_t *tr_idx_modes(const tr_idx_dataset *d) { return d->modes; }
-const char *tr_idx_prefix(const tr_idx_dataset *d) { return d->prefix; }
 
 /* Widens n little-endian items of dtype code to int64 (float dtypes truncate, as numpy's
  * astype(int64) after torch.from_numpy(...).long() would). */

@@ -3,8 +3,8 @@
  * u64 sequence count S, u64 document count D, int32 lengths[S], int64 byte pointers[S],
  * int64 document_indices[D] (0 .. S), then optionally int8 sequence modes[S] (multimodal files;
  * not flagged in the header, recognised by the file size). */
-#ifndef TR_DATA_INDEXED_DATASET_H
-#define TR_DATA_INDEXED_DATASET_H
+#ifndef TWINRUN_ENGINE_DATA_INDEXED_DATASET_H
+#define TWINRUN_ENGINE_DATA_INDEXED_DATASET_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -43,9 +43,7 @@ int64_t tr_idx_num_sequences(const tr_idx_dataset *d);
 int64_t tr_idx_num_documents(const tr_idx_dataset *d); /* D - 1 */
 const int32_t *tr_idx_lengths(const tr_idx_dataset *d);          /* [S] */
 const int64_t *tr_idx_pointers(const tr_idx_dataset *d);         /* [S] byte offsets */
-const int64_t *tr_idx_document_indices(const tr_idx_dataset *d); /* [D] */
 const int8_t *tr_idx_modes(const tr_idx_dataset *d);             /* [S] or NULL */
-const char *tr_idx_prefix(const tr_idx_dataset *d);
 
 /* Tokens [offset, offset+count) of sequence seq, widened to int64 (out: [count]). */
 int tr_idx_read(const tr_idx_dataset *d, int64_t seq, int64_t offset, int64_t count, int64_t *out, char *err,

@@ -1,7 +1,7 @@
 /* One line of the preprocessing input: a JSON object {"ids": [1, 2, ...]} of token ids that are
  * already tokenized (the `dataset preprocess` command). */
-#ifndef TR_DATA_JSONL_H
-#define TR_DATA_JSONL_H
+#ifndef TWINRUN_ENGINE_DATA_JSONL_H
+#define TWINRUN_ENGINE_DATA_JSONL_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,9 +1,8 @@
 /* MD5 (RFC 1321), only to name cache files exactly as Megatron does: <md5 of the JSON
- * description>-GPTDataset-<split>-*.npy. Written here rather than taken from libcrypto because the
- * engine library links only cJSON and libm (the shared CMake files are not ours to change), and
- * MD5 is a hundred lines. Not for security. */
-#ifndef TR_DATA_MD5_H
-#define TR_DATA_MD5_H
+ * description>-GPTDataset-<split>-*.npy. Written here rather than taken from libcrypto: MD5 is a
+ * hundred lines, and the engine then needs no crypto library in either build. Not for security. */
+#ifndef TWINRUN_ENGINE_DATA_MD5_H
+#define TWINRUN_ENGINE_DATA_MD5_H
 
 #include <stddef.h>
 #include <stdint.h>

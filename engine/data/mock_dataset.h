@@ -2,8 +2,8 @@
  * numpy.random.default_rng(0).integers(1, 4096, size=100000, dtype=int32) (reproduced by
  * pcg64.c, first values 3484 2609 2094 1105 1261 168, sum 204637097); document k of length L is
  * (1, 2, ..., L-1) % vocab_size followed by eod. */
-#ifndef TR_DATA_MOCK_DATASET_H
-#define TR_DATA_MOCK_DATASET_H
+#ifndef TWINRUN_ENGINE_DATA_MOCK_DATASET_H
+#define TWINRUN_ENGINE_DATA_MOCK_DATASET_H
 
 #include "data/source.h"
 

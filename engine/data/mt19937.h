@@ -2,8 +2,8 @@
  * RandomState(seed) then shuffle() of 1-D integer arrays, in call order on one state.
  * Re-implemented from the published algorithm (Matsumoto & Nishimura's init_genrand/genrand_int32)
  * and numpy's documented legacy bounded draw, so that shuffles are bit-identical to numpy's. */
-#ifndef TR_DATA_MT19937_H
-#define TR_DATA_MT19937_H
+#ifndef TWINRUN_ENGINE_DATA_MT19937_H
+#define TWINRUN_ENGINE_DATA_MT19937_H
 
 #include <stdint.h>
 

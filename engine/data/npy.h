@@ -1,8 +1,8 @@
 /* NumPy .npy files (format 1.0 written; 1.0, 2.0 and 3.0 read), for the index arrays Megatron
  * caches: document_index, sample_index, shuffle_index, dataset_index, dataset_sample_index.
  * Only little-endian C-order integer arrays of up to 2 dimensions. */
-#ifndef TR_DATA_NPY_H
-#define TR_DATA_NPY_H
+#ifndef TWINRUN_ENGINE_DATA_NPY_H
+#define TWINRUN_ENGINE_DATA_NPY_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,9 +2,9 @@
  * and Generator.integers for int32 (Lemire's bounded method). Only what Megatron's
  * MockGPTLowLevelDataset needs: default_rng(0).integers(1, 4096, size=100000, dtype=int32).
  * Written from the published algorithms (O'Neill's PCG, numpy's SeedSequence mixing, Lemire 2019),
- * checked against numpy's known output in tests/unit/test_data_rng.c. */
-#ifndef TR_DATA_PCG64_H
-#define TR_DATA_PCG64_H
+ * checked against numpy's known output in tests/unit/test_data_formats.c. */
+#ifndef TWINRUN_ENGINE_DATA_PCG64_H
+#define TWINRUN_ENGINE_DATA_PCG64_H
 
 #include <stdint.h>
 

@@ -1,8 +1,8 @@
 /* Text exactly as Python's json.dumps(obj, indent=4) writes it, for Megatron's dataset
  * descriptions: their MD5 names the cache files, so every byte matters (float repr, spacing,
  * ensure_ascii escapes). Build a document with the calls below; errors (out of memory) stick. */
-#ifndef TR_DATA_PYJSON_H
-#define TR_DATA_PYJSON_H
+#ifndef TWINRUN_ENGINE_DATA_PYJSON_H
+#define TWINRUN_ENGINE_DATA_PYJSON_H
 
 #include <stddef.h>
 #include <stdint.h>

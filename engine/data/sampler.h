@@ -3,8 +3,8 @@
  * parallel rank r takes [r * mbs, (r + 1) * mbs) of it; an incomplete last chunk is dropped.
  * consumed_samples counts whole chunks of all ranks, so after an iteration of
  * GBS / (mbs * dp) micro-batches it has advanced by exactly GBS. */
-#ifndef TR_DATA_SAMPLER_H
-#define TR_DATA_SAMPLER_H
+#ifndef TWINRUN_ENGINE_DATA_SAMPLER_H
+#define TWINRUN_ENGINE_DATA_SAMPLER_H
 
 #include <stddef.h>
 #include <stdint.h>

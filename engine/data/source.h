@@ -1,8 +1,8 @@
 /* A low-level dataset as GPTDataset sees it: documents with lengths, readable by slice.
  * Implemented by the IndexedDataset (one "document" = one sequence, as Megatron's GPTDataset
  * counts them) and by the mock dataset. */
-#ifndef TR_DATA_SOURCE_H
-#define TR_DATA_SOURCE_H
+#ifndef TWINRUN_ENGINE_DATA_SOURCE_H
+#define TWINRUN_ENGINE_DATA_SOURCE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,8 +2,8 @@
  * Numbers are the runs of [.0-9] in the string (anything else separates them), padded with zeros
  * to three and normalised by their sum; bounds are cumulative sums starting from the integer 0;
  * a split whose bounds do not grow is absent. Ranges are round-half-to-even(bound * N). */
-#ifndef TR_DATA_SPLIT_H
-#define TR_DATA_SPLIT_H
+#ifndef TWINRUN_ENGINE_DATA_SPLIT_H
+#define TWINRUN_ENGINE_DATA_SPLIT_H
 
 #include <stdbool.h>
 #include <stddef.h>

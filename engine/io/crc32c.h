@@ -1,6 +1,6 @@
 /* CRC-32C (Castagnoli) and TFRecord's masked form of it. */
-#ifndef TR_IO_CRC32C_H
-#define TR_IO_CRC32C_H
+#ifndef TWINRUN_ENGINE_IO_CRC32C_H
+#define TWINRUN_ENGINE_IO_CRC32C_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* Hugging Face config.json for LlamaForCausalLM (transformers 4.x and 5.x), validated strictly,
  * and its mapping onto the Megatron-style tr_config. */
-#ifndef TR_IO_HF_CONFIG_H
-#define TR_IO_HF_CONFIG_H
+#ifndef TWINRUN_ENGINE_IO_HF_CONFIG_H
+#define TWINRUN_ENGINE_IO_HF_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -7,8 +7,8 @@
  *
  * Every parser here returns 0, or -1 with a one-line message in err that names the file, the
  * tensor or key, the problem and the fix. Nothing here exits or aborts on bad input. */
-#ifndef TR_IO_SAFETENSORS_H
-#define TR_IO_SAFETENSORS_H
+#ifndef TWINRUN_ENGINE_IO_SAFETENSORS_H
+#define TWINRUN_ENGINE_IO_SAFETENSORS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -110,11 +110,9 @@ typedef struct st_model {
 int st_model_open(st_model *m, const char *dir, char *err, size_t errlen);
 void st_model_close(st_model *m);
 const st_tensor *st_model_find(const st_model *m, const char *name, const st_file **file_out);
-/* Like st_read_f32/st_read_i32 on whichever shard holds `name`; each success marks the name read
- * (bookkeeping held behind the const pointer, so a loader can pass the model around read-only). */
+/* Like st_read_f32 on whichever shard holds `name`; each success marks the name read (bookkeeping
+ * held behind the const pointer, so a loader can pass the model around read-only). */
 int st_model_read_f32(const st_model *m, const char *name, float *dst, const int64_t *shape, int ndim, char *err,
-                      size_t errlen);
-int st_model_read_i32(const st_model *m, const char *name, int32_t *dst, const int64_t *shape, int ndim, char *err,
                       size_t errlen);
 /* Tensor names in the model (all shards). A loader that read k distinct expected names and finds
  * st_model_count > k knows there are unexpected tensors; st_model_unread lists them. */

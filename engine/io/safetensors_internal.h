@@ -1,6 +1,6 @@
 /* Helpers shared by the safetensors reader, converter and writer (not a public interface). */
-#ifndef TR_IO_SAFETENSORS_INTERNAL_H
-#define TR_IO_SAFETENSORS_INTERNAL_H
+#ifndef TWINRUN_ENGINE_IO_SAFETENSORS_INTERNAL_H
+#define TWINRUN_ENGINE_IO_SAFETENSORS_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -293,16 +293,6 @@ int st_model_read_f32(const st_model *m, const char *name, float *dst, const int
     return 0;
 }
 
-int st_model_read_i32(const st_model *m, const char *name, int32_t *dst, const int64_t *shape, int ndim, char *err,
-                      size_t errlen) {
-    int i = entry_or_err(m, name, err, errlen);
-    if (i < 0) return -1;
-    const st_model_entry *e = &m->entries[i];
-    if (st_tensor_read_i32(&m->files[e->file], e->t, dst, shape, ndim, err, errlen) != 0) return -1;
-    m->read[i] = true;
-    return 0;
-}
-
 int st_model_count(const st_model *m) { return m->n; }
 
 const char *st_model_name(const st_model *m, int i) { return i >= 0 && i < m->n ? m->entries[i].name : NULL; }

@@ -6,8 +6,8 @@
  * simple_value) at a step. The file is named as PyTorch's SummaryWriter (which Megatron uses)
  * names it: events.out.tfevents.<unix seconds>.<hostname>.<pid>.0, so TensorBoard, tbparse and
  * EventAccumulator read it as they read Megatron's. */
-#ifndef TR_IO_TENSORBOARD_H
-#define TR_IO_TENSORBOARD_H
+#ifndef TWINRUN_ENGINE_IO_TENSORBOARD_H
+#define TWINRUN_ENGINE_IO_TENSORBOARD_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -4,8 +4,8 @@
  *   TWINRUN_FLIGHT_RECORDS  ring entries per rank (default 256; 1..16777216)
  *   TWINRUN_FLIGHT_AT_EXIT  1: also dump when the run ends normally, for trace comparisons
  *                           (ci/compare_flight.py) */
-#ifndef TR_LAUNCH_FLIGHT_ENV_H
-#define TR_LAUNCH_FLIGHT_ENV_H
+#ifndef TWINRUN_ENGINE_LAUNCH_FLIGHT_ENV_H
+#define TWINRUN_ENGINE_LAUNCH_FLIGHT_ENV_H
 
 #include <stdbool.h>
 #include <stddef.h>

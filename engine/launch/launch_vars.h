@@ -12,8 +12,8 @@
  * The innermost launcher wins: LOCAL_RANK marks torchrun style even under mpirun (mpirun starting
  * one torchrun per node); OMPI_COMM_WORLD_RANK wins over a RANK/WORLD_SIZE that a platform set
  * for the whole node (Kubeflow/AIStudio: WORLD_SIZE = nodes, RANK = node). */
-#ifndef TR_LAUNCH_VARS_H
-#define TR_LAUNCH_VARS_H
+#ifndef TWINRUN_ENGINE_LAUNCH_LAUNCH_VARS_H
+#define TWINRUN_ENGINE_LAUNCH_LAUNCH_VARS_H
 
 #include <stdbool.h>
 #include <stddef.h>

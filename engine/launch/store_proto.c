@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-#include "core/sha256.h"
+#include "launch/sha256.h"
 #include "twinrun/err.h"
 
 static const unsigned char magic[4] = {'T', 'W', 'S', '2'};

@@ -13,8 +13,8 @@
  * binds the request to this connection (a recorded request cannot be replayed: the nonce differs)
  * and covers every byte of it (nothing can be altered on the way). Values travel in clear: the
  * token keeps strangers from reading or writing keys, not a listener on the wire from seeing them. */
-#ifndef TR_LAUNCH_STORE_PROTO_H
-#define TR_LAUNCH_STORE_PROTO_H
+#ifndef TWINRUN_ENGINE_LAUNCH_STORE_PROTO_H
+#define TWINRUN_ENGINE_LAUNCH_STORE_PROTO_H
 
 #include <stddef.h>
 #include <stdint.h>

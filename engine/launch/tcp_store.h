@@ -12,8 +12,8 @@
  * Clients retry connecting until their deadline (rank 0 may start last), and every failure says
  * what to check: an address that does not resolve, a port nobody listens on, a port in use by
  * something else, a wrong token, a key nobody published in time. Nothing waits forever. */
-#ifndef TR_LAUNCH_TCP_STORE_H
-#define TR_LAUNCH_TCP_STORE_H
+#ifndef TWINRUN_ENGINE_LAUNCH_TCP_STORE_H
+#define TWINRUN_ENGINE_LAUNCH_TCP_STORE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -12,8 +12,8 @@
  *
  * Initialisation is layout-independent: element e of the *global* parameter gets a value that
  * depends only on (seed, name, e); a shard computes its own elements' global indices. */
-#ifndef TR_MODEL_LLAMA_H
-#define TR_MODEL_LLAMA_H
+#ifndef TWINRUN_ENGINE_MODEL_LLAMA_H
+#define TWINRUN_ENGINE_MODEL_LLAMA_H
 
 #include <stdbool.h>
 #include <stddef.h>

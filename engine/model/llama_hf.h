@@ -1,6 +1,6 @@
 /* Hugging Face weights in and out: model.safetensors (single or sharded) with Llama names. */
-#ifndef TR_MODEL_LLAMA_HF_H
-#define TR_MODEL_LLAMA_HF_H
+#ifndef TWINRUN_ENGINE_MODEL_LLAMA_HF_H
+#define TWINRUN_ENGINE_MODEL_LLAMA_HF_H
 
 #include "model/llama.h"
 

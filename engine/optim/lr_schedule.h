@@ -1,8 +1,8 @@
 /* Megatron's learning-rate schedule (OptimizerParamScheduler), counted in samples.
  * The lr of iteration i (1-based) is lr_at((i-1) * global_batch_size): the scheduler steps
  * once at construction with increment 0, then by the global batch after every iteration. */
-#ifndef TR_OPTIM_LR_SCHEDULE_H
-#define TR_OPTIM_LR_SCHEDULE_H
+#ifndef TWINRUN_ENGINE_OPTIM_LR_SCHEDULE_H
+#define TWINRUN_ENGINE_OPTIM_LR_SCHEDULE_H
 
 #include <stddef.h>
 #include <stdint.h>

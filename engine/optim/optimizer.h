@@ -4,8 +4,8 @@
  * With --use-distributed-optimizer each data-parallel rank owns a contiguous shard of the
  * parameter buffer: gradients are reduce-scattered into it, Adam's moments exist only for it, and
  * the updated parameters are all-gathered (Megatron's distributed optimizer). */
-#ifndef TR_OPTIM_OPTIMIZER_H
-#define TR_OPTIM_OPTIMIZER_H
+#ifndef TWINRUN_ENGINE_OPTIM_OPTIMIZER_H
+#define TWINRUN_ENGINE_OPTIM_OPTIMIZER_H
 
 #include <stdbool.h>
 

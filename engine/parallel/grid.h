@@ -1,8 +1,8 @@
 /* The rank grid in Megatron's default order tp-cp-ep-dp-pp (tp fastest):
  *   rank = tp + TP * (cp + CP * (dp + DP * pp)),  world = TP * CP * DP * PP  (no expert parallelism).
  * and the communicators each rank needs along it. */
-#ifndef TR_PARALLEL_GRID_H
-#define TR_PARALLEL_GRID_H
+#ifndef TWINRUN_ENGINE_PARALLEL_GRID_H
+#define TWINRUN_ENGINE_PARALLEL_GRID_H
 
 #include <stddef.h>
 

@@ -1,9 +1,10 @@
 /* Where micro-batches come from: Megatron's datasets (engine/data), or a raw token file for tests. */
-#ifndef TR_TRAIN_BATCH_SOURCE_H
-#define TR_TRAIN_BATCH_SOURCE_H
+#ifndef TWINRUN_ENGINE_TRAIN_BATCH_SOURCE_H
+#define TWINRUN_ENGINE_TRAIN_BATCH_SOURCE_H
 
 #include <stdint.h>
 
+#include "data/batch.h"
 #include "train/step.h"
 #include "twinrun/config.h"
 
@@ -22,5 +23,14 @@ typedef struct tr_batch_source {
  * iteration is rows [i*mbs*dp + r*mbs, +mbs); inputs are row[:-1], labels row[1:], every token counts. */
 int tr_tokens_file_open(tr_batch_source *src, const tr_config *cfg, int dp_rank, int dp_size, char *err,
                         size_t errlen);
+
+/* Builds Megatron's datasets (--data-path / --mock-data) once for every rank of this process;
+ * *out stays NULL when the config names a --tokens-file instead. Returns 0 or -1 with err. */
+int tr_job_data_open(tr_data **out, const tr_config *cfg, char *err, size_t errlen);
+
+/* Opens one DP rank's batch source: a reader over the shared datasets, or the --tokens-file.
+ * Returns 0 or -1 with err. */
+int tr_batch_source_open(tr_batch_source *src, const tr_config *cfg, tr_data *shared, int dp_rank, int dp_size,
+                         char *err, size_t errlen);
 
 #endif

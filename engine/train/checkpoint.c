@@ -188,17 +188,6 @@ int tr_ckpt_open(const tr_config *cfg, ckpt_reader **rd, char *err, size_t errle
     return *rd ? 0 : -1;
 }
 
-int tr_ckpt_load(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, tr_run_position *pos,
-                 int *loaded, char *err, size_t errlen) {
-    (void)g;
-    *loaded = 0;
-    ckpt_reader *rd;
-    if (tr_ckpt_open(cfg, &rd, err, errlen)) return -1;
-    int rc = tr_ckpt_load_from(rd, m, o, cfg, pos, loaded, err, errlen);
-    if (rd) ckpt_reader_close(rd);
-    return rc;
-}
-
 int tr_ckpt_load_from(ckpt_reader *rd, llama_model *m, tr_optimizer *o, const tr_config *cfg, tr_run_position *pos,
                       int *loaded, char *err, size_t errlen) {
     *loaded = 0;

@@ -2,8 +2,8 @@
  * master weights and Adam's moments under global names with their placement, rank 0 commits; a load
  * reads each rank's own placement from whichever shards hold it, so a checkpoint saved with one
  * (TP, PP, CP, DP) layout loads into another. */
-#ifndef TR_TRAIN_CHECKPOINT_H
-#define TR_TRAIN_CHECKPOINT_H
+#ifndef TWINRUN_ENGINE_TRAIN_CHECKPOINT_H
+#define TWINRUN_ENGINE_TRAIN_CHECKPOINT_H
 
 #include <stdint.h>
 
@@ -27,15 +27,11 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
                  const tr_lr_schedule *sched, const tr_run_position *pos, const struct ckpt_io *io, int *culprit,
                  char *err, size_t errlen);
 
-/* Loads the latest checkpoint of cfg->load into this rank, as Megatron does: weights always;
- * optimizer state unless --no-load-optim or --finetune; iteration and consumed samples unless
- * --finetune (which starts at 0). *loaded is 0 when the directory holds no checkpoint yet (training
- * starts from scratch). Checksums are verified first; a bad checkpoint is refused naming the file. */
-int tr_ckpt_load(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, tr_run_position *pos,
-                 int *loaded, char *err, size_t errlen);
-
-/* The same from a checkpoint the job opened once for all its ranks (tr_ckpt_open): a thousand twin
- * ranks then verify and index the files once, not a thousand times. rd NULL: nothing saved yet. */
+/* Loads the latest checkpoint into this rank, as Megatron does, from the checkpoint the job opened once
+ * for all its ranks (tr_ckpt_open: a thousand twin ranks then verify and index the files once, not a
+ * thousand times; rd NULL: nothing saved yet): weights always; optimizer state unless --no-load-optim
+ * or --finetune; iteration and consumed samples unless --finetune (which starts at 0). *loaded is 0
+ * when the directory holds no checkpoint yet (training starts from scratch). */
 struct ckpt_reader;
 int tr_ckpt_load_from(struct ckpt_reader *rd, llama_model *m, tr_optimizer *o, const tr_config *cfg,
                       tr_run_position *pos, int *loaded, char *err, size_t errlen);

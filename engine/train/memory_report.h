@@ -1,7 +1,7 @@
 /* Per-rank device memory as the engine allocated it, beside Megatron's theoretical formula
  * (megatron/training/theoretical_memory_usage.py: weights and optimizer of the most loaded shard). */
-#ifndef TR_TRAIN_MEMORY_REPORT_H
-#define TR_TRAIN_MEMORY_REPORT_H
+#ifndef TWINRUN_ENGINE_TRAIN_MEMORY_REPORT_H
+#define TWINRUN_ENGINE_TRAIN_MEMORY_REPORT_H
 
 #include <stddef.h>
 #include <stdio.h>

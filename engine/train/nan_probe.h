@@ -7,8 +7,8 @@
  * order of one micro-batch (forward by layer, loss, backward by layer), and the ranks agree on the
  * earliest of all: the rank, layer and tensor where the value first went bad. The same observer
  * is the fault library's NaN injection site. */
-#ifndef TR_TRAIN_NAN_PROBE_H
-#define TR_TRAIN_NAN_PROBE_H
+#ifndef TWINRUN_ENGINE_TRAIN_NAN_PROBE_H
+#define TWINRUN_ENGINE_TRAIN_NAN_PROBE_H
 
 #include <stdbool.h>
 #include <stdint.h>

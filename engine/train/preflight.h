@@ -2,8 +2,8 @@
  * different builds, different flags or data): every rank publishes a fingerprint — build version,
  * config, data files, devices its node shows — and the job stops before training, with a table of
  * who differs from whom, when they do not all agree. */
-#ifndef TR_TRAIN_PREFLIGHT_H
-#define TR_TRAIN_PREFLIGHT_H
+#ifndef TWINRUN_ENGINE_TRAIN_PREFLIGHT_H
+#define TWINRUN_ENGINE_TRAIN_PREFLIGHT_H
 
 #include <stddef.h>
 #include <stdint.h>

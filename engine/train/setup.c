@@ -5,6 +5,7 @@
 
 #include "data/batch.h"
 #include "io/hf_config.h"
+#include "train/batch_source.h"
 #include "train/trainer.h"
 #include "twinrun/err.h"
 

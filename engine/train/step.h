@@ -1,8 +1,8 @@
 /* One training iteration: forward and backward over the micro-batches (Megatron's 1F1B pipeline
  * schedule across stages), gradient reduction over data parallelism with Megatron's loss
  * semantics, the NaN check, global-norm clipping and the AdamW update. */
-#ifndef TR_TRAIN_STEP_H
-#define TR_TRAIN_STEP_H
+#ifndef TWINRUN_ENGINE_TRAIN_STEP_H
+#define TWINRUN_ENGINE_TRAIN_STEP_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,17 +1,15 @@
 /* The straggler report (--log-straggler): at each log interval every rank contributes its busy time
  * per iteration (dev_busy_seconds: compute, not waiting in collectives — a slow rank makes every
  * rank's step slow, but only its own busy time grows) and the slowest is named against the median. */
-#ifndef TR_TRAIN_STRAGGLER_H
-#define TR_TRAIN_STRAGGLER_H
+#ifndef TWINRUN_ENGINE_TRAIN_STRAGGLER_H
+#define TWINRUN_ENGINE_TRAIN_STRAGGLER_H
 
 #include <stdint.h>
 #include <stdio.h>
 
 #include "parallel/grid.h"
+#include "train/trainer.h" /* TR_STRAGGLER_RATIO */
 #include "twinrun/dev.h"
-
-/* A rank whose busy time per iteration exceeds the median by this factor is listed as a straggler. */
-#define TR_STRAGGLER_RATIO 1.5
 
 typedef struct tr_straggler {
     double busy_start;   /* dev_busy_seconds at the start of the interval */

@@ -8,8 +8,8 @@
  *   after validation: "lm loss validation" (+ vs samples; ppl with --log-validation-ppl-to-tensorboard).
  * Only the reporting (last) rank opens a writer; every call accepts NULL and then does nothing.
  * A failed write warns once on stderr and stops the writer: logs never end a training run. */
-#ifndef TR_TRAIN_TB_LOG_H
-#define TR_TRAIN_TB_LOG_H
+#ifndef TWINRUN_ENGINE_TRAIN_TB_LOG_H
+#define TWINRUN_ENGINE_TRAIN_TB_LOG_H
 
 #include <stdint.h>
 

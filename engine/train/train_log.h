@@ -1,6 +1,6 @@
 /* Megatron-style iteration lines (training_log's fields and formats) and a JSON-lines metrics file. */
-#ifndef TR_TRAIN_LOG_H
-#define TR_TRAIN_LOG_H
+#ifndef TWINRUN_ENGINE_TRAIN_TRAIN_LOG_H
+#define TWINRUN_ENGINE_TRAIN_TRAIN_LOG_H
 
 #include <stdint.h>
 #include <stdio.h>

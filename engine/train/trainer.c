@@ -12,6 +12,7 @@
 #include "ckpt/ckpt.h"
 #include "core/hash.h"
 #include "fault/fault.h"
+#include "train/batch_source.h"
 #include "train/checkpoint.h"
 #include "train/nan_probe.h"
 #include "train/preflight.h"
@@ -166,176 +167,256 @@ static uint64_t weight_digest(llama_model *m) {
     return x;
 }
 
-static int train_rank(int rank, int world, void *arg) {
-    job *jb = arg;
-    const tr_config *cfg = jb->cfg;
-    const bool reporter = rank == world - 1; /* Megatron logs from the last rank */
-    char err[1024] = "";
-    rank_state st;
-    memset(&st, 0, sizeof st);
+/* One rank's run through the iterations: what the steps of train_rank share. */
+typedef struct rank_run {
+    int rank, world;
+    bool reporter;        /* the last rank: Megatron logs from it, and it fills the summary */
     tr_lr_schedule sched;
-    int rc = setup(&st, jb, rank, world, reporter, err, sizeof err);
-    if (!rc && tr_lr_schedule_init(&sched, cfg, err, sizeof err)) rc = TR_EXIT_USAGE;
-    tr_train_summary *sum = jb->summary;
-    const tr_grid *g = &st.grid;
-    const tr_parallel par = {&st.grid, &st.groups};
-    const int num_micro = rc ? 0 : cfg->global_batch_size / (cfg->micro_batch_size * g->size[TR_AXIS_DP]);
-    const int64_t iters = cfg->train_iters > 0 ? cfg->train_iters : cfg->train_samples / cfg->global_batch_size;
-    const double flops = rc ? 0 : tr_flops_per_iteration(cfg, st.model->dims.V);
-    if (!rc && tr_nan_probe_init(&st.probe, st.model, num_micro, cfg->num_layers, cfg->check_for_nan_in_loss_and_grad,
-                                 st.faults))
-    {
-        tr_errf(err, sizeof err, "out of device memory for the NaN/Inf probes: %s", dev_last_error(st.dev));
+    int num_micro;        /* micro-batches per iteration on this DP rank */
+    int64_t iters;        /* the last iteration of the job */
+    double flops;         /* per iteration, for the TFLOP/s column */
+    tr_run_position pos;  /* where the run starts: 0, or the loaded checkpoint's position */
+    int64_t consumed;     /* train samples consumed so far */
+    double loss_acc, t_acc; /* over the current logging interval */
+    int n_acc, nan_iters;
+    int64_t saved_at;     /* the last iteration saved (or loaded) */
+    int64_t last;         /* the last iteration completed */
+    double start;         /* the rank's clock at the start, for --exit-duration-in-mins */
+    tr_straggler strag;
+    char err[1024];
+} rank_run;
+
+/* Builds the rank (setup), its lr schedule and NaN probes, and the run's constants. */
+static int prepare(rank_state *st, const job *jb, rank_run *r) {
+    const tr_config *cfg = jb->cfg;
+    int rc = setup(st, jb, r->rank, r->world, r->reporter, r->err, sizeof r->err);
+    if (!rc && tr_lr_schedule_init(&r->sched, cfg, r->err, sizeof r->err)) rc = TR_EXIT_USAGE;
+    r->num_micro = rc ? 0 : cfg->global_batch_size / (cfg->micro_batch_size * st->grid.size[TR_AXIS_DP]);
+    r->iters = cfg->train_iters > 0 ? cfg->train_iters : cfg->train_samples / cfg->global_batch_size;
+    r->flops = rc ? 0 : tr_flops_per_iteration(cfg, st->model->dims.V);
+    if (!rc && tr_nan_probe_init(&st->probe, st->model, r->num_micro, cfg->num_layers,
+                                 cfg->check_for_nan_in_loss_and_grad, st->faults)) {
+        tr_errf(r->err, sizeof r->err, "out of device memory for the NaN/Inf probes: %s", dev_last_error(st->dev));
         rc = TR_EXIT_FATAL;
     }
-    tr_diagnosis *diag = &sum->diag;
-    tr_run_position pos = {0, 0, 0};
-    if (!rc && cfg->load[0]) {
-        int loaded = 0;
-        if (tr_ckpt_load_from(jb->ckpt, st.model, st.optim, cfg, &pos, &loaded, err, sizeof err)) rc = TR_EXIT_USAGE;
-        else if (loaded && st.src.set_position(st.src.ctx, pos.consumed_train, pos.consumed_valid, err, sizeof err))
-            rc = TR_EXIT_USAGE;
-        if (!rc && reporter)
-            fprintf(jb->log, loaded ? " loaded checkpoint from %s at iteration %lld\n"
-                                    : " could not find a checkpoint in %s: training from scratch\n",
-                    cfg->load, (long long)pos.iteration);
+    return rc;
+}
+
+/* --load: the checkpoint's weights, optimizer state and data position. */
+static int resume(rank_state *st, const job *jb, rank_run *r) {
+    const tr_config *cfg = jb->cfg;
+    if (!cfg->load[0]) return 0;
+    int rc = 0, loaded = 0;
+    if (tr_ckpt_load_from(jb->ckpt, st->model, st->optim, cfg, &r->pos, &loaded, r->err, sizeof r->err))
+        rc = TR_EXIT_USAGE;
+    else if (loaded && st->src.set_position(st->src.ctx, r->pos.consumed_train, r->pos.consumed_valid, r->err,
+                                            sizeof r->err))
+        rc = TR_EXIT_USAGE;
+    if (!rc && r->reporter)
+        fprintf(jb->log, loaded ? " loaded checkpoint from %s at iteration %lld\n"
+                                : " could not find a checkpoint in %s: training from scratch\n",
+                cfg->load, (long long)r->pos.iteration);
+    return rc;
+}
+
+/* A NaN/Inf stopped iteration `it`: where it came from goes into the error and the diagnosis. */
+static void diagnose_nan(rank_state *st, const job *jb, rank_run *r, int64_t it) {
+    r->nan_iters++;
+    tr_nan_origin origin;
+    tr_nan_probe_origin(&st->probe, &st->groups, &origin);
+    tr_grid og;
+    char where[256], why[600];
+    const bool known = origin.rank >= 0 && !tr_grid_init(&og, jb->cfg, r->world, origin.rank, NULL, 0);
+    tr_nan_origin_describe(&origin, known ? &og : NULL, where, sizeof where);
+    snprintf(why, sizeof why, "%.599s", r->err);
+    snprintf(r->err, sizeof r->err, "iteration %lld: %s. First non-finite value: %s", (long long)it, why, where);
+    if (r->reporter) {
+        tr_diagnosis *diag = &jb->summary->diag;
+        *diag = (tr_diagnosis){.kind = "nan", .rank = origin.rank, .layer = origin.layer, .micro = origin.micro,
+                               .iteration = it, .time = dev_clock_now(st->dev)};
+        snprintf(diag->detail, sizeof diag->detail, "%s", origin.rank >= 0 ? tr_nan_site_name(origin.site) : "");
     }
-    int64_t consumed = pos.consumed_train;
-    double loss_acc = 0, t_acc = 0;
-    int n_acc = 0, nan_iters = 0;
-    int64_t saved_at = pos.iteration, it = pos.iteration;
-    const double start = st.dev ? dev_clock_now(st.dev) : 0.0;
-    if (reporter) sum->start_iteration = pos.iteration;
-    tr_straggler strag;
-    if (!rc) tr_straggler_init(&strag, st.dev, pos.iteration + 1);
-    for (it = pos.iteration + 1; !rc && it <= iters; it++) {
-        double lr = tr_lr_at(&sched, consumed);
-        if (reporter && it == pos.iteration + 1) sum->first_iteration_wall = wall_seconds(); /* start-up ends */
-        double t0 = dev_clock_now(st.dev), busy0 = dev_busy_seconds(st.dev);
-        fault_step_begin(st.faults, it);
+}
+
+/* The iteration's numbers: the summary, the JSON line, TensorBoard, the straggler report, and every
+ * log interval Megatron's line with the loss and time averaged over the interval. */
+static void log_iteration(rank_state *st, const job *jb, rank_run *r, int64_t it, double lr, double dt,
+                          const tr_step_result *res) {
+    const tr_config *cfg = jb->cfg;
+    tr_train_summary *sum = jb->summary;
+    if (r->reporter) {
+        if (it == r->pos.iteration + 1) sum->first_loss = res->loss;
+        sum->last_loss = res->loss;
+        sum->last_grad_norm = res->grad_norm;
+        sum->iterations = it;
+    }
+    r->loss_acc += res->loss;
+    r->t_acc += dt;
+    r->n_acc++;
+    tr_log_line line = {
+        .iteration = it, .train_iters = r->iters, .consumed_samples = r->consumed,
+        .elapsed_ms_per_iter = dt * 1000.0, .tflops_per_gpu = dt > 0 ? r->flops / dt / 1e12 / r->world : 0.0,
+        .lr = lr, .global_batch_size = cfg->global_batch_size, .lm_loss = res->loss,
+        .grad_norm = res->grad_norm, .skipped_iters = 0, .nan_iters = r->nan_iters,
+    };
+    if (st->metrics) tr_log_write_json(st->metrics, &line);
+    tr_tb_log_iteration(st->tb, &line);
+    if (cfg->log_straggler && it % cfg->log_interval == 0) {
+        tr_straggler_report(&r->strag, &st->groups, st->dev, it, r->reporter ? jb->log : NULL);
+        if (r->reporter)
+            sum->straggler_rank = r->strag.worst_rank, sum->straggler_ratio = r->strag.worst_ratio,
+            sum->straggler_time = r->strag.first_listed;
+    }
+    if (it % cfg->log_interval == 0) {
+        line.lm_loss = r->loss_acc / r->n_acc;
+        line.elapsed_ms_per_iter = r->t_acc / r->n_acc * 1000.0;
+        line.tflops_per_gpu = r->t_acc > 0 ? r->flops / (r->t_acc / r->n_acc) / 1e12 / r->world : 0.0;
+        tr_tb_log_interval(st->tb, &line);
+        if (r->reporter) {
+            char ts[64];
+            tr_log_timestamp(ts, sizeof ts, wall_seconds());
+            tr_log_write_line(jb->log, ts, &line, cfg->log_throughput);
+        }
+        r->loss_acc = r->t_acc = 0;
+        r->n_acc = 0;
+    }
+}
+
+/* After iteration `it`: validation and a checkpoint when their intervals say so. */
+static int evaluate_and_save(rank_state *st, job *jb, rank_run *r, int64_t it, const tr_parallel *par) {
+    const tr_config *cfg = jb->cfg;
+    if (st->src.next_valid && cfg->eval_iters > 0 && cfg->eval_interval > 0 && it % cfg->eval_interval == 0) {
+        double vloss;
+        int rc = train_evaluate(st->model, par, cfg->eval_iters, r->num_micro, st->src.next_valid, st->src.ctx, &vloss,
+                                r->err, sizeof r->err);
+        if (rc) return rc;
+        if (r->reporter) {
+            tr_log_write_validation(jb->log, it, vloss);
+            tr_tb_log_validation(st->tb, it, r->consumed, vloss);
+            jb->summary->last_valid_loss = vloss;
+        }
+    }
+    if (cfg->save[0] && cfg->save_interval > 0 && it % cfg->save_interval == 0) {
+        tr_run_position now = {it, r->consumed, st->src.valid_consumed(st->src.ctx)};
+        int rc = save(st, jb, cfg, &r->sched, &now, r->rank, r->err, sizeof r->err);
+        if (rc) return rc;
+        r->saved_at = it;
+        if (r->reporter) fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)it, cfg->save);
+    }
+    return 0;
+}
+
+/* Megatron's --exit-interval and --exit-duration-in-mins: stop after iteration `it`. */
+static bool exit_requested(rank_state *st, const job *jb, const rank_run *r, int64_t it) {
+    const tr_config *cfg = jb->cfg;
+    if (cfg->exit_interval > 0 && it % cfg->exit_interval == 0) return true;
+    if (cfg->exit_duration_in_mins > 0 && exit_duration_reached(st, r->start, cfg->exit_duration_in_mins)) {
+        if (r->reporter)
+            fprintf(jb->log, " exiting program after %g minutes (--exit-duration-in-mins)\n", cfg->exit_duration_in_mins);
+        return true; /* the end-of-training save in finish() keeps the work */
+    }
+    return false;
+}
+
+/* The iterations from the start position to the job's last, or to an exit request; the first
+ * error stops them. */
+static int iterate(rank_state *st, job *jb, rank_run *r) {
+    const tr_config *cfg = jb->cfg;
+    const tr_parallel par = {&st->grid, &st->groups};
+    for (int64_t it = r->pos.iteration + 1; it <= r->iters; it++) {
+        double lr = tr_lr_at(&r->sched, r->consumed);
+        if (r->reporter && it == r->pos.iteration + 1) /* start-up ends */
+            jb->summary->first_iteration_wall = wall_seconds();
+        double t0 = dev_clock_now(st->dev), busy0 = dev_busy_seconds(st->dev);
+        fault_step_begin(st->faults, it);
         tr_step_result res;
-        tr_nan_probe_begin(&st.probe);
-        rc = train_step(st.model, st.optim, cfg, &par, num_micro, lr, st.src.next, st.src.ctx, &res, err, sizeof err);
-        tr_nan_probe_end(&st.probe);
-        if (rc == TR_EXIT_NAN) {
-            nan_iters++;
-            tr_nan_origin origin;
-            tr_nan_probe_origin(&st.probe, &st.groups, &origin);
-            tr_grid og;
-            char where[256], why[600];
-            const bool known = origin.rank >= 0 && !tr_grid_init(&og, cfg, world, origin.rank, NULL, 0);
-            tr_nan_origin_describe(&origin, known ? &og : NULL, where, sizeof where);
-            snprintf(why, sizeof why, "%.599s", err);
-            snprintf(err, sizeof err, "iteration %lld: %s. First non-finite value: %s", (long long)it, why, where);
-            if (reporter) {
-                *diag = (tr_diagnosis){.kind = "nan", .rank = origin.rank, .layer = origin.layer, .micro = origin.micro,
-                                       .iteration = it, .time = dev_clock_now(st.dev)};
-                snprintf(diag->detail, sizeof diag->detail, "%s", origin.rank >= 0 ? tr_nan_site_name(origin.site) : "");
-            }
-        }
-        if (rc) break;
-        fault_step_end(st.faults, dev_busy_seconds(st.dev) - busy0);
-        if (reporter && sum->iteration_loss) sum->iteration_loss[it] = res.loss;
-        double dt = dev_clock_now(st.dev) - t0;
-        consumed += cfg->global_batch_size;
-        if (reporter) {
-            if (it == pos.iteration + 1) sum->first_loss = res.loss;
-            sum->last_loss = res.loss;
-            sum->last_grad_norm = res.grad_norm;
-            sum->iterations = it;
-        }
-        loss_acc += res.loss;
-        t_acc += dt;
-        n_acc++;
-        tr_log_line line = {
-            .iteration = it, .train_iters = iters, .consumed_samples = consumed,
-            .elapsed_ms_per_iter = dt * 1000.0, .tflops_per_gpu = dt > 0 ? flops / dt / 1e12 / world : 0.0,
-            .lr = lr, .global_batch_size = cfg->global_batch_size, .lm_loss = res.loss,
-            .grad_norm = res.grad_norm, .skipped_iters = 0, .nan_iters = nan_iters,
-        };
-        if (st.metrics) tr_log_write_json(st.metrics, &line);
-        tr_tb_log_iteration(st.tb, &line);
-        if (cfg->log_straggler && it % cfg->log_interval == 0) {
-            tr_straggler_report(&strag, &st.groups, st.dev, it, reporter ? jb->log : NULL);
-            if (reporter)
-                sum->straggler_rank = strag.worst_rank, sum->straggler_ratio = strag.worst_ratio,
-                sum->straggler_time = strag.first_listed;
-        }
-        if (it % cfg->log_interval == 0) {
-            /* Megatron averages the loss and the time over the logging interval */
-            line.lm_loss = loss_acc / n_acc;
-            line.elapsed_ms_per_iter = t_acc / n_acc * 1000.0;
-            line.tflops_per_gpu = t_acc > 0 ? flops / (t_acc / n_acc) / 1e12 / world : 0.0;
-            tr_tb_log_interval(st.tb, &line);
-            if (reporter) {
-                char ts[64];
-                tr_log_timestamp(ts, sizeof ts, wall_seconds());
-                tr_log_write_line(jb->log, ts, &line, cfg->log_throughput);
-            }
-            loss_acc = t_acc = 0;
-            n_acc = 0;
-        }
-        if (st.src.next_valid && cfg->eval_iters > 0 && cfg->eval_interval > 0 && it % cfg->eval_interval == 0) {
-            double vloss;
-            rc = train_evaluate(st.model, &par, cfg->eval_iters, num_micro, st.src.next_valid, st.src.ctx, &vloss, err,
-                                sizeof err);
-            if (rc) break;
-            if (reporter) {
-                tr_log_write_validation(jb->log, it, vloss);
-                tr_tb_log_validation(st.tb, it, consumed, vloss);
-                sum->last_valid_loss = vloss;
-            }
-        }
-        if (cfg->save[0] && cfg->save_interval > 0 && it % cfg->save_interval == 0) {
-            tr_run_position now = {it, consumed, st.src.valid_consumed(st.src.ctx)};
-            if ((rc = save(&st, jb, cfg, &sched, &now, rank, err, sizeof err))) break;
-            saved_at = it;
-            if (reporter) fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)it, cfg->save);
-        }
-        if (cfg->exit_interval > 0 && it % cfg->exit_interval == 0) {
-            it++;
-            break;
-        }
-        if (cfg->exit_duration_in_mins > 0 && exit_duration_reached(&st, start, cfg->exit_duration_in_mins)) {
-            if (reporter) fprintf(jb->log, " exiting program after %g minutes (--exit-duration-in-mins)\n", cfg->exit_duration_in_mins);
-            it++;
-            break; /* the end-of-training save below keeps the work */
-        }
+        tr_nan_probe_begin(&st->probe);
+        int rc = train_step(st->model, st->optim, cfg, &par, r->num_micro, lr, st->src.next, st->src.ctx, &res, r->err,
+                            sizeof r->err);
+        tr_nan_probe_end(&st->probe);
+        if (rc == TR_EXIT_NAN) diagnose_nan(st, jb, r, it);
+        if (rc) return rc;
+        fault_step_end(st->faults, dev_busy_seconds(st->dev) - busy0);
+        if (r->reporter && jb->summary->iteration_loss) jb->summary->iteration_loss[it] = res.loss;
+        double dt = dev_clock_now(st->dev) - t0;
+        r->consumed += cfg->global_batch_size;
+        log_iteration(st, jb, r, it, lr, dt, &res);
+        if ((rc = evaluate_and_save(st, jb, r, it, &par))) return rc;
+        r->last = it;
+        if (exit_requested(st, jb, r, it)) break;
     }
-    int64_t last = it - 1;
-    /* Megatron saves once more when training ends between save intervals */
-    if (!rc && cfg->save[0] && last > saved_at) {
-        tr_run_position now = {last, consumed, st.src.valid_consumed(st.src.ctx)};
-        rc = save(&st, jb, cfg, &sched, &now, rank, err, sizeof err);
-        if (!rc && reporter) fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)last, cfg->save);
+    return 0;
+}
+
+/* The end of a run that went well: Megatron's last save between save intervals, the memory report
+ * of the first stage (the most loaded) and of the reporter. */
+static int finish(rank_state *st, job *jb, rank_run *r) {
+    const tr_config *cfg = jb->cfg;
+    if (cfg->save[0] && r->last > r->saved_at) {
+        tr_run_position now = {r->last, r->consumed, st->src.valid_consumed(st->src.ctx)};
+        int rc = save(st, jb, cfg, &r->sched, &now, r->rank, r->err, sizeof r->err);
+        if (rc) return rc;
+        if (r->reporter)
+            fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)r->last, cfg->save);
     }
-    if (reporter) sum->consumed_samples = consumed, sum->reported = true;
-    if (!rc && (rank == 0 || reporter)) { /* the first stage is the most loaded; the last reports */
+    if (r->rank == 0 || r->reporter) {
         tr_memory_report mr;
-        tr_memory_report_of(&mr, st.model, st.optim);
-        tr_memory_report_print(jb->log, rank, &mr,
-                               tr_megatron_weight_optimizer_bytes(cfg, st.model->dims.V, g->size[TR_AXIS_DP]));
+        tr_memory_report_of(&mr, st->model, st->optim);
+        tr_memory_report_print(jb->log, r->rank, &mr,
+                               tr_megatron_weight_optimizer_bytes(cfg, st->model->dims.V, st->grid.size[TR_AXIS_DP]));
     }
+    return 0;
+}
+
+/* A failed rank: the job's first message, and stderr unless every rank reached the same error. */
+static int report_failure(const rank_state *st, job *jb, const rank_run *r, int rc) {
+    if (rc < 0) rc = TR_EXIT_FATAL;
+    /* every failing rank says so; the report keeps the first message */
+    if (!jb->err[0]) snprintf(jb->err, sizeof jb->err, "rank %d: %s", r->rank, r->err);
+    /* what every rank agreed on (a NaN's origin, the preflight table) is said once, by the reporter */
+    const bool agreed = rc == TR_EXIT_NAN || st->agreed_error;
+    if (r->world > 1 && (!agreed || r->reporter)) fprintf(stderr, "twinrun: rank %d: %s\n", r->rank, r->err);
+    return rc;
+}
+
+/* The training entry of one rank: prepare, resume, iterate, finish; what every rank reports
+ * (peak memory, weight digest) whatever happened. */
+static int train_rank(int rank, int world, void *arg) {
+    job *jb = arg;
+    tr_train_summary *sum = jb->summary;
+    rank_state st;
+    memset(&st, 0, sizeof st);
+    rank_run r;
+    memset(&r, 0, sizeof r);
+    r.rank = rank, r.world = world, r.reporter = rank == world - 1; /* Megatron logs from the last rank */
+    int rc = prepare(&st, jb, &r);
+    if (!rc) rc = resume(&st, jb, &r);
+    r.consumed = r.pos.consumed_train;
+    r.saved_at = r.last = r.pos.iteration;
+    r.start = st.dev ? dev_clock_now(st.dev) : 0.0;
+    if (r.reporter) sum->start_iteration = r.pos.iteration;
+    if (!rc) tr_straggler_init(&r.strag, st.dev, r.pos.iteration + 1);
+    if (!rc) rc = iterate(&st, jb, &r);
+    if (!rc) rc = finish(&st, jb, &r);
+    if (r.reporter) sum->consumed_samples = r.consumed, sum->reported = true;
     if (st.dev && dev_mem_peak(st.dev) > jb->peak) jb->peak = dev_mem_peak(st.dev);
     if (!rc && sum->weight_digest) sum->weight_digest[rank] = weight_digest(st.model);
-    if (reporter && st.dev) {
+    if (r.reporter && st.dev) {
         dev_info info;
         dev_get_info(st.dev, &info);
         sum->device_capacity = info.capacity;
     }
-    if (rc) {
-        if (rc < 0) rc = TR_EXIT_FATAL;
-        /* every failing rank says so; the report keeps the first message */
-        if (!jb->err[0]) snprintf(jb->err, sizeof jb->err, "rank %d: %s", rank, err);
-        /* what every rank agreed on (a NaN's origin, the preflight table) is said once, by the reporter */
-        const bool agreed = rc == TR_EXIT_NAN || st.agreed_error;
-        if (world > 1 && (!agreed || reporter)) fprintf(stderr, "twinrun: rank %d: %s\n", rank, err);
-    }
+    if (rc) rc = report_failure(&st, jb, &r, rc);
     rank_state_free(&st);
     return rc;
 }
 
 int tr_train(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, char *err, size_t errlen) {
+    return tr_train_with(cfg, world, log, sum, NULL, NULL, err, errlen);
+}
+
+int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, launch_fn launch,
+                  void *launch_ctx, char *err, size_t errlen) {
     double *losses = sum->iteration_loss;
     uint64_t *digests = sum->weight_digest;
     memset(sum, 0, sizeof *sum);
@@ -354,7 +435,8 @@ int tr_train(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, 
         tr_data_close(jb.data);
         return TR_EXIT_USAGE;
     }
-    int rc = launch_ranks(world, train_rank, &jb, err, errlen);
+    int rc = launch ? launch(launch_ctx, world, train_rank, &jb, err, errlen)
+                    : launch_ranks(world, train_rank, &jb, err, errlen);
     if (jb.ckpt) ckpt_reader_close(jb.ckpt);
     tr_data_close(jb.data);
     if (rc < 0) return TR_EXIT_USAGE;

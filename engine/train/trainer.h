@@ -1,14 +1,19 @@
 /* The training entry: every rank builds its grid position, communicators, model shard, optimizer
  * and data share from the config, runs the iterations, and the last rank logs them like Megatron. */
-#ifndef TR_TRAIN_TRAINER_H
-#define TR_TRAIN_TRAINER_H
+#ifndef TWINRUN_ENGINE_TRAIN_TRAINER_H
+#define TWINRUN_ENGINE_TRAIN_TRAINER_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
-#include "data/batch.h"
-#include "train/batch_source.h"
 #include "twinrun/config.h"
+#include "twinrun/launch.h"
+
+/* --log-straggler: a rank whose busy time per iteration exceeds the median by this factor is listed
+ * as a straggler (train/straggler.c); the summary's straggler_ratio is measured against it. */
+#define TR_STRAGGLER_RATIO 1.5
 
 /* What the engine diagnosed when the job stopped (the first of the ranks to say). */
 typedef struct tr_diagnosis {
@@ -45,18 +50,12 @@ typedef struct tr_train_summary {
  * resets every other field. Returns an exit code (0, TR_EXIT_FATAL, TR_EXIT_USAGE or TR_EXIT_NAN) with err
  * filled on failure. */
 int tr_train(const tr_config *cfg, int world, FILE *log, tr_train_summary *summary, char *err, size_t errlen);
+/* tr_train with the ranks started by launch(launch_ctx, ...) instead of launch_ranks (NULL: launch_ranks). */
+int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *summary, launch_fn launch,
+                  void *launch_ctx, char *err, size_t errlen);
 
 /* Completes the config before training: merges --hf-load DIR/config.json (the model shape) and
  * runs the cross-flag checks for this world size. Returns 0 or -1 with err. */
 int tr_train_prepare_config(tr_config *cfg, int world, char *err, size_t errlen);
-
-/* Builds Megatron's datasets (--data-path / --mock-data) once for every rank of this process;
- * *out stays NULL when the config names a --tokens-file instead. Returns 0 or -1 with err. */
-int tr_job_data_open(tr_data **out, const tr_config *cfg, char *err, size_t errlen);
-
-/* Opens one DP rank's batch source: a reader over the shared datasets, or the --tokens-file.
- * Returns 0 or -1 with err. */
-int tr_batch_source_open(tr_batch_source *src, const tr_config *cfg, tr_data *shared, int dp_rank, int dp_size,
-                         char *err, size_t errlen);
 
 #endif

@@ -14,8 +14,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "../sched/ctx.h"
-#include "../twin.h"
+#include "sched/ctx.h"
+#include "twin.h"
 #include "twinrun/coll.h"
 #include "twinrun/dev.h"
 

@@ -28,7 +28,7 @@ static int check_args(const int *ranks, int nranks, int my_rank, const char *nam
         if (world == 1)
             return tr_errf(err, errlen,
                            "communicator '%s' over %d ranks: outside twin_run this process is one rank; run the "
-                           "ranks with twin_run (sim/twin.h) or use TP=PP=CP=DP=1", name, nranks);
+                           "ranks with twin_run (sim/include/twin.h) or use TP=PP=CP=DP=1", name, nranks);
         return tr_errf(err, errlen, "communicator '%s' over %d ranks in a twin of %d", name, nranks, world);
     }
     bool member = false;
@@ -82,7 +82,8 @@ static coll_group *join_group(struct coll_registry **regp, const char *name, con
     memcpy(g->ranks, ranks, sizeof(int) * (size_t)n);
     *slot = g;
     reg->ngroups++;
-    coll_remote_group_init(g);
+    const twin_remote *rm = twin_remote_get();
+    if (rm) rm->group_init(rm->job, g);
     return g;
 }
 

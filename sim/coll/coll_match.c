@@ -193,7 +193,8 @@ void coll_post(coll_pending *p) {
     p->comm->inflight++;
     twin_log("%.9f r%d post %s seq %llu %s", p->arrival, p->rank->id, p->comm->g->name, (unsigned long long)p->seq,
              flight_op_name(p->desc.op));
-    if (p->comm->g->remote && coll_remote_post(p)) return;
+    const twin_remote *rm = twin_remote_get();
+    if (p->comm->g->remote && rm->post(rm->job, p)) return;
     if (p->desc.op == FLIGHT_SEND || p->desc.op == FLIGHT_RECV) post_p2p(p);
     else post_collective(p);
 }
@@ -201,8 +202,9 @@ void coll_post(coll_pending *p) {
 void coll_withdraw(coll_pending *p) {
     TR_CHECK(!p->done, "withdrawing a finished operation");
     coll_group *g = p->comm->g;
-    if (p->xinst) {
-        coll_remote_withdraw(p);
+    if (p->remote) {
+        const twin_remote *rm = twin_remote_get();
+        rm->withdraw(rm->job, p);
     } else if (p->inst) {
         coll_instance *inst = p->inst;
         inst->members[p->comm->group_rank] = NULL;
@@ -249,7 +251,10 @@ void coll_group_abort(coll_group *g, twin_rank *timed_out, double t) {
         coll_finish(p, fmax(t, p->rank->now), p->rank == timed_out ? COLL_TIMEOUT : COLL_ABORTED);
     }
     g->p2p_last = NULL;
-    if (g->remote) coll_remote_group_abort(g, timed_out, t);
+    if (g->remote) {
+        const twin_remote *rm = twin_remote_get();
+        rm->group_abort(rm->job, g, timed_out, t);
+    }
 }
 
 void coll_describe(char *buf, size_t n, const coll_desc *d) { describe(buf, n, d); }

@@ -1,7 +1,7 @@
 /* Roofline for kernels and alpha-beta for collectives (see twin_cost.h). */
 #include <math.h>
 
-#include "../twin_cost.h"
+#include "twin_cost.h"
 #include "twinrun/err.h"
 
 double twin_kernel_seconds(const twin_device_spec *spec, double flops, double bytes, tr_dtype dt) {

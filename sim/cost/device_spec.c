@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <strings.h>
 
-#include "../twin_cost.h"
+#include "twin_cost.h"
 
 #define TB 1e12
 #define GB 1e9

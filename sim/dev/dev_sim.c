@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../sched/sched_internal.h"
+#include "sched/sched_internal.h"
 #include "twinrun/dev.h"
 #include "twinrun/err.h"
 

@@ -7,7 +7,6 @@
 
 /* Positions 0..T-1 in host scratch (the twin's device memory is host memory). [T] */
 static int32_t *natural_positions(int T) {
-    TR_CHECK(T > 0, "attention needs B, T, NH, KV, D > 0");
     int32_t *pos = kern_scratch((size_t)T, sizeof *pos, "attention positions");
     for (int t = 0; t < T; t++) pos[t] = t;
     return pos;
@@ -15,6 +14,7 @@ static int32_t *natural_positions(int T) {
 
 void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B, int T,
                             int NH, int KV, int D) {
+    kern_attention_forward_check(s, out, lse, q, k, v, B, T, NH, KV, D);
     int32_t *pos = natural_positions(T);
     kern_attention_forward_pos(s, out, lse, q, k, v, pos, pos, B, T, T, NH, KV, D);
     free(pos);
@@ -22,6 +22,7 @@ void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_
 
 void kern_attention_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
                              tr_buf v, tr_buf out, const float *lse, int B, int T, int NH, int KV, int D) {
+    kern_attention_backward_check(s, dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, KV, D);
     int32_t *pos = natural_positions(T);
     kern_attention_backward_pos(s, dq, dk, dv, dout, q, k, v, out, lse, pos, pos, B, T, T, NH, KV, D);
     free(pos);

@@ -20,15 +20,9 @@
 #include "kern_cpu.h"
 #include "twinrun/kern.h"
 
-static void check_attention_pos_args(int B, int Tq, int Tk, int NH, int KV, int D) {
-    TR_CHECK(B > 0 && Tq > 0 && Tk > 0 && NH > 0 && KV > 0 && D > 0, "attention needs B, T, NH, KV, D > 0");
-    TR_CHECK(NH % KV == 0, "attention heads must be a multiple of query groups (--num-query-groups)");
-}
-
 /* Every query must see a key: a query with none has no softmax (lse = -inf, out = 0/0), which in
  * context parallelism means the chunk layout or the all-gathered key positions are wrong. */
 static void check_positions(const int32_t *q_pos, const int32_t *k_pos, int Tq, int Tk, const char *who) {
-    TR_CHECK(q_pos != NULL && k_pos != NULL, "attention with positions needs q_pos[Tq] and k_pos[Tk]");
     int32_t kmin = k_pos[0];
     for (int j = 1; j < Tk; j++)
         if (k_pos[j] < kmin) kmin = k_pos[j];
@@ -88,15 +82,10 @@ static double visible_scores(double *scores, const double *q, const double *kh, 
 void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
                                 const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
                                 int D) {
-    check_attention_pos_args(B, Tq, Tk, NH, KV, D);
+    kern_attention_forward_pos_check(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
     check_positions(q_pos, k_pos, Tq, Tk, "attention forward");
     kern_cost(s, 4.0 * B * NH * visible_pairs(q_pos, k_pos, Tq, Tk) * D,
               ((double)B * (2.0 * NH * Tq + 2.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
-    kern_check_float_buf(out, "attention out");
-    kern_check_float_buf(q, "attention q");
-    kern_check_float_buf(k, "attention k");
-    kern_check_float_buf(v, "attention v");
-    TR_CHECK(lse != NULL, "attention forward writes lse[B, NH, Tq]");
     const int heads_per_group = NH / KV;
     const double scale = 1.0 / sqrt((double)D);
     const size_t QD = (size_t)Tq * (size_t)D, KD = (size_t)Tk * (size_t)D;
@@ -143,19 +132,11 @@ void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q,
 void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
                                  tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos, const int32_t *k_pos,
                                  int B, int Tq, int Tk, int NH, int KV, int D) {
-    (void)out; /* see the header comment: sum p*dp is formed exactly instead */
-    check_attention_pos_args(B, Tq, Tk, NH, KV, D);
+    /* out is not read: see the header comment, sum p*dp is formed exactly instead */
+    kern_attention_backward_pos_check(s, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
     check_positions(q_pos, k_pos, Tq, Tk, "attention backward");
     kern_cost(s, 10.0 * B * NH * visible_pairs(q_pos, k_pos, Tq, Tk) * D, /* recompute + four products */
               ((double)B * (4.0 * NH * Tq + 4.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
-    kern_check_float_buf(dq, "attention dq");
-    kern_check_float_buf(dk, "attention dk");
-    kern_check_float_buf(dv, "attention dv");
-    kern_check_float_buf(dout, "attention dout");
-    kern_check_float_buf(q, "attention q");
-    kern_check_float_buf(k, "attention k");
-    kern_check_float_buf(v, "attention v");
-    TR_CHECK(lse != NULL, "attention backward reads the forward's lse[B, NH, Tq]");
     const int heads_per_group = NH / KV;
     const double scale = 1.0 / sqrt((double)D);
     const size_t QD = (size_t)Tq * (size_t)D, KD = (size_t)Tk * (size_t)D;

@@ -19,9 +19,8 @@ static int in_slice(int32_t target, int vocab_start, int V) {
     return local >= 0 && local < (int64_t)V;
 }
 
-static void check_targets(const int32_t *targets, int vocab_start, int N, const char *who) {
-    TR_CHECK(targets != NULL, "vocab-parallel cross entropy needs targets");
-    TR_CHECK(vocab_start >= 0, "vocab-parallel cross entropy: vocab_start is a row of the padded vocabulary, so >= 0");
+/* The targets this twin can read (the arguments were checked by kern_X_check). */
+static void check_targets(const int32_t *targets, int N, const char *who) {
     for (int n = 0; n < N; n++)
         if (targets[n] < 0)
             tr_fatal("%s: target %d at row %d is negative; check --vocab-size and the data", who, (int)targets[n], n);
@@ -29,9 +28,7 @@ static void check_targets(const int32_t *targets, int vocab_start, int N, const 
 
 void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V) {
     kern_cost(s, (double)N * V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
-    TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
-    TR_CHECK(row_max != NULL, "vocab-parallel cross entropy writes row_max[N]");
-    kern_check_float_buf(logits, "cross entropy logits");
+    kern_ce_slice_max_check(s, row_max, logits, N, V);
     for (int n = 0; n < N; n++) {
         const size_t row = (size_t)n * (size_t)V;
         float mx = -INFINITY;
@@ -47,11 +44,8 @@ void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int 
 void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits, const float *row_max,
                         const int32_t *targets, int vocab_start, int N, int V) {
     kern_cost(s, 3.0 * N * (double)V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
-    TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
-    TR_CHECK(sum_exp != NULL && target_logit != NULL && row_max != NULL,
-             "vocab-parallel cross entropy sums need sum_exp[N], target_logit[N] and row_max[N]");
-    kern_check_float_buf(logits, "cross entropy logits");
-    check_targets(targets, vocab_start, N, "cross entropy (vocab slice)");
+    kern_ce_slice_sums_check(s, sum_exp, target_logit, logits, row_max, targets, vocab_start, N, V);
+    check_targets(targets, N, "cross entropy (vocab slice)");
     for (int n = 0; n < N; n++) {
         const size_t row = (size_t)n * (size_t)V;
         const double mx = row_max[n];
@@ -66,9 +60,7 @@ void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_logit, tr_b
 void kern_ce_loss_from_stats(dev_stream *s, float *losses, const float *row_max, const float *sum_exp,
                              const float *target_logit, int N) {
     kern_cost(s, 3.0 * N, 16.0 * N, TR_F32);
-    TR_CHECK(N > 0, "cross entropy needs N positive");
-    TR_CHECK(losses != NULL && row_max != NULL && sum_exp != NULL && target_logit != NULL,
-             "vocab-parallel cross entropy loss needs losses, row_max, sum_exp and target_logit [N]");
+    kern_ce_loss_from_stats_check(s, losses, row_max, sum_exp, target_logit, N);
     for (int n = 0; n < N; n++)
         losses[n] = (float)((log((double)sum_exp[n]) + (double)row_max[n]) - (double)target_logit[n]);
 }
@@ -76,12 +68,8 @@ void kern_ce_loss_from_stats(dev_stream *s, float *losses, const float *row_max,
 void kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max, const float *sum_exp,
                             const int32_t *targets, int vocab_start, const float *dloss, int N, int V) {
     kern_cost(s, 5.0 * N * (double)V, 2.0 * N * V * tr_dtype_size(logits.dt), TR_F32);
-    TR_CHECK(N > 0 && V > 0, "cross entropy backward needs N and V positive");
-    TR_CHECK(dloss != NULL && row_max != NULL && sum_exp != NULL,
-             "vocab-parallel cross entropy backward needs dloss, row_max and sum_exp [N]");
-    kern_check_float_buf(dlogits, "cross entropy dlogits");
-    kern_check_float_buf(logits, "cross entropy logits");
-    check_targets(targets, vocab_start, N, "cross entropy backward (vocab slice)");
+    kern_ce_slice_backward_check(s, dlogits, logits, row_max, sum_exp, targets, vocab_start, dloss, N, V);
+    check_targets(targets, N, "cross entropy backward (vocab slice)");
     for (int n = 0; n < N; n++) {
         const size_t row = (size_t)n * (size_t)V;
         const double mx = row_max[n], se = sum_exp[n], scale = dloss[n];

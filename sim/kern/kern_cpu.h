@@ -8,8 +8,8 @@
  *   stays far inside the 1e-5 (logits) / 1e-4 (grads) tolerances against a float64 reference;
  * - no threads, no reassociation (-ffp-contract=off, no fast-math): same inputs, same bits.
  * In the twin, device memory is host memory, so kernels dereference the pointers they get. */
-#ifndef TWINRUN_SIM_KERN_CPU_H
-#define TWINRUN_SIM_KERN_CPU_H
+#ifndef TWINRUN_SIM_KERN_KERN_CPU_H
+#define TWINRUN_SIM_KERN_KERN_CPU_H
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,13 +18,13 @@
 #include "twin_cost.h"
 #include "twinrun/dtype.h"
 #include "twinrun/err.h"
+#include "twinrun/kern_check.h" /* the contract every kernel checks first: kern_X_check */
 
-/* Element i of b as fp32. */
 /* Advances the simulated clock of the stream's rank by the kernel's roofline time: the FLOPs it
  * does and the bytes it moves, as a GPU would (the CPU's own time never enters). bf16 storage runs
  * at the tensor-core rate. */
 static inline void kern_cost(dev_stream *s, double flops, double bytes, tr_dtype dt) {
-    /* negative sizes: the kernel's own argument check, just after, names the bad argument */
+    /* negative sizes: the kernel's argument check (kern_X_check), just after, names the bad argument */
     if (s && flops >= 0 && bytes >= 0) twin_cost_kernel(s, flops, bytes, dt);
 }
 
@@ -49,12 +49,6 @@ static inline void st(tr_buf b, size_t i, float v) {
 
 /* The one rounding of a double result: double -> fp32 here, fp32 -> bf16 inside st(). */
 static inline void st_d(tr_buf b, size_t i, double v) { st(b, i, (float)v); }
-
-static inline void kern_check_float_buf(tr_buf b, const char *what) {
-    if (b.dt != TR_F32 && b.dt != TR_BF16)
-        tr_fatal("kernel: %s has element type %s; kernels take fp32 or bf16 tensors", what, tr_dtype_name(b.dt));
-    if (!b.p) tr_fatal("kernel: %s is a NULL device pointer", what);
-}
 
 /* Host scratch for the twin's kernels; out of host memory is fatal for the rank. */
 static inline void *kern_scratch(size_t count, size_t elem_size, const char *what) {

@@ -6,10 +6,8 @@
 
 void kern_add(dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n) {
     kern_cost(s, (double)n, (double)n * (tr_dtype_size(a.dt) + tr_dtype_size(b.dt) + tr_dtype_size(out.dt)), TR_F32);
+    kern_add_check(s, out, a, b, n);
     if (n == 0) return;
-    kern_check_float_buf(out, "add out");
-    kern_check_float_buf(a, "add a");
-    kern_check_float_buf(b, "add b");
     /* One fp32 add per element, as a GPU does it; element i is read before it is written,
      * so out may alias a or b. */
     for (size_t i = 0; i < n; i++) st(out, i, ld(a, i) + ld(b, i));
@@ -17,30 +15,27 @@ void kern_add(dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n) {
 
 void kern_scale(dev_stream *s, tr_buf x, float alpha, size_t n) {
     kern_cost(s, (double)n, 2.0 * n * tr_dtype_size(x.dt), TR_F32);
+    kern_scale_check(s, x, alpha, n);
     if (n == 0) return;
-    kern_check_float_buf(x, "scale x");
     for (size_t i = 0; i < n; i++) st(x, i, ld(x, i) * alpha);
 }
 
 void kern_cast(dev_stream *s, tr_buf dst, tr_buf src, size_t n) {
     kern_cost(s, 0.0, (double)n * (tr_dtype_size(src.dt) + tr_dtype_size(dst.dt)), TR_F32);
+    kern_cast_check(s, dst, src, n);
     if (n == 0) return;
-    TR_CHECK(dst.p && src.p, "cast needs non-NULL source and destination");
     if (dst.dt == src.dt) {
         /* Same type: a bit copy, so NaN payloads and -0 survive untouched. */
         memmove(dst.p, src.p, n * tr_dtype_size(dst.dt));
         return;
     }
-    kern_check_float_buf(dst, "cast dst");
-    kern_check_float_buf(src, "cast src");
     for (size_t i = 0; i < n; i++) st(dst, i, ld(src, i));
 }
 
 void kern_sum_squares(dev_stream *s, float *out, tr_buf x, size_t n) {
     kern_cost(s, 2.0 * n, (double)n * tr_dtype_size(x.dt), TR_F32);
-    TR_CHECK(out != NULL, "sum_squares needs an output scalar");
+    kern_sum_squares_check(s, out, x, n);
     if (n == 0) return;
-    kern_check_float_buf(x, "sum_squares x");
     /* Ascending-order sum in double (squares of fp32 are exact there); NaN/Inf propagate. */
     double sum = 0.0;
     for (size_t i = 0; i < n; i++) {

@@ -21,10 +21,8 @@ static int in_slice(int32_t token, int vocab_start, int V) {
     return local >= 0 && local < (int64_t)V;
 }
 
-static void check_slice_args(const int32_t *tokens, int vocab_start, int N, int C, int V, const char *who) {
-    TR_CHECK(N > 0 && C > 0 && V > 0, "embedding needs N, C, V > 0");
-    TR_CHECK(tokens != NULL, "embedding needs token ids");
-    TR_CHECK(vocab_start >= 0, "embedding slice: vocab_start is a row of the padded vocabulary, so >= 0");
+/* The token ids this twin can read (the arguments were checked by kern_X_check). */
+static void check_tokens(const int32_t *tokens, int N, const char *who) {
     for (int n = 0; n < N; n++) {
         if (tokens[n] < 0)
             tr_fatal("%s: token id %d at position %d is negative; check that --vocab-size / the tokenizer matches "
@@ -36,9 +34,8 @@ static void check_slice_args(const int32_t *tokens, int vocab_start, int N, int 
 void kern_embedding_forward_slice(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int vocab_start,
                                   int N, int C, int V) {
     kern_cost(s, 0.0, 2.0 * N * C * tr_dtype_size(out.dt), TR_F32);
-    check_slice_args(tokens, vocab_start, N, C, V, "embedding forward");
-    kern_check_float_buf(out, "embedding out");
-    kern_check_float_buf(wte, "embedding wte");
+    kern_embedding_forward_slice_check(s, out, tokens, wte, vocab_start, N, C, V);
+    check_tokens(tokens, N, "embedding forward");
     for (int n = 0; n < N; n++) {
         const size_t dst = (size_t)n * (size_t)C;
         if (!in_slice(tokens[n], vocab_start, V)) {
@@ -65,9 +62,8 @@ static int token_row_cmp(const void *pa, const void *pb) {
 void kern_embedding_backward_slice(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int vocab_start,
                                    int N, int C, int V) {
     kern_cost(s, (double)N * C, 3.0 * N * C * tr_dtype_size(dwte.dt), TR_F32);
-    check_slice_args(tokens, vocab_start, N, C, V, "embedding backward");
-    kern_check_float_buf(dwte, "embedding dwte");
-    kern_check_float_buf(dout, "embedding dout");
+    kern_embedding_backward_slice_check(s, dwte, dout, tokens, vocab_start, N, C, V);
+    check_tokens(tokens, N, "embedding backward");
 
     token_row *rows = kern_scratch((size_t)N, sizeof *rows, "embedding row order"); /* [<= N] */
     int count = 0;

@@ -41,10 +41,7 @@ void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k,
               (double)m * k * tr_dtype_size(a.dt) + (double)k * n * tr_dtype_size(b.dt) +
                   (double)m * n * tr_dtype_size(c.dt) * (beta != 0.0f ? 2.0 : 1.0),
               a.dt);
-    TR_CHECK(m > 0 && n > 0 && k > 0, "gemm dimensions m, n, k must be positive");
-    kern_check_float_buf(c, "gemm c");
-    kern_check_float_buf(a, "gemm a");
-    kern_check_float_buf(b, "gemm b");
+    kern_gemm_check(s, c, a, b, m, n, k, ta, tb, alpha, beta);
     const size_t M = (size_t)m, N = (size_t)n, K = (size_t)k;
 
     double *bp = kern_scratch(K * GEMM_TILE_N, sizeof *bp, "gemm b panel");                        /* [k,TN] */

@@ -4,14 +4,10 @@
 #include "kern_cpu.h"
 #include "twinrun/init_normal.h"
 #include "twinrun/kern.h"
+#include "twinrun/kern_check.h"
 
 void kern_init_param(dev_stream *s, const kern_init_desc *d, float *out, size_t n) {
-    (void)s;
-    TR_CHECK(d != NULL, "init needs a descriptor");
-    if (n == 0) return;
-    TR_CHECK(out != NULL, "init writes out[n]");
-    TR_CHECK(d->cols > 0 && d->gcols >= d->cols && d->col0 >= 0 && (d->nseg == 1 || d->nseg == 2),
-             "init: the shard's placement is not a placement (cols, gcols, col0, segments)");
+    kern_init_param_check(s, d, out, n);
     for (size_t i = 0; i < n; i++)
         out[i] = d->normal ? (float)tr_init_normal_double(d->key,
                                                            tr_init_global_index(i, d->cols, d->gcols, d->col0, d->nseg,

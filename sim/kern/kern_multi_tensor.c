@@ -3,24 +3,17 @@
  * were; on a GPU they are one or a few launches. */
 #include "kern_cpu.h"
 #include "twinrun/kern.h"
-
-static void check_ranges(const kern_range *ranges, int nranges) {
-    TR_CHECK(nranges >= 0 && (ranges != NULL || nranges == 0), "multi-tensor kernel needs its ranges");
-    for (int r = 0; r < nranges; r++)
-        TR_CHECK(ranges[r].begin <= ranges[r].end && (r == 0 || ranges[r - 1].end <= ranges[r].begin),
-                 "multi-tensor kernel: ranges must ascend without overlapping");
-}
+#include "twinrun/kern_check.h"
 
 void kern_sum_squares_ranges(dev_stream *s, float *out, tr_buf x, const kern_range *ranges, int nranges) {
-    check_ranges(ranges, nranges);
+    kern_sum_squares_ranges_check(s, out, x, ranges, nranges);
     for (int r = 0; r < nranges; r++)
         kern_sum_squares(s, out, tr_buf_at(x, ranges[r].begin), ranges[r].end - ranges[r].begin);
 }
 
 void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *ad, const kern_range *ranges, int nranges,
                               float *master, tr_buf model, tr_buf grad, float *m, float *v) {
-    TR_CHECK(ad != NULL, "adamw needs a descriptor");
-    check_ranges(ranges, nranges);
+    kern_adamw_update_ranges_check(s, ad, ranges, nranges, master, model, grad, m, v);
     for (int r = 0; r < nranges; r++) {
         kern_adamw_desc d = *ad;
         d.weight_decay = ranges[r].weight_decay;

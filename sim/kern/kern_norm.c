@@ -15,25 +15,11 @@ static double gamma_of(const kern_norm_desc *nd, tr_buf weight, size_t c) {
     return nd->zero_centered_gamma ? 1.0 + w : w;
 }
 
-static void check_desc(const kern_norm_desc *nd, int N, int C) {
-    TR_CHECK(nd != NULL, "norm needs a descriptor");
-    TR_CHECK(nd->kind == KERN_NORM_RMS || nd->kind == KERN_NORM_LAYER, "norm kind must be RMS or Layer");
-    TR_CHECK(N > 0 && C > 0, "norm needs N and C positive");
-    TR_CHECK(nd->eps >= 0.0f, "norm epsilon must not be negative; check --norm-epsilon");
-}
-
 void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, float *mean, float *rstd, tr_buf inp,
                        tr_buf weight, tr_buf bias, int N, int C) {
     kern_cost(s, 6.0 * N * (double)C, 2.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
-    check_desc(nd, N, C);
+    kern_norm_forward_check(s, nd, out, mean, rstd, inp, weight, bias, N, C);
     const bool layer = nd->kind == KERN_NORM_LAYER;
-    kern_check_float_buf(out, "norm out");
-    kern_check_float_buf(inp, "norm inp");
-    kern_check_float_buf(weight, "norm weight");
-    TR_CHECK(rstd != NULL, "norm forward always writes rstd");
-    TR_CHECK(!layer || mean != NULL, "LayerNorm forward writes mean; pass a [N] fp32 buffer");
-    TR_CHECK(layer || bias.p == NULL, "RMSNorm has no bias; pass tr_buf_none()");
-    if (bias.p) kern_check_float_buf(bias, "norm bias");
 
     const size_t Cz = (size_t)C;
     double *x = kern_scratch(Cz, sizeof *x, "norm row"); /* [C] */
@@ -63,17 +49,8 @@ void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, floa
 void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight, tr_buf dbias,
                         tr_buf dout, tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N, int C) {
     kern_cost(s, 12.0 * N * (double)C, 4.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
-    check_desc(nd, N, C);
+    kern_norm_backward_check(s, nd, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
     const bool layer = nd->kind == KERN_NORM_LAYER;
-    kern_check_float_buf(dinp, "norm dinp");
-    kern_check_float_buf(dweight, "norm dweight");
-    kern_check_float_buf(dout, "norm dout");
-    kern_check_float_buf(inp, "norm inp");
-    kern_check_float_buf(weight, "norm weight");
-    TR_CHECK(rstd != NULL, "norm backward needs the forward's rstd");
-    TR_CHECK(!layer || mean != NULL, "LayerNorm backward needs the forward's mean");
-    TR_CHECK(layer || dbias.p == NULL, "RMSNorm has no bias gradient; pass tr_buf_none()");
-    if (dbias.p) kern_check_float_buf(dbias, "norm dbias");
 
     const size_t Cz = (size_t)C;
     double *xhat = kern_scratch(Cz, sizeof *xhat, "norm xhat");  /* [C] */

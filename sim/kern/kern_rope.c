@@ -10,15 +10,6 @@
 #include "kern_cpu.h"
 #include "twinrun/kern.h"
 
-static void check_rope(const kern_rope_desc *rd, tr_buf x, int B, int T, int H, int D) {
-    TR_CHECK(rd != NULL, "rope needs a descriptor");
-    TR_CHECK(B > 0 && T > 0 && H > 0 && D > 0, "rope needs B, T, H and D positive");
-    TR_CHECK(rd->rot_dim > 0 && rd->rot_dim % 2 == 0, "rope rot_dim must be even and positive; check --rotary-percent");
-    TR_CHECK(rd->rot_dim <= D, "rope rot_dim exceeds the head dim; check --rotary-percent and --kv-channels");
-    TR_CHECK(rd->theta > 0.0f, "rope theta must be positive; check --rotary-base");
-    kern_check_float_buf(x, "rope x");
-}
-
 /* cs[half], sn[half] for one position. inv_freq [half] fp32. */
 static void angles(float *cs, float *sn, const float *inv_freq, int half, int32_t pos) {
     for (int i = 0; i < half; i++) {
@@ -31,7 +22,6 @@ static void angles(float *cs, float *sn, const float *inv_freq, int half, int32_
 /* Rotates every head of x by +angle (sign = 1) or -angle (sign = -1). */
 static void rope_apply(const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int T, int H, int D,
                        double sign) {
-    check_rope(rd, x, B, T, H, D);
     const int half = rd->rot_dim / 2;
     float *inv_freq = kern_scratch((size_t)half, sizeof *inv_freq, "rope inv_freq"); /* [half] */
     float *cs = kern_scratch((size_t)half, sizeof *cs, "rope cos");                 /* [half] */
@@ -62,11 +52,13 @@ static void rope_apply(const kern_rope_desc *rd, tr_buf x, const int32_t *positi
 void kern_rope_forward(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int T,
                        int H, int D) {
     kern_cost(s, 6.0 * B * T * H * (double)rd->rot_dim, 2.0 * B * T * H * D * tr_dtype_size(x.dt), TR_F32);
+    kern_rope_forward_check(s, rd, x, positions, B, T, H, D);
     rope_apply(rd, x, positions, B, T, H, D, 1.0);
 }
 
 void kern_rope_backward(dev_stream *s, const kern_rope_desc *rd, tr_buf dx, const int32_t *positions, int B, int T,
                         int H, int D) {
     kern_cost(s, 6.0 * B * T * H * (double)rd->rot_dim, 2.0 * B * T * H * D * tr_dtype_size(dx.dt), TR_F32);
+    kern_rope_backward_check(s, rd, dx, positions, B, T, H, D);
     rope_apply(rd, dx, positions, B, T, H, D, -1.0);
 }

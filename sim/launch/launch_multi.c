@@ -1,6 +1,6 @@
 /* The twin's launch when a launcher started several processes (mpirun, torchrun-style variables):
  * this process hosts ranks [proc * B, (proc + 1) * B) of the job, B = TWINRUN_RANKS_PER_PROCESS,
- * and the collectives between processes go over libfabric (sim/fabric/xproc.h).
+ * and the collectives between processes go over libfabric (sim/multiproc/multiproc.h).
  *
  *   TWINRUN_REMOTE_TIMEOUT     wall seconds a collective may wait for another process (default: the
  *                              waiting rank's collective timeout, --distributed-timeout-minutes, 600 s
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/launch/launch_vars.h"
-#include "../fabric/xproc.h"
+#include "launch/launch_vars.h"
+#include "multiproc/multiproc.h"
 #include "twinrun/err.h"
 #include "twinrun/launch.h"
 
@@ -76,7 +76,7 @@ int launch_multi_start(int world, double watchdog_s, launch_multi *m, char *err,
     if (per % chunk)
         return tr_errf(err, errlen, "TWINRUN_RANK_CHUNK=%d does not divide the %d ranks of each process "
                        "(TWINRUN_RANKS_PER_PROCESS): every process must get whole chunks", chunk, per);
-    xproc_config c = {.nprocs = nprocs, .proc = proc, .local_proc = v.local_rank, .ranks_per_proc = per, .chunk = chunk,
+    mp_config c = {.nprocs = nprocs, .proc = proc, .local_proc = v.local_rank, .ranks_per_proc = per, .chunk = chunk,
                       .world = world, .launcher = tr_launcher_name(v.launcher),
                       .mpi = v.launcher == TR_LAUNCHER_OMPI};
     if (!c.mpi) {
@@ -94,7 +94,8 @@ int launch_multi_start(int world, double watchdog_s, launch_multi *m, char *err,
     if (env_seconds("TWINRUN_REMOTE_TIMEOUT", watchdog_s > 0 ? watchdog_s : 600.0, &c.timeout_s, err, errlen) ||
         env_seconds("TWINRUN_BOOTSTRAP_TIMEOUT", 120.0, &c.bootstrap_timeout_s, err, errlen))
         return -1;
-    if (xproc_start(&c, err, errlen)) return -1;
+    if (!(m->job = mp_start(&c, err, errlen))) return -1;
+    m->remote = mp_remote(m->job);
     m->active = true;
     m->nprocs = nprocs;
     m->proc = proc;
@@ -105,6 +106,8 @@ int launch_multi_start(int world, double watchdog_s, launch_multi *m, char *err,
 }
 
 void launch_multi_stop(launch_multi *m, bool ok) {
-    if (m->active) xproc_stop(ok);
+    if (m->active) mp_stop(m->job, ok);
     m->active = false;
+    m->job = NULL;
+    m->remote = NULL;
 }

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../engine/launch/flight_env.h"
+#include "launch/flight_env.h"
 #include "launch_multi.h"
 #include "twin.h"
 #include "twinrun/err.h"
@@ -22,29 +22,24 @@ static int twin_entry(int rank, void *arg) {
     return c->entry(rank, c->world, c->arg);
 }
 
-/* Set by a supervisor in this process (the scenario runner): the options the next launches use and
- * where their results go. Process state of the twin, never of the engine. */
-static const twin_options *g_launch_options;
-static twin_result *g_launch_result;
-
-void launch_twin_configure(const twin_options *opt, twin_result *result) {
-    g_launch_options = opt;
-    g_launch_result = result;
+int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t errlen) {
+    return twin_launch(world, entry, arg, NULL, NULL, err, errlen);
 }
 
-int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t errlen) {
+int twin_launch(int world, launch_entry entry, void *arg, const twin_options *given, twin_result *result, char *err,
+                size_t errlen) {
     if (world < 1) return tr_errf(err, errlen, "world size %d: need at least one rank", world);
     twin_options opt;
     twin_options_default(&opt);
-    if (g_launch_options) opt = *g_launch_options;
+    if (given) opt = *given;
     opt.end_on_abort = true;
     const char *dev = getenv("TWINRUN_TWIN_DEVICE");
-    if (dev && *dev && !g_launch_options) opt.device = dev;
+    if (dev && *dev && !given) opt.device = dev;
     const char *seed = getenv("TWINRUN_TWIN_SEED");
-    if (seed && *seed && !g_launch_options) opt.seed = strtoull(seed, NULL, 10);
+    if (seed && *seed && !given) opt.seed = strtoull(seed, NULL, 10);
     tr_flight_env fe; /* TWINRUN_FLIGHT_*: the same dumps as the real backend writes */
     if (tr_flight_env_read(&fe, err, errlen)) return -1;
-    if (!g_launch_options) {
+    if (!given) {
         opt.dump_dir = fe.dir;
         opt.dump_at_exit = fe.at_exit;
         opt.flight_capacity = fe.records;
@@ -58,6 +53,7 @@ int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t err
         opt.proc = multi.proc;
         opt.nprocs = multi.nprocs;
         opt.rank_chunk = multi.chunk;
+        opt.remote = multi.remote;
     }
     twin_result res;
     if (twin_run(m ? multi.nranks : world, twin_entry, &call, &opt, &res, err, errlen)) {
@@ -76,9 +72,9 @@ int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t err
     }
     if (res.hang && !code) code = TR_EXIT_FATAL;
     launch_multi_stop(&multi, !code);
-    if (g_launch_result) {
-        twin_result_free(g_launch_result);
-        *g_launch_result = res; /* handed over */
+    if (result) {
+        twin_result_free(result);
+        *result = res; /* handed over */
     } else {
         twin_result_free(&res);
     }

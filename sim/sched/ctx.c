@@ -45,7 +45,7 @@ __asm__(".text\n"
         "    ud2\n"
         ".size twin_ctx_trampoline, .-twin_ctx_trampoline\n");
 
-void twin_ctx_trampoline(void);
+void twin_ctx_trampoline(void); /* the assembly above; declared here only to take its address */
 
 void twin_ctx_init(twin_ctx *c, void *stack, size_t size, void (*fn)(void *), void *arg) {
     TR_CHECK(stack != NULL && size >= 4096, "coroutine stack missing or smaller than a page");

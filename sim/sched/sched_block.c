@@ -33,7 +33,7 @@ coll_status twin_wait(twin_rank *r, const char *what) {
         TR_CHECK(r == s->current, "twin_wait for a rank that is not running");
         r->state = RANK_BLOCKED;
         r->blocked_on = what;
-        /* across processes the watchdog counts wall time (sim/fabric/xproc.h): a stopped peer's clock never moves */
+        /* across processes the watchdog counts wall time (sim/multiproc/multiproc.h): a stopped peer's clock never moves */
         r->deadline = r->watchdog_s > 0 && !s->xproc ? r->now + r->watchdog_s : INFINITY;
         if (isfinite(r->deadline)) rank_heap_set(&s->heap, r->id, r->deadline);
         to_scheduler(r);

@@ -4,11 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../fabric/xproc.h"
 #include "sched_internal.h"
 #include "twinrun/err.h"
-
-void twin_hang_report(twin_sched *s, const char *why);
 
 static const char *status_of(const twin_rank *r) {
     switch (r->state) {
@@ -57,7 +54,7 @@ flight_dump *twin_local_dumps(twin_sched *s) {
 
 void twin_hang_report(twin_sched *s, const char *why) {
     if (s->xproc) { /* the blame needs every process's dumps */
-        xproc_hang(s, why);
+        s->remote->hang(s->remote->job, s, why);
         return;
     }
     flight_dump *dumps = twin_local_dumps(s);
@@ -77,7 +74,6 @@ void twin_hang_report(twin_sched *s, const char *why) {
 }
 
 /* dump_at_exit: every rank's records after a run that ended normally, for trace comparisons. */
-void twin_dump_all(twin_sched *s);
 void twin_dump_all(twin_sched *s) {
     flight_dump *dumps = twin_local_dumps(s);
     write_dumps(s, dumps);

@@ -1,16 +1,16 @@
 /* The scheduler's structures, shared by the twin's device, collectives and flight recorder.
  * Engine code never sees these; it reaches a rank only through the seam. */
-#ifndef TWINRUN_SIM_SCHED_INTERNAL_H
-#define TWINRUN_SIM_SCHED_INTERNAL_H
+#ifndef TWINRUN_SIM_SCHED_SCHED_INTERNAL_H
+#define TWINRUN_SIM_SCHED_SCHED_INTERNAL_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../flight/flight.h"
-#include "../trace/trace.h"
-#include "../twin.h"
-#include "../twin_cost.h"
+#include "flight/flight.h"
+#include "trace/trace.h"
+#include "twin.h"
+#include "twin_cost.h"
 #include "ctx.h"
 #include "rank_heap.h"
 #include "stack.h"
@@ -55,12 +55,42 @@ typedef struct twin_rank {
 } twin_rank;
 
 struct coll_registry;
+struct twin_sched;
+
+/* The other processes of a multi-process job (docs/multiprocess.md), as the scheduler and the
+ * collectives reach them: hooks that sim/multiproc fills and the twin's launch passes in
+ * twin_options.remote, so that neither the scheduler nor the collectives include the transport
+ * (sim/multiproc sits above them both). `job` is the first argument of every hook. */
+struct coll_group;
+typedef struct twin_remote {
+    void *job;
+    /* ---- for the scheduler ---- */
+    /* Handles what the network brought. With may_block, waits (wall clock) for the network while an
+     * operation waits on another process. Returns false when nothing waits on another process. */
+    bool (*progress)(void *job, bool may_block);
+    /* A rank of this process failed: the job is torn down. */
+    void (*rank_failed)(void *job, const struct twin_rank *r);
+    /* The twin found a hang among this process's ranks (why: "deadlock", ...): abort the job with
+     * the blame over every process's dumps. */
+    void (*hang)(void *job, struct twin_sched *s, const char *why);
+    /* Every rank of this process has ended: say goodbye and wait for the others, answering aborts. */
+    void (*run_end)(void *job, struct twin_sched *s);
+    /* ---- for the collectives (sim/coll: the meetings of members in other processes) ---- */
+    /* Sets a new group's remote fields (coll_internal.h) when members live in other processes. */
+    void (*group_init)(void *job, struct coll_group *g);
+    /* Takes p when its meeting spans processes (false: both ends of a send/recv are here). */
+    bool (*post)(void *job, struct coll_pending *p);
+    /* Takes back a launched operation of a rank that ended, and aborts a group's meetings. */
+    void (*withdraw)(void *job, struct coll_pending *p);
+    void (*group_abort)(void *job, struct coll_group *g, struct twin_rank *timed_out, double t);
+} twin_remote;
 
 typedef struct twin_sched {
     int nranks;
     int world;             /* the job's ranks; this run hosts nranks of them (twin_global_rank) */
     int proc, nprocs, chunk; /* multi-process: chunks of `chunk` ranks dealt round-robin to nprocs processes */
-    bool xproc;            /* other processes host the rest (sim/fabric/xproc.h) */
+    bool xproc;            /* other processes host the rest, reached through remote */
+    const twin_remote *remote; /* NULL unless xproc */
     unsigned polls;
     twin_rank *ranks;
     rank_heap heap;
@@ -91,8 +121,11 @@ static inline int twin_local_index(const struct twin_sched *s, int rank) {
     return rank / s->chunk / s->nprocs * s->chunk + rank % s->chunk;
 }
 
-/* The running twin, or NULL outside twin_run. */
+/* The running twin, or NULL outside twin_run; twin_run sets it (s) and clears it (NULL). */
 twin_sched *twin_sched_get(void);
+void twin_sched_set(twin_sched *s);
+/* The running twin's other processes, or NULL (one process, or outside twin_run). */
+const twin_remote *twin_remote_get(void);
 /* The calling rank: the running coroutine, or the implicit rank 0 outside twin_run. */
 twin_rank *twin_self(void);
 /* World size and the registry the calling context uses (implicit world outside twin_run). */
@@ -131,5 +164,7 @@ void coll_twin_registry_free(struct coll_registry **reg);
 flight_dump *twin_local_dumps(twin_sched *s);
 /* The blame over every rank's dumps, into the report (sched_hang.c). */
 void twin_hang_report(twin_sched *s, const char *why);
+/* Every rank's flight dump into opt.dump_dir (sched_hang.c): after a hang, and at the end with dump_at_exit. */
+void twin_dump_all(twin_sched *s);
 
 #endif

@@ -5,14 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../fabric/xproc.h"
 #include "sched_internal.h"
 #include "twinrun/err.h"
-
-void twin_sched_set(twin_sched *s);
-
-void twin_hang_report(twin_sched *s, const char *why);
-void twin_dump_all(twin_sched *s);
 
 #define TWIN_MAX_RANKS (1 << 20)
 
@@ -58,6 +52,10 @@ static int validate(int nranks, int (*entry)(int, void *), const twin_options *o
             return tr_errf(err, errlen, "twin_run: %d ranks as process %d of %d in chunks of %d do not make a world of %d",
                            nranks, o->proc, o->nprocs, chunk, o->world_size);
     }
+    if (o->world_size && o->world_size != nranks && !o->remote)
+        return tr_errf(err, errlen, "twin_run: %d of the %d ranks run here: the others' processes must be reachable "
+                       "(twin_options.remote; the twin's launch starts them, docs/multiprocess.md)", nranks,
+                       o->world_size);
     if (o->world_size && o->world_size != nranks && o->trace_path)
         return tr_errf(err, errlen, "twin_run: trace_path with ranks in several processes is not supported yet");
     return 0;
@@ -138,13 +136,15 @@ static void run_loop(twin_sched *s) {
             twin_ctx_switch(&s->main_ctx, &r->ctx);
             s->current = NULL;
             if (r->state == RANK_DONE || r->state == RANK_FAILED) release_rank(r);
-            if (s->xproc && r->state == RANK_FAILED) xproc_rank_failed(r);
-            if (s->xproc && (++s->polls & 63) == 0) xproc_progress(false); /* now and then: what the network brought */
+            if (s->xproc && r->state == RANK_FAILED) s->remote->rank_failed(s->remote->job, r);
+            if (s->xproc && (++s->polls & 63) == 0) /* now and then: what the network brought */
+                s->remote->progress(s->remote->job, false);
         }
-        if (s->xproc && xproc_progress(true)) continue; /* nothing can run here: wait for other processes */
+        /* nothing can run here: wait for other processes */
+        if (s->xproc && s->remote->progress(s->remote->job, true)) continue;
         if (!deadlock_check(s)) break;
     }
-    if (s->xproc) xproc_run_end(s);
+    if (s->xproc) s->remote->run_end(s->remote->job, s);
     for (int i = 0; i < s->nranks; i++) {
         twin_rank *r = &s->ranks[i];
         if (r->state != RANK_BLOCKED) continue;
@@ -178,6 +178,7 @@ static int setup(twin_sched *s, int nranks, const twin_options *o, char *err, si
     s->proc = s->xproc ? o->proc : 0;
     s->nprocs = s->xproc ? o->nprocs : 1;
     s->chunk = s->xproc && o->rank_chunk ? o->rank_chunk : nranks;
+    s->remote = s->xproc ? o->remote : NULL;
     s->opt = *o;
     s->spec = twin_device_spec_find(o->device);
     s->watchdog_rank = s->blamed_rank = -1;

@@ -13,8 +13,8 @@ static twin_rank g_implicit = {.id = 0, .state = RANK_RUNNABLE, .deadline = INFI
 static struct coll_registry *g_implicit_registry;
 
 twin_sched *twin_sched_get(void) { return g_sched; }
-void twin_sched_set(twin_sched *s);
 void twin_sched_set(twin_sched *s) { g_sched = s; }
+const twin_remote *twin_remote_get(void) { return g_sched ? g_sched->remote : NULL; }
 
 twin_rank *twin_self(void) {
     if (!g_sched) return &g_implicit;

@@ -41,16 +41,3 @@ void twin_stack_free(twin_stack *s) {
     memset(s, 0, sizeof *s);
 }
 
-size_t twin_stack_resident(const twin_stack *s) {
-    if (!s->base) return 0;
-    const size_t page = page_size();
-    const size_t pages = s->usable_size / page;
-    unsigned char vec[256];
-    size_t resident = 0;
-    for (size_t first = 0; first < pages; first += sizeof vec) {
-        size_t n = pages - first < sizeof vec ? pages - first : sizeof vec;
-        if (mincore((char *)s->usable + first * page, n * page, vec) != 0) return 0;
-        for (size_t i = 0; i < n; i++) resident += (vec[i] & 1) ? page : 0;
-    }
-    return resident;
-}

@@ -18,7 +18,5 @@ typedef struct twin_stack {
 /* Returns 0, or -1 when the mapping fails (too many ranks for the address space or map count). */
 int twin_stack_alloc(twin_stack *s, size_t usable_bytes);
 void twin_stack_free(twin_stack *s);
-/* Bytes of the usable stack that are resident (touched at least once), via mincore. */
-size_t twin_stack_resident(const twin_stack *s);
 
 #endif

@@ -9,14 +9,14 @@
  * Memory is bounded: each traced rank keeps its newest TWIN_TRACE_MAX_EVENTS / ntraced spans
  * in a ring (the end of a run is what explains a hang), and instants (exit, failure, hang,
  * watchdog) are never dropped. The file says how many spans were dropped. */
-#ifndef TWINRUN_SIM_TRACE_H
-#define TWINRUN_SIM_TRACE_H
+#ifndef TWINRUN_SIM_TRACE_TRACE_H
+#define TWINRUN_SIM_TRACE_TRACE_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../flight/flight.h"
+#include "flight/flight.h"
 
 /* Spans kept across all traced ranks. */
 #define TWIN_TRACE_MAX_EVENTS 200000

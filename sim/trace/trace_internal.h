@@ -1,6 +1,6 @@
 /* The recorder's storage, shared by the hooks (trace.c) and the writer (trace_write.c). */
-#ifndef TWINRUN_SIM_TRACE_INTERNAL_H
-#define TWINRUN_SIM_TRACE_INTERNAL_H
+#ifndef TWINRUN_SIM_TRACE_TRACE_INTERNAL_H
+#define TWINRUN_SIM_TRACE_TRACE_INTERNAL_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -2,8 +2,8 @@
  * rows (column-parallel) and columns (row-parallel), replicas across DP, a distributed optimizer's
  * flat ranges, per-rank RNG state, a bf16 tensor and a scalar. Every element's value depends only on
  * (tensor, global index, iteration), so any region read back can be checked exactly. */
-#ifndef TR_TESTS_CKPT_MODEL_H
-#define TR_TESTS_CKPT_MODEL_H
+#ifndef TWINRUN_TESTS_CKPT_CKPT_TEST_MODEL_H
+#define TWINRUN_TESTS_CKPT_CKPT_TEST_MODEL_H
 
 #include <stdint.h>
 #include <stdio.h>

@@ -3,8 +3,8 @@
  * test unwinds and frees its memory (no longjmp, no leaks under valgrind); fio_crash_aftermath then
  * undoes what a power cut may lose: data not fsynced, directory entries whose directory was not
  * fsynced -- the worst case. Also small filesystem helpers. */
-#ifndef TR_TESTS_CKPT_UTIL_H
-#define TR_TESTS_CKPT_UTIL_H
+#ifndef TWINRUN_TESTS_CKPT_CKPT_TEST_UTIL_H
+#define TWINRUN_TESTS_CKPT_CKPT_TEST_UTIL_H
 
 #include <dirent.h>
 #include <errno.h>

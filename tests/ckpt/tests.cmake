@@ -7,18 +7,15 @@ set(ckpt_bin ${PROJECT_BINARY_DIR}/bin/ckpt)
 set(ckpt_dir ${CMAKE_CURRENT_BINARY_DIR}/ckpt_tool_dir)
 add_test(NAME ckpt_tool_fixture COMMAND test_ckpt_save --write-fixture ${ckpt_dir})
 set_tests_properties(ckpt_tool_fixture PROPERTIES LABELS "${labels}" FIXTURES_SETUP ckpt_tool)
-add_test(NAME ckpt_inspect COMMAND ${ckpt_bin} inspect ${ckpt_dir})
-set_tests_properties(ckpt_inspect PROPERTIES LABELS "${labels}" FIXTURES_REQUIRED ckpt_tool
-  PASS_REGULAR_EXPRESSION "iteration: +20.*layout: +tp 2, pp 1, dp 2, cp 1 \\(4 ranks\\), distributed optimizer.*verification: +OK")
-add_test(NAME ckpt_verify_ok COMMAND ${ckpt_bin} verify ${ckpt_dir} --iteration 10)
-set_tests_properties(ckpt_verify_ok PROPERTIES LABELS "${labels}" FIXTURES_REQUIRED ckpt_tool
-  PASS_REGULAR_EXPRESSION "verification: +OK \\(iteration 10")
-add_test(NAME ckpt_verify_corrupt COMMAND sh -c
-  "printf 'X' | dd of=${ckpt_dir}/iter_0000020/shard_00002.bin bs=1 seek=300 conv=notrunc 2>/dev/null; ${ckpt_bin} verify ${ckpt_dir}; test $? -eq 1"
-  )
-set_tests_properties(ckpt_verify_corrupt PROPERTIES LABELS "${labels}" FIXTURES_REQUIRED ckpt_tool
-  DEPENDS "ckpt_inspect;ckpt_verify_ok"
-  PASS_REGULAR_EXPRESSION "shard_00002.bin: .*checksum mismatch.*older complete checkpoint exists: iteration 10")
+twinrun_expect(NAME ckpt_inspect EXIT 0 LABELS ${labels} PROPERTIES FIXTURES_REQUIRED ckpt_tool
+  OUTPUT "iteration: +20.*layout: +tp 2, pp 1, dp 2, cp 1 \\(4 ranks\\), distributed optimizer.*verification: +OK"
+  COMMAND ${ckpt_bin} inspect ${ckpt_dir})
+twinrun_expect(NAME ckpt_verify_ok EXIT 0 OUTPUT "verification: +OK \\(iteration 10" LABELS ${labels}
+  PROPERTIES FIXTURES_REQUIRED ckpt_tool COMMAND ${ckpt_bin} verify ${ckpt_dir} --iteration 10)
+twinrun_expect(NAME ckpt_verify_corrupt EXIT 1 LABELS ${labels} PROPERTIES FIXTURES_REQUIRED ckpt_tool
+  OUTPUT "shard_00002.bin: .*checksum mismatch.*older complete checkpoint exists: iteration 10"
+  COMMAND sh -c "printf 'X' | dd of=${ckpt_dir}/iter_0000020/shard_00002.bin bs=1 seek=300 conv=notrunc 2>/dev/null\n${ckpt_bin} verify ${ckpt_dir}")
+set_tests_properties(ckpt_verify_corrupt PROPERTIES DEPENDS "ckpt_inspect;ckpt_verify_ok")
 
 # The trainer's save and load with many ranks in one process: twin builds only (a GPU build runs one
 # rank per process).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Back-to-back multi-process twin jobs under CPU contention: every job must end with exit 0 in every
 # process. The jobs cycle through 2 processes with large messages (hidden 64, vocabulary 512: the
-# gradients' all-reduce payloads exceed XW_INLINE_MAX and travel after later small messages), 2
+# gradients' all-reduce payloads exceed MP_INLINE_MAX and travel after later small messages), 2
 # processes with small ones, and 4 processes with large ones; each beside two busy loops, as on a
 # loaded CI runner. This is the job that once failed 1 in 12 with "process 1
 # ... has ended, but rank 0 waits in all_reduce" (the goodbye was judged before the last large

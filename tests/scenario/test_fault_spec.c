@@ -10,14 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert_text.h"
 #include "fault/fault.h"
 
 #define ERRLEN 512
-
-#define assert_contains(hay, needle)                                                                                   \
-    do {                                                                                                               \
-        if (!strstr((hay), (needle))) fail_msg("\"%s\"\n  lacks \"%s\"", (hay), (needle));                             \
-    } while (0)
 
 static void test_names(void **state) {
     (void)state;
@@ -207,7 +203,7 @@ static void test_plan_parse(void **state) {
     assert_int_equal(p.n, 2);
     assert_int_equal(p.gpus_per_node, 8);
     assert_non_null(p.fired);
-    assert_int_equal(p.fired[0] | p.fired[1], 0);
+    assert_false(p.fired[0].fired || p.fired[1].fired);
     assert_int_equal(p.faults[0].kind, FAULT_HANG);
     assert_int_equal(p.faults[0].step, 3);
     assert_int_equal(p.faults[0].rank, 5);
@@ -313,16 +309,13 @@ static void test_plan_init(void **state) {
     assert_int_equal(p.n, 3);
     assert_int_equal(p.gpus_per_node, 4);
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(p.fired[i], 0);
+        assert_false(p.fired[i].fired);
+        assert_int_equal(p.fired[i].attempt, 0);
         assert_int_equal(p.faults[i].rank, 0); /* zeroed, not defaulted */
     }
-    assert_null(p.fired_attempt);
-    /* the supervisor's records go with the plan */
-    p.fired_attempt = calloc(3, sizeof *p.fired_attempt);
-    p.fired_at = calloc(3, sizeof *p.fired_at);
-    p.fired_rank = calloc(3, sizeof *p.fired_rank);
+    assert_false(p.supervised);
     fault_plan_free(&p);
-    assert_null(p.fired_attempt);
+    assert_null(p.fired);
     assert_int_equal(p.n, 0);
     assert_int_equal(fault_plan_init(&p, 0, 8), 0);
     assert_null(p.faults);

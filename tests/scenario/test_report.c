@@ -12,7 +12,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "../../sim/scenario/report.h"
+#include "runner/report.h"
 
 #define ITERS 4
 #define NASTY "loss <&\"> 'x'\x01 differs\nat iteration 3"

@@ -12,16 +12,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "scenario/scenario.h"
+#include "common/assert_text.h"
+#include "runner/scenario.h"
 #include "twinrun/config.h"
 
 #define ERRLEN 1024
 #define DATA TWINRUN_TEST_DATA "/../scenario/data"
-
-#define assert_contains(hay, needle)                                                                                   \
-    do {                                                                                                               \
-        if (!strstr((hay), (needle))) fail_msg("\"%s\"\n  lacks \"%s\"", (hay), (needle));                             \
-    } while (0)
 
 /* Parses `text` as if it were the file DATA/NAME; returns the error text (empty on success). */
 static int parse(const char *text, const char *name, scenario *s, char *err) {
@@ -133,7 +129,7 @@ static void test_full_round_trip(void **state) {
     assert_int_equal(s.faults.n, 7);
     assert_int_equal(s.faults.gpus_per_node, 4);
     assert_non_null(s.faults.fired);
-    for (int i = 0; i < s.faults.n; i++) assert_int_equal(s.faults.fired[i], 0);
+    for (int i = 0; i < s.faults.n; i++) assert_false(s.faults.fired[i].fired);
     const fault_spec *f = s.faults.faults;
     assert_int_equal(f[0].kind, FAULT_HANG);
     assert_int_equal(f[0].step, 3);

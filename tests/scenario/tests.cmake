@@ -17,9 +17,9 @@ set_tests_properties(scenario_wrong_expectation PROPERTIES LABELS "${labels}" TI
   PASS_REGULAR_EXPRESSION "fault 1 \\(hang\\) time to detect.*600\\.[0-9]+ s simulated \\(limit 60\\.0 s\\).*restarts.*1 restart\\(s\\), at most 0 expected.*FAILED: 2 of .*exit=1")
 
 # A random campaign at 64 ranks: every fault detected, blamed right, nothing lost.
-add_test(NAME scenario_campaign_64 COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_64.yaml --work ${scn_work})
-set_tests_properties(scenario_campaign_64 PROPERTIES LABELS "${labels};heavy" TIMEOUT 900
-  PASS_REGULAR_EXPRESSION "campaign: every blame correct.*PASSED")
+twinrun_expect(NAME scenario_campaign_64 EXIT 0 OUTPUT "campaign: every blame correct.*PASSED"
+  LABELS ${labels} heavy PROPERTIES TIMEOUT 900
+  COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_64.yaml --work ${scn_work})
 
 # `scenario check` refuses a bad file with FILE:LINE:COL and exit status 2.
 add_test(NAME scenario_check_bad COMMAND sh -c
@@ -28,9 +28,9 @@ set_tests_properties(scenario_check_bad PROPERTIES LABELS "${labels}"
   PASS_REGULAR_EXPRESSION "bad_alias.yaml:[0-9]+:[0-9]+: .*exit=2")
 
 # The flagship, as the README's main command runs it.
-add_test(NAME scenario_thousand_card COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/thousand_card.yaml --work ${scn_work})
-set_tests_properties(scenario_thousand_card PROPERTIES LABELS "${labels};heavy" TIMEOUT 1200
-  PASS_REGULAR_EXPRESSION "PASSED: [0-9]+/[0-9]+ expectations")
+twinrun_expect(NAME scenario_thousand_card EXIT 0 OUTPUT "PASSED: [0-9]+/[0-9]+ expectations"
+  LABELS ${labels} heavy PROPERTIES TIMEOUT 1200
+  COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/thousand_card.yaml --work ${scn_work})
 
 # One scenario per fault kind (a folder run: every *.yaml in name order, one JUnit report).
 add_test(NAME scenario_fault_kinds COMMAND sh -c
@@ -39,10 +39,9 @@ set_tests_properties(scenario_fault_kinds PROPERTIES LABELS "${labels}" TIMEOUT 
   PASS_REGULAR_EXPRESSION "fault_version_skew.*PASSED: [0-9]+/[0-9]+ expectations\n15\n" FAIL_REGULAR_EXPRESSION "FAILED")
 
 # The 8B seed's two-node layout.
-add_test(NAME scenario_llama3_8b_multinode COMMAND sh -c
-  "${scn} run ${PROJECT_SOURCE_DIR}/scenarios/llama3_8b_multinode.yaml --work ${scn_work}")
-set_tests_properties(scenario_llama3_8b_multinode PROPERTIES LABELS "${labels}" TIMEOUT 300
-  PASS_REGULAR_EXPRESSION "PASSED: [0-9]+/[0-9]+ expectations")
+twinrun_expect(NAME scenario_llama3_8b_multinode EXIT 0 OUTPUT "PASSED: [0-9]+/[0-9]+ expectations"
+  LABELS ${labels} PROPERTIES TIMEOUT 300
+  COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/llama3_8b_multinode.yaml --work ${scn_work})
 
 # TWINRUN_FAULTS on a plain train_llama3 (what a GPU job uses): the NaN's origin is named and the job
 # exits 16, Megatron's NaN code; a hung rank is blamed by the watchdog.
@@ -65,13 +64,13 @@ add_test(NAME faults_env_bad COMMAND sh -c
 set_tests_properties(faults_env_bad PROPERTIES LABELS "${labels}"
   PASS_REGULAR_EXPRESSION "TWINRUN_FAULTS: .*rank 8.*exit=2")
 
-# The runner's own memory hygiene: this one runs the scenario program directly, so ci/memcheck.py
-# runs it under valgrind (restarts, a damaged checkpoint moved aside, reports) — the sh -c tests
+# The runner's own memory hygiene: this one runs the scenario program without a shell, so
+# ci/memcheck.py runs it under valgrind (restarts, a damaged checkpoint moved aside, reports) — the sh -c tests
 # above check behaviour, not leaks.
-add_test(NAME scenario_runner_memcheck COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/faults/ckpt_corrupt.yaml
+twinrun_expect(NAME scenario_runner_memcheck EXIT 0 OUTPUT "PASSED: 7/7 expectations"
+  LABELS ${labels} PROPERTIES TIMEOUT 900
+  COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/faults/ckpt_corrupt.yaml
   --work ${scn_work}/memcheck --json ${scn_work}/memcheck/report.json --junit ${scn_work}/memcheck/junit.xml)
-set_tests_properties(scenario_runner_memcheck PROPERTIES LABELS "${labels}" TIMEOUT 900
-  PASS_REGULAR_EXPRESSION "PASSED: 7/7 expectations")
 
 # A fault that could never fire in the layout is refused before anything runs.
 add_test(NAME scenario_check_placement COMMAND sh -c

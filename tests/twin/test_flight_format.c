@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "../../sim/flight/flight.h"
+#include "flight/flight.h"
 
 static char *format_ranks(const int *r, int n) {
     char *text = NULL;

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "../../sim/flight/flight.h"
+#include "flight/flight.h"
 #include "twin/twin_test_util.h"
 #include "twinrun/dev.h"
 #include "twinrun/err.h"

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "../../sim/twin_cost.h"
+#include "twin_cost.h"
 #include "twin/twin_test_util.h"
 #include "twinrun/dev.h"
 #include "twinrun/err.h"

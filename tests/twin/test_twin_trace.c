@@ -13,8 +13,8 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "../../sim/trace/trace.h"
-#include "../../sim/twin_cost.h"
+#include "trace/trace.h"
+#include "twin_cost.h"
 #include "twin/twin_test_util.h"
 #include "twinrun/dev.h"
 

@@ -1,4 +1,4 @@
-/* The twin across processes (sim/fabric): 8 ranks as 4 forked processes of 2, started with
+/* The twin across processes (sim/multiproc): 8 ranks as 4 forked processes of 2, started with
  * torchrun-style variables, run every collective on groups inside one process, across two, and
  * strided over all four; results must equal the serial references bit for bit, and every rank's
  * simulated clock must equal the one-process run's. A call that differs between processes and a
@@ -196,11 +196,9 @@ static int child(int proc, int port, scenario what, const char *out) {
     o.quiet = true;
     o.end_on_abort = true;
     twin_result res = {0};
-    launch_twin_configure(&o, &res);
     xcase xc = {.what = what};
     char err[512];
-    const int rc = launch_ranks(NRANKS, entry, &xc, err, sizeof err);
-    launch_twin_configure(NULL, NULL);
+    const int rc = twin_launch(NRANKS, entry, &xc, &o, &res, err, sizeof err);
     FILE *f = fopen(out, "w");
     if (!f) return 100;
     if (rc < 0) fprintf(f, "launch: %s\n", err);

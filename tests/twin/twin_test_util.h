@@ -4,14 +4,14 @@
  * acc = x[0]; acc = acc op x[r] for r = 1..n-1 in fp32; bf16 widened and rounded once at the end;
  * avg multiplies every input by (float)(1/n) first. cmocka's asserts longjmp, which must never
  * cross coroutine stacks, so rank entries count problems and the test's main thread asserts. */
-#ifndef TWINRUN_TESTS_TWIN_UTIL_H
-#define TWINRUN_TESTS_TWIN_UTIL_H
+#ifndef TWINRUN_TESTS_TWIN_TWIN_TEST_UTIL_H
+#define TWINRUN_TESTS_TWIN_TWIN_TEST_UTIL_H
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "../../sim/twin.h"
+#include "twin.h"
 #include "twinrun/coll.h"
 #include "twinrun/dtype.h"
 

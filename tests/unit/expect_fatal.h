@@ -1,7 +1,7 @@
 /* Death tests for the rank-fail path: run a case in a forked child and check that it ended through
  * tr_fatal (exit code TR_EXIT_FATAL) with a message naming the problem. Header-only, for tests. */
-#ifndef TR_TESTS_EXPECT_FATAL_H
-#define TR_TESTS_EXPECT_FATAL_H
+#ifndef TWINRUN_TESTS_UNIT_EXPECT_FATAL_H
+#define TWINRUN_TESTS_UNIT_EXPECT_FATAL_H
 
 #include <stdio.h>
 #include <string.h>

@@ -10,8 +10,8 @@
  * roughly 1e-4 relative, so the analytic gradient must agree to a relative L2 error well under
  * 1e-2 (each test states its bound). The step actually taken is (float)(x+h) - (float)(x-h),
  * not 2h, so fp32 rounding of the perturbed input does not bias the quotient. */
-#ifndef TWINRUN_TESTS_KERN_TESTLIB_H
-#define TWINRUN_TESTS_KERN_TESTLIB_H
+#ifndef TWINRUN_TESTS_UNIT_KERN_TESTLIB_H
+#define TWINRUN_TESTS_UNIT_KERN_TESTLIB_H
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -12,28 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert_text.h"
 #include "config/flags.h"
 #include "twinrun/config.h"
 
 #define ERRLEN 1024
-
-#define assert_error(rc, err, needle)                                                                         \
-    do {                                                                                                      \
-        int rc_ = (rc);                                                                                       \
-        if (rc_ != -1) fail_msg("expected -1, got %d (looking for \"%s\")", rc_, (needle));                   \
-        if (!strstr((err), (needle))) fail_msg("error message \"%s\"\n  lacks \"%s\"", (err), (needle));      \
-    } while (0)
-
-#define assert_ok(rc, err)                                                                                    \
-    do {                                                                                                      \
-        int rc_ = (rc);                                                                                       \
-        if (rc_ != 0) fail_msg("unexpected result %d: %s", rc_, (err));                                        \
-    } while (0)
-
-#define assert_contains(hay, needle)                                                                          \
-    do {                                                                                                      \
-        if (!strstr((hay), (needle))) fail_msg("\"%s\"\n  lacks \"%s\"", (hay), (needle));                    \
-    } while (0)
 
 /* Splits a command line on spaces, as the seeds' unquoted ${ARRAY[@]} expansions do (so the
  * literal quotes of "--split '99,1,0'" survive into the value, as they do in bash). */

@@ -10,21 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert_text.h"
 #include "io/hf_config.h"
 #include "twinrun/config.h"
 
 #define ERRLEN 1024
-
-#define assert_error(rc, err, needle)                                                                         \
-    do {                                                                                                      \
-        assert_int_equal((rc), -1);                                                                           \
-        if (!strstr((err), (needle))) fail_msg("error message \"%s\"\n  lacks \"%s\"", (err), (needle));      \
-    } while (0)
-
-#define assert_ok(rc, err)                                                                                    \
-    do {                                                                                                      \
-        if ((rc) != 0) fail_msg("unexpected error: %s", (err));                                                \
-    } while (0)
 
 /* meta-llama/Meta-Llama-3-8B's config.json as transformers 4.x writes it (values from the model
  * card's published config), with the Llama 3.1 rope_scaling block added where a test wants it. */

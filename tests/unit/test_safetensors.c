@@ -19,22 +19,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/assert_text.h"
 #include "io/safetensors.h"
 
 #define ERRLEN 1024
 #define MODEL_FILE TWINRUN_TEST_DATA "/tiny_gqa/model.safetensors"
 #define REF_FILE TWINRUN_TEST_DATA "/tiny_gqa/reference.safetensors"
-
-#define assert_error(rc, err, needle)                                                                         \
-    do {                                                                                                      \
-        assert_int_equal((rc), -1);                                                                           \
-        if (!strstr((err), (needle))) fail_msg("error message \"%s\"\n  lacks \"%s\"", (err), (needle));      \
-    } while (0)
-
-#define assert_ok(rc, err)                                                                                    \
-    do {                                                                                                      \
-        if ((rc) != 0) fail_msg("unexpected error: %s", (err));                                                \
-    } while (0)
 
 static uint32_t f32_bits(float f) {
     uint32_t u;

@@ -1,4 +1,4 @@
-/* SHA-256 and HMAC-SHA256 (engine/core/sha256.h) against published vectors: FIPS 180-4's examples
+/* SHA-256 and HMAC-SHA256 (engine/launch/sha256.h) against published vectors: FIPS 180-4's examples
  * and RFC 4231's HMAC test cases 1, 2, 6 (a key longer than the block) and 7. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "core/sha256.h"
+#include "launch/sha256.h"
 
 static void hex(const unsigned char *b, size_t n, char *out) {
     for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", b[i]);

@@ -2,8 +2,8 @@
  * inputs large enough to cross every tile, chunk and block boundary of engine/cuda (attention over
  * more than 256 keys, norm over more than 64 rows, sums over many blocks, repeated tokens...).
  *
- * The twin's sim/kern sources are compiled into this program with every kern_X renamed twin_kern_X
- * (see engine/cuda/CMakeLists.txt); they run on host copies, the GPU kernels on device copies of
+ * The twin's sim/kern sources are compiled into this program with every kern_X of TR_KERNELS (kern.h)
+ * renamed twin_kern_X (see engine/cuda/CMakeLists.txt); they run on host copies, the GPU kernels on device copies of
  * the same inputs. Each output is compared by relative L2 (fp32: 2e-5 forward, 1e-4 gradients;
  * bf16: 1e-2), and each GPU case runs twice to check the bits are identical (determinism).
  * Prints one line per output; exits non-zero on any failure. Built for the cuda backend only. */
@@ -16,56 +16,12 @@
 #include "twinrun/dtype.h"
 #include "twinrun/kern.h"
 
-/* ---- the twin's kernels, renamed ------------------------------------------------------------- */
-void twin_kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb, float alpha,
-                    float beta);
-void twin_kern_add(dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n);
-void twin_kern_scale(dev_stream *s, tr_buf x, float alpha, size_t n);
-void twin_kern_cast(dev_stream *s, tr_buf dst, tr_buf src, size_t n);
-void twin_kern_sum_squares(dev_stream *s, float *out, tr_buf x, size_t n);
-void twin_kern_embedding_forward(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int N, int C, int V);
-void twin_kern_embedding_backward(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int N, int C, int V);
-void twin_kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, float *mean, float *rstd, tr_buf inp,
-                            tr_buf weight, tr_buf bias, int N, int C);
-void twin_kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight, tr_buf dbias,
-                             tr_buf dout, tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N,
-                             int C);
-void twin_kern_rope_forward(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int T,
-                            int H, int D);
-void twin_kern_rope_backward(dev_stream *s, const kern_rope_desc *rd, tr_buf dx, const int32_t *positions, int B,
-                             int T, int H, int D);
-void twin_kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B, int T,
-                                 int NH, int KV, int D);
-void twin_kern_attention_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
-                                  tr_buf v, tr_buf out, const float *lse, int B, int T, int NH, int KV, int D);
-void twin_kern_swiglu_forward(dev_stream *s, tr_buf out, tr_buf h, int N, int F);
-void twin_kern_swiglu_backward(dev_stream *s, tr_buf dh, tr_buf dout, tr_buf h, int N, int F);
-void twin_kern_cross_entropy_forward(dev_stream *s, float *losses, tr_buf logits, const int32_t *targets, int N,
-                                     int V);
-void twin_kern_cross_entropy_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const int32_t *targets,
-                                      const float *dloss, int N, int V);
-void twin_kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad,
-                            float *m, float *v, size_t n);
-void twin_kern_embedding_forward_slice(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int vocab_start,
-                                       int N, int C, int V);
-void twin_kern_embedding_backward_slice(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens,
-                                        int vocab_start, int N, int C, int V);
-void twin_kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V);
-void twin_kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits, const float *row_max,
-                             const int32_t *targets, int vocab_start, int N, int V);
-void twin_kern_ce_loss_from_stats(dev_stream *s, float *losses, const float *row_max, const float *sum_exp,
-                                  const float *target_logit, int N);
-void twin_kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max,
-                                 const float *sum_exp, const int32_t *targets, int vocab_start, const float *dloss,
-                                 int N, int V);
-void twin_kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
-                                     const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
-                                     int D);
-void twin_kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
-                                      tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos,
-                                      const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D);
+/* ---- the twin's kernels, renamed: twin_kern_X, declared from the one kernel list (kern.h) --------- */
+#define TWIN_KERNEL_DECLARE(name, params) void twin_##name params;
+TR_KERNELS(TWIN_KERNEL_DECLARE)
+#undef TWIN_KERNEL_DECLARE
 
-/* The twin kernels' cost hook (sim/twin_cost.h), which the twin's device defines. The oracle runs
+/* The twin kernels' cost hook (sim/include/twin_cost.h), which the twin's device defines. The oracle runs
  * them with a NULL stream and no simulated clock, so kern_cost never calls this; it only has to link. */
 void twin_cost_kernel(dev_stream *s, double flops, double bytes, tr_dtype dt);
 void twin_cost_kernel(dev_stream *s, double flops, double bytes, tr_dtype dt) {

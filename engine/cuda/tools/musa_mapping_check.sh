@@ -57,7 +57,7 @@ for f in "$D"/*.cu; do
 done
 for f in "$D"/*.c; do
     if ! gcc -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -DTWINRUN_MUSA -I"$T" -I"$CUDA_INC" -Iengine/include \
-        -Iengine -Isim/flight -I"$D" -c "$f" -o "$T/$(basename "$f").o"; then
+        -Iengine -I"$D" -c "$f" -o "$T/$(basename "$f").o"; then
         echo "FAILED: $f"
         rc=1
     fi

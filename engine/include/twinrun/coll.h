@@ -1,13 +1,14 @@
 /* The collectives seam: communicators from rank lists and the collectives Megatron uses.
  *
- * Resolved at link time: sim/coll_*.c (twin: in-process fake collectives) or engine/cuda/coll_nccl.c
- * (NCCL / MCCL). All calls are enqueued on a device stream like NCCL's. Reduction order is fixed
+ * Resolved at link time: sim/coll/ (twin: fake collectives among the ranks of this process; members in
+ * other processes of a multi-process twin meet through sim/multiproc over libfabric) or
+ * engine/cuda/coll_nccl.c (NCCL / MCCL). All calls are enqueued on a device stream like NCCL's. Reduction order is fixed
  * by group rank in the twin, so results never depend on arrival order.
  *
  * Failures (timeout, abort, mismatched calls) are fatal for the rank unless the communicator was
  * aborted, in which case the call returns COLL_ABORTED. */
-#ifndef TR_COLL_H
-#define TR_COLL_H
+#ifndef TWINRUN_ENGINE_COLL_H
+#define TWINRUN_ENGINE_COLL_H
 
 #include <stddef.h>
 

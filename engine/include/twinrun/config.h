@@ -1,7 +1,7 @@
 /* The training configuration: Megatron-LM's command-line flags, parsed (engine/config/args.c).
  * Field names follow the flag names (--num-layers -> num_layers). Defaults are Megatron's. */
-#ifndef TR_CONFIG_H
-#define TR_CONFIG_H
+#ifndef TWINRUN_ENGINE_CONFIG_H
+#define TWINRUN_ENGINE_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,13 +1,15 @@
 /* The device seam: memory, copies, streams, events and the clock.
  *
- * Resolved at link time: sim/dev_sim.c (twin: host memory with a per-rank capacity and a simulated
+ * Resolved at link time: sim/dev/dev_sim.c (twin: host memory with a per-rank capacity and a simulated
  * clock) or engine/cuda/dev_cuda.cu (CUDA/MUSA runtime). Engine code never dereferences a device
- * pointer on the host; it copies through these calls.
+ * pointer on the host; it copies through these calls. The twin runs each piece of work when it is
+ * enqueued, so its stream sync and event wait have nothing to wait for (streams as ordered queues
+ * with cross-stream hazard checks are DESIGN.md's plan, not built yet).
  *
  * Errors: allocation failure returns NULL after recording a message (dev_last_error); every other
  * failure is fatal for the rank and goes through dev_rank_abort. */
-#ifndef TR_DEV_H
-#define TR_DEV_H
+#ifndef TWINRUN_ENGINE_DEV_H
+#define TWINRUN_ENGINE_DEV_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -59,8 +61,8 @@ void dev_memset_zero(dev_stream *s, void *dst, size_t bytes);
 double dev_clock_now(dev_device *d);
 void dev_sleep(dev_device *d, double seconds);
 /* Of dev_clock_now, the seconds this rank spent on its own work rather than in collectives: what a
- * straggler report compares. The twin knows it exactly; the CUDA build returns the wall clock
- * (collectives included) until per-kernel timing lands. */
+ * straggler report compares. The twin knows it exactly; the CUDA build returns dev_clock_now, the
+ * wall clock with collectives included (no per-kernel timing there). */
 double dev_busy_seconds(dev_device *d);
 
 /* The one rank-fail path's last step: real mode exits the process with `code`; the twin ends

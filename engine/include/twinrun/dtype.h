@@ -1,8 +1,8 @@
 /* Element types that cross the seam, and host-side bf16 conversion.
  * bf16 rounding is round-to-nearest-even, as torch and CUDA's __float2bfloat16 do,
  * so the twin and the GPU agree bit for bit on a cast. */
-#ifndef TR_DTYPE_H
-#define TR_DTYPE_H
+#ifndef TWINRUN_ENGINE_DTYPE_H
+#define TWINRUN_ENGINE_DTYPE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -4,8 +4,8 @@
  * Fatal conditions inside a running rank (a device call failing, an invariant broken) call
  * tr_fatal, which prints "twinrun: rank R: ..." and ends through dev_rank_abort: the process
  * in real mode, only that rank in the twin. */
-#ifndef TR_ERR_H
-#define TR_ERR_H
+#ifndef TWINRUN_ENGINE_ERR_H
+#define TWINRUN_ENGINE_ERR_H
 
 #include <stdarg.h>
 #include <stddef.h>

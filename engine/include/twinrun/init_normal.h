@@ -9,8 +9,8 @@
  * the uniforms is exact integer arithmetic; sqrt is correctly rounded everywhere; only log and cos
  * may differ in their last bit between libm and the GPU's library, which the CUDA kernel handles by
  * sending the rare values whose fp32 rounding that could change back to the host (kern_init.cu). */
-#ifndef TR_INIT_NORMAL_H
-#define TR_INIT_NORMAL_H
+#ifndef TWINRUN_ENGINE_INIT_NORMAL_H
+#define TWINRUN_ENGINE_INIT_NORMAL_H
 
 #include <math.h>
 #include <stdint.h>

@@ -13,8 +13,8 @@
  * - Twin kernels are deterministic: a fixed reduction order, no fast-math, no fused multiply-add
  *   contraction; same inputs give the same bits on any x86-64 machine.
  */
-#ifndef TR_KERN_H
-#define TR_KERN_H
+#ifndef TWINRUN_ENGINE_KERN_H
+#define TWINRUN_ENGINE_KERN_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -214,5 +214,61 @@ void kern_sum_squares_ranges(dev_stream *s, float *out, tr_buf x, const kern_ran
  * master, model, grad, m and v are all indexed by the ranges' element indices. */
 void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *ad, const kern_range *ranges, int nranges,
                               float *master, tr_buf model, tr_buf grad, float *m, float *v);
+/* ---- the list --------------------------------------------------------------------------
+ * Every kernel above, once, as X(name, (parameters)): the backends' argument checks
+ * (twinrun/kern_check.h declares kern_X_check with the same parameters), the GPU oracle's renamed twin
+ * kernels (engine/cuda/tools/kern_oracle.c; engine/cuda/CMakeLists.txt reads the names from here) and
+ * the compiler's check that this list and the prototypes above agree (engine/kern/kern_check.c)
+ * expand it. A new kernel goes above and here. */
+#define TR_KERNELS(X)                                                                                                 \
+    X(kern_gemm, (dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb, float alpha,    \
+        float beta))                                                                                                  \
+    X(kern_add, (dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n))                                            \
+    X(kern_scale, (dev_stream *s, tr_buf x, float alpha, size_t n))                                                   \
+    X(kern_cast, (dev_stream *s, tr_buf dst, tr_buf src, size_t n))                                                   \
+    X(kern_sum_squares, (dev_stream *s, float *out, tr_buf x, size_t n))                                              \
+    X(kern_embedding_forward, (dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int N, int C, int V))    \
+    X(kern_embedding_backward, (dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int N, int C, int     \
+        V))                                                                                                           \
+    X(kern_norm_forward, (dev_stream *s, const kern_norm_desc *nd, tr_buf out, float *mean, float *rstd, tr_buf       \
+        inp, tr_buf weight, tr_buf bias, int N, int C))                                                               \
+    X(kern_norm_backward, (dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight, tr_buf dbias,        \
+        tr_buf dout, tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N, int C))                  \
+    X(kern_rope_forward, (dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int     \
+        T, int H, int D))                                                                                             \
+    X(kern_rope_backward, (dev_stream *s, const kern_rope_desc *rd, tr_buf dx, const int32_t *positions, int B,       \
+        int T, int H, int D))                                                                                         \
+    X(kern_attention_forward, (dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B, int T,     \
+        int NH, int KV, int D))                                                                                       \
+    X(kern_attention_backward, (dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,      \
+        tr_buf v, tr_buf out, const float *lse, int B, int T, int NH, int KV, int D))                                 \
+    X(kern_swiglu_forward, (dev_stream *s, tr_buf out, tr_buf h, int N, int F))                                       \
+    X(kern_swiglu_backward, (dev_stream *s, tr_buf dh, tr_buf dout, tr_buf h, int N, int F))                          \
+    X(kern_cross_entropy_forward, (dev_stream *s, float *losses, tr_buf logits, const int32_t *targets, int N, int    \
+        V))                                                                                                           \
+    X(kern_cross_entropy_backward, (dev_stream *s, tr_buf dlogits, tr_buf logits, const int32_t *targets, const       \
+        float *dloss, int N, int V))                                                                                  \
+    X(kern_embedding_forward_slice, (dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int                \
+        vocab_start, int N, int C, int V))                                                                            \
+    X(kern_embedding_backward_slice, (dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int             \
+        vocab_start, int N, int C, int V))                                                                            \
+    X(kern_ce_slice_max, (dev_stream *s, float *row_max, tr_buf logits, int N, int V))                                \
+    X(kern_ce_slice_sums, (dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits, const float             \
+        *row_max, const int32_t *targets, int vocab_start, int N, int V))                                             \
+    X(kern_ce_loss_from_stats, (dev_stream *s, float *losses, const float *row_max, const float *sum_exp, const       \
+        float *target_logit, int N))                                                                                  \
+    X(kern_ce_slice_backward, (dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max, const float        \
+        *sum_exp, const int32_t *targets, int vocab_start, const float *dloss, int N, int V))                         \
+    X(kern_attention_forward_pos, (dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, const         \
+        int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D))                          \
+    X(kern_attention_backward_pos, (dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf     \
+        k, tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int     \
+        Tk, int NH, int KV, int D))                                                                                   \
+    X(kern_adamw_update, (dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad,         \
+        float *m, float *v, size_t n))                                                                                \
+    X(kern_init_param, (dev_stream *s, const kern_init_desc *d, float *out, size_t n))                                \
+    X(kern_sum_squares_ranges, (dev_stream *s, float *out, tr_buf x, const kern_range *ranges, int nranges))          \
+    X(kern_adamw_update_ranges, (dev_stream *s, const kern_adamw_desc *ad, const kern_range *ranges, int nranges,     \
+        float *master, tr_buf model, tr_buf grad, float *m, float *v))
 
 #endif

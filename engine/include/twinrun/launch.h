@@ -3,12 +3,17 @@
  * The twin (sim/launch) runs every rank of the job in this process as coroutines of its
  * deterministic scheduler; the real build (engine/cuda/launch_cuda.c) runs the one rank this process
  * is, as the launcher (torchrun, mpirun) numbered it. The entry is the same engine code either way. */
-#ifndef TR_LAUNCH_H
-#define TR_LAUNCH_H
+#ifndef TWINRUN_ENGINE_LAUNCH_H
+#define TWINRUN_ENGINE_LAUNCH_H
 
 #include <stddef.h>
 
 typedef int (*launch_entry)(int rank, int world, void *arg);
+
+/* A launcher an application passes to the engine's entry points in place of launch_ranks (the
+ * scenario runner runs the twin with its own options and keeps each run's result): the same contract
+ * as launch_ranks, with the application's own context first. */
+typedef int (*launch_fn)(void *ctx, int world, launch_entry entry, void *arg, char *err, size_t errlen);
 
 /* Runs this process's ranks of a job of `world` ranks and returns the process's exit code (the
  * largest of its ranks' codes). -1 with err when the launch itself is impossible (e.g. the

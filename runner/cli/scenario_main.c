@@ -1,0 +1,163 @@
+/* scenario: rehearse cluster jobs on the twin.
+ *
+ *   scenario run FILE.yaml|DIR ... [--work DIR] [--json FILE] [--junit FILE] [--trace FILE] [--log FILE]
+ *   scenario check FILE.yaml ...
+ *
+ * `run` rehearses each scenario (a directory: every *.yaml in it, in name order), prints the
+ * one-screen summary, and writes the JSON / JUnit / Perfetto reports asked for. Exit status: 0 when
+ * every expectation of every scenario held, 1 when one did not, 2 when a scenario could not be
+ * loaded or run (the message says where and how to fix it). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runner/report.h"
+#include "runner/runner.h"
+#include "runner/scenario.h"
+
+static int usage(void) {
+    fputs(
+        "usage: scenario run FILE.yaml|DIR ... [--work DIR] [--json FILE] [--junit FILE] [--trace FILE] [--log FILE]\n"
+        "       scenario check FILE.yaml ...\n"
+        "Rehearses each scenario on the twin (docs/scenarios.md). Exit 0: every expectation held; 1: one did not;\n"
+        "2: a scenario could not be loaded or run.\n",
+        stderr);
+    return 2;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* FILE, or every *.yaml of DIR in name order. */
+static int expand(const char *arg, char ***files, int *n) {
+    struct stat st;
+    if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(arg);
+        if (!d) return -1;
+        struct dirent *e;
+        int first = *n;
+        while ((e = readdir(d))) {
+            size_t len = strlen(e->d_name);
+            if (len < 6 || strcmp(e->d_name + len - 5, ".yaml")) continue;
+            *files = realloc(*files, sizeof **files * (size_t)(*n + 1));
+            size_t plen = strlen(arg) + len + 2;
+            (*files)[*n] = malloc(plen);
+            snprintf((*files)[*n], plen, "%s/%s", arg, e->d_name);
+            (*n)++;
+        }
+        closedir(d);
+        qsort(*files + first, (size_t)(*n - first), sizeof **files, cmp_str);
+        return 0;
+    }
+    *files = realloc(*files, sizeof **files * (size_t)(*n + 1));
+    (*files)[(*n)++] = strdup(arg);
+    return 0;
+}
+
+static FILE *open_out(const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) fprintf(stderr, "scenario: cannot write %s: %s\n", path, strerror(errno));
+    return f;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3 || (strcmp(argv[1], "run") && strcmp(argv[1], "check"))) return usage();
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines in order with the ranks' messages, also in a file */
+    const bool run = !strcmp(argv[1], "run");
+    const char *work = "build/scenarios", *json = NULL, *junit = NULL, *trace = NULL, *logp = NULL;
+    char **files = NULL;
+    int nfiles = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char **slot = !strcmp(a, "--work")    ? &work
+                            : !strcmp(a, "--json")  ? &json
+                            : !strcmp(a, "--junit") ? &junit
+                            : !strcmp(a, "--trace") ? &trace
+                            : !strcmp(a, "--log")   ? &logp
+                                                    : NULL;
+        if (slot) {
+            if (i + 1 >= argc) return fprintf(stderr, "scenario: %s needs a value\n", a), 2;
+            *slot = argv[++i];
+        } else if (a[0] == '-') {
+            fprintf(stderr, "scenario: unknown option %s\n", a);
+            return usage();
+        } else if (expand(a, &files, &nfiles)) {
+            fprintf(stderr, "scenario: cannot read directory %s: %s\n", a, strerror(errno));
+            return 2;
+        }
+    }
+    if (nfiles == 0) return fprintf(stderr, "scenario: no scenario files given (a directory had no *.yaml?)\n"), 2;
+    sc_report *reports = calloc((size_t)nfiles, sizeof *reports);
+    const sc_report **views = calloc((size_t)nfiles, sizeof *views);
+    int nrep = 0, status = 0;
+    FILE *log = logp ? open_out(logp) : NULL;
+    if (logp && !log) return 2;
+    for (int i = 0; i < nfiles; i++) {
+        scenario s;
+        char err[4096] = "";
+        if (scenario_load(files[i], &s, err, sizeof err)) {
+            fprintf(stderr, "scenario: %s\n", err);
+            status = 2;
+            continue;
+        }
+        if (!run && scenario_check_faults(&s, err, sizeof err)) {
+            fprintf(stderr, "scenario: %s\n", err);
+            status = 2;
+            scenario_free(&s);
+            continue;
+        }
+        if (!run) {
+            printf("%s: ok (%d ranks: %d nodes x %d %s; TP%d PP%d CP%d DP%d; %d faults%s)\n", files[i],
+                   s.nodes * s.gpus_per_node, s.nodes, s.gpus_per_node, s.device, s.tp, s.pp, s.cp, s.dp, s.faults.n,
+                   s.campaign.count ? ", a campaign" : "");
+            scenario_free(&s);
+            continue;
+        }
+        char dir[SC_PATH_LEN + SC_NAME_LEN + 2];
+        snprintf(dir, sizeof dir, "%s/%s", work, s.name);
+        printf("== %s: %s\n", s.name, s.description[0] ? s.description : s.path);
+        fflush(stdout);
+        sc_run_options o = {.work_dir = dir, .job_log = log, .progress = stdout, .trace_path = trace};
+        if (scenario_run(&s, &o, &reports[nrep], err, sizeof err)) {
+            fprintf(stderr, "scenario: %s\n", err);
+            status = 2;
+            sc_report_free(&reports[nrep]);
+        } else {
+            report_text(stdout, &reports[nrep]);
+            if (!reports[nrep].passed && status == 0) status = 1;
+            views[nrep] = &reports[nrep];
+            nrep++;
+        }
+        fflush(stdout);
+        scenario_free(&s);
+    }
+    if (json && nrep) {
+        FILE *f = open_out(json);
+        if (!f) status = 2;
+        else {
+            if (nrep == 1) report_json(f, &reports[0]);
+            else {
+                fputs("[\n", f);
+                for (int i = 0; i < nrep; i++) {
+                    if (i) fputs(",\n", f);
+                    report_json(f, &reports[i]);
+                }
+                fputs("]\n", f);
+            }
+            fclose(f);
+        }
+    }
+    if (junit && nrep) {
+        FILE *f = open_out(junit);
+        if (!f) status = 2;
+        else report_junit(f, views, nrep), fclose(f);
+    }
+    if (log) fclose(log);
+    for (int i = 0; i < nrep; i++) sc_report_free(&reports[i]);
+    for (int i = 0; i < nfiles; i++) free(files[i]);
+    free(files), free(reports), free(views);
+    return status;
+}

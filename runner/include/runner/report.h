@@ -1,0 +1,83 @@
+/* What a scenario run found, and the ways it is reported: a one-screen text summary (with a
+ * progress bar on a terminal), JSON, JUnit XML (one test case per expectation, so CI systems list
+ * them) and a Chrome/Perfetto trace of the simulated timeline. The runner fills sc_report; the
+ * writers only read it. */
+#ifndef TWINRUN_RUNNER_RUNNER_REPORT_H
+#define TWINRUN_RUNNER_RUNNER_REPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runner/scenario.h"
+
+/* One run of the job: the first, or a restart from a checkpoint. */
+typedef struct sc_attempt {
+    int index;               /* 0 = first run */
+    int64_t start_iteration; /* resumed from this iteration (0 = from scratch) */
+    int64_t end_iteration;   /* last iteration completed */
+    int exit_code;           /* the job's exit code (0 = reached train-iters) */
+    char cause[512];         /* why it stopped: "watchdog: rank 213 never joined dp all_reduce #41" */
+    double sim_seconds;      /* simulated time the attempt took */
+    double wall_seconds;
+} sc_attempt;
+
+/* What became of one injected fault. */
+typedef struct sc_fault_outcome {
+    fault_spec fault;
+    bool fired;
+    bool detected;
+    bool attributed;       /* the diagnosis named the fault's rank or node and kind */
+    int attempt;           /* attempt it fired in; -1 when it never fired */
+    double fired_at;       /* simulated seconds, within the attempt */
+    double detect_seconds; /* detection time minus fired_at; < 0 when not detected */
+    char diagnosis[512];   /* what the engine or the twin said */
+} sc_fault_outcome;
+
+/* One expectation, checked: becomes one JUnit test case. */
+typedef struct sc_check {
+    char name[96]; /* "fault 1 (hang of rank 213) detected", "continuity", ... */
+    bool passed;
+    char detail[512]; /* why it passed or failed, with the numbers */
+} sc_check;
+
+/* A random campaign's totals. */
+typedef struct sc_campaign_result {
+    int trials, fired, detected, attributed, continuity_ok, recovered;
+    double max_detect_seconds, mean_detect_seconds;
+    double wall_seconds;
+    int per_kind_trials[FAULT_KIND_COUNT], per_kind_ok[FAULT_KIND_COUNT];
+} sc_campaign_result;
+
+typedef struct sc_report {
+    char name[SC_NAME_LEN];
+    char path[SC_PATH_LEN];
+    int world, nodes, gpus_per_node, tp, pp, cp, dp;
+    char device[32];
+    int64_t train_iters;
+    bool passed; /* every check passed */
+    int nattempts;
+    sc_attempt *attempts;
+    int nfaults;
+    sc_fault_outcome *faults;
+    int nchecks;
+    sc_check *checks;
+    bool has_campaign;
+    sc_campaign_result campaign;
+    double *losses;           /* [train_iters + 1], losses[it] of the run as finally completed; NaN when missing */
+    double *reference_losses; /* [train_iters + 1] of the fault-free run, NULL when not run */
+    size_t peak_bytes, capacity_bytes; /* largest device peak of any rank; the device capacity */
+    double wall_seconds, sim_seconds;
+} sc_report;
+
+void sc_report_free(sc_report *r);
+
+/* The one-screen summary. */
+void report_text(FILE *f, const sc_report *r);
+/* A progress line for a terminal ("\r[#####.....] attempt 2, iteration 5/8"); nothing when f is not a tty. */
+void report_progress(FILE *f, const char *what, int64_t done, int64_t total);
+int report_json(FILE *f, const sc_report *r);
+/* One <testsuites> with a <testsuite> per report and a <testcase> per check. */
+int report_junit(FILE *f, const sc_report *const *reports, int n);
+
+#endif

@@ -1,0 +1,29 @@
+/* The scenario runner: the supervisor of a rehearsal. It runs the job on the twin with the
+ * scenario's faults; when the job stops it records why, restarts it from the latest checkpoint (as
+ * the seeds' restart loop does), up to a limit; it runs the fault-free twin of the same job for
+ * comparison, and checks every expectation. A campaign repeats that for N random single faults. */
+#ifndef TWINRUN_RUNNER_RUNNER_RUNNER_H
+#define TWINRUN_RUNNER_RUNNER_RUNNER_H
+
+#include <stdio.h>
+
+#include "runner/report.h"
+#include "runner/scenario.h"
+
+typedef struct sc_run_options {
+    const char *work_dir;   /* checkpoints and logs of the rehearsal go here (created; emptied first) */
+    FILE *job_log;          /* the job's Megatron lines; NULL = work_dir/job.log */
+    FILE *progress;         /* progress bar (a tty) and one line per attempt; NULL = none */
+    const char *trace_path; /* Perfetto trace of the first attempt; NULL = none */
+} sc_run_options;
+
+/* Rehearses s. Returns 0 with the report filled (r->passed says whether every expectation held), or
+ * -1 with err when the rehearsal itself could not run (bad flags for this layout, no work dir). */
+int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char *err, size_t errlen);
+
+/* Faults that could never fire in the scenario's layout (a NaN in the loss off the last pipeline
+ * stage, in a layer on another stage): -1 with "FILE:LINE:COL: ..." in err. scenario_run checks
+ * it first; `scenario check` too. */
+int scenario_check_faults(const scenario *s, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,18 @@
+/* sc_report owns its arrays; the fixed-size fields need nothing. */
+#include <stdlib.h>
+
+#include "runner/report.h"
+
+void sc_report_free(sc_report *r) {
+    if (!r) return;
+    free(r->attempts);
+    free(r->faults);
+    free(r->checks);
+    free(r->losses);
+    free(r->reference_losses);
+    r->attempts = NULL;
+    r->faults = NULL;
+    r->checks = NULL;
+    r->losses = r->reference_losses = NULL;
+    r->nattempts = r->nfaults = r->nchecks = 0;
+}

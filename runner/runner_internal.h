@@ -1,0 +1,70 @@
+/* Private to the runner's files: one run of the job and its outcome. */
+#ifndef TWINRUN_RUNNER_RUNNER_INTERNAL_H
+#define TWINRUN_RUNNER_RUNNER_INTERNAL_H
+
+#include "runner/runner.h"
+#include "train/trainer.h"
+#include "twin.h"
+#include "twinrun/config.h"
+
+/* What the supervisor knows about the job it runs: the config for this layout, and where it runs. */
+typedef struct sc_job {
+    tr_config *cfg; /* heap: the struct is large */
+    int world;
+    int64_t iters;
+    twin_options opt;
+    FILE *log;
+    char ckpt_dir[SC_PATH_LEN];
+} sc_job;
+
+/* One run of the job (an attempt, or the fault-free reference). */
+typedef struct sc_run {
+    int rc;
+    char err[2048];
+    tr_train_summary sum;
+    twin_result tres;
+    double *losses;    /* [iters + 1], NaN where not run */
+    uint64_t *digests; /* [world] */
+    double wall;
+} sc_run;
+
+int sc_job_init(sc_job *j, const scenario *s, const sc_run_options *o, char *err, size_t errlen);
+void sc_job_free(sc_job *j);
+/* Runs the job once with cfg->faults / load / save as they are; fills out (free with sc_run_free). */
+void sc_job_run(sc_job *j, sc_run *out);
+void sc_run_free(sc_run *r);
+
+/* Decides whether the run that fault i fired in detected it and named its culprit; fills o. */
+void sc_judge_fault(const sc_job *j, const fault_plan *plan, int i, const sc_run *run, sc_fault_outcome *o);
+/* One line on why the run stopped. */
+void sc_run_cause(const sc_job *j, const sc_run *run, char *out, size_t outlen);
+
+/* Appends a check to r. */
+void sc_add_check(sc_report *r, bool passed, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* What a supervised run needs: the job, its scenario and options, and the fault-free reference run
+ * to compare with (NULL: none). */
+typedef struct sc_supervisor {
+    sc_job *job;
+    const scenario *s;
+    const sc_run_options *o;
+    const sc_run *reference;
+} sc_supervisor;
+
+/* How a supervised run ended. */
+typedef struct sc_supervised {
+    bool completed;     /* the job reached its last iteration */
+    bool continuity_ok; /* every iteration's loss is the reference's, bit for bit */
+    bool weights_ok;    /* the final weights' digests are the reference's */
+} sc_supervised;
+
+/* The supervised run of one fault plan: attempts with restarts, each fault judged by its kind's
+ * judge (runner_supervise.c), final losses and digests compared with the reference. Fills r's
+ * attempts, faults and losses and *out; returns the last run's rc. */
+int sc_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_supervised *out);
+
+/* A campaign: s->campaign.count single faults at random, each supervised; totals and checks into r. */
+int sc_campaign_run(const sc_supervisor *sv, sc_report *r);
+
+#endif

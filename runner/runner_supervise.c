@@ -1,0 +1,367 @@
+/* The supervisor's restart loop: run, and when the job stops, say why, then start it again from the
+ * latest checkpoint — like the seeds' `while ! torchrun ...; do` loop, but with every fault
+ * accounted for and the result compared with the fault-free twin. */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runner_internal.h"
+#include "twinrun/err.h"
+
+void sc_add_check(sc_report *r, bool passed, const char *name, const char *fmt, ...) {
+    sc_check *c = realloc(r->checks, sizeof *c * (size_t)(r->nchecks + 1));
+    TR_CHECK(c != NULL, "out of host memory for a check");
+    r->checks = c;
+    c = &r->checks[r->nchecks++];
+    memset(c, 0, sizeof *c);
+    c->passed = passed;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->detail, sizeof c->detail, fmt, ap);
+    va_end(ap);
+}
+
+static int64_t read_latest(const char *dir) {
+    char path[SC_PATH_LEN + 64];
+    snprintf(path, sizeof path, "%s/latest_checkpointed_iteration.txt", dir);
+    FILE *f = fopen(path, "r");
+    long long it = 0;
+    if (f) {
+        if (fscanf(f, "%lld", &it) != 1) it = 0;
+        fclose(f);
+    }
+    return it;
+}
+
+/* After a checksum failure: move the damaged checkpoint aside and point the tracker at the newest
+ * older one (or at none), as an operator would. Returns the iteration resumed from. */
+static int64_t quarantine(const char *dir, int64_t bad) {
+    char from[SC_PATH_LEN + 64], to[SC_PATH_LEN + 80];
+    snprintf(from, sizeof from, "%s/iter_%07lld", dir, (long long)bad);
+    snprintf(to, sizeof to, "%s.corrupt", from);
+    (void)rename(from, to);
+    int64_t best = 0;
+    DIR *dp = opendir(dir);
+    if (dp) {
+        struct dirent *e;
+        while ((e = readdir(dp))) {
+            long long it;
+            char tail;
+            if (sscanf(e->d_name, "iter_%7lld%c", &it, &tail) == 1 && it < bad && it > best) best = it;
+        }
+        closedir(dp);
+    }
+    char tracker[SC_PATH_LEN + 64];
+    snprintf(tracker, sizeof tracker, "%s/latest_checkpointed_iteration.txt", dir);
+    if (best == 0) {
+        (void)remove(tracker);
+    } else {
+        FILE *f = fopen(tracker, "w");
+        if (f) fprintf(f, "%lld\n", (long long)best), fclose(f);
+    }
+    return best;
+}
+
+/* Flips one byte of rank's shard of iteration it. 0, or -1 when the file is not there. */
+static int damage_shard(const char *dir, int64_t it, int rank, char *path, size_t pathlen) {
+    snprintf(path, pathlen, "%s/iter_%07lld/shard_%05d.bin", dir, (long long)it, rank);
+    FILE *f = fopen(path, "r+b");
+    if (!f) return -1;
+    int c = 0;
+    if (fseek(f, 64, SEEK_SET) == 0 && (c = fgetc(f)) != EOF && fseek(f, 64, SEEK_SET) == 0) fputc(c ^ 0x5a, f);
+    fclose(f);
+    return 0;
+}
+
+static int copy_file(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    char buf[65536];
+    size_t n;
+    int rc = in && out ? 0 : -1;
+    while (!rc && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n) rc = -1;
+    if (in) fclose(in);
+    if (out && fclose(out)) rc = -1;
+    return rc;
+}
+
+/* data_corrupt: the job reads copies of its --data-path files from the work folder (the user's data
+ * is never touched); the fault cuts two bytes off a copy's .bin, and the repair copies it again. */
+static int data_copies(sc_job *j, const char *work, bool damage, char *first, size_t firstlen) {
+    tr_config *cfg = j->cfg;
+    int n = 0;
+    for (int i = 0; i < cfg->n_data_path; i++) {
+        char src[TR_PATH_LEN + 8], dst[SC_PATH_LEN + TR_PATH_LEN + 64], base[TR_PATH_LEN];
+        const char *orig = cfg->data_path[i];
+        const char *copy_dir_prefix = strstr(orig, "/data_copies/");
+        snprintf(src, sizeof src, "%s.bin", orig);
+        if (access(src, R_OK) != 0) continue; /* a blend weight */
+        const char *slash = strrchr(orig, '/');
+        snprintf(base, sizeof base, "%s", slash ? slash + 1 : orig);
+        if (!copy_dir_prefix) { /* first time: take copies of the originals */
+            char dir[SC_PATH_LEN + 32];
+            snprintf(dir, sizeof dir, "%s/data_copies", work);
+            (void)mkdir(dir, 0755);
+            snprintf(dst, sizeof dst, "%s/%s", dir, base);
+            for (int e = 0; e < 2; e++) {
+                char a[TR_PATH_LEN + 8], b[sizeof dst + 8];
+                snprintf(a, sizeof a, "%s%s", orig, e ? ".idx" : ".bin");
+                snprintf(b, sizeof b, "%s%s", dst, e ? ".idx" : ".bin");
+                if (copy_file(a, b)) return -1;
+            }
+            char keep[sizeof dst + 8];
+            snprintf(keep, sizeof keep, "%s.orig", dst);
+            if (symlink(orig, keep) && errno != EEXIST) return -1; /* where the repair copies from */
+            snprintf(cfg->data_path[i], sizeof cfg->data_path[i], "%.*s", (int)sizeof cfg->data_path[i] - 1, dst);
+        } else { /* repair: copy the original .bin again */
+            char keep[TR_PATH_LEN + 8], target[PATH_MAX];
+            snprintf(keep, sizeof keep, "%s.orig", orig);
+            ssize_t k = readlink(keep, target, sizeof target - 1);
+            if (k <= 0) return -1;
+            target[k] = 0;
+            char a[PATH_MAX + 8];
+            snprintf(a, sizeof a, "%s.bin", target);
+            if (copy_file(a, src)) return -1;
+        }
+        if (damage && n == 0) {
+            snprintf(src, sizeof src, "%s.bin", cfg->data_path[i]);
+            struct stat st;
+            if (stat(src, &st) || truncate(src, st.st_size > 2 ? st.st_size - 2 : 0)) return -1;
+            snprintf(first, firstlen, "%s", src);
+        }
+        n++;
+    }
+    return n;
+}
+
+static void rm_tree(const char *path) {
+    DIR *dp = opendir(path);
+    if (!dp) {
+        (void)remove(path);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(dp))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char sub[SC_PATH_LEN + 300];
+        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+        rm_tree(sub);
+    }
+    closedir(dp);
+    (void)rmdir(path);
+}
+
+/* ---- one attempt, and the judges of each kind of fault ---------------------------------------- */
+
+/* The supervisor within one attempt of a fault plan. */
+typedef struct attempt_state {
+    const sc_supervisor *sv;
+    fault_plan *plan;
+    sc_report *r;
+    int a;                           /* the attempt */
+    bool ckpts;                      /* the scenario saves checkpoints */
+    int corrupt;                     /* the ckpt_corrupt fault whose save this attempt stops after; -1 none */
+    bool data_tried;                 /* a data_corrupt fault was considered before this attempt */
+    char damaged[SC_PATH_LEN + 320]; /* the data file it cut, "" none */
+    sc_run run;
+    sc_attempt *at;
+} attempt_state;
+
+/* What the supervisor does about one kind of fault in each attempt. Faults the job injects itself
+ * need only a judge after the run; damage done outside the job (a data file, a saved checkpoint)
+ * is done before the attempt (or after it) and judged when the job next reads what was damaged. */
+typedef struct fault_kind_judge {
+    void (*before)(attempt_state *st, int i); /* before the run; NULL: nothing */
+    void (*judge)(attempt_state *st, int i);  /* after the run: detected? attributed? */
+} fault_kind_judge;
+
+/* Injected by the job (hang, crash, NaN, ...): judged from the run it fired in. */
+static void judge_in_job(attempt_state *st, int i) {
+    const fault_firing *fired = &st->plan->fired[i];
+    if (fired->attempt != st->a + 1) return;
+    sc_fault_outcome *fo = &st->r->faults[i];
+    fo->fired = true, fo->attempt = st->a, fo->fired_at = fired->at;
+    sc_judge_fault(st->sv->job, st->plan, i, &st->run, fo);
+}
+
+/* data_corrupt, before: cut the job's copy of a data file (the first such fault not yet fired). */
+static void damage_data(attempt_state *st, int i) {
+    fault_firing *fired = &st->plan->fired[i];
+    if (st->data_tried || fired->attempt) return;
+    st->data_tried = true;
+    if (data_copies(st->sv->job, st->sv->o->work_dir, true, st->damaged, sizeof st->damaged) > 0) {
+        fired->attempt = st->a + 1, fired->fired = true, fired->at = 0;
+        fprintf(stderr, "twinrun: fault injected: cut 2 bytes off %s\n", st->damaged);
+    }
+}
+
+/* data_corrupt, after: the loader must have refused the damaged file, naming it. */
+static void judge_data_corrupt(attempt_state *st, int i) {
+    if (st->plan->fired[i].attempt != st->a + 1) return;
+    sc_fault_outcome *fo = &st->r->faults[i];
+    char prefix[sizeof st->damaged]; /* the loader names the dataset by its prefix */
+    const size_t len = strlen(st->damaged);
+    snprintf(prefix, sizeof prefix, "%.*s", (int)(len > 4 ? len - 4 : 0), st->damaged);
+    fo->fired = true, fo->attempt = st->a, fo->fired_at = 0;
+    fo->detected = !strcmp(st->run.sum.diag.kind, "data");
+    fo->attributed = fo->detected && prefix[0] && strstr(st->run.err, prefix);
+    fo->detect_seconds = fo->detected ? 0 : -1; /* at start-up, before any rank runs */
+    snprintf(fo->diagnosis, sizeof fo->diagnosis, "%.500s", st->run.err);
+    /* the operator restores the file */
+    (void)data_copies(st->sv->job, st->sv->o->work_dir, false, st->damaged, sizeof st->damaged);
+}
+
+/* ckpt_corrupt, before: stop this attempt after the save the fault will damage (the first such
+ * fault not yet fired whose step is past the latest checkpoint). */
+static void plan_ckpt_stop(attempt_state *st, int i) {
+    if (!st->ckpts || st->corrupt >= 0 || st->plan->fired[i].attempt) return;
+    if (read_latest(st->sv->job->ckpt_dir) < st->plan->faults[i].step) st->corrupt = i;
+}
+
+/* ckpt_corrupt, after the attempt that follows the damage: the load must refuse the checkpoint,
+ * naming the damaged shard; the operator moves it aside and resumes from an older one. */
+static void judge_ckpt_corrupt(attempt_state *st, int i) {
+    const fault_spec *f = &st->plan->faults[i];
+    sc_fault_outcome *fo = &st->r->faults[i];
+    if (st->plan->fired[i].attempt != st->a) return;
+    if (fo->detected || strcmp(st->run.sum.diag.kind, "ckpt_load")) return;
+    char name[32];
+    snprintf(name, sizeof name, "shard_%05d.bin", f->rank);
+    fo->detected = true;
+    fo->attributed = strstr(st->run.err, name) != NULL;
+    fo->detect_seconds = 0; /* on load, before any work */
+    snprintf(fo->diagnosis, sizeof fo->diagnosis, "%.500s", st->run.err);
+    int64_t back = quarantine(st->sv->job->ckpt_dir, f->step);
+    snprintf(st->at->cause, sizeof st->at->cause,
+             "checkpoint %lld refused on load (checksum); moved aside, "
+             "resuming from %lld",
+             (long long)f->step, (long long)back);
+}
+
+/* The planned stop of a ckpt_corrupt fault: the attempt ended at the fault's step, so flip a byte
+ * of the saved shard. True when that was this attempt's end (not a failure, so no restart). */
+static bool damage_saved_checkpoint(attempt_state *st) {
+    const int c = st->corrupt;
+    if (c < 0 || st->run.rc != 0 || st->at->end_iteration != st->plan->faults[c].step) return false;
+    char path[SC_PATH_LEN + 64];
+    if (!damage_shard(st->sv->job->ckpt_dir, st->plan->faults[c].step, st->plan->faults[c].rank, path, sizeof path)) {
+        fault_firing *fired = &st->plan->fired[c];
+        fired->attempt = st->a + 1, fired->fired = true, fired->at = st->run.tres.end_time;
+        st->r->faults[c].fired = true, st->r->faults[c].attempt = st->a;
+        st->r->faults[c].fired_at = st->run.tres.end_time;
+        fprintf(stderr, "twinrun: fault injected: flipped a byte of %s\n", path);
+    }
+    return true;
+}
+
+static const fault_kind_judge IN_JOB = {NULL, judge_in_job};
+static const fault_kind_judge DATA_CORRUPT = {damage_data, judge_data_corrupt};
+static const fault_kind_judge CKPT_CORRUPT = {plan_ckpt_stop, judge_ckpt_corrupt};
+/* by fault kind; NULL: injected by the job (IN_JOB) */
+static const fault_kind_judge *const JUDGES[FAULT_KIND_COUNT] = {
+    [FAULT_DATA_CORRUPT] = &DATA_CORRUPT,
+    [FAULT_CKPT_CORRUPT] = &CKPT_CORRUPT,
+};
+
+static const fault_kind_judge *judge_of(fault_kind k) { return JUDGES[k] ? JUDGES[k] : &IN_JOB; }
+
+/* Records attempt a's run in the report (iterations, exit, times, cause); its losses into final. */
+static sc_attempt *record_attempt(attempt_state *st, double *final) {
+    const sc_job *j = st->sv->job;
+    sc_report *r = st->r;
+    const sc_run *run = &st->run;
+    sc_attempt *at = realloc(r->attempts, sizeof *at * (size_t)(r->nattempts + 1));
+    TR_CHECK(at != NULL, "out of host memory for an attempt");
+    r->attempts = at;
+    at = &r->attempts[r->nattempts++];
+    memset(at, 0, sizeof *at);
+    at->index = st->a;
+    at->start_iteration = run->sum.start_iteration;
+    at->end_iteration = run->sum.start_iteration;
+    for (int64_t it = 1; it <= j->iters; it++)
+        if (!isnan(run->losses[it])) final[it] = run->losses[it], at->end_iteration = it;
+    at->exit_code = run->rc;
+    at->sim_seconds = run->tres.end_time;
+    at->wall_seconds = run->wall;
+    r->sim_seconds += run->tres.end_time;
+    if (run->sum.device_peak_bytes > r->peak_bytes) r->peak_bytes = run->sum.device_peak_bytes;
+    if (run->sum.device_capacity) r->capacity_bytes = run->sum.device_capacity;
+    sc_run_cause(j, run, at->cause, sizeof at->cause);
+    return at;
+}
+
+/* The job's checkpoints (when the scenario saves them), the plan's records and the report's
+ * outcomes, cleared for a new supervised run. */
+static void start_supervision(const sc_supervisor *sv, fault_plan *plan, sc_report *r) {
+    tr_config *cfg = sv->job->cfg;
+    rm_tree(sv->job->ckpt_dir);
+    if (sv->s->save_interval > 0) {
+        snprintf(cfg->save, sizeof cfg->save, "%s", sv->job->ckpt_dir);
+        snprintf(cfg->load, sizeof cfg->load, "%s", sv->job->ckpt_dir);
+        cfg->save_interval = sv->s->save_interval;
+        cfg->keep_last = sv->s->keep_last;
+    }
+    cfg->faults = plan;
+    plan->supervised = true;
+    memset(plan->fired, 0, sizeof *plan->fired * (size_t)plan->n);
+    r->faults = calloc((size_t)(plan->n ? plan->n : 1), sizeof *r->faults);
+    TR_CHECK(r->faults != NULL, "out of host memory for the faults' outcomes");
+    r->nfaults = plan->n;
+    for (int i = 0; i < plan->n; i++) r->faults[i].fault = plan->faults[i], r->faults[i].attempt = -1;
+}
+
+int sc_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_supervised *out) {
+    sc_job *j = sv->job;
+    const scenario *s = sv->s;
+    start_supervision(sv, plan, r);
+    const int nf = plan->n;
+    double *final = malloc(sizeof(double) * (size_t)(j->iters + 1));
+    TR_CHECK(final != NULL, "out of host memory for the losses");
+    for (int64_t i = 0; i <= j->iters; i++) final[i] = NAN;
+
+    attempt_state st = {.sv = sv, .plan = plan, .r = r, .ckpts = s->save_interval > 0};
+    int rc = 0, restarts = 0;
+    for (int a = 0;; a++) {
+        plan->attempt = st.a = a;
+        st.corrupt = -1, st.data_tried = false, st.damaged[0] = 0;
+        for (int i = 0; i < nf; i++)
+            if (judge_of(plan->faults[i].kind)->before) judge_of(plan->faults[i].kind)->before(&st, i);
+        j->cfg->exit_interval = st.corrupt >= 0 ? (int)plan->faults[st.corrupt].step : 0;
+        j->opt.trace_path = a == 0 ? sv->o->trace_path : NULL;
+        sc_run_free(&st.run);
+        sc_job_run(j, &st.run);
+        rc = st.run.rc;
+        st.at = record_attempt(&st, final);
+        for (int i = 0; i < nf; i++) judge_of(plan->faults[i].kind)->judge(&st, i);
+        if (sv->o->progress)
+            fprintf(sv->o->progress, "  attempt %d: iterations %lld..%lld, %s\n", a, (long long)st.at->start_iteration,
+                    (long long)st.at->end_iteration, st.at->cause);
+        if (damage_saved_checkpoint(&st)) continue; /* the planned stop is not a restart */
+        bool stop_kind = false;
+        for (int i = 0; i < nf; i++)
+            stop_kind |= s->expect.expect_failure_kind == (int)plan->faults[i].kind && plan->fired[i].attempt == a + 1;
+        if (rc == 0 || stop_kind || restarts >= s->max_restarts) break;
+        restarts++;
+    }
+    const sc_run *ref = sv->reference;
+    out->completed = rc == 0 && !isnan(final[j->iters]);
+    out->continuity_ok = ref != NULL;
+    if (ref)
+        for (int64_t it = 1; it <= j->iters; it++)
+            if (memcmp(&final[it], &ref->losses[it], sizeof(double)) != 0) out->continuity_ok = false;
+    out->weights_ok =
+        ref != NULL && rc == 0 && !memcmp(st.run.digests, ref->digests, sizeof(uint64_t) * (size_t)j->world);
+    free(r->losses);
+    r->losses = final;
+    sc_run_free(&st.run);
+    j->cfg->faults = NULL;
+    return rc;
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# No file-scope mutable state in the libraries but the twin's documented "hardware" state
+# (docs/architecture.md#mutable-state): every object in a writable data section (.data, .bss; not the
+# read-only .rodata and .data.rel.ro) of the given static libraries must be in the allow-list below.
+# Usage: globals.sh LIB.a...
+set -u
+allowed=(
+    "sched_state.c.o g_sched"             # the running twin_run (one per process, single-threaded)
+    "sched_state.c.o g_implicit"          # the implicit rank 0 of programs that never call twin_run
+    "sched_state.c.o g_implicit_registry" # ... and its communicator groups
+    "mp_job.c.o g_mp_sigterm"             # SIGTERM arrived (set by a signal handler: a sig_atomic_t)
+)
+fail=0 n=0
+for lib in "$@"; do
+    while read -r obj sym; do
+        n=$((n + 1))
+        ok=0
+        for a in "${allowed[@]}"; do [ "$a" = "$obj $sym" ] && ok=1; done
+        if [ $ok = 0 ]; then
+            echo "FAIL: $(basename "$lib"): $obj: $sym is mutable file-scope state; make it const, or pass it as an argument"
+            fail=1
+        fi
+    done < <(objdump -t "$lib" | awk '/^[^ ]+\.o:/ {obj = $1; sub(/:$/, "", obj)}
+        $3 == "O" && ($4 ~ /^\.(data|bss)(\.|$)/) && $4 !~ /rel\.ro/ {print obj, $NF}')
+done
+[ $fail = 0 ] && echo "globals: $n mutable objects, all in the allow-list (the twin's hardware state)"
+exit $fail
