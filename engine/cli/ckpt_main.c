@@ -8,6 +8,7 @@
 
 #include "ckpt/ckpt.h"
 #include "twinrun/err.h"
+#include "twinrun/version.h"
 
 static const char *const styles[] = {"constant", "linear", "cosine", "inverse-square-root"};
 
@@ -59,6 +60,10 @@ static void print_manifest(const ckpt_manifest *m) {
 }
 
 int main(int argc, char **argv) {
+    if (tr_version_requested(argc, argv)) {
+        tr_version_print(stdout, "ckpt");
+        return 0;
+    }
     if (argc < 3) return usage();
     const char *cmd = argv[1], *dir = argv[2], *given = NULL;
     for (int i = 3; i < argc; i++) {

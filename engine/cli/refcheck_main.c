@@ -18,6 +18,7 @@
 #include "train/step.h"
 #include "twinrun/config.h"
 #include "twinrun/err.h"
+#include "twinrun/version.h"
 
 typedef struct refcase {
     char dir[1024];
@@ -314,6 +315,10 @@ out:
 }
 
 int main(int argc, char **argv) {
+    if (tr_version_requested(argc, argv)) {
+        tr_version_print(stdout, "refcheck");
+        return 0;
+    }
     if (argc != 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fprintf(argc == 2 ? stdout : stderr,
                 "usage: refcheck DIR\n"

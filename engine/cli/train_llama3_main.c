@@ -13,8 +13,13 @@
 #include "twinrun/config.h"
 #include "twinrun/err.h"
 #include "twinrun/launch.h"
+#include "twinrun/version.h"
 
 int main(int argc, char **argv) {
+    if (tr_version_requested(argc, argv)) {
+        tr_version_print(stdout, "train_llama3");
+        return 0;
+    }
     tr_config cfg;
     char err[2048] = "";
     tr_config_defaults(&cfg);

@@ -23,6 +23,7 @@
 #include "twinrun/config.h"
 #include "twinrun/dev.h"
 #include "twinrun/dtype.h"
+#include "twinrun/err.h"
 #include "twinrun/kern.h"
 
 #define LLAMA_NAME_LEN 96
@@ -156,6 +157,10 @@ typedef struct llama_model {
         void *gather;          /* [CP, B, T, KVl*D] all-gather / reduce-scatter staging (CP > 1) */
     } g;
 } llama_model;
+
+/* The model settings twinrun's Llama cannot build (biases, tied embeddings, ...), each added to el.
+ * Returns -1 when it added any, else 0. */
+int llama_check_config(const tr_config *cfg, tr_errlist *el);
 
 /* Derives the dimensions for a layout; -1 with err when the config cannot describe the model or
  * the layout does not divide it (heads, groups, ffn or vocabulary by TP; layers by PP). */

@@ -26,13 +26,9 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_lay
                                         "change one or give --kv-channels", dm->C, dm->NH);
         dm->D = dm->C / dm->NH;
     }
-    if (!cfg->swiglu) return tr_errf(err, errlen, "twinrun's Llama needs --swiglu");
-    if (!cfg->disable_bias_linear)
-        return tr_errf(err, errlen, "twinrun's Llama has no linear biases: add --disable-bias-linear");
-    if (!cfg->untie_embeddings_and_output_weights)
-        return tr_errf(err, errlen, "tied embeddings are not supported: add --untie-embeddings-and-output-weights");
-    if (cfg->position_embedding_type != TR_POS_ROPE)
-        return tr_errf(err, errlen, "Llama uses rotary embeddings: add --position-embedding-type rope");
+    tr_errlist el;
+    tr_errlist_init(&el);
+    if (llama_check_config(cfg, &el)) return tr_errlist_format(&el, err, errlen);
     dm->F = cfg->ffn_hidden_size;
     if (dm->F <= 0) return tr_errf(err, errlen, "--ffn-hidden-size is required with --swiglu");
     if (cfg->vocab_size <= 0) return tr_errf(err, errlen, "vocabulary size unknown: give --vocab-size (or --hf-load DIR)");

@@ -5,6 +5,7 @@
 
 #include "data/batch.h"
 #include "io/hf_config.h"
+#include "model/llama.h"
 #include "train/trainer.h"
 #include "twinrun/err.h"
 
@@ -15,6 +16,12 @@ int tr_train_prepare_config(tr_config *cfg, int world, char *err, size_t errlen)
         hf_llama_config hf;
         if (hf_config_load(&hf, path, err, errlen) || hf_config_apply(&hf, cfg, err, errlen)) return -1;
     }
+    /* every problem of the job at once, before any rank starts: one report, not one per rank */
+    tr_errlist el;
+    tr_errlist_init(&el);
+    tr_config_collect_errors(cfg, world, &el);
+    llama_check_config(cfg, &el);
+    if (tr_errlist_format(&el, err, errlen)) return -1;
     return tr_config_finalize(cfg, world, err, errlen);
 }
 

@@ -41,6 +41,8 @@ typedef struct job {
     uint64_t data_fp; /* the data files' fingerprint, for the preflight */
     ckpt_reader *ckpt; /* --load's checkpoint, verified and opened once for every rank; NULL = none */
     char err[1024 + 32]; /* "rank N: " and a rank's 1024-byte message */
+    char first_err[1024]; /* the first failing rank's message as it said it */
+    int same_err_ranks;   /* later ranks that failed with exactly that message (not printed again) */
 } job;
 
 typedef struct rank_state {
@@ -73,11 +75,6 @@ static void rank_state_free(rank_state *st) {
 static int setup(rank_state *st, const job *jb, int rank, int world, bool reporter, char *err, size_t errlen) {
     const tr_config *cfg = jb->cfg;
     if (tr_grid_init(&st->grid, cfg, world, rank, err, errlen)) return TR_EXIT_USAGE;
-    if (cfg->context_parallel_size > 1 && cfg->reset_position_ids)
-        return tr_errf(err, errlen, "--context-parallel-size %d with --reset-position-ids is not supported yet "
-                                    "(the all-gathered attention assumes positions 0..seq-1)",
-                       cfg->context_parallel_size),
-               TR_EXIT_USAGE;
     st->dev = dev_open(0, 0, err, errlen);
     if (!st->dev) return TR_EXIT_FATAL;
     coll_set_timeout(st->dev, cfg->distributed_timeout_minutes * 60.0);
@@ -121,7 +118,7 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
             return tr_errf(err, errlen, "--metrics-jsonl %s: cannot open for writing", cfg->metrics_jsonl),
                    TR_EXIT_USAGE;
     }
-    if (reporter && cfg->tensorboard_dir[0] && !(st->tb = tr_tb_log_open(cfg, st->dev, err, errlen)))
+    if (reporter && cfg->tensorboard_dir[0] && !(st->tb = tr_tb_log_open(cfg, world, st->dev, err, errlen)))
         return TR_EXIT_USAGE;
     return 0;
 }
@@ -208,6 +205,8 @@ static int train_rank(int rank, int world, void *arg) {
     if (reporter) sum->start_iteration = pos.iteration;
     tr_straggler strag;
     if (!rc) tr_straggler_init(&strag, st.dev, pos.iteration + 1);
+    dev_info dinfo = {0}; /* whether the time figures are the twin's cost model's */
+    if (st.dev) dev_get_info(st.dev, &dinfo);
     for (it = pos.iteration + 1; !rc && it <= iters; it++) {
         double lr = tr_lr_at(&sched, consumed);
         double t0 = dev_clock_now(st.dev), busy0 = dev_busy_seconds(st.dev);
@@ -251,6 +250,7 @@ static int train_rank(int rank, int world, void *arg) {
             .elapsed_ms_per_iter = dt * 1000.0, .tflops_per_gpu = dt > 0 ? flops / dt / 1e12 / world : 0.0,
             .lr = lr, .global_batch_size = cfg->global_batch_size, .lm_loss = res.loss,
             .grad_norm = res.grad_norm, .skipped_iters = 0, .nan_iters = nan_iters,
+            .simulated = dinfo.simulated[0] ? dinfo.simulated : NULL,
         };
         if (st.metrics) tr_log_write_json(st.metrics, &line);
         tr_tb_log_iteration(st.tb, &line);
@@ -324,11 +324,17 @@ static int train_rank(int rank, int world, void *arg) {
     }
     if (rc) {
         if (rc < 0) rc = TR_EXIT_FATAL;
-        /* every failing rank says so; the report keeps the first message */
-        if (!jb->err[0]) snprintf(jb->err, sizeof jb->err, "rank %d: %s", rank, err);
+        /* every failing rank says so, but a message already said by another rank is counted, not
+         * repeated (a thousand ranks failing alike print one line); the report keeps the first */
+        const bool repeat = jb->err[0] && !strcmp(jb->first_err, err);
+        if (!jb->err[0]) {
+            snprintf(jb->err, sizeof jb->err, "rank %d: %s", rank, err);
+            snprintf(jb->first_err, sizeof jb->first_err, "%s", err);
+        }
         /* what every rank agreed on (a NaN's origin, the preflight table) is said once, by the reporter */
         const bool agreed = rc == TR_EXIT_NAN || st.agreed_error;
-        if (world > 1 && (!agreed || reporter)) fprintf(stderr, "twinrun: rank %d: %s\n", rank, err);
+        if (repeat && !agreed) jb->same_err_ranks++;
+        else if (world > 1 && (!agreed || reporter)) fprintf(stderr, "twinrun: rank %d: %s\n", rank, err);
     }
     rank_state_free(&st);
     return rc;
@@ -359,6 +365,9 @@ int tr_train(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, 
     if (rc < 0) return TR_EXIT_USAGE;
     sum->device_peak_bytes = jb.peak;
     sum->world = world;
+    if (jb.same_err_ranks > 0)
+        fprintf(stderr, "twinrun: %d more rank%s stopped with the same error\n", jb.same_err_ranks,
+                jb.same_err_ranks == 1 ? "" : "s");
     if (rc) tr_errf(err, errlen, "%s", jb.err[0] ? jb.err : "a rank failed (see above)");
     return rc;
 }

@@ -18,6 +18,7 @@
 #include "scenario/report.h"
 #include "scenario/runner.h"
 #include "scenario/scenario.h"
+#include "twinrun/version.h"
 
 static int usage(void) {
     fputs("usage: scenario run FILE.yaml|DIR ... [--work DIR] [--json FILE] [--junit FILE] [--trace FILE] [--log FILE]\n"
@@ -63,6 +64,10 @@ static FILE *open_out(const char *path) {
 }
 
 int main(int argc, char **argv) {
+    if (tr_version_requested(argc, argv)) {
+        tr_version_print(stdout, "scenario");
+        return 0;
+    }
     if (argc < 3 || (strcmp(argv[1], "run") && strcmp(argv[1], "check"))) return usage();
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines in order with the ranks' messages, also in a file */
     const bool run = !strcmp(argv[1], "run");

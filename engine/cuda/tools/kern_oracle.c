@@ -15,6 +15,7 @@
 #include "twinrun/dev.h"
 #include "twinrun/dtype.h"
 #include "twinrun/kern.h"
+#include "twinrun/version.h"
 
 /* ---- the twin's kernels, renamed ------------------------------------------------------------- */
 void twin_kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb, float alpha,
@@ -538,7 +539,11 @@ static void case_elementwise(tr_dtype dt) {
     release();
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (tr_version_requested(argc, argv)) {
+        tr_version_print(stdout, "kern_oracle");
+        return 0;
+    }
     char err[256] = "";
     g_dev = dev_open(0, 0, err, sizeof err);
     if (!g_dev) {

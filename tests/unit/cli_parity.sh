@@ -1,0 +1,54 @@
+#!/bin/sh
+# Megatron-parity checks of the programs' command lines (issue 16): each case runs a program the way a
+# user would, checks its exit status and what it printed. Usage: cli_parity.sh BIN_DIR WORK_DIR CASE
+set -u
+bin=$(cd "$1" && pwd) work=$2 case=$3
+mkdir -p "$work" && cd "$work" || exit 1
+out=$work/$case.out
+
+fail() { echo "FAIL ($case): $*"; echo "---- output ----"; cat "$out" 2>/dev/null; exit 1; }
+# expect_rc CODE CMD...: runs CMD with stdout and stderr in $out, fails unless it exits with CODE
+expect_rc() {
+    want=$1; shift
+    "$@" >"$out" 2>&1
+    got=$?
+    [ "$got" -eq "$want" ] || fail "exit status $got, expected $want: $*"
+}
+has() { grep -q -e "$1" "$out" || fail "output lacks: $1"; }
+count() { n=$(grep -c -e "$1" "$out"); [ "$n" -eq "$2" ] || fail "'$1' printed $n times, expected $2"; }
+
+# a tiny Llama every case starts from (the model flags of the seeds, shrunk)
+tiny="--num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --group-query-attention
+ --num-query-groups 2 --seq-length 16 --max-position-embeddings 16 --position-embedding-type rope
+ --normalization RMSNorm --attention-dropout 0 --hidden-dropout 0 --vocab-size 256 --micro-batch-size 1
+ --train-iters 2 --lr 1e-3 --mock-data --data-cache-path $work/cache --eval-iters 0 --log-interval 1"
+
+case $case in
+version)
+    # every program says which twinrun, commit and backend it is, and exits 0
+    [ -x "$bin/train_llama3" ] || fail "no programs in $bin"
+    for p in "$bin"/*; do
+        [ -x "$p" ] || continue
+        name=$(basename "$p")
+        expect_rc 0 "$p" --version
+        has "^$name (twinrun [0-9.]*, commit [0-9a-f]*[a-z-]*, backend [a-z]*)$"
+    done ;;
+errors_once)
+    # two model errors at WORLD_SIZE=64: one report naming both, not 65 copies of the first
+    # shellcheck disable=SC2086
+    WORLD_SIZE=64 expect_rc 2 "$bin/train_llama3" $tiny --disable-bias-linear
+    has "2 problems in the configuration:"
+    count "twinrun's Llama has a SwiGLU MLP: add --swiglu" 1
+    count "tied embeddings are not supported: add --untie-embeddings-and-output-weights" 1
+    count "rank [0-9]*:" 0 ;;
+simulated)
+    # the twin's times are its cost model's: the log line and the metrics say so
+    # shellcheck disable=SC2086
+    expect_rc 0 "$bin/train_llama3" $tiny --swiglu --untie-embeddings-and-output-weights --disable-bias-linear \
+        --log-throughput --metrics-jsonl "$work/sim.jsonl"
+    has "elapsed time per iteration (ms): [0-9.]* (simulated, H100 spec) |"
+    has "throughput per GPU (TFLOP/s/GPU): [0-9.]* (simulated, H100 spec) |"
+    [ "$(grep -c '"simulated":true}$' "$work/sim.jsonl")" -eq 2 ] || fail "metrics lack \"simulated\":true" ;;
+*) echo "unknown case $case"; exit 2 ;;
+esac
+echo "ok ($case)"
