@@ -17,6 +17,7 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_gr
     o->eps = cfg->adam_eps;
     o->weight_decay = cfg->weight_decay;
     o->clip_grad = cfg->clip_grad;
+    o->decoupled_lr = -1.0;
     /* gradients reduce over data x context parallelism (Megatron's DP group with CP) */
     int dp = grid ? grid->size[TR_AXIS_DP] * grid->size[TR_AXIS_CP] : 1;
     o->distributed = cfg->use_distributed_optimizer && dp > 1;
@@ -101,6 +102,8 @@ double optim_grad_norm(tr_optimizer *o, llama_model *model, const tr_grid *grid,
     return sqrt((double)sumsq);
 }
 
+void optim_set_decoupled_lr(tr_optimizer *o, double lr) { o->decoupled_lr = lr; }
+
 void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double lr, double grad_norm) {
     o->step++;
     double coeff = 1.0;
@@ -114,8 +117,9 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
         const llama_param *p = &model->params_tab[i];
         size_t b = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
         if (b >= e) continue;
+        const bool decoupled = o->decoupled_lr >= 0 && (i == model->p_embed || i == model->p_head);
         kern_adamw_desc ad = {
-            .lr = (float)lr,
+            .lr = (float)(decoupled ? o->decoupled_lr : lr),
             .beta1 = (float)o->beta1,
             .beta2 = (float)o->beta2,
             .eps = (float)o->eps,

@@ -56,6 +56,7 @@ void tr_tb_log_iteration(tr_tb_log *t, const tr_log_line *l) {
     if (!t || l->iteration % t->cfg->tensorboard_log_interval != 0) return;
     const int64_t it = l->iteration, n = l->consumed_samples;
     scalar(t, "learning-rate", l->lr, it, n, true);
+    if (l->has_decoupled_lr) scalar(t, "decoupled-learning-rate", l->decoupled_lr, it, n, false);
     scalar(t, "batch-size", l->global_batch_size, it, n, true);
     scalar(t, "lm loss", l->lm_loss, it, n, true);
     /* bf16 and fp32 train without a loss scaler: Megatron logs 1.0 then too */

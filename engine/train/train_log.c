@@ -22,7 +22,9 @@ void tr_log_write_line(FILE *out, const char *timestamp, const tr_log_line *l, i
             timestamp, (long long)l->iteration, (long long)l->train_iters, (long long)l->consumed_samples,
             l->elapsed_ms_per_iter, sim);
     if (log_throughput) fprintf(out, " throughput per GPU (TFLOP/s/GPU): %.1f%s |", l->tflops_per_gpu, sim);
-    fprintf(out, " learning rate: %.6E | global batch size: %5d |", l->lr, l->global_batch_size);
+    fprintf(out, " learning rate: %.6E |", l->lr);
+    if (l->has_decoupled_lr) fprintf(out, " decoupled learning rate: %.6E |", l->decoupled_lr);
+    fprintf(out, " global batch size: %5d |", l->global_batch_size);
     if (l->lm_loss > 0.0) fprintf(out, " lm loss: %.6E |", l->lm_loss); /* Megatron prints only averages > 0 */
     fprintf(out, " loss scale: 1.0 | grad norm: %.3f | number of skipped iterations: %3d |"
                  " number of nan iterations: %3d |\n",

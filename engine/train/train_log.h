@@ -2,6 +2,7 @@
 #ifndef TR_TRAIN_LOG_H
 #define TR_TRAIN_LOG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -12,6 +13,8 @@ typedef struct tr_log_line {
     double elapsed_ms_per_iter;
     double tflops_per_gpu; /* printed only with --log-throughput */
     double lr;
+    bool has_decoupled_lr; /* --decoupled-lr given: its schedule's value now is decoupled_lr */
+    double decoupled_lr;
     int global_batch_size;
     double lm_loss;
     double grad_norm;

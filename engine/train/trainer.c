@@ -173,6 +173,8 @@ static int train_rank(int rank, int world, void *arg) {
     tr_lr_schedule sched;
     int rc = setup(&st, jb, rank, world, reporter, err, sizeof err);
     if (!rc && tr_lr_schedule_init(&sched, cfg, err, sizeof err)) rc = TR_EXIT_USAGE;
+    tr_lr_schedule dsched; /* --decoupled-lr: the embedding and output layer's own schedule */
+    const bool decoupled = !rc && tr_lr_schedule_decoupled(&dsched, &sched, cfg);
     tr_train_summary *sum = jb->summary;
     const tr_grid *g = &st.grid;
     const tr_parallel par = {&st.grid, &st.groups};
@@ -208,7 +210,8 @@ static int train_rank(int rank, int world, void *arg) {
     dev_info dinfo = {0}; /* whether the time figures are the twin's cost model's */
     if (st.dev) dev_get_info(st.dev, &dinfo);
     for (it = pos.iteration + 1; !rc && it <= iters; it++) {
-        double lr = tr_lr_at(&sched, consumed);
+        double lr = tr_lr_at(&sched, consumed), dlr = decoupled ? tr_lr_at(&dsched, consumed) : -1.0;
+        optim_set_decoupled_lr(st.optim, dlr);
         double t0 = dev_clock_now(st.dev), busy0 = dev_busy_seconds(st.dev);
         fault_step_begin(st.faults, it);
         tr_step_result res;
@@ -248,7 +251,7 @@ static int train_rank(int rank, int world, void *arg) {
         tr_log_line line = {
             .iteration = it, .train_iters = iters, .consumed_samples = consumed,
             .elapsed_ms_per_iter = dt * 1000.0, .tflops_per_gpu = dt > 0 ? flops / dt / 1e12 / world : 0.0,
-            .lr = lr, .global_batch_size = cfg->global_batch_size, .lm_loss = res.loss,
+            .lr = lr, .has_decoupled_lr = decoupled, .decoupled_lr = dlr, .global_batch_size = cfg->global_batch_size, .lm_loss = res.loss,
             .grad_norm = res.grad_norm, .skipped_iters = 0, .nan_iters = nan_iters,
             .simulated = dinfo.simulated[0] ? dinfo.simulated : NULL,
         };
