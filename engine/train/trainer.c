@@ -15,6 +15,7 @@
 #include "train/checkpoint.h"
 #include "train/nan_probe.h"
 #include "train/preflight.h"
+#include "train/signal_exit.h"
 #include "train/straggler.h"
 #include "train/memory_report.h"
 #include "train/step.h"
@@ -123,18 +124,34 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
     return 0;
 }
 
-/* Megatron's --exit-duration-in-mins: every rank stops at the same iteration once any rank's clock
- * (wall time, or the twin's simulated time) has run past the limit. */
-static bool exit_duration_reached(rank_state *st, double start, double minutes) {
-    float *flag = dev_alloc(st->dev, sizeof(float), "exit-duration flag");
+/* True on every rank when it is true on any: the ranks stop together, at the same iteration. */
+static bool any_rank(rank_state *st, bool mine) {
+    float *flag = dev_alloc(st->dev, sizeof(float), "stop flag");
     TR_CHECK(flag != NULL, "out of device memory for a flag");
-    float h = (dev_clock_now(st->dev) - start) / 60.0 > minutes ? 1.0f : 0.0f;
+    float h = mine ? 1.0f : 0.0f;
     dev_copy_h2d(dev_stream_default(st->dev), flag, &h, sizeof h);
     coll_all_reduce(st->groups.world, dev_stream_default(st->dev), flag, flag, 1, TR_F32, COLL_MAX);
     dev_copy_d2h(dev_stream_default(st->dev), &h, flag, sizeof h);
     dev_stream_sync(dev_stream_default(st->dev));
     dev_free(st->dev, flag);
     return h > 0.5f;
+}
+
+/* Megatron's --exit-duration-in-mins: every rank stops at the same iteration once any rank's clock
+ * (wall time, or the twin's simulated time) has run past the limit. */
+static bool exit_duration_reached(rank_state *st, double start, double minutes) {
+    return any_rank(st, (dev_clock_now(st->dev) - start) / 60.0 > minutes);
+}
+
+/* --exit-signal-handler: a SIGTERM this process received (or a scenario's preemption of this rank)
+ * stops every rank after this iteration. A preempted rank without the handler dies as SIGTERM's
+ * default action would kill its process. */
+static bool stop_on_signal(rank_state *st, const tr_config *cfg, bool preempted) {
+    if (preempted && !cfg->exit_signal_handler) {
+        dev_rank_note("killed by SIGTERM (no --exit-signal-handler)");
+        dev_rank_abort(143);
+    }
+    return cfg->exit_signal_handler && any_rank(st, preempted || tr_sigterm_pending());
 }
 
 /* A checkpoint save through the fault library's I/O; a rank whose own shard failed is the culprit. */
@@ -214,6 +231,7 @@ static int train_rank(int rank, int world, void *arg) {
         optim_set_decoupled_lr(st.optim, dlr);
         double t0 = dev_clock_now(st.dev), busy0 = dev_busy_seconds(st.dev);
         fault_step_begin(st.faults, it);
+        const bool preempted = fault_preempt(st.faults);
         tr_step_result res;
         tr_nan_probe_begin(&st.probe);
         rc = train_step(st.model, st.optim, cfg, &par, num_micro, lr, st.src.next, st.src.ctx, &res, err, sizeof err);
@@ -287,6 +305,20 @@ static int train_rank(int rank, int world, void *arg) {
                 tr_tb_log_validation(st.tb, it, consumed, vloss);
                 sum->last_valid_loss = vloss;
             }
+        }
+        if (stop_on_signal(&st, cfg, preempted)) {
+            if (cfg->save[0]) {
+                tr_run_position now = {it, consumed, st.src.valid_consumed(st.src.ctx)};
+                if ((rc = save(&st, jb, cfg, &sched, &now, rank, err, sizeof err))) break;
+                saved_at = it;
+                if (reporter) fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)it, cfg->save);
+            }
+            if (reporter) {
+                fprintf(jb->log, " exiting program after receiving SIGTERM.\n");
+                sum->signal_exit_iteration = it, sum->signal_exit_time = dev_clock_now(st.dev);
+            }
+            it++;
+            break;
         }
         if (cfg->save[0] && cfg->save_interval > 0 && it % cfg->save_interval == 0) {
             tr_run_position now = {it, consumed, st.src.valid_consumed(st.src.ctx)};
@@ -362,7 +394,10 @@ int tr_train(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, 
         tr_data_close(jb.data);
         return TR_EXIT_USAGE;
     }
+    tr_signal_guard sig;
+    tr_signal_guard_begin(&sig, cfg->exit_signal_handler);
     int rc = launch_ranks(world, train_rank, &jb, err, errlen);
+    tr_signal_guard_end(&sig);
     if (jb.ckpt) ckpt_reader_close(jb.ckpt);
     tr_data_close(jb.data);
     if (rc < 0) return TR_EXIT_USAGE;

@@ -32,6 +32,8 @@ typedef struct tr_train_summary {
     int straggler_rank;       /* --log-straggler: the slowest rank seen, -1 none */
     double straggler_ratio;   /* its busy time over the median */
     double straggler_time;    /* the reporter's clock when a rank was first listed as a straggler; < 0 never */
+    int64_t signal_exit_iteration; /* --exit-signal-handler: the iteration the job stopped at on SIGTERM; 0 none */
+    double signal_exit_time;       /* the reporter's clock then */
     /* Optional, owned by the caller (kept across tr_train's reset): losses[it] for each iteration
      * run ([train_iters + 1]); digests[rank] of each rank's final fp32 master weights ([world]). */
     double *iteration_loss;

@@ -285,7 +285,11 @@ int sc_supervise(sc_job *j, const scenario *s, fault_plan *plan, const sc_run_op
         bool stop_kind = false;
         for (int i = 0; i < nf; i++)
             stop_kind |= s->expect.expect_failure_kind == (int)plan->faults[i].kind && plan->fired_attempt[i] == a + 1;
-        if (rc == 0 || stop_kind || restarts >= max_restarts) break;
+        /* a job that stopped cleanly before its last iteration (a preemption it saved for) is rescheduled */
+        const bool finished = rc == 0 && at->end_iteration >= j->iters;
+        if (finished || (rc == 0 && at->end_iteration <= at->start_iteration) || stop_kind ||
+            restarts >= max_restarts)
+            break;
         restarts++;
     }
     *completed = rc == 0 && !isnan(final[j->iters]);

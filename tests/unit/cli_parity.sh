@@ -49,6 +49,38 @@ simulated)
     has "elapsed time per iteration (ms): [0-9.]* (simulated, H100 spec) |"
     has "throughput per GPU (TFLOP/s/GPU): [0-9.]* (simulated, H100 spec) |"
     [ "$(grep -c '"simulated":true}$' "$work/sim.jsonl")" -eq 2 ] || fail "metrics lack \"simulated\":true" ;;
+sigterm)
+    # a real SIGTERM (what a scheduler sends before preempting): finish the iteration, save, exit 0
+    rm -rf "$work/sigterm_save"
+    # shellcheck disable=SC2086
+    "$bin/train_llama3" $tiny --swiglu --untie-embeddings-and-output-weights --disable-bias-linear --train-iters 1000000 \
+        --exit-signal-handler --save "$work/sigterm_save" --save-interval 1000000 >"$out" 2>&1 &
+    pid=$!
+    for _ in $(seq 200); do grep -q "iteration  *[0-9]*/" "$out" && break; sleep 0.1; done
+    kill -TERM $pid
+    wait $pid
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit status $rc after SIGTERM, expected 0"
+    has "exiting program after receiving SIGTERM."
+    has "saved checkpoint at iteration [0-9]* to $work/sigterm_save"
+    expect_rc 0 "$bin/ckpt" verify "$work/sigterm_save" ;;
+preempt)
+    # a scenario's preemption through TWINRUN_FAULTS: with the handler the whole job stops after
+    # iteration 3, saved; without it the rank dies as SIGTERM would kill it, and the job fails
+    rm -rf "$work/preempt_save"
+    # shellcheck disable=SC2086
+    WORLD_SIZE=4 TWINRUN_FAULTS="preempt@3:rank=1" expect_rc 0 "$bin/train_llama3" $tiny --swiglu \
+        --untie-embeddings-and-output-weights --disable-bias-linear --train-iters 6 --global-batch-size 4 \
+        --exit-signal-handler --save "$work/preempt_save" --save-interval 100
+    has "fault injected: preemption: SIGTERM to rank 1 at iteration 3"
+    has "saved checkpoint at iteration 3 to"
+    has "exiting program after receiving SIGTERM."
+    count "iteration  *4/" 0
+    # shellcheck disable=SC2086
+    WORLD_SIZE=4 TWINRUN_FAULTS="preempt@3:rank=1" "$bin/train_llama3" $tiny --swiglu \
+        --untie-embeddings-and-output-weights --disable-bias-linear --train-iters 6 --global-batch-size 4 >"$out" 2>&1
+    [ $? -ne 0 ] || fail "a preempted rank without --exit-signal-handler must fail the job"
+    has "killed by SIGTERM" ;;
 *) echo "unknown case $case"; exit 2 ;;
 esac
 echo "ok ($case)"
