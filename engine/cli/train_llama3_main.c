@@ -68,11 +68,16 @@ int main(int argc, char **argv) {
         return rc;
     }
     /* the summary is the reporting rank's: processes of a multi-process job without it say nothing */
-    if (sum.reported)
+    if (sum.reported && sum.iterations > sum.start_iteration)
         printf("[after training] %d ranks, %lld iterations, %lld samples, lm loss %.6E -> %.6E, device memory peak "
            "%.1f MiB per rank\n",
            sum.world, (long long)sum.iterations, (long long)sum.consumed_samples, sum.first_loss, sum.last_loss,
            sum.device_peak_bytes / 1048576.0);
+    else if (sum.reported) /* resumed at (or past) the last iteration: there were no losses to report */
+        printf("[after training] %d ranks, no iteration to run: resumed at iteration %lld, %lld samples, device memory "
+               "peak %.1f MiB per rank\n",
+               sum.world, (long long)sum.start_iteration, (long long)sum.consumed_samples,
+               sum.device_peak_bytes / 1048576.0);
     /* what this process cost: for the twin, the price of rehearsing `world` ranks on this machine */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

@@ -95,8 +95,6 @@ const tr_flag *tr_flag_suggest(const char *name, size_t len);
  * when Megatron has no such flag either. */
 const char *tr_megatron_flag_unsupported(const char *name, size_t len);
 
-/* Appends "twinrun: warning: <fmt>\n" to cfg->warnings unless the same line is already there. */
-void tr_config_warn(tr_config *cfg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Writes docs/flags.md (the reference, generated from the table). */
 void tr_config_print_flags_md(FILE *out);

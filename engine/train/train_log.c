@@ -33,9 +33,15 @@ void tr_log_write_line(FILE *out, const char *timestamp, const tr_log_line *l, i
 }
 
 void tr_log_write_validation(FILE *out, int64_t iteration, double loss) {
-    char line[256];
-    int n = snprintf(line, sizeof line, " validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E | ",
-                     (long long)iteration, loss, exp(loss < 20.0 ? loss : 20.0));
+    char at[48];
+    snprintf(at, sizeof at, "iteration %lld", (long long)iteration);
+    tr_log_write_validation_at(out, at, loss);
+}
+
+void tr_log_write_validation_at(FILE *out, const char *at, double loss) {
+    char line[320];
+    int n = snprintf(line, sizeof line, " validation loss at %.128s | lm loss value: %.6E | lm loss PPL: %.6E | ", at,
+                     loss, exp(loss < 20.0 ? loss : 20.0));
     for (int i = 0; i < n + 1; i++) fputc('-', out);
     fprintf(out, "\n%s\n", line);
     for (int i = 0; i < n + 1; i++) fputc('-', out);

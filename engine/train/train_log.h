@@ -33,6 +33,9 @@ void tr_log_timestamp(char *buf, size_t n, double seconds);
 /* Megatron's evaluate_and_print_results block: a dashed rule, " validation loss at iteration N |
  * lm loss value: X | lm loss PPL: Y | ", the rule again (PPL = exp(min(20, loss))). */
 void tr_log_write_validation(FILE *out, int64_t iteration, double loss);
+/* The same block for any "at" text: " validation loss at <at> | ..." ("iteration 100 on validation set"
+ * after training, as Megatron prints it). */
+void tr_log_write_validation_at(FILE *out, const char *at, double loss);
 
 /* One JSON object per line: {"iteration":..,"lm_loss":..,...,"simulated":true|false}; "simulated" is
  * constant for a run and says whether the time fields come from the twin's cost model. */

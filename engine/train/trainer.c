@@ -169,6 +169,11 @@ static int save(rank_state *st, job *jb, const tr_config *cfg, const tr_lr_sched
     return TR_EXIT_FATAL;
 }
 
+/* The validation position a save records: the data's, or with --eval-iters 0 the one the run resumed with. */
+static int64_t valid_position(const rank_state *st, const tr_config *cfg, int64_t resumed) {
+    return cfg->eval_iters > 0 ? st->src.valid_consumed(st->src.ctx) : resumed;
+}
+
 /* FNV-1a of this rank's fp32 master weights: equal digests, equal bits. */
 static uint64_t weight_digest(llama_model *m) {
     float *h = malloc(sizeof(float) * (m->total ? m->total : 1));
@@ -209,7 +214,10 @@ static int train_rank(int rank, int world, void *arg) {
     if (!rc && cfg->load[0]) {
         int loaded = 0;
         if (tr_ckpt_load_from(jb->ckpt, st.model, st.optim, cfg, &pos, &loaded, err, sizeof err)) rc = TR_EXIT_USAGE;
-        else if (loaded && st.src.set_position(st.src.ctx, pos.consumed_train, pos.consumed_valid, err, sizeof err))
+        /* a run without validation (--eval-iters 0) has no validation set to place the checkpoint's
+         * position in: it carries the position unchanged to its own saves, as Megatron does */
+        else if (loaded && st.src.set_position(st.src.ctx, pos.consumed_train, cfg->eval_iters > 0 ? pos.consumed_valid : 0,
+                                               err, sizeof err))
             rc = TR_EXIT_USAGE;
         if (!rc && reporter)
             fprintf(jb->log, loaded ? " loaded checkpoint from %s at iteration %lld\n"
@@ -222,6 +230,11 @@ static int train_rank(int rank, int world, void *arg) {
     int64_t saved_at = pos.iteration, it = pos.iteration;
     const double start = st.dev ? dev_clock_now(st.dev) : 0.0;
     if (reporter) sum->start_iteration = pos.iteration;
+    bool stopped = false; /* by SIGTERM, --exit-interval or --exit-duration-in-mins: Megatron exits at once */
+    if (!rc && reporter && pos.iteration >= iters)
+        fprintf(jb->log, " the checkpoint is at iteration %lld and this run trains to iteration %lld: nothing left to "
+                         "train (raise --train-iters or --train-samples to continue)\n",
+                (long long)pos.iteration, (long long)iters);
     tr_straggler strag;
     if (!rc) tr_straggler_init(&strag, st.dev, pos.iteration + 1);
     dev_info dinfo = {0}; /* whether the time figures are the twin's cost model's */
@@ -308,7 +321,7 @@ static int train_rank(int rank, int world, void *arg) {
         }
         if (stop_on_signal(&st, cfg, preempted)) {
             if (cfg->save[0]) {
-                tr_run_position now = {it, consumed, st.src.valid_consumed(st.src.ctx)};
+                tr_run_position now = {it, consumed, valid_position(&st, cfg, pos.consumed_valid)};
                 if ((rc = save(&st, jb, cfg, &sched, &now, rank, err, sizeof err))) break;
                 saved_at = it;
                 if (reporter) fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)it, cfg->save);
@@ -317,31 +330,44 @@ static int train_rank(int rank, int world, void *arg) {
                 fprintf(jb->log, " exiting program after receiving SIGTERM.\n");
                 sum->signal_exit_iteration = it, sum->signal_exit_time = dev_clock_now(st.dev);
             }
-            it++;
+            it++, stopped = true;
             break;
         }
         if (cfg->save[0] && cfg->save_interval > 0 && it % cfg->save_interval == 0) {
-            tr_run_position now = {it, consumed, st.src.valid_consumed(st.src.ctx)};
+            tr_run_position now = {it, consumed, valid_position(&st, cfg, pos.consumed_valid)};
             if ((rc = save(&st, jb, cfg, &sched, &now, rank, err, sizeof err))) break;
             saved_at = it;
             if (reporter) fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)it, cfg->save);
         }
         if (cfg->exit_interval > 0 && it % cfg->exit_interval == 0) {
-            it++;
+            it++, stopped = true;
             break;
         }
         if (cfg->exit_duration_in_mins > 0 && exit_duration_reached(&st, start, cfg->exit_duration_in_mins)) {
             if (reporter) fprintf(jb->log, " exiting program after %g minutes (--exit-duration-in-mins)\n", cfg->exit_duration_in_mins);
-            it++;
+            it++, stopped = true;
             break; /* the end-of-training save below keeps the work */
         }
     }
     int64_t last = it - 1;
     /* Megatron saves once more when training ends between save intervals */
     if (!rc && cfg->save[0] && last > saved_at) {
-        tr_run_position now = {last, consumed, st.src.valid_consumed(st.src.ctx)};
+        tr_run_position now = {last, consumed, valid_position(&st, cfg, pos.consumed_valid)};
         rc = save(&st, jb, cfg, &sched, &now, rank, err, sizeof err);
         if (!rc && reporter) fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)last, cfg->save);
+    }
+    /* Megatron evaluates once more when training ends (not when it exits early): after the last save */
+    if (!rc && !stopped && st.src.next_valid && cfg->eval_iters > 0) {
+        double vloss;
+        rc = train_evaluate(st.model, &par, cfg->eval_iters, num_micro, st.src.next_valid, st.src.ctx, &vloss, err,
+                            sizeof err);
+        if (!rc && reporter) {
+            char at[64];
+            snprintf(at, sizeof at, "iteration %lld on validation set", (long long)last);
+            tr_log_write_validation_at(jb->log, at, vloss);
+            tr_tb_log_validation(st.tb, last, consumed, vloss);
+            sum->last_valid_loss = vloss;
+        }
     }
     if (reporter) sum->consumed_samples = consumed, sum->reported = true;
     if (!rc && (rank == 0 || reporter)) { /* the first stage is the most loaded; the last reports */
@@ -393,6 +419,12 @@ int tr_train(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, 
         snprintf(sum->diag.kind, sizeof sum->diag.kind, "ckpt_load");
         tr_data_close(jb.data);
         return TR_EXIT_USAGE;
+    }
+    if (cfg->load[0] && !jb.ckpt && cfg->exit_on_missing_checkpoint) {
+        /* Megatron's words and status: it exits 0, so a scheduler does not retry a path typo */
+        fprintf(log, ">> '--exit-on-missing-checkpoint' set ... exiting. << (no checkpoint in %s)\n", cfg->load);
+        tr_data_close(jb.data);
+        return 0;
     }
     tr_signal_guard sig;
     tr_signal_guard_begin(&sig, cfg->exit_signal_handler);

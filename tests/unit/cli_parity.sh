@@ -23,6 +23,8 @@ tiny="--num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads
  --normalization RMSNorm --attention-dropout 0 --hidden-dropout 0 --vocab-size 256 --micro-batch-size 1
  --train-iters 2 --lr 1e-3 --mock-data --data-cache-path $work/cache --eval-iters 0 --log-interval 1"
 
+llama="--swiglu --untie-embeddings-and-output-weights --disable-bias-linear"
+
 case $case in
 version)
     # every program says which twinrun, commit and backend it is, and exits 0
@@ -81,6 +83,57 @@ preempt)
         --untie-embeddings-and-output-weights --disable-bias-linear --train-iters 6 --global-batch-size 4 >"$out" 2>&1
     [ $? -ne 0 ] || fail "a preempted rank without --exit-signal-handler must fail the job"
     has "killed by SIGTERM" ;;
+resume)
+    # resuming a finished run says so (no "lm loss 0.000000E+00 -> 0.000000E+00"), still evaluates at
+    # the end as Megatron does, and a resume without validation ignores the validation position
+    rm -rf "$work/resume_save"
+    run="$bin/train_llama3 $tiny $llama --eval-interval 2 --eval-iters 1 --save $work/resume_save --save-interval 2"
+    # shellcheck disable=SC2086
+    expect_rc 0 $run --train-iters 3
+    has "validation loss at iteration 3 on validation set | lm loss value"
+    # shellcheck disable=SC2086
+    expect_rc 0 $run --train-iters 3 --load "$work/resume_save"
+    has "nothing left to train"
+    has "no iteration to run: resumed at iteration 3"
+    count "0.000000E+00" 0
+    has "validation loss at iteration 3 on validation set"
+    # shellcheck disable=SC2086
+    expect_rc 0 "$bin/train_llama3" $tiny $llama --eval-iters 0 --train-iters 5 --load "$work/resume_save"
+    has "iteration        5/       5"
+    count "validation loss" 0 ;;
+tokenizer)
+    # shellcheck disable=SC2086
+    expect_rc 2 "$bin/train_llama3" $tiny $llama --tokenizer-type HuggingFaceTokenizer --tokenizer-model /nonexistent
+    has "--tokenizer-model /nonexistent: No such file or directory" ;;
+ckpt_flags)
+    # --ckpt-step, --exit-on-missing-checkpoint, --use-checkpoint-args, and model flags checked on load
+    rm -rf "$work/flags_save" "$work/flags_empty" && mkdir -p "$work/flags_empty"
+    run="$bin/train_llama3 $tiny $llama --save $work/flags_save --save-interval 2"
+    # shellcheck disable=SC2086
+    expect_rc 0 $run --train-iters 4 --apply-layernorm-1p
+    # shellcheck disable=SC2086
+    expect_rc 0 "$bin/train_llama3" $tiny $llama --train-iters 4 --apply-layernorm-1p --load "$work/flags_save" \
+        --ckpt-step 2
+    has "loaded checkpoint from $work/flags_save at iteration 2"
+    has "iteration        3/       4"
+    # shellcheck disable=SC2086
+    expect_rc 2 $run --train-iters 4 --apply-layernorm-1p --load "$work/flags_save" --ckpt-step 3
+    has "--ckpt-step 3: $work/flags_save has no checkpoint of that iteration (it has: 2, 4)"
+    # shellcheck disable=SC2086
+    expect_rc 0 $run --train-iters 6 --load "$work/flags_save" --use-checkpoint-args --hidden-size 64
+    has "loaded checkpoint from $work/flags_save at iteration 4"
+    # shellcheck disable=SC2086
+    expect_rc 0 $run --train-iters 6 --load "$work/flags_empty" --exit-on-missing-checkpoint
+    has "'--exit-on-missing-checkpoint' set ... exiting."
+    count "iteration  *1/" 0 ;;
+ln1p)
+    # a checkpoint saved with --apply-layernorm-1p does not load silently into a run without it
+    rm -rf "$work/ln1p_save"
+    # shellcheck disable=SC2086
+    expect_rc 0 "$bin/train_llama3" $tiny $llama --apply-layernorm-1p --save "$work/ln1p_save" --save-interval 2
+    # shellcheck disable=SC2086
+    expect_rc 2 "$bin/train_llama3" $tiny $llama --train-iters 4 --load "$work/ln1p_save"
+    has "the checkpoint was saved with --apply-layernorm-1p, this run has not; add it" ;;
 *) echo "unknown case $case"; exit 2 ;;
 esac
 echo "ok ($case)"

@@ -136,6 +136,10 @@ int tr_config_validate(const tr_config *cfg, int world, char *err, size_t errlen
  * job runs once before its ranks start. Returns -1 when it added any, else 0. */
 int tr_config_collect_errors(const tr_config *cfg, int world, tr_errlist *el);
 
+/* Appends "twinrun: warning: <fmt>\n" to cfg->warnings unless the same line is already there: what
+ * parsing and job preparation noticed, printed once by the caller. */
+void tr_config_warn(tr_config *cfg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Writes the --help text. */
 void tr_config_print_help(FILE *out);
 
