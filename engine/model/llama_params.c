@@ -327,6 +327,22 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     return m;
 }
 
+llama_model *llama_create_table(const tr_config *cfg, char *err, size_t errlen) {
+    llama_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        tr_errf(err, errlen, "out of host memory");
+        return NULL;
+    }
+    m->layout = (llama_layout){.tp = 1, .pp = 1, .cp = 1, .slots = 1};
+    if (llama_dims_from_config(&m->dims, cfg, &m->layout, err, errlen)) {
+        free(m);
+        return NULL;
+    }
+    build_table(m);
+    m->total_alloc = m->total;
+    return m;
+}
+
 llama_model *llama_create(const tr_config *cfg, dev_device *d, dev_stream *s, char *err, size_t errlen) {
     const llama_layout one = {.tp = 1, .pp = 1, .cp = 1, .slots = 1};
     return llama_create_shard(cfg, &one, 1, NULL, NULL, d, s, err, errlen);
@@ -334,6 +350,12 @@ llama_model *llama_create(const tr_config *cfg, dev_device *d, dev_stream *s, ch
 
 void llama_destroy(llama_model *m) {
     if (!m) return;
+    if (!m->dev) { /* a table without buffers (llama_create_table) */
+        free(m->params_tab);
+        free(m->layer);
+        free(m);
+        return;
+    }
     if (m->acts)
         for (int i = 0; i < m->layout.slots; i++) free_acts(m, &m->acts[i]);
     void *bufs[] = {m->params, m->grads, m->g.dresid, m->g.dln, m->g.dq, m->g.dk, m->g.dv, m->g.datt, m->g.dh,

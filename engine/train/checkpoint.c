@@ -224,6 +224,18 @@ int tr_ckpt_load(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
     return rc;
 }
 
+int tr_ckpt_read_weights(ckpt_reader *rd, const llama_model *m, float *host, char *err, size_t errlen) {
+    for (int i = 0; i < m->nparams; i++) {
+        const llama_param *p = &m->params_tab[i];
+        piece pcs[2];
+        int np = pieces_of(p, pcs);
+        for (int k = 0; k < np; k++)
+            if (ckpt_read(rd, pcs[k].name, CKPT_F32, pcs[k].slice, host + p->offset + pcs[k].local_off, err, errlen))
+                return -1;
+    }
+    return 0;
+}
+
 int tr_ckpt_load_from(ckpt_reader *rd, llama_model *m, tr_optimizer *o, const tr_config *cfg, tr_run_position *pos,
                       int *loaded, char *err, size_t errlen) {
     *loaded = 0;

@@ -38,7 +38,7 @@ version)
 errors_once)
     # two model errors at WORLD_SIZE=64: one report naming both, not 65 copies of the first
     # shellcheck disable=SC2086
-    WORLD_SIZE=64 expect_rc 2 "$bin/train_llama3" $tiny --disable-bias-linear
+    expect_rc 2 env WORLD_SIZE=64 "$bin/train_llama3" $tiny --disable-bias-linear
     has "2 problems in the configuration:"
     count "twinrun's Llama has a SwiGLU MLP: add --swiglu" 1
     count "tied embeddings are not supported: add --untie-embeddings-and-output-weights" 1
@@ -71,7 +71,7 @@ preempt)
     # iteration 3, saved; without it the rank dies as SIGTERM would kill it, and the job fails
     rm -rf "$work/preempt_save"
     # shellcheck disable=SC2086
-    WORLD_SIZE=4 TWINRUN_FAULTS="preempt@3:rank=1" expect_rc 0 "$bin/train_llama3" $tiny --swiglu \
+    expect_rc 0 env WORLD_SIZE=4 TWINRUN_FAULTS="preempt@3:rank=1" "$bin/train_llama3" $tiny --swiglu \
         --untie-embeddings-and-output-weights --disable-bias-linear --train-iters 6 --global-batch-size 4 \
         --exit-signal-handler --save "$work/preempt_save" --save-interval 100
     has "fault injected: preemption: SIGTERM to rank 1 at iteration 3"
@@ -134,6 +134,23 @@ ln1p)
     # shellcheck disable=SC2086
     expect_rc 2 "$bin/train_llama3" $tiny $llama --train-iters 4 --load "$work/ln1p_save"
     has "the checkpoint was saved with --apply-layernorm-1p, this run has not; add it" ;;
+export)
+    # ckpt export --hf: a TP2 checkpoint as a Hugging Face model; training from it starts exactly where
+    # --finetune from the checkpoint starts (same first loss and grad norm, every bit)
+    rm -rf "$work/export_save" "$work/export_hf"
+    # shellcheck disable=SC2086
+    expect_rc 0 env WORLD_SIZE=2 "$bin/train_llama3" $tiny $llama --tensor-model-parallel-size 2 \
+        --save "$work/export_save" --save-interval 2
+    expect_rc 0 "$bin/ckpt" export "$work/export_save" --hf "$work/export_hf"
+    has "exported iteration 2 of $work/export_save to $work/export_hf"
+    [ -f "$work/export_hf/config.json" ] && [ -f "$work/export_hf/model.safetensors" ] || fail "no HF files"
+    # shellcheck disable=SC2086
+    expect_rc 0 "$bin/train_llama3" $tiny $llama --train-iters 1 --load "$work/export_save" --finetune \
+        --metrics-jsonl "$work/export_a.jsonl"
+    expect_rc 0 "$bin/train_llama3" --hf-load "$work/export_hf" --seq-length 16 --micro-batch-size 1 --lr 1e-3 \
+        --mock-data --data-cache-path "$work/cache" --eval-iters 0 --attention-dropout 0 --hidden-dropout 0 \
+        --train-iters 1 --metrics-jsonl "$work/export_b.jsonl"
+    cmp "$work/export_a.jsonl" "$work/export_b.jsonl" >"$out" 2>&1 || fail "HF export trains differently" ;;
 *) echo "unknown case $case"; exit 2 ;;
 esac
 echo "ok ($case)"
