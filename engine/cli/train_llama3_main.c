@@ -8,6 +8,7 @@
 
 #include "fault/fault.h"
 #include "launch/launch_vars.h"
+#include "train/banner.h"
 #include "train/batch_source.h"
 #include "train/trainer.h"
 #include "twinrun/config.h"
@@ -42,6 +43,10 @@ int main(int argc, char **argv) {
         return TR_EXIT_USAGE;
     }
     fputs(cfg.warnings, stderr);
+    /* Megatron's start-up banner, once per job: by the process that runs rank 0 */
+    tr_launch_vars lv0;
+    if (tr_launch_vars_from_env(&lv0, err, sizeof err) != 0 || lv0.rank <= 0)
+        tr_banner_print(stdout, "train_llama3", &cfg, world);
     /* faults to rehearse with (docs/faults.md): the same plan in the twin and on GPUs */
     fault_plan plan = {0};
     const char *faults = getenv("TWINRUN_FAULTS");

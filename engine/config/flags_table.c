@@ -467,7 +467,7 @@ static const tr_flag FLAGS[] = {
     {"--ckpt-step", TR_K_INT64, TR_SEC_CHECKPOINT, F(ckpt_step), GE(0), .metavar = "N", .def = "latest",
      .help = "load the checkpoint of iteration N from --load instead of the latest"},
     {"--exit-on-missing-checkpoint", TR_K_BOOL, TR_SEC_CHECKPOINT, F(exit_on_missing_checkpoint), .def = "off",
-     .help = "stop with an error when --load holds no checkpoint, instead of training from scratch"},
+     .help = "when --load holds no checkpoint, say so and exit 0 (as Megatron does) instead of training from scratch"},
     {"--use-checkpoint-args", TR_K_BOOL, TR_SEC_CHECKPOINT, F(use_checkpoint_args), .def = "off",
      .help = "take the model flags (shape, norm, RoPE, biases) from the --load checkpoint instead of the command line"},
     {"--finetune", TR_K_BOOL, TR_SEC_CHECKPOINT, F(finetune), .def = "off",

@@ -176,9 +176,10 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
 /* Context parallelism: the position in the whole sequence of this rank's local token j
  * (Megatron's load-balanced split into 2*CP chunks, rank r holding chunks r and 2*CP-1-r). */
 int llama_cp_position(int seq, int cp, int cp_rank, int j);
-/* The parameter table of the whole model (one rank's layout) without any buffer or device: names,
- * shapes and placements, for tools that move weights between formats on the host. */
-llama_model *llama_create_table(const tr_config *cfg, char *err, size_t errlen);
+/* The parameter table of one rank of a layout (NULL: the whole model on one rank) without any buffer
+ * or device: names, shapes and placements, for tools that move weights between formats on the host
+ * and for counting parameters. Free with llama_destroy. */
+llama_model *llama_create_table(const tr_config *cfg, const llama_layout *lay, char *err, size_t errlen);
 /* The whole model on one rank. */
 llama_model *llama_create(const tr_config *cfg, dev_device *d, dev_stream *s, char *err, size_t errlen);
 void llama_destroy(llama_model *m);

@@ -327,13 +327,13 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     return m;
 }
 
-llama_model *llama_create_table(const tr_config *cfg, char *err, size_t errlen) {
+llama_model *llama_create_table(const tr_config *cfg, const llama_layout *lay, char *err, size_t errlen) {
     llama_model *m = calloc(1, sizeof *m);
     if (!m) {
         tr_errf(err, errlen, "out of host memory");
         return NULL;
     }
-    m->layout = (llama_layout){.tp = 1, .pp = 1, .cp = 1, .slots = 1};
+    m->layout = lay ? *lay : (llama_layout){.tp = 1, .pp = 1, .cp = 1, .slots = 1};
     if (llama_dims_from_config(&m->dims, cfg, &m->layout, err, errlen)) {
         free(m);
         return NULL;

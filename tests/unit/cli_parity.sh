@@ -151,6 +151,20 @@ export)
         --mock-data --data-cache-path "$work/cache" --eval-iters 0 --attention-dropout 0 --hidden-dropout 0 \
         --train-iters 1 --metrics-jsonl "$work/export_b.jsonl"
     cmp "$work/export_a.jsonl" "$work/export_b.jsonl" >"$out" 2>&1 || fail "HF export trains differently" ;;
+banner)
+    # Megatron's start-up banner, once per job (not once per rank): build, sizes, arguments, vocabulary,
+    # parameters per (tensor, pipeline) rank
+    # shellcheck disable=SC2086
+    expect_rc 0 env WORLD_SIZE=4 "$bin/train_llama3" $tiny $llama --tensor-model-parallel-size 2 \
+        --pipeline-model-parallel-size 2 --vocab-size 300
+    has "^train_llama3 (twinrun [0-9.]*, commit [0-9a-f]*[a-z-]*, backend [a-z]*)$"
+    count "^using world size: 4, data-parallel size: 1, context-parallel size: 1, hierarchical context-parallel sizes: None, tensor-model-parallel size: 2, pipeline-model-parallel size: 2$" 1
+    count "^------------------------ arguments ------------------------$" 1
+    has "^  num_layers \.\{38\} 2$"
+    has "^  add_bias_linear \.\{33\} False$"
+    has "^  lr \.\{46\} 0.001$"
+    has "^ > padded vocab (size: 300) with 212 dummy tokens (new size: 512)$"
+    count "^ > number of parameters on (tensor, pipeline) model parallel rank ([01], [01]): [0-9]*$" 4 ;;
 *) echo "unknown case $case"; exit 2 ;;
 esac
 echo "ok ($case)"
