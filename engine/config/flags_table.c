@@ -169,7 +169,9 @@ static const tr_flag FLAGS[] = {
     {"--vocab-size", TR_K_INT, TR_SEC_MODEL, F(vocab_size), GE(1), .metavar = "N",
      .def = "required unless --hf-load", .help = "vocabulary size before padding (Llama 3: 128256)"},
     {"--make-vocab-size-divisible-by", TR_K_INT, TR_SEC_MODEL, F(make_vocab_size_divisible_by), GE(1),
-     .metavar = "N", .def = "128", .help = "pad the vocabulary to a multiple of N x TP"},
+     .metavar = "N", .def = "128",
+     .help = "pad the vocabulary to a multiple of N x TP; the padding rows take no part in the loss (Hugging Face's "
+             "loss; Megatron's softmax includes them: docs/parallel.md)"},
     {"--use-mcore-models", TR_K_BOOL, TR_SEC_MODEL, F(use_mcore_models), .def = "off", .status = TR_ST_ACCEPTED,
      .reason = "twinrun has one model implementation", .help = "use Megatron-Core models (deprecated in Megatron)"},
     {"--attention-backend", TR_K_ENUM, TR_SEC_MODEL, .choices = ATTN_BACKEND, .metavar = "KIND", .def = "auto",

@@ -71,6 +71,8 @@ typedef struct llama_dims {
     int vocab;                 /* vocabulary before padding */
     int NHl, KVl, Fl, Vl;      /* this TP rank's heads, groups, ffn and vocabulary slice */
     int vocab_start;           /* first vocabulary row of the slice */
+    int Vl_real;               /* rows of the slice below `vocab`: the rest pad the vocabulary and take no part
+                                * in the softmax (Hugging Face's loss; Megatron's includes them) */
     int l0, nl;                /* this stage's first global layer and its layer count */
     bool first, last;          /* pipeline stage holds the embedding / the output layer and loss */
     int B, T;                  /* micro-batch and this rank's tokens of each sequence (seq / CP) */

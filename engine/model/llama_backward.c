@@ -74,7 +74,7 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
         dev_copy_h2d(s, m->g.dloss, dloss, (size_t)N * 4);
         tr_buf dlogits = act(m, A->logits, 0); /* in place over the logits */
         kern_ce_slice_backward(s, dlogits, dlogits, A->ce_max, A->ce_sum, A->targets, dm->vocab_start, m->g.dloss, N,
-                               dm->Vl);
+                               dm->Vl, dm->Vl_real);
         dev_memset_zero(s, m->g.dresid, NlC * tr_dtype_size(dm->act_dt));
         tr_buf dp = partial_out(m, dln);
         linear_backward(m, dp, dlogits, act(m, A->lnf, 0), m->p_head, N, false);

@@ -128,9 +128,10 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
     norm_rows(m, lnf, A->lnf_mean, A->lnf_rstd, xl, m->p_lnf_w, m->p_lnf_b);
     linear_forward(m, logits, lnf, m->p_head, N);
     /* vocab-parallel cross-entropy: global row max, then global sum of exponentials and target logit */
-    kern_ce_slice_max(s, A->ce_max, logits, N, dm->Vl);
+    kern_ce_slice_max(s, A->ce_max, logits, N, dm->Vl, dm->Vl_real);
     if (m->layout.tp > 1) coll_all_reduce(m->tp_comm, s, A->ce_max, A->ce_max, (size_t)N, TR_F32, COLL_MAX);
-    kern_ce_slice_sums(s, A->ce_sum, A->ce_target, logits, A->ce_max, A->targets, dm->vocab_start, N, dm->Vl);
+    kern_ce_slice_sums(s, A->ce_sum, A->ce_target, logits, A->ce_max, A->targets, dm->vocab_start, N, dm->Vl,
+                       dm->Vl_real);
     if (m->layout.tp > 1) {
         coll_all_reduce(m->tp_comm, s, A->ce_sum, A->ce_sum, (size_t)N, TR_F32, COLL_SUM);
         coll_all_reduce(m->tp_comm, s, A->ce_target, A->ce_target, (size_t)N, TR_F32, COLL_SUM);

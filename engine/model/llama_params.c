@@ -47,6 +47,8 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_lay
         return tr_errf(err, errlen, "--num-layers %d is not divisible by --pipeline-model-parallel-size %d", dm->L, pp);
     dm->NHl = dm->NH / tp, dm->KVl = dm->KV / tp, dm->Fl = dm->F / tp, dm->Vl = dm->V / tp;
     dm->vocab_start = lay->tp_rank * dm->Vl;
+    dm->Vl_real = dm->vocab - dm->vocab_start;
+    dm->Vl_real = dm->Vl_real < 0 ? 0 : dm->Vl_real > dm->Vl ? dm->Vl : dm->Vl_real;
     dm->nl = dm->L / pp;
     dm->l0 = lay->pp_rank * dm->nl;
     dm->first = lay->pp_rank == 0;

@@ -27,15 +27,20 @@ static void check_targets(const int32_t *targets, int vocab_start, int N, const 
             tr_fatal("%s: target %d at row %d is negative; check --vocab-size and the data", who, (int)targets[n], n);
 }
 
-void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V) {
+static void check_real(int V, int V_real) {
+    TR_CHECK(V_real >= 0 && V_real <= V, "cross entropy: the real vocabulary columns V_real must be in [0, V]");
+}
+
+void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V, int V_real) {
     kern_cost(s, (double)N * V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
     TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
+    check_real(V, V_real);
     TR_CHECK(row_max != NULL, "vocab-parallel cross entropy writes row_max[N]");
     kern_check_float_buf(logits, "cross entropy logits");
     for (int n = 0; n < N; n++) {
         const size_t row = (size_t)n * (size_t)V;
         float mx = -INFINITY;
-        for (int j = 0; j < V; j++) {
+        for (int j = 0; j < V_real; j++) {
             const float x = ld(logits, row + (size_t)j);
             if (x > mx || isnan(x)) mx = x;
             if (isnan(mx)) break; /* stays NaN */
@@ -45,9 +50,10 @@ void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int 
 }
 
 void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits, const float *row_max,
-                        const int32_t *targets, int vocab_start, int N, int V) {
+                        const int32_t *targets, int vocab_start, int N, int V, int V_real) {
     kern_cost(s, 3.0 * N * (double)V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
     TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
+    check_real(V, V_real);
     TR_CHECK(sum_exp != NULL && target_logit != NULL && row_max != NULL,
              "vocab-parallel cross entropy sums need sum_exp[N], target_logit[N] and row_max[N]");
     kern_check_float_buf(logits, "cross entropy logits");
@@ -56,10 +62,10 @@ void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_logit, tr_b
         const size_t row = (size_t)n * (size_t)V;
         const double mx = row_max[n];
         double sum = 0.0;
-        for (int j = 0; j < V; j++) sum += exp((double)ld(logits, row + (size_t)j) - mx);
+        for (int j = 0; j < V_real; j++) sum += exp((double)ld(logits, row + (size_t)j) - mx);
         sum_exp[n] = (float)sum;
         target_logit[n] =
-            in_slice(targets[n], vocab_start, V) ? ld(logits, row + (size_t)(targets[n] - vocab_start)) : 0.0f;
+            in_slice(targets[n], vocab_start, V_real) ? ld(logits, row + (size_t)(targets[n] - vocab_start)) : 0.0f;
     }
 }
 
@@ -74,9 +80,11 @@ void kern_ce_loss_from_stats(dev_stream *s, float *losses, const float *row_max,
 }
 
 void kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max, const float *sum_exp,
-                            const int32_t *targets, int vocab_start, const float *dloss, int N, int V) {
+                            const int32_t *targets, int vocab_start, const float *dloss, int N, int V,
+                            int V_real) {
     kern_cost(s, 5.0 * N * (double)V, 2.0 * N * V * tr_dtype_size(logits.dt), TR_F32);
     TR_CHECK(N > 0 && V > 0, "cross entropy backward needs N and V positive");
+    check_real(V, V_real);
     TR_CHECK(dloss != NULL && row_max != NULL && sum_exp != NULL,
              "vocab-parallel cross entropy backward needs dloss, row_max and sum_exp [N]");
     kern_check_float_buf(dlogits, "cross entropy dlogits");
@@ -87,9 +95,10 @@ void kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const 
         const double mx = row_max[n], se = sum_exp[n], scale = dloss[n];
         const int64_t local = (int64_t)targets[n] - (int64_t)vocab_start; /* may lie outside [0, V) */
         /* Element j is read before it is written, so dlogits may alias logits. */
-        for (int j = 0; j < V; j++) {
+        for (int j = 0; j < V_real; j++) {
             const double p = exp((double)ld(logits, row + (size_t)j) - mx) / se;
             st_d(dlogits, row + (size_t)j, (p - (j == local ? 1.0 : 0.0)) * scale);
         }
+        for (int j = V_real; j < V; j++) st_d(dlogits, row + (size_t)j, 0.0); /* padding: no gradient */
     }
 }
