@@ -90,7 +90,10 @@ typedef struct llama_layer_params {
     int ln1_w, ln1_b, wq, wk, wv, wo, ln2_w, ln2_b, fc1, fc2; /* ln*_b = -1 without bias */
 } llama_layer_params;
 
-/* Activations of one micro-batch kept for its backward pass; rows are the micro-batch's N = B*T tokens. */
+/* Activations of one micro-batch kept for its backward pass; rows are the micro-batch's N = B*T tokens.
+ * The per-layer arrays ([nl, ...] below) hold the layers whose activations are kept (llama_model's
+ * act_index); with activation recomputation they are fewer, and the recompute workspace (a llama_acts
+ * of its own) holds the layers recomputed in the backward pass. */
 typedef struct llama_acts {
     void *resid;          /* [nl+1, Nl, C] residual stream entering each local layer; [0] is the stage input */
     void *resid_mid;      /* [nl, Nl, C] after attention */
@@ -139,6 +142,16 @@ typedef struct llama_model {
     void *grads;   /* [total_alloc] grad_dt */
 
     llama_acts *acts; /* [layout.slots] */
+    /* Activation recomputation (--recompute-granularity, engine/model/llama_acts.c). */
+    tr_recompute recompute;
+    int *act_index;    /* [nl] >= 0: layer l's index in a slot's per-layer arrays; -1: recomputed */
+    int *ws_index;     /* [nl] a recomputed layer's index in the workspace */
+    int *unit_start;   /* [nl] first local layer of a recomputed layer's unit (recomputed together) */
+    int n_stored, n_ws; /* per-layer entries of each slot, and of the workspace */
+    llama_acts ws;     /* recomputed layers' activations (full), or the core attention's (selective): one
+                          set for every slot, rebuilt just before the backward that reads them */
+    size_t act_bytes;       /* activation storage allocated (every slot and the workspace) */
+    size_t act_bytes_plain; /* what it would be without recomputation */
     llama_site_fn site; /* NULL = nobody watches */
     void *site_arg;
     int site_micro;     /* the micro-batch the caller is running, for the observer */
@@ -163,6 +176,36 @@ typedef struct llama_model {
 /* The model settings twinrun's Llama cannot build (biases, tied embeddings, ...), each added to el.
  * Returns -1 when it added any, else 0. */
 int llama_check_config(const tr_config *cfg, tr_errlist *el);
+
+/* One layer's activations of one micro-batch, wherever they live (a slot, or the recompute workspace).
+ * Rows: Nl of the residual stream, N of everything else (all-gathered with sequence parallelism). */
+typedef struct llama_layer_view {
+    tr_buf x, xmid, xout;         /* [Nl, C] layer input, after attention, layer output (x of the next layer) */
+    tr_buf ln1, ln2;              /* [N, C] norm outputs */
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [Nl] */
+    tr_buf q, att;                /* [N, NHl*D] queries after rope, attention output */
+    tr_buf k, v;                  /* [N, KVl*D] */
+    float *lse;                   /* [B, NHl, T] */
+    tr_buf kf, vf;                /* [B, Tfull, KVl*D] the whole sequence's keys and values (CP > 1) */
+    tr_buf h;                     /* [N, 2*Fl] fc1 output [gate | up] */
+    tr_buf a;                     /* [N, Fl] swiglu output */
+} llama_layer_view;
+
+/* Decoder layer l (local) forward into its view; pos: the micro-batch's position ids on the device, or
+ * NULL for 0..T-1 (llama_forward.c). */
+void llama_layer_forward(llama_model *m, const llama_layer_view *v, int l, const int32_t *pos);
+/* The layer's core attention: att and lse from q, k, v (with CP from kf, vf, all-gathered first when
+ * `gather`; selective recomputation reuses the kept ones). */
+void llama_core_attention(llama_model *m, const llama_layer_view *v, bool gather);
+/* Where local layer l's activations of `slot` are (llama_acts.c). */
+void llama_layer_view_of(const llama_model *m, int slot, int l, llama_layer_view *v);
+/* Decides which layers keep their activations and which are recomputed (--recompute-granularity,
+ * --recompute-method, --recompute-num-layers, as Megatron's TransformerBlock applies them to a stage):
+ * fills act_index, ws_index, unit_start, n_stored, n_ws. 0, or -1 with err. */
+int llama_plan_recompute(llama_model *m, const tr_config *cfg, char *err, size_t errlen);
+/* True when the backward pass must recompute local layer l's unit before its backward: l is a
+ * recomputed layer and the last of its unit. */
+bool llama_unit_ends_at(const llama_model *m, int l);
 
 /* Derives the dimensions for a layout; -1 with err when the config cannot describe the model or
  * the layout does not divide it (heads, groups, ffn or vocabulary by TP; layers by PP). */

@@ -190,48 +190,81 @@ static void *alloc_or_fail(llama_model *m, size_t bytes, const char *what, int *
     return p;
 }
 
-static int alloc_acts(llama_model *m, llama_acts *a, int *failed, char *err, size_t errlen) {
+/* What an activation set holds: the slot's own buffers (residual stream, loss side, inputs), the
+ * per-layer arrays of `layers` layers, and the attention output and its log-sum-exp of as many. */
+enum { ACTS_SLOT = 1, ACTS_LAYERS = 2, ACTS_ATTN = 4 };
+
+/* Allocates (or with dry, only counts) one activation set; returns its bytes. */
+static size_t alloc_acts(llama_model *m, llama_acts *a, int layers, int parts, bool dry, int *failed, char *err,
+                         size_t errlen) {
     const llama_dims *dm = &m->dims;
-    size_t N = (size_t)dm->B * dm->T, L = (size_t)dm->nl, C = (size_t)dm->C;
+    size_t N = (size_t)dm->B * dm->T, L = (size_t)layers, C = (size_t)dm->C;
     size_t qd = (size_t)dm->NHl * dm->D, kd = (size_t)dm->KVl * dm->D, F = (size_t)dm->Fl, V = (size_t)dm->Vl;
-    size_t as = tr_dtype_size(dm->act_dt);
-#define A(ptr, bytes, what) ptr = alloc_or_fail(m, bytes, what, failed, err, errlen)
+    size_t as = tr_dtype_size(dm->act_dt), total = 0;
+#define A(ptr, bytes, what)                                                        \
+    do {                                                                           \
+        total += (bytes);                                                          \
+        if (!dry) ptr = alloc_or_fail(m, bytes, what, failed, err, errlen);       \
+    } while (0)
     size_t Nl = (size_t)dm->Nl;
-    A(a->resid, (L + 1) * Nl * C * as, "activations: residual stream");
-    A(a->resid_mid, L * Nl * C * as, "activations: residual after attention");
-    A(a->ln1, L * N * C * as, "activations: input norm");
-    A(a->ln2, L * N * C * as, "activations: post-attention norm");
-    A(a->ln1_mean, L * Nl * 4, "activations: norm statistics");
-    A(a->ln1_rstd, L * Nl * 4, "activations: norm statistics");
-    A(a->ln2_mean, L * Nl * 4, "activations: norm statistics");
-    A(a->ln2_rstd, L * Nl * 4, "activations: norm statistics");
-    A(a->q, L * N * qd * as, "activations: queries");
-    A(a->k, L * N * kd * as, "activations: keys");
-    A(a->v, L * N * kd * as, "activations: values");
-    A(a->att, L * N * qd * as, "activations: attention output");
-    A(a->lse, L * N * (size_t)dm->NHl * 4, "activations: attention log-sum-exp");
-    if (m->layout.cp > 1) {
-        size_t Nf = (size_t)dm->B * dm->Tfull;
-        A(a->kfull, L * Nf * kd * as, "activations: gathered keys");
-        A(a->vfull, L * Nf * kd * as, "activations: gathered values");
+    if (parts & ACTS_SLOT) A(a->resid, ((size_t)dm->nl + 1) * Nl * C * as, "activations: residual stream");
+    if (parts & ACTS_LAYERS && L > 0) {
+        A(a->resid_mid, L * Nl * C * as, "activations: residual after attention");
+        A(a->ln1, L * N * C * as, "activations: input norm");
+        A(a->ln2, L * N * C * as, "activations: post-attention norm");
+        A(a->ln1_mean, L * Nl * 4, "activations: norm statistics");
+        A(a->ln1_rstd, L * Nl * 4, "activations: norm statistics");
+        A(a->ln2_mean, L * Nl * 4, "activations: norm statistics");
+        A(a->ln2_rstd, L * Nl * 4, "activations: norm statistics");
+        A(a->q, L * N * qd * as, "activations: queries");
+        A(a->k, L * N * kd * as, "activations: keys");
+        A(a->v, L * N * kd * as, "activations: values");
+        if (m->layout.cp > 1) {
+            size_t Nf = (size_t)dm->B * dm->Tfull;
+            A(a->kfull, L * Nf * kd * as, "activations: gathered keys");
+            A(a->vfull, L * Nf * kd * as, "activations: gathered values");
+        }
+        A(a->h, L * N * 2 * F * as, "activations: fc1 output");
+        A(a->act, L * N * F * as, "activations: swiglu output");
     }
-    A(a->h, L * N * 2 * F * as, "activations: fc1 output");
-    A(a->act, L * N * F * as, "activations: swiglu output");
-    if (dm->last) {
-        A(a->lnf, N * C * as, "activations: final norm");
-        A(a->lnf_mean, Nl * 4, "activations: norm statistics");
-        A(a->lnf_rstd, Nl * 4, "activations: norm statistics");
-        A(a->logits, N * V * as, "activations: logits");
-        A(a->losses, N * 4, "losses");
-        A(a->ce_max, N * 4, "cross-entropy statistics");
-        A(a->ce_sum, N * 4, "cross-entropy statistics");
-        A(a->ce_target, N * 4, "cross-entropy statistics");
+    if (parts & ACTS_ATTN && L > 0) {
+        A(a->att, L * N * qd * as, "activations: attention output");
+        A(a->lse, L * N * (size_t)dm->NHl * 4, "activations: attention log-sum-exp");
     }
-    A(a->tokens, N * 4, "tokens");
-    A(a->targets, N * 4, "targets");
-    A(a->positions, N * 4, "position ids");
+    if (parts & ACTS_SLOT) {
+        if (dm->last) {
+            A(a->lnf, N * C * as, "activations: final norm");
+            A(a->lnf_mean, Nl * 4, "activations: norm statistics");
+            A(a->lnf_rstd, Nl * 4, "activations: norm statistics");
+            A(a->logits, N * V * as, "activations: logits");
+            A(a->losses, N * 4, "losses");
+            A(a->ce_max, N * 4, "cross-entropy statistics");
+            A(a->ce_sum, N * 4, "cross-entropy statistics");
+            A(a->ce_target, N * 4, "cross-entropy statistics");
+        }
+        A(a->tokens, N * 4, "tokens");
+        A(a->targets, N * 4, "targets");
+        A(a->positions, N * 4, "position ids");
+    }
 #undef A
-    return *failed ? -1 : 0;
+    return total;
+}
+
+/* Every slot's activations and the recompute workspace, as llama_plan_recompute laid them out; and
+ * what the same slots would take without recomputation (the memory report's comparison). */
+static void alloc_all_acts(llama_model *m, int *failed, char *err, size_t errlen) {
+    const bool selective = m->recompute == TR_RECOMPUTE_SELECTIVE;
+    const int slot_parts = ACTS_SLOT | ACTS_LAYERS | (selective ? 0 : ACTS_ATTN);
+    m->act_bytes = m->act_bytes_plain = 0;
+    for (int i = 0; i < m->layout.slots && !*failed; i++) {
+        m->act_bytes += alloc_acts(m, &m->acts[i], m->n_stored, slot_parts, false, failed, err, errlen);
+        llama_acts none = {0};
+        m->act_bytes_plain += alloc_acts(m, &none, m->dims.nl, ACTS_SLOT | ACTS_LAYERS | ACTS_ATTN, true, failed, err,
+                                         errlen);
+    }
+    if (m->n_ws > 0 && !*failed)
+        m->act_bytes += alloc_acts(m, &m->ws, m->n_ws, selective ? ACTS_ATTN : ACTS_LAYERS | ACTS_ATTN, false, failed,
+                                   err, errlen);
 }
 
 static void free_acts(llama_model *m, llama_acts *a) {
@@ -285,7 +318,8 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     A(m->grads, m->total_alloc * tr_dtype_size(dm->grad_dt), "gradients");
     m->acts = calloc((size_t)m->layout.slots, sizeof *m->acts);
     if (!m->acts) failed = 1, tr_errf(err, errlen, "out of host memory");
-    for (int i = 0; i < m->layout.slots && !failed; i++) alloc_acts(m, &m->acts[i], &failed, err, errlen);
+    if (!failed && llama_plan_recompute(m, cfg, err, errlen)) failed = 1;
+    if (!failed) alloc_all_acts(m, &failed, err, errlen);
     A(m->g.dresid, N * C * as, "gradients: residual stream");
     if (dm->sp) {
         A(m->g.sp_loc, (size_t)dm->Nl * C * as, "sequence-parallel staging");
@@ -353,6 +387,7 @@ llama_model *llama_create(const tr_config *cfg, dev_device *d, dev_stream *s, ch
 void llama_destroy(llama_model *m) {
     if (!m) return;
     if (!m->dev) { /* a table without buffers (llama_create_table) */
+        free(m->act_index), free(m->ws_index), free(m->unit_start);
         free(m->params_tab);
         free(m->layer);
         free(m);
@@ -360,6 +395,8 @@ void llama_destroy(llama_model *m) {
     }
     if (m->acts)
         for (int i = 0; i < m->layout.slots; i++) free_acts(m, &m->acts[i]);
+    free_acts(m, &m->ws);
+    free(m->act_index), free(m->ws_index), free(m->unit_start);
     void *bufs[] = {m->params, m->grads, m->g.dresid, m->g.dln, m->g.dq, m->g.dk, m->g.dv, m->g.datt, m->g.dh,
                     m->g.dact, m->g.dloss, m->g.sp_loc, m->g.sp_full, m->g.dkfull, m->g.dvfull, m->g.gather, m->q_pos, m->k_pos};
     if (m->master != m->params) dev_free(m->dev, m->master);

@@ -15,3 +15,9 @@ if(MPIRUN)
     set_tests_properties(multiproc_${mode} PROPERTIES LABELS "${labels};heavy" TIMEOUT 180)
   endforeach()
 endif()
+
+# Activation recomputation (issue 16): full uniform/block and selective on TP2 x PP2 x DP2, bit-identical
+# to the run without it, each with its saving in the memory report.
+add_test(NAME parallel_recompute COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/parallel/recompute.sh ${PROJECT_BINARY_DIR}/bin
+  ${CMAKE_CURRENT_BINARY_DIR}/parallel_recompute)
+set_tests_properties(parallel_recompute PROPERTIES LABELS "${labels}" TIMEOUT 300)
