@@ -81,6 +81,8 @@ typedef struct llama_dims {
     int Nl;                    /* rows of the residual stream on this rank: B*T, or B*T/TP with sp */
     kern_norm_desc norm;
     bool norm_bias;            /* LayerNorm has a bias */
+    bool qkv_bias;             /* q/k/v projections have biases (--add-qkv-bias, or linear biases) */
+    bool linear_bias;          /* every linear of a layer has one (Megatron's default --add-bias-linear) */
     kern_rope_desc rope;
     tr_dtype act_dt, grad_dt;
 } llama_dims;
@@ -88,6 +90,7 @@ typedef struct llama_dims {
 /* Per-layer parameter indices into the table ([nl], local layer order). */
 typedef struct llama_layer_params {
     int ln1_w, ln1_b, wq, wk, wv, wo, ln2_w, ln2_b, fc1, fc2; /* ln*_b = -1 without bias */
+    int bq, bk, bv, bo, b1, b2; /* linear biases (q, k, v, o, fc1 [gate | up], fc2); -1 without */
 } llama_layer_params;
 
 /* Activations of one micro-batch kept for its backward pass; rows are the micro-batch's N = B*T tokens.
@@ -137,6 +140,7 @@ typedef struct llama_model {
     size_t total;       /* elements in the parameter buffers (the table) */
     size_t total_alloc; /* allocated elements: total rounded up for sharding (pad_to) */
 
+    void *ones;    /* [B*T] act_dt ones: a bias is a rank-1 product (ones x bias), its gradient dy^T x ones */
     void *params;  /* [total_alloc] act_dt */
     float *master; /* [total_alloc] fp32 (== params in fp32 training) */
     void *grads;   /* [total_alloc] grad_dt */
@@ -247,6 +251,10 @@ void llama_get_grads(llama_model *m, float *host);
 void llama_sync_params(llama_model *m);
 
 void llama_zero_grads(llama_model *m);
+
+/* Hugging Face keeps the fused fc1 (mlp.gate_up_proj.weight or .bias) as two tensors: HF's name of
+ * half `half` (0: gate_proj rows, 1: up_proj rows) into out. false for any other parameter. */
+bool llama_hf_fc1_half(const char *name, int half, char *out, size_t n);
 
 /* Parameter p in the compute type (a NULL buffer for p < 0). */
 tr_buf llama_weight(const llama_model *m, int p);

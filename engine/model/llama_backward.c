@@ -24,6 +24,16 @@ static void linear_backward(const llama_model *m, tr_buf dx, tr_buf dy, tr_buf x
     if (dx.p) kern_gemm(m->stream, dx, dy, llama_weight(m, p), N, in, out, false, false, 1.0f, accumulate ? 1.0f : 0.0f);
 }
 
+/* dbias[out] += the sum over rows of dy[rows, out] (dy^T x ones). A row-parallel linear's bias sees this
+ * rank's rows only with sequence parallelism, so it is TP-replicated and summed with the norms' gradients
+ * (llama_sp_reduce_norm_grads). No-op for pb < 0. */
+static void bias_backward(const llama_model *m, tr_buf dy, int pb, int rows) {
+    if (pb < 0) return;
+    const int out = (int)m->params_tab[pb].shape[0];
+    kern_gemm(m->stream, grad(m, pb), dy, tr_buf_make(m->ones, m->dims.act_dt), out, 1, rows, true, false, 1.0f,
+              1.0f);
+}
+
 /* Where a column-parallel linear's input gradient (a partial sum over TP) goes: in place, or a
  * staging buffer of every row with sequence parallelism. */
 static tr_buf partial_out(const llama_model *m, tr_buf dst) {
@@ -103,8 +113,10 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
         llama_layer_view_of(m, slot, l, &v);
 
         /* MLP: xout = xmid + fc2(swiglu(fc1(norm2(xmid)))) */
+        bias_backward(m, dres, lp->b2, Nl);
         linear_backward(m, da, all_rows(m, dres), v.a, lp->fc2, N, false);
         kern_swiglu_backward(s, dh, da, v.h, N, F);
+        bias_backward(m, dh, lp->b1, N);
         tr_buf dp = partial_out(m, dln);
         linear_backward(m, dp, dh, v.ln2, lp->fc1, N, false);
         tp_rows(m, dln, dp);
@@ -113,6 +125,7 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
 
         /* attention: xmid = x + wo(attn(rope(wq ln1), rope(wk ln1), wv ln1)) */
         if (m->recompute == TR_RECOMPUTE_SELECTIVE) llama_core_attention(m, &v, false); /* att, lse again */
+        bias_backward(m, dres, lp->bo, Nl);
         linear_backward(m, datt, all_rows(m, dres), v.att, lp->wo, N, false);
         if (m->layout.cp > 1) {
             tr_buf dkf = act(m, m->g.dkfull, 0), dvf = act(m, m->g.dvfull, 0);
@@ -125,6 +138,9 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
         }
         kern_rope_backward(s, &dm->rope, dq, pos, B, T, NH, D);
         kern_rope_backward(s, &dm->rope, dk, pos, B, T, KV, D);
+        bias_backward(m, dq, lp->bq, N);
+        bias_backward(m, dk, lp->bk, N);
+        bias_backward(m, dv, lp->bv, N);
         dp = partial_out(m, dln);
         linear_backward(m, dp, dq, v.ln1, lp->wq, N, false);
         linear_backward(m, dp, dk, v.ln1, lp->wk, N, true);

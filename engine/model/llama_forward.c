@@ -22,6 +22,15 @@ static void linear_forward(const llama_model *m, tr_buf y, tr_buf x, int p, int 
     kern_gemm(m->stream, y, x, llama_weight(m, p), N, (int)w->shape[0], (int)w->shape[1], false, true, 1.0f, 0.0f);
 }
 
+/* y[rows, out] += bias[out] on every row: the rank-1 product ones[rows, 1] x bias[1, out], one rounding
+ * as an add would do. No-op for pb < 0 (no bias). */
+static void add_bias(const llama_model *m, tr_buf y, int pb, int rows) {
+    if (pb < 0) return;
+    const int out = (int)m->params_tab[pb].shape[0];
+    kern_gemm(m->stream, y, tr_buf_make(m->ones, m->dims.act_dt), llama_weight(m, pb), rows, out, 1, false, false,
+              1.0f, 1.0f);
+}
+
 /* Where a row-parallel product or a vocabulary-slice lookup writes its partial sums [N, C]: in place
  * without sequence parallelism, a staging buffer with it. */
 static tr_buf partial_out(const llama_model *m, tr_buf dst) {
@@ -64,22 +73,28 @@ void llama_layer_forward(llama_model *m, const llama_layer_view *v, int l, const
 
     norm_rows(m, v->ln1, v->ln1_mean, v->ln1_rstd, v->x, lp->ln1_w, lp->ln1_b);
     linear_forward(m, v->q, v->ln1, lp->wq, N);
+    add_bias(m, v->q, lp->bq, N);
     linear_forward(m, v->k, v->ln1, lp->wk, N);
+    add_bias(m, v->k, lp->bk, N);
     linear_forward(m, v->v, v->ln1, lp->wv, N);
+    add_bias(m, v->v, lp->bv, N);
     kern_rope_forward(s, &dm->rope, v->q, pos, B, T, NH, D);
     kern_rope_forward(s, &dm->rope, v->k, pos, B, T, KV, D);
     llama_core_attention(m, v, true);
     tr_buf o = partial_out(m, v->xmid);
     linear_forward(m, o, v->att, lp->wo, N);
     tp_rows(m, v->xmid, o);
+    add_bias(m, v->xmid, lp->bo, dm->Nl); /* after the reduction: once, not once per TP rank */
     kern_add(s, v->xmid, v->xmid, v->x, NlC);
 
     norm_rows(m, v->ln2, v->ln2_mean, v->ln2_rstd, v->xmid, lp->ln2_w, lp->ln2_b);
     linear_forward(m, v->h, v->ln2, lp->fc1, N);
+    add_bias(m, v->h, lp->b1, N);
     kern_swiglu_forward(s, v->a, v->h, N, F);
     tr_buf f = partial_out(m, v->xout);
     linear_forward(m, f, v->a, lp->fc2, N);
     tp_rows(m, v->xout, f);
+    add_bias(m, v->xout, lp->b2, dm->Nl);
     kern_add(s, v->xout, v->xout, v->xmid, NlC);
 }
 

@@ -73,6 +73,8 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_lay
     dm->norm.eps = (float)cfg->norm_epsilon;
     dm->norm.zero_centered_gamma = cfg->apply_layernorm_1p;
     dm->norm_bias = dm->norm.kind == KERN_NORM_LAYER;
+    dm->linear_bias = !cfg->disable_bias_linear;
+    dm->qkv_bias = dm->linear_bias || cfg->add_qkv_bias; /* Megatron: linear biases imply q/k/v biases */
     dm->rope.theta = (float)cfg->rotary_base;
     dm->rope.rot_dim = (int)(dm->D * cfg->rotary_percent);
     if (dm->rope.rot_dim <= 0 || dm->rope.rot_dim % 2)
@@ -135,16 +137,25 @@ static int add_param(llama_model *m, int cap, const char *name, int64_t g0, int6
 
 size_t llama_global_index(const llama_param *p, size_t e) {
     const llama_placement *pl = &p->place;
-    if (p->ndim == 1) return e;
-    int64_t lcols = p->shape[1], row = (int64_t)e / lcols, col = (int64_t)e % lcols;
+    /* a 1-D parameter is a column of rows: a TP-split bias follows its weight's rows */
+    int64_t lcols = p->ndim == 2 ? p->shape[1] : 1, gcols = p->ndim == 2 ? pl->gshape[1] : 1;
+    int64_t row = (int64_t)e / lcols, col = (int64_t)e % lcols;
     int s = pl->nseg == 2 && row >= pl->seg_local[1] ? 1 : 0;
     int64_t grow = pl->seg_global[s] + (row - pl->seg_local[s]);
-    return (size_t)(grow * pl->gshape[1] + pl->col0 + col);
+    return (size_t)(grow * gcols + pl->col0 + col);
+}
+
+bool llama_hf_fc1_half(const char *name, int half, char *out, size_t n) {
+    static const char fused[] = "mlp.gate_up_proj";
+    const char *gu = strstr(name, fused);
+    if (!gu || (strcmp(gu + sizeof fused - 1, ".weight") && strcmp(gu + sizeof fused - 1, ".bias"))) return false;
+    snprintf(out, n, "%.*smlp.%s_proj%s", (int)(gu - name), name, half ? "up" : "gate", gu + sizeof fused - 1);
+    return true;
 }
 
 static void build_table(llama_model *m) {
     const llama_dims *dm = &m->dims;
-    int cap = 3 + 10 * dm->nl + 2;
+    int cap = 3 + 16 * dm->nl + 2;
     m->params_tab = calloc((size_t)cap, sizeof *m->params_tab);
     m->layer = calloc((size_t)(dm->nl > 0 ? dm->nl : 1), sizeof *m->layer);
     TR_CHECK(m->params_tab && m->layer, "out of host memory for the parameter table");
@@ -161,15 +172,24 @@ static void build_table(llama_model *m) {
         P(ln1_w, "input_layernorm.weight", dm->C, 0, SPLIT_NONE, norm_init);
         lp->ln1_b = -1;
         if (dm->norm_bias) { P(ln1_b, "input_layernorm.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
+        lp->bq = lp->bk = lp->bv = lp->bo = lp->b1 = lp->b2 = -1;
+        /* biases start at zero (Megatron's init); a column-parallel linear's bias is split with its rows, a
+         * row-parallel one's is whole on every TP rank (added once, after the partial sums are reduced) */
         P(wq, "self_attn.q_proj.weight", dm->NH * dm->D, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
+        if (dm->qkv_bias) { P(bq, "self_attn.q_proj.bias", dm->NH * dm->D, 0, SPLIT_ROWS, LLAMA_INIT_ZEROS); }
         P(wk, "self_attn.k_proj.weight", dm->KV * dm->D, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
+        if (dm->qkv_bias) { P(bk, "self_attn.k_proj.bias", dm->KV * dm->D, 0, SPLIT_ROWS, LLAMA_INIT_ZEROS); }
         P(wv, "self_attn.v_proj.weight", dm->KV * dm->D, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
+        if (dm->qkv_bias) { P(bv, "self_attn.v_proj.bias", dm->KV * dm->D, 0, SPLIT_ROWS, LLAMA_INIT_ZEROS); }
         P(wo, "self_attn.o_proj.weight", dm->C, dm->NH * dm->D, SPLIT_COLS, LLAMA_INIT_SCALED);
+        if (dm->linear_bias) { P(bo, "self_attn.o_proj.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
         P(ln2_w, "post_attention_layernorm.weight", dm->C, 0, SPLIT_NONE, norm_init);
         lp->ln2_b = -1;
         if (dm->norm_bias) { P(ln2_b, "post_attention_layernorm.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
         P(fc1, "mlp.gate_up_proj.weight", 2 * dm->F, dm->C, SPLIT_FUSED, LLAMA_INIT_NORMAL);
+        if (dm->linear_bias) { P(b1, "mlp.gate_up_proj.bias", 2 * dm->F, 0, SPLIT_FUSED, LLAMA_INIT_ZEROS); }
         P(fc2, "mlp.down_proj.weight", dm->C, dm->F, SPLIT_COLS, LLAMA_INIT_SCALED);
+        if (dm->linear_bias) { P(b2, "mlp.down_proj.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
 #undef P
     }
     if (dm->last) {
@@ -333,6 +353,7 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     A(m->g.dh, N * 2 * F * as, "gradients: fc1 output");
     A(m->g.dact, N * F * as, "gradients: swiglu output");
     A(m->g.dloss, N * 4, "loss weights");
+    if (dm->qkv_bias) A(m->ones, N * as, "ones for the linear biases");
     if (m->layout.cp > 1) {
         size_t Nf = (size_t)dm->B * dm->Tfull;
         A(m->g.dkfull, Nf * kd * as, "gradients: gathered keys");
@@ -355,6 +376,17 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
         dev_copy_h2d(s, m->k_pos, hp, (size_t)dm->Tfull * 4);
         dev_stream_sync(s);
         free(hp);
+    }
+    if (m->ones) { /* the constant the bias products multiply: 1 in the compute type */
+        void *h = malloc(N * as);
+        TR_CHECK(h != NULL, "out of host memory");
+        for (size_t i = 0; i < N; i++) {
+            if (as == 4) ((float *)h)[i] = 1.0f;
+            else ((uint16_t *)h)[i] = tr_f32_to_bf16(1.0f);
+        }
+        dev_copy_h2d(s, m->ones, h, N * as);
+        dev_stream_sync(s);
+        free(h);
     }
     /* padding stays zero forever: the optimizer's shards may cover it */
     dev_memset_zero(s, m->params, m->total_alloc * as);
@@ -397,7 +429,7 @@ void llama_destroy(llama_model *m) {
         for (int i = 0; i < m->layout.slots; i++) free_acts(m, &m->acts[i]);
     free_acts(m, &m->ws);
     free(m->act_index), free(m->ws_index), free(m->unit_start);
-    void *bufs[] = {m->params, m->grads, m->g.dresid, m->g.dln, m->g.dq, m->g.dk, m->g.dv, m->g.datt, m->g.dh,
+    void *bufs[] = {m->params, m->grads, m->ones, m->g.dresid, m->g.dln, m->g.dq, m->g.dk, m->g.dv, m->g.datt, m->g.dh,
                     m->g.dact, m->g.dloss, m->g.sp_loc, m->g.sp_full, m->g.dkfull, m->g.dvfull, m->g.gather, m->q_pos, m->k_pos};
     if (m->master != m->params) dev_free(m->dev, m->master);
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(m->dev, bufs[i]);

@@ -6,10 +6,6 @@
 int llama_check_config(const tr_config *cfg, tr_errlist *el) {
     const int before = el->n;
     if (!cfg->swiglu) tr_errlist_add(el, "twinrun's Llama has a SwiGLU MLP: add --swiglu");
-    if (!cfg->disable_bias_linear)
-        tr_errlist_add(el, "linear biases (Megatron's default) are not implemented yet: add --disable-bias-linear "
-                           "(Llama 3 has no biases)");
-    if (cfg->add_qkv_bias) tr_errlist_add(el, "--add-qkv-bias: q/k/v biases are not implemented yet; drop it");
     if (cfg->qk_layernorm) tr_errlist_add(el, "--qk-layernorm is not implemented yet; drop it");
     if (!cfg->untie_embeddings_and_output_weights)
         tr_errlist_add(el, "tied embeddings are not supported: add --untie-embeddings-and-output-weights");

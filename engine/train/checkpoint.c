@@ -19,13 +19,11 @@ typedef struct piece {
 
 static int pieces_of(const llama_param *p, piece out[2]) {
     const llama_placement *pl = &p->place;
-    const char *gu = strstr(p->name, "gate_up_proj");
-    if (gu) {
+    if (llama_hf_fc1_half(p->name, 0, out[0].name, sizeof out[0].name)) { /* the fused fc1, weight or bias */
         int64_t half_rows = p->shape[0] / 2, F = pl->gshape[0] / 2;
         for (int h = 0; h < 2; h++) {
-            snprintf(out[h].name, sizeof out[h].name, "%.*s%s_proj.weight", (int)(gu - p->name), p->name,
-                     h ? "up" : "gate");
-            out[h].ndim = 2;
+            llama_hf_fc1_half(p->name, h, out[h].name, sizeof out[h].name);
+            out[h].ndim = p->ndim;
             out[h].gshape[0] = F, out[h].gshape[1] = pl->gshape[1];
             out[h].slice = ckpt_place_slice(0, pl->seg_global[h] - h * F, half_rows);
             out[h].local_off = (size_t)h * p->numel / 2;

@@ -21,3 +21,8 @@ endif()
 add_test(NAME parallel_recompute COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/parallel/recompute.sh ${PROJECT_BINARY_DIR}/bin
   ${CMAKE_CURRENT_BINARY_DIR}/parallel_recompute)
 set_tests_properties(parallel_recompute PROPERTIES LABELS "${labels}" TIMEOUT 300)
+
+# Linear biases (issue 16) across TP/SP/PP/CP/DP layouts, within 1e-5 of one rank.
+add_test(NAME parallel_biases COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/parallel/biases.sh ${PROJECT_BINARY_DIR}/bin
+  ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/parallel_biases)
+set_tests_properties(parallel_biases PROPERTIES LABELS "${labels}" TIMEOUT 300)

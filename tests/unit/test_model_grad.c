@@ -16,6 +16,8 @@
 
 enum { B = 2, T = 6 };
 
+static int g_biases; /* the next check's model: 0 no biases, 1 Megatron's linear biases, 2 --add-qkv-bias only */
+
 static tr_config config(tr_norm_type norm, bool one_p, double rotary_percent) {
     tr_config c;
     tr_config_defaults(&c);
@@ -24,7 +26,8 @@ static tr_config config(tr_norm_type norm, bool one_p, double rotary_percent) {
     c.seq_length = T, c.max_position_embeddings = T, c.vocab_size = 50; /* padded to 128 */
     c.position_embedding_type = TR_POS_ROPE, c.normalization = norm, c.apply_layernorm_1p = one_p;
     c.rotary_percent = rotary_percent, c.rotary_base = 10000;
-    c.swiglu = true, c.untie_embeddings_and_output_weights = true, c.disable_bias_linear = true;
+    c.swiglu = true, c.untie_embeddings_and_output_weights = true, c.disable_bias_linear = g_biases != 1;
+    c.add_qkv_bias = g_biases == 2;
     c.micro_batch_size = B, c.global_batch_size = B;
     c.init_method_std = 0.1; /* larger weights: gradients well above the differencing noise */
     return c;
@@ -98,6 +101,16 @@ static void check(tr_norm_type norm, bool one_p, double rotary_percent) {
 static void test_rmsnorm_full_rotary(void **s) { (void)s; check(TR_NORM_RMSNORM, false, 1.0); }
 static void test_layernorm_1p_partial_rotary(void **s) { (void)s; check(TR_NORM_LAYERNORM, true, 0.5); }
 static void test_rmsnorm_1p(void **s) { (void)s; check(TR_NORM_RMSNORM, true, 1.0); }
+/* Megatron's default linear biases (q, k, v, o, fc1 gate and up, fc2), with LayerNorm's own */
+static void test_linear_biases(void **s) {
+    (void)s;
+    g_biases = 1;
+    check(TR_NORM_LAYERNORM, false, 1.0);
+    check(TR_NORM_RMSNORM, false, 1.0);
+    g_biases = 2;
+    check(TR_NORM_RMSNORM, false, 1.0);
+    g_biases = 0;
+}
 
 /* Padded vocabulary (issue 16): the loss is Hugging Face's, a softmax over the 50 real tokens only (the
  * 78 padding rows of the output layer take no part), and the padding rows get no gradient. */
@@ -140,6 +153,7 @@ int main(void) {
         cmocka_unit_test(test_layernorm_1p_partial_rotary),
         cmocka_unit_test(test_rmsnorm_1p),
         cmocka_unit_test(test_padding_takes_no_part),
+        cmocka_unit_test(test_linear_biases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
