@@ -21,6 +21,7 @@ char *ckpt_hf_config_json(const tr_config *cfg, char *err, size_t errlen) {
     else if (!cfg->untie_embeddings_and_output_weights) why = "tied embeddings (add --untie-embeddings-and-output-weights)";
     else if (cfg->position_embedding_type != TR_POS_ROPE) why = "positions other than RoPE";
     else if (cfg->apply_layernorm_1p) why = "--apply-layernorm-1p";
+    else if (cfg->qk_layernorm) why = "--qk-layernorm (LlamaConfig has no q/k norms)";
     else if (cfg->rotary_percent != 1.0) why = "--rotary-percent below 1";
     else if (cfg->add_qkv_bias && cfg->disable_bias_linear)
         why = "biases on q/k/v only (--add-qkv-bias): LlamaConfig's attention_bias puts one on o_proj too";

@@ -44,6 +44,8 @@ typedef struct llama_placement {
     int64_t seg_local[2], seg_global[2], seg_rows[2];
     int64_t col0;
     bool tp_replicated;      /* the same on every TP rank (norm weights) */
+    bool tp_partial_grad;    /* replicated, but each TP rank's gradient covers only its heads (q/k norms):
+                                summed over TP whether or not the sequence is split */
 } llama_placement;
 
 typedef struct llama_param {
@@ -83,6 +85,7 @@ typedef struct llama_dims {
     bool norm_bias;            /* LayerNorm has a bias */
     bool qkv_bias;             /* q/k/v projections have biases (--add-qkv-bias, or linear biases) */
     bool linear_bias;          /* every linear of a layer has one (Megatron's default --add-bias-linear) */
+    bool qk_norm;              /* --qk-layernorm: each head's q and k normalised (--normalization kind) */
     kern_rope_desc rope;
     tr_dtype act_dt, grad_dt;
 } llama_dims;
@@ -91,6 +94,7 @@ typedef struct llama_dims {
 typedef struct llama_layer_params {
     int ln1_w, ln1_b, wq, wk, wv, wo, ln2_w, ln2_b, fc1, fc2; /* ln*_b = -1 without bias */
     int bq, bk, bv, bo, b1, b2; /* linear biases (q, k, v, o, fc1 [gate | up], fc2); -1 without */
+    int qn_w, qn_b, kn_w, kn_b; /* --qk-layernorm weights [D] (and LayerNorm biases); -1 without */
 } llama_layer_params;
 
 /* Activations of one micro-batch kept for its backward pass; rows are the micro-batch's N = B*T tokens.
@@ -103,6 +107,8 @@ typedef struct llama_acts {
     void *ln1, *ln2;      /* [nl, N, C] norm outputs of every row (all-gathered with sp) */
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [nl, Nl] */
     void *q;              /* [nl, N, NHl*D] after rope */
+    void *q_pre, *k_pre;  /* [nl, N, NHl*D], [nl, N, KVl*D] before the q/k norms (--qk-layernorm) */
+    float *qn_mean, *qn_rstd, *kn_mean, *kn_rstd; /* [nl, N*NHl], [nl, N*KVl] their statistics */
     void *k, *v;          /* [nl, N, KVl*D] (k after rope) */
     void *att;            /* [nl, N, NHl*D] attention output */
     float *lse;           /* [nl, B, NHl, T] */
@@ -167,6 +173,7 @@ typedef struct llama_model {
         void *sp_full; /* [N, C] row-parallel partial sums before the reduce-scatter, gathered gradients (sp) */
         void *dln;     /* [N, C] */
         void *dq;      /* [N, NHl*D] */
+        void *dqn, *dkn; /* [N, NHl*D], [N, KVl*D] gradients before the q/k norms (--qk-layernorm) */
         void *dk, *dv; /* [N, KVl*D] */
         void *datt;    /* [N, NHl*D] */
         void *dh;      /* [N, 2*Fl] */
@@ -188,6 +195,8 @@ typedef struct llama_layer_view {
     tr_buf ln1, ln2;              /* [N, C] norm outputs */
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [Nl] */
     tr_buf q, att;                /* [N, NHl*D] queries after rope, attention output */
+    tr_buf q_pre, k_pre;          /* [N, NHl*D], [N, KVl*D] the projections before --qk-layernorm */
+    float *qn_mean, *qn_rstd, *kn_mean, *kn_rstd; /* [N*NHl], [N*KVl] */
     tr_buf k, v;                  /* [N, KVl*D] */
     float *lse;                   /* [B, NHl, T] */
     tr_buf kf, vf;                /* [B, Tfull, KVl*D] the whole sequence's keys and values (CP > 1) */
@@ -277,7 +286,8 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss);
 void *llama_stage_grad(llama_model *m); /* [Nl, C] act_dt, device */
 
 /* With sequence parallelism each TP rank saw only its rows, so the replicated norm weights' gradients
- * are partial: sums them over TP (Megatron's allreduce of layernorm grads). No-op without sp. */
+ * are partial: sums them over TP (Megatron's allreduce of layernorm grads). The q/k norms'
+ * (--qk-layernorm) are partial with or without it (each TP rank holds other heads). */
 void llama_sp_reduce_norm_grads(llama_model *m);
 
 /* Context parallelism (llama_cp.c): full [B, Tfull, W] from the group's local [B, T, W] pieces, and

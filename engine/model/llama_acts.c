@@ -71,6 +71,13 @@ void llama_layer_view_of(const llama_model *m, int slot, int l, llama_layer_view
     v->ln1_mean = A->ln1_mean + i * Nl, v->ln1_rstd = A->ln1_rstd + i * Nl;
     v->ln2_mean = A->ln2_mean + i * Nl, v->ln2_rstd = A->ln2_rstd + i * Nl;
     v->q = at(m, A->q, i * NQ);
+    const bool qk = dm->qk_norm;
+    v->q_pre = qk ? at(m, A->q_pre, i * NQ) : tr_buf_make(NULL, dm->act_dt);
+    v->k_pre = qk ? at(m, A->k_pre, i * NK) : tr_buf_make(NULL, dm->act_dt);
+    v->qn_mean = qk ? A->qn_mean + i * N * (size_t)dm->NHl : NULL;
+    v->qn_rstd = qk ? A->qn_rstd + i * N * (size_t)dm->NHl : NULL;
+    v->kn_mean = qk ? A->kn_mean + i * N * (size_t)dm->KVl : NULL;
+    v->kn_rstd = qk ? A->kn_rstd + i * N * (size_t)dm->KVl : NULL;
     v->k = at(m, A->k, i * NK), v->v = at(m, A->v, i * NK);
     v->h = at(m, A->h, i * N * 2 * F), v->a = at(m, A->act, i * N * F);
     const size_t NKf = (size_t)dm->B * dm->Tfull * dm->KVl * dm->D;

@@ -57,11 +57,11 @@ static tr_buf all_rows(const llama_model *m, tr_buf dres) {
 }
 
 void llama_sp_reduce_norm_grads(llama_model *m) {
-    if (!m->dims.sp) return;
+    if (m->layout.tp == 1) return;
     tr_dtype dt = m->dims.grad_dt;
     for (int i = 0; i < m->nparams; i++) {
         const llama_param *p = &m->params_tab[i];
-        if (!p->place.tp_replicated) continue;
+        if (!p->place.tp_replicated || (!m->dims.sp && !p->place.tp_partial_grad)) continue;
         void *g = (char *)m->grads + p->offset * tr_dtype_size(dt);
         coll_all_reduce(m->tp_comm, m->stream, g, g, p->numel, dt, COLL_SUM);
     }
@@ -138,12 +138,22 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
         }
         kern_rope_backward(s, &dm->rope, dq, pos, B, T, NH, D);
         kern_rope_backward(s, &dm->rope, dk, pos, B, T, KV, D);
-        bias_backward(m, dq, lp->bq, N);
-        bias_backward(m, dk, lp->bk, N);
+        tr_buf dql = dq, dkl = dk; /* gradients of the q/k projections' outputs */
+        if (dm->qk_norm) {
+            dql = act(m, m->g.dqn, 0), dkl = act(m, m->g.dkn, 0);
+            dev_memset_zero(s, dql.p, (size_t)N * NH * D * tr_dtype_size(dql.dt));
+            dev_memset_zero(s, dkl.p, (size_t)N * KV * D * tr_dtype_size(dkl.dt));
+            kern_norm_backward(s, &dm->norm, dql, grad(m, lp->qn_w), grad(m, lp->qn_b), dq, v.q_pre,
+                               llama_weight(m, lp->qn_w), v.qn_mean, v.qn_rstd, N * NH, D);
+            kern_norm_backward(s, &dm->norm, dkl, grad(m, lp->kn_w), grad(m, lp->kn_b), dk, v.k_pre,
+                               llama_weight(m, lp->kn_w), v.kn_mean, v.kn_rstd, N * KV, D);
+        }
+        bias_backward(m, dql, lp->bq, N);
+        bias_backward(m, dkl, lp->bk, N);
         bias_backward(m, dv, lp->bv, N);
         dp = partial_out(m, dln);
-        linear_backward(m, dp, dq, v.ln1, lp->wq, N, false);
-        linear_backward(m, dp, dk, v.ln1, lp->wk, N, true);
+        linear_backward(m, dp, dql, v.ln1, lp->wq, N, false);
+        linear_backward(m, dp, dkl, v.ln1, lp->wk, N, true);
         linear_backward(m, dp, dv, v.ln1, lp->wv, N, true);
         tp_rows(m, dln, dp);
         kern_norm_backward(s, &dm->norm, dres, grad(m, lp->ln1_w), grad(m, lp->ln1_b), dln, v.x,

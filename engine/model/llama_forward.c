@@ -72,10 +72,18 @@ void llama_layer_forward(llama_model *m, const llama_layer_view *v, int l, const
     const size_t NlC = (size_t)dm->Nl * dm->C;
 
     norm_rows(m, v->ln1, v->ln1_mean, v->ln1_rstd, v->x, lp->ln1_w, lp->ln1_b);
-    linear_forward(m, v->q, v->ln1, lp->wq, N);
-    add_bias(m, v->q, lp->bq, N);
-    linear_forward(m, v->k, v->ln1, lp->wk, N);
-    add_bias(m, v->k, lp->bk, N);
+    /* --qk-layernorm: the projections land before their norm, which writes q and k (rows of one head) */
+    const tr_buf qlin = dm->qk_norm ? v->q_pre : v->q, klin = dm->qk_norm ? v->k_pre : v->k;
+    linear_forward(m, qlin, v->ln1, lp->wq, N);
+    add_bias(m, qlin, lp->bq, N);
+    linear_forward(m, klin, v->ln1, lp->wk, N);
+    add_bias(m, klin, lp->bk, N);
+    if (dm->qk_norm) {
+        kern_norm_forward(s, &dm->norm, v->q, v->qn_mean, v->qn_rstd, v->q_pre, llama_weight(m, lp->qn_w),
+                          llama_weight(m, lp->qn_b), N * NH, D);
+        kern_norm_forward(s, &dm->norm, v->k, v->kn_mean, v->kn_rstd, v->k_pre, llama_weight(m, lp->kn_w),
+                          llama_weight(m, lp->kn_b), N * KV, D);
+    }
     linear_forward(m, v->v, v->ln1, lp->wv, N);
     add_bias(m, v->v, lp->bv, N);
     kern_rope_forward(s, &dm->rope, v->q, pos, B, T, NH, D);

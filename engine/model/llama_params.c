@@ -75,6 +75,7 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_lay
     dm->norm_bias = dm->norm.kind == KERN_NORM_LAYER;
     dm->linear_bias = !cfg->disable_bias_linear;
     dm->qkv_bias = dm->linear_bias || cfg->add_qkv_bias; /* Megatron: linear biases imply q/k/v biases */
+    dm->qk_norm = cfg->qk_layernorm;
     dm->rope.theta = (float)cfg->rotary_base;
     dm->rope.rot_dim = (int)(dm->D * cfg->rotary_percent);
     if (dm->rope.rot_dim <= 0 || dm->rope.rot_dim % 2)
@@ -155,7 +156,7 @@ bool llama_hf_fc1_half(const char *name, int half, char *out, size_t n) {
 
 static void build_table(llama_model *m) {
     const llama_dims *dm = &m->dims;
-    int cap = 3 + 16 * dm->nl + 2;
+    int cap = 3 + 20 * dm->nl + 2;
     m->params_tab = calloc((size_t)cap, sizeof *m->params_tab);
     m->layer = calloc((size_t)(dm->nl > 0 ? dm->nl : 1), sizeof *m->layer);
     TR_CHECK(m->params_tab && m->layer, "out of host memory for the parameter table");
@@ -181,6 +182,16 @@ static void build_table(llama_model *m) {
         if (dm->qkv_bias) { P(bk, "self_attn.k_proj.bias", dm->KV * dm->D, 0, SPLIT_ROWS, LLAMA_INIT_ZEROS); }
         P(wv, "self_attn.v_proj.weight", dm->KV * dm->D, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
         if (dm->qkv_bias) { P(bv, "self_attn.v_proj.bias", dm->KV * dm->D, 0, SPLIT_ROWS, LLAMA_INIT_ZEROS); }
+        lp->qn_w = lp->qn_b = lp->kn_w = lp->kn_b = -1;
+        if (dm->qk_norm) { /* one [D] norm shared by every head (Megatron's q_layernorm, k_layernorm) */
+            P(qn_w, "self_attn.q_norm.weight", dm->D, 0, SPLIT_NONE, norm_init);
+            if (dm->norm_bias) { P(qn_b, "self_attn.q_norm.bias", dm->D, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
+            P(kn_w, "self_attn.k_norm.weight", dm->D, 0, SPLIT_NONE, norm_init);
+            if (dm->norm_bias) { P(kn_b, "self_attn.k_norm.bias", dm->D, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
+            const int qk[] = {lp->qn_w, lp->qn_b, lp->kn_w, lp->kn_b};
+            for (int j = 0; j < 4; j++)
+                if (qk[j] >= 0) m->params_tab[qk[j]].place.tp_partial_grad = true;
+        }
         P(wo, "self_attn.o_proj.weight", dm->C, dm->NH * dm->D, SPLIT_COLS, LLAMA_INIT_SCALED);
         if (dm->linear_bias) { P(bo, "self_attn.o_proj.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
         P(ln2_w, "post_attention_layernorm.weight", dm->C, 0, SPLIT_NONE, norm_init);
@@ -237,6 +248,14 @@ static size_t alloc_acts(llama_model *m, llama_acts *a, int layers, int parts, b
         A(a->ln2_mean, L * Nl * 4, "activations: norm statistics");
         A(a->ln2_rstd, L * Nl * 4, "activations: norm statistics");
         A(a->q, L * N * qd * as, "activations: queries");
+        if (dm->qk_norm) {
+            A(a->q_pre, L * N * qd * as, "activations: queries before their norm");
+            A(a->k_pre, L * N * kd * as, "activations: keys before their norm");
+            A(a->qn_mean, L * N * (size_t)dm->NHl * 4, "activations: q norm statistics");
+            A(a->qn_rstd, L * N * (size_t)dm->NHl * 4, "activations: q norm statistics");
+            A(a->kn_mean, L * N * (size_t)dm->KVl * 4, "activations: k norm statistics");
+            A(a->kn_rstd, L * N * (size_t)dm->KVl * 4, "activations: k norm statistics");
+        }
         A(a->k, L * N * kd * as, "activations: keys");
         A(a->v, L * N * kd * as, "activations: values");
         if (m->layout.cp > 1) {
@@ -288,7 +307,7 @@ static void alloc_all_acts(llama_model *m, int *failed, char *err, size_t errlen
 }
 
 static void free_acts(llama_model *m, llama_acts *a) {
-    void *bufs[] = {a->resid, a->resid_mid, a->ln1, a->ln2, a->ln1_mean, a->ln1_rstd, a->ln2_mean, a->ln2_rstd,
+    void *bufs[] = {a->q_pre, a->k_pre, a->qn_mean, a->qn_rstd, a->kn_mean, a->kn_rstd, a->resid, a->resid_mid, a->ln1, a->ln2, a->ln1_mean, a->ln1_rstd, a->ln2_mean, a->ln2_rstd,
                     a->q, a->k, a->v, a->kfull, a->vfull, a->att, a->lse, a->h, a->act, a->lnf, a->lnf_mean, a->lnf_rstd, a->logits,
                     a->losses, a->ce_max, a->ce_sum, a->ce_target, a->tokens, a->targets, a->positions};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(m->dev, bufs[i]);
@@ -347,6 +366,10 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     }
     A(m->g.dln, N * C * as, "gradients: norm output");
     A(m->g.dq, N * qd * as, "gradients: queries");
+    if (dm->qk_norm) {
+        A(m->g.dqn, N * qd * as, "gradients: queries before their norm");
+        A(m->g.dkn, N * kd * as, "gradients: keys before their norm");
+    }
     A(m->g.dk, N * kd * as, "gradients: keys");
     A(m->g.dv, N * kd * as, "gradients: values");
     A(m->g.datt, N * qd * as, "gradients: attention output");
@@ -429,7 +452,7 @@ void llama_destroy(llama_model *m) {
         for (int i = 0; i < m->layout.slots; i++) free_acts(m, &m->acts[i]);
     free_acts(m, &m->ws);
     free(m->act_index), free(m->ws_index), free(m->unit_start);
-    void *bufs[] = {m->params, m->grads, m->ones, m->g.dresid, m->g.dln, m->g.dq, m->g.dk, m->g.dv, m->g.datt, m->g.dh,
+    void *bufs[] = {m->params, m->grads, m->ones, m->g.dqn, m->g.dkn, m->g.dresid, m->g.dln, m->g.dq, m->g.dk, m->g.dv, m->g.datt, m->g.dh,
                     m->g.dact, m->g.dloss, m->g.sp_loc, m->g.sp_full, m->g.dkfull, m->g.dvfull, m->g.gather, m->q_pos, m->k_pos};
     if (m->master != m->params) dev_free(m->dev, m->master);
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(m->dev, bufs[i]);

@@ -6,7 +6,6 @@
 int llama_check_config(const tr_config *cfg, tr_errlist *el) {
     const int before = el->n;
     if (!cfg->swiglu) tr_errlist_add(el, "twinrun's Llama has a SwiGLU MLP: add --swiglu");
-    if (cfg->qk_layernorm) tr_errlist_add(el, "--qk-layernorm is not implemented yet; drop it");
     if (!cfg->untie_embeddings_and_output_weights)
         tr_errlist_add(el, "tied embeddings are not supported: add --untie-embeddings-and-output-weights");
     if (cfg->position_embedding_type != TR_POS_ROPE)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Megatron's linear biases (its default, no --disable-bias-linear) across layouts: TP2 x PP2 x DP2 with
+# Megatron's linear biases (its default, no --disable-bias-linear), and --qk-layernorm, across layouts: TP2 x PP2 x DP2 with
 # sequence parallelism and the distributed optimizer, and TP2 x CP2 x DP2, train like one rank (fp32,
 # 1e-5) — the column-parallel biases split with their rows, the row-parallel ones added once after the
 # reduction and their gradients summed over TP with sequence parallelism. --add-qkv-bias likewise.
@@ -20,7 +20,7 @@ run() { # name world flags...
     rc=$?
     [ $rc -eq 0 ] || { tail -5 "$work/$name.log"; fail "$name: exit status $rc"; }
 }
-for bias in "linear:" "qkv:--disable-bias-linear --add-qkv-bias"; do
+for bias in "linear:" "qkv:--disable-bias-linear --add-qkv-bias" "qknorm:--disable-bias-linear --qk-layernorm"; do
     kind=${bias%%:*} flags=${bias#*:}
     # shellcheck disable=SC2086
     run "${kind}_one" 1 $flags

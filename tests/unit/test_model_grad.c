@@ -17,6 +17,7 @@
 enum { B = 2, T = 6 };
 
 static int g_biases; /* the next check's model: 0 no biases, 1 Megatron's linear biases, 2 --add-qkv-bias only */
+static bool g_qk_norm; /* and --qk-layernorm */
 
 static tr_config config(tr_norm_type norm, bool one_p, double rotary_percent) {
     tr_config c;
@@ -28,6 +29,7 @@ static tr_config config(tr_norm_type norm, bool one_p, double rotary_percent) {
     c.rotary_percent = rotary_percent, c.rotary_base = 10000;
     c.swiglu = true, c.untie_embeddings_and_output_weights = true, c.disable_bias_linear = g_biases != 1;
     c.add_qkv_bias = g_biases == 2;
+    c.qk_layernorm = g_qk_norm;
     c.micro_batch_size = B, c.global_batch_size = B;
     c.init_method_std = 0.1; /* larger weights: gradients well above the differencing noise */
     return c;
@@ -147,6 +149,18 @@ static void test_padding_takes_no_part(void **s) {
     dev_close(d);
 }
 
+/* --qk-layernorm: each head's queries and keys normalised (RMSNorm, LayerNorm with its bias, 1p) */
+static void test_qk_layernorm(void **s) {
+    (void)s;
+    g_qk_norm = true;
+    check(TR_NORM_RMSNORM, false, 1.0);
+    check(TR_NORM_LAYERNORM, true, 0.5);
+    g_biases = 1;
+    check(TR_NORM_RMSNORM, false, 1.0);
+    g_biases = 0;
+    g_qk_norm = false;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm_full_rotary),
@@ -154,6 +168,7 @@ int main(void) {
         cmocka_unit_test(test_rmsnorm_1p),
         cmocka_unit_test(test_padding_takes_no_part),
         cmocka_unit_test(test_linear_biases),
+        cmocka_unit_test(test_qk_layernorm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
