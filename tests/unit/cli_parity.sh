@@ -3,6 +3,7 @@
 # user would, checks its exit status and what it printed. Usage: cli_parity.sh BIN_DIR WORK_DIR CASE
 set -u
 bin=$(cd "$1" && pwd) work=$2 case=$3
+src=$(cd "$(dirname "$0")/../.." && pwd) # the source tree: tests/unit/cli_parity.sh
 mkdir -p "$work" && cd "$work" || exit 1
 out=$work/$case.out
 
@@ -83,23 +84,36 @@ preempt)
         --untie-embeddings-and-output-weights --disable-bias-linear --train-iters 6 --global-batch-size 4 >"$out" 2>&1
     [ $? -ne 0 ] || fail "a preempted rank without --exit-signal-handler must fail the job"
     has "killed by SIGTERM" ;;
-resume)
-    # resuming a finished run says so (no "lm loss 0.000000E+00 -> 0.000000E+00"), still evaluates at
-    # the end as Megatron does, and a resume without validation ignores the validation position
-    rm -rf "$work/resume_save"
-    run="$bin/train_llama3 $tiny $llama --eval-interval 2 --eval-iters 1 --save $work/resume_save --save-interval 2"
+final_eval)
+    # Megatron evaluates once more when training ends
+    # shellcheck disable=SC2086
+    expect_rc 0 "$bin/train_llama3" $tiny $llama --eval-interval 2 --eval-iters 1 --train-iters 3
+    has "validation loss at iteration 2 | lm loss value"
+    has "validation loss at iteration 3 on validation set | lm loss value" ;;
+resume_finished)
+    # resuming a run that already reached its last iteration says so (no "lm loss 0.000000E+00 -> 0.000000E+00")
+    rm -rf "$work/finished_save"
+    run="$bin/train_llama3 $tiny $llama --save $work/finished_save --save-interval 2"
     # shellcheck disable=SC2086
     expect_rc 0 $run --train-iters 3
-    has "validation loss at iteration 3 on validation set | lm loss value"
     # shellcheck disable=SC2086
-    expect_rc 0 $run --train-iters 3 --load "$work/resume_save"
+    expect_rc 0 $run --train-iters 3 --load "$work/finished_save"
     has "nothing left to train"
     has "no iteration to run: resumed at iteration 3"
-    count "0.000000E+00" 0
-    has "validation loss at iteration 3 on validation set"
+    count "0.000000E+00" 0 ;;
+resume_no_eval)
+    # a run that validated 4 samples saves that position; resuming it with --eval-iters 0 builds a
+    # validation set of one sample (a small corpus, long sequences) and must not place the position in it
+    rm -rf "$work/noeval_save"
+    cp "$src/tests/data/megatron_data/gpt_u16_seq64/corpus."* "$work/"
+    data="${tiny% --mock-data*} --data-path $work/corpus --split 99,1,0 --vocab-size 32000 --seq-length 256
+     --max-position-embeddings 256 --data-cache-path $work/noeval_cache --log-interval 1"
     # shellcheck disable=SC2086
-    expect_rc 0 "$bin/train_llama3" $tiny $llama --eval-iters 0 --train-iters 5 --load "$work/resume_save"
-    has "iteration        5/       5"
+    expect_rc 0 "$bin/train_llama3" $data $llama --eval-interval 2 --eval-iters 4 --train-iters 2 \
+        --save "$work/noeval_save" --save-interval 2
+    # shellcheck disable=SC2086
+    expect_rc 0 "$bin/train_llama3" $data $llama --eval-iters 0 --train-iters 3 --load "$work/noeval_save"
+    has "iteration        3/       3"
     count "validation loss" 0 ;;
 tokenizer)
     # shellcheck disable=SC2086

@@ -40,7 +40,7 @@ set_tests_properties(cli_deterministic PROPERTIES LABELS "${labels}")
 
 # Issue 16 (Megatron parity, first run): --version on every program, every configuration error of a
 # job reported once, simulated figures labelled. tests/unit/cli_parity.sh holds the cases.
-foreach(case version errors_once sigterm resume tokenizer ckpt_flags ln1p export banner)
+foreach(case version errors_once sigterm final_eval resume_finished resume_no_eval tokenizer ckpt_flags ln1p export banner)
   add_test(NAME cli_parity_${case} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/cli_parity.sh ${bin}
     ${CMAKE_CURRENT_BINARY_DIR}/cli_parity ${case})
   set_tests_properties(cli_parity_${case} PROPERTIES LABELS "${labels}")
