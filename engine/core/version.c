@@ -1,14 +1,10 @@
-/* --version for every program (twinrun/version.h). The commit comes from a header the build
- * regenerates (cmake/commit.cmake), the backend from the preset that built this library. */
+/* --version for every program (twinrun/version.h). The commit and the backend's name come from a
+ * header the build regenerates (cmake/commit.cmake) for the preset that built this library. */
 #include "twinrun/version.h"
 
 #include <string.h>
 
 #include "twinrun_commit.h"
-
-#ifndef TWINRUN_BACKEND_NAME
-#error "the build sets TWINRUN_BACKEND_NAME (CMakeLists.txt)"
-#endif
 
 const char *tr_version_commit(void) { return TWINRUN_COMMIT; }
 const char *tr_version_backend(void) { return TWINRUN_BACKEND_NAME; }
