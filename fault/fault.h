@@ -30,6 +30,7 @@ typedef enum fault_kind {
     FAULT_OOM,           /* the rank allocates more device memory than it has */
     FAULT_SHORT_NODE,    /* a node sees `devices` devices instead of gpus_per_node */
     FAULT_VERSION_SKEW,  /* a node runs another build (`version`) */
+    FAULT_PREEMPT,       /* the scheduler preempts the job: SIGTERM reaches the rank at the start of `step` */
     FAULT_KIND_COUNT
 } fault_kind;
 
@@ -106,6 +107,10 @@ void fault_rank_close(fault_rank *fr);
 void fault_rank_watch(fault_rank *fr, coll_comm *c);
 /* Start of iteration `it`: crash, node crash and OOM fire here. */
 void fault_step_begin(fault_rank *fr, int64_t it);
+/* A preemption of this rank at the iteration fault_step_begin started: true once (it has fired). The
+ * engine treats it as a SIGTERM: with --exit-signal-handler the job saves and stops, without it the
+ * rank dies as SIGTERM's default action kills a process (exit 143). */
+bool fault_preempt(fault_rank *fr);
 /* End of the iteration's compute: a straggler sleeps (factor-1) x the iteration's busy time. */
 void fault_step_end(fault_rank *fr, double busy_seconds);
 /* After the engine produced a tensor x [n] of dt on stream s: NaN/Inf fires here when (tensor, layer) match. */

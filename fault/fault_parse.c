@@ -45,8 +45,8 @@ static int parse_one(const char *b, const char *e, int idx, int world, int gpn, 
     if (copy_span(kind, sizeof kind, kb, ke) || fault_kind_from_name(kind) < 0)
         return tr_errf(err, errlen,
                        "fault %d ('%s'): unknown kind '%.*s': use hang, crash, node_crash, nan, straggler, "
-                       "coll_mismatch, ckpt_enospc, ckpt_crash, ckpt_corrupt, data_corrupt, oom, short_node or "
-                       "version_skew",
+                       "coll_mismatch, ckpt_enospc, ckpt_crash, ckpt_corrupt, data_corrupt, oom, short_node, "
+                       "version_skew or preempt",
                        idx, item, (int)(ke - kb > 40 ? 40 : ke - kb), kb);
     fault_kind k = (fault_kind)fault_kind_from_name(kind);
     fault_spec_default(f, k);

@@ -132,6 +132,19 @@ void fault_step_begin(fault_rank *fr, int64_t it) {
     }
 }
 
+bool fault_preempt(fault_rank *fr) {
+    if (!fr) return false;
+    for (int k = 0; k < fr->n; k++) {
+        const int i = fr->mine[k];
+        const fault_spec *f = &fr->plan->faults[i];
+        if (f->kind != FAULT_PREEMPT || f->step != fr->step || !may_fire(fr, i)) continue;
+        mark_fired(fr, i);
+        say(fr, i);
+        return true;
+    }
+    return false;
+}
+
 void fault_step_end(fault_rank *fr, double busy_seconds) {
     if (!fr) return;
     for (int k = 0; k < fr->n; k++) {

@@ -22,6 +22,7 @@ static const char *const kind_names[FAULT_KIND_COUNT] = {
     [FAULT_OOM] = "oom",
     [FAULT_SHORT_NODE] = "short_node",
     [FAULT_VERSION_SKEW] = "version_skew",
+    [FAULT_PREEMPT] = "preempt",
 };
 
 static const char *const tensor_names[] = {
@@ -238,6 +239,7 @@ void fault_spec_describe(const fault_spec *f, char *out, size_t outlen) {
     case FAULT_VERSION_SKEW:
         snprintf(out, outlen, "version skew: %s runs build '%s' at start-up", who, f->version);
         break;
+    case FAULT_PREEMPT: snprintf(out, outlen, "preemption: SIGTERM to %s at iteration %lld", who, it); break;
     default: snprintf(out, outlen, "unknown fault kind %d", (int)f->kind); break;
     }
 }

@@ -1,6 +1,7 @@
 /* libFuzzer target for the Megatron command-line parser: the input, split on NUL and whitespace,
  * is an argv; it is parsed, validated on a few world sizes and finalized. Beyond the sanitizers,
- * it checks the parser's promises: -1 comes with a one-line message, warnings stay terminated,
+ * it checks the parser's promises: -1 comes with a one-line message (validation: one line per problem),
+ * warnings stay terminated,
  * and finalize leaves a config that validates again. */
 #include <stddef.h>
 #include <stdint.h>
@@ -28,7 +29,14 @@ static int is_sep(uint8_t c) { return c == 0 || c == ' ' || c == '\t' || c == '\
 static void check_message(const char *err, size_t len) {
     if (memchr(err, 0, len) == NULL) __builtin_trap(); /* terminated */
     if (err[0] == 0) __builtin_trap();                  /* an error always says something */
-    if (strchr(err, '\n')) __builtin_trap();            /* and on one line */
+    /* one line per problem: no empty line, none trailing (validate lists several under a count) */
+    if (err[strlen(err) - 1] == '\n' || strstr(err, "\n\n")) __builtin_trap();
+}
+
+/* The parser stops at its first problem: one line. */
+static void check_one_line(const char *err, size_t len) {
+    check_message(err, len);
+    if (strchr(err, '\n')) __builtin_trap();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -50,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[512];
     tr_config_defaults(cfg);
     int rc = tr_config_parse(cfg, argc, argv, err, sizeof err);
-    if (rc == -1) check_message(err, sizeof err);
+    if (rc == -1) check_one_line(err, sizeof err);
     else if (rc != 0 && rc != 1) __builtin_trap();
     if (memchr(cfg->warnings, 0, sizeof cfg->warnings) == NULL) __builtin_trap();
     if (rc == 0) {

@@ -23,6 +23,7 @@ static int64_t pick(uint64_t *rng, int64_t lo, int64_t hi) {
 static bool drawable(const scenario *s, fault_kind k) {
     if (!(s->campaign.kinds & (1u << k))) return false;
     if (k == FAULT_DATA_CORRUPT) return false; /* needs a --data-path copy: a scenario of its own */
+    if (k == FAULT_PREEMPT) return false;      /* needs --exit-signal-handler: a scenario of its own */
     if ((k == FAULT_CKPT_ENOSPC || k == FAULT_CKPT_CRASH || k == FAULT_CKPT_CORRUPT) && s->save_interval <= 0)
         return false;
     if (k == FAULT_CKPT_CORRUPT && s->keep_last == 1) return false;

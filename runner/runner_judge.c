@@ -19,7 +19,10 @@ static int failed_with(const sc_run *run, const char *needle) {
 void sc_run_cause(const sc_job *j, const sc_run *run, char *out, size_t outlen) {
     const twin_result *t = &run->tres;
     const tr_diagnosis *d = &run->sum.diag;
-    if (run->rc == 0) {
+    if (run->rc == 0 && run->sum.signal_exit_iteration > 0) {
+        snprintf(out, outlen, "SIGTERM: saved at iteration %lld and exited 0",
+                 (long long)run->sum.signal_exit_iteration);
+    } else if (run->rc == 0) {
         snprintf(out, outlen, "completed");
     } else if (t->hang && t->blamed_rank >= 0) {
         snprintf(out, outlen, "watchdog at t=%.1f s: rank %d (node %d) stopped first (%s)", t->watchdog_time,
@@ -108,6 +111,17 @@ void sc_judge_fault(const sc_job *j, const fault_plan *plan, int i, const sc_run
         break;
     case FAULT_CKPT_CORRUPT:
     case FAULT_DATA_CORRUPT: break; /* judged by the supervisor, which damaged the file and read the load's error */
+    case FAULT_PREEMPT:
+        /* noticed when the whole job agreed to stop at that iteration, saved, and exited 0 */
+        if (run->rc == 0 && run->sum.signal_exit_iteration == f->step)
+            named = want_rank, when = run->sum.signal_exit_time;
+        else if (t->hang) /* no --exit-signal-handler: the rank died of SIGTERM and the watchdog saw it */
+            named = t->blamed_rank, when = t->watchdog_time;
+        snprintf(o->diagnosis, sizeof o->diagnosis,
+                 run->rc == 0 ? "SIGTERM at iteration %lld: checkpoint saved, exit 0"
+                              : "SIGTERM at iteration %lld: the rank died",
+                 (long long)f->step);
+        break;
     case FAULT_KIND_COUNT: break;
     }
     o->detected = named != -1;

@@ -348,7 +348,11 @@ int sc_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_sup
         bool stop_kind = false;
         for (int i = 0; i < nf; i++)
             stop_kind |= s->expect.expect_failure_kind == (int)plan->faults[i].kind && plan->fired[i].attempt == a + 1;
-        if (rc == 0 || stop_kind || restarts >= s->max_restarts) break;
+        /* a job that stopped cleanly before its last iteration (a preemption it saved for) is rescheduled */
+        const bool finished = rc == 0 && st.at->end_iteration >= j->iters;
+        if (finished || (rc == 0 && st.at->end_iteration <= st.at->start_iteration) || stop_kind ||
+            restarts >= s->max_restarts)
+            break;
         restarts++;
     }
     const sc_run *ref = sv->reference;

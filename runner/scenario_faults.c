@@ -8,9 +8,9 @@
 #include "fault/fault_keys.h"
 #include "scenario_internal.h"
 
-static const char *const kind_names[] = {
-    "hang",       "crash",        "node_crash",   "nan", "straggler",  "coll_mismatch", "ckpt_enospc",
-    "ckpt_crash", "ckpt_corrupt", "data_corrupt", "oom", "short_node", "version_skew",  NULL};
+static const char *const kind_names[] = {"hang",          "crash",       "node_crash",   "nan",          "straggler",
+                                         "coll_mismatch", "ckpt_enospc", "ckpt_crash",   "ckpt_corrupt", "data_corrupt",
+                                         "oom",           "short_node",  "version_skew", "preempt",      NULL};
 
 static int kind_value(sc_ctx *c, const scn_node *v, const char *path, fault_kind *out) {
     char name[64];
@@ -21,7 +21,7 @@ static int kind_value(sc_ctx *c, const scn_node *v, const char *path, fault_kind
         return sc_fail(c, v,
                        "%s: unknown fault kind '%s'%s%s%s; kinds: hang, crash, node_crash, nan, straggler, "
                        "coll_mismatch, ckpt_enospc, ckpt_crash, ckpt_corrupt, data_corrupt, oom, short_node, "
-                       "version_skew",
+                       "version_skew, preempt",
                        path, name, near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
     }
     *out = (fault_kind)k;
@@ -141,7 +141,8 @@ int sc_load_faults(sc_ctx *c, const scn_node *root, scenario *s) {
 int sc_load_campaign(sc_ctx *c, const scn_node *root, scenario *s) {
     sc_campaign *cp = &s->campaign;
     cp->seed = s->seed;
-    cp->kinds = (1u << FAULT_KIND_COUNT) - 1;
+    /* a preemption needs --exit-signal-handler to be survivable: a scenario of its own */
+    cp->kinds = ((1u << FAULT_KIND_COUNT) - 1) & ~(1u << FAULT_PREEMPT);
     cp->step_min = 1;
     cp->step_max = s->train_iters;
     const scn_node *camp = scn_get(root, "campaign", NULL);

@@ -102,6 +102,11 @@ typedef struct ckpt_model_shape { /* what must match on load (seq_length is reco
     int normalization; /* tr_norm_type */
     bool swiglu, untie_embeddings_and_output_weights;
     double rotary_base, norm_epsilon;
+    /* Recorded since issue 16 (has_architecture false in older manifests, which are then not checked on
+     * these): every other flag that changes what the weights mean. */
+    bool has_architecture;
+    bool apply_layernorm_1p, add_bias_linear, add_qkv_bias, qk_layernorm;
+    double rotary_percent;
 } ckpt_model_shape;
 
 typedef struct ckpt_sched { /* Megatron's OptimizerParamScheduler state, in samples */
@@ -139,6 +144,8 @@ int ckpt_manifest_parse(ckpt_manifest *m, const char *json, size_t len, const ch
 
 struct tr_config;
 void ckpt_model_from_config(const struct tr_config *cfg, ckpt_model_shape *out);
+/* The other way: the model flags of a checkpoint into cfg (--use-checkpoint-args). */
+void ckpt_model_to_config(const ckpt_model_shape *s, struct tr_config *cfg);
 /* -1 naming the first difference and both values ("checkpoint has --num-layers 4, this run 2"). */
 int ckpt_model_compare(const ckpt_model_shape *saved, const ckpt_model_shape *run, const char *where, char *err,
                        size_t errlen);

@@ -60,6 +60,13 @@ char *ckpt_manifest_to_json(const ckpt_manifest *m, char *err, size_t errlen) {
     cJSON_AddBoolToObject(mo, "untie_embeddings_and_output_weights", s->untie_embeddings_and_output_weights);
     cJSON_AddNumberToObject(mo, "rotary_base", s->rotary_base);
     cJSON_AddNumberToObject(mo, "norm_epsilon", s->norm_epsilon);
+    if (s->has_architecture) {
+        cJSON_AddBoolToObject(mo, "apply_layernorm_1p", s->apply_layernorm_1p);
+        cJSON_AddBoolToObject(mo, "add_bias_linear", s->add_bias_linear);
+        cJSON_AddBoolToObject(mo, "add_qkv_bias", s->add_qkv_bias);
+        cJSON_AddBoolToObject(mo, "qk_layernorm", s->qk_layernorm);
+        cJSON_AddNumberToObject(mo, "rotary_percent", s->rotary_percent);
+    }
     cJSON_AddNumberToObject(lo, "tp", m->layout.tp);
     cJSON_AddNumberToObject(lo, "pp", m->layout.pp);
     cJSON_AddNumberToObject(lo, "dp", m->layout.dp);
@@ -195,10 +202,18 @@ static int parse_model(const pctx *c, const cJSON *mo, ckpt_model_shape *s) {
                                        "make_vocab_size_divisible_by", "max_position_embeddings", "seq_length"};
     for (int i = 0; i < 10; i++)
         if (get_int(c, mo, keys[i], 0, 1 << 30, ints[i])) return -1;
-    return get_enum(c, mo, "normalization", norms, 2, &s->normalization) || get_bool(c, mo, "swiglu", &s->swiglu) ||
-                   get_bool(c, mo, "untie_embeddings_and_output_weights", &s->untie_embeddings_and_output_weights) ||
-                   get_double(c, mo, "rotary_base", &s->rotary_base) ||
-                   get_double(c, mo, "norm_epsilon", &s->norm_epsilon)
+    if (get_enum(c, mo, "normalization", norms, 2, &s->normalization) || get_bool(c, mo, "swiglu", &s->swiglu) ||
+        get_bool(c, mo, "untie_embeddings_and_output_weights", &s->untie_embeddings_and_output_weights) ||
+        get_double(c, mo, "rotary_base", &s->rotary_base) || get_double(c, mo, "norm_epsilon", &s->norm_epsilon))
+        return -1;
+    /* written since issue 16; a manifest without them is an older checkpoint, not a damaged one */
+    s->has_architecture = cJSON_GetObjectItemCaseSensitive(mo, "apply_layernorm_1p") != NULL;
+    if (!s->has_architecture) return 0;
+    return get_bool(c, mo, "apply_layernorm_1p", &s->apply_layernorm_1p) ||
+                   get_bool(c, mo, "add_bias_linear", &s->add_bias_linear) ||
+                   get_bool(c, mo, "add_qkv_bias", &s->add_qkv_bias) ||
+                   get_bool(c, mo, "qk_layernorm", &s->qk_layernorm) ||
+                   get_double(c, mo, "rotary_percent", &s->rotary_percent)
                ? -1
                : 0;
 }

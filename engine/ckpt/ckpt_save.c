@@ -29,6 +29,16 @@ static void parent_of(char *out, size_t cap, const char *dir) {
     else *slash = '\0';
 }
 
+/* --save DIR with its missing parents, as Megatron's os.makedirs(exist_ok=True) makes them. */
+static int ensure_tree(const ckpt_io *io, const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(path, &st) == 0) return ensure_dir(io, path, NULL, err, errlen);
+    char parent[TR_CKPT_PATH_MAX];
+    parent_of(parent, sizeof parent, path);
+    if (strcmp(parent, path) && strcmp(parent, ".") && ensure_tree(io, parent, err, errlen)) return -1;
+    return ensure_dir(io, path, parent, err, errlen);
+}
+
 int ckpt_save_begin(const ckpt_io *io, const char *dir, int64_t iteration, char *err, size_t errlen) {
     if (!io) io = ckpt_io_posix();
     if (strlen(dir) > 3000) return tr_errf(err, errlen, "%.100s...: checkpoint path too long", dir);
@@ -36,7 +46,7 @@ int ckpt_save_begin(const ckpt_io *io, const char *dir, int64_t iteration, char 
         return tr_errf(err, errlen, "iteration %lld outside 0..9999999 (iter_%%07d)", (long long)iteration);
     char parent[TR_CKPT_PATH_MAX], idir[TR_CKPT_PATH_MAX], path[TR_CKPT_PATH_MAX];
     parent_of(parent, sizeof parent, dir);
-    if (ensure_dir(io, dir, parent, err, errlen)) return -1;
+    if (ensure_tree(io, dir, err, errlen)) return -1;
     int64_t latest;
     char lerr[256];
     int found = ckpt_latest(dir, &latest, lerr, sizeof lerr);

@@ -21,8 +21,10 @@ char *ckpt_hf_config_json(const tr_config *cfg, char *err, size_t errlen) {
     else if (!cfg->untie_embeddings_and_output_weights) why = "tied embeddings (add --untie-embeddings-and-output-weights)";
     else if (cfg->position_embedding_type != TR_POS_ROPE) why = "positions other than RoPE";
     else if (cfg->apply_layernorm_1p) why = "--apply-layernorm-1p";
+    else if (cfg->qk_layernorm) why = "--qk-layernorm (LlamaConfig has no q/k norms)";
     else if (cfg->rotary_percent != 1.0) why = "--rotary-percent below 1";
-    else if (!cfg->disable_bias_linear) why = "linear biases (add --disable-bias-linear)";
+    else if (cfg->add_qkv_bias && cfg->disable_bias_linear)
+        why = "biases on q/k/v only (--add-qkv-bias): LlamaConfig's attention_bias puts one on o_proj too";
     if (why) {
         tr_errf(err, errlen, "Hugging Face's LlamaConfig cannot describe this model: %s", why);
         return NULL;
@@ -52,8 +54,9 @@ char *ckpt_hf_config_json(const tr_config *cfg, char *err, size_t errlen) {
     cJSON_AddNumberToObject(r, "vocab_size", cfg->vocab_size);
     cJSON_AddNumberToObject(r, "max_position_embeddings", cfg->max_position_embeddings);
     cJSON_AddBoolToObject(r, "tie_word_embeddings", 0);
-    cJSON_AddBoolToObject(r, "attention_bias", 0);
-    cJSON_AddBoolToObject(r, "mlp_bias", 0);
+    /* Megatron's linear biases are transformers' attention_bias (q, k, v, o) and mlp_bias (gate, up, down) */
+    cJSON_AddBoolToObject(r, "attention_bias", !cfg->disable_bias_linear);
+    cJSON_AddBoolToObject(r, "mlp_bias", !cfg->disable_bias_linear);
     cJSON_AddStringToObject(r, "hidden_act", "silu");
     cJSON_AddNumberToObject(r, "initializer_range", cfg->init_method_std);
     cJSON_AddStringToObject(r, "torch_dtype", "float32"); /* 4.x */
@@ -80,15 +83,15 @@ static int hf_tensors(const llama_model *m, const float *host, hf_tensor **out) 
     int n = 0;
     for (int i = 0; i < m->nparams; i++) {
         const llama_param *p = &m->params_tab[i];
-        const char *fused = strstr(p->name, "mlp.gate_up_proj.weight");
+        char half_name[sizeof t->name];
+        const bool fused = llama_hf_fc1_half(p->name, 0, half_name, sizeof half_name);
         for (int half = 0; half < (fused ? 2 : 1); half++) {
             hf_tensor *h = &t[n++];
             h->ndim = p->ndim, h->shape[0] = p->shape[0], h->shape[1] = p->shape[1];
             h->data = host + p->offset;
             if (fused) { /* [gate; up] rows */
                 h->shape[0] /= 2, h->data += half * (p->numel / 2);
-                snprintf(h->name, sizeof h->name, "%.*smlp.%s_proj.weight", (int)(fused - p->name), p->name,
-                         half ? "up" : "gate");
+                llama_hf_fc1_half(p->name, half, h->name, sizeof h->name);
             } else {
                 snprintf(h->name, sizeof h->name, "%s", p->name);
                 if (i == m->p_embed || i == m->p_head) h->shape[0] = m->dims.vocab; /* padding dropped */

@@ -17,6 +17,7 @@
 #include "data/indexed_dataset.h"
 #include "data/pcg64.h"
 #include "twinrun/config.h"
+#include "twinrun/version.h"
 
 static double now(void) {
     struct timespec t;
@@ -55,6 +56,10 @@ static int bench_loader(const char *what, tr_config *c, double seconds) {
 }
 
 int main(int argc, char **argv) {
+    if (tr_version_requested(argc, argv)) {
+        tr_version_print(stdout, "bench_data");
+        return 0;
+    }
     int64_t docs = 10000000, corpus_docs = 20000;
     int seq = 4096, mbs = 1;
     double seconds = 2.0;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "flight/flight.h"
+#include "twinrun/version.h"
 
 static char *slurp(const char *path, size_t *len) {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
@@ -34,6 +35,10 @@ static char *slurp(const char *path, size_t *len) {
 }
 
 int main(int argc, char **argv) {
+    if (tr_version_requested(argc, argv)) {
+        tr_version_print(stdout, "blame");
+        return 0;
+    }
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         fprintf(argc < 2 ? stderr : stdout,
                 "usage: blame DUMP...\n"

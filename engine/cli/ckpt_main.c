@@ -1,18 +1,25 @@
 /* ckpt: look at twinrun checkpoints. (Built by tests/ckpt/tests.cmake until twinrun_engine links zlib;
  * then it becomes engine/cli/ckpt_main.c.)
  *   ckpt inspect DIR [--iteration N]   iteration, layout, samples, scheduler, files, verification
- *   ckpt verify DIR [--iteration N]    every checksum; non-zero exit naming the bad file */
+ *   ckpt verify DIR [--iteration N]    every checksum; non-zero exit naming the bad file
+ *   ckpt export DIR --hf OUT [--iteration N]
+ *                                      verified weights as a Hugging Face model (config.json + safetensors) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/hf_export.h"
+#include "model/llama.h"
+#include "train/checkpoint.h"
 #include "twinrun/err.h"
+#include "twinrun/version.h"
 
 static const char *const styles[] = {"constant", "linear", "cosine", "inverse-square-root"};
 
 static int usage(void) {
-    fprintf(stderr, "usage: ckpt inspect DIR [--iteration N]\n       ckpt verify DIR [--iteration N]\n");
+    fprintf(stderr, "usage: ckpt inspect DIR [--iteration N]\n       ckpt verify DIR [--iteration N]\n"
+                    "       ckpt export DIR --hf OUT [--iteration N]\n");
     return TR_EXIT_USAGE;
 }
 
@@ -58,17 +65,60 @@ static void print_manifest(const ckpt_manifest *m) {
     if (m->n_files > 16) printf("  ... %d more\n", m->n_files - 16);
 }
 
+/* The checkpoint's model as Hugging Face weights: whatever layout saved it, its tensors are read
+ * back whole (reassembled from the shards) after every checksum is verified. */
+static int export_hf(const char *dir, int64_t it, const char *out) {
+    char err[2048];
+    ckpt_verify_report rep;
+    if (ckpt_verify(dir, it, &rep, err, sizeof err)) {
+        fprintf(stderr, "ckpt: %s\n", err);
+        return TR_EXIT_FATAL;
+    }
+    ckpt_reader *rd = ckpt_reader_open(dir, it, err, sizeof err);
+    if (!rd) {
+        fprintf(stderr, "ckpt: %s\n", err);
+        return TR_EXIT_FATAL;
+    }
+    const ckpt_manifest *man = ckpt_reader_manifest(rd);
+    tr_config cfg;
+    tr_config_defaults(&cfg);
+    ckpt_model_to_config(&man->model, &cfg);
+    cfg.seq_length = man->model.seq_length, cfg.micro_batch_size = 1;
+    int rc = TR_EXIT_FATAL;
+    float *host = NULL;
+    llama_model *m = llama_create_table(&cfg, NULL, err, sizeof err);
+    if (m && (host = malloc((m->total ? m->total : 1) * sizeof *host)) == NULL) snprintf(err, sizeof err, "out of host memory");
+    if (m && host && !tr_ckpt_read_weights(rd, m, host, err, sizeof err) &&
+        !ckpt_hf_export(m, &cfg, host, out, CKPT_HF_SHARD_BYTES, err, sizeof err)) {
+        printf("exported iteration %lld of %s to %s (%zu parameters, Hugging Face LlamaForCausalLM)\n", (long long)it,
+               dir, out, m->total);
+        rc = TR_EXIT_OK;
+    } else {
+        fprintf(stderr, "ckpt: export to %s: %s\n", out, err);
+    }
+    free(host);
+    llama_destroy(m);
+    ckpt_reader_close(rd);
+    return rc;
+}
+
 int main(int argc, char **argv) {
+    if (tr_version_requested(argc, argv)) {
+        tr_version_print(stdout, "ckpt");
+        return 0;
+    }
     if (argc < 3) return usage();
-    const char *cmd = argv[1], *dir = argv[2], *given = NULL;
+    const char *cmd = argv[1], *dir = argv[2], *given = NULL, *hf = NULL;
     for (int i = 3; i < argc; i++) {
         if (strcmp(argv[i], "--iteration") == 0 && i + 1 < argc) given = argv[++i];
+        else if (strcmp(argv[i], "--hf") == 0 && i + 1 < argc) hf = argv[++i];
         else return usage();
     }
-    int inspect = strcmp(cmd, "inspect") == 0;
-    if (!inspect && strcmp(cmd, "verify") != 0) return usage();
+    int inspect = strcmp(cmd, "inspect") == 0, export = strcmp(cmd, "export") == 0;
+    if ((!inspect && !export && strcmp(cmd, "verify") != 0) || (export != (hf != NULL))) return usage();
     int64_t it;
     if (pick_iteration(dir, given, &it)) return TR_EXIT_FATAL;
+    if (export) return export_hf(dir, it, hf);
     char err[2048];
     if (inspect) {
         ckpt_manifest m;

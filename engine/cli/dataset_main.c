@@ -17,6 +17,7 @@
 #include "data/npy.h"
 #include "twinrun/config.h"
 #include "twinrun/err.h"
+#include "twinrun/version.h"
 
 #define ERRLEN 1024
 
@@ -285,6 +286,10 @@ static int cmd_samples(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    if (tr_version_requested(argc, argv)) {
+        tr_version_print(stdout, "dataset");
+        return 0;
+    }
     if (argc < 2) return usage();
     if (!strcmp(argv[1], "preprocess")) return cmd_preprocess(argc - 2, argv + 2);
     if (!strcmp(argv[1], "inspect")) return cmd_inspect(argc - 2, argv + 2);

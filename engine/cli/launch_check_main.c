@@ -14,8 +14,13 @@
 
 #include "launch/launch_vars.h"
 #include "launch/tcp_store.h"
+#include "twinrun/version.h"
 
 int main(int argc, char **argv) {
+    if (tr_version_requested(argc, argv)) {
+        tr_version_print(stdout, "launch_check");
+        return 0;
+    }
     char err[1024];
     double timeout = 60;
     if (argc > 1) {

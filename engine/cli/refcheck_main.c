@@ -18,6 +18,7 @@
 #include "train/step.h"
 #include "twinrun/config.h"
 #include "twinrun/err.h"
+#include "twinrun/version.h"
 
 typedef struct refcase {
     char dir[1024];
@@ -192,13 +193,14 @@ static int read_ref_param(const refcase *rc, const llama_model *m, int i, const 
     const llama_param *p = &m->params_tab[i];
     char name[256];
     int64_t shape[2] = {p->shape[0], p->shape[1]};
-    const char *gu = strstr(p->name, "gate_up_proj");
-    if (gu) {
+    char half[LLAMA_NAME_LEN + 8];
+    if (llama_hf_fc1_half(p->name, 0, half, sizeof half)) { /* gate rows, then up rows */
         shape[0] /= 2;
-        snprintf(name, sizeof name, "%s%.*sgate_proj.weight", prefix, (int)(gu - p->name), p->name);
-        if (st_read_f32(&rc->ref, name, dst, shape, 2, err, errlen)) return -1;
-        snprintf(name, sizeof name, "%s%.*sup_proj.weight", prefix, (int)(gu - p->name), p->name);
-        return st_read_f32(&rc->ref, name, dst + p->numel / 2, shape, 2, err, errlen);
+        snprintf(name, sizeof name, "%s%s", prefix, half);
+        if (st_read_f32(&rc->ref, name, dst, shape, p->ndim, err, errlen)) return -1;
+        llama_hf_fc1_half(p->name, 1, half, sizeof half);
+        snprintf(name, sizeof name, "%s%s", prefix, half);
+        return st_read_f32(&rc->ref, name, dst + p->numel / 2, shape, p->ndim, err, errlen);
     }
     if (i == m->p_embed || i == m->p_head) shape[0] = m->dims.vocab;
     snprintf(name, sizeof name, "%s%s", prefix, p->name);
@@ -314,6 +316,10 @@ out:
 }
 
 int main(int argc, char **argv) {
+    if (tr_version_requested(argc, argv)) {
+        tr_version_print(stdout, "refcheck");
+        return 0;
+    }
     if (argc != 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fprintf(argc == 2 ? stdout : stderr,
                 "usage: refcheck DIR\n"

@@ -8,15 +8,21 @@
 
 #include "fault/fault.h"
 #include "launch/launch_vars.h"
+#include "train/banner.h"
 #include "train/batch_source.h"
 #include "train/trainer.h"
 #include "twinrun/config.h"
 #include "twinrun/err.h"
 #include "twinrun/launch.h"
+#include "twinrun/version.h"
 
 int main(int argc, char **argv) {
     struct timespec started; /* wall clock at the start of main: start-up is measured from here */
     clock_gettime(CLOCK_REALTIME, &started);
+    if (tr_version_requested(argc, argv)) {
+        tr_version_print(stdout, "train_llama3");
+        return 0;
+    }
     tr_config cfg;
     char err[2048] = "";
     tr_config_defaults(&cfg);
@@ -39,6 +45,10 @@ int main(int argc, char **argv) {
         return TR_EXIT_USAGE;
     }
     fputs(cfg.warnings, stderr);
+    /* Megatron's start-up banner, once per job: by the process that runs rank 0 */
+    tr_launch_vars lv0;
+    if (tr_launch_vars_from_env(&lv0, err, sizeof err) != 0 || lv0.rank <= 0)
+        tr_banner_print(stdout, "train_llama3", &cfg, world);
     /* faults to rehearse with (docs/faults.md): the same plan in the twin and on GPUs */
     fault_plan plan = {0};
     const char *faults = getenv("TWINRUN_FAULTS");
@@ -65,11 +75,16 @@ int main(int argc, char **argv) {
         return rc;
     }
     /* the summary is the reporting rank's: processes of a multi-process job without it say nothing */
-    if (sum.reported)
+    if (sum.reported && sum.iterations > sum.start_iteration)
         printf("[after training] %d ranks, %lld iterations, %lld samples, lm loss %.6E -> %.6E, device memory peak "
            "%.1f MiB per rank\n",
            sum.world, (long long)sum.iterations, (long long)sum.consumed_samples, sum.first_loss, sum.last_loss,
            sum.device_peak_bytes / 1048576.0);
+    else if (sum.reported) /* resumed at (or past) the last iteration: there were no losses to report */
+        printf("[after training] %d ranks, no iteration to run: resumed at iteration %lld, %lld samples, device memory "
+               "peak %.1f MiB per rank\n",
+               sum.world, (long long)sum.start_iteration, (long long)sum.consumed_samples,
+               sum.device_peak_bytes / 1048576.0);
     if (sum.reported && sum.first_iteration_wall > 0)
         printf("[startup] %.3f s from the start of the program to its first iteration\n",
                sum.first_iteration_wall - ((double)started.tv_sec + started.tv_nsec * 1e-9));

@@ -61,6 +61,7 @@ static int parse_list(tr_config *cfg, const tr_flag *f, const char *eq_value, in
             if (*i + 1 >= argc || !argv[*i + 1] || strncmp(argv[*i + 1], "--", 2) == 0) break;
             v = argv[++*i];
         }
+        if (f->check && f->check(f->name, v, err, errlen)) return -1;
         if (f->has_field) {
             if (n >= TR_MAX_PATHS) return tr_errf(err, errlen, "%s takes at most %d values", f->name, TR_MAX_PATHS);
             size_t len = strlen(v);
@@ -77,9 +78,17 @@ static int parse_list(tr_config *cfg, const tr_flag *f, const char *eq_value, in
 }
 
 static int unknown_flag(const char *a, size_t len, char *err, size_t errlen) {
+    const char *why = tr_megatron_flag_unsupported(a, len);
+    if (why) return tr_errf(err, errlen, "%.*s: a Megatron-LM flag that twinrun does not support (%s)", (int)len, a, why);
     const tr_flag *s = tr_flag_suggest(a, len);
     if (s) return tr_errf(err, errlen, "unknown flag %.*s; did you mean %s?", (int)len, a, s->name);
     return tr_errf(err, errlen, "unknown flag %.*s; see --help for the flags twinrun knows", (int)len, a);
+}
+
+/* A Megatron flag twinrun refuses: said as such, with the reason. A flag Megatron itself dropped says so. */
+static int tr_flag_refuse(const tr_flag *f, char *err, size_t errlen) {
+    if (strstr(f->reason, "is gone from Megatron")) return tr_errf(err, errlen, "%s: %s", f->name, f->reason);
+    return tr_errf(err, errlen, "%s: a Megatron-LM flag that twinrun does not support (%s)", f->name, f->reason);
 }
 
 static const tr_flag *seen_flag(const unsigned char *seen, const char *name) {
@@ -130,7 +139,7 @@ int tr_config_parse(tr_config *cfg, int argc, char **argv, char *err, size_t err
         const tr_flag *f = tr_flag_find(a, nlen);
         if (!f) return unknown_flag(a, nlen, err, errlen);
         seen[f - table] = 1;
-        if (f->status == TR_ST_REJECTED) return tr_errf(err, errlen, "%s: %s", f->name, f->reason);
+        if (f->status == TR_ST_REJECTED) return tr_flag_refuse(f, err, errlen);
 
         if (f->kind == TR_K_BOOL || f->kind == TR_K_BOOL_OFF) {
             if (eq) return tr_errf(err, errlen, "%s takes no value (got '%s'); drop '=%s'", f->name, eq + 1, eq + 1);

@@ -28,7 +28,8 @@ void tr_config_print_help(FILE *out) {
           "take no value, a repeated flag keeps its last value, and --data-path takes every value up to the\n"
           "next '--' flag. Flags twinrun accepts without acting on them say why; those that change results\n"
           "print a warning; rejected flags stop with the fix. docs/flags.md has the same list.\n\n"
-          "  -h, --help  print this list and exit\n",
+          "  -h, --help  print this list and exit\n"
+          "  --version   print the program, twinrun's version, commit and backend, and exit\n",
           out);
     for (int s = 0; s < TR_SEC_COUNT; s++) {
         fprintf(out, "\n%s:\n", tr_flag_section_title((tr_flag_section)s));
@@ -67,6 +68,12 @@ void tr_config_print_flags_md(FILE *out) {
           "  prefixes, or weight prefix pairs.\n"
           "- A value may not start with `-` unless it is a negative number.\n"
           "- An unknown flag stops with the closest known one: `unknown flag --num-layer; did you mean --num-layers?`\n"
+          "- A flag Megatron-LM has but twinrun does not (not in the tables below) stops with\n"
+          "  `--moe-router-topk: a Megatron-LM flag that twinrun does not support (mixture-of-experts layers are not\n"
+          "  implemented; ...)`; the rejected rows below read the same way.\n"
+          "- The flags' combinations are checked once per job, before any rank starts, and every problem is\n"
+          "  reported at once (`3 problems in the configuration:` and one line each).\n"
+          "- `--version` (the first argument) prints the program, twinrun's version, the commit and the backend.\n"
           "- `-h`, `--help` prints this list (grouped as below) and exits with status 0.\n\n"
           "Status of each flag:\n\n"
           "- **implemented**: stored in `tr_config` and used by the engine.\n"
@@ -74,7 +81,8 @@ void tr_config_print_flags_md(FILE *out) {
           "- **accepted, ignored with a warning**: parsed and checked, then ignored, and the run prints\n"
           "  `twinrun: warning: --flag ignored: <reason>` because its results differ from a Megatron run with it.\n"
           "- **rejected**: known to Megatron, refused with the fix as the error.\n\n"
-          "Besides those warnings, twinrun warns where Megatron silently changes a setting: `--sequence-parallel`\n"
+          "An enum's choices list what twinrun takes, then (`refused:`) Megatron's choices it refuses.\n"
+          "\nBesides those warnings, twinrun warns where Megatron silently changes a setting: `--sequence-parallel`\n"
           "is turned off at TP 1, `--data-path` without `--split` uses `969, 30, 1`, `--num-query-groups` is\n"
           "ignored without `--group-query-attention`, and `--group-query-attention` alone means one group.\n",
           out);

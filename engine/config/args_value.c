@@ -27,13 +27,20 @@ void tr_flag_range_text(const tr_flag *f, char *buf, size_t len) {
         buf[0] = 0;
 }
 
+/* The choices twinrun takes, then Megatron's choices it refuses: --help must not offer what a run refuses. */
 void tr_flag_choices_text(const tr_flag *f, char *buf, size_t len) {
     size_t used = 0;
     if (len) buf[0] = 0;
-    for (const tr_choice *c = f->choices; c && c->name; c++) {
-        int k = snprintf(buf + used, len - used, "%s%s", c == f->choices ? "" : ", ", c->name);
-        if (k < 0 || (size_t)k >= len - used) break;
-        used += (size_t)k;
+    for (int refused = 0; refused < 2; refused++) {
+        int listed = 0;
+        for (const tr_choice *c = f->choices; c && c->name; c++) {
+            if ((c->reject != NULL) != refused) continue;
+            const char *sep = listed ? ", " : refused ? (used ? "; refused: " : "refused: ") : "";
+            int k = snprintf(buf + used, len - used, "%s%s", sep, c->name);
+            if (k < 0 || (size_t)k >= len - used) return;
+            used += (size_t)k;
+            listed++;
+        }
     }
 }
 

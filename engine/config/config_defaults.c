@@ -31,6 +31,8 @@ void tr_config_defaults(tr_config *cfg) {
     cfg->adam_eps = 1e-8;
     cfg->check_for_nan_in_loss_and_grad = true;
     cfg->seed = 1234;
+    cfg->decoupled_lr = -1.0;     /* unset: the embedding and output layer follow --lr */
+    cfg->decoupled_min_lr = -1.0; /* unset: they follow --min-lr */
 
     /* parallelism */
     cfg->tensor_model_parallel_size = 1;
@@ -48,5 +50,7 @@ void tr_config_defaults(tr_config *cfg) {
     cfg->eval_interval = 1000;
     cfg->eval_iters = 100;
     cfg->distributed_timeout_minutes = 10;
+    cfg->log_loss_scale_to_tensorboard = true;
+    cfg->ckpt_step = -1;
     strcpy(cfg->ckpt_format, "torch_dist");
 }

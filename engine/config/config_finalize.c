@@ -20,5 +20,10 @@ int tr_config_finalize(tr_config *cfg, int world, char *err, size_t errlen) {
         tr_config_warn(cfg, "--attention-dropout %g / --hidden-dropout %g ignored: twinrun trains without dropout "
                             "(Megatron's default is 0.1; pass 0.0 for both to match Llama pretraining and silence this)",
                        cfg->attention_dropout, cfg->hidden_dropout);
+    /* the 70B guide's MODEL_ARGS have no --disable-bias-linear: Megatron then builds every linear with a
+     * bias, and so does twinrun; one line says it, since a Llama 3 checkpoint has none */
+    if (!cfg->disable_bias_linear)
+        tr_config_warn(cfg, "linear layers have biases (Megatron's default without --disable-bias-linear); Llama 3 "
+                            "itself has none");
     return tr_config_validate(cfg, world, err, errlen);
 }

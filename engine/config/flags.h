@@ -91,8 +91,10 @@ const tr_flag *tr_flag_find(const char *name, size_t len);
 /* The known flag closest to `name` by edit distance, or NULL when nothing is plausibly meant. */
 const tr_flag *tr_flag_suggest(const char *name, size_t len);
 
-/* Appends "twinrun: warning: <fmt>\n" to cfg->warnings unless the same line is already there. */
-void tr_config_warn(tr_config *cfg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A flag Megatron-LM has and twinrun's table does not: why twinrun leaves it out (one clause), or NULL
+ * when Megatron has no such flag either. */
+const char *tr_megatron_flag_unsupported(const char *name, size_t len);
+
 
 /* Writes docs/flags.md (the reference, generated from the table). */
 void tr_config_print_flags_md(FILE *out);

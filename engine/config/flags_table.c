@@ -4,6 +4,7 @@
  * the fix. The parser, --help, docs/flags.md and the tests are all driven by this table. */
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "config/flags.h"
 #include "twinrun/err.h"
@@ -18,12 +19,14 @@
 #define R_FUSION "a kernel-fusion switch of Megatron's PyTorch stack; twinrun's kernels compute the same values either way"
 #define R_FP8 "twinrun has no FP8 kernels; training runs in bf16 (or fp32) and results differ from an FP8 run"
 #define R_TOKENIZER "twinrun reads token ids that preprocessing already produced; no tokenizer runs while training"
-#define R_RECOMPUTE "twinrun keeps all activations (no recomputation); memory use is that of a run without recompute"
+#define R_CKPT_FORMAT                                                                                             \
+    "twinrun writes and reads its own sharded, checksummed checkpoint format whatever the value (docs/checkpoints.md)"
 
 static const tr_choice POS_EMB[] = {
-    {"learned_absolute", TR_POS_LEARNED, NULL},
+    {"learned_absolute", TR_POS_LEARNED,
+     "twinrun's Llama has rotary embeddings only; use --position-embedding-type rope"},
     {"rope", TR_POS_ROPE, NULL},
-    {"none", TR_POS_NONE, NULL},
+    {"none", TR_POS_NONE, "twinrun's Llama has rotary embeddings only; use --position-embedding-type rope"},
     {"yarn", 0, "YaRN is not implemented; Llama 3 uses --position-embedding-type rope"},
     {"mrope", 0, "multimodal RoPE is not implemented; Llama 3 uses --position-embedding-type rope"},
     {"relative", 0, "relative (T5-style) position embeddings are not implemented; use rope"},
@@ -62,8 +65,10 @@ static const tr_choice FP8_RECIPE[] = {
 };
 static const tr_choice FP8_AMAX_ALGO[] = {{"most_recent", 0, NULL}, {"max", 0, NULL}, {NULL, 0, NULL}};
 static const tr_choice EMPTY_MEM[] = {{"0", 0, NULL}, {"1", 1, NULL}, {"2", 2, NULL}, {NULL, 0, NULL}};
-static const tr_choice RECOMPUTE_GRAN[] = {{"full", 0, NULL}, {"selective", 0, NULL}, {NULL, 0, NULL}};
-static const tr_choice RECOMPUTE_METHOD[] = {{"uniform", 0, NULL}, {"block", 0, NULL}, {NULL, 0, NULL}};
+static const tr_choice RECOMPUTE_GRAN[] = {
+    {"full", TR_RECOMPUTE_FULL, NULL}, {"selective", TR_RECOMPUTE_SELECTIVE, NULL}, {NULL, 0, NULL}};
+static const tr_choice RECOMPUTE_METHOD[] = {
+    {"uniform", TR_RECOMPUTE_METHOD_UNIFORM, NULL}, {"block", TR_RECOMPUTE_METHOD_BLOCK, NULL}, {NULL, 0, NULL}};
 static const tr_choice TOKENIZER_TYPE[] = {
     {"BertWordPieceLowerCase", 0, NULL}, {"BertWordPieceCase", 0, NULL},     {"GPT2BPETokenizer", 0, NULL},
     {"SentencePieceTokenizer", 0, NULL}, {"GPTSentencePieceTokenizer", 0, NULL}, {"HuggingFaceTokenizer", 0, NULL},
@@ -85,6 +90,17 @@ static const tr_choice CKPT_FORMAT[] = {
 };
 
 static void use_rope(tr_config *cfg) { cfg->position_embedding_type = TR_POS_ROPE; }
+/* Megatron's --recompute-activations is shorthand for --recompute-granularity selective. */
+static void recompute_selective(tr_config *cfg) { cfg->recompute_granularity = TR_RECOMPUTE_SELECTIVE; }
+
+/* --recompute-modules: of Megatron's submodules a dense Llama has core attention (its default); the
+ * others are MoE, MLA or recompute what twinrun keeps anyway. */
+static int check_recompute_module(const char *flag, const char *v, char *err, size_t errlen) {
+    if (!strcmp(v, "core_attn")) return 0;
+    return tr_errf(err, errlen, "%s %s: twinrun recomputes core attention only (core_attn, Megatron's default); for "
+                                "whole layers use --recompute-granularity full",
+                   flag, v);
+}
 
 /* --split: Megatron reads the numbers with the regex [.0-9]+ and ignores everything else (so the
  * literal quotes in the seed's "--split '99,1,0'" are harmless); at most three, each a float. */
@@ -136,8 +152,14 @@ static const tr_flag FLAGS[] = {
     {"--swiglu", TR_K_BOOL, TR_SEC_MODEL, F(swiglu), .def = "off", .help = "SwiGLU MLP (gated SiLU) instead of GeLU"},
     {"--untie-embeddings-and-output-weights", TR_K_BOOL, TR_SEC_MODEL, F(untie_embeddings_and_output_weights),
      .def = "off", .help = "separate input embedding and output projection"},
-    {"--disable-bias-linear", TR_K_BOOL, TR_SEC_MODEL, F(disable_bias_linear), .def = "off",
-     .help = "no bias in any linear layer (Llama)"},
+    {"--disable-bias-linear", TR_K_BOOL, TR_SEC_MODEL, F(disable_bias_linear), .def = "off (biases)",
+     .help = "no bias in any linear layer (Llama 3 has none)"},
+    {"--add-bias-linear", TR_K_BOOL_OFF, TR_SEC_MODEL, F(disable_bias_linear), .def = "on",
+     .help = "biases in every linear layer: Megatron's default, spelled out (undoes --disable-bias-linear)"},
+    {"--add-qkv-bias", TR_K_BOOL, TR_SEC_MODEL, F(add_qkv_bias), .def = "off",
+     .help = "biases in the q/k/v projections only (Qwen-style); implied by linear biases"},
+    {"--qk-layernorm", TR_K_BOOL, TR_SEC_MODEL, F(qk_layernorm), .def = "off",
+     .help = "normalise each head's queries and keys (with the --normalization kind) before RoPE"},
     {"--attention-dropout", TR_K_DOUBLE, TR_SEC_MODEL, F(attention_dropout), UNIT_OPEN, .metavar = "P",
      .def = "0.1", .help = "dropout on attention probabilities"},
     {"--hidden-dropout", TR_K_DOUBLE, TR_SEC_MODEL, F(hidden_dropout), UNIT_OPEN, .metavar = "P", .def = "0.1",
@@ -147,7 +169,9 @@ static const tr_flag FLAGS[] = {
     {"--vocab-size", TR_K_INT, TR_SEC_MODEL, F(vocab_size), GE(1), .metavar = "N",
      .def = "required unless --hf-load", .help = "vocabulary size before padding (Llama 3: 128256)"},
     {"--make-vocab-size-divisible-by", TR_K_INT, TR_SEC_MODEL, F(make_vocab_size_divisible_by), GE(1),
-     .metavar = "N", .def = "128", .help = "pad the vocabulary to a multiple of N x TP"},
+     .metavar = "N", .def = "128",
+     .help = "pad the vocabulary to a multiple of N x TP; the padding rows take no part in the loss (Hugging Face's "
+             "loss; Megatron's softmax includes them: docs/parallel.md)"},
     {"--use-mcore-models", TR_K_BOOL, TR_SEC_MODEL, F(use_mcore_models), .def = "off", .status = TR_ST_ACCEPTED,
      .reason = "twinrun has one model implementation", .help = "use Megatron-Core models (deprecated in Megatron)"},
     {"--attention-backend", TR_K_ENUM, TR_SEC_MODEL, .choices = ATTN_BACKEND, .metavar = "KIND", .def = "auto",
@@ -198,14 +222,23 @@ static const tr_flag FLAGS[] = {
      .reason = "no Python garbage collector", .help = "run Python's garbage collector by hand"},
     {"--manual-gc-interval", TR_K_INT, TR_SEC_TRAINING, GE(0), .metavar = "N", .def = "0",
      .status = TR_ST_ACCEPTED, .reason = "no Python garbage collector", .help = "iterations between manual collections"},
-    {"--recompute-activations", TR_K_BOOL, TR_SEC_TRAINING, .def = "off", .status = TR_ST_WARNED,
-     .reason = R_RECOMPUTE, .help = "selective activation recomputation"},
-    {"--recompute-granularity", TR_K_ENUM, TR_SEC_TRAINING, .choices = RECOMPUTE_GRAN, .metavar = "KIND",
-     .def = "none", .status = TR_ST_WARNED, .reason = R_RECOMPUTE, .help = "what to recompute in the backward pass"},
-    {"--recompute-method", TR_K_ENUM, TR_SEC_TRAINING, .choices = RECOMPUTE_METHOD, .metavar = "KIND",
-     .def = "none", .status = TR_ST_WARNED, .reason = R_RECOMPUTE, .help = "which layers full recompute covers"},
-    {"--recompute-num-layers", TR_K_INT, TR_SEC_TRAINING, GE(1), .metavar = "N", .def = "none",
-     .status = TR_ST_WARNED, .reason = R_RECOMPUTE, .help = "layers per recompute unit"},
+    {"--recompute-activations", TR_K_BOOL, TR_SEC_TRAINING, .apply = recompute_selective, .def = "off",
+     .help = "selective activation recomputation (= --recompute-granularity selective)"},
+    {"--recompute-granularity", TR_K_ENUM, TR_SEC_TRAINING, F(recompute_granularity), .choices = RECOMPUTE_GRAN,
+     .metavar = "KIND", .def = "none",
+     .help = "recompute in the backward pass instead of keeping: whole layers (full) or core attention (selective)"},
+    {"--recompute-method", TR_K_ENUM, TR_SEC_TRAINING, F(recompute_method), .choices = RECOMPUTE_METHOD,
+     .metavar = "KIND", .def = "none",
+     .help = "full recompute: units of --recompute-num-layers layers (uniform) or the first N layers of each "
+             "stage (block)"},
+    {"--recompute-num-layers", TR_K_INT, TR_SEC_TRAINING, F(recompute_num_layers), GE(1), .metavar = "N",
+     .def = "none", .help = "layers per recompute unit (uniform) or recomputed layers per stage (block)"},
+    {"--recompute-modules", TR_K_LIST, TR_SEC_TRAINING, .check = check_recompute_module, .metavar = "MODULE ...",
+     .def = "core_attn", .status = TR_ST_ACCEPTED,
+     .reason = "core_attn is what selective recomputation does in twinrun; other modules are refused",
+     .help = "submodules selective recomputation covers"},
+    {"--exit-signal-handler", TR_K_BOOL, TR_SEC_TRAINING, F(exit_signal_handler), .def = "off",
+     .help = "on SIGTERM finish the iteration, save a checkpoint (with --save) and exit 0"},
     {"--checkpoint-activations", TR_K_BOOL, TR_SEC_TRAINING, .def = "off", .status = TR_ST_REJECTED,
      .reason = "--checkpoint-activations is gone from Megatron; use --recompute-activations",
      .help = "old name of activation recomputation"},
@@ -243,6 +276,10 @@ static const tr_flag FLAGS[] = {
      .help = "decay of Adam's first moment"},
     {"--adam-beta2", TR_K_DOUBLE, TR_SEC_OPTIMIZER, F(adam_beta2), UNIT_OPEN, .metavar = "B", .def = "0.999",
      .help = "decay of Adam's second moment"},
+    {"--decoupled-lr", TR_K_DOUBLE, TR_SEC_OPTIMIZER, F(decoupled_lr), GE(0), .metavar = "LR", .def = "--lr",
+     .help = "peak learning rate of the input embedding and the output layer"},
+    {"--decoupled-min-lr", TR_K_DOUBLE, TR_SEC_OPTIMIZER, F(decoupled_min_lr), GE(0), .metavar = "LR",
+     .def = "--min-lr", .help = "floor of the embedding and output layer's decay (read with --decoupled-lr)"},
     {"--adam-eps", TR_K_DOUBLE, TR_SEC_OPTIMIZER, F(adam_eps), GT(0), .metavar = "EPS", .def = "1e-8",
      .help = "Adam's denominator epsilon"},
 
@@ -325,6 +362,9 @@ static const tr_flag FLAGS[] = {
     {"--reset-position-ids", TR_K_BOOL, TR_SEC_DATA, F(reset_position_ids), .def = "off",
      .help = "restart positions after each end-of-document token"},
     {"--reset-attention-mask", TR_K_BOOL, TR_SEC_DATA, F(reset_attention_mask), .def = "off",
+     .status = TR_ST_REJECTED,
+     .reason = "twinrun's attention masks causally over the whole sequence; per-document masks are not implemented: "
+               "drop --reset-attention-mask (--reset-position-ids and --eod-mask-loss work)",
      .help = "no attention across end-of-document tokens"},
     {"--no-mmap-bin-files", TR_K_BOOL_OFF, TR_SEC_DATA, F(mmap_bin_files), .def = "mmap on",
      .help = "read .bin files with read() instead of mmap"},
@@ -374,6 +414,15 @@ static const tr_flag FLAGS[] = {
      .def = "off", .help = "validation perplexity to TensorBoard"},
     {"--log-memory-to-tensorboard", TR_K_BOOL, TR_SEC_LOGGING, F(log_memory_to_tensorboard), .def = "off",
      .help = "device memory (allocated, peak) of the reporting rank to TensorBoard"},
+    {"--no-log-loss-scale-to-tensorboard", TR_K_BOOL_OFF, TR_SEC_LOGGING, F(log_loss_scale_to_tensorboard),
+     .def = "logged", .help = "leave the loss scale (always 1.0: bf16 and fp32 need no scaler) out of TensorBoard"},
+    {"--log-loss-scale-to-tensorboard", TR_K_BOOL, TR_SEC_LOGGING, F(log_loss_scale_to_tensorboard), .def = "on",
+     .help = "loss scale to TensorBoard: Megatron's default, spelled out (Megatron itself has only the --no- form)"},
+    {"--log-batch-size-to-tensorboard", TR_K_BOOL, TR_SEC_LOGGING, .def = "off", .status = TR_ST_ACCEPTED,
+     .reason = "the batch size goes to TensorBoard every iteration anyway (as in Megatron since the flag went away)",
+     .help = "batch size to TensorBoard (Megatron before 2024)"},
+    {"--log-world-size-to-tensorboard", TR_K_BOOL, TR_SEC_LOGGING, F(log_world_size_to_tensorboard), .def = "off",
+     .help = "world size to TensorBoard"},
     {"--log-params-norm", TR_K_BOOL, TR_SEC_LOGGING, .def = "off", .status = TR_ST_WARNED,
      .reason = "the parameter norm is not computed; the log line has no 'params norm' field",
      .help = "log the parameter L2 norm"},
@@ -418,7 +467,14 @@ static const tr_flag FLAGS[] = {
     {"--load", TR_K_STRING, TR_SEC_CHECKPOINT, F(load), .metavar = "DIR", .def = "none",
      .help = "resume from the latest checkpoint here, if there is one"},
     {"--ckpt-format", TR_K_ENUM, TR_SEC_CHECKPOINT, F(ckpt_format), .enum_as_string = true, .choices = CKPT_FORMAT,
-     .metavar = "FMT", .def = "torch_dist", .help = "checkpoint format Megatron would write"},
+     .metavar = "FMT", .def = "torch_dist", .status = TR_ST_ACCEPTED, .reason = R_CKPT_FORMAT,
+     .help = "checkpoint format Megatron would write"},
+    {"--ckpt-step", TR_K_INT64, TR_SEC_CHECKPOINT, F(ckpt_step), GE(0), .metavar = "N", .def = "latest",
+     .help = "load the checkpoint of iteration N from --load instead of the latest"},
+    {"--exit-on-missing-checkpoint", TR_K_BOOL, TR_SEC_CHECKPOINT, F(exit_on_missing_checkpoint), .def = "off",
+     .help = "when --load holds no checkpoint, say so and exit 0 (as Megatron does) instead of training from scratch"},
+    {"--use-checkpoint-args", TR_K_BOOL, TR_SEC_CHECKPOINT, F(use_checkpoint_args), .def = "off",
+     .help = "take the model flags (shape, norm, RoPE, biases) from the --load checkpoint instead of the command line"},
     {"--finetune", TR_K_BOOL, TR_SEC_CHECKPOINT, F(finetune), .def = "off",
      .help = "load weights only; iteration 0, fresh optimizer, scheduler and RNG"},
     {"--no-load-optim", TR_K_BOOL, TR_SEC_CHECKPOINT, F(no_load_optim), .def = "off",

@@ -12,18 +12,19 @@ __device__ __forceinline__ long long ce_local(int32_t target, int vocab_start) {
     return (long long)target - (long long)vocab_start;
 }
 
-__global__ void k_ce_slice_max(float *row_max, tr_buf logits, int V) {
+/* Columns from V_real on pad the vocabulary: never in the max or the sum, zero gradient. */
+__global__ void k_ce_slice_max(float *row_max, tr_buf logits, int V, int V_real) {
     __shared__ float sh[TR_BLOCK];
     const int n = blockIdx.x;
     const size_t row = (size_t)n * (size_t)V;
     float mx = -INFINITY;
-    for (int j = threadIdx.x; j < V; j += TR_BLOCK) mx = nan_max(mx, ldf(logits, row + j));
+    for (int j = threadIdx.x; j < V_real; j += TR_BLOCK) mx = nan_max(mx, ldf(logits, row + j));
     mx = block_max(mx, sh);
     if (threadIdx.x == 0) row_max[n] = mx;
 }
 
 __global__ void k_ce_slice_sums(float *sum_exp, float *target_logit, tr_buf logits, const float *row_max,
-                                const int32_t *targets, int vocab_start, int V) {
+                                const int32_t *targets, int vocab_start, int V, int V_real) {
     __shared__ float sh[TR_BLOCK];
     const int n = blockIdx.x;
     const int32_t t = targets[n];
@@ -37,12 +38,12 @@ __global__ void k_ce_slice_sums(float *sum_exp, float *target_logit, tr_buf logi
     const size_t row = (size_t)n * (size_t)V;
     const float mx = row_max[n];
     float acc = 0.0f;
-    for (int j = threadIdx.x; j < V; j += TR_BLOCK) acc = acc + expf(ldf(logits, row + j) - mx);
+    for (int j = threadIdx.x; j < V_real; j += TR_BLOCK) acc = acc + expf(ldf(logits, row + j) - mx);
     acc = block_sum(acc, sh);
     if (threadIdx.x == 0) {
         const long long local = ce_local(t, vocab_start);
         sum_exp[n] = acc;
-        target_logit[n] = (local >= 0 && local < V) ? ldf(logits, row + (size_t)local) : 0.0f;
+        target_logit[n] = (local >= 0 && local < V_real) ? ldf(logits, row + (size_t)local) : 0.0f;
     }
 }
 
@@ -55,7 +56,8 @@ __global__ void k_ce_loss_from_stats(float *losses, const float *row_max, const 
 /* A 2-D grid: blocks along a row (x) and over rows (y, striding past 65535), so no thread divides by
  * V. Element i is read, then written by the same thread, so dlogits may alias logits. */
 __global__ void k_ce_slice_bwd(tr_buf dlogits, tr_buf logits, const float *row_max, const float *sum_exp,
-                               const int32_t *targets, int vocab_start, const float *dloss, int N, int V) {
+                               const int32_t *targets, int vocab_start, const float *dloss, int N, int V,
+                               int V_real) {
     for (int n = blockIdx.y; n < N; n += gridDim.y) {
         const int32_t t = targets[n];
         if (t < 0) {
@@ -67,25 +69,30 @@ __global__ void k_ce_slice_bwd(tr_buf dlogits, tr_buf logits, const float *row_m
         const long long local = ce_local(t, vocab_start);
         const size_t row = (size_t)n * (size_t)V;
         for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < V; j += gridDim.x * blockDim.x) {
+            if (j >= V_real) { /* padding: no gradient */
+                stf(dlogits, row + j, 0.0f);
+                continue;
+            }
             const float p = expf(ldf(logits, row + j) - mx) / se;
             stf(dlogits, row + j, (p - (local == j ? 1.0f : 0.0f)) * dl);
         }
     }
 }
 
-extern "C" void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V) {
+extern "C" void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V, int V_real) {
     TR_PROF(s, "ce_slice_max");
-    kern_ce_slice_max_check(s, row_max, logits, N, V);
-    k_ce_slice_max<<<N, TR_BLOCK, 0, tr_cu_stream(s)>>>(row_max, logits, V);
+    kern_ce_slice_max_check(s, row_max, logits, N, V, V_real);
+    k_ce_slice_max<<<N, TR_BLOCK, 0, tr_cu_stream(s)>>>(row_max, logits, V, V_real);
     CU_CHECK_LAUNCH("k_ce_slice_max");
 }
 
 extern "C" void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits,
-                                   const float *row_max, const int32_t *targets, int vocab_start, int N, int V) {
+                                   const float *row_max, const int32_t *targets, int vocab_start, int N, int V,
+                                   int V_real) {
     TR_PROF(s, "ce_slice_sums");
-    kern_ce_slice_sums_check(s, sum_exp, target_logit, logits, row_max, targets, vocab_start, N, V);
+    kern_ce_slice_sums_check(s, sum_exp, target_logit, logits, row_max, targets, vocab_start, N, V, V_real);
     k_ce_slice_sums<<<N, TR_BLOCK, 0, tr_cu_stream(s)>>>(sum_exp, target_logit, logits, row_max, targets,
-                                                         vocab_start, V);
+                                                         vocab_start, V, V_real);
     CU_CHECK_LAUNCH("k_ce_slice_sums");
 }
 
@@ -100,12 +107,12 @@ extern "C" void kern_ce_loss_from_stats(dev_stream *s, float *losses, const floa
 
 extern "C" void kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max,
                                        const float *sum_exp, const int32_t *targets, int vocab_start,
-                                       const float *dloss, int N, int V) {
+                                       const float *dloss, int N, int V, int V_real) {
     TR_PROF(s, "ce_slice_backward");
-    kern_ce_slice_backward_check(s, dlogits, logits, row_max, sum_exp, targets, vocab_start, dloss, N, V);
+    kern_ce_slice_backward_check(s, dlogits, logits, row_max, sum_exp, targets, vocab_start, dloss, N, V, V_real);
     const unsigned bx = (unsigned)((V + TR_BLOCK - 1) / TR_BLOCK < 64 ? (V + TR_BLOCK - 1) / TR_BLOCK : 64);
     const dim3 grid(bx, (unsigned)(N < 65535 ? N : 65535));
     k_ce_slice_bwd<<<grid, TR_BLOCK, 0, tr_cu_stream(s)>>>(dlogits, logits, row_max, sum_exp, targets, vocab_start,
-                                                           dloss, N, V);
+                                                           dloss, N, V, V_real);
     CU_CHECK_LAUNCH("k_ce_slice_bwd");
 }

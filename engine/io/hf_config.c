@@ -201,7 +201,7 @@ static int parse_rope_all(const cJSON *root, hf_llama_config *out, const char *p
     return 0;
 }
 
-static int parse_arch(const cJSON *root, const char *path, char *err, size_t errlen) {
+static int parse_arch(const cJSON *root, hf_llama_config *out, const char *path, char *err, size_t errlen) {
     const char *model_type = NULL, *act = NULL;
     if (get_string(root, "model_type", &model_type, path, err, errlen)) return -1;
     if (!model_type)
@@ -214,14 +214,14 @@ static int parse_arch(const cJSON *root, const char *path, char *err, size_t err
     if (act && strcmp(act, "silu") != 0)
         return tr_errf(err, errlen, "%s: hidden_act is \"%.40s\"; twinrun's Llama MLP is SwiGLU, so it must be "
                        "\"silu\"", path, act);
-    static const char *const biases[] = {"attention_bias", "mlp_bias"};
-    for (int i = 0; i < 2; i++) {
-        bool b;
-        if (get_bool(root, biases[i], false, &b, path, err, errlen)) return -1;
-        if (b)
-            return tr_errf(err, errlen, "%s: %s is true, but twinrun's Llama has no biases; use a checkpoint without "
-                           "them", path, biases[i]);
-    }
+    if (get_bool(root, "attention_bias", false, &out->attention_bias, path, err, errlen) ||
+        get_bool(root, "mlp_bias", false, &out->mlp_bias, path, err, errlen))
+        return -1;
+    /* Megatron's biases are all (--add-bias-linear) or none; --add-qkv-bias lacks o_proj's */
+    if (out->attention_bias != out->mlp_bias)
+        return tr_errf(err, errlen, "%s: attention_bias is %s but mlp_bias is %s; Megatron (and twinrun) has biases "
+                       "in every linear layer or in none (--add-qkv-bias covers q/k/v without o_proj), so set both "
+                       "alike", path, out->attention_bias ? "true" : "false", out->mlp_bias ? "true" : "false");
     double prf = 1.0;
     if (get_pos_double(root, "partial_rotary_factor", false, &prf, NULL, path, err, errlen)) return -1;
     if (prf != 1.0)
@@ -291,7 +291,7 @@ int hf_config_parse(hf_llama_config *out, const char *json, size_t len, const ch
     } else if (!cJSON_IsObject(root)) {
         rc = tr_errf(err, errlen, "%s: expected a JSON object {\"model_type\": \"llama\", ...}, got %s", path,
                      json_type_name(root));
-    } else if (parse_arch(root, path, err, errlen) || parse_shape(root, &cfg, path, err, errlen) ||
+    } else if (parse_arch(root, &cfg, path, err, errlen) || parse_shape(root, &cfg, path, err, errlen) ||
                parse_rope_all(root, &cfg, path, err, errlen)) {
         rc = -1;
     }

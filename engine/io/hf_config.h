@@ -14,6 +14,7 @@ typedef struct hf_llama_config {
     int vocab_size, max_position_embeddings;
     double rms_norm_eps, rope_theta;
     bool tie_word_embeddings;
+    bool attention_bias, mlp_bias; /* biases on q, k, v, o / on gate, up, down (transformers' LlamaConfig) */
     /* Llama 3.1 rope_scaling (rope_type "llama3"); has_rope_scaling false for "default"/absent */
     bool has_rope_scaling;
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
@@ -25,7 +26,8 @@ typedef struct hf_llama_config {
  * max_position_embeddings, rms_norm_eps, and a RoPE base (top-level rope_theta as in 4.x, or
  * rope_parameters.rope_theta as in 5.x). Optional with transformers' defaults:
  * num_key_value_heads (= heads), head_dim (= hidden / heads), tie_word_embeddings (false),
- * attention_bias and mlp_bias (false; true is rejected, twinrun's Llama has no biases),
+ * attention_bias and mlp_bias (false; both true is Megatron's linear biases, one without the other has no
+ * Megatron equivalent and is refused),
  * hidden_act ("silu", the only one accepted), rope_scaling / rope_parameters with rope_type
  * "default" or "llama3" (factor, low_freq_factor, high_freq_factor,
  * original_max_position_embeddings all required for llama3). Returns 0, or -1 with a message
@@ -39,7 +41,7 @@ int hf_config_load(hf_llama_config *out, const char *path, char *err, size_t err
 /* Copies the model shape into a Megatron config: num_layers, hidden_size, ffn_hidden_size,
  * num_attention_heads, group_query_attention (kv < heads), num_query_groups, kv_channels,
  * vocab_size, max_position_embeddings, rotary_base, norm_epsilon, normalization = RMSNorm,
- * swiglu, position embedding rope, untie (= !tie_word_embeddings), disable_bias_linear. A field
+ * swiglu, position embedding rope, untie (= !tie_word_embeddings), the linear biases. A field
  * the user already set (different from tr_config_defaults) that disagrees with the HF config is
  * an error naming both (e.g. --num-layers 4 vs num_hidden_layers 2), as are settings Llama cannot
  * have (--apply-layernorm-1p, --rotary-percent below 1) and Llama 3.1 rope_scaling, which

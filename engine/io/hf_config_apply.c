@@ -72,7 +72,9 @@ static int merge(const hf_llama_config *hf, tr_config *c, const tr_config *d, bo
         require_setting(c->apply_layernorm_1p, "--apply-layernorm-1p is set (Llama's RMSNorm weight is not "
                         "zero-centred)", err, errlen) ||
         require_setting(c->rotary_percent != 1.0, "--rotary-percent is below 1 (Llama rotates whole heads)", err,
-                        errlen))
+                        errlen) ||
+        require_setting(c->add_qkv_bias && !hf->attention_bias, "--add-qkv-bias is set (config.json has no biases)",
+                        err, errlen))
         return -1;
     if (!commit) return 0;
     /* --group-query-attention with as many groups as heads is plain multi-head attention, so a user
@@ -82,7 +84,7 @@ static int merge(const hf_llama_config *hf, tr_config *c, const tr_config *d, bo
     c->normalization = TR_NORM_RMSNORM;
     c->position_embedding_type = TR_POS_ROPE;
     c->swiglu = true;
-    c->disable_bias_linear = true;
+    c->disable_bias_linear = !hf->attention_bias; /* parse made attention_bias == mlp_bias */
     return 0;
 }
 

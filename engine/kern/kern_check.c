@@ -251,9 +251,15 @@ void kern_cross_entropy_backward_check(dev_stream *s, tr_buf dlogits, tr_buf log
     kern_check_float_buf(logits, "cross entropy logits");
 }
 
-void kern_ce_slice_max_check(dev_stream *s, float *row_max, tr_buf logits, int N, int V) {
+/* The first V_real columns of a slice are vocabulary, the rest padding. */
+static void check_real(int V, int V_real) {
+    TR_CHECK(V_real >= 0 && V_real <= V, "cross entropy: the real vocabulary columns V_real must be in [0, V]");
+}
+
+void kern_ce_slice_max_check(dev_stream *s, float *row_max, tr_buf logits, int N, int V, int V_real) {
     (void)s;
     TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
+    check_real(V, V_real);
     TR_CHECK(row_max != NULL, "vocab-parallel cross entropy writes row_max[N]");
     kern_check_float_buf(logits, "cross entropy logits");
 }
@@ -264,9 +270,10 @@ static void check_targets(const int32_t *targets, int vocab_start) {
 }
 
 void kern_ce_slice_sums_check(dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits, const float *row_max,
-                              const int32_t *targets, int vocab_start, int N, int V) {
+                              const int32_t *targets, int vocab_start, int N, int V, int V_real) {
     (void)s;
     TR_CHECK(N > 0 && V > 0, "cross entropy needs N and V positive");
+    check_real(V, V_real);
     TR_CHECK(sum_exp != NULL && target_logit != NULL && row_max != NULL,
              "vocab-parallel cross entropy sums need sum_exp[N], target_logit[N] and row_max[N]");
     kern_check_float_buf(logits, "cross entropy logits");
@@ -283,9 +290,10 @@ void kern_ce_loss_from_stats_check(dev_stream *s, float *losses, const float *ro
 
 void kern_ce_slice_backward_check(dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max,
                                   const float *sum_exp, const int32_t *targets, int vocab_start, const float *dloss,
-                                  int N, int V) {
+                                  int N, int V, int V_real) {
     (void)s;
     TR_CHECK(N > 0 && V > 0, "cross entropy backward needs N and V positive");
+    check_real(V, V_real);
     TR_CHECK(dloss != NULL && row_max != NULL && sum_exp != NULL,
              "vocab-parallel cross entropy backward needs dloss, row_max and sum_exp [N]");
     kern_check_float_buf(dlogits, "cross entropy dlogits");

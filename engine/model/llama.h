@@ -23,6 +23,7 @@
 #include "twinrun/config.h"
 #include "twinrun/dev.h"
 #include "twinrun/dtype.h"
+#include "twinrun/err.h"
 #include "twinrun/kern.h"
 
 #define LLAMA_NAME_LEN 96
@@ -43,6 +44,8 @@ typedef struct llama_placement {
     int64_t seg_local[2], seg_global[2], seg_rows[2];
     int64_t col0;
     bool tp_replicated;      /* the same on every TP rank (norm weights) */
+    bool tp_partial_grad;    /* replicated, but each TP rank's gradient covers only its heads (q/k norms):
+                                summed over TP whether or not the sequence is split */
 } llama_placement;
 
 typedef struct llama_param {
@@ -70,6 +73,8 @@ typedef struct llama_dims {
     int vocab;                 /* vocabulary before padding */
     int NHl, KVl, Fl, Vl;      /* this TP rank's heads, groups, ffn and vocabulary slice */
     int vocab_start;           /* first vocabulary row of the slice */
+    int Vl_real;               /* rows of the slice below `vocab`: the rest pad the vocabulary and take no part
+                                * in the softmax (Hugging Face's loss; Megatron's includes them) */
     int l0, nl;                /* this stage's first global layer and its layer count */
     bool first, last;          /* pipeline stage holds the embedding / the output layer and loss */
     int B, T;                  /* micro-batch and this rank's tokens of each sequence (seq / CP) */
@@ -78,6 +83,9 @@ typedef struct llama_dims {
     int Nl;                    /* rows of the residual stream on this rank: B*T, or B*T/TP with sp */
     kern_norm_desc norm;
     bool norm_bias;            /* LayerNorm has a bias */
+    bool qkv_bias;             /* q/k/v projections have biases (--add-qkv-bias, or linear biases) */
+    bool linear_bias;          /* every linear of a layer has one (Megatron's default --add-bias-linear) */
+    bool qk_norm;              /* --qk-layernorm: each head's q and k normalised (--normalization kind) */
     kern_rope_desc rope;
     tr_dtype act_dt, grad_dt;
 } llama_dims;
@@ -85,15 +93,22 @@ typedef struct llama_dims {
 /* Per-layer parameter indices into the table ([nl], local layer order). */
 typedef struct llama_layer_params {
     int ln1_w, ln1_b, wq, wk, wv, wo, ln2_w, ln2_b, fc1, fc2; /* ln*_b = -1 without bias */
+    int bq, bk, bv, bo, b1, b2; /* linear biases (q, k, v, o, fc1 [gate | up], fc2); -1 without */
+    int qn_w, qn_b, kn_w, kn_b; /* --qk-layernorm weights [D] (and LayerNorm biases); -1 without */
 } llama_layer_params;
 
-/* Activations of one micro-batch kept for its backward pass; rows are the micro-batch's N = B*T tokens. */
+/* Activations of one micro-batch kept for its backward pass; rows are the micro-batch's N = B*T tokens.
+ * The per-layer arrays ([nl, ...] below) hold the layers whose activations are kept (llama_model's
+ * act_index); with activation recomputation they are fewer, and the recompute workspace (a llama_acts
+ * of its own) holds the layers recomputed in the backward pass. */
 typedef struct llama_acts {
     void *resid;          /* [nl+1, Nl, C] residual stream entering each local layer; [0] is the stage input */
     void *resid_mid;      /* [nl, Nl, C] after attention */
     void *ln1, *ln2;      /* [nl, N, C] norm outputs of every row (all-gathered with sp) */
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [nl, Nl] */
     void *q;              /* [nl, N, NHl*D] after rope */
+    void *q_pre, *k_pre;  /* [nl, N, NHl*D], [nl, N, KVl*D] before the q/k norms (--qk-layernorm) */
+    float *qn_mean, *qn_rstd, *kn_mean, *kn_rstd; /* [nl, N*NHl], [nl, N*KVl] their statistics */
     void *k, *v;          /* [nl, N, KVl*D] (k after rope) */
     void *att;            /* [nl, N, NHl*D] attention output */
     float *lse;           /* [nl, B, NHl, T] */
@@ -131,11 +146,22 @@ typedef struct llama_model {
     size_t total;       /* elements in the parameter buffers (the table) */
     size_t total_alloc; /* allocated elements: total rounded up for sharding (pad_to) */
 
+    void *ones;    /* [B*T] act_dt ones: a bias is a rank-1 product (ones x bias), its gradient dy^T x ones */
     void *params;  /* [total_alloc] act_dt */
     float *master; /* [total_alloc] fp32 (== params in fp32 training) */
     void *grads;   /* [total_alloc] grad_dt */
 
     llama_acts *acts; /* [layout.slots] */
+    /* Activation recomputation (--recompute-granularity, engine/model/llama_acts.c). */
+    tr_recompute recompute;
+    int *act_index;    /* [nl] >= 0: layer l's index in a slot's per-layer arrays; -1: recomputed */
+    int *ws_index;     /* [nl] a recomputed layer's index in the workspace */
+    int *unit_start;   /* [nl] first local layer of a recomputed layer's unit (recomputed together) */
+    int n_stored, n_ws; /* per-layer entries of each slot, and of the workspace */
+    llama_acts ws;     /* recomputed layers' activations (full), or the core attention's (selective): one
+                          set for every slot, rebuilt just before the backward that reads them */
+    size_t act_bytes;       /* activation storage allocated (every slot and the workspace) */
+    size_t act_bytes_plain; /* what it would be without recomputation */
     llama_site_fn site; /* NULL = nobody watches */
     void *site_arg;
     int site_micro;     /* the micro-batch the caller is running, for the observer */
@@ -147,6 +173,7 @@ typedef struct llama_model {
         void *sp_full; /* [N, C] row-parallel partial sums before the reduce-scatter, gathered gradients (sp) */
         void *dln;     /* [N, C] */
         void *dq;      /* [N, NHl*D] */
+        void *dqn, *dkn; /* [N, NHl*D], [N, KVl*D] gradients before the q/k norms (--qk-layernorm) */
         void *dk, *dv; /* [N, KVl*D] */
         void *datt;    /* [N, NHl*D] */
         void *dh;      /* [N, 2*Fl] */
@@ -156,6 +183,42 @@ typedef struct llama_model {
         void *gather;          /* [CP, B, T, KVl*D] all-gather / reduce-scatter staging (CP > 1) */
     } g;
 } llama_model;
+
+/* The model settings twinrun's Llama cannot build (biases, tied embeddings, ...), each added to el.
+ * Returns -1 when it added any, else 0. */
+int llama_check_config(const tr_config *cfg, tr_errlist *el);
+
+/* One layer's activations of one micro-batch, wherever they live (a slot, or the recompute workspace).
+ * Rows: Nl of the residual stream, N of everything else (all-gathered with sequence parallelism). */
+typedef struct llama_layer_view {
+    tr_buf x, xmid, xout;         /* [Nl, C] layer input, after attention, layer output (x of the next layer) */
+    tr_buf ln1, ln2;              /* [N, C] norm outputs */
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [Nl] */
+    tr_buf q, att;                /* [N, NHl*D] queries after rope, attention output */
+    tr_buf q_pre, k_pre;          /* [N, NHl*D], [N, KVl*D] the projections before --qk-layernorm */
+    float *qn_mean, *qn_rstd, *kn_mean, *kn_rstd; /* [N*NHl], [N*KVl] */
+    tr_buf k, v;                  /* [N, KVl*D] */
+    float *lse;                   /* [B, NHl, T] */
+    tr_buf kf, vf;                /* [B, Tfull, KVl*D] the whole sequence's keys and values (CP > 1) */
+    tr_buf h;                     /* [N, 2*Fl] fc1 output [gate | up] */
+    tr_buf a;                     /* [N, Fl] swiglu output */
+} llama_layer_view;
+
+/* Decoder layer l (local) forward into its view; pos: the micro-batch's position ids on the device, or
+ * NULL for 0..T-1 (llama_forward.c). */
+void llama_layer_forward(llama_model *m, const llama_layer_view *v, int l, const int32_t *pos);
+/* The layer's core attention: att and lse from q, k, v (with CP from kf, vf, all-gathered first when
+ * `gather`; selective recomputation reuses the kept ones). */
+void llama_core_attention(llama_model *m, const llama_layer_view *v, bool gather);
+/* Where local layer l's activations of `slot` are (llama_acts.c). */
+void llama_layer_view_of(const llama_model *m, int slot, int l, llama_layer_view *v);
+/* Decides which layers keep their activations and which are recomputed (--recompute-granularity,
+ * --recompute-method, --recompute-num-layers, as Megatron's TransformerBlock applies them to a stage):
+ * fills act_index, ws_index, unit_start, n_stored, n_ws. 0, or -1 with err. */
+int llama_plan_recompute(llama_model *m, const tr_config *cfg, char *err, size_t errlen);
+/* True when the backward pass must recompute local layer l's unit before its backward: l is a
+ * recomputed layer and the last of its unit. */
+bool llama_unit_ends_at(const llama_model *m, int l);
 
 /* Derives the dimensions for a layout; -1 with err when the config cannot describe the model or
  * the layout does not divide it (heads, groups, ffn or vocabulary by TP; layers by PP). */
@@ -171,6 +234,10 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
 /* Context parallelism: the position in the whole sequence of this rank's local token j
  * (Megatron's load-balanced split into 2*CP chunks, rank r holding chunks r and 2*CP-1-r). */
 int llama_cp_position(int seq, int cp, int cp_rank, int j);
+/* The parameter table of one rank of a layout (NULL: the whole model on one rank) without any buffer
+ * or device: names, shapes and placements, for tools that move weights between formats on the host
+ * and for counting parameters. Free with llama_destroy. */
+llama_model *llama_create_table(const tr_config *cfg, const llama_layout *lay, char *err, size_t errlen);
 /* The whole model on one rank. */
 llama_model *llama_create(const tr_config *cfg, dev_device *d, dev_stream *s, char *err, size_t errlen);
 void llama_destroy(llama_model *m);
@@ -194,6 +261,10 @@ void llama_sync_params(llama_model *m);
 
 void llama_zero_grads(llama_model *m);
 
+/* Hugging Face keeps the fused fc1 (mlp.gate_up_proj.weight or .bias) as two tensors: HF's name of
+ * half `half` (0: gate_proj rows, 1: up_proj rows) into out. false for any other parameter. */
+bool llama_hf_fc1_half(const char *name, int half, char *out, size_t n);
+
 /* Parameter p in the compute type (a NULL buffer for p < 0). */
 tr_buf llama_weight(const llama_model *m, int p);
 
@@ -215,7 +286,8 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss);
 void *llama_stage_grad(llama_model *m); /* [Nl, C] act_dt, device */
 
 /* With sequence parallelism each TP rank saw only its rows, so the replicated norm weights' gradients
- * are partial: sums them over TP (Megatron's allreduce of layernorm grads). No-op without sp. */
+ * are partial: sums them over TP (Megatron's allreduce of layernorm grads). The q/k norms'
+ * (--qk-layernorm) are partial with or without it (each TP rank holds other heads). */
 void llama_sp_reduce_norm_grads(llama_model *m);
 
 /* Context parallelism (llama_cp.c): full [B, Tfull, W] from the group's local [B, T, W] pieces, and

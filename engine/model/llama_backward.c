@@ -24,6 +24,16 @@ static void linear_backward(const llama_model *m, tr_buf dx, tr_buf dy, tr_buf x
     if (dx.p) kern_gemm(m->stream, dx, dy, llama_weight(m, p), N, in, out, false, false, 1.0f, accumulate ? 1.0f : 0.0f);
 }
 
+/* dbias[out] += the sum over rows of dy[rows, out] (dy^T x ones). A row-parallel linear's bias sees this
+ * rank's rows only with sequence parallelism, so it is TP-replicated and summed with the norms' gradients
+ * (llama_sp_reduce_norm_grads). No-op for pb < 0. */
+static void bias_backward(const llama_model *m, tr_buf dy, int pb, int rows) {
+    if (pb < 0) return;
+    const int out = (int)m->params_tab[pb].shape[0];
+    kern_gemm(m->stream, grad(m, pb), dy, tr_buf_make(m->ones, m->dims.act_dt), out, 1, rows, true, false, 1.0f,
+              1.0f);
+}
+
 /* Where a column-parallel linear's input gradient (a partial sum over TP) goes: in place, or a
  * staging buffer of every row with sequence parallelism. */
 static tr_buf partial_out(const llama_model *m, tr_buf dst) {
@@ -47,17 +57,27 @@ static tr_buf all_rows(const llama_model *m, tr_buf dres) {
 }
 
 void llama_sp_reduce_norm_grads(llama_model *m) {
-    if (!m->dims.sp) return;
+    if (m->layout.tp == 1) return;
     tr_dtype dt = m->dims.grad_dt;
     for (int i = 0; i < m->nparams; i++) {
         const llama_param *p = &m->params_tab[i];
-        if (!p->place.tp_replicated) continue;
+        if (!p->place.tp_replicated || (!m->dims.sp && !p->place.tp_partial_grad)) continue;
         void *g = (char *)m->grads + p->offset * tr_dtype_size(dt);
         coll_all_reduce(m->tp_comm, m->stream, g, g, p->numel, dt, COLL_SUM);
     }
 }
 
 void *llama_stage_grad(llama_model *m) { return m->g.dresid; }
+
+/* Full recomputation: the forward of the unit that ends at local layer `last`, from the unit's kept
+ * input, into the workspace: the same kernels on the same inputs, so the same bits as the first time. */
+static void recompute_unit(llama_model *m, int slot, int last, const int32_t *pos) {
+    for (int l = m->unit_start[last]; l <= last; l++) {
+        llama_layer_view v;
+        llama_layer_view_of(m, slot, l, &v);
+        llama_layer_forward(m, &v, l, pos); /* observers are not called: they saw these tensors already */
+    }
+}
 
 void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
     const llama_dims *dm = &m->dims;
@@ -66,7 +86,7 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
     llama_acts *A = &m->acts[slot];
     const int B = dm->B, T = dm->T, C = dm->C, NH = dm->NHl, KV = dm->KVl, D = dm->D, F = dm->Fl;
     const int N = B * T, Nl = dm->Nl;
-    const size_t NC = (size_t)N * C, NlC = (size_t)Nl * C, NQ = (size_t)N * NH * D, NK = (size_t)N * KV * D;
+    const size_t NlC = (size_t)Nl * C;
     const int32_t *pos = A->have_positions ? A->positions : NULL;
     tr_buf dres = act(m, m->g.dresid, 0), dln = act(m, m->g.dln, 0);
 
@@ -74,7 +94,7 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
         dev_copy_h2d(s, m->g.dloss, dloss, (size_t)N * 4);
         tr_buf dlogits = act(m, A->logits, 0); /* in place over the logits */
         kern_ce_slice_backward(s, dlogits, dlogits, A->ce_max, A->ce_sum, A->targets, dm->vocab_start, m->g.dloss, N,
-                               dm->Vl);
+                               dm->Vl, dm->Vl_real);
         dev_memset_zero(s, m->g.dresid, NlC * tr_dtype_size(dm->act_dt));
         tr_buf dp = partial_out(m, dln);
         linear_backward(m, dp, dlogits, act(m, A->lnf, 0), m->p_head, N, false);
@@ -88,46 +108,56 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
     tr_buf datt = act(m, m->g.datt, 0), dh = act(m, m->g.dh, 0), da = act(m, m->g.dact, 0);
     for (int l = dm->nl - 1; l >= 0; l--) {
         const llama_layer_params *lp = &m->layer[l];
-        tr_buf x = act(m, A->resid, (size_t)l * NlC), xmid = act(m, A->resid_mid, (size_t)l * NlC);
-        tr_buf ln1 = act(m, A->ln1, (size_t)l * NC), ln2 = act(m, A->ln2, (size_t)l * NC);
-        tr_buf q = act(m, A->q, (size_t)l * NQ), att = act(m, A->att, (size_t)l * NQ);
-        tr_buf k = act(m, A->k, (size_t)l * NK), v = act(m, A->v, (size_t)l * NK);
-        tr_buf h = act(m, A->h, (size_t)l * N * 2 * F), a = act(m, A->act, (size_t)l * N * F);
-        const float *lse = A->lse + (size_t)l * N * NH;
+        if (llama_unit_ends_at(m, l)) recompute_unit(m, slot, l, pos);
+        llama_layer_view v;
+        llama_layer_view_of(m, slot, l, &v);
 
         /* MLP: xout = xmid + fc2(swiglu(fc1(norm2(xmid)))) */
-        linear_backward(m, da, all_rows(m, dres), a, lp->fc2, N, false);
-        kern_swiglu_backward(s, dh, da, h, N, F);
+        bias_backward(m, dres, lp->b2, Nl);
+        linear_backward(m, da, all_rows(m, dres), v.a, lp->fc2, N, false);
+        kern_swiglu_backward(s, dh, da, v.h, N, F);
+        bias_backward(m, dh, lp->b1, N);
         tr_buf dp = partial_out(m, dln);
-        linear_backward(m, dp, dh, ln2, lp->fc1, N, false);
+        linear_backward(m, dp, dh, v.ln2, lp->fc1, N, false);
         tp_rows(m, dln, dp);
-        kern_norm_backward(s, &dm->norm, dres, grad(m, lp->ln2_w), grad(m, lp->ln2_b), dln, xmid,
-                           llama_weight(m, lp->ln2_w), A->ln2_mean + (size_t)l * Nl, A->ln2_rstd + (size_t)l * Nl, Nl,
-                           C);
+        kern_norm_backward(s, &dm->norm, dres, grad(m, lp->ln2_w), grad(m, lp->ln2_b), dln, v.xmid,
+                           llama_weight(m, lp->ln2_w), v.ln2_mean, v.ln2_rstd, Nl, C);
 
         /* attention: xmid = x + wo(attn(rope(wq ln1), rope(wk ln1), wv ln1)) */
-        linear_backward(m, datt, all_rows(m, dres), att, lp->wo, N, false);
+        if (m->recompute == TR_RECOMPUTE_SELECTIVE) llama_core_attention(m, &v, false); /* att, lse again */
+        bias_backward(m, dres, lp->bo, Nl);
+        linear_backward(m, datt, all_rows(m, dres), v.att, lp->wo, N, false);
         if (m->layout.cp > 1) {
-            const size_t NKf = (size_t)B * dm->Tfull * KV * D;
-            tr_buf kf = act(m, A->kfull, (size_t)l * NKf), vf = act(m, A->vfull, (size_t)l * NKf);
             tr_buf dkf = act(m, m->g.dkfull, 0), dvf = act(m, m->g.dvfull, 0);
-            kern_attention_backward_pos(s, dq, dkf, dvf, datt, q, kf, vf, att, lse, m->q_pos, m->k_pos, B, T, dm->Tfull,
-                                        NH, KV, D);
+            kern_attention_backward_pos(s, dq, dkf, dvf, datt, v.q, v.kf, v.vf, v.att, v.lse, m->q_pos, m->k_pos, B, T,
+                                        dm->Tfull, NH, KV, D);
             llama_cp_reduce_scatter(m, dk, dkf, (size_t)KV * D);
             llama_cp_reduce_scatter(m, dv, dvf, (size_t)KV * D);
         } else {
-            kern_attention_backward(s, dq, dk, dv, datt, q, k, v, att, lse, B, T, NH, KV, D);
+            kern_attention_backward(s, dq, dk, dv, datt, v.q, v.k, v.v, v.att, v.lse, B, T, NH, KV, D);
         }
         kern_rope_backward(s, &dm->rope, dq, pos, B, T, NH, D);
         kern_rope_backward(s, &dm->rope, dk, pos, B, T, KV, D);
+        tr_buf dql = dq, dkl = dk; /* gradients of the q/k projections' outputs */
+        if (dm->qk_norm) {
+            dql = act(m, m->g.dqn, 0), dkl = act(m, m->g.dkn, 0);
+            dev_memset_zero(s, dql.p, (size_t)N * NH * D * tr_dtype_size(dql.dt));
+            dev_memset_zero(s, dkl.p, (size_t)N * KV * D * tr_dtype_size(dkl.dt));
+            kern_norm_backward(s, &dm->norm, dql, grad(m, lp->qn_w), grad(m, lp->qn_b), dq, v.q_pre,
+                               llama_weight(m, lp->qn_w), v.qn_mean, v.qn_rstd, N * NH, D);
+            kern_norm_backward(s, &dm->norm, dkl, grad(m, lp->kn_w), grad(m, lp->kn_b), dk, v.k_pre,
+                               llama_weight(m, lp->kn_w), v.kn_mean, v.kn_rstd, N * KV, D);
+        }
+        bias_backward(m, dql, lp->bq, N);
+        bias_backward(m, dkl, lp->bk, N);
+        bias_backward(m, dv, lp->bv, N);
         dp = partial_out(m, dln);
-        linear_backward(m, dp, dq, ln1, lp->wq, N, false);
-        linear_backward(m, dp, dk, ln1, lp->wk, N, true);
-        linear_backward(m, dp, dv, ln1, lp->wv, N, true);
+        linear_backward(m, dp, dql, v.ln1, lp->wq, N, false);
+        linear_backward(m, dp, dkl, v.ln1, lp->wk, N, true);
+        linear_backward(m, dp, dv, v.ln1, lp->wv, N, true);
         tp_rows(m, dln, dp);
-        kern_norm_backward(s, &dm->norm, dres, grad(m, lp->ln1_w), grad(m, lp->ln1_b), dln, x,
-                           llama_weight(m, lp->ln1_w), A->ln1_mean + (size_t)l * Nl, A->ln1_rstd + (size_t)l * Nl, Nl,
-                           C);
+        kern_norm_backward(s, &dm->norm, dres, grad(m, lp->ln1_w), grad(m, lp->ln1_b), dln, v.x,
+                           llama_weight(m, lp->ln1_w), v.ln1_mean, v.ln1_rstd, Nl, C);
         if (m->site) m->site(m->site_arg, LLAMA_SITE_GRADIENT, dm->l0 + l, m->site_micro, dres, NlC);
     }
     if (dm->first)

@@ -22,6 +22,15 @@ static void linear_forward(const llama_model *m, tr_buf y, tr_buf x, int p, int 
     kern_gemm(m->stream, y, x, llama_weight(m, p), N, (int)w->shape[0], (int)w->shape[1], false, true, 1.0f, 0.0f);
 }
 
+/* y[rows, out] += bias[out] on every row: the rank-1 product ones[rows, 1] x bias[1, out], one rounding
+ * as an add would do. No-op for pb < 0 (no bias). */
+static void add_bias(const llama_model *m, tr_buf y, int pb, int rows) {
+    if (pb < 0) return;
+    const int out = (int)m->params_tab[pb].shape[0];
+    kern_gemm(m->stream, y, tr_buf_make(m->ones, m->dims.act_dt), llama_weight(m, pb), rows, out, 1, false, false,
+              1.0f, 1.0f);
+}
+
 /* Where a row-parallel product or a vocabulary-slice lookup writes its partial sums [N, C]: in place
  * without sequence parallelism, a staging buffer with it. */
 static tr_buf partial_out(const llama_model *m, tr_buf dst) {
@@ -52,15 +61,73 @@ void *llama_stage_output(llama_model *m, int slot) {
     return act(m, m->acts[slot].resid, (size_t)m->dims.nl * NC).p;
 }
 
+/* Decoder layer l (local) of one micro-batch into its view: attention, then MLP, each a residual
+ * branch; the recompute path of the backward pass calls it again with the same inputs (same bits). */
+void llama_layer_forward(llama_model *m, const llama_layer_view *v, int l, const int32_t *pos) {
+    const llama_dims *dm = &m->dims;
+    dev_stream *s = m->stream;
+    const llama_layer_params *lp = &m->layer[l];
+    const int B = dm->B, T = dm->T, NH = dm->NHl, KV = dm->KVl, D = dm->D, F = dm->Fl;
+    const int N = B * T;
+    const size_t NlC = (size_t)dm->Nl * dm->C;
+
+    norm_rows(m, v->ln1, v->ln1_mean, v->ln1_rstd, v->x, lp->ln1_w, lp->ln1_b);
+    /* --qk-layernorm: the projections land before their norm, which writes q and k (rows of one head) */
+    const tr_buf qlin = dm->qk_norm ? v->q_pre : v->q, klin = dm->qk_norm ? v->k_pre : v->k;
+    linear_forward(m, qlin, v->ln1, lp->wq, N);
+    add_bias(m, qlin, lp->bq, N);
+    linear_forward(m, klin, v->ln1, lp->wk, N);
+    add_bias(m, klin, lp->bk, N);
+    if (dm->qk_norm) {
+        kern_norm_forward(s, &dm->norm, v->q, v->qn_mean, v->qn_rstd, v->q_pre, llama_weight(m, lp->qn_w),
+                          llama_weight(m, lp->qn_b), N * NH, D);
+        kern_norm_forward(s, &dm->norm, v->k, v->kn_mean, v->kn_rstd, v->k_pre, llama_weight(m, lp->kn_w),
+                          llama_weight(m, lp->kn_b), N * KV, D);
+    }
+    linear_forward(m, v->v, v->ln1, lp->wv, N);
+    add_bias(m, v->v, lp->bv, N);
+    kern_rope_forward(s, &dm->rope, v->q, pos, B, T, NH, D);
+    kern_rope_forward(s, &dm->rope, v->k, pos, B, T, KV, D);
+    llama_core_attention(m, v, true);
+    tr_buf o = partial_out(m, v->xmid);
+    linear_forward(m, o, v->att, lp->wo, N);
+    tp_rows(m, v->xmid, o);
+    add_bias(m, v->xmid, lp->bo, dm->Nl); /* after the reduction: once, not once per TP rank */
+    kern_add(s, v->xmid, v->xmid, v->x, NlC);
+
+    norm_rows(m, v->ln2, v->ln2_mean, v->ln2_rstd, v->xmid, lp->ln2_w, lp->ln2_b);
+    linear_forward(m, v->h, v->ln2, lp->fc1, N);
+    add_bias(m, v->h, lp->b1, N);
+    kern_swiglu_forward(s, v->a, v->h, N, F);
+    tr_buf f = partial_out(m, v->xout);
+    linear_forward(m, f, v->a, lp->fc2, N);
+    tp_rows(m, v->xout, f);
+    add_bias(m, v->xout, lp->b2, dm->Nl);
+    kern_add(s, v->xout, v->xout, v->xmid, NlC);
+}
+
+void llama_core_attention(llama_model *m, const llama_layer_view *v, bool gather) {
+    const llama_dims *dm = &m->dims;
+    const int B = dm->B, T = dm->T, NH = dm->NHl, KV = dm->KVl, D = dm->D;
+    if (m->layout.cp > 1) {
+        /* the whole sequence's keys and values, gathered from the context-parallel group */
+        if (gather) llama_cp_gather(m, v->kf, v->k, (size_t)KV * D);
+        if (gather) llama_cp_gather(m, v->vf, v->v, (size_t)KV * D);
+        kern_attention_forward_pos(m->stream, v->att, v->lse, v->q, v->kf, v->vf, m->q_pos, m->k_pos, B, T, dm->Tfull,
+                                   NH, KV, D);
+    } else {
+        kern_attention_forward(m->stream, v->att, v->lse, v->q, v->k, v->v, B, T, NH, KV, D);
+    }
+}
+
 void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const int32_t *targets,
                         const int32_t *positions) {
     const llama_dims *dm = &m->dims;
     dev_stream *s = m->stream;
     TR_CHECK(slot >= 0 && slot < m->layout.slots, "activation slot out of range");
     llama_acts *A = &m->acts[slot];
-    const int B = dm->B, T = dm->T, C = dm->C, NH = dm->NHl, KV = dm->KVl, D = dm->D, F = dm->Fl;
-    const int N = B * T, Nl = dm->Nl;
-    const size_t NC = (size_t)N * C, NlC = (size_t)Nl * C, NQ = (size_t)N * NH * D, NK = (size_t)N * KV * D;
+    const int C = dm->C, N = dm->B * dm->T;
+    const size_t NlC = (size_t)dm->Nl * C;
 
     for (int n = 0; n < N; n++) {
         if (tokens[n] < 0 || tokens[n] >= dm->vocab || targets[n] < 0 || targets[n] >= dm->vocab)
@@ -81,45 +148,11 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
     }
 
     for (int l = 0; l < dm->nl; l++) {
-        const llama_layer_params *lp = &m->layer[l];
-        tr_buf x = act(m, A->resid, (size_t)l * NlC);        /* [Nl, C] */
-        tr_buf xmid = act(m, A->resid_mid, (size_t)l * NlC); /* [Nl, C] */
-        tr_buf xout = act(m, A->resid, (size_t)(l + 1) * NlC);
-        tr_buf ln1 = act(m, A->ln1, (size_t)l * NC), ln2 = act(m, A->ln2, (size_t)l * NC);
-        tr_buf q = act(m, A->q, (size_t)l * NQ), att = act(m, A->att, (size_t)l * NQ); /* [N, NHl*D] */
-        tr_buf k = act(m, A->k, (size_t)l * NK), v = act(m, A->v, (size_t)l * NK);     /* [N, KVl*D] */
-        tr_buf h = act(m, A->h, (size_t)l * N * 2 * F);                                 /* [N, 2Fl] */
-        tr_buf a = act(m, A->act, (size_t)l * N * F);                                   /* [N, Fl] */
-        float *lse = A->lse + (size_t)l * N * NH;                                       /* [B, NHl, T] */
-
-        norm_rows(m, ln1, A->ln1_mean + (size_t)l * Nl, A->ln1_rstd + (size_t)l * Nl, x, lp->ln1_w, lp->ln1_b);
-        linear_forward(m, q, ln1, lp->wq, N);
-        linear_forward(m, k, ln1, lp->wk, N);
-        linear_forward(m, v, ln1, lp->wv, N);
-        kern_rope_forward(s, &dm->rope, q, pos, B, T, NH, D);
-        kern_rope_forward(s, &dm->rope, k, pos, B, T, KV, D);
-        if (m->layout.cp > 1) {
-            const size_t NKf = (size_t)B * dm->Tfull * KV * D;
-            tr_buf kf = act(m, A->kfull, (size_t)l * NKf), vf = act(m, A->vfull, (size_t)l * NKf);
-            llama_cp_gather(m, kf, k, (size_t)KV * D);
-            llama_cp_gather(m, vf, v, (size_t)KV * D);
-            kern_attention_forward_pos(s, att, lse, q, kf, vf, m->q_pos, m->k_pos, B, T, dm->Tfull, NH, KV, D);
-        } else {
-            kern_attention_forward(s, att, lse, q, k, v, B, T, NH, KV, D);
-        }
-        tr_buf o = partial_out(m, xmid);
-        linear_forward(m, o, att, lp->wo, N);
-        tp_rows(m, xmid, o);
-        kern_add(s, xmid, xmid, x, NlC);
-
-        norm_rows(m, ln2, A->ln2_mean + (size_t)l * Nl, A->ln2_rstd + (size_t)l * Nl, xmid, lp->ln2_w, lp->ln2_b);
-        linear_forward(m, h, ln2, lp->fc1, N);
-        kern_swiglu_forward(s, a, h, N, F);
-        tr_buf f = partial_out(m, xout);
-        linear_forward(m, f, a, lp->fc2, N);
-        tp_rows(m, xout, f);
-        kern_add(s, xout, xout, xmid, NlC);
-        if (m->site) m->site(m->site_arg, LLAMA_SITE_ACTIVATION, dm->l0 + l, m->site_micro, xout, NlC);
+        llama_layer_view v;
+        llama_layer_view_of(m, slot, l, &v);
+        llama_layer_forward(m, &v, l, pos);
+        if (m->site)
+            m->site(m->site_arg, LLAMA_SITE_ACTIVATION, dm->l0 + l, m->site_micro, v.xout, (size_t)dm->Nl * C);
     }
 
     if (!dm->last) return;
@@ -128,9 +161,10 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
     norm_rows(m, lnf, A->lnf_mean, A->lnf_rstd, xl, m->p_lnf_w, m->p_lnf_b);
     linear_forward(m, logits, lnf, m->p_head, N);
     /* vocab-parallel cross-entropy: global row max, then global sum of exponentials and target logit */
-    kern_ce_slice_max(s, A->ce_max, logits, N, dm->Vl);
+    kern_ce_slice_max(s, A->ce_max, logits, N, dm->Vl, dm->Vl_real);
     if (m->layout.tp > 1) coll_all_reduce(m->tp_comm, s, A->ce_max, A->ce_max, (size_t)N, TR_F32, COLL_MAX);
-    kern_ce_slice_sums(s, A->ce_sum, A->ce_target, logits, A->ce_max, A->targets, dm->vocab_start, N, dm->Vl);
+    kern_ce_slice_sums(s, A->ce_sum, A->ce_target, logits, A->ce_max, A->targets, dm->vocab_start, N, dm->Vl,
+                       dm->Vl_real);
     if (m->layout.tp > 1) {
         coll_all_reduce(m->tp_comm, s, A->ce_sum, A->ce_sum, (size_t)N, TR_F32, COLL_SUM);
         coll_all_reduce(m->tp_comm, s, A->ce_target, A->ce_target, (size_t)N, TR_F32, COLL_SUM);

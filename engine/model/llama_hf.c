@@ -7,12 +7,10 @@
 #include "io/safetensors.h"
 #include "twinrun/err.h"
 
-/* The fused fc1 is two HF tensors; everything else maps one to one. */
-static int is_gate_up(const char *name) { return strstr(name, "mlp.gate_up_proj.weight") != NULL; }
-
-static void hf_half_name(char *out, size_t n, const char *name, const char *which) {
-    size_t prefix = (size_t)(strstr(name, "gate_up_proj") - name);
-    snprintf(out, n, "%.*s%s_proj.weight", (int)prefix, name, which);
+/* The fused fc1 (weight and bias) is two HF tensors each; everything else maps one to one. */
+static int is_gate_up(const char *name) {
+    char half[LLAMA_NAME_LEN + 8];
+    return llama_hf_fc1_half(name, 0, half, sizeof half);
 }
 
 static int is_vocab_param(const llama_model *m, int i) { return i == m->p_embed || i == m->p_head; }
@@ -24,11 +22,11 @@ static int read_global(const llama_model *m, const st_model *sm, const llama_par
     if (is_gate_up(p->name)) {
         char name[LLAMA_NAME_LEN + 8];
         shape[0] /= 2;
-        size_t half = (size_t)shape[0] * (size_t)shape[1];
-        hf_half_name(name, sizeof name, p->name, "gate");
-        if (st_model_read_f32(sm, name, full, shape, 2, err, errlen)) return -1;
-        hf_half_name(name, sizeof name, p->name, "up");
-        return st_model_read_f32(sm, name, full + half, shape, 2, err, errlen);
+        size_t half = (size_t)shape[0] * (size_t)(p->ndim == 2 ? shape[1] : 1);
+        llama_hf_fc1_half(p->name, 0, name, sizeof name);
+        if (st_model_read_f32(sm, name, full, shape, p->ndim, err, errlen)) return -1;
+        llama_hf_fc1_half(p->name, 1, name, sizeof name);
+        return st_model_read_f32(sm, name, full + half, shape, p->ndim, err, errlen);
     }
     if (is_vocab) {
         size_t rows = (size_t)p->place.gshape[0];
@@ -68,8 +66,8 @@ int llama_hf_read(const llama_model *m, const char *dir, float *host, char *err,
         for (int k = 0; unread && k < n; k++) {
             if (strstr(unread[k], "rotary_emb.inv_freq")) continue; /* a cached buffer old exports carry */
             rc = tr_errf(err, errlen,
-                         "%s: tensor '%s' has no place in twinrun's Llama (biases, tied or extra weights are not "
-                         "supported); remove it or convert the checkpoint",
+                         "%s: tensor '%s' has no place in twinrun's Llama as config.json describes it (a bias "
+                         "without attention_bias/mlp_bias, tied or extra weights); remove it or fix config.json",
                          dir, unread[k]);
             break;
         }
@@ -101,12 +99,13 @@ int llama_hf_write(const llama_model *m, const float *host, const char *path, co
         int64_t shape[2] = {p->shape[0], p->shape[1]};
         if (is_gate_up(p->name)) {
             shape[0] = p->shape[0] / 2;
-            hf_half_name(half, sizeof half, p->name, "gate");
+            llama_hf_fc1_half(p->name, 0, half, sizeof half);
             snprintf(name, sizeof name, "%s%s", prefix, half);
-            rc = st_writer_add(w, name, ST_F32, shape, 2, host + p->offset, err, errlen);
-            hf_half_name(half, sizeof half, p->name, "up");
+            rc = st_writer_add(w, name, ST_F32, shape, p->ndim, host + p->offset, err, errlen);
+            llama_hf_fc1_half(p->name, 1, half, sizeof half);
             snprintf(name, sizeof name, "%s%s", prefix, half);
-            if (!rc) rc = st_writer_add(w, name, ST_F32, shape, 2, host + p->offset + p->numel / 2, err, errlen);
+            if (!rc)
+                rc = st_writer_add(w, name, ST_F32, shape, p->ndim, host + p->offset + p->numel / 2, err, errlen);
         } else {
             if (is_vocab_param(m, i)) shape[0] = m->dims.vocab;
             snprintf(name, sizeof name, "%s%s", prefix, p->name);

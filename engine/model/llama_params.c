@@ -27,13 +27,9 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_lay
                                         "change one or give --kv-channels", dm->C, dm->NH);
         dm->D = dm->C / dm->NH;
     }
-    if (!cfg->swiglu) return tr_errf(err, errlen, "twinrun's Llama needs --swiglu");
-    if (!cfg->disable_bias_linear)
-        return tr_errf(err, errlen, "twinrun's Llama has no linear biases: add --disable-bias-linear");
-    if (!cfg->untie_embeddings_and_output_weights)
-        return tr_errf(err, errlen, "tied embeddings are not supported: add --untie-embeddings-and-output-weights");
-    if (cfg->position_embedding_type != TR_POS_ROPE)
-        return tr_errf(err, errlen, "Llama uses rotary embeddings: add --position-embedding-type rope");
+    tr_errlist el;
+    tr_errlist_init(&el);
+    if (llama_check_config(cfg, &el)) return tr_errlist_format(&el, err, errlen);
     dm->F = cfg->ffn_hidden_size;
     if (dm->F <= 0) return tr_errf(err, errlen, "--ffn-hidden-size is required with --swiglu");
     if (cfg->vocab_size <= 0) return tr_errf(err, errlen, "vocabulary size unknown: give --vocab-size (or --hf-load DIR)");
@@ -52,6 +48,8 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_lay
         return tr_errf(err, errlen, "--num-layers %d is not divisible by --pipeline-model-parallel-size %d", dm->L, pp);
     dm->NHl = dm->NH / tp, dm->KVl = dm->KV / tp, dm->Fl = dm->F / tp, dm->Vl = dm->V / tp;
     dm->vocab_start = lay->tp_rank * dm->Vl;
+    dm->Vl_real = dm->vocab - dm->vocab_start;
+    dm->Vl_real = dm->Vl_real < 0 ? 0 : dm->Vl_real > dm->Vl ? dm->Vl : dm->Vl_real;
     dm->nl = dm->L / pp;
     dm->l0 = lay->pp_rank * dm->nl;
     dm->first = lay->pp_rank == 0;
@@ -76,6 +74,9 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_lay
     dm->norm.eps = (float)cfg->norm_epsilon;
     dm->norm.zero_centered_gamma = cfg->apply_layernorm_1p;
     dm->norm_bias = dm->norm.kind == KERN_NORM_LAYER;
+    dm->linear_bias = !cfg->disable_bias_linear;
+    dm->qkv_bias = dm->linear_bias || cfg->add_qkv_bias; /* Megatron: linear biases imply q/k/v biases */
+    dm->qk_norm = cfg->qk_layernorm;
     dm->rope.theta = (float)cfg->rotary_base;
     dm->rope.rot_dim = (int)(dm->D * cfg->rotary_percent);
     if (dm->rope.rot_dim <= 0 || dm->rope.rot_dim % 2)
@@ -138,16 +139,25 @@ static int add_param(llama_model *m, int cap, const char *name, int64_t g0, int6
 
 size_t llama_global_index(const llama_param *p, size_t e) {
     const llama_placement *pl = &p->place;
-    if (p->ndim == 1) return e;
-    int64_t lcols = p->shape[1], row = (int64_t)e / lcols, col = (int64_t)e % lcols;
+    /* a 1-D parameter is a column of rows: a TP-split bias follows its weight's rows */
+    int64_t lcols = p->ndim == 2 ? p->shape[1] : 1, gcols = p->ndim == 2 ? pl->gshape[1] : 1;
+    int64_t row = (int64_t)e / lcols, col = (int64_t)e % lcols;
     int s = pl->nseg == 2 && row >= pl->seg_local[1] ? 1 : 0;
     int64_t grow = pl->seg_global[s] + (row - pl->seg_local[s]);
-    return (size_t)(grow * pl->gshape[1] + pl->col0 + col);
+    return (size_t)(grow * gcols + pl->col0 + col);
+}
+
+bool llama_hf_fc1_half(const char *name, int half, char *out, size_t n) {
+    static const char fused[] = "mlp.gate_up_proj";
+    const char *gu = strstr(name, fused);
+    if (!gu || (strcmp(gu + sizeof fused - 1, ".weight") && strcmp(gu + sizeof fused - 1, ".bias"))) return false;
+    snprintf(out, n, "%.*smlp.%s_proj%s", (int)(gu - name), name, half ? "up" : "gate", gu + sizeof fused - 1);
+    return true;
 }
 
 static void build_table(llama_model *m) {
     const llama_dims *dm = &m->dims;
-    int cap = 3 + 10 * dm->nl + 2;
+    int cap = 3 + 20 * dm->nl + 2;
     m->params_tab = calloc((size_t)cap, sizeof *m->params_tab);
     m->layer = calloc((size_t)(dm->nl > 0 ? dm->nl : 1), sizeof *m->layer);
     TR_CHECK(m->params_tab && m->layer, "out of host memory for the parameter table");
@@ -164,15 +174,34 @@ static void build_table(llama_model *m) {
         P(ln1_w, "input_layernorm.weight", dm->C, 0, SPLIT_NONE, norm_init);
         lp->ln1_b = -1;
         if (dm->norm_bias) { P(ln1_b, "input_layernorm.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
+        lp->bq = lp->bk = lp->bv = lp->bo = lp->b1 = lp->b2 = -1;
+        /* biases start at zero (Megatron's init); a column-parallel linear's bias is split with its rows, a
+         * row-parallel one's is whole on every TP rank (added once, after the partial sums are reduced) */
         P(wq, "self_attn.q_proj.weight", dm->NH * dm->D, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
+        if (dm->qkv_bias) { P(bq, "self_attn.q_proj.bias", dm->NH * dm->D, 0, SPLIT_ROWS, LLAMA_INIT_ZEROS); }
         P(wk, "self_attn.k_proj.weight", dm->KV * dm->D, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
+        if (dm->qkv_bias) { P(bk, "self_attn.k_proj.bias", dm->KV * dm->D, 0, SPLIT_ROWS, LLAMA_INIT_ZEROS); }
         P(wv, "self_attn.v_proj.weight", dm->KV * dm->D, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
+        if (dm->qkv_bias) { P(bv, "self_attn.v_proj.bias", dm->KV * dm->D, 0, SPLIT_ROWS, LLAMA_INIT_ZEROS); }
+        lp->qn_w = lp->qn_b = lp->kn_w = lp->kn_b = -1;
+        if (dm->qk_norm) { /* one [D] norm shared by every head (Megatron's q_layernorm, k_layernorm) */
+            P(qn_w, "self_attn.q_norm.weight", dm->D, 0, SPLIT_NONE, norm_init);
+            if (dm->norm_bias) { P(qn_b, "self_attn.q_norm.bias", dm->D, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
+            P(kn_w, "self_attn.k_norm.weight", dm->D, 0, SPLIT_NONE, norm_init);
+            if (dm->norm_bias) { P(kn_b, "self_attn.k_norm.bias", dm->D, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
+            const int qk[] = {lp->qn_w, lp->qn_b, lp->kn_w, lp->kn_b};
+            for (int j = 0; j < 4; j++)
+                if (qk[j] >= 0) m->params_tab[qk[j]].place.tp_partial_grad = true;
+        }
         P(wo, "self_attn.o_proj.weight", dm->C, dm->NH * dm->D, SPLIT_COLS, LLAMA_INIT_SCALED);
+        if (dm->linear_bias) { P(bo, "self_attn.o_proj.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
         P(ln2_w, "post_attention_layernorm.weight", dm->C, 0, SPLIT_NONE, norm_init);
         lp->ln2_b = -1;
         if (dm->norm_bias) { P(ln2_b, "post_attention_layernorm.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
         P(fc1, "mlp.gate_up_proj.weight", 2 * dm->F, dm->C, SPLIT_FUSED, LLAMA_INIT_NORMAL);
+        if (dm->linear_bias) { P(b1, "mlp.gate_up_proj.bias", 2 * dm->F, 0, SPLIT_FUSED, LLAMA_INIT_ZEROS); }
         P(fc2, "mlp.down_proj.weight", dm->C, dm->F, SPLIT_COLS, LLAMA_INIT_SCALED);
+        if (dm->linear_bias) { P(b2, "mlp.down_proj.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
 #undef P
     }
     if (dm->last) {
@@ -193,52 +222,93 @@ static void *alloc_or_fail(llama_model *m, size_t bytes, const char *what, int *
     return p;
 }
 
-static int alloc_acts(llama_model *m, llama_acts *a, int *failed, char *err, size_t errlen) {
+/* What an activation set holds: the slot's own buffers (residual stream, loss side, inputs), the
+ * per-layer arrays of `layers` layers, and the attention output and its log-sum-exp of as many. */
+enum { ACTS_SLOT = 1, ACTS_LAYERS = 2, ACTS_ATTN = 4 };
+
+/* Allocates (or with dry, only counts) one activation set; returns its bytes. */
+static size_t alloc_acts(llama_model *m, llama_acts *a, int layers, int parts, bool dry, int *failed, char *err,
+                         size_t errlen) {
     const llama_dims *dm = &m->dims;
-    size_t N = (size_t)dm->B * dm->T, L = (size_t)dm->nl, C = (size_t)dm->C;
+    size_t N = (size_t)dm->B * dm->T, L = (size_t)layers, C = (size_t)dm->C;
     size_t qd = (size_t)dm->NHl * dm->D, kd = (size_t)dm->KVl * dm->D, F = (size_t)dm->Fl, V = (size_t)dm->Vl;
-    size_t as = tr_dtype_size(dm->act_dt);
-#define A(ptr, bytes, what) ptr = alloc_or_fail(m, bytes, what, failed, err, errlen)
+    size_t as = tr_dtype_size(dm->act_dt), total = 0;
+#define A(ptr, bytes, what)                                                        \
+    do {                                                                           \
+        total += (bytes);                                                          \
+        if (!dry) ptr = alloc_or_fail(m, bytes, what, failed, err, errlen);       \
+    } while (0)
     size_t Nl = (size_t)dm->Nl;
-    A(a->resid, (L + 1) * Nl * C * as, "activations: residual stream");
-    A(a->resid_mid, L * Nl * C * as, "activations: residual after attention");
-    A(a->ln1, L * N * C * as, "activations: input norm");
-    A(a->ln2, L * N * C * as, "activations: post-attention norm");
-    A(a->ln1_mean, L * Nl * 4, "activations: norm statistics");
-    A(a->ln1_rstd, L * Nl * 4, "activations: norm statistics");
-    A(a->ln2_mean, L * Nl * 4, "activations: norm statistics");
-    A(a->ln2_rstd, L * Nl * 4, "activations: norm statistics");
-    A(a->q, L * N * qd * as, "activations: queries");
-    A(a->k, L * N * kd * as, "activations: keys");
-    A(a->v, L * N * kd * as, "activations: values");
-    A(a->att, L * N * qd * as, "activations: attention output");
-    A(a->lse, L * N * (size_t)dm->NHl * 4, "activations: attention log-sum-exp");
-    if (m->layout.cp > 1) {
-        size_t Nf = (size_t)dm->B * dm->Tfull;
-        A(a->kfull, L * Nf * kd * as, "activations: gathered keys");
-        A(a->vfull, L * Nf * kd * as, "activations: gathered values");
+    if (parts & ACTS_SLOT) A(a->resid, ((size_t)dm->nl + 1) * Nl * C * as, "activations: residual stream");
+    if (parts & ACTS_LAYERS && L > 0) {
+        A(a->resid_mid, L * Nl * C * as, "activations: residual after attention");
+        A(a->ln1, L * N * C * as, "activations: input norm");
+        A(a->ln2, L * N * C * as, "activations: post-attention norm");
+        A(a->ln1_mean, L * Nl * 4, "activations: norm statistics");
+        A(a->ln1_rstd, L * Nl * 4, "activations: norm statistics");
+        A(a->ln2_mean, L * Nl * 4, "activations: norm statistics");
+        A(a->ln2_rstd, L * Nl * 4, "activations: norm statistics");
+        A(a->q, L * N * qd * as, "activations: queries");
+        if (dm->qk_norm) {
+            A(a->q_pre, L * N * qd * as, "activations: queries before their norm");
+            A(a->k_pre, L * N * kd * as, "activations: keys before their norm");
+            A(a->qn_mean, L * N * (size_t)dm->NHl * 4, "activations: q norm statistics");
+            A(a->qn_rstd, L * N * (size_t)dm->NHl * 4, "activations: q norm statistics");
+            A(a->kn_mean, L * N * (size_t)dm->KVl * 4, "activations: k norm statistics");
+            A(a->kn_rstd, L * N * (size_t)dm->KVl * 4, "activations: k norm statistics");
+        }
+        A(a->k, L * N * kd * as, "activations: keys");
+        A(a->v, L * N * kd * as, "activations: values");
+        if (m->layout.cp > 1) {
+            size_t Nf = (size_t)dm->B * dm->Tfull;
+            A(a->kfull, L * Nf * kd * as, "activations: gathered keys");
+            A(a->vfull, L * Nf * kd * as, "activations: gathered values");
+        }
+        A(a->h, L * N * 2 * F * as, "activations: fc1 output");
+        A(a->act, L * N * F * as, "activations: swiglu output");
     }
-    A(a->h, L * N * 2 * F * as, "activations: fc1 output");
-    A(a->act, L * N * F * as, "activations: swiglu output");
-    if (dm->last) {
-        A(a->lnf, N * C * as, "activations: final norm");
-        A(a->lnf_mean, Nl * 4, "activations: norm statistics");
-        A(a->lnf_rstd, Nl * 4, "activations: norm statistics");
-        A(a->logits, N * V * as, "activations: logits");
-        A(a->losses, N * 4, "losses");
-        A(a->ce_max, N * 4, "cross-entropy statistics");
-        A(a->ce_sum, N * 4, "cross-entropy statistics");
-        A(a->ce_target, N * 4, "cross-entropy statistics");
+    if (parts & ACTS_ATTN && L > 0) {
+        A(a->att, L * N * qd * as, "activations: attention output");
+        A(a->lse, L * N * (size_t)dm->NHl * 4, "activations: attention log-sum-exp");
     }
-    A(a->tokens, N * 4, "tokens");
-    A(a->targets, N * 4, "targets");
-    A(a->positions, N * 4, "position ids");
+    if (parts & ACTS_SLOT) {
+        if (dm->last) {
+            A(a->lnf, N * C * as, "activations: final norm");
+            A(a->lnf_mean, Nl * 4, "activations: norm statistics");
+            A(a->lnf_rstd, Nl * 4, "activations: norm statistics");
+            A(a->logits, N * V * as, "activations: logits");
+            A(a->losses, N * 4, "losses");
+            A(a->ce_max, N * 4, "cross-entropy statistics");
+            A(a->ce_sum, N * 4, "cross-entropy statistics");
+            A(a->ce_target, N * 4, "cross-entropy statistics");
+        }
+        A(a->tokens, N * 4, "tokens");
+        A(a->targets, N * 4, "targets");
+        A(a->positions, N * 4, "position ids");
+    }
 #undef A
-    return *failed ? -1 : 0;
+    return total;
+}
+
+/* Every slot's activations and the recompute workspace, as llama_plan_recompute laid them out; and
+ * what the same slots would take without recomputation (the memory report's comparison). */
+static void alloc_all_acts(llama_model *m, int *failed, char *err, size_t errlen) {
+    const bool selective = m->recompute == TR_RECOMPUTE_SELECTIVE;
+    const int slot_parts = ACTS_SLOT | ACTS_LAYERS | (selective ? 0 : ACTS_ATTN);
+    m->act_bytes = m->act_bytes_plain = 0;
+    for (int i = 0; i < m->layout.slots && !*failed; i++) {
+        m->act_bytes += alloc_acts(m, &m->acts[i], m->n_stored, slot_parts, false, failed, err, errlen);
+        llama_acts none = {0};
+        m->act_bytes_plain += alloc_acts(m, &none, m->dims.nl, ACTS_SLOT | ACTS_LAYERS | ACTS_ATTN, true, failed, err,
+                                         errlen);
+    }
+    if (m->n_ws > 0 && !*failed)
+        m->act_bytes += alloc_acts(m, &m->ws, m->n_ws, selective ? ACTS_ATTN : ACTS_LAYERS | ACTS_ATTN, false, failed,
+                                   err, errlen);
 }
 
 static void free_acts(llama_model *m, llama_acts *a) {
-    void *bufs[] = {a->resid, a->resid_mid, a->ln1, a->ln2, a->ln1_mean, a->ln1_rstd, a->ln2_mean, a->ln2_rstd,
+    void *bufs[] = {a->q_pre, a->k_pre, a->qn_mean, a->qn_rstd, a->kn_mean, a->kn_rstd, a->resid, a->resid_mid, a->ln1, a->ln2, a->ln1_mean, a->ln1_rstd, a->ln2_mean, a->ln2_rstd,
                     a->q, a->k, a->v, a->kfull, a->vfull, a->att, a->lse, a->h, a->act, a->lnf, a->lnf_mean, a->lnf_rstd, a->logits,
                     a->losses, a->ce_max, a->ce_sum, a->ce_target, a->tokens, a->targets, a->positions};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(m->dev, bufs[i]);
@@ -288,7 +358,8 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     A(m->grads, m->total_alloc * tr_dtype_size(dm->grad_dt), "gradients");
     m->acts = calloc((size_t)m->layout.slots, sizeof *m->acts);
     if (!m->acts) failed = 1, tr_errf(err, errlen, "out of host memory");
-    for (int i = 0; i < m->layout.slots && !failed; i++) alloc_acts(m, &m->acts[i], &failed, err, errlen);
+    if (!failed && llama_plan_recompute(m, cfg, err, errlen)) failed = 1;
+    if (!failed) alloc_all_acts(m, &failed, err, errlen);
     A(m->g.dresid, N * C * as, "gradients: residual stream");
     if (dm->sp) {
         A(m->g.sp_loc, (size_t)dm->Nl * C * as, "sequence-parallel staging");
@@ -296,12 +367,17 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     }
     A(m->g.dln, N * C * as, "gradients: norm output");
     A(m->g.dq, N * qd * as, "gradients: queries");
+    if (dm->qk_norm) {
+        A(m->g.dqn, N * qd * as, "gradients: queries before their norm");
+        A(m->g.dkn, N * kd * as, "gradients: keys before their norm");
+    }
     A(m->g.dk, N * kd * as, "gradients: keys");
     A(m->g.dv, N * kd * as, "gradients: values");
     A(m->g.datt, N * qd * as, "gradients: attention output");
     A(m->g.dh, N * 2 * F * as, "gradients: fc1 output");
     A(m->g.dact, N * F * as, "gradients: swiglu output");
     A(m->g.dloss, N * 4, "loss weights");
+    if (dm->qkv_bias) A(m->ones, N * as, "ones for the linear biases");
     if (m->layout.cp > 1) {
         size_t Nf = (size_t)dm->B * dm->Tfull;
         A(m->g.dkfull, Nf * kd * as, "gradients: gathered keys");
@@ -325,10 +401,37 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
         dev_stream_sync(s);
         free(hp);
     }
+    if (m->ones) { /* the constant the bias products multiply: 1 in the compute type */
+        void *h = malloc(N * as);
+        TR_CHECK(h != NULL, "out of host memory");
+        for (size_t i = 0; i < N; i++) {
+            if (as == 4) ((float *)h)[i] = 1.0f;
+            else ((uint16_t *)h)[i] = tr_f32_to_bf16(1.0f);
+        }
+        dev_copy_h2d(s, m->ones, h, N * as);
+        dev_stream_sync(s);
+        free(h);
+    }
     /* padding stays zero forever: the optimizer's shards may cover it */
     dev_memset_zero(s, m->params, m->total_alloc * as);
     if (m->master != m->params) dev_memset_zero(s, m->master, m->total_alloc * 4);
     llama_zero_grads(m);
+    return m;
+}
+
+llama_model *llama_create_table(const tr_config *cfg, const llama_layout *lay, char *err, size_t errlen) {
+    llama_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        tr_errf(err, errlen, "out of host memory");
+        return NULL;
+    }
+    m->layout = lay ? *lay : (llama_layout){.tp = 1, .pp = 1, .cp = 1, .slots = 1};
+    if (llama_dims_from_config(&m->dims, cfg, &m->layout, err, errlen)) {
+        free(m);
+        return NULL;
+    }
+    build_table(m);
+    m->total_alloc = m->total;
     return m;
 }
 
@@ -339,9 +442,18 @@ llama_model *llama_create(const tr_config *cfg, dev_device *d, dev_stream *s, ch
 
 void llama_destroy(llama_model *m) {
     if (!m) return;
+    if (!m->dev) { /* a table without buffers (llama_create_table) */
+        free(m->act_index), free(m->ws_index), free(m->unit_start);
+        free(m->params_tab);
+        free(m->layer);
+        free(m);
+        return;
+    }
     if (m->acts)
         for (int i = 0; i < m->layout.slots; i++) free_acts(m, &m->acts[i]);
-    void *bufs[] = {m->params, m->grads, m->g.dresid, m->g.dln, m->g.dq, m->g.dk, m->g.dv, m->g.datt, m->g.dh,
+    free_acts(m, &m->ws);
+    free(m->act_index), free(m->ws_index), free(m->unit_start);
+    void *bufs[] = {m->params, m->grads, m->ones, m->g.dqn, m->g.dkn, m->g.dresid, m->g.dln, m->g.dq, m->g.dk, m->g.dv, m->g.datt, m->g.dh,
                     m->g.dact, m->g.dloss, m->g.sp_loc, m->g.sp_full, m->g.dkfull, m->g.dvfull, m->g.gather, m->q_pos, m->k_pos};
     if (m->master != m->params) dev_free(m->dev, m->master);
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(m->dev, bufs[i]);

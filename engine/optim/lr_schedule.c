@@ -30,6 +30,14 @@ int tr_lr_schedule_init(tr_lr_schedule *lr, const tr_config *cfg, char *err, siz
     return 0;
 }
 
+bool tr_lr_schedule_decoupled(tr_lr_schedule *dec, const tr_lr_schedule *main, const tr_config *cfg) {
+    if (cfg->decoupled_lr < 0) return false;
+    *dec = *main;
+    dec->max_lr = cfg->decoupled_lr;
+    if (cfg->decoupled_min_lr >= 0) dec->min_lr = cfg->decoupled_min_lr;
+    return true;
+}
+
 double tr_lr_at(const tr_lr_schedule *lr, int64_t n) {
     if (lr->warmup_samples > 0 && n <= lr->warmup_samples)
         return lr->init_lr + (lr->max_lr - lr->init_lr) * (double)n / (double)lr->warmup_samples;

@@ -4,6 +4,7 @@
 #ifndef TWINRUN_ENGINE_OPTIM_LR_SCHEDULE_H
 #define TWINRUN_ENGINE_OPTIM_LR_SCHEDULE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,5 +21,10 @@ typedef struct tr_lr_schedule {
  * the whole run. Returns -1 with err on inconsistent flags. */
 int tr_lr_schedule_init(tr_lr_schedule *lr, const tr_config *cfg, char *err, size_t errlen);
 double tr_lr_at(const tr_lr_schedule *lr, int64_t samples);
+
+/* The schedule of the input embedding and output layer with --decoupled-lr: main's warmup and decay
+ * from main's --lr-warmup-init up to --decoupled-lr, down to --decoupled-min-lr (or --min-lr), as
+ * Megatron's param group with is_decoupled_lr. Returns false (dec untouched) without --decoupled-lr. */
+bool tr_lr_schedule_decoupled(tr_lr_schedule *dec, const tr_lr_schedule *main, const tr_config *cfg);
 
 #endif

@@ -17,6 +17,7 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_gr
     o->eps = cfg->adam_eps;
     o->weight_decay = cfg->weight_decay;
     o->clip_grad = cfg->clip_grad;
+    o->decoupled_lr = -1.0;
     /* gradients reduce over data x context parallelism (Megatron's DP group with CP) */
     int dp = grid ? grid->size[TR_AXIS_DP] * grid->size[TR_AXIS_CP] : 1;
     o->distributed = cfg->use_distributed_optimizer && dp > 1;
@@ -78,9 +79,12 @@ void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr
 }
 
 /* The parts of this rank's shard [lo, hi) that each parameter covers, relative to lo, with the
- * parameter's weight decay; TP-replicated parameters left out when !replicated. Returns the count;
- * *out (freed by the caller) has one range per parameter at most. */
-static int shard_ranges(const tr_optimizer *o, const llama_model *model, bool replicated, kern_range **out) {
+ * parameter's weight decay; TP-replicated parameters left out when !replicated; of the parameters of
+ * `which` group. Returns the count; *out (freed by the caller) has one range per parameter at most. */
+typedef enum ranges_of { RANGES_ALL, RANGES_MAIN, RANGES_DECOUPLED } ranges_of;
+
+static int shard_ranges(const tr_optimizer *o, const llama_model *model, bool replicated, ranges_of which,
+                        kern_range **out) {
     kern_range *r = malloc(sizeof *r * (size_t)(model->nparams > 0 ? model->nparams : 1));
     TR_CHECK(r != NULL, "out of host memory for the optimizer's parameter ranges");
     const size_t lo = o->shard_begin, hi = o->shard_begin + o->shard_len;
@@ -88,6 +92,8 @@ static int shard_ranges(const tr_optimizer *o, const llama_model *model, bool re
     for (int i = 0; i < model->nparams; i++) {
         const llama_param *p = &model->params_tab[i];
         if (p->place.tp_replicated && !replicated) continue;
+        const bool dec = i == model->p_embed || i == model->p_head; /* --decoupled-lr's parameters */
+        if ((which == RANGES_MAIN && dec) || (which == RANGES_DECOUPLED && !dec)) continue;
         size_t b = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
         if (b >= e) continue;
         r[n++] = (kern_range){b - lo, e - lo, p->no_weight_decay ? 0.0f : (float)o->weight_decay};
@@ -102,7 +108,7 @@ double optim_grad_norm(tr_optimizer *o, llama_model *model, const tr_grid *grid,
     /* the shard's gradients, indexed from the shard's start */
     const tr_buf g = o->distributed ? grads_of(o, model) : tr_buf_at(grads_of(o, model), o->shard_begin);
     kern_range *ranges;
-    const int nr = shard_ranges(o, model, tp_leader, &ranges); /* replicated ones counted once, on TP rank 0 */
+    const int nr = shard_ranges(o, model, tp_leader, RANGES_ALL, &ranges); /* replicated ones counted once, on TP rank 0 */
     kern_sum_squares_ranges(model->stream, o->norm_accum, g, ranges, nr);
     free(ranges);
     if (gr) {
@@ -117,6 +123,8 @@ double optim_grad_norm(tr_optimizer *o, llama_model *model, const tr_grid *grid,
     return sqrt((double)sumsq);
 }
 
+void optim_set_decoupled_lr(tr_optimizer *o, double lr) { o->decoupled_lr = lr; }
+
 void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double lr, double grad_norm) {
     o->step++;
     double coeff = 1.0;
@@ -125,21 +133,26 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
         if (c < 1.0) coeff = c;
     }
     const size_t lo = o->shard_begin;
-    kern_adamw_desc ad = {
-        .lr = (float)lr,
-        .beta1 = (float)o->beta1,
-        .beta2 = (float)o->beta2,
-        .eps = (float)o->eps,
-        .grad_scale = (float)coeff,
-        .step = o->step,
-    };
-    /* every parameter of the shard in one multi-tensor update, each with its weight decay */
+    /* every parameter of the shard in one multi-tensor update, each with its weight decay; with
+     * --decoupled-lr the input embedding and output layer are a second update at their own lr */
     const tr_buf g = o->distributed ? grads_of(o, model) : tr_buf_at(grads_of(o, model), lo);
-    kern_range *ranges;
-    const int nr = shard_ranges(o, model, true, &ranges);
-    kern_adamw_update_ranges(model->stream, &ad, ranges, nr, model->master + lo,
-                             tr_buf_at(tr_buf_make(model->params, model->dims.act_dt), lo), g, o->m, o->v);
-    free(ranges);
+    const bool decoupled = o->decoupled_lr >= 0;
+    for (int group = 0; group < (decoupled ? 2 : 1); group++) {
+        kern_adamw_desc ad = {
+            .lr = (float)(group == 1 ? o->decoupled_lr : lr),
+            .beta1 = (float)o->beta1,
+            .beta2 = (float)o->beta2,
+            .eps = (float)o->eps,
+            .grad_scale = (float)coeff,
+            .step = o->step,
+        };
+        kern_range *ranges;
+        const int nr = shard_ranges(o, model, true, !decoupled ? RANGES_ALL : group ? RANGES_DECOUPLED : RANGES_MAIN,
+                                    &ranges);
+        kern_adamw_update_ranges(model->stream, &ad, ranges, nr, model->master + lo,
+                                 tr_buf_at(tr_buf_make(model->params, model->dims.act_dt), lo), g, o->m, o->v);
+        free(ranges);
+    }
     if (o->distributed) {
         /* every DP rank gets every shard's update, in the compute type and as master */
         tr_dtype dt = model->dims.act_dt;

@@ -21,6 +21,7 @@ typedef struct tr_optimizer {
     float *norm_accum;             /* [1] fp32 on the device */
     int step;                      /* updates taken */
     double beta1, beta2, eps, weight_decay, clip_grad;
+    double decoupled_lr;           /* this step's lr of the embedding and output layer; < 0: the step's lr */
 } tr_optimizer;
 
 /* gr may be NULL for one rank. The model's buffers must be padded to a multiple of the DP size
@@ -36,6 +37,10 @@ void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr
  * rank sums the squares it owns (TP-replicated parameters once, its shard when distributed) and the
  * sums are all-reduced. NaN/Inf in any gradient makes it non-finite. */
 double optim_grad_norm(tr_optimizer *o, llama_model *model, const tr_grid *grid, const tr_groups *gr);
+
+/* --decoupled-lr: the learning rate the next optim_step gives the input embedding and the output
+ * layer (Megatron's is_decoupled_lr parameters); < 0 gives them the step's lr like every other. */
+void optim_set_decoupled_lr(tr_optimizer *o, double lr);
 
 /* One AdamW update at learning rate lr, clipping with the norm optim_grad_norm returned; when
  * distributed, the updated parameters are all-gathered over DP. */

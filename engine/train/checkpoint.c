@@ -19,13 +19,11 @@ typedef struct piece {
 
 static int pieces_of(const llama_param *p, piece out[2]) {
     const llama_placement *pl = &p->place;
-    const char *gu = strstr(p->name, "gate_up_proj");
-    if (gu) {
+    if (llama_hf_fc1_half(p->name, 0, out[0].name, sizeof out[0].name)) { /* the fused fc1, weight or bias */
         int64_t half_rows = p->shape[0] / 2, F = pl->gshape[0] / 2;
         for (int h = 0; h < 2; h++) {
-            snprintf(out[h].name, sizeof out[h].name, "%.*s%s_proj.weight", (int)(gu - p->name), p->name,
-                     h ? "up" : "gate");
-            out[h].ndim = 2;
+            llama_hf_fc1_half(p->name, h, out[h].name, sizeof out[h].name);
+            out[h].ndim = p->ndim;
             out[h].gshape[0] = F, out[h].gshape[1] = pl->gshape[1];
             out[h].slice = ckpt_place_slice(0, pl->seg_global[h] - h * F, half_rows);
             out[h].local_off = (size_t)h * p->numel / 2;
@@ -176,16 +174,53 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
     return cfg->keep_last > 0 ? ckpt_prune(io, cfg->save, cfg->keep_last, err, errlen) : 0;
 }
 
+int tr_ckpt_pick(const tr_config *cfg, int64_t *it, char *err, size_t errlen) {
+    if (cfg->ckpt_step < 0) return ckpt_latest(cfg->load, it, err, errlen);
+    /* --ckpt-step N: that iteration, complete or not at all (Megatron reads iter_N without the tracker) */
+    int64_t have[256];
+    int n = ckpt_list(cfg->load, have, 256, err, errlen);
+    if (n < 0) return -1;
+    for (int i = 0; i < n && i < 256; i++)
+        if (have[i] == cfg->ckpt_step) {
+            ckpt_manifest m;
+            char why[512];
+            if (ckpt_manifest_load(cfg->load, cfg->ckpt_step, &m, why, sizeof why))
+                return tr_errf(err, errlen, "--ckpt-step %lld: %s holds no complete checkpoint of it (%s)",
+                               (long long)cfg->ckpt_step, cfg->load, why);
+            ckpt_manifest_free(&m);
+            *it = cfg->ckpt_step;
+            return 0;
+        }
+    char list[256] = "";
+    for (int i = 0; i < n && i < 256 && strlen(list) < sizeof list - 24; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%lld", i ? ", " : "", (long long)have[i]);
+    return tr_errf(err, errlen, "--ckpt-step %lld: %s has no checkpoint of that iteration (it has: %s); pick one of "
+                                "those or drop --ckpt-step for the latest",
+                   (long long)cfg->ckpt_step, cfg->load, n > 0 ? list : "none");
+}
+
 int tr_ckpt_open(const tr_config *cfg, ckpt_reader **rd, char *err, size_t errlen) {
     *rd = NULL;
     int64_t it;
-    int r = ckpt_latest(cfg->load, &it, err, errlen);
+    int r = tr_ckpt_pick(cfg, &it, err, errlen);
     if (r < 0) return -1;
     if (r == 1) return 0; /* nothing saved yet: Megatron starts from scratch */
     ckpt_verify_report rep;
     if (ckpt_verify(cfg->load, it, &rep, err, errlen)) return -1;
     *rd = ckpt_reader_open(cfg->load, it, err, errlen);
     return *rd ? 0 : -1;
+}
+
+int tr_ckpt_read_weights(ckpt_reader *rd, const llama_model *m, float *host, char *err, size_t errlen) {
+    for (int i = 0; i < m->nparams; i++) {
+        const llama_param *p = &m->params_tab[i];
+        piece pcs[2];
+        int np = pieces_of(p, pcs);
+        for (int k = 0; k < np; k++)
+            if (ckpt_read(rd, pcs[k].name, CKPT_F32, pcs[k].slice, host + p->offset + pcs[k].local_off, err, errlen))
+                return -1;
+    }
+    return 0;
 }
 
 int tr_ckpt_load_from(ckpt_reader *rd, llama_model *m, tr_optimizer *o, const tr_config *cfg, tr_run_position *pos,

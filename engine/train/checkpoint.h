@@ -35,7 +35,13 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
 struct ckpt_reader;
 int tr_ckpt_load_from(struct ckpt_reader *rd, llama_model *m, tr_optimizer *o, const tr_config *cfg,
                       tr_run_position *pos, int *loaded, char *err, size_t errlen);
-/* Finds cfg->load's latest checkpoint, verifies every checksum and opens it: 0 with *rd (NULL when
+/* The iteration a load reads: --ckpt-step's (which must exist and be complete), else the tracker's.
+ * 0 with *it, 1 when --load holds nothing yet (and no --ckpt-step), -1 with err. */
+int tr_ckpt_pick(const tr_config *cfg, int64_t *it, char *err, size_t errlen);
+/* The fp32 master weights of m's parameters (its placements: any layout's shard, or the whole model of
+ * llama_create_table) from an open checkpoint into host [m->total]. 0, or -1 with err. */
+int tr_ckpt_read_weights(struct ckpt_reader *rd, const llama_model *m, float *host, char *err, size_t errlen);
+/* Finds cfg->load's latest checkpoint (or --ckpt-step's), verifies every checksum and opens it: 0 with *rd (NULL when
  * nothing is saved yet), or -1 with err naming the bad file. */
 int tr_ckpt_open(const tr_config *cfg, struct ckpt_reader **rd, char *err, size_t errlen);
 

@@ -9,6 +9,8 @@ void tr_memory_report_of(tr_memory_report *r, const llama_model *m, const tr_opt
     r->peak = dev_mem_peak(m->dev);
     size_t fixed = r->weights + r->gradients + r->optimizer;
     r->activations = r->peak > fixed ? r->peak - fixed : 0;
+    r->recompute = m->recompute;
+    r->act_storage = m->act_bytes, r->act_storage_plain = m->act_bytes_plain;
 }
 
 double tr_megatron_weight_optimizer_bytes(const tr_config *c, int V, int dp) {
@@ -36,4 +38,10 @@ void tr_memory_report_print(FILE *out, int rank, const tr_memory_report *r, doub
             "| device peak %.2f MB | Megatron's theoretical weights+optimizer (most loaded shard) %.2f MB\n",
             rank, r->weights / MB, r->gradients / MB, r->optimizer / MB, r->activations / MB, r->peak / MB,
             megatron / MB);
+    if (r->recompute != TR_RECOMPUTE_NONE) /* in kB: the saving of a small model must not print as 0.00 */
+        fprintf(out, "[memory] rank %d: activation recompute (%s): activations kept %.1f kB instead of %.1f kB, "
+                     "%.1f kB (%.0f%%) saved\n",
+                rank, r->recompute == TR_RECOMPUTE_FULL ? "full" : "selective", r->act_storage / 1024.0,
+                r->act_storage_plain / 1024.0, ((double)r->act_storage_plain - (double)r->act_storage) / 1024.0,
+                r->act_storage_plain ? 100.0 * (1.0 - (double)r->act_storage / (double)r->act_storage_plain) : 0.0);
 }

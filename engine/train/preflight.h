@@ -12,8 +12,9 @@
 #include "parallel/grid.h"
 #include "twinrun/config.h"
 #include "twinrun/dev.h"
+#include "twinrun/version.h"
 
-#define TR_VERSION "twinrun 0.3.0"
+#define TR_VERSION "twinrun " TR_VERSION_NUMBER
 
 typedef enum tr_preflight_issue {
     TR_PREFLIGHT_OK = 0,

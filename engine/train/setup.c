@@ -1,13 +1,50 @@
 /* Config completion and batch-source selection for the training entry. */
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include <stdlib.h>
 
 #include "data/batch.h"
+#include "ckpt/ckpt.h"
 #include "io/hf_config.h"
 #include "train/batch_source.h"
+#include "train/checkpoint.h"
+#include "model/llama.h"
 #include "train/trainer.h"
 #include "twinrun/err.h"
+
+/* --use-checkpoint-args: the model flags of the checkpoint --load would read replace the command
+ * line's (Megatron's load_args_from_checkpoint); without a checkpoint the command line's stand, as
+ * Megatron says and does. */
+static int use_checkpoint_args(tr_config *cfg, char *err, size_t errlen) {
+    int64_t it;
+    int r = tr_ckpt_pick(cfg, &it, err, errlen);
+    if (r < 0) return -1;
+    if (r == 1) {
+        tr_config_warn(cfg, "--use-checkpoint-args: no checkpoint in %s to provide arguments, using the command "
+                            "line's", cfg->load);
+        return 0;
+    }
+    ckpt_manifest m;
+    if (ckpt_manifest_load(cfg->load, it, &m, err, errlen)) return -1;
+    ckpt_model_to_config(&m.model, cfg);
+    ckpt_manifest_free(&m);
+    return 0;
+}
+
+/* --tokenizer-model names files Megatron's tokenizer opens at start-up (all but NullTokenizer, which
+ * ignores it): a path that is not there fails Megatron's run, so it fails here too, at once. */
+static void check_tokenizer_model(const tr_config *cfg, tr_errlist *el) {
+    if (!cfg->tokenizer_model[0] || !strcmp(cfg->tokenizer_type, "NullTokenizer")) return;
+    struct stat st;
+    if (stat(cfg->tokenizer_model, &st) != 0)
+        tr_errlist_add(el, "--tokenizer-model %s: %s; give the tokenizer's directory (tokenizer.json, "
+                           "tokenizer_config.json) or model file as it is on this machine (twinrun does not download "
+                           "from the Hugging Face hub)",
+                       cfg->tokenizer_model, strerror(errno));
+}
 
 int tr_train_prepare_config(tr_config *cfg, int world, char *err, size_t errlen) {
     if (cfg->hf_load[0]) {
@@ -16,6 +53,14 @@ int tr_train_prepare_config(tr_config *cfg, int world, char *err, size_t errlen)
         hf_llama_config hf;
         if (hf_config_load(&hf, path, err, errlen) || hf_config_apply(&hf, cfg, err, errlen)) return -1;
     }
+    if (cfg->use_checkpoint_args && cfg->load[0] && use_checkpoint_args(cfg, err, errlen)) return -1;
+    /* every problem of the job at once, before any rank starts: one report, not one per rank */
+    tr_errlist el;
+    tr_errlist_init(&el);
+    tr_config_collect_errors(cfg, world, &el);
+    llama_check_config(cfg, &el);
+    check_tokenizer_model(cfg, &el);
+    if (tr_errlist_format(&el, err, errlen)) return -1;
     return tr_config_finalize(cfg, world, err, errlen);
 }
 

@@ -1,7 +1,9 @@
 /* What the trainer writes to TensorBoard (--tensorboard-dir), with Megatron's tags and schedule
  * (megatron/training/training.py, training_log and evaluate_and_print_results):
+ *   at step 0: "simulated" (1: the time figures come from the twin's cost model; 0: wall time);
  *   every --tensorboard-log-interval iterations: learning-rate, batch-size, lm loss, grad-norm,
- *     each also "<tag> vs samples" (step = consumed samples); with --log-memory-to-tensorboard
+ *     loss-scale (unless --no-log-loss-scale-to-tensorboard), world-size (with
+ *     --log-world-size-to-tensorboard), each also "<tag> vs samples" (step = consumed samples); with --log-memory-to-tensorboard
  *     mem-allocated-bytes, mem-max-allocated-bytes, mem-reserved-bytes (the reporting rank's device);
  *   every --log-interval with --log-timers-to-tensorboard: iteration-time (s, interval average) and,
  *     with --log-throughput, throughput (TFLOP/s per GPU);
@@ -19,8 +21,8 @@
 
 typedef struct tr_tb_log tr_tb_log;
 
-/* Opens the event file in cfg->tensorboard_dir. NULL with err when that fails. */
-tr_tb_log *tr_tb_log_open(const tr_config *cfg, dev_device *d, char *err, size_t errlen);
+/* Opens the event file in cfg->tensorboard_dir for a job of `world` ranks. NULL with err when that fails. */
+tr_tb_log *tr_tb_log_open(const tr_config *cfg, int world, dev_device *d, char *err, size_t errlen);
 /* Every iteration, with that iteration's own values (Megatron writes the iteration's loss, not the
  * interval's average). */
 void tr_tb_log_iteration(tr_tb_log *t, const tr_log_line *l);

@@ -14,11 +14,17 @@ void tr_log_timestamp(char *buf, size_t n, double seconds) {
 }
 
 void tr_log_write_line(FILE *out, const char *timestamp, const tr_log_line *l, int log_throughput) {
-    fprintf(out, " [%s] iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f |",
+    /* the twin's figures come from its cost model, not a clock: said next to each number, after it,
+     * so a parser of Megatron's lines still reads the number */
+    char sim[48] = "";
+    if (l->simulated) snprintf(sim, sizeof sim, " (simulated, %.16s spec)", l->simulated);
+    fprintf(out, " [%s] iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f%s |",
             timestamp, (long long)l->iteration, (long long)l->train_iters, (long long)l->consumed_samples,
-            l->elapsed_ms_per_iter);
-    if (log_throughput) fprintf(out, " throughput per GPU (TFLOP/s/GPU): %.1f |", l->tflops_per_gpu);
-    fprintf(out, " learning rate: %.6E | global batch size: %5d |", l->lr, l->global_batch_size);
+            l->elapsed_ms_per_iter, sim);
+    if (log_throughput) fprintf(out, " throughput per GPU (TFLOP/s/GPU): %.1f%s |", l->tflops_per_gpu, sim);
+    fprintf(out, " learning rate: %.6E |", l->lr);
+    if (l->has_decoupled_lr) fprintf(out, " decoupled learning rate: %.6E |", l->decoupled_lr);
+    fprintf(out, " global batch size: %5d |", l->global_batch_size);
     if (l->lm_loss > 0.0) fprintf(out, " lm loss: %.6E |", l->lm_loss); /* Megatron prints only averages > 0 */
     fprintf(out, " loss scale: 1.0 | grad norm: %.3f | number of skipped iterations: %3d |"
                  " number of nan iterations: %3d |\n",
@@ -27,9 +33,15 @@ void tr_log_write_line(FILE *out, const char *timestamp, const tr_log_line *l, i
 }
 
 void tr_log_write_validation(FILE *out, int64_t iteration, double loss) {
-    char line[256];
-    int n = snprintf(line, sizeof line, " validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E | ",
-                     (long long)iteration, loss, exp(loss < 20.0 ? loss : 20.0));
+    char at[48];
+    snprintf(at, sizeof at, "iteration %lld", (long long)iteration);
+    tr_log_write_validation_at(out, at, loss);
+}
+
+void tr_log_write_validation_at(FILE *out, const char *at, double loss) {
+    char line[320];
+    int n = snprintf(line, sizeof line, " validation loss at %.128s | lm loss value: %.6E | lm loss PPL: %.6E | ", at,
+                     loss, exp(loss < 20.0 ? loss : 20.0));
     for (int i = 0; i < n + 1; i++) fputc('-', out);
     fprintf(out, "\n%s\n", line);
     for (int i = 0; i < n + 1; i++) fputc('-', out);
@@ -50,8 +62,8 @@ void tr_log_write_json(FILE *out, const tr_log_line *l) {
     json_double(out, "learning_rate", l->lr, 0);
     json_double(out, "elapsed_ms_per_iter", l->elapsed_ms_per_iter, 0);
     json_double(out, "tflops_per_gpu", l->tflops_per_gpu, 0);
-    fprintf(out, "\"global_batch_size\":%d,\"skipped_iterations\":%d,\"nan_iterations\":%d}\n", l->global_batch_size,
-            l->skipped_iters, l->nan_iters);
+    fprintf(out, "\"global_batch_size\":%d,\"skipped_iterations\":%d,\"nan_iterations\":%d,\"simulated\":%s}\n",
+            l->global_batch_size, l->skipped_iters, l->nan_iters, l->simulated ? "true" : "false");
     fflush(out);
 }
 

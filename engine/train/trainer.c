@@ -16,6 +16,7 @@
 #include "train/checkpoint.h"
 #include "train/nan_probe.h"
 #include "train/preflight.h"
+#include "train/signal_exit.h"
 #include "train/straggler.h"
 #include "train/memory_report.h"
 #include "train/step.h"
@@ -42,6 +43,8 @@ typedef struct job {
     uint64_t data_fp; /* the data files' fingerprint, for the preflight */
     ckpt_reader *ckpt; /* --load's checkpoint, verified and opened once for every rank; NULL = none */
     char err[1024 + 32]; /* "rank N: " and a rank's 1024-byte message */
+    char first_err[1024]; /* the first failing rank's message as it said it */
+    int same_err_ranks;   /* later ranks that failed with exactly that message (not printed again) */
 } job;
 
 typedef struct rank_state {
@@ -74,11 +77,6 @@ static void rank_state_free(rank_state *st) {
 static int setup(rank_state *st, const job *jb, int rank, int world, bool reporter, char *err, size_t errlen) {
     const tr_config *cfg = jb->cfg;
     if (tr_grid_init(&st->grid, cfg, world, rank, err, errlen)) return TR_EXIT_USAGE;
-    if (cfg->context_parallel_size > 1 && cfg->reset_position_ids)
-        return tr_errf(err, errlen, "--context-parallel-size %d with --reset-position-ids is not supported yet "
-                                    "(the all-gathered attention assumes positions 0..seq-1)",
-                       cfg->context_parallel_size),
-               TR_EXIT_USAGE;
     st->dev = dev_open(0, 0, err, errlen);
     if (!st->dev) return TR_EXIT_FATAL;
     coll_set_timeout(st->dev, cfg->distributed_timeout_minutes * 60.0);
@@ -122,23 +120,39 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
             return tr_errf(err, errlen, "--metrics-jsonl %s: cannot open for writing", cfg->metrics_jsonl),
                    TR_EXIT_USAGE;
     }
-    if (reporter && cfg->tensorboard_dir[0] && !(st->tb = tr_tb_log_open(cfg, st->dev, err, errlen)))
+    if (reporter && cfg->tensorboard_dir[0] && !(st->tb = tr_tb_log_open(cfg, world, st->dev, err, errlen)))
         return TR_EXIT_USAGE;
     return 0;
 }
 
-/* Megatron's --exit-duration-in-mins: every rank stops at the same iteration once any rank's clock
- * (wall time, or the twin's simulated time) has run past the limit. */
-static bool exit_duration_reached(rank_state *st, double start, double minutes) {
-    float *flag = dev_alloc(st->dev, sizeof(float), "exit-duration flag");
+/* True on every rank when it is true on any: the ranks stop together, at the same iteration. */
+static bool any_rank(rank_state *st, bool mine) {
+    float *flag = dev_alloc(st->dev, sizeof(float), "stop flag");
     TR_CHECK(flag != NULL, "out of device memory for a flag");
-    float h = (dev_clock_now(st->dev) - start) / 60.0 > minutes ? 1.0f : 0.0f;
+    float h = mine ? 1.0f : 0.0f;
     dev_copy_h2d(dev_stream_default(st->dev), flag, &h, sizeof h);
     coll_all_reduce(st->groups.world, dev_stream_default(st->dev), flag, flag, 1, TR_F32, COLL_MAX);
     dev_copy_d2h(dev_stream_default(st->dev), &h, flag, sizeof h);
     dev_stream_sync(dev_stream_default(st->dev));
     dev_free(st->dev, flag);
     return h > 0.5f;
+}
+
+/* Megatron's --exit-duration-in-mins: every rank stops at the same iteration once any rank's clock
+ * (wall time, or the twin's simulated time) has run past the limit. */
+static bool exit_duration_reached(rank_state *st, double start, double minutes) {
+    return any_rank(st, (dev_clock_now(st->dev) - start) / 60.0 > minutes);
+}
+
+/* --exit-signal-handler: a SIGTERM this process received (or a scenario's preemption of this rank)
+ * stops every rank after this iteration. A preempted rank without the handler dies as SIGTERM's
+ * default action would kill its process. */
+static bool stop_on_signal(rank_state *st, const tr_config *cfg, bool preempted) {
+    if (preempted && !cfg->exit_signal_handler) {
+        dev_rank_note("killed by SIGTERM (no --exit-signal-handler)");
+        dev_rank_abort(143);
+    }
+    return cfg->exit_signal_handler && any_rank(st, preempted || tr_sigterm_pending());
 }
 
 /* A checkpoint save through the fault library's I/O; a rank whose own shard failed is the culprit. */
@@ -154,6 +168,11 @@ static int save(rank_state *st, job *jb, const tr_config *cfg, const tr_lr_sched
         *dg = (tr_diagnosis){.kind = "ckpt_write", .rank = rank, .layer = -1, .micro = -1, .iteration = now->iteration,
                              .time = dev_clock_now(st->dev)};
     return TR_EXIT_FATAL;
+}
+
+/* The validation position a save records: the data's, or with --eval-iters 0 the one the run resumed with. */
+static int64_t valid_position(const rank_state *st, const tr_config *cfg, int64_t resumed) {
+    return cfg->eval_iters > 0 ? st->src.valid_consumed(st->src.ctx) : resumed;
 }
 
 /* FNV-1a of this rank's fp32 master weights: equal digests, equal bits. */
@@ -172,6 +191,9 @@ typedef struct rank_run {
     int rank, world;
     bool reporter;        /* the last rank: Megatron logs from it, and it fills the summary */
     tr_lr_schedule sched;
+    tr_lr_schedule dsched; /* --decoupled-lr: the embedding and output layer's own schedule */
+    bool decoupled;
+    dev_info dinfo;       /* whether the time figures are the twin's cost model's */
     int num_micro;        /* micro-batches per iteration on this DP rank */
     int64_t iters;        /* the last iteration of the job */
     double flops;         /* per iteration, for the TFLOP/s column */
@@ -182,6 +204,7 @@ typedef struct rank_run {
     int64_t saved_at;     /* the last iteration saved (or loaded) */
     int64_t last;         /* the last iteration completed */
     double start;         /* the rank's clock at the start, for --exit-duration-in-mins */
+    bool stopped;         /* by SIGTERM, --exit-interval or --exit-duration-in-mins: Megatron exits at once */
     tr_straggler strag;
     char err[1024];
 } rank_run;
@@ -191,6 +214,8 @@ static int prepare(rank_state *st, const job *jb, rank_run *r) {
     const tr_config *cfg = jb->cfg;
     int rc = setup(st, jb, r->rank, r->world, r->reporter, r->err, sizeof r->err);
     if (!rc && tr_lr_schedule_init(&r->sched, cfg, r->err, sizeof r->err)) rc = TR_EXIT_USAGE;
+    r->decoupled = !rc && tr_lr_schedule_decoupled(&r->dsched, &r->sched, cfg);
+    if (st->dev) dev_get_info(st->dev, &r->dinfo);
     r->num_micro = rc ? 0 : cfg->global_batch_size / (cfg->micro_batch_size * st->grid.size[TR_AXIS_DP]);
     r->iters = cfg->train_iters > 0 ? cfg->train_iters : cfg->train_samples / cfg->global_batch_size;
     r->flops = rc ? 0 : tr_flops_per_iteration(cfg, st->model->dims.V);
@@ -209,8 +234,10 @@ static int resume(rank_state *st, const job *jb, rank_run *r) {
     int rc = 0, loaded = 0;
     if (tr_ckpt_load_from(jb->ckpt, st->model, st->optim, cfg, &r->pos, &loaded, r->err, sizeof r->err))
         rc = TR_EXIT_USAGE;
-    else if (loaded && st->src.set_position(st->src.ctx, r->pos.consumed_train, r->pos.consumed_valid, r->err,
-                                            sizeof r->err))
+    /* a run without validation (--eval-iters 0) has no validation set to place the checkpoint's
+     * position in: it carries the position unchanged to its own saves, as Megatron does */
+    else if (loaded && st->src.set_position(st->src.ctx, r->pos.consumed_train,
+                                            cfg->eval_iters > 0 ? r->pos.consumed_valid : 0, r->err, sizeof r->err))
         rc = TR_EXIT_USAGE;
     if (!rc && r->reporter)
         fprintf(jb->log, loaded ? " loaded checkpoint from %s at iteration %lld\n"
@@ -240,7 +267,7 @@ static void diagnose_nan(rank_state *st, const job *jb, rank_run *r, int64_t it)
 
 /* The iteration's numbers: the summary, the JSON line, TensorBoard, the straggler report, and every
  * log interval Megatron's line with the loss and time averaged over the interval. */
-static void log_iteration(rank_state *st, const job *jb, rank_run *r, int64_t it, double lr, double dt,
+static void log_iteration(rank_state *st, const job *jb, rank_run *r, int64_t it, double lr, double dlr, double dt,
                           const tr_step_result *res) {
     const tr_config *cfg = jb->cfg;
     tr_train_summary *sum = jb->summary;
@@ -256,8 +283,10 @@ static void log_iteration(rank_state *st, const job *jb, rank_run *r, int64_t it
     tr_log_line line = {
         .iteration = it, .train_iters = r->iters, .consumed_samples = r->consumed,
         .elapsed_ms_per_iter = dt * 1000.0, .tflops_per_gpu = dt > 0 ? r->flops / dt / 1e12 / r->world : 0.0,
-        .lr = lr, .global_batch_size = cfg->global_batch_size, .lm_loss = res->loss,
+        .lr = lr, .has_decoupled_lr = r->decoupled, .decoupled_lr = dlr,
+        .global_batch_size = cfg->global_batch_size, .lm_loss = res->loss,
         .grad_norm = res->grad_norm, .skipped_iters = 0, .nan_iters = r->nan_iters,
+        .simulated = r->dinfo.simulated[0] ? r->dinfo.simulated : NULL,
     };
     if (st->metrics) tr_log_write_json(st->metrics, &line);
     tr_tb_log_iteration(st->tb, &line);
@@ -297,11 +326,29 @@ static int evaluate_and_save(rank_state *st, job *jb, rank_run *r, int64_t it, c
         }
     }
     if (cfg->save[0] && cfg->save_interval > 0 && it % cfg->save_interval == 0) {
-        tr_run_position now = {it, r->consumed, st->src.valid_consumed(st->src.ctx)};
+        tr_run_position now = {it, r->consumed, valid_position(st, cfg, r->pos.consumed_valid)};
         int rc = save(st, jb, cfg, &r->sched, &now, r->rank, r->err, sizeof r->err);
         if (rc) return rc;
         r->saved_at = it;
         if (r->reporter) fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)it, cfg->save);
+    }
+    return 0;
+}
+
+/* --exit-signal-handler stopped the job after iteration `it`: save it (unless the save interval just
+ * did) and say so, as Megatron does. */
+static int signal_save(rank_state *st, job *jb, rank_run *r, int64_t it) {
+    const tr_config *cfg = jb->cfg;
+    if (cfg->save[0] && r->saved_at < it) {
+        tr_run_position now = {it, r->consumed, valid_position(st, cfg, r->pos.consumed_valid)};
+        int rc = save(st, jb, cfg, &r->sched, &now, r->rank, r->err, sizeof r->err);
+        if (rc) return rc;
+        r->saved_at = it;
+        if (r->reporter) fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)it, cfg->save);
+    }
+    if (r->reporter) {
+        fprintf(jb->log, " exiting program after receiving SIGTERM.\n");
+        jb->summary->signal_exit_iteration = it, jb->summary->signal_exit_time = dev_clock_now(st->dev);
     }
     return 0;
 }
@@ -324,11 +371,13 @@ static int iterate(rank_state *st, job *jb, rank_run *r) {
     const tr_config *cfg = jb->cfg;
     const tr_parallel par = {&st->grid, &st->groups};
     for (int64_t it = r->pos.iteration + 1; it <= r->iters; it++) {
-        double lr = tr_lr_at(&r->sched, r->consumed);
+        double lr = tr_lr_at(&r->sched, r->consumed), dlr = r->decoupled ? tr_lr_at(&r->dsched, r->consumed) : -1.0;
+        optim_set_decoupled_lr(st->optim, dlr);
         if (r->reporter && it == r->pos.iteration + 1) /* start-up ends */
             jb->summary->first_iteration_wall = wall_seconds();
         double t0 = dev_clock_now(st->dev), busy0 = dev_busy_seconds(st->dev);
         fault_step_begin(st->faults, it);
+        const bool preempted = fault_preempt(st->faults);
         tr_step_result res;
         tr_nan_probe_begin(&st->probe);
         int rc = train_step(st->model, st->optim, cfg, &par, r->num_micro, lr, st->src.next, st->src.ctx, &res, r->err,
@@ -340,10 +389,18 @@ static int iterate(rank_state *st, job *jb, rank_run *r) {
         if (r->reporter && jb->summary->iteration_loss) jb->summary->iteration_loss[it] = res.loss;
         double dt = dev_clock_now(st->dev) - t0;
         r->consumed += cfg->global_batch_size;
-        log_iteration(st, jb, r, it, lr, dt, &res);
+        log_iteration(st, jb, r, it, lr, dlr, dt, &res);
         if ((rc = evaluate_and_save(st, jb, r, it, &par))) return rc;
         r->last = it;
-        if (exit_requested(st, jb, r, it)) break;
+        if (stop_on_signal(st, cfg, preempted)) {
+            if ((rc = signal_save(st, jb, r, it))) return rc;
+            r->stopped = true;
+            break;
+        }
+        if (exit_requested(st, jb, r, it)) {
+            r->stopped = true;
+            break;
+        }
     }
     return 0;
 }
@@ -353,11 +410,26 @@ static int iterate(rank_state *st, job *jb, rank_run *r) {
 static int finish(rank_state *st, job *jb, rank_run *r) {
     const tr_config *cfg = jb->cfg;
     if (cfg->save[0] && r->last > r->saved_at) {
-        tr_run_position now = {r->last, r->consumed, st->src.valid_consumed(st->src.ctx)};
+        tr_run_position now = {r->last, r->consumed, valid_position(st, cfg, r->pos.consumed_valid)};
         int rc = save(st, jb, cfg, &r->sched, &now, r->rank, r->err, sizeof r->err);
         if (rc) return rc;
         if (r->reporter)
             fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)r->last, cfg->save);
+    }
+    /* Megatron evaluates once more when training ends (not when it exits early): after the last save */
+    if (!r->stopped && st->src.next_valid && cfg->eval_iters > 0) {
+        double vloss;
+        const tr_parallel par = {&st->grid, &st->groups};
+        int rc = train_evaluate(st->model, &par, cfg->eval_iters, r->num_micro, st->src.next_valid, st->src.ctx, &vloss,
+                                r->err, sizeof r->err);
+        if (rc) return rc;
+        if (r->reporter) {
+            char at[64];
+            snprintf(at, sizeof at, "iteration %lld on validation set", (long long)r->last);
+            tr_log_write_validation_at(jb->log, at, vloss);
+            tr_tb_log_validation(st->tb, r->last, r->consumed, vloss);
+            jb->summary->last_valid_loss = vloss;
+        }
     }
     if (r->rank == 0 || r->reporter) {
         tr_memory_report mr;
@@ -371,11 +443,17 @@ static int finish(rank_state *st, job *jb, rank_run *r) {
 /* A failed rank: the job's first message, and stderr unless every rank reached the same error. */
 static int report_failure(const rank_state *st, job *jb, const rank_run *r, int rc) {
     if (rc < 0) rc = TR_EXIT_FATAL;
-    /* every failing rank says so; the report keeps the first message */
-    if (!jb->err[0]) snprintf(jb->err, sizeof jb->err, "rank %d: %s", r->rank, r->err);
+    /* every failing rank says so, but a message already said by another rank is counted, not
+     * repeated (a thousand ranks failing alike print one line); the report keeps the first */
+    const bool repeat = jb->err[0] && !strcmp(jb->first_err, r->err);
+    if (!jb->err[0]) {
+        snprintf(jb->err, sizeof jb->err, "rank %d: %s", r->rank, r->err);
+        snprintf(jb->first_err, sizeof jb->first_err, "%s", r->err);
+    }
     /* what every rank agreed on (a NaN's origin, the preflight table) is said once, by the reporter */
     const bool agreed = rc == TR_EXIT_NAN || st->agreed_error;
-    if (r->world > 1 && (!agreed || r->reporter)) fprintf(stderr, "twinrun: rank %d: %s\n", r->rank, r->err);
+    if (repeat && !agreed) jb->same_err_ranks++;
+    else if (r->world > 1 && (!agreed || r->reporter)) fprintf(stderr, "twinrun: rank %d: %s\n", r->rank, r->err);
     return rc;
 }
 
@@ -395,6 +473,10 @@ static int train_rank(int rank, int world, void *arg) {
     r.saved_at = r.last = r.pos.iteration;
     r.start = st.dev ? dev_clock_now(st.dev) : 0.0;
     if (r.reporter) sum->start_iteration = r.pos.iteration;
+    if (!rc && r.reporter && r.pos.iteration >= r.iters)
+        fprintf(jb->log, " the checkpoint is at iteration %lld and this run trains to iteration %lld: nothing left to "
+                         "train (raise --train-iters or --train-samples to continue)\n",
+                (long long)r.pos.iteration, (long long)r.iters);
     if (!rc) tr_straggler_init(&r.strag, st.dev, r.pos.iteration + 1);
     if (!rc) rc = iterate(&st, jb, &r);
     if (!rc) rc = finish(&st, jb, &r);
@@ -435,13 +517,25 @@ int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *
         tr_data_close(jb.data);
         return TR_EXIT_USAGE;
     }
+    if (cfg->load[0] && !jb.ckpt && cfg->exit_on_missing_checkpoint) {
+        /* Megatron's words and status: it exits 0, so a scheduler does not retry a path typo */
+        fprintf(log, ">> '--exit-on-missing-checkpoint' set ... exiting. << (no checkpoint in %s)\n", cfg->load);
+        tr_data_close(jb.data);
+        return 0;
+    }
+    tr_signal_guard sig;
+    tr_signal_guard_begin(&sig, cfg->exit_signal_handler);
     int rc = launch ? launch(launch_ctx, world, train_rank, &jb, err, errlen)
                     : launch_ranks(world, train_rank, &jb, err, errlen);
+    tr_signal_guard_end(&sig);
     if (jb.ckpt) ckpt_reader_close(jb.ckpt);
     tr_data_close(jb.data);
     if (rc < 0) return TR_EXIT_USAGE;
     sum->device_peak_bytes = jb.peak;
     sum->world = world;
+    if (jb.same_err_ranks > 0)
+        fprintf(stderr, "twinrun: %d more rank%s stopped with the same error\n", jb.same_err_ranks,
+                jb.same_err_ranks == 1 ? "" : "s");
     if (rc) tr_errf(err, errlen, "%s", jb.err[0] ? jb.err : "a rank failed (see above)");
     return rc;
 }

@@ -38,6 +38,8 @@ typedef struct tr_train_summary {
     double straggler_ratio;   /* its busy time over the median */
     double straggler_time;    /* the reporter's clock when a rank was first listed as a straggler; < 0 never */
     double first_iteration_wall; /* CLOCK_REALTIME seconds when the reporter began its first iteration (0: none) */
+    int64_t signal_exit_iteration; /* --exit-signal-handler: the iteration the job stopped at on SIGTERM; 0 none */
+    double signal_exit_time;       /* the reporter's clock then */
     /* Optional, owned by the caller (kept across tr_train's reset): losses[it] for each iteration
      * run ([train_iters + 1]); digests[rank] of each rank's final fp32 master weights ([world]). */
     double *iteration_loss;

@@ -18,6 +18,7 @@
 #include "runner/report.h"
 #include "runner/runner.h"
 #include "runner/scenario.h"
+#include "twinrun/version.h"
 
 static int usage(void) {
     fputs(
@@ -64,6 +65,10 @@ static FILE *open_out(const char *path) {
 }
 
 int main(int argc, char **argv) {
+    if (tr_version_requested(argc, argv)) {
+        tr_version_print(stdout, "scenario");
+        return 0;
+    }
     if (argc < 3 || (strcmp(argv[1], "run") && strcmp(argv[1], "check"))) return usage();
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines in order with the ranks' messages, also in a file */
     const bool run = !strcmp(argv[1], "run");

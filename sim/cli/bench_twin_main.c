@@ -18,6 +18,7 @@
 #include "twin.h"
 #include "twinrun/coll.h"
 #include "twinrun/dev.h"
+#include "twinrun/version.h"
 
 static double wall(void) {
     struct timespec t;
@@ -148,6 +149,10 @@ static long parse_long(const char *flag, const char *v, long lo, long hi) {
 }
 
 int main(int argc, char **argv) {
+    if (tr_version_requested(argc, argv)) {
+        tr_version_print(stdout, "bench_twin");
+        return 0;
+    }
     bench_case bc = {.n = 1024, .allreduces = 1000, .bytes = 4096};
     long switches = 2000000;
     twin_options o;

@@ -107,6 +107,7 @@ void dev_get_info(const dev_device *d, dev_info *out) {
     snprintf(out->backend, sizeof out->backend, "twin");
     out->capacity = d->capacity;
     out->count = twin_gpus_per_node();
+    snprintf(out->simulated, sizeof out->simulated, "%s", (d->spec ? d->spec : twin_spec())->name);
 }
 
 void *dev_alloc(dev_device *d, size_t bytes, const char *what) {

@@ -26,13 +26,13 @@ static void check_targets(const int32_t *targets, int N, const char *who) {
             tr_fatal("%s: target %d at row %d is negative; check --vocab-size and the data", who, (int)targets[n], n);
 }
 
-void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V) {
+void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V, int V_real) {
     kern_cost(s, (double)N * V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
-    kern_ce_slice_max_check(s, row_max, logits, N, V);
+    kern_ce_slice_max_check(s, row_max, logits, N, V, V_real);
     for (int n = 0; n < N; n++) {
         const size_t row = (size_t)n * (size_t)V;
         float mx = -INFINITY;
-        for (int j = 0; j < V; j++) {
+        for (int j = 0; j < V_real; j++) {
             const float x = ld(logits, row + (size_t)j);
             if (x > mx || isnan(x)) mx = x;
             if (isnan(mx)) break; /* stays NaN */
@@ -42,18 +42,18 @@ void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int 
 }
 
 void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits, const float *row_max,
-                        const int32_t *targets, int vocab_start, int N, int V) {
+                        const int32_t *targets, int vocab_start, int N, int V, int V_real) {
     kern_cost(s, 3.0 * N * (double)V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
-    kern_ce_slice_sums_check(s, sum_exp, target_logit, logits, row_max, targets, vocab_start, N, V);
+    kern_ce_slice_sums_check(s, sum_exp, target_logit, logits, row_max, targets, vocab_start, N, V, V_real);
     check_targets(targets, N, "cross entropy (vocab slice)");
     for (int n = 0; n < N; n++) {
         const size_t row = (size_t)n * (size_t)V;
         const double mx = row_max[n];
         double sum = 0.0;
-        for (int j = 0; j < V; j++) sum += exp((double)ld(logits, row + (size_t)j) - mx);
+        for (int j = 0; j < V_real; j++) sum += exp((double)ld(logits, row + (size_t)j) - mx);
         sum_exp[n] = (float)sum;
         target_logit[n] =
-            in_slice(targets[n], vocab_start, V) ? ld(logits, row + (size_t)(targets[n] - vocab_start)) : 0.0f;
+            in_slice(targets[n], vocab_start, V_real) ? ld(logits, row + (size_t)(targets[n] - vocab_start)) : 0.0f;
     }
 }
 
@@ -66,18 +66,20 @@ void kern_ce_loss_from_stats(dev_stream *s, float *losses, const float *row_max,
 }
 
 void kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max, const float *sum_exp,
-                            const int32_t *targets, int vocab_start, const float *dloss, int N, int V) {
+                            const int32_t *targets, int vocab_start, const float *dloss, int N, int V,
+                            int V_real) {
     kern_cost(s, 5.0 * N * (double)V, 2.0 * N * V * tr_dtype_size(logits.dt), TR_F32);
-    kern_ce_slice_backward_check(s, dlogits, logits, row_max, sum_exp, targets, vocab_start, dloss, N, V);
+    kern_ce_slice_backward_check(s, dlogits, logits, row_max, sum_exp, targets, vocab_start, dloss, N, V, V_real);
     check_targets(targets, N, "cross entropy backward (vocab slice)");
     for (int n = 0; n < N; n++) {
         const size_t row = (size_t)n * (size_t)V;
         const double mx = row_max[n], se = sum_exp[n], scale = dloss[n];
         const int64_t local = (int64_t)targets[n] - (int64_t)vocab_start; /* may lie outside [0, V) */
         /* Element j is read before it is written, so dlogits may alias logits. */
-        for (int j = 0; j < V; j++) {
+        for (int j = 0; j < V_real; j++) {
             const double p = exp((double)ld(logits, row + (size_t)j) - mx) / se;
             st_d(dlogits, row + (size_t)j, (p - (j == local ? 1.0 : 0.0)) * scale);
         }
+        for (int j = V_real; j < V; j++) st_d(dlogits, row + (size_t)j, 0.0); /* padding: no gradient */
     }
 }

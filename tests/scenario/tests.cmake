@@ -36,7 +36,7 @@ twinrun_expect(NAME scenario_thousand_card EXIT 0 OUTPUT "PASSED: [0-9]+/[0-9]+ 
 add_test(NAME scenario_fault_kinds COMMAND sh -c
   "${scn} run ${PROJECT_SOURCE_DIR}/scenarios/faults --work ${scn_work} --junit ${scn_work}/kinds.xml && grep -c '<testsuite ' ${scn_work}/kinds.xml")
 set_tests_properties(scenario_fault_kinds PROPERTIES LABELS "${labels}" TIMEOUT 900
-  PASS_REGULAR_EXPRESSION "fault_version_skew.*PASSED: [0-9]+/[0-9]+ expectations\n15\n" FAIL_REGULAR_EXPRESSION "FAILED")
+  PASS_REGULAR_EXPRESSION "fault_version_skew.*PASSED: [0-9]+/[0-9]+ expectations\n16\n" FAIL_REGULAR_EXPRESSION "FAILED")
 
 # The 8B seed's two-node layout.
 twinrun_expect(NAME scenario_llama3_8b_multinode EXIT 0 OUTPUT "PASSED: [0-9]+/[0-9]+ expectations"

@@ -431,7 +431,7 @@ static void test_bad_enum_lists_choices(void **state) {
     char err[ERRLEN] = "";
     assert_error(parse_line(c, "--lr-decay-style cosin", err), err,
                  "invalid value for --lr-decay-style: 'cosin' (choose from constant, linear, cosine, "
-                 "inverse-square-root, WSD)");
+                 "inverse-square-root; refused: WSD)");
     assert_error(parse_line(c, "--lr-decay-style WSD", err), err, "--lr-decay-style WSD: not supported yet");
     assert_error(parse_line(c, "--normalization rmsnorm", err), err, "(choose from LayerNorm, RMSNorm)");
     assert_error(parse_line(c, "--position-embedding-type yarn", err), err,
@@ -442,9 +442,13 @@ static void test_bad_enum_lists_choices(void **state) {
     assert_error(parse_line(c, "--dataloader-type cyclic", err), err, "only Megatron's default 'single'");
     assert_error(parse_line(c, "--tokenizer-type Llama3Tokenizer", err), err, "HuggingFaceTokenizer");
     tr_config_defaults(c);
-    assert_ok(parse_line(c, "--normalization RMSNorm --position-embedding-type none --optimizer adam", err), err);
+    assert_ok(parse_line(c, "--normalization RMSNorm --position-embedding-type rope --optimizer adam", err), err);
     assert_int_equal(c->normalization, TR_NORM_RMSNORM);
-    assert_int_equal(c->position_embedding_type, TR_POS_NONE);
+    assert_int_equal(c->position_embedding_type, TR_POS_ROPE);
+    /* Megatron's other position embeddings are refused at parse time, not accepted and refused later */
+    assert_error(parse_line(c, "--position-embedding-type none", err), err,
+                 "--position-embedding-type none: twinrun's Llama has rotary embeddings only");
+    assert_error(parse_line(c, "--position-embedding-type learned_absolute", err), err, "use --position-embedding-type rope");
     tr_config_defaults(c);
     assert_ok(parse_line(c, "--use-rotary-position-embeddings", err), err);
     assert_int_equal(c->position_embedding_type, TR_POS_ROPE);
@@ -455,7 +459,7 @@ static void test_rejected_flags_give_the_fix(void **state) {
     (void)state;
     tr_config *c = cfg_new();
     char err[ERRLEN] = "";
-    assert_error(parse_line(c, "--bf16 --fp16", err), err, "--fp16: twinrun trains in bf16 or fp32; use --bf16");
+    assert_error(parse_line(c, "--bf16 --fp16", err), err, "--fp16: a Megatron-LM flag that twinrun does not support (twinrun trains in bf16 or fp32; use --bf16)");
     assert_error(parse_line(c, "--rampup-batch-size 16 16 1000", err), err, "use a fixed --global-batch-size");
     assert_error(parse_line(c, "--num-layers-per-virtual-pipeline-stage 5", err), err, "1F1B");
     assert_error(parse_line(c, "--warmup 10", err), err, "use --lr-warmup-fraction");
@@ -477,9 +481,9 @@ static void test_accepted_flags_are_quiet_and_warned_flags_say_so(void **state) 
     assert_int_equal(c->n_warnings, 0);
     assert_string_equal(c->warnings, "");
     assert_true(c->use_mcore_models);
-    assert_ok(parse_line(c, "--recompute-activations --wandb-project p --use-rope-scaling", err), err);
+    assert_ok(parse_line(c, "--log-params-norm --wandb-project p --use-rope-scaling", err), err);
     assert_int_equal(c->n_warnings, 3);
-    assert_contains(c->warnings, "twinrun: warning: --recompute-activations ignored: twinrun keeps all activations");
+    assert_contains(c->warnings, "twinrun: warning: --log-params-norm ignored: ");
     assert_contains(c->warnings, "twinrun: warning: --wandb-project ignored: ");
     assert_contains(c->warnings, "twinrun: warning: --use-rope-scaling ignored: ");
     /* each warning is one line */
@@ -641,7 +645,7 @@ static void test_help(void **state) {
     assert_contains(help, "accepted, no effect: no Python garbage collector");
     assert_contains(help, "accepted, ignored with a warning: twinrun has no FP8 kernels");
     assert_contains(help, "rejected: twinrun trains in bf16 or fp32; use --bf16");
-    assert_contains(help, "(one of: constant, linear, cosine, inverse-square-root, WSD)");
+    assert_contains(help, "(one of: constant, linear, cosine, inverse-square-root; refused: WSD)");
     free(help);
     free(c);
 }
@@ -975,6 +979,122 @@ static void test_validate_data_and_checkpoints(void **state) {
     free(c);
 }
 
+/* ---- issue 16: Megatron's flags that users' scripts carry ---------------------------------------- */
+
+static void test_megatron_flags_twinrun_lacks_say_so(void **state) {
+    (void)state;
+    tr_config *c = cfg_new();
+    char err[ERRLEN] = "";
+    assert_error(parse_line(c, "--moe-router-topk 2", err), err,
+                 "--moe-router-topk: a Megatron-LM flag that twinrun does not support (mixture-of-experts");
+    assert_error(parse_line(c, "--distribute-saved-activations", err), err,
+                 "--distribute-saved-activations: a Megatron-LM flag that twinrun does not support (");
+    assert_error(parse_line(c, "--retro-add-retriever", err), err, "(Retro retrieval models are not implemented)");
+    /* a name Megatron does not have either is still an unknown flag with the closest one */
+    assert_error(parse_line(c, "--num-layer 2", err), err, "unknown flag --num-layer; did you mean --num-layers?");
+    /* refused rows of twinrun's own table read the same way */
+    assert_error(parse_line(c, "--use-torch-fsdp2", err), err,
+                 "--use-torch-fsdp2: a Megatron-LM flag that twinrun does not support (FSDP is not implemented");
+    free(c);
+}
+
+static void test_issue_flags_are_stored(void **state) {
+    (void)state;
+    tr_config *c = cfg_new();
+    char err[ERRLEN] = "";
+    assert_true(c->decoupled_lr < 0 && c->decoupled_min_lr < 0 && c->ckpt_step == -1);
+    assert_true(c->log_loss_scale_to_tensorboard && !c->disable_bias_linear); /* Megatron's defaults */
+    assert_ok(parse_line(c, "--decoupled-lr 1e-4 --decoupled-min-lr 1e-5 --exit-signal-handler --ckpt-step 5 "
+                            "--exit-on-missing-checkpoint --use-checkpoint-args --no-log-loss-scale-to-tensorboard "
+                            "--log-world-size-to-tensorboard --qk-layernorm --disable-bias-linear --add-qkv-bias "
+                            "--recompute-granularity full --recompute-method block --recompute-num-layers 2",
+                         err),
+              err);
+    assert_true(c->decoupled_lr == 1e-4 && c->decoupled_min_lr == 1e-5 && c->exit_signal_handler);
+    assert_true(c->ckpt_step == 5 && c->exit_on_missing_checkpoint && c->use_checkpoint_args);
+    assert_true(!c->log_loss_scale_to_tensorboard && c->log_world_size_to_tensorboard && c->qk_layernorm);
+    assert_true(c->disable_bias_linear && c->add_qkv_bias);
+    assert_int_equal(c->recompute_granularity, TR_RECOMPUTE_FULL);
+    assert_int_equal(c->recompute_method, TR_RECOMPUTE_METHOD_BLOCK);
+    assert_int_equal(c->recompute_num_layers, 2);
+    assert_int_equal(c->n_warnings, 0);
+    /* the spelled-out defaults undo their opposites, as a later flag does */
+    assert_ok(parse_line(c, "--add-bias-linear --log-loss-scale-to-tensorboard --recompute-activations", err), err);
+    assert_true(!c->disable_bias_linear && c->log_loss_scale_to_tensorboard);
+    assert_int_equal(c->recompute_granularity, TR_RECOMPUTE_SELECTIVE);
+    assert_error(parse_line(c, "--recompute-modules core_attn mlp", err), err,
+                 "--recompute-modules mlp: twinrun recomputes core attention only");
+    assert_ok(parse_line(c, "--recompute-modules core_attn", err), err);
+    free(c);
+}
+
+/* --help must not call implemented what a run refuses or ignores */
+static void test_help_is_truthful(void **state) {
+    (void)state;
+    char *help = capture(tr_config_print_help);
+    assert_contains(help, "(one of: rope; refused: learned_absolute, none, yarn, mrope, relative)");
+    /* the status line sits right under its flag's line, indented 47 columns */
+    char want[512];
+    snprintf(want, sizeof want, "checkpoint format Megatron would write (one of: torch, torch_dist, zarr, torch_dcp, "
+                                "fsdp_dtensor) [default: torch_dist]\n%47saccepted, no effect: twinrun writes and reads "
+                                "its own", "");
+    assert_contains(help, want);
+    snprintf(want, sizeof want, "no attention across end-of-document tokens [default: off]\n%47srejected: twinrun's "
+                                "attention masks causally", "");
+    assert_contains(help, want);
+    free(help);
+}
+
+/* One validation names every problem, one per line under a count, instead of the first only. */
+static void test_validate_reports_every_error(void **state) {
+    (void)state;
+    char err[4096] = "";
+    tr_config *c = base();
+    c->num_layers = 0;
+    c->lr = 0;
+    strcpy(c->save, "/tmp/ckpt");
+    c->ckpt_step = 3;
+    assert_int_equal(tr_config_validate(c, 1, err, sizeof err), -1);
+    assert_contains(err, "4 problems in the configuration:\n");
+    assert_contains(err, "\n  --num-layers is required");
+    assert_contains(err, "\n  --lr is required and must be > 0");
+    assert_contains(err, "\n  --save needs --save-interval N");
+    assert_contains(err, "\n  --ckpt-step 3 names a checkpoint to load: give --load DIR too");
+    /* one problem stays one line, as before */
+    c->num_layers = 4, c->lr = 1e-3, c->save[0] = 0, c->ckpt_step = -1;
+    c->micro_batch_size = 0;
+    assert_int_equal(tr_config_validate(c, 1, err, sizeof err), -1);
+    assert_null(strchr(err, '\n'));
+    free(c);
+}
+
+/* Megatron's TransformerConfig rules for recomputation. */
+static void test_validate_recompute(void **state) {
+    (void)state;
+    char err[ERRLEN] = "";
+    tr_config *c = base(); /* 4 layers */
+    c->pipeline_model_parallel_size = 2, c->global_batch_size = 0;
+    c->recompute_granularity = TR_RECOMPUTE_FULL;
+    assert_error(tr_config_validate(c, 2, err, ERRLEN), err, "needs --recompute-method uniform or block");
+    c->recompute_method = TR_RECOMPUTE_METHOD_UNIFORM;
+    assert_error(tr_config_validate(c, 2, err, ERRLEN), err, "between 1 and the 2 layers of a pipeline stage");
+    c->recompute_num_layers = 3;
+    assert_error(tr_config_validate(c, 2, err, ERRLEN), err, "which must divide it");
+    c->recompute_num_layers = 2;
+    assert_ok(tr_config_validate(c, 2, err, ERRLEN), err);
+    c->recompute_method = TR_RECOMPUTE_METHOD_BLOCK, c->recompute_num_layers = 1;
+    assert_ok(tr_config_validate(c, 2, err, ERRLEN), err);
+    c->recompute_granularity = TR_RECOMPUTE_SELECTIVE;
+    assert_error(tr_config_validate(c, 2, err, ERRLEN), err, "--recompute-method is for --recompute-granularity full");
+    c->recompute_method = TR_RECOMPUTE_METHOD_NONE;
+    assert_error(tr_config_validate(c, 2, err, ERRLEN), err, "--recompute-num-layers is for --recompute-granularity full");
+    c->recompute_num_layers = 0;
+    assert_ok(tr_config_validate(c, 2, err, ERRLEN), err);
+    c->decoupled_lr = 1e-4, c->decoupled_min_lr = 1e-3;
+    assert_error(tr_config_validate(c, 2, err, ERRLEN), err, "--decoupled-min-lr 0.001 is above --decoupled-lr 0.0001");
+    free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed_001_llama3_8b_real_data_fp8),
@@ -1006,6 +1126,11 @@ int main(void) {
         cmocka_unit_test(test_validate_batch),
         cmocka_unit_test(test_validate_schedule),
         cmocka_unit_test(test_validate_data_and_checkpoints),
+        cmocka_unit_test(test_megatron_flags_twinrun_lacks_say_so),
+        cmocka_unit_test(test_issue_flags_are_stored),
+        cmocka_unit_test(test_help_is_truthful),
+        cmocka_unit_test(test_validate_reports_every_error),
+        cmocka_unit_test(test_validate_recompute),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -313,12 +313,28 @@ static void test_indivisible_heads(void **state) {
                       "num_attention_heads 32 is not divisible by num_key_value_heads 6");
 }
 
-static void test_biases_rejected(void **state) {
+/* attention_bias and mlp_bias together are Megatron's linear biases; one without the other is not. */
+static void test_biases(void **state) {
     (void)state;
     expect_edit_error(LLAMA3_8B_4X, "\"attention_bias\": false", "\"attention_bias\": true",
-                      "attention_bias is true, but twinrun's Llama has no biases");
+                      "attention_bias is true but mlp_bias is false; Megatron (and twinrun) has biases in every linear "
+                      "layer or in none");
     expect_edit_error(TINY_5X, "\"mlp_bias\": false", "\"mlp_bias\": true",
-                      "mlp_bias is true, but twinrun's Llama has no biases");
+                      "attention_bias is false but mlp_bias is true");
+    char *a = edit(TINY_5X, "\"attention_bias\": false", "\"attention_bias\": true");
+    char *both = edit(a, "\"mlp_bias\": false", "\"mlp_bias\": true");
+    hf_llama_config c = parse_ok(both);
+    assert_true(c.attention_bias && c.mlp_bias);
+    tr_config *cfg = malloc(sizeof *cfg);
+    char err[ERRLEN] = "";
+    tr_config_defaults(cfg);
+    assert_ok(hf_config_apply(&c, cfg, err, ERRLEN), err);
+    assert_false(cfg->disable_bias_linear);
+    c = parse_ok(TINY_5X);
+    tr_config_defaults(cfg);
+    assert_ok(hf_config_apply(&c, cfg, err, ERRLEN), err);
+    assert_true(cfg->disable_bias_linear);
+    free(cfg), free(a), free(both);
 }
 
 static void test_hidden_act_and_model_type(void **state) {
@@ -539,7 +555,7 @@ int main(void) {
         cmocka_unit_test(test_wrong_json_types),
         cmocka_unit_test(test_non_positive_sizes),
         cmocka_unit_test(test_indivisible_heads),
-        cmocka_unit_test(test_biases_rejected),
+        cmocka_unit_test(test_biases),
         cmocka_unit_test(test_hidden_act_and_model_type),
         cmocka_unit_test(test_rope_type_rejected),
         cmocka_unit_test(test_rope_llama3_incomplete),

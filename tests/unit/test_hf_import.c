@@ -127,6 +127,30 @@ static void test_extra_tensor(void **state) {
     expect_refused(*state, NULL, NULL, "model.layers.0.self_attn.q_proj.bias", "model.layers.0.self_attn.q_proj.bias");
 }
 
+/* Imports the Hugging Face directory `dir` (its config.json decides the model; micro-batch and sequence
+ * from `like`) and leaves the logits of tok/lab in logits [N, Vl]; returns the config it read. */
+static hf_llama_config import_logits(fixture *f, const char *dir, const tr_config *like, const int32_t *tok,
+                                     const int32_t *lab, float *logits) {
+    char err[512], path[400];
+    tr_config c2;
+    tr_config_defaults(&c2);
+    hf_llama_config hf;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    assert_int_equal(hf_config_load(&hf, path, err, sizeof err), 0);
+    assert_int_equal(hf_config_apply(&hf, &c2, err, sizeof err), 0);
+    c2.micro_batch_size = like->micro_batch_size, c2.seq_length = like->seq_length;
+    llama_model *m2 = llama_create(&c2, f->d, dev_stream_default(f->d), err, sizeof err);
+    assert_non_null(m2);
+    if (llama_hf_load(m2, dir, err, sizeof err)) fail_msg("%s", err);
+    llama_forward(m2, tok, lab, NULL);
+    llama_get_logits(m2, logits);
+    llama_destroy(m2);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    return hf;
+}
+
 /* A model exported to Hugging Face (config.json + sharded safetensors) and imported again gives the
  * same logits, bit for bit: the weights are perturbed first, so nothing comes from the original file. */
 static void test_export_import_same_logits(void **state) {
@@ -146,24 +170,48 @@ static void test_export_import_same_logits(void **state) {
     mkdir(dir, 0755);
     /* a small shard limit: the sharded index path, as for a real model */
     if (ckpt_hf_export(f->m, &f->cfg, w, dir, 100000, err, sizeof err)) fail_msg("%s", err);
-    tr_config c2;
-    tr_config_defaults(&c2);
-    hf_llama_config hf;
-    char path[400];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    assert_int_equal(hf_config_load(&hf, path, err, sizeof err), 0);
-    assert_int_equal(hf_config_apply(&hf, &c2, err, sizeof err), 0);
-    c2.micro_batch_size = f->cfg.micro_batch_size, c2.seq_length = f->cfg.seq_length;
-    llama_model *m2 = llama_create(&c2, f->d, dev_stream_default(f->d), err, sizeof err);
-    assert_non_null(m2);
-    if (llama_hf_load(m2, dir, err, sizeof err)) fail_msg("%s", err);
-    llama_forward(m2, tok, lab, NULL);
-    llama_get_logits(m2, b);
+    import_logits(f, dir, &f->cfg, tok, lab, b);
     assert_memory_equal(a, b, (size_t)N * V * 4);
-    llama_destroy(m2);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    free(w), free(a), free(b);
+}
+
+/* With Megatron's linear biases: config.json says attention_bias and mlp_bias, the biases travel as
+ * q/k/v/o_proj.bias, gate/up/down_proj.bias, and the imported model gives the same logits, bit for bit. */
+static void test_biases_export_import(void **state) {
+    fixture *f = *state;
+    char err[512], dir[300], path[400];
+    tr_config c = f->cfg;
+    c.disable_bias_linear = false;
+    llama_model *m = llama_create(&c, f->d, dev_stream_default(f->d), err, sizeof err);
+    assert_non_null(m);
+    assert_true(llama_find_param(m, "model.layers.0.mlp.gate_up_proj.bias") >= 0);
+    llama_init_params(m, 11, 0.05);
+    float *w = malloc(m->total * 4);
+    llama_get_master(m, w);
+    for (size_t i = 0; i < m->total; i++) w[i] += 0.01f * (float)((i * 7919) % 13); /* biases away from 0 */
+    llama_set_master(m, w);
+    const int N = m->dims.B * m->dims.T, V = m->dims.Vl;
+    int32_t tok[64], lab[64];
+    for (int n = 0; n < N; n++) tok[n] = (n * 37 + 5) % 512, lab[n] = (n * 11 + 3) % 512;
+    float *a = malloc((size_t)N * V * 4), *b = malloc((size_t)N * V * 4);
+    llama_forward(m, tok, lab, NULL);
+    llama_get_logits(m, a);
+    snprintf(dir, sizeof dir, "%s/export_bias", f->dir);
+    mkdir(dir, 0755);
+    if (ckpt_hf_export(m, &c, w, dir, 0, err, sizeof err)) fail_msg("%s", err);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    st_file st;
+    assert_int_equal(st_open(&st, path, err, sizeof err), 0);
+    int found = 0;
+    for (int i = 0; i < st.n; i++)
+        found += !strcmp(st.tensors[i].name, "model.layers.1.mlp.up_proj.bias") ||
+                 !strcmp(st.tensors[i].name, "model.layers.1.self_attn.o_proj.bias");
+    st_close(&st);
+    assert_int_equal(found, 2);
+    hf_llama_config hf = import_logits(f, dir, &c, tok, lab, b);
+    assert_true(hf.attention_bias && hf.mlp_bias);
+    assert_memory_equal(a, b, (size_t)N * V * 4);
+    llama_destroy(m);
     free(w), free(a), free(b);
 }
 
@@ -174,6 +222,7 @@ int main(void) {
         cmocka_unit_test(test_wrong_shape),
         cmocka_unit_test(test_extra_tensor),
         cmocka_unit_test(test_export_import_same_logits),
+        cmocka_unit_test(test_biases_export_import),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -42,10 +42,10 @@ static void run_emb_slice_fwd_negative(void) { kern_embedding_forward_slice(kt_s
 static void run_emb_slice_bwd_negative(void) { kern_embedding_backward_slice(kt_s, g_a, g_b, g_ids, 0, 4, 1, 16); }
 static void run_emb_slice_bad_start(void) { kern_embedding_forward_slice(kt_s, g_a, g_ids, g_b, -16, 4, 1, 16); }
 static void run_ce_sums_negative(void) {
-    kern_ce_slice_sums(kt_s, g_stats, g_stats + 8, g_a, g_stats + 16, g_ids, 16, 4, 16);
+    kern_ce_slice_sums(kt_s, g_stats, g_stats + 8, g_a, g_stats + 16, g_ids, 16, 4, 16, 16);
 }
 static void run_ce_bwd_negative(void) {
-    kern_ce_slice_backward(kt_s, g_a, g_a, g_stats, g_stats + 8, g_ids, 16, g_stats + 16, 4, 16);
+    kern_ce_slice_backward(kt_s, g_a, g_a, g_stats, g_stats + 8, g_ids, 16, g_stats + 16, 4, 16, 16);
 }
 static void run_attn_fwd_blind_query(void) {
     kern_attention_forward_pos(kt_s, g_a, g_stats, g_a, g_b, g_b, g_qp, g_kp, 1, 2, 3, 2, 1, 4);

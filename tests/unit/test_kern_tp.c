@@ -115,14 +115,14 @@ static void ce_run_slices(const ce_case *cc, float *losses, float *dlogits, ce_s
         for (int n = 0; n < N; n++)
             memcpy(host + (size_t)n * Vs, cc->logits + (size_t)n * cc->V + (size_t)rank * Vs, (size_t)Vs * sizeof(float));
         d_l[rank] = kt_upload(host, (size_t)N * Vs, cc->dt);
-        kern_ce_slice_max(kt_s, d_mx, d_l[rank], N, Vs);
+        kern_ce_slice_max(kt_s, d_mx, d_l[rank], N, Vs, Vs);
         kt_download_f32(stat, d_mx, (size_t)N);
         for (int n = 0; n < N; n++) mx[n] = fmaxf(mx[n], stat[n]); /* all-reduce MAX */
         if (st) memcpy(st->row_max + (size_t)rank * N, stat, (size_t)N * sizeof(float));
     }
     float *d_gmx = kt_upload_f32(mx, (size_t)N);
     for (int rank = 0; rank < S; rank++) {
-        kern_ce_slice_sums(kt_s, d_se, d_tl, d_l[rank], d_gmx, d_t, rank * Vs, N, Vs);
+        kern_ce_slice_sums(kt_s, d_se, d_tl, d_l[rank], d_gmx, d_t, rank * Vs, N, Vs, Vs);
         kt_download_f32(stat, d_se, (size_t)N);
         for (int n = 0; n < N; n++) se[n] = rank ? se[n] + stat[n] : stat[n]; /* fp32 SUM in rank order */
         if (st) memcpy(st->sum_exp + (size_t)rank * N, stat, (size_t)N * sizeof(float));
@@ -138,7 +138,7 @@ static void ce_run_slices(const ce_case *cc, float *losses, float *dlogits, ce_s
         float *d_dloss = kt_upload_f32(cc->dloss, (size_t)N);
         for (int rank = 0; rank < S; rank++) {
             tr_buf d_dl = in_place ? d_l[rank] : kt_upload(cc->logits, (size_t)N * Vs, cc->dt); /* stale */
-            kern_ce_slice_backward(kt_s, d_dl, d_l[rank], d_gmx, d_gse, d_t, rank * Vs, d_dloss, N, Vs);
+            kern_ce_slice_backward(kt_s, d_dl, d_l[rank], d_gmx, d_gse, d_t, rank * Vs, d_dloss, N, Vs, Vs);
             kt_download(host, d_dl, (size_t)N * Vs);
             for (int n = 0; n < N; n++)
                 memcpy(dlogits + (size_t)n * cc->V + (size_t)rank * Vs, host + (size_t)n * Vs, (size_t)Vs * sizeof(float));

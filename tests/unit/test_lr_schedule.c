@@ -85,12 +85,32 @@ static void test_rejects_bad_spans(void **state) {
     assert_non_null(strstr(err, "--min-lr"));
 }
 
+/* --decoupled-lr: the same warmup and decay shape between --lr-warmup-init, --decoupled-lr and
+ * --decoupled-min-lr (or --min-lr when that is not given), as Megatron's decoupled param group. */
+static void test_decoupled_schedule(void **state) {
+    (void)state;
+    tr_config c = base();
+    tr_lr_schedule s, d;
+    assert_int_equal(tr_lr_schedule_init(&s, &c, NULL, 0), 0);
+    assert_false(tr_lr_schedule_decoupled(&d, &s, &c));
+    c.decoupled_lr = 6e-3;
+    assert_true(tr_lr_schedule_decoupled(&d, &s, &c));
+    assert_true(tr_lr_at(&d, 2) == 3e-3);                  /* half way up the warmup to 6e-3 */
+    assert_true(tr_lr_at(&d, 4) == 6e-3);                  /* its peak */
+    assert_true(tr_lr_at(&d, 13) == 3e-4);                 /* floor: --min-lr */
+    c.decoupled_min_lr = 1e-4;
+    assert_true(tr_lr_schedule_decoupled(&d, &s, &c));
+    assert_true(tr_lr_at(&d, 13) == 1e-4);
+    assert_true(fabs(tr_lr_at(&d, 8) - (1e-4 + 0.5 * (6e-3 - 1e-4))) <= 1e-15); /* cosine mid-point */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cosine_matches_reference),
         cmocka_unit_test(test_linear_constant_inverse_sqrt),
         cmocka_unit_test(test_iteration_based_and_fraction),
         cmocka_unit_test(test_rejects_bad_spans),
+        cmocka_unit_test(test_decoupled_schedule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

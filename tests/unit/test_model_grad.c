@@ -16,6 +16,9 @@
 
 enum { B = 2, T = 6 };
 
+static int g_biases; /* the next check's model: 0 no biases, 1 Megatron's linear biases, 2 --add-qkv-bias only */
+static bool g_qk_norm; /* and --qk-layernorm */
+
 static tr_config config(tr_norm_type norm, bool one_p, double rotary_percent) {
     tr_config c;
     tr_config_defaults(&c);
@@ -24,7 +27,9 @@ static tr_config config(tr_norm_type norm, bool one_p, double rotary_percent) {
     c.seq_length = T, c.max_position_embeddings = T, c.vocab_size = 50; /* padded to 128 */
     c.position_embedding_type = TR_POS_ROPE, c.normalization = norm, c.apply_layernorm_1p = one_p;
     c.rotary_percent = rotary_percent, c.rotary_base = 10000;
-    c.swiglu = true, c.untie_embeddings_and_output_weights = true, c.disable_bias_linear = true;
+    c.swiglu = true, c.untie_embeddings_and_output_weights = true, c.disable_bias_linear = g_biases != 1;
+    c.add_qkv_bias = g_biases == 2;
+    c.qk_layernorm = g_qk_norm;
     c.micro_batch_size = B, c.global_batch_size = B;
     c.init_method_std = 0.1; /* larger weights: gradients well above the differencing noise */
     return c;
@@ -98,12 +103,72 @@ static void check(tr_norm_type norm, bool one_p, double rotary_percent) {
 static void test_rmsnorm_full_rotary(void **s) { (void)s; check(TR_NORM_RMSNORM, false, 1.0); }
 static void test_layernorm_1p_partial_rotary(void **s) { (void)s; check(TR_NORM_LAYERNORM, true, 0.5); }
 static void test_rmsnorm_1p(void **s) { (void)s; check(TR_NORM_RMSNORM, true, 1.0); }
+/* Megatron's default linear biases (q, k, v, o, fc1 gate and up, fc2), with LayerNorm's own */
+static void test_linear_biases(void **s) {
+    (void)s;
+    g_biases = 1;
+    check(TR_NORM_LAYERNORM, false, 1.0);
+    check(TR_NORM_RMSNORM, false, 1.0);
+    g_biases = 2;
+    check(TR_NORM_RMSNORM, false, 1.0);
+    g_biases = 0;
+}
+
+/* Padded vocabulary (issue 16): the loss is Hugging Face's, a softmax over the 50 real tokens only (the
+ * 78 padding rows of the output layer take no part), and the padding rows get no gradient. */
+static void test_padding_takes_no_part(void **s) {
+    (void)s;
+    tr_config c = config(TR_NORM_RMSNORM, false, 1.0);
+    char err[256];
+    dev_device *d = dev_open(0, 0, err, sizeof err);
+    llama_model *m = llama_create(&c, d, dev_stream_default(d), err, sizeof err);
+    assert_non_null(m);
+    assert_int_equal(m->dims.V, 128);
+    llama_init_params(m, 7, c.init_method_std);
+    for (int n = 0; n < B * T; n++) tok[n] = (n * 17 + 3) % 50, lab[n] = (n * 29 + 11) % 50, dloss[n] = 1.0f;
+    float losses[B * T], *logits = malloc(sizeof(float) * B * T * 128), *g = malloc(m->total * 4);
+    llama_forward(m, tok, lab, NULL);
+    llama_get_losses(m, losses);
+    llama_get_logits(m, logits);
+    for (int n = 0; n < B * T; n++) {
+        const float *row = logits + (size_t)n * 128;
+        double mx = row[0], sum = 0;
+        for (int j = 1; j < 50; j++) mx = row[j] > mx ? row[j] : mx;
+        for (int j = 0; j < 50; j++) sum += exp((double)row[j] - mx);
+        const double want = log(sum) + mx - row[lab[n]];
+        if (fabs(losses[n] - want) > 1e-5 * fabs(want)) fail_msg("row %d: loss %.9g, softmax over the vocabulary %.9g", n, losses[n], want);
+    }
+    llama_zero_grads(m);
+    llama_backward(m, dloss);
+    llama_get_grads(m, g);
+    const llama_param *head = &m->params_tab[m->p_head];
+    for (size_t e = 50 * (size_t)c.hidden_size; e < head->numel; e++)
+        if (g[head->offset + e] != 0.0f) fail_msg("padding row %zu of lm_head has gradient %g", e / c.hidden_size, g[head->offset + e]);
+    free(logits), free(g);
+    llama_destroy(m);
+    dev_close(d);
+}
+
+/* --qk-layernorm: each head's queries and keys normalised (RMSNorm, LayerNorm with its bias, 1p) */
+static void test_qk_layernorm(void **s) {
+    (void)s;
+    g_qk_norm = true;
+    check(TR_NORM_RMSNORM, false, 1.0);
+    check(TR_NORM_LAYERNORM, true, 0.5);
+    g_biases = 1;
+    check(TR_NORM_RMSNORM, false, 1.0);
+    g_biases = 0;
+    g_qk_norm = false;
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm_full_rotary),
         cmocka_unit_test(test_layernorm_1p_partial_rotary),
         cmocka_unit_test(test_rmsnorm_1p),
+        cmocka_unit_test(test_padding_takes_no_part),
+        cmocka_unit_test(test_linear_biases),
+        cmocka_unit_test(test_qk_layernorm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -218,6 +218,36 @@ static void test_nan_check_stops_the_update(void **state) {
     close_run(&a);
 }
 
+/* --decoupled-lr: the embedding and output layer take their own learning rate (here 0: they stay put)
+ * while every other parameter moves; at the step's lr the update is the plain one, bit for bit. */
+static void test_decoupled_lr_moves_only_embedding_and_head(void **state) {
+    (void)state;
+    tr_config c = tiny(2, 2);
+    run a = open_run(&c), b = open_run(&c);
+    size_t n = a.m->total;
+    float *w0 = malloc(n * 4), *wa = malloc(n * 4), *wb = malloc(n * 4), loss[1];
+    llama_get_master(a.m, w0);
+    optim_set_decoupled_lr(a.o, 0.0);
+    train_n(&a, &c, 1, loss);
+    optim_set_decoupled_lr(b.o, 1e-2); /* = the step's lr */
+    train_n(&b, &c, 1, loss);
+    llama_get_master(a.m, wa);
+    llama_get_master(b.m, wb);
+    for (int i = 0; i < a.m->nparams; i++) {
+        const llama_param *p = &a.m->params_tab[i];
+        const bool decoupled = i == a.m->p_embed || i == a.m->p_head;
+        const bool moved = memcmp(w0 + p->offset, wa + p->offset, p->numel * 4) != 0;
+        if (moved == decoupled) fail_msg("%s %s at decoupled lr 0", p->name, moved ? "moved" : "stayed");
+    }
+    run r = open_run(&c);
+    float *wr = malloc(n * 4);
+    train_n(&r, &c, 1, loss);
+    llama_get_master(r.m, wr);
+    assert_memory_equal(wb, wr, n * 4);
+    free(w0), free(wa), free(wb), free(wr);
+    close_run(&a), close_run(&b), close_run(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_seed_same_bits),
@@ -226,6 +256,7 @@ int main(void) {
         cmocka_unit_test(test_gradient_accumulation),
         cmocka_unit_test(test_loss_conventions_agree_on_equal_counts),
         cmocka_unit_test(test_nan_check_stops_the_update),
+        cmocka_unit_test(test_decoupled_lr_moves_only_embedding_and_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,3 +33,20 @@ add_test(NAME cli_deterministic COMMAND sh -c
   "${bin}/train_llama3 ${det_args_str} --metrics-jsonl det_a.jsonl >/dev/null && ${bin}/train_llama3 ${det_args_str} --metrics-jsonl det_b.jsonl >/dev/null && sed -E 's/\"(elapsed_ms_per_iter|tflops_per_gpu)\":[^,]*,//g' det_a.jsonl > det_a.bits && sed -E 's/\"(elapsed_ms_per_iter|tflops_per_gpu)\":[^,]*,//g' det_b.jsonl > det_b.bits && cmp det_a.bits det_b.bits && grep -q lm_loss det_a.bits && test $(wc -l < det_a.jsonl) -eq 4"
   WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 set_tests_properties(cli_deterministic PROPERTIES LABELS "${labels}")
+
+# Issue 16 (Megatron parity, first run): --version on every program, every configuration error of a
+# job reported once, simulated figures labelled. tests/unit/cli_parity.sh holds the cases.
+foreach(case version errors_once sigterm final_eval resume_finished resume_no_eval tokenizer ckpt_flags ln1p export banner)
+  add_test(NAME cli_parity_${case} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/cli_parity.sh ${bin}
+    ${CMAKE_CURRENT_BINARY_DIR}/cli_parity ${case})
+  set_tests_properties(cli_parity_${case} PROPERTIES LABELS "${labels}")
+endforeach()
+if(TWINRUN_BACKEND STREQUAL "twin")
+  add_test(NAME cli_parity_simulated COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/cli_parity.sh ${bin}
+    ${CMAKE_CURRENT_BINARY_DIR}/cli_parity simulated)
+  set_tests_properties(cli_parity_simulated PROPERTIES LABELS "${labels}")
+  # TWINRUN_FAULTS' preemption runs four ranks in one process: the twin's
+  add_test(NAME cli_parity_preempt COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/cli_parity.sh ${bin}
+    ${CMAKE_CURRENT_BINARY_DIR}/cli_parity preempt)
+  set_tests_properties(cli_parity_preempt PROPERTIES LABELS "${labels}")
+endif()

@@ -18,6 +18,7 @@
 #include "twinrun/coll.h"
 #include "twinrun/dev.h"
 #include "twinrun/dtype.h"
+#include "twinrun/version.h"
 
 static int failures;
 
@@ -38,6 +39,10 @@ static void get(dev_stream *s, void *dst, const void *src, size_t bytes) {
 }
 
 int main(int argc, char **argv) {
+    if (tr_version_requested(argc, argv)) {
+        tr_version_print(stdout, "coll_smoke");
+        return 0;
+    }
     if (argc < 3) {
         fprintf(stderr, "usage: coll_smoke RANK WORLD [timeout]\n");
         return 2;

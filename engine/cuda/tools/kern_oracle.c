@@ -15,6 +15,7 @@
 #include "twinrun/dev.h"
 #include "twinrun/dtype.h"
 #include "twinrun/kern.h"
+#include "twinrun/version.h"
 
 /* ---- the twin's kernels, renamed: twin_kern_X, declared from the one kernel list (kern.h) --------- */
 #define TWIN_KERNEL_DECLARE(name, params) void twin_##name params;
@@ -370,28 +371,32 @@ static void case_embedding_slice(tr_dtype dt) {
 
 /* The three cross-entropy passes and the backward on one slice [5000, 10000) of a 20000-token
  * vocabulary (the all-reduces of a one-rank group are the identity), targets from the whole
- * vocabulary; the backward in place. */
+ * vocabulary; the backward in place. The slice's last 700 columns pad the vocabulary (c->F real). */
 static void ce_slice_gpu(void *p) {
     misc_ctx *c = p;
-    kern_ce_slice_max(g_s, c->t[1]->d, Dv(c->t[0]), c->N, c->V);
-    kern_ce_slice_sums(g_s, c->t[2]->d, c->t[3]->d, Dv(c->t[0]), c->t[1]->d, c->t[5]->d, c->B, c->N, c->V);
+    kern_ce_slice_max(g_s, c->t[1]->d, Dv(c->t[0]), c->N, c->V, c->F);
+    kern_ce_slice_sums(g_s, c->t[2]->d, c->t[3]->d, Dv(c->t[0]), c->t[1]->d, c->t[5]->d, c->B, c->N, c->V, c->F);
     kern_ce_loss_from_stats(g_s, c->t[4]->d, c->t[1]->d, c->t[2]->d, c->t[3]->d, c->N);
     kern_ce_slice_backward(g_s, Dv(c->t[0]), Dv(c->t[0]), c->t[1]->d, c->t[2]->d, c->t[5]->d, c->B, c->t[6]->d, c->N,
-                           c->V);
+                           c->V, c->F);
 }
 
 static void case_ce_slice(tr_dtype dt) {
-    misc_ctx c = {.N = 64, .V = 5000, .B = 5000}; /* B: vocab_start */
+    misc_ctx c = {.N = 64, .V = 5000, .B = 5000, .F = 4300}; /* B: vocab_start, F: real columns */
     c.t[0] = t_new(dt, (size_t)c.N * c.V), c.t[1] = t_new(TR_F32, c.N), c.t[2] = t_new(TR_F32, c.N);
     c.t[3] = t_new(TR_F32, c.N), c.t[4] = t_new(TR_F32, c.N), c.t[5] = t_new(TR_I32, c.N), c.t[6] = t_new(TR_F32, c.N);
     t_fill(c.t[0], 8.0f), t_fill_int(c.t[5], 0, 4 * c.V), t_fill(c.t[6], 1.0f);
     for (int n = 0; n < 8; n++) ((int32_t *)c.t[5]->h0)[n] = c.B + n * 97; /* some targets surely inside */
+    for (int n = 0; n < c.N; n++) { /* no target is a padding token: they lie past the vocabulary */
+        int32_t *t = &((int32_t *)c.t[5]->h0)[n];
+        if (*t >= c.B + c.F && *t < c.B + c.V) *t = c.B + c.F - 1;
+    }
     reset_host();
-    twin_kern_ce_slice_max(NULL, c.t[1]->h, H(c.t[0]), c.N, c.V);
-    twin_kern_ce_slice_sums(NULL, c.t[2]->h, c.t[3]->h, H(c.t[0]), c.t[1]->h, c.t[5]->h, c.B, c.N, c.V);
+    twin_kern_ce_slice_max(NULL, c.t[1]->h, H(c.t[0]), c.N, c.V, c.F);
+    twin_kern_ce_slice_sums(NULL, c.t[2]->h, c.t[3]->h, H(c.t[0]), c.t[1]->h, c.t[5]->h, c.B, c.N, c.V, c.F);
     twin_kern_ce_loss_from_stats(NULL, c.t[4]->h, c.t[1]->h, c.t[2]->h, c.t[3]->h, c.N);
     twin_kern_ce_slice_backward(NULL, H(c.t[0]), H(c.t[0]), c.t[1]->h, c.t[2]->h, c.t[5]->h, c.B, c.t[6]->h, c.N,
-                                c.V);
+                                c.V, c.F);
     tens *outs[] = {c.t[1], c.t[2], c.t[3], c.t[4], c.t[0]};
     run_gpu_twice("ce slice", ce_slice_gpu, &c, outs, 5);
     const char *nm[] = {"row_max", "sum_exp", "target_logit", "losses", "dlogits (in place)"};
@@ -495,7 +500,11 @@ static void case_elementwise(tr_dtype dt) {
     release();
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (tr_version_requested(argc, argv)) {
+        tr_version_print(stdout, "kern_oracle");
+        return 0;
+    }
     char err[256] = "";
     g_dev = dev_open(0, 0, err, sizeof err);
     if (!g_dev) {

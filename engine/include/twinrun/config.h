@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "twinrun/err.h"
+
 #define TR_MAX_PATHS 64
 #define TR_PATH_LEN 1024
 #define TR_WARNINGS_LEN 4096
@@ -20,6 +22,13 @@ typedef enum tr_lr_style {
     TR_LR_COSINE,
     TR_LR_INVERSE_SQRT,
 } tr_lr_style;
+/* --recompute-granularity and --recompute-method (Megatron's TransformerConfig). */
+typedef enum tr_recompute { TR_RECOMPUTE_NONE = 0, TR_RECOMPUTE_FULL, TR_RECOMPUTE_SELECTIVE } tr_recompute;
+typedef enum tr_recompute_method {
+    TR_RECOMPUTE_METHOD_NONE = 0,
+    TR_RECOMPUTE_METHOD_UNIFORM,
+    TR_RECOMPUTE_METHOD_BLOCK,
+} tr_recompute_method;
 
 typedef struct tr_config {
     /* model */
@@ -32,7 +41,10 @@ typedef struct tr_config {
     double rotary_base, rotary_percent;
     tr_norm_type normalization;
     double norm_epsilon;
-    bool apply_layernorm_1p, swiglu, untie_embeddings_and_output_weights, disable_bias_linear;
+    bool apply_layernorm_1p, swiglu, untie_embeddings_and_output_weights;
+    bool disable_bias_linear; /* Megatron's default is linear layers with biases (--add-bias-linear) */
+    bool add_qkv_bias;        /* biases on q/k/v only; implied by linear biases, as in Megatron */
+    bool qk_layernorm;        /* normalise each head's queries and keys (the --normalization kind) */
     double attention_dropout, hidden_dropout;
     double init_method_std;
     int vocab_size;                     /* from --vocab-size or the HF config; 0 = unset */
@@ -52,6 +64,11 @@ typedef struct tr_config {
     bool calculate_per_token_loss, cross_entropy_loss_fusion;
     bool check_for_nan_in_loss_and_grad;      /* default on */
     uint64_t seed;                            /* 1234 */
+    tr_recompute recompute_granularity;       /* --recompute-granularity / --recompute-activations */
+    tr_recompute_method recompute_method;
+    int recompute_num_layers;                 /* 0 = unset */
+    bool exit_signal_handler;                 /* SIGTERM: finish the step, save, exit 0 */
+    double decoupled_lr, decoupled_min_lr;    /* embedding and output layer; <0 = unset (use --lr / --min-lr) */
     int exit_interval;                        /* 0 = none */
     double exit_duration_in_mins;             /* 0 = none */
 
@@ -77,9 +94,14 @@ typedef struct tr_config {
     char save[TR_PATH_LEN], load[TR_PATH_LEN], tensorboard_dir[TR_PATH_LEN], ckpt_format[32];
     int tensorboard_log_interval; /* iterations between TensorBoard scalars (engine/train/tb_log.c) */
     bool log_timers_to_tensorboard, log_memory_to_tensorboard, log_validation_ppl_to_tensorboard;
+    bool log_loss_scale_to_tensorboard; /* default on (Megatron's --no-log-loss-scale-to-tensorboard clears it) */
+    bool log_world_size_to_tensorboard;
     bool finetune;      /* --finetune: load weights only; iteration, optimizer, scheduler, RNG start fresh */
     bool no_load_optim; /* --no-load-optim: keep the checkpoint's weights, start a fresh optimizer */
     bool no_load_rng;   /* --no-load-rng: keep the checkpoint's weights, reseed the RNG from --seed */
+    int64_t ckpt_step;  /* --ckpt-step N: load iteration N instead of the latest; -1 = latest */
+    bool exit_on_missing_checkpoint; /* --load without a checkpoint there is an error, not a fresh start */
+    bool use_checkpoint_args;        /* the model flags come from the checkpoint's manifest */
 
     /* twinrun's own */
     char hf_load[TR_PATH_LEN];     /* --hf-load DIR: import Hugging Face weights and config */
@@ -106,8 +128,17 @@ void tr_config_defaults(tr_config *cfg);
 int tr_config_parse(tr_config *cfg, int argc, char **argv, char *err, size_t errlen);
 
 /* Cross-flag checks after parsing and after an HF config is merged in (divisibility, ranges,
- * batch arithmetic for `world` ranks). Returns 0 or -1 with err. */
+ * batch arithmetic for `world` ranks). Returns 0 or -1 with err: one line for one problem, or
+ * "N problems in the configuration:" and one indented line per problem. */
 int tr_config_validate(const tr_config *cfg, int world, char *err, size_t errlen);
+
+/* The same checks, every problem added to el (one line each) instead of stopping at the first: what a
+ * job runs once before its ranks start. Returns -1 when it added any, else 0. */
+int tr_config_collect_errors(const tr_config *cfg, int world, tr_errlist *el);
+
+/* Appends "twinrun: warning: <fmt>\n" to cfg->warnings unless the same line is already there: what
+ * parsing and job preparation noticed, printed once by the caller. */
+void tr_config_warn(tr_config *cfg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Writes the --help text. */
 void tr_config_print_help(FILE *out);

@@ -23,6 +23,8 @@ typedef struct dev_info {
     char backend[16];     /* "twin", "cuda", "musa" */
     size_t capacity;      /* bytes this rank may allocate */
     int count;            /* devices this process's node shows (twin: the node's GPUs); the preflight compares */
+    char simulated[16];   /* "" when dev_clock_now is wall time; else the spec the twin's cost model times
+                           * kernels and collectives against ("H100"): such figures must say so */
 } dev_info;
 
 /* Opens device `ordinal` for one rank. capacity == 0 means the device's own memory size

@@ -21,6 +21,23 @@ enum {
 /* snprintf into err (if non-NULL) and return -1. */
 int tr_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Several errors reported at once: a configuration check keeps going after the first problem so the
+ * user fixes everything in one round instead of one error per launch. Lines live in the struct
+ * (no allocation); tr_errlist_format writes them to an err buffer. */
+#define TR_ERRLIST_LEN 8192
+typedef struct tr_errlist {
+    int n;                     /* errors added (including any that no longer fit) */
+    size_t len;
+    char text[TR_ERRLIST_LEN]; /* the lines, each ending in '\n' */
+} tr_errlist;
+
+void tr_errlist_init(tr_errlist *el);
+/* Adds one line (a repeated line is kept once); returns -1 so a check can `return tr_errlist_add(...)`. */
+int tr_errlist_add(tr_errlist *el, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One error: its line as is. Several: "N problems in the configuration:" and the lines, each on its own
+ * line indented by two spaces. Returns -1 when there is any error, else 0 (err untouched). */
+int tr_errlist_format(const tr_errlist *el, char *err, size_t errlen);
+
 /* Prints "twinrun: fatal: ..." to stderr and ends the rank through dev_rank_abort(TR_EXIT_FATAL). */
 _Noreturn void tr_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -136,16 +136,20 @@ void kern_embedding_backward_slice(dev_stream *s, tr_buf dwte, tr_buf dout, cons
  *    target_logit[n] = logits[n, targets[n] - vocab_start] when the target is in the slice, else 0
  *                                                            -> all-reduce SUM over TP (both)
  * 3. losses[n] = log(sum_exp[n]) + row_max[n] - target_logit[n]
- * logits [N,V] (this slice); row_max, sum_exp, target_logit, losses [N] fp32 (overwrite). */
-void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V);
+ * logits [N,V] (this slice); row_max, sum_exp, target_logit, losses [N] fp32 (overwrite).
+ * Only the first V_real columns (0 <= V_real <= V) are vocabulary: the rest pad the vocabulary to a
+ * multiple of --make-vocab-size-divisible-by x TP and take no part (not in the max or the sum, zero
+ * gradient), as in Hugging Face's loss. V_real = V is the unpadded softmax, bit for bit. */
+void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V, int V_real);
 void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits, const float *row_max,
-                        const int32_t *targets, int vocab_start, int N, int V);
+                        const int32_t *targets, int vocab_start, int N, int V, int V_real);
 void kern_ce_loss_from_stats(dev_stream *s, float *losses, const float *row_max, const float *sum_exp,
                              const float *target_logit, int N);
 /* dlogits[n,j] = (exp(logits[n,j] - row_max[n]) / sum_exp[n] - [j + vocab_start == targets[n]]) * dloss[n]
- * (overwrite; may alias logits), with row_max and sum_exp the all-reduced statistics. */
+ * for j < V_real and 0 for the padding columns (overwrite; may alias logits), with row_max and sum_exp
+ * the all-reduced statistics. */
 void kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max, const float *sum_exp,
-                            const int32_t *targets, int vocab_start, const float *dloss, int N, int V);
+                            const int32_t *targets, int vocab_start, const float *dloss, int N, int V, int V_real);
 
 /* Attention where queries and keys carry explicit positions (context parallelism): q [B,Tq,NH,D],
  * k and v [B,Tk,KV,D], q_pos [Tq] and k_pos [Tk] int32 (device); query i sees key j iff
@@ -252,13 +256,13 @@ void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *ad, const ke
         vocab_start, int N, int C, int V))                                                                            \
     X(kern_embedding_backward_slice, (dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int             \
         vocab_start, int N, int C, int V))                                                                            \
-    X(kern_ce_slice_max, (dev_stream *s, float *row_max, tr_buf logits, int N, int V))                                \
+    X(kern_ce_slice_max, (dev_stream *s, float *row_max, tr_buf logits, int N, int V, int V_real))                    \
     X(kern_ce_slice_sums, (dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits, const float             \
-        *row_max, const int32_t *targets, int vocab_start, int N, int V))                                             \
+        *row_max, const int32_t *targets, int vocab_start, int N, int V, int V_real))                                 \
     X(kern_ce_loss_from_stats, (dev_stream *s, float *losses, const float *row_max, const float *sum_exp, const       \
         float *target_logit, int N))                                                                                  \
     X(kern_ce_slice_backward, (dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max, const float        \
-        *sum_exp, const int32_t *targets, int vocab_start, const float *dloss, int N, int V))                         \
+        *sum_exp, const int32_t *targets, int vocab_start, const float *dloss, int N, int V, int V_real))             \
     X(kern_attention_forward_pos, (dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, const         \
         int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D))                          \
     X(kern_attention_backward_pos, (dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf     \

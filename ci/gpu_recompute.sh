@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Issue 16 on one GPU (the figures go to docs/gpu_results.md): activation recomputation (full uniform,
+# full block, selective) against the run without it, and Megatron's linear biases and --qk-layernorm
+# against the twin. Prints compare_metrics' verdicts and each run's memory report.
+# Usage: ci/gpu_recompute.sh OUTDIR   (TWINRUN_GPU_BUILD: the cuda build, TWIN_BIN: a twin build's bin/)
+set -u
+OUT=${1:-/tmp/twinrun-gpu-recompute}
+B=${TWINRUN_GPU_BUILD:-/tmp/build-cuda-dev}
+TWIN_BIN=${TWIN_BIN:-build/twin/bin}
+mkdir -p "$OUT"
+base="--num-layers 4 --hidden-size 256 --ffn-hidden-size 704 --num-attention-heads 8 --group-query-attention
+ --num-query-groups 2 --seq-length 256 --max-position-embeddings 256 --position-embedding-type rope
+ --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights --attention-dropout 0 --hidden-dropout 0
+ --vocab-size 1000 --micro-batch-size 2 --global-batch-size 8 --train-iters 10 --lr 1e-3 --lr-decay-style cosine
+ --mock-data --log-interval 1 --eval-iters 0"
+run() { # bin name flags...
+    local bin=$1 name=$2; shift 2
+    # shellcheck disable=SC2086
+    "$bin/train_llama3" $base --data-cache-path "$OUT/cache_$name" "$@" --metrics-jsonl "$OUT/$name.jsonl" \
+        >"$OUT/$name.log" 2>&1 || { echo "$name: failed"; tail -3 "$OUT/$name.log"; }
+    grep "^\[memory\]" "$OUT/$name.log" | sed "s/^/  $name: /"
+}
+echo "== recompute on the GPU: each against the run without it (fp32, 1e-6)"
+run "$B/bin" plain --disable-bias-linear
+for v in "uniform1:--recompute-granularity full --recompute-method uniform --recompute-num-layers 1" \
+         "block2:--recompute-granularity full --recompute-method block --recompute-num-layers 2" \
+         "selective:--recompute-granularity selective"; do
+    # shellcheck disable=SC2086
+    run "$B/bin" "${v%%:*}" --disable-bias-linear ${v#*:}
+    python3 ci/compare_metrics.py "$OUT/${v%%:*}.jsonl" "$OUT/plain.jsonl" 1e-6
+done
+echo "== biases and --qk-layernorm: GPU against the twin (fp32, 1e-5)"
+for v in "bias:" "qknorm:--disable-bias-linear --qk-layernorm"; do
+    # shellcheck disable=SC2086
+    run "$B/bin" "gpu_${v%%:*}" ${v#*:}
+    # shellcheck disable=SC2086
+    run "$TWIN_BIN" "twin_${v%%:*}" ${v#*:}
+    python3 ci/compare_metrics.py "$OUT/gpu_${v%%:*}.jsonl" "$OUT/twin_${v%%:*}.jsonl" 1e-5
+done
