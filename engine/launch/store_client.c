@@ -1,5 +1,5 @@
-/* The rendezvous store's client (tcp_store.h): connect with retries until the deadline, one request
- * per connection, precise errors. */
+/* The rendezvous store's client (tcp_store.h): connect with retries until the deadline, read the
+ * server's greeting (its nonce), send one request authenticated with the job's token, precise errors. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>

@@ -7,7 +7,7 @@
  * TWINRUN_STORE_BIND), every request carries a MAC made with the job's token (TWINRUN_STORE_TOKEN,
  * which scripts/launch_llama3.sh generates), sizes and connection counts are bounded, a connection
  * that does not authenticate in time is closed, dead peers are found by TCP keepalive, and every
- * refusal is logged; nothing a client sends can crash the server.
+ * refusal is counted (the first 16 are printed); nothing a client sends can crash the server.
  *
  * Clients retry connecting until their deadline (rank 0 may start last), and every failure says
  * what to check: an address that does not resolve, a port nobody listens on, a port in use by
