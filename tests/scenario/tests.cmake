@@ -38,9 +38,10 @@ add_test(NAME scenario_fault_kinds COMMAND sh -c
 set_tests_properties(scenario_fault_kinds PROPERTIES LABELS "${labels}" TIMEOUT 900
   PASS_REGULAR_EXPRESSION "fault_version_skew.*PASSED: [0-9]+/[0-9]+ expectations\n16\n" FAIL_REGULAR_EXPRESSION "FAILED")
 
-# The 8B seed's two-node layout.
+# The 8B seed's two-node layout. `valgrind-skip`: since its CLI check runs the program itself, ci/memcheck.py
+# would run this 16-rank rehearsal under valgrind (most of an hour); scenario_runner_memcheck covers the runner.
 twinrun_expect(NAME scenario_llama3_8b_multinode EXIT 0 OUTPUT "PASSED: [0-9]+/[0-9]+ expectations"
-  LABELS ${labels} PROPERTIES TIMEOUT 300
+  LABELS ${labels} valgrind-skip PROPERTIES TIMEOUT 300
   COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/llama3_8b_multinode.yaml --work ${scn_work})
 
 # TWINRUN_FAULTS on a plain train_llama3 (what a GPU job uses): the NaN's origin is named and the job
