@@ -16,7 +16,8 @@
 #   --no-oracle  skip kern_oracle (twin kernels vs GPU kernels) before the benchmark
 # Environment: DEBS (carried .deb files, default .debs; ci/gpu_env.sh), TWINRUN_GPU_BUILD (build dir),
 #   TWINRUN_BENCH_BIN (a train_llama3 already built: no build), TWINRUN_BENCH_TINY=1 (a tiny model: the
-#   dry run of the script on the twin build), TWINRUN_BENCH_STEPS, TWINRUN_BENCH_TIMEOUT (s per run).
+#   dry run of the script on the twin build), TWINRUN_BENCH_STEPS, TWINRUN_BENCH_TIMEOUT (s per run),
+#   TWINRUN_BENCH_PROFILE_CONFIG (the config --profile runs: 0, 1, 2 in the order below; default 0).
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
@@ -27,7 +28,7 @@ for a in "$@"; do
     --profile) profile=1 ;;
     --checks) checks=1 ;;
     --no-oracle) oracle=0 ;;
-    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
     -*) echo "gpu_bench.sh: unknown option $a" >&2; exit 2 ;;
     *) outdir=$a ;;
     esac
@@ -131,7 +132,9 @@ log "table"
 python3 ci/bench/bench_table.py "$R" "$commit" "$gpu" "$OUTDIR/gpu_bench.json" "$OUTDIR/gpu_bench.md"
 
 if [ $profile = 1 ]; then
-    read -r name seq mb <<<"${CONFIGS[0]}"
+    pc=${TWINRUN_BENCH_PROFILE_CONFIG:-0}
+    [ "$pc" -lt "${#CONFIGS[@]}" ] || pc=0
+    read -r name seq mb <<<"${CONFIGS[$pc]}"
     log "profile: ${name} seq $seq mb $mb, 4 iterations with TWINRUN_GPU_PROFILE=1"
     rc=0
     # shellcheck disable=SC2046

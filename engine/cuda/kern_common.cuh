@@ -46,6 +46,41 @@ __device__ __forceinline__ void stf(tr_buf b, size_t i, float v) {
         ((float *)b.p)[i] = v;
 }
 
+/* ---- eight elements at a time (16-byte loads and stores) --------------------------------------------
+ * For the memory-bound kernels' fast paths: T is the storage type (uint16_t for bf16 bits, float);
+ * p must be 16-byte aligned (tr_aligned16). The values are exactly ldf/stf's, only the loads are wider. */
+
+template <typename T> __device__ __forceinline__ void ld8(const T *p, float v[8]);
+template <typename T> __device__ __forceinline__ void st8(T *p, const float v[8]);
+
+template <> __device__ __forceinline__ void ld8<uint16_t>(const uint16_t *p, float v[8]) {
+    const uint4 u = *reinterpret_cast<const uint4 *>(p);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        v[2 * k] = tr_bf16_bits_to_f32((uint16_t)(w[k] & 0xffffu));
+        v[2 * k + 1] = tr_bf16_bits_to_f32((uint16_t)(w[k] >> 16));
+    }
+}
+
+template <> __device__ __forceinline__ void st8<uint16_t>(uint16_t *p, const float v[8]) {
+    uint32_t w[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        w[k] = (uint32_t)tr_f32_to_bf16_bits(v[2 * k]) | ((uint32_t)tr_f32_to_bf16_bits(v[2 * k + 1]) << 16);
+    *reinterpret_cast<uint4 *>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+template <> __device__ __forceinline__ void ld8<float>(const float *p, float v[8]) {
+    const float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+template <> __device__ __forceinline__ void st8<float>(float *p, const float v[8]) {
+    reinterpret_cast<float4 *>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4 *>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+
 /* ---- deterministic block reductions (blockDim.x == TR_BLOCK) ------------------------------------ */
 
 /* Sum of v over the block; every thread gets the result. sh has TR_BLOCK floats. Fixed tree:
@@ -86,6 +121,9 @@ __device__ __forceinline__ float block_max(float v, float *sh) {
     } while (0)
 
 /* ---- host helpers ------------------------------------------------------------------------------------ */
+
+/* Whether p is 16-byte aligned (the ld8/st8 fast paths). */
+static inline bool tr_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* Blocks for a grid-stride elementwise loop over n items at TR_BLOCK threads a block. */
 static inline unsigned grid_for(size_t n) {

@@ -3,10 +3,14 @@
  * each, instead of ~150 and ~300 kernels plus ~150 scratch allocations a step).
  *
  * A chunk of ranges travels by value in the kernel's arguments (under 4 KiB: no large-parameter
- * support needed, MUSA included). The ranges are laid end to end in a virtual index space
- * (vstart[r] = elements of ranges before r); a thread walks its grid-stride virtual indices in
- * ascending order and finds their range with a binary search once, then by stepping forward.
- * Sums are deterministic: fixed blocks, fixed per-thread order, fixed tree, chunks in order. */
+ * support needed, MUSA included). Each range is cut into tiles of a fixed number of elements and
+ * block b takes tile b of the chunk: it finds its range once (a binary search on the ranges' first
+ * tiles, the same answer for the whole block), then each thread loads all its elements before it
+ * computes or stores any (the stores could alias later loads, so the compiler would not hoist them:
+ * this is what keeps enough loads in flight to reach the memory's bandwidth). A range's last tile is
+ * partial; no tile spans two ranges.
+ * Sums are deterministic: one partial per tile (fixed per-thread order, fixed tree), then one block
+ * sums the partials in tile order; chunks in order. */
 #include <math.h>
 
 #include "gpu_profile.h"
@@ -14,71 +18,102 @@
 #include "kern_optim_common.cuh"
 
 #define TR_RANGE_CHUNK 128
+#define TR_ADAMW_PER_THREAD 8  /* elements of a thread in one AdamW tile */
+#define TR_SUMSQ_PER_THREAD 16 /* elements of a thread in one sum-of-squares tile */
 
 typedef struct range_chunk {
     unsigned long long begin[TR_RANGE_CHUNK];      /* element index of range r's first element */
-    unsigned long long vstart[TR_RANGE_CHUNK + 1]; /* virtual index of range r's first element; [n] = total */
+    unsigned long long vstart[TR_RANGE_CHUNK + 1]; /* elements of the ranges before r; [n] = total */
+    unsigned tile0[TR_RANGE_CHUNK + 1];            /* range r's first tile; [n] = tiles of the chunk */
     float decay[TR_RANGE_CHUNK];                   /* weight decay of range r (AdamW) */
     int n;
 } range_chunk;
+static_assert(sizeof(range_chunk) <= 4000, "range_chunk travels in the kernel's parameters (4 KiB at most)");
 
-__device__ __forceinline__ int range_of(const range_chunk &rc, unsigned long long v) {
+/* The range of tile b (uniform over a block: every thread takes the same path). */
+__device__ __forceinline__ int range_of_tile(const range_chunk &rc, unsigned b) {
     int lo = 0, hi = rc.n - 1;
     while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
-        if (rc.vstart[mid] <= v) lo = mid;
+        if (rc.tile0[mid] <= b) lo = mid;
         else hi = mid - 1;
     }
     return lo;
 }
 
-/* Element index of virtual index v, advancing the thread's range cursor r (v only grows). */
-__device__ __forceinline__ size_t range_element(const range_chunk &rc, unsigned long long v, int *r) {
-    if (*r < 0) *r = range_of(rc, v);
-    while (v >= rc.vstart[*r + 1]) (*r)++;
-    return (size_t)(rc.begin[*r] + (v - rc.vstart[*r]));
-}
-
-__global__ void k_sumsq_ranges_partial(float *partial, tr_buf x, range_chunk rc) {
+/* partial[b] = sum of squares of tile b: thread t takes t, t + TR_BLOCK, ... of the tile in order. */
+__global__ void k_sumsq_tiles(float *partial, tr_buf x, range_chunk rc) {
     __shared__ float sh[TR_BLOCK];
-    const unsigned long long total = rc.vstart[rc.n];
-    float acc = 0.0f;
-    int r = -1;
-    for (unsigned long long v = blockIdx.x * (unsigned long long)TR_BLOCK + threadIdx.x; v < total;
-         v += (unsigned long long)gridDim.x * TR_BLOCK) {
-        const float e = ldf(x, range_element(rc, v, &r));
-        acc = acc + e * e;
+    const int r = range_of_tile(rc, blockIdx.x);
+    const unsigned long long len = rc.vstart[r + 1] - rc.vstart[r];
+    const unsigned long long off0 = (unsigned long long)(blockIdx.x - rc.tile0[r]) * (TR_BLOCK * TR_SUMSQ_PER_THREAD);
+    const size_t base = (size_t)rc.begin[r];
+    float e[TR_SUMSQ_PER_THREAD];
+#pragma unroll
+    for (int k = 0; k < TR_SUMSQ_PER_THREAD; k++) {
+        const unsigned long long off = off0 + (unsigned long long)k * TR_BLOCK + threadIdx.x;
+        e[k] = off < len ? ldf(x, base + (size_t)off) : 0.0f;
     }
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < TR_SUMSQ_PER_THREAD; k++) acc = acc + e[k] * e[k];
     const float s = block_sum(acc, sh);
     if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
-__global__ void k_adamw_ranges(float *master, tr_buf model, bool write_model, tr_buf grad, float *m, float *v,
-                               range_chunk rc, double b1, double b2, double lr, double eps, double bc1, double bc2,
-                               double grad_scale) {
-    const unsigned long long total = rc.vstart[rc.n];
-    int r = -1;
-    for (unsigned long long vi = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; vi < total;
-         vi += (unsigned long long)gridDim.x * blockDim.x) {
-        const size_t i = range_element(rc, vi, &r);
-        adamw_element(i, master, model, write_model, grad, m, v, b1, b2, lr, eps, 1.0 - lr * (double)rc.decay[r], bc1,
-                      bc2, grad_scale);
+__global__ void k_adamw_tiles(float *master, tr_buf model, bool write_model, tr_buf grad, float *m, float *v,
+                              range_chunk rc, double b1, double b2, double lr, double eps, double bc1, double bc2,
+                              double grad_scale) {
+    const int r = range_of_tile(rc, blockIdx.x);
+    const unsigned long long len = rc.vstart[r + 1] - rc.vstart[r];
+    const unsigned long long off0 = (unsigned long long)(blockIdx.x - rc.tile0[r]) * (TR_BLOCK * TR_ADAMW_PER_THREAD);
+    const size_t base = (size_t)rc.begin[r];
+    const double decay = 1.0 - lr * (double)rc.decay[r];
+    float g[TR_ADAMW_PER_THREAD], mi[TR_ADAMW_PER_THREAD], vi[TR_ADAMW_PER_THREAD], w[TR_ADAMW_PER_THREAD];
+#pragma unroll
+    for (int k = 0; k < TR_ADAMW_PER_THREAD; k++) {
+        const unsigned long long off = off0 + (unsigned long long)k * TR_BLOCK + threadIdx.x;
+        if (off < len) {
+            const size_t i = base + (size_t)off;
+            g[k] = ldf(grad, i);
+            mi[k] = m[i];
+            vi[k] = v[i];
+            w[k] = master[i];
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < TR_ADAMW_PER_THREAD; k++) {
+        const unsigned long long off = off0 + (unsigned long long)k * TR_BLOCK + threadIdx.x;
+        if (off < len) {
+            const size_t i = base + (size_t)off;
+            adamw_math(g[k], &mi[k], &vi[k], &w[k], b1, b2, lr, eps, decay, bc1, bc2, grad_scale);
+            m[i] = mi[k];
+            v[i] = vi[k];
+            master[i] = w[k];
+            if (write_model) stf(model, i, w[k]);
+        }
     }
 }
 
-/* The chunk of ranges [r0, r0 + TR_RANGE_CHUNK), empty ranges dropped; its element count. */
-static unsigned long long chunk_of(range_chunk *rc, const kern_range *ranges, int nranges, int r0) {
+/* The chunk of ranges [r0, r0 + TR_RANGE_CHUNK), empty ranges dropped, cut into tiles of `tile`
+ * elements; its element count (its tile count is rc->tile0[rc->n]). */
+static unsigned long long chunk_of(range_chunk *rc, const kern_range *ranges, int nranges, int r0,
+                                   unsigned long long tile) {
     memset(rc, 0, sizeof *rc);
-    unsigned long long total = 0;
+    unsigned long long total = 0, tiles = 0;
     for (int r = r0; r < nranges && r < r0 + TR_RANGE_CHUNK; r++) {
         if (ranges[r].end == ranges[r].begin) continue;
         rc->begin[rc->n] = ranges[r].begin;
         rc->vstart[rc->n] = total;
         rc->decay[rc->n] = ranges[r].weight_decay;
+        rc->tile0[rc->n] = (unsigned)tiles;
         total += ranges[r].end - ranges[r].begin;
+        tiles += (ranges[r].end - ranges[r].begin + tile - 1) / tile;
+        TR_CHECK(tiles < (1ull << 31), "a chunk of parameter ranges needs more than 2^31 tiles (over 2^40 elements)");
         rc->n++;
     }
     rc->vstart[rc->n] = total;
+    rc->tile0[rc->n] = (unsigned)tiles;
     return total;
 }
 
@@ -88,12 +123,12 @@ extern "C" void kern_sum_squares_ranges(dev_stream *s, float *out, tr_buf x, con
     if (nranges == 0) return;
     range_chunk rc;
     for (int r0 = 0; r0 < nranges; r0 += TR_RANGE_CHUNK) {
-        const unsigned long long total = chunk_of(&rc, ranges, nranges, r0);
+        const unsigned long long total = chunk_of(&rc, ranges, nranges, r0, TR_BLOCK * TR_SUMSQ_PER_THREAD);
         if (total == 0) continue;
-        const unsigned G = sumsq_blocks(total);
+        const unsigned G = rc.tile0[rc.n];
         float *partial = (float *)tr_cu_scratch(s, G * sizeof(float), "sum_squares partials"); /* [G] */
-        k_sumsq_ranges_partial<<<G, TR_BLOCK, 0, tr_cu_stream(s)>>>(partial, x, rc);
-        CU_CHECK_LAUNCH("k_sumsq_ranges_partial");
+        k_sumsq_tiles<<<G, TR_BLOCK, 0, tr_cu_stream(s)>>>(partial, x, rc);
+        CU_CHECK_LAUNCH("k_sumsq_tiles");
         k_sumsq_final<<<1, TR_BLOCK, 0, tr_cu_stream(s)>>>(out, partial, G);
         CU_CHECK_LAUNCH("k_sumsq_final");
         tr_cu_scratch_free(s, partial);
@@ -110,10 +145,10 @@ extern "C" void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *a
     const double bc1 = 1.0 - pow(b1, (double)ad->step), bc2 = 1.0 - pow(b2, (double)ad->step);
     range_chunk rc;
     for (int r0 = 0; r0 < nranges; r0 += TR_RANGE_CHUNK) {
-        const unsigned long long total = chunk_of(&rc, ranges, nranges, r0);
+        const unsigned long long total = chunk_of(&rc, ranges, nranges, r0, TR_BLOCK * TR_ADAMW_PER_THREAD);
         if (total == 0) continue;
-        k_adamw_ranges<<<grid_for((size_t)total), TR_BLOCK, 0, tr_cu_stream(s)>>>(
+        k_adamw_tiles<<<rc.tile0[rc.n], TR_BLOCK, 0, tr_cu_stream(s)>>>(
             master, model, write_model, grad, m, v, rc, b1, b2, lr, (double)ad->eps, bc1, bc2, (double)ad->grad_scale);
-        CU_CHECK_LAUNCH("k_adamw_ranges");
+        CU_CHECK_LAUNCH("k_adamw_tiles");
     }
 }
