@@ -474,9 +474,8 @@ static void elem_gpu(void *p) {
     kern_adamw_update(g_s, &c->ad, c->t[4]->d, Dv(c->t[7]), Dv(c->t[0]), c->t[5]->d, c->t[6]->d, n);
 }
 
-static void case_elementwise(tr_dtype dt) {
+static void case_elementwise(tr_dtype dt, size_t n) {
     misc_ctx c = {.ad = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.8f, 7}};
-    const size_t n = 3000001; /* > 1024 blocks of 4 x 256 elements: both sum_squares passes work */
     c.t[0] = t_new(dt, n), c.t[1] = t_new(dt, n), c.t[2] = t_new(dt == TR_BF16 ? TR_F32 : TR_BF16, n);
     c.t[3] = t_new(TR_F32, 1), c.t[4] = t_new(TR_F32, n), c.t[5] = t_new(TR_F32, n), c.t[6] = t_new(TR_F32, n);
     c.t[7] = t_new(TR_BF16, n);
@@ -494,8 +493,44 @@ static void case_elementwise(tr_dtype dt) {
                         "adamw model bf16"};
     char name[96];
     for (int i = 0; i < 7; i++) {
-        snprintf(name, sizeof name, "%s %s", nm[i], tr_dtype_name(dt));
+        snprintf(name, sizeof name, "%s %s n%zu", nm[i], tr_dtype_name(dt), n);
         compare(name, outs[i], i == 1 ? 0.0 : 1e-5);
+    }
+    release();
+}
+
+/* The multi-tensor forms over ranges of odd lengths (tiles end inside them), gaps between them and
+ * a range of one element, each with its own weight decay. */
+static const kern_range k_ranges[] = {{0, 1000003, 0.1f}, {1000010, 1000011, 0.0f}, {1000100, 2500000, 0.0f},
+                                      {2600000, 3999999, 0.05f}};
+#define N_RANGES ((int)(sizeof k_ranges / sizeof k_ranges[0]))
+
+static void ranges_gpu(void *p) {
+    misc_ctx *c = p;
+    kern_sum_squares_ranges(g_s, c->t[1]->d, Dv(c->t[0]), k_ranges, N_RANGES);
+    kern_adamw_update_ranges(g_s, &c->ad, k_ranges, N_RANGES, c->t[2]->d, Dv(c->t[5]), Dv(c->t[0]), c->t[3]->d,
+                             c->t[4]->d);
+}
+
+static void case_ranges(tr_dtype dt) {
+    misc_ctx c = {.ad = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.8f, 7}};
+    const size_t n = 4000000;
+    c.t[0] = t_new(dt, n), c.t[1] = t_new(TR_F32, 1), c.t[2] = t_new(TR_F32, n), c.t[3] = t_new(TR_F32, n);
+    c.t[4] = t_new(TR_F32, n), c.t[5] = t_new(TR_BF16, n);
+    t_fill(c.t[0], 1.0f), t_fill(c.t[1], 1.0f), t_fill(c.t[2], 1.0f), t_fill(c.t[3], 0.01f), t_fill(c.t[5], 1.0f);
+    for (size_t i = 0; i < n; i++) ((float *)c.t[4]->h0)[i] = (float)(urand() * 1e-4);
+    reset_host();
+    twin_kern_sum_squares_ranges(NULL, c.t[1]->h, H(c.t[0]), k_ranges, N_RANGES);
+    twin_kern_adamw_update_ranges(NULL, &c.ad, k_ranges, N_RANGES, c.t[2]->h, H(c.t[5]), H(c.t[0]), c.t[3]->h,
+                                  c.t[4]->h);
+    tens *outs[] = {c.t[1], c.t[2], c.t[3], c.t[4], c.t[5]};
+    run_gpu_twice("ranges", ranges_gpu, &c, outs, 5);
+    const char *nm[] = {"sum_squares_ranges (+=)", "adamw_ranges master", "adamw_ranges m", "adamw_ranges v",
+                        "adamw_ranges model bf16 (gaps kept)"};
+    char name[96];
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "%s %s", nm[i], tr_dtype_name(dt));
+        compare(name, outs[i], 1e-5);
     }
     release();
 }
@@ -539,7 +574,9 @@ int main(int argc, char **argv) {
         case_rope(dt, false);
         case_rope(dt, true);
         case_swiglu_ce(dt);
-        case_elementwise(dt);
+        case_elementwise(dt, 3000001); /* > 1024 blocks of 4 x 256 elements: both sum_squares passes work */
+        case_elementwise(dt, 3000000); /* a multiple of 8: add's eight-a-thread path */
+        case_ranges(dt);
     }
     const size_t used = dev_mem_used(g_dev);
     dev_close(g_dev);
