@@ -37,7 +37,8 @@ OUTDIR=${outdir:-${OUT:-/tmp/twinrun-bench}}
 R=$OUTDIR/runs
 mkdir -p "$R"
 log() { echo "== $(date +%T) $*"; }
-commit=$(git rev-parse --short HEAD 2>/dev/null || cat .gpu_commit 2>/dev/null || echo unknown)
+# the copy on the GPU machine may hold a stale .git: .gpu_commit (written before the call) wins there
+commit=$(cat .gpu_commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
 gpu=${gpu:-"no GPU (dry run)"}
 log "twinrun benchmark at $commit on $gpu -> $OUTDIR"

@@ -4,7 +4,7 @@
  * code could be exercised on a machine without a GPU.
  *
  * The includer provides tr_bf16_bits_to_f32 and TR_DEVICE_FAIL (kern_common.cuh on the device). With
- * FL_EMULATED defined it also provides the primitives below (mma16816, ldsm_x4_trans, pack_bf16,
+ * FL_EMULATED defined it also provides the primitives below (mma16816, ldsm_x4, ldsm_x4_trans, pack_bf16,
  * __shfl_xor_sync, __syncthreads) and FL_SMEM. */
 #ifndef TWINRUN_ENGINE_CUDA_KERN_ATTENTION_FLASH_CUH
 #define TWINRUN_ENGINE_CUDA_KERN_ATTENTION_FLASH_CUH
@@ -29,6 +29,16 @@ __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32
                  "{%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Four 8x8 b16 matrices: lanes 8m..8m+7 give the row addresses of matrix m; register m of lane l
+ * holds row l/4, columns 2(l%4) and 2(l%4)+1 of matrix m — the mma operands' layout. One instruction
+ * where 32-bit shared loads need four. */
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const uint16_t *row) {
+    const unsigned addr = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
 }
 
 /* Four 8x8 b16 matrices, transposed: lanes 8m..8m+7 give the row addresses of matrix m. */
@@ -64,23 +74,18 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 
 #endif
 
-__device__ __forceinline__ uint32_t lds32(const uint16_t *p) { return *(const uint32_t *)p; }
-
-/* A operand (16x16) from a row-major tile in shared memory: rows r0.., columns c0... */
+/* A operand (16x16) from a row-major tile in shared memory: rows r0.., columns c0... The four 8x8
+ * matrices (rows +0/+8, columns +0/+8) by one ldmatrix: lane l addresses row l%8 of matrix l/8. */
 __device__ __forceinline__ void frag_a(uint32_t a[4], const uint16_t *sm, int lds, int r0, int c0, int gr, int tig) {
-    const uint16_t *p = sm + (r0 + gr) * lds + c0 + tig * 2;
-    a[0] = lds32(p);
-    a[1] = lds32(p + 8 * lds);
-    a[2] = lds32(p + 8);
-    a[3] = lds32(p + 8 * lds + 8);
+    const int lane = gr * 4 + tig, m = lane >> 3;
+    ldsm_x4(a, sm + (r0 + (lane & 7) + (m & 1) * 8) * lds + c0 + (m >> 1) * 8);
 }
 
-/* B operand (16x8) = X^T for X row-major [n][k] in shared memory: B[k][n] = X[n0 + n][k0 + k]. */
-__device__ __forceinline__ void frag_bt(uint32_t &b0, uint32_t &b1, const uint16_t *sm, int lds, int n0, int k0,
-                                        int gr, int tig) {
-    const uint16_t *p = sm + (n0 + gr) * lds + k0 + tig * 2;
-    b0 = lds32(p);
-    b1 = lds32(p + 8);
+/* B operands of two n-tiles (16x8 each) = X^T for X row-major [n][k] in shared memory: B[k][n] =
+ * X[n0 + n][k0 + k]. b[0], b[1]: n-tile n0..n0+7; b[2], b[3]: n0+8..n0+15 (one ldmatrix). */
+__device__ __forceinline__ void frag_bt2(uint32_t b[4], const uint16_t *sm, int lds, int n0, int k0, int gr, int tig) {
+    const int lane = gr * 4 + tig, m = lane >> 3;
+    ldsm_x4(b, sm + (n0 + (lane & 7) + (m >> 1) * 8) * lds + k0 + (m & 1) * 8);
 }
 
 /* B operands of two n-tiles (16 x 16) = X for X row-major [k][n] in shared memory: B[k][n] =
@@ -119,12 +124,14 @@ __device__ __forceinline__ void tile_products(float c1[NT][4], const uint16_t *A
         frag_a(a1, A1, lds, wr, kk * 16, gr, tig);
         frag_a(a2, A2, lds, wr, kk * 16, gr, tig);
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            uint32_t b0, b1;
-            frag_bt(b0, b1, B1, lds, nt * 8, kk * 16, gr, tig);
-            mma16816(c1[nt], a1, b0, b1);
-            frag_bt(b0, b1, B2, lds, nt * 8, kk * 16, gr, tig);
-            mma16816(c2[nt], a2, b0, b1);
+        for (int nt = 0; nt < NT; nt += 2) {
+            uint32_t b[4];
+            frag_bt2(b, B1, lds, nt * 8, kk * 16, gr, tig);
+            mma16816(c1[nt], a1, b[0], b[1]);
+            mma16816(c1[nt + 1], a1, b[2], b[3]);
+            frag_bt2(b, B2, lds, nt * 8, kk * 16, gr, tig);
+            mma16816(c2[nt], a2, b[0], b[1]);
+            mma16816(c2[nt + 1], a2, b[2], b[3]);
         }
     }
 }
@@ -245,10 +252,11 @@ __global__ void __launch_bounds__(FL_THREADS)
             uint32_t a[4];
             frag_a(a, Qs, LDS, wr, kk * 16, gr, tig);
 #pragma unroll
-            for (int nt = 0; nt < FL_BN / 8; nt++) {
-                uint32_t b0, b1;
-                frag_bt(b0, b1, Ks, LDS, nt * 8, kk * 16, gr, tig);
-                mma16816(sc[nt], a, b0, b1);
+            for (int nt = 0; nt < FL_BN / 8; nt += 2) {
+                uint32_t bk[4];
+                frag_bt2(bk, Ks, LDS, nt * 8, kk * 16, gr, tig);
+                mma16816(sc[nt], a, bk[0], bk[1]);
+                mma16816(sc[nt + 1], a, bk[2], bk[3]);
             }
         }
         float mx[2] = {-INFINITY, -INFINITY};

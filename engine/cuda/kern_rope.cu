@@ -5,9 +5,9 @@
  * the fp32 product pos * inv_freq_i, and its cos/sin are evaluated in double and rounded to fp32
  * (so no fast sinf/cosf range-reduction error at long positions). The rotation is fp32.
  * One thread per (b, t, h, i < rot_dim/2) pair; dims >= rot_dim pass through untouched.
- * Without explicit positions (position = t) the T × rot_dim/2 cos/sin pairs are computed once per
- * call into a table (double sin and cos cost more than the rotation itself: ~40 µs → ~10 µs for a
- * [4096, 32, 64] bf16 query), and the rotation reads them: the same values, so the same bits. */
+ * A block per token computes its rot_dim/2 cos/sin pairs once for all heads (double sin and cos per
+ * pair and head cost more than the rotation itself: ~40 µs for a [4096, 32, 64] bf16 query), the
+ * same values, so the same bits. */
 #include <math.h>
 
 #include "gpu_profile.h"
@@ -36,23 +36,21 @@ __global__ void k_rope(tr_buf x, const int32_t *positions, int T, int H, int D, 
     }
 }
 
-/* cs[t * half + i] = (cos, sin) of t * inv_freq_i, each evaluated in double and rounded to fp32. */
-__global__ void k_rope_table(float2 *cs, int T, int half, rope_freqs f) {
-    const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= T * half) return;
-    const int t = idx / half, i = idx % half;
-    const float a = (float)t * f.inv_freq[i];
-    cs[idx] = make_float2((float)cos((double)a), (float)sin((double)a));
-}
-
-/* Block per token (b, t); thread j < H * half rotates pair (h, i) = (j / half, j % half). */
-__global__ void k_rope_tab(tr_buf x, const float2 *cs, int T, int H, int D, int half, float sign) {
+/* Block per token (b, t): its rot_dim/2 (cos, sin) pairs once into shared memory, then thread j rotates
+ * pair (h, i) = (j / half, j % half) of every head. */
+__global__ void k_rope_tok(tr_buf x, const int32_t *positions, int T, int H, int D, int half, rope_freqs f,
+                           float sign) {
+    extern __shared__ float2 cs[]; /* [half] */
     const size_t bt = blockIdx.x;
-    const float2 *row = cs + (size_t)(bt % (size_t)T) * (size_t)half;
+    const int32_t pos = positions ? positions[bt] : (int32_t)(bt % (size_t)T);
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        const float a = (float)pos * f.inv_freq[i];
+        cs[i] = make_float2((float)cos((double)a), (float)sin((double)a));
+    }
+    __syncthreads();
     for (int j = threadIdx.x; j < H * half; j += blockDim.x) {
         const int h = j / half, i = j % half;
-        const float2 c_s = row[i];
-        const float c = c_s.x, sn = sign * c_s.y;
+        const float c = cs[i].x, sn = sign * cs[i].y;
         const size_t i1 = (bt * (size_t)H + (size_t)h) * (size_t)D + (size_t)i, i2 = i1 + (size_t)half;
         const float x1 = ldf(x, i1), x2 = ldf(x, i2);
         stf(x, i1, x1 * c - x2 * sn);
@@ -73,15 +71,11 @@ static void rope_apply(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const 
         f.inv_freq[i] = (float)(1.0 / pow((double)rd->theta, (double)e));
     }
     if (B == 0 || T == 0 || H == 0 || half == 0) return;
-    if (positions == NULL && (size_t)T * (size_t)half < (1u << 30)) {
-        const int pairs = T * half;
-        float2 *cs = (float2 *)tr_cu_scratch(s, (size_t)pairs * sizeof(float2), "rope cos/sin table"); /* [T, half] */
-        k_rope_table<<<(pairs + TR_BLOCK - 1) / TR_BLOCK, TR_BLOCK, 0, tr_cu_stream(s)>>>(cs, T, half, f);
-        CU_CHECK_LAUNCH("k_rope_table");
+    if ((size_t)H * (size_t)half < (1u << 30)) {
         const int threads = H * half >= 1024 ? 1024 : ((H * half + 31) / 32) * 32;
-        k_rope_tab<<<(unsigned)((size_t)B * (size_t)T), threads, 0, tr_cu_stream(s)>>>(x, cs, T, H, D, half, sign);
-        CU_CHECK_LAUNCH("k_rope_tab");
-        tr_cu_scratch_free(s, cs);
+        k_rope_tok<<<(unsigned)((size_t)B * (size_t)T), threads, (size_t)half * sizeof(float2), tr_cu_stream(s)>>>(
+            x, positions, T, H, D, half, f, sign);
+        CU_CHECK_LAUNCH("k_rope_tok");
         return;
     }
     const size_t total = (size_t)B * (size_t)T * (size_t)H * (size_t)half;

@@ -238,6 +238,23 @@ static void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) 
     warp_meet();
 }
 
+/* ldmatrix.sync.aligned.m8n8.x4.shared.b16: lanes 8m..8m+7 give the rows of matrix m; register m of
+ * lane l gets row l/4, columns 2(l%4) and 2(l%4)+1 of matrix m (low half first). */
+static void ldsm_x4(uint32_t r[4], const uint16_t *row) {
+    warp_exchange &w = g_warp[(size_t)warp_id()];
+    const unsigned char *p = (const unsigned char *)row;
+    if (p < g_smem || p + 16 > g_smem + g_smem_bytes) emu_fail("ldmatrix row address outside shared memory");
+    if (((uintptr_t)(p - g_smem)) % 16 != 0) emu_fail("ldmatrix row address not 16-byte aligned");
+    w.lane[lane_id()].row = row;
+    warp_meet();
+    const int l = lane_id();
+    for (int m = 0; m < 4; m++) {
+        const uint16_t *src = w.lane[8 * m + (l >> 2)].row;
+        r[m] = (uint32_t)src[2 * (l & 3)] | (uint32_t)src[2 * (l & 3) + 1] << 16;
+    }
+    warp_meet();
+}
+
 /* ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: lanes 8m..8m+7 give the rows of matrix m; register m
  * of lane l gets rows 2(l%4) and 2(l%4)+1, column l/4 of matrix m (low half first). */
 static void ldsm_x4_trans(uint32_t r[4], const uint16_t *row) {
