@@ -58,13 +58,15 @@ grep -E "FAILED|NOT DETERMINISTIC|kern_oracle:" "$OUT/oracle.log"
 
 log compute-sanitizer
 if command -v compute-sanitizer >/dev/null; then
-    for t in test_kern_attention test_kern_norm test_kern_cross_entropy test_kern_embedding test_kern_elementwise; do
+    for t in test_kern_attention test_kern_cp test_kern_norm test_kern_cross_entropy test_kern_embedding \
+        test_kern_elementwise test_kern_multi_tensor test_kern_swiglu test_kern_rope; do
         timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tests/$t" >>"$OUT/sanitizer.log" 2>&1
         echo "memcheck $t rc=$?"
     done
-    timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 "$B/tests/test_kern_attention" \
-        >>"$OUT/sanitizer.log" 2>&1
-    echo "racecheck test_kern_attention rc=$?"
+    for t in test_kern_attention test_kern_cp; do
+        timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 "$B/tests/$t" >>"$OUT/sanitizer.log" 2>&1
+        echo "racecheck $t rc=$?"
+    done
 fi
 
 log coll_smoke
