@@ -36,7 +36,7 @@ set_tests_properties(cli_deterministic PROPERTIES LABELS "${labels}")
 
 # Issue 16 (Megatron parity, first run): --version on every program, every configuration error of a
 # job reported once, simulated figures labelled. tests/unit/cli_parity.sh holds the cases.
-foreach(case version errors_once sigterm final_eval resume_finished resume_no_eval tokenizer ckpt_flags ln1p export banner)
+foreach(case version errors_once sigterm final_eval resume_finished resume_no_eval tokenizer ckpt_flags ln1p)
   add_test(NAME cli_parity_${case} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/cli_parity.sh ${bin}
     ${CMAKE_CURRENT_BINARY_DIR}/cli_parity ${case})
   set_tests_properties(cli_parity_${case} PROPERTIES LABELS "${labels}")
@@ -45,7 +45,13 @@ if(TWINRUN_BACKEND STREQUAL "twin")
   add_test(NAME cli_parity_simulated COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/cli_parity.sh ${bin}
     ${CMAKE_CURRENT_BINARY_DIR}/cli_parity simulated)
   set_tests_properties(cli_parity_simulated PROPERTIES LABELS "${labels}")
-  # TWINRUN_FAULTS' preemption runs four ranks in one process: the twin's
+  # several ranks in one process (TWINRUN_FAULTS' preemption; the tensor-parallel export; the
+  # pipeline-parallel banner): the twin's — a GPU build runs one rank a process
+  foreach(case export banner)
+    add_test(NAME cli_parity_${case} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/cli_parity.sh ${bin}
+      ${CMAKE_CURRENT_BINARY_DIR}/cli_parity ${case})
+    set_tests_properties(cli_parity_${case} PROPERTIES LABELS "${labels}")
+  endforeach()
   add_test(NAME cli_parity_preempt COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/cli_parity.sh ${bin}
     ${CMAKE_CURRENT_BINARY_DIR}/cli_parity preempt)
   set_tests_properties(cli_parity_preempt PROPERTIES LABELS "${labels}")
