@@ -3,8 +3,9 @@
  * score matrix in memory: scores live in registers one 64-key tile at a time.
  *
  * Tensor-core arithmetic is mma.sync.m16n8k16 (bf16 x bf16 -> fp32) through inline PTX; fragments
- * are read from shared memory with 32-bit loads (row-major operands) or ldmatrix.trans (operands
- * that must be transposed: V in P V, K in dS K, dO in P^T dO, Q in dS^T Q). Row strides in shared
+ * are read from shared memory with ldmatrix (row-major operands) or ldmatrix.trans (operands
+ * that must be transposed: V in P V, K in dS K, dO in P^T dO, Q in dS^T Q). Tiles wholly below the
+ * causal diagonal skip the per-element mask. Row strides in shared
  * memory are D + 8 elements, so the 8 rows a quad of lanes reads fall in distinct banks.
  *
  * Forward (k_flash_fwd), one block of 4 warps per (64 queries, head, batch), each warp owning 16
@@ -16,15 +17,17 @@
  *   k_flash_delta    Delta_i = dO_i . O_i (one warp per row);
  *   k_flash_bwd_dq   per (64 queries, head, batch): over key tiles, S and dP = dO V^T, then
  *                    dS = P (dP - Delta) and dQ += dS K; dQ *= scale;
- *   k_flash_bwd_dkv  per (64 keys, group, batch): over the group's heads in order and 32-query tiles,
- *                    S^T = K Q^T, P^T, dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q; dK *= scale.
+ *   k_flash_bwd_dkv  per (64 keys, head, batch): over 32-query tiles, S^T = K Q^T, P^T,
+ *                    dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q; with one head a group dK *= scale
+ *                    and both are written; else each head's fp32 share is, and
+ *   k_flash_dkv_reduce sums a group's shares in head order (dK times scale).
  *   Scores are recomputed twice (dQ and dK/dV kernels) instead of accumulating dQ with atomics.
  * Tiles stream through two shared-memory buffers filled by cp.async (K/V in the forward and dQ
  * kernels, Q/dO in dK/dV): the next tile is in flight while the warps compute on the current one.
  * Out-of-range rows of a tile are loaded as zeros and masked, so odd T and Tq != Tk are fine.
  *
- * NEVER RUN ON A GPU at the time of writing (no device in the session that wrote it): kern_oracle's
- * attention cases (T 600 .. 4096, D 64 and 128, CP positions) and test_kern_attention are its checks.
+ * Checks: kern_oracle's attention cases (T 600 .. 4096, D 64 and 128, CP positions), test_kern_attention
+ * and test_kern_cp on the GPU; tools/flash_emu on a CPU.
  * On MUSA this file builds only the stubs (tr_cu_flash_supported is false): the simple kernels serve. */
 #include <math.h>
 
@@ -85,11 +88,26 @@ void backward_d(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_
     CU_CHECK_LAUNCH("k_flash_bwd_dq");
     const size_t shm_dkv = dkv_smem<D>();
     allow_smem(k_flash_bwd_dkv<D, Mask>, shm_dkv);
-    k_flash_bwd_dkv<D, Mask><<<dim3((unsigned)((Tk + FL_BN - 1) / FL_BN), (unsigned)KV, (unsigned)B), FL_THREADS,
-                               shm_dkv, st>>>((uint16_t *)dk.p, (uint16_t *)dv.p, (const uint16_t *)dout.p,
-                                              (const uint16_t *)q.p, (const uint16_t *)k.p, (const uint16_t *)v.p, lse,
-                                              delta, Tq, Tk, NH, KV, scale, scale_log2, mask);
+    const int rep = NH / KV;
+    const size_t nk = (size_t)B * Tk * KV * D;
+    float *part_k = NULL, *part_v = NULL; /* [B,Tk,NH,D] each: every head's dK/dV share (groups of > 1 head) */
+    if (rep > 1) {
+        part_k = (float *)tr_cu_scratch(s, nk * rep * sizeof(float), "attention dK shares");
+        part_v = (float *)tr_cu_scratch(s, nk * rep * sizeof(float), "attention dV shares");
+    }
+    k_flash_bwd_dkv<D, Mask><<<dim3((unsigned)((Tk + FL_BN - 1) / FL_BN), (unsigned)NH, (unsigned)B), FL_THREADS,
+                               shm_dkv, st>>>((uint16_t *)dk.p, (uint16_t *)dv.p, part_k, part_v,
+                                              (const uint16_t *)dout.p, (const uint16_t *)q.p, (const uint16_t *)k.p,
+                                              (const uint16_t *)v.p, lse, delta, Tq, Tk, NH, KV, scale, scale_log2,
+                                              mask);
     CU_CHECK_LAUNCH("k_flash_bwd_dkv");
+    if (rep > 1) {
+        k_flash_dkv_reduce<<<(unsigned)((nk + 255) / 256), 256, 0, st>>>((uint16_t *)dk.p, (uint16_t *)dv.p, part_k,
+                                                                         part_v, KV, rep, D, scale, nk);
+        CU_CHECK_LAUNCH("k_flash_dkv_reduce");
+        tr_cu_scratch_free(s, part_v);
+        tr_cu_scratch_free(s, part_k);
+    }
     tr_cu_scratch_free(s, delta);
 }
 

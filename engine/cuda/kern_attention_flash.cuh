@@ -163,6 +163,16 @@ __device__ __forceinline__ void store_row(uint16_t *dst, const float acc[D / 8][
     for (int dt = 0; dt < D / 8; dt++) row[dt * 4 + tig] = pack_bf16(acc[dt][2 * r] * mul, acc[dt][2 * r + 1] * mul);
 }
 
+/* Row r of this warp's accumulator tiles as fp32 into dst [D] (the dK/dV shares of k_flash_bwd_dkv). */
+template <int D>
+__device__ __forceinline__ void store_row_f32(float *dst, const float acc[D / 8][4], int r, int tig) {
+#pragma unroll
+    for (int dt = 0; dt < D / 8; dt++) {
+        dst[dt * 8 + tig * 2] = acc[dt][2 * r];
+        dst[dt * 8 + tig * 2 + 1] = acc[dt][2 * r + 1];
+    }
+}
+
 /* Issues the copy of rows [row0, row0 + ROWS) of a strided [rows_valid, D] bf16 slice into shared
  * memory (row stride lds elements), zeros past rows_valid, in 16-byte cp.async pieces; the caller
  * commits, waits and synchronises before reading. */
@@ -188,6 +198,8 @@ struct fl_causal {
     /* first query tile (of FL_BQ rows) that can see a key of the block starting at n0 */
     __device__ int first_query_tile(int n0) const { return n0 / FL_BQ; }
     __device__ int position(int i) const { return i; }
+    /* whether every query from i_lo on sees every key up to j_hi (a tile below the diagonal) */
+    __device__ bool all_visible(int i_lo, int j_hi) const { return j_hi <= i_lo; }
 };
 
 /* Positions (context parallelism): query i sees key j iff k_pos[j] <= q_pos[i]; no tile is skipped. */
@@ -197,6 +209,7 @@ struct fl_positions {
     __device__ int key_tiles(int, int, int Tk) const { return (Tk + FL_BN - 1) / FL_BN; }
     __device__ int first_query_tile(int) const { return 0; }
     __device__ int position(int i) const { return q_pos[i]; }
+    __device__ bool all_visible(int, int) const { return false; }
 };
 
 /* Shared memory: the block's own rows once, the streamed tiles twice (double buffering: the next tile
@@ -260,16 +273,27 @@ __global__ void __launch_bounds__(FL_THREADS)
             }
         }
         float mx[2] = {-INFINITY, -INFINITY};
+        /* a tile every row of the block sees whole (below the diagonal, inside T) needs no mask */
+        if (m0 + FL_BM <= Tq && n0 + FL_BN <= Tk && mask.all_visible(m0, n0 + FL_BN - 1)) {
 #pragma unroll
-        for (int nt = 0; nt < FL_BN / 8; nt++)
+            for (int nt = 0; nt < FL_BN / 8; nt++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int i = rows[e >> 1], j = n0 + nt * 8 + tig * 2 + (e & 1);
-                float x = sc[nt][e] * scale_log2;
-                if (i >= Tq || j >= Tk || !mask.visible(i, j)) x = -INFINITY;
-                sc[nt][e] = x;
-                mx[e >> 1] = fmaxf(mx[e >> 1], x);
-            }
+                for (int e = 0; e < 4; e++) {
+                    sc[nt][e] = sc[nt][e] * scale_log2;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
+                }
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < FL_BN / 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int i = rows[e >> 1], j = n0 + nt * 8 + tig * 2 + (e & 1);
+                    float x = sc[nt][e] * scale_log2;
+                    if (i >= Tq || j >= Tk || !mask.visible(i, j)) x = -INFINITY;
+                    sc[nt][e] = x;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], x);
+                }
+        }
         float alpha[2], ref[2];
 #pragma unroll
         for (int r = 0; r < 2; r++) {
@@ -386,15 +410,25 @@ __global__ void __launch_bounds__(FL_THREADS)
         const uint16_t *Ks = KVs + (size_t)(2 * (t & 1)) * FL_BN * LDS, *Vs = Ks + FL_BN * LDS;
         float sc[FL_BN / 8][4], dp[FL_BN / 8][4]; /* S = Q K^T, dP = dO V^T */
         tile_products<D, FL_BN / 8>(sc, Qs, Ks, dp, dOs, Vs, LDS, wr, gr, tig);
+        if (m0 + FL_BM <= Tq && n0 + FL_BN <= Tk && mask.all_visible(m0, n0 + FL_BN - 1)) { /* no mask */
 #pragma unroll
-        for (int nt = 0; nt < FL_BN / 8; nt++)
+            for (int nt = 0; nt < FL_BN / 8; nt++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int i = rows[e >> 1], j = n0 + nt * 8 + tig * 2 + (e & 1);
-                float p = 0.0f;
-                if (i < Tq && j < Tk && mask.visible(i, j)) p = exp2f(sc[nt][e] * scale_log2 - lse2[e >> 1]);
-                sc[nt][e] = p * (dp[nt][e] - dl[e >> 1]); /* dS */
-            }
+                for (int e = 0; e < 4; e++) {
+                    const float p = exp2f(sc[nt][e] * scale_log2 - lse2[e >> 1]);
+                    sc[nt][e] = p * (dp[nt][e] - dl[e >> 1]); /* dS */
+                }
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < FL_BN / 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int i = rows[e >> 1], j = n0 + nt * 8 + tig * 2 + (e & 1);
+                    float p = 0.0f;
+                    if (i < Tq && j < Tk && mask.visible(i, j)) p = exp2f(sc[nt][e] * scale_log2 - lse2[e >> 1]);
+                    sc[nt][e] = p * (dp[nt][e] - dl[e >> 1]); /* dS */
+                }
+        }
         accumulate_pv<D, FL_BN / 16>(acc, sc, Ks, LDS, lane); /* dQ += dS K */
         __syncthreads();
     }
@@ -407,18 +441,23 @@ __global__ void __launch_bounds__(FL_THREADS)
     }
 }
 
-/* dk, dv [B,Tk,KV,D] (overwrite; a key no query sees gets 0). Grid (ceil(Tk/64), KV, B). */
+/* dK, dV of one head h for 64 keys. Grid (ceil(Tk/64), NH, B). With one head a group (part_k == NULL)
+ * the results are the gradients: dk, dv [B,Tk,KV,D] bf16 (overwrite; a key no query sees gets 0).
+ * Otherwise each head writes its fp32 share, dK unscaled, into part_k, part_v [B,Tk,NH,D] and
+ * k_flash_dkv_reduce sums a group's heads in order: a block per (keys, head) instead of per (keys,
+ * group) gives NH/KV times more blocks (a 4096-token micro-batch of 8 groups had 512 for 132 SMs,
+ * the first of them 4x longer than the average: the causal tail set the kernel's time). */
 template <int D, class Mask>
 __global__ void __launch_bounds__(FL_THREADS)
-    k_flash_bwd_dkv(uint16_t *dk, uint16_t *dv, const uint16_t *dout, const uint16_t *q, const uint16_t *k,
-                    const uint16_t *v, const float *lse, const float *delta, int Tq, int Tk, int NH, int KV,
-                    float scale, float scale_log2, Mask mask) {
+    k_flash_bwd_dkv(uint16_t *dk, uint16_t *dv, float *part_k, float *part_v, const uint16_t *dout, const uint16_t *q,
+                    const uint16_t *k, const uint16_t *v, const float *lse, const float *delta, int Tq, int Tk, int NH,
+                    int KV, float scale, float scale_log2, Mask mask) {
     constexpr int LDS = D + 8;
     FL_SMEM(fl_smem);
     /* K, V of the block; then per buffer u (double buffering): Q, dO tiles and lse, delta rows */
     uint16_t *Ks = (uint16_t *)fl_smem, *Vs = Ks + FL_BN * LDS, *QdO = Vs + FL_BN * LDS;
     float *stats = (float *)(QdO + 4 * FL_BQ * LDS); /* [2][2][FL_BQ]: lse (log2 domain), delta */
-    const int n0 = blockIdx.x * FL_BN, grp = blockIdx.y, b = blockIdx.z, rep = NH / KV;
+    const int n0 = blockIdx.x * FL_BN, h = blockIdx.y, b = blockIdx.z, grp = h / (NH / KV);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, tig = lane & 3, wr = warp * 16;
     const size_t qstride = (size_t)NH * D, kstride = (size_t)KV * D;
     const size_t koff = ((size_t)b * Tk * KV + grp) * D;
@@ -428,10 +467,10 @@ __global__ void __launch_bounds__(FL_THREADS)
     zero_tiles<D / 8>(adv);
 
     const int qt0 = mask.first_query_tile(n0), nqt = (Tq + FL_BQ - 1) / FL_BQ;
-    /* the (head, query tile) pairs in order, streamed through two buffers */
-    const int per_head = nqt > qt0 ? nqt - qt0 : 0, items = rep * per_head;
+    /* the head's query tiles in order, streamed through two buffers */
+    const int items = nqt > qt0 ? nqt - qt0 : 0;
     auto issue = [&](int it) { /* Q/dO tiles by cp.async, lse and delta by plain stores, into buffer it & 1 */
-        const int h = grp * rep + it / per_head, i0 = (qt0 + it % per_head) * FL_BQ;
+        const int i0 = (qt0 + it) * FL_BQ;
         const size_t qoff = ((size_t)b * Tq * NH + h) * D;
         uint16_t *qs = QdO + (size_t)(2 * (it & 1)) * FL_BQ * LDS;
         load_rows_async<FL_BQ, D>(qs, LDS, q + qoff, qstride, i0, Tq);
@@ -454,21 +493,33 @@ __global__ void __launch_bounds__(FL_THREADS)
         cp_async_wait<1>();
         __syncthreads();
         {
-            const int i0 = (qt0 + it % per_head) * FL_BQ;
+            const int i0 = (qt0 + it) * FL_BQ;
             const uint16_t *Qs = QdO + (size_t)(2 * (it & 1)) * FL_BQ * LDS, *dOs = Qs + FL_BQ * LDS;
             const float *lse_s = stats + (it & 1) * 2 * FL_BQ, *dl_s = lse_s + FL_BQ;
             float st[FL_BQ / 8][4], dpt[FL_BQ / 8][4]; /* S^T = K Q^T, dP^T = V dO^T: 16 keys x FL_BQ queries */
             tile_products<D, FL_BQ / 8>(st, Ks, Qs, dpt, Vs, dOs, LDS, wr, gr, tig);
+            if (i0 + FL_BQ <= Tq && n0 + FL_BN <= Tk && mask.all_visible(i0, n0 + FL_BN - 1)) { /* no mask */
 #pragma unroll
-            for (int nt = 0; nt < FL_BQ / 8; nt++)
+                for (int nt = 0; nt < FL_BQ / 8; nt++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int j = keys[e >> 1], c = nt * 8 + tig * 2 + (e & 1), i = i0 + c;
-                    float p = 0.0f;
-                    if (i < Tq && j < Tk && mask.visible(i, j)) p = exp2f(st[nt][e] * scale_log2 - lse_s[c]);
-                    st[nt][e] = p;
-                    dpt[nt][e] = p * (dpt[nt][e] - dl_s[c]); /* dS^T */
-                }
+                    for (int e = 0; e < 4; e++) {
+                        const int c = nt * 8 + tig * 2 + (e & 1);
+                        const float p = exp2f(st[nt][e] * scale_log2 - lse_s[c]);
+                        st[nt][e] = p;
+                        dpt[nt][e] = p * (dpt[nt][e] - dl_s[c]); /* dS^T */
+                    }
+            } else {
+#pragma unroll
+                for (int nt = 0; nt < FL_BQ / 8; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int j = keys[e >> 1], c = nt * 8 + tig * 2 + (e & 1), i = i0 + c;
+                        float p = 0.0f;
+                        if (i < Tq && j < Tk && mask.visible(i, j)) p = exp2f(st[nt][e] * scale_log2 - lse_s[c]);
+                        st[nt][e] = p;
+                        dpt[nt][e] = p * (dpt[nt][e] - dl_s[c]); /* dS^T */
+                    }
+            }
             accumulate_pv<D, FL_BQ / 16>(adv, st, dOs, LDS, lane);  /* dV += P^T dO */
             accumulate_pv<D, FL_BQ / 16>(adk, dpt, Qs, LDS, lane); /* dK += dS^T Q */
         }
@@ -479,10 +530,34 @@ __global__ void __launch_bounds__(FL_THREADS)
     for (int r = 0; r < 2; r++) {
         const int j = keys[r];
         if (j >= Tk) continue;
-        const size_t off = (((size_t)b * Tk + j) * KV + grp) * D;
-        store_row<D>(dk + off, adk, r, scale, tig);
-        store_row<D>(dv + off, adv, r, 1.0f, tig);
+        if (part_k) {
+            const size_t off = (((size_t)b * Tk + j) * NH + h) * D;
+            store_row_f32<D>(part_k + off, adk, r, tig);
+            store_row_f32<D>(part_v + off, adv, r, tig);
+        } else {
+            const size_t off = (((size_t)b * Tk + j) * KV + grp) * D;
+            store_row<D>(dk + off, adk, r, scale, tig);
+            store_row<D>(dv + off, adv, r, 1.0f, tig);
+        }
     }
+}
+
+/* dk, dv [B,Tk,KV,D] bf16 = the sums over each group's rep heads, in head order, of part_k (times
+ * scale) and part_v [B,Tk,NH,D]. One thread per output element. */
+__global__ void k_flash_dkv_reduce(uint16_t *dk, uint16_t *dv, const float *part_k, const float *part_v, int KV,
+                                   int rep, int D, float scale, size_t n) {
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n) return;
+    const size_t d = idx % (size_t)D, bjg = idx / (size_t)D; /* (b * Tk + j) * KV + g */
+    const size_t g = bjg % (size_t)KV, bj = bjg / (size_t)KV;
+    const size_t src = ((bj * (size_t)KV + g) * (size_t)rep) * (size_t)D + d; /* head g * rep of row bj */
+    float sk = 0.0f, sv = 0.0f;
+    for (int r = 0; r < rep; r++) {
+        sk = sk + part_k[src + (size_t)r * D];
+        sv = sv + part_v[src + (size_t)r * D];
+    }
+    dk[idx] = pack_bf16(sk * scale, 0.0f) & 0xffffu;
+    dv[idx] = pack_bf16(sv, 0.0f) & 0xffffu;
 }
 
 

@@ -1,6 +1,7 @@
 /* Vocab-parallel softmax cross-entropy: the three passes around the tensor-parallel all-reduces
  * and the backward from the all-reduced statistics. One block per row for the row reductions
- * (block tree reductions: deterministic), one thread per element for the backward.
+ * (block tree reductions: deterministic), one thread per element for the backward (eight, with
+ * 16-byte loads, where the types and alignment allow).
  *
  * row_max is NaN-propagating, so a NaN logit makes the loss and the gradient NaN, never hides.
  * Only negative targets stop the kernel (device-side check): a slice cannot tell a target past the
@@ -79,6 +80,39 @@ __global__ void k_ce_slice_bwd(tr_buf dlogits, tr_buf logits, const float *row_m
     }
 }
 
+/* k_ce_slice_bwd eight elements a thread (one dtype, V % 8 == 0, 16-byte aligned rows): the same
+ * arithmetic per element, 16-byte loads and stores. */
+template <typename T>
+__global__ void k_ce_slice_bwd8(T *dlogits, const T *logits, const float *row_max, const float *sum_exp,
+                                const int32_t *targets, int vocab_start, const float *dloss, int N, int V, int V_real) {
+    for (int n = blockIdx.y; n < N; n += gridDim.y) {
+        const int32_t t = targets[n];
+        if (t < 0) {
+            if (blockIdx.x == 0 && threadIdx.x == 0)
+                TR_DEVICE_FAIL("cross entropy backward (vocab slice): target %d at row %d is negative\n", (int)t, n);
+            continue;
+        }
+        const float mx = row_max[n], se = sum_exp[n], dl = dloss[n];
+        const long long local = ce_local(t, vocab_start);
+        const size_t row = (size_t)n * (size_t)V;
+        for (int j0 = (blockIdx.x * blockDim.x + threadIdx.x) * 8; j0 < V; j0 += gridDim.x * blockDim.x * 8) {
+            float x[8];
+            ld8<T>(logits + row + j0, x);
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const int j = j0 + e;
+                if (j >= V_real) { /* padding: no gradient */
+                    x[e] = 0.0f;
+                    continue;
+                }
+                const float p = expf(x[e] - mx) / se;
+                x[e] = (p - (local == j ? 1.0f : 0.0f)) * dl;
+            }
+            st8<T>(dlogits + row + j0, x);
+        }
+    }
+}
+
 extern "C" void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V, int V_real) {
     TR_PROF(s, "ce_slice_max");
     kern_ce_slice_max_check(s, row_max, logits, N, V, V_real);
@@ -110,6 +144,22 @@ extern "C" void kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf log
                                        const float *dloss, int N, int V, int V_real) {
     TR_PROF(s, "ce_slice_backward");
     kern_ce_slice_backward_check(s, dlogits, logits, row_max, sum_exp, targets, vocab_start, dloss, N, V, V_real);
+    if (N == 0 || V == 0) return;
+    if (dlogits.dt == logits.dt && (logits.dt == TR_BF16 || logits.dt == TR_F32) && V % 8 == 0 &&
+        tr_aligned16(dlogits.p) && tr_aligned16(logits.p)) {
+        const int chunks = (V / 8 + TR_BLOCK - 1) / TR_BLOCK;
+        const dim3 grid8((unsigned)(chunks < 64 ? chunks : 64), (unsigned)(N < 65535 ? N : 65535));
+        if (logits.dt == TR_BF16)
+            k_ce_slice_bwd8<uint16_t><<<grid8, TR_BLOCK, 0, tr_cu_stream(s)>>>(
+                (uint16_t *)dlogits.p, (const uint16_t *)logits.p, row_max, sum_exp, targets, vocab_start, dloss, N,
+                V, V_real);
+        else
+            k_ce_slice_bwd8<float><<<grid8, TR_BLOCK, 0, tr_cu_stream(s)>>>((float *)dlogits.p,
+                                                                            (const float *)logits.p, row_max, sum_exp,
+                                                                            targets, vocab_start, dloss, N, V, V_real);
+        CU_CHECK_LAUNCH("k_ce_slice_bwd8");
+        return;
+    }
     const unsigned bx = (unsigned)((V + TR_BLOCK - 1) / TR_BLOCK < 64 ? (V + TR_BLOCK - 1) / TR_BLOCK : 64);
     const dim3 grid(bx, (unsigned)(N < 65535 ? N : 65535));
     k_ce_slice_bwd<<<grid, TR_BLOCK, 0, tr_cu_stream(s)>>>(dlogits, logits, row_max, sum_exp, targets, vocab_start,

@@ -47,7 +47,7 @@ using std::min;
 struct emu_dim3 {
     unsigned x = 0, y = 0, z = 0;
 };
-static emu_dim3 threadIdx, blockIdx, gridDim;
+static emu_dim3 threadIdx, blockIdx, gridDim, blockDim;
 struct uint4 {
     unsigned x, y, z, w;
 };
@@ -316,6 +316,7 @@ static void launch(emu_dim3 grid, int threads, size_t smem_bytes, const std::fun
     g_smem = smem.data();
     g_smem_bytes = smem_bytes;
     gridDim = grid;
+    blockDim = emu_dim3{(unsigned)threads, 1, 1};
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
@@ -397,7 +398,7 @@ static void run_case(shape s) {
     const int B = s.B, Tq = s.Tq, Tk = s.Tk, NH = s.NH, KV = s.KV, D = s.D, rep = NH / KV;
     const size_t nq = (size_t)B * Tq * NH * D, nk = (size_t)B * Tk * KV * D;
     guarded<uint16_t> q(nq), k(nk), v(nk), out(nq), dout(nq), dq(nq), dk(nk), dv(nk);
-    guarded<float> lse((size_t)B * NH * Tq), delta((size_t)B * NH * Tq);
+    guarded<float> lse((size_t)B * NH * Tq), delta((size_t)B * NH * Tq), part_k(nk * rep), part_v(nk * rep);
     guarded<int32_t> qp(s.positions ? (size_t)Tq : 1), kp(s.positions ? (size_t)Tk : 1);
     fill(q, 2.0), fill(k, 2.0), fill(v, 1.0), fill(dout, 1.0);
     if (s.positions) {
@@ -417,11 +418,16 @@ static void run_case(shape s) {
                [&] { k_flash_delta<DD>(delta.p, dout.p, out.p, Tq, NH, rows); });
         launch(emu_dim3{(unsigned)((Tq + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B}, FL_THREADS, dq_smem<DD>(),
                [&] { k_flash_bwd_dq<DD>(dq.p, dout.p, q.p, k.p, v.p, lse.p, delta.p, Tq, Tk, NH, KV, sc, scl2, mask); });
-        launch(emu_dim3{(unsigned)((Tk + FL_BN - 1) / FL_BN), (unsigned)KV, (unsigned)B}, FL_THREADS, dkv_smem<DD>(),
+        /* as kern_attention_flash.cu: per-head shares and their reduction when a group has several heads */
+        float *pk = rep > 1 ? part_k.p : nullptr, *pv = rep > 1 ? part_v.p : nullptr;
+        launch(emu_dim3{(unsigned)((Tk + FL_BN - 1) / FL_BN), (unsigned)NH, (unsigned)B}, FL_THREADS, dkv_smem<DD>(),
                [&] {
-                   k_flash_bwd_dkv<DD>(dk.p, dv.p, dout.p, q.p, k.p, v.p, lse.p, delta.p, Tq, Tk, NH, KV, sc, scl2,
-                                       mask);
+                   k_flash_bwd_dkv<DD>(dk.p, dv.p, pk, pv, dout.p, q.p, k.p, v.p, lse.p, delta.p, Tq, Tk, NH, KV, sc,
+                                       scl2, mask);
                });
+        if (rep > 1)
+            launch(emu_dim3{(unsigned)((nk + 255) / 256), 1, 1}, 256, 0,
+                   [&] { k_flash_dkv_reduce(dk.p, dv.p, part_k.p, part_v.p, KV, rep, D, sc, nk); });
     };
     if (s.positions) {
         const fl_positions m{qp.p, kp.p};
