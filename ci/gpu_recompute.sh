@@ -3,7 +3,12 @@
 # full block, selective) against the run without it, and Megatron's linear biases and --qk-layernorm
 # against the twin. Prints compare_metrics' verdicts and each run's memory report.
 # Usage: ci/gpu_recompute.sh OUTDIR   (TWINRUN_GPU_BUILD: the cuda build, TWIN_BIN: a twin build's bin/)
+#        ci/gpu_recompute.sh --twin-only DIR   (on the CPU machine: the twin's side into DIR, e.g.
+#            .gpu_inputs/recompute; then TWIN_DIR=DIR on the GPU machine uses it instead of TWIN_BIN —
+#            a twin binary built here links libraries the GPU image lacks)
 set -u
+twin_only=0
+[ "${1:-}" = --twin-only ] && { twin_only=1; shift; }
 OUT=${1:-/tmp/twinrun-gpu-recompute}
 B=${TWINRUN_GPU_BUILD:-/tmp/build-cuda-dev}
 TWIN_BIN=${TWIN_BIN:-build/twin/bin}
@@ -20,6 +25,14 @@ run() { # bin name flags...
         >"$OUT/$name.log" 2>&1 || { echo "$name: failed"; tail -3 "$OUT/$name.log"; }
     grep "^\[memory\]" "$OUT/$name.log" | sed "s/^/  $name: /"
 }
+if [ $twin_only = 1 ]; then
+    for v in "bias:" "qknorm:--disable-bias-linear --qk-layernorm"; do
+        # shellcheck disable=SC2086
+        run "$TWIN_BIN" "twin_${v%%:*}" ${v#*:}
+        rm -rf "$OUT/cache_twin_${v%%:*}"
+    done
+    exit 0
+fi
 echo "== recompute on the GPU: each against the run without it (fp32, 1e-6)"
 run "$B/bin" plain --disable-bias-linear
 for v in "uniform1:--recompute-granularity full --recompute-method uniform --recompute-num-layers 1" \
@@ -33,7 +46,11 @@ echo "== biases and --qk-layernorm: GPU against the twin (fp32, 1e-5)"
 for v in "bias:" "qknorm:--disable-bias-linear --qk-layernorm"; do
     # shellcheck disable=SC2086
     run "$B/bin" "gpu_${v%%:*}" ${v#*:}
-    # shellcheck disable=SC2086
-    run "$TWIN_BIN" "twin_${v%%:*}" ${v#*:}
+    if [ -n "${TWIN_DIR:-}" ] && [ -f "$TWIN_DIR/twin_${v%%:*}.jsonl" ]; then
+        cp "$TWIN_DIR/twin_${v%%:*}.jsonl" "$OUT/"
+    else
+        # shellcheck disable=SC2086
+        run "$TWIN_BIN" "twin_${v%%:*}" ${v#*:}
+    fi
     python3 ci/compare_metrics.py "$OUT/gpu_${v%%:*}.jsonl" "$OUT/twin_${v%%:*}.jsonl" 1e-5
 done
