@@ -4,7 +4,8 @@
 #      finite differences, refcheck on the Hugging Face reference, training tests), kern_oracle, NCCL smoke;
 #   2. twin vs GPU: the same small config, seed and mock data for TWINRUN_STEPS steps in fp32 and bf16,
 #      compared with the twin's metrics written beforehand on the CPU machine (ci/twin_metrics.sh) into
-#      TWIN_DIR: fp32 within 1e-5, bf16 within 2e-2 relative at every step.
+#      TWIN_DIR: fp32 within 1e-5, bf16 within 2e-2 relative at every step, and the collective traces
+#      (flight dumps) identical.
 # Usage: ci/gpu_check.sh OUTDIR [DEBS_DIR] [TWIN_DIR]
 set -u
 OUT=${1:-/tmp/twinrun-gpu}
@@ -22,8 +23,13 @@ echo "== twin vs GPU"
 for dt in fp32 bf16; do
     [ -f "$TWIN/twin_$dt.jsonl" ] || { echo "no $TWIN/twin_$dt.jsonl: run ci/twin_metrics.sh first"; continue; }
     args=$(cat "$TWIN/args_$dt.txt")
+    rm -rf "$OUT/flight_$dt" && mkdir -p "$OUT/flight_$dt"
     # shellcheck disable=SC2086
-    "$B/bin/train_llama3" $args --data-cache-path /tmp/gpu_cache_$dt --metrics-jsonl "$OUT/gpu_$dt.jsonl" >"$OUT/gpu_$dt.log" 2>&1
+    TWINRUN_FLIGHT_DIR="$OUT/flight_$dt" TWINRUN_FLIGHT_AT_EXIT=1 TWINRUN_FLIGHT_RECORDS=65536 \
+        "$B/bin/train_llama3" $args --data-cache-path /tmp/gpu_cache_$dt --metrics-jsonl "$OUT/gpu_$dt.jsonl" >"$OUT/gpu_$dt.log" 2>&1
     tol=1e-5; [ $dt = bf16 ] && tol=2e-2
     python3 ci/compare_metrics.py "$OUT/gpu_$dt.jsonl" "$TWIN/twin_$dt.jsonl" $tol
+    # the collective trace: the same collectives in the same order on both (ci/compare_flight.py)
+    [ -d "$TWIN/flight_$dt" ] && python3 ci/compare_flight.py "$OUT/flight_$dt" "$TWIN/flight_$dt" &&
+        echo "  collective trace $dt: identical to the twin's"
 done

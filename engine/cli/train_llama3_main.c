@@ -39,6 +39,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train_llama3: %s\n", err);
         return TR_EXIT_USAGE;
     }
+    /* the environment the configuration checks need (--deterministic-mode: Megatron's NCCL_ALGO rule) */
+    const char *nccl_algo = getenv("NCCL_ALGO");
+    snprintf(cfg.nccl_algo, sizeof cfg.nccl_algo, "%s", nccl_algo ? nccl_algo : "");
     if (tr_train_prepare_config(&cfg, world, err, sizeof err)) {
         fputs(cfg.warnings, stderr);
         fprintf(stderr, "train_llama3: %s\n", err);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "config/derived.h"
 #include "twinrun/config.h"
@@ -237,6 +238,17 @@ static int check_features(const tr_config *c, tr_errlist *el) {
         tr_errlist_add(el, "--ckpt-step %lld names a checkpoint to load: give --load DIR too", (long long)c->ckpt_step);
     if (c->use_checkpoint_args && !c->load[0])
         tr_errlist_add(el, "--use-checkpoint-args takes the model flags from the checkpoint: give --load DIR too");
+    if (c->deterministic_mode) {
+        /* Megatron's rule (validate_args): NCCL must be pinned to an algorithm whose reductions have a
+         * fixed order; NVLS (NVLink SHARP) reduces in the switch */
+        static const char *const algos[] = {"Tree", "Ring", "CollnetDirect", "CollnetChain", "^NVLS"};
+        bool ok = false;
+        for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++) ok = ok || strcmp(c->nccl_algo, algos[i]) == 0;
+        if (!ok)
+            tr_errlist_add(el, "--deterministic-mode needs NCCL_ALGO set to Tree, Ring, CollnetDirect, CollnetChain or "
+                               "^NVLS (it is %s%s%s), as Megatron requires: e.g. export NCCL_ALGO=Ring",
+                           c->nccl_algo[0] ? "'" : "unset", c->nccl_algo, c->nccl_algo[0] ? "'" : "");
+    }
     return el->n > before ? -1 : 0;
 }
 

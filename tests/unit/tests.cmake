@@ -29,10 +29,14 @@ set(det_args --num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attentio
   --grad-reduce-in-bf16 --mock-data --vocab-size 300 --eval-iters 0
   --data-cache-path ${CMAKE_CURRENT_BINARY_DIR}/cli_det_cache)
 string(REPLACE ";" " " det_args_str "${det_args}")
+# --deterministic-mode (Megatron's flag) as Megatron's rule wants it: with NCCL_ALGO pinned
 add_test(NAME cli_deterministic COMMAND sh -c
-  "${bin}/train_llama3 ${det_args_str} --metrics-jsonl det_a.jsonl >/dev/null && ${bin}/train_llama3 ${det_args_str} --metrics-jsonl det_b.jsonl >/dev/null && sed -E 's/\"(elapsed_ms_per_iter|tflops_per_gpu)\":[^,]*,//g' det_a.jsonl > det_a.bits && sed -E 's/\"(elapsed_ms_per_iter|tflops_per_gpu)\":[^,]*,//g' det_b.jsonl > det_b.bits && cmp det_a.bits det_b.bits && grep -q lm_loss det_a.bits && test $(wc -l < det_a.jsonl) -eq 4"
+  "export NCCL_ALGO=Ring && ${bin}/train_llama3 ${det_args_str} --deterministic-mode --metrics-jsonl det_a.jsonl >/dev/null && ${bin}/train_llama3 ${det_args_str} --deterministic-mode --metrics-jsonl det_b.jsonl >/dev/null && sed -E 's/\"(elapsed_ms_per_iter|tflops_per_gpu)\":[^,]*,//g' det_a.jsonl > det_a.bits && sed -E 's/\"(elapsed_ms_per_iter|tflops_per_gpu)\":[^,]*,//g' det_b.jsonl > det_b.bits && cmp det_a.bits det_b.bits && grep -q lm_loss det_a.bits && test $(wc -l < det_a.jsonl) -eq 4"
   WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 set_tests_properties(cli_deterministic PROPERTIES LABELS "${labels}")
+twinrun_expect(NAME cli_deterministic_needs_nccl_algo EXIT 2
+  OUTPUT "--deterministic-mode needs NCCL_ALGO set to Tree, Ring.*it is 'NVLS'.*export NCCL_ALGO=Ring"
+  COMMAND env NCCL_ALGO=NVLS ${bin}/train_llama3 ${det_args} --deterministic-mode LABELS ${labels})
 
 # Issue 16 (Megatron parity, first run): --version on every program, every configuration error of a
 # job reported once, simulated figures labelled. tests/unit/cli_parity.sh holds the cases.

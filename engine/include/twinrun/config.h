@@ -68,6 +68,8 @@ typedef struct tr_config {
     tr_recompute_method recompute_method;
     int recompute_num_layers;                 /* 0 = unset */
     bool exit_signal_handler;                 /* SIGTERM: finish the step, save, exit 0 */
+    bool deterministic_mode;                  /* Megatron's --deterministic-mode: needs nccl_algo (below) */
+    char nccl_algo[64];                       /* the NCCL_ALGO environment variable as launched; "" = unset */
     double decoupled_lr, decoupled_min_lr;    /* embedding and output layer; <0 = unset (use --lr / --min-lr) */
     int exit_interval;                        /* 0 = none */
     double exit_duration_in_mins;             /* 0 = none */
