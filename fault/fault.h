@@ -40,10 +40,10 @@ typedef enum fault_tensor { FAULT_T_LOSS = 0, FAULT_T_ACTIVATION, FAULT_T_GRADIE
 
 typedef struct fault_spec {
     fault_kind kind;
-    int64_t step;    /* iteration it fires at (1-based); 0 for the start-up kinds (short_node, version_skew,
+    int64_t step;               /* iteration it fires at (1-based); 0 for the start-up kinds (short_node, version_skew,
                         data_corrupt) */
-    int rank;        /* global rank; -1 when `node` names the target */
-    int node;        /* node index (rank / gpus_per_node); -1 when `rank` names the target */
+    int rank;                   /* global rank; -1 when `node` names the target */
+    int node;                   /* node index (rank / gpus_per_node); -1 when `rank` names the target */
     char group[FAULT_NAME_LEN]; /* hang, mismatch: communicator name "tp" "pp" "dp" "cp" "dp_cp" "world", or "any" */
     char op[FAULT_NAME_LEN];    /* hang, mismatch: "all_reduce" "all_gather" "reduce_scatter" "broadcast" "send"
                                    "recv" "barrier", or "any" */
@@ -53,12 +53,12 @@ typedef struct fault_spec {
     double factor;              /* straggler: > 1 */
     int devices;                /* short_node: devices the node sees, < gpus_per_node */
     char version[FAULT_NAME_LEN]; /* version_skew: the other build's version string */
-    int line, col;              /* where the scenario file defined it (0 when not from a file) */
+    int line, col;                /* where the scenario file defined it (0 when not from a file) */
 } fault_spec;
 
 /* What became of one fault of a plan. */
 typedef struct fault_firing {
-    bool fired;  /* it fired; survives restarts while the plan's owner keeps the plan */
+    bool fired; /* it fired; survives restarts while the plan's owner keeps the plan */
     /* supervised plans only: */
     int attempt; /* the attempt it fired in + 1; 0 = not yet */
     double at;   /* when, in simulated seconds */
@@ -67,19 +67,19 @@ typedef struct fault_firing {
 
 typedef struct fault_plan {
     int n;
-    fault_spec *faults;   /* [n] */
-    fault_firing *fired;  /* [n] */
-    int gpus_per_node;    /* node of rank r = r / gpus_per_node */
+    fault_spec *faults;  /* [n] */
+    fault_firing *fired; /* [n] */
+    int gpus_per_node;   /* node of rank r = r / gpus_per_node */
     /* A supervisor keeps the plan across restarts: `attempt` is the attempt now running, and a fault
      * fires in one attempt only (every rank of a node in that attempt), recorded in fired[i]. */
     bool supervised;
     int attempt;
 } fault_plan;
 
-const char *fault_kind_name(fault_kind k);      /* "hang", "crash", "node_crash", "nan", ... */
-int fault_kind_from_name(const char *name);     /* -1 when unknown */
-const char *fault_tensor_name(fault_tensor t);  /* "loss", "activation", "gradient" */
-int fault_tensor_from_name(const char *name);   /* -1 when unknown */
+const char *fault_kind_name(fault_kind k);     /* "hang", "crash", "node_crash", "nan", ... */
+int fault_kind_from_name(const char *name);    /* -1 when unknown */
+const char *fault_tensor_name(fault_tensor t); /* "loss", "activation", "gradient" */
+int fault_tensor_from_name(const char *name);  /* -1 when unknown */
 /* Fills a spec with the kind's defaults (rank/node -1, group/op "any", layer -1, factor 4, ...). */
 void fault_spec_default(fault_spec *f, fault_kind k);
 /* Checks one spec against a world of `world` ranks on nodes of `gpus_per_node`; -1 with err naming

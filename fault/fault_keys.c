@@ -157,12 +157,9 @@ int fault_spec_set(fault_spec *f, fault_key k, const char *v, char *err, size_t 
         return 0;
     }
     case FAULT_KEY_INF:
-        if (strcmp(v, "true") == 0)
-            f->inf = true;
-        else if (strcmp(v, "false") == 0)
-            f->inf = false;
-        else
-            return tr_errf(err, errlen, "inf: expected true or false, got '%s'", v);
+        if (strcmp(v, "true") == 0) f->inf = true;
+        else if (strcmp(v, "false") == 0) f->inf = false;
+        else return tr_errf(err, errlen, "inf: expected true or false, got '%s'", v);
         return 0;
     case FAULT_KEY_FACTOR: {
         char *end;

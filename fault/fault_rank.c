@@ -17,13 +17,13 @@ struct fault_rank {
     fault_plan *plan;
     int rank, world;
     dev_device *d;
-    int64_t step;         /* the iteration running; 0 during set-up */
-    int n;                /* faults that target this rank */
-    int *mine;            /* [n] indices into plan->faults */
-    ckpt_io io;           /* the wrapper fault_ckpt_io hands out */
+    int64_t step; /* the iteration running; 0 during set-up */
+    int n;        /* faults that target this rank */
+    int *mine;    /* [n] indices into plan->faults */
+    ckpt_io io;   /* the wrapper fault_ckpt_io hands out */
     const ckpt_io *base;
-    int io_fault;         /* index of the checkpoint fault in force, -1 none */
-    int64_t io_bytes;     /* bytes written so far under a ckpt_crash */
+    int io_fault;     /* index of the checkpoint fault in force, -1 none */
+    int64_t io_bytes; /* bytes written so far under a ckpt_crash */
 };
 
 fault_rank *fault_rank_open(fault_plan *plan, int rank, int world, dev_device *d) {
@@ -87,10 +87,8 @@ static void observe(void *arg, coll_comm *c, const char *op) {
         /* a call the rest of the group does not make: at this sequence number they issue `op` */
         int32_t *one = dev_alloc(fr->d, sizeof(int32_t) * (size_t)(coll_comm_size(c) + 1), "fault: mismatched call");
         TR_CHECK(one != NULL, "out of device memory for an injected collective");
-        if (!strcmp(op, "all_gather"))
-            coll_all_reduce(c, dev_stream_default(fr->d), one, one, 1, TR_I32, COLL_SUM);
-        else
-            coll_all_gather(c, dev_stream_default(fr->d), one, one + 1, 1, TR_I32);
+        if (!strcmp(op, "all_gather")) coll_all_reduce(c, dev_stream_default(fr->d), one, one, 1, TR_I32, COLL_SUM);
+        else coll_all_gather(c, dev_stream_default(fr->d), one, one + 1, 1, TR_I32);
         dev_free(fr->d, one);
     }
 }
@@ -206,13 +204,34 @@ static ssize_t io_write(void *ctx, int fd, const void *buf, size_t n) {
     return fr->base->write(fr->base->ctx, fd, buf, n);
 }
 
-static int io_fsync(void *ctx, int fd) { fault_rank *fr = ctx; return fr->base->fsync(fr->base->ctx, fd); }
-static int io_close(void *ctx, int fd) { fault_rank *fr = ctx; return fr->base->close(fr->base->ctx, fd); }
-static int io_rename(void *ctx, const char *a, const char *b) { fault_rank *fr = ctx; return fr->base->rename(fr->base->ctx, a, b); }
-static int io_fsync_dir(void *ctx, const char *d) { fault_rank *fr = ctx; return fr->base->fsync_dir(fr->base->ctx, d); }
-static int io_unlink(void *ctx, const char *p) { fault_rank *fr = ctx; return fr->base->unlink(fr->base->ctx, p); }
-static int io_mkdir(void *ctx, const char *p) { fault_rank *fr = ctx; return fr->base->mkdir(fr->base->ctx, p); }
-static int io_rmdir(void *ctx, const char *p) { fault_rank *fr = ctx; return fr->base->rmdir(fr->base->ctx, p); }
+static int io_fsync(void *ctx, int fd) {
+    fault_rank *fr = ctx;
+    return fr->base->fsync(fr->base->ctx, fd);
+}
+static int io_close(void *ctx, int fd) {
+    fault_rank *fr = ctx;
+    return fr->base->close(fr->base->ctx, fd);
+}
+static int io_rename(void *ctx, const char *a, const char *b) {
+    fault_rank *fr = ctx;
+    return fr->base->rename(fr->base->ctx, a, b);
+}
+static int io_fsync_dir(void *ctx, const char *d) {
+    fault_rank *fr = ctx;
+    return fr->base->fsync_dir(fr->base->ctx, d);
+}
+static int io_unlink(void *ctx, const char *p) {
+    fault_rank *fr = ctx;
+    return fr->base->unlink(fr->base->ctx, p);
+}
+static int io_mkdir(void *ctx, const char *p) {
+    fault_rank *fr = ctx;
+    return fr->base->mkdir(fr->base->ctx, p);
+}
+static int io_rmdir(void *ctx, const char *p) {
+    fault_rank *fr = ctx;
+    return fr->base->rmdir(fr->base->ctx, p);
+}
 
 const struct ckpt_io *fault_ckpt_io(fault_rank *fr, int64_t it, const struct ckpt_io *base) {
     if (!fr) return base;
@@ -224,7 +243,8 @@ const struct ckpt_io *fault_ckpt_io(fault_rank *fr, int64_t it, const struct ckp
         mark_fired(fr, i);
         say(fr, i);
         fr->base = base, fr->io_fault = i, fr->io_bytes = 0;
-        fr->io = (ckpt_io){fr, io_open, io_write, io_fsync, io_close, io_rename, io_fsync_dir, io_unlink, io_mkdir, io_rmdir};
+        fr->io = (ckpt_io){fr,        io_open,      io_write,  io_fsync, io_close,
+                           io_rename, io_fsync_dir, io_unlink, io_mkdir, io_rmdir};
         return &fr->io;
     }
     return base;

@@ -162,25 +162,19 @@ int fault_spec_check(const fault_spec *f, int world, int gpus_per_node, char *er
 }
 
 static void target_text(const fault_spec *f, char *out, size_t outlen) {
-    if (f->node >= 0)
-        snprintf(out, outlen, "node %d", f->node);
+    if (f->node >= 0) snprintf(out, outlen, "node %d", f->node);
     else if (f->rank >= 0)
         snprintf(out, outlen, fault_kind_is_node(f->kind) ? "the node of rank %d" : "rank %d", f->rank);
-    else
-        snprintf(out, outlen, "every rank");
+    else snprintf(out, outlen, "every rank");
 }
 
 /* "dp all_reduce", "any collective", "a dp collective", "an all_reduce" */
 static void place_text(const fault_spec *f, char *out, size_t outlen) {
     bool g = strcmp(f->group, "any") != 0, o = strcmp(f->op, "any") != 0;
-    if (g && o)
-        snprintf(out, outlen, "%s %s", f->group, f->op);
-    else if (g)
-        snprintf(out, outlen, "a %s collective", f->group);
-    else if (o)
-        snprintf(out, outlen, "an %s", f->op);
-    else
-        snprintf(out, outlen, "a collective");
+    if (g && o) snprintf(out, outlen, "%s %s", f->group, f->op);
+    else if (g) snprintf(out, outlen, "a %s collective", f->group);
+    else if (o) snprintf(out, outlen, "an %s", f->op);
+    else snprintf(out, outlen, "a collective");
 }
 
 void fault_spec_describe(const fault_spec *f, char *out, size_t outlen) {
@@ -199,8 +193,7 @@ void fault_spec_describe(const fault_spec *f, char *out, size_t outlen) {
     case FAULT_NODE_CRASH: snprintf(out, outlen, "crash of %s (all its ranks) at iteration %lld", who, it); break;
     case FAULT_NAN: {
         const char *v = f->inf ? "Inf" : "NaN";
-        if (f->tensor == FAULT_T_LOSS)
-            snprintf(out, outlen, "%s in the loss of %s at iteration %lld", v, who, it);
+        if (f->tensor == FAULT_T_LOSS) snprintf(out, outlen, "%s in the loss of %s at iteration %lld", v, who, it);
         else if (f->layer >= 0)
             snprintf(out, outlen, "%s in the %s of layer %d on %s at iteration %lld", v, fault_tensor_name(f->tensor),
                      f->layer, who, it);
@@ -228,8 +221,7 @@ void fault_spec_describe(const fault_spec *f, char *out, size_t outlen) {
     case FAULT_DATA_CORRUPT:
         if (f->rank >= 0)
             snprintf(out, outlen, "corrupt data file read by rank %d, damaged before the job starts", f->rank);
-        else
-            snprintf(out, outlen, "corrupt data file, damaged before the job starts");
+        else snprintf(out, outlen, "corrupt data file, damaged before the job starts");
         break;
     case FAULT_OOM: snprintf(out, outlen, "out of device memory on %s at iteration %lld", who, it); break;
     case FAULT_SHORT_NODE:

@@ -28,7 +28,7 @@ static int is_sep(uint8_t c) { return c == 0 || c == ' ' || c == '\t' || c == '\
 
 static void check_message(const char *err, size_t len) {
     if (memchr(err, 0, len) == NULL) __builtin_trap(); /* terminated */
-    if (err[0] == 0) __builtin_trap();                  /* an error always says something */
+    if (err[0] == 0) __builtin_trap();                 /* an error always says something */
     /* one line per problem: no empty line, none trailing (validate lists several under a count) */
     if (err[strlen(err) - 1] == '\n' || strstr(err, "\n\n")) __builtin_trap();
 }

@@ -13,7 +13,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const tr_store_auth auth = {.token = (const unsigned char *)"fuzz-token-0123456789", .token_len = 21,
+static const tr_store_auth auth = {.token = (const unsigned char *)"fuzz-token-0123456789",
+                                   .token_len = 21,
                                    .nonce = {0x6e, 0x6f, 0x6e, 0x63, 0x65, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

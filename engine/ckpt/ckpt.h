@@ -50,7 +50,14 @@ const ckpt_io *ckpt_io_posix(void);
 
 /* ---- tensors and where a blob sits in them -------------------------------------------------- */
 typedef enum ckpt_dtype {
-    CKPT_F32 = 1, CKPT_BF16, CKPT_F16, CKPT_F64, CKPT_I32, CKPT_I64, CKPT_U8, CKPT_U64
+    CKPT_F32 = 1,
+    CKPT_BF16,
+    CKPT_F16,
+    CKPT_F64,
+    CKPT_I32,
+    CKPT_I64,
+    CKPT_U8,
+    CKPT_U64
 } ckpt_dtype;
 
 const char *ckpt_dtype_name(ckpt_dtype dt); /* "F32", ...; "?" outside the enum */
@@ -66,15 +73,15 @@ typedef struct ckpt_place {
     int64_t off, n;
 } ckpt_place;
 
-ckpt_place ckpt_place_full(void);                            /* the whole tensor */
+ckpt_place ckpt_place_full(void);                                  /* the whole tensor */
 ckpt_place ckpt_place_slice(int axis, int64_t start, int64_t len); /* a TP split */
-ckpt_place ckpt_place_flat(int64_t off, int64_t n);          /* a flat range of the whole tensor */
+ckpt_place ckpt_place_flat(int64_t off, int64_t n);                /* a flat range of the whole tensor */
 
 typedef struct ckpt_blob {
-    const char *name;  /* global name, e.g. "model.norm.weight", "optim.exp_avg/model.norm.weight" */
+    const char *name; /* global name, e.g. "model.norm.weight", "optim.exp_avg/model.norm.weight" */
     ckpt_dtype dtype;
-    const void *data;  /* HOST memory: place.n elements (after resolving) */
-    int ndim;          /* 0..CKPT_MAX_DIMS */
+    const void *data;             /* HOST memory: place.n elements (after resolving) */
+    int ndim;                     /* 0..CKPT_MAX_DIMS */
     int64_t shape[CKPT_MAX_DIMS]; /* the GLOBAL shape */
     ckpt_place place;
 } ckpt_blob;
@@ -179,11 +186,11 @@ int ckpt_list(const char *dir, int64_t *iters, int max, char *err, size_t errlen
 int ckpt_manifest_load(const char *dir, int64_t iteration, ckpt_manifest *m, char *err, size_t errlen);
 
 typedef struct ckpt_verify_report {
-    int n_files;            /* checked so far */
+    int n_files; /* checked so far */
     uint64_t total_bytes;
     int n_tensors;
-    char bad_file[CKPT_PATH_MAX];    /* "" when all good */
-    int64_t older_complete; /* on failure: the newest older checkpoint that verifies, or -1 */
+    char bad_file[CKPT_PATH_MAX]; /* "" when all good */
+    int64_t older_complete;       /* on failure: the newest older checkpoint that verifies, or -1 */
 } ckpt_verify_report;
 
 /* Full check of iter_N: manifest, every shard's size, header, every blob CRC, the file CRC, the
@@ -204,8 +211,7 @@ int ckpt_reader_tensor(const ckpt_reader *r, const char *name, ckpt_dtype *dtype
 /* Fills dst (want.n elements after resolving against the global shape) with the region `want` of
  * tensor `name`. dtype must be the stored one. Replicas (the same element in several shards) are
  * read once; an element no shard holds is an error naming it. */
-int ckpt_read(ckpt_reader *r, const char *name, ckpt_dtype dtype, ckpt_place want, void *dst, char *err,
-              size_t errlen);
+int ckpt_read(ckpt_reader *r, const char *name, ckpt_dtype dtype, ckpt_place want, void *dst, char *err, size_t errlen);
 
 /* ---- retention ------------------------------------------------------------------------------- */
 /* Keeps the keep_last newest checkpoints up to the tracker's (always including it) and deletes

@@ -36,8 +36,9 @@ static int check_one(const ref *refs, int n, const char *where, char *err, size_
     uint64_t nspans = 0;
     for (int i = 0; i < n; i++) {
         if (!same_tensor(d0, refs[i].d))
-            return tr_errf(err, errlen, "%s: tensor '%s' has dtype %s/%d dims in rank %d's shard but %s/%d dims in rank %d's",
-                           where, d0->name, ckpt_dtype_name(d0->dtype), d0->ndim, refs[0].rank,
+            return tr_errf(err, errlen,
+                           "%s: tensor '%s' has dtype %s/%d dims in rank %d's shard but %s/%d dims in rank %d's", where,
+                           d0->name, ckpt_dtype_name(d0->dtype), d0->ndim, refs[0].rank,
                            ckpt_dtype_name(refs[i].d->dtype), refs[i].d->ndim, refs[i].rank);
         ckpt_runs it;
         ckpt_runs_init(&it, &refs[i].d->place, refs[i].d->shape, refs[i].d->ndim);

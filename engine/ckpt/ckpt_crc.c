@@ -13,4 +13,3 @@ uint32_t ckpt_crc32(uint32_t crc, const void *buf, size_t n) {
     }
     return (uint32_t)c;
 }
-

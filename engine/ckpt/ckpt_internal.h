@@ -17,8 +17,8 @@
 #include "ckpt/ckpt.h"
 
 #define CKPT_MAGIC "TWINCKPT"
-#define CKPT_FIXED_LEN 76u                  /* bytes before the first blob record */
-#define CKPT_MAX_HEADER_LEN (64u << 20)     /* a header past this is corrupt, not large */
+#define CKPT_FIXED_LEN 76u              /* bytes before the first blob record */
+#define CKPT_MAX_HEADER_LEN (64u << 20) /* a header past this is corrupt, not large */
 #define CKPT_MAX_BLOBS 1000000
 #define CKPT_ALIGN 64u
 #define TR_CKPT_PATH_MAX CKPT_PATH_MAX

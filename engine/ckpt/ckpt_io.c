@@ -1,8 +1,8 @@
 /* The POSIX ckpt_io, and the write helpers every save step goes through (so that a test's io can
  * fail or crash at each of them). */
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,8 +56,8 @@ static int px_rmdir(void *ctx, const char *path) {
     return rmdir(path);
 }
 
-static const ckpt_io posix_io = {NULL, px_open, px_write, px_fsync, px_close, px_rename, px_fsync_dir,
-                                 px_unlink, px_mkdir, px_rmdir};
+static const ckpt_io posix_io = {NULL,      px_open,      px_write,  px_fsync, px_close,
+                                 px_rename, px_fsync_dir, px_unlink, px_mkdir, px_rmdir};
 
 const ckpt_io *ckpt_io_posix(void) { return &posix_io; }
 

@@ -33,8 +33,10 @@ int ckpt_latest(const char *dir, int64_t *iteration, char *err, size_t errlen) {
     int release = e - b == 7 && strncmp(text + b, "release", 7) == 0;
     free(text);
     if (release)
-        return tr_errf(err, errlen, "%s: says \"release\" (a converted Megatron model); twinrun loads its own "
-                       "checkpoints; import Hugging Face weights with --hf-load", path);
+        return tr_errf(err, errlen,
+                       "%s: says \"release\" (a converted Megatron model); twinrun loads its own "
+                       "checkpoints; import Hugging Face weights with --hf-load",
+                       path);
     if (!ok) return tr_errf(err, errlen, "%s: not an iteration number; the tracker is corrupt", path);
     ckpt_iter_dir(mpath, sizeof mpath, dir, it);
     size_t l = strlen(mpath);

@@ -32,7 +32,8 @@ static cJSON *obj_in(cJSON *parent, const char *key) {
 
 char *ckpt_manifest_to_json(const ckpt_manifest *m, char *err, size_t errlen) {
     if (m->sched.style < 0 || m->sched.style > 3 || m->model.normalization < 0 || m->model.normalization > 1) {
-        tr_errf(err, errlen, "manifest: lr style %d or normalization %d unknown", m->sched.style, m->model.normalization);
+        tr_errf(err, errlen, "manifest: lr style %d or normalization %d unknown", m->sched.style,
+                m->model.normalization);
         return NULL;
     }
     cJSON *r = cJSON_CreateObject();
@@ -48,12 +49,26 @@ char *ckpt_manifest_to_json(const ckpt_manifest *m, char *err, size_t errlen) {
     cJSON_AddNumberToObject(r, "consumed_valid_samples", (double)m->consumed_valid_samples);
     cJSON_AddBoolToObject(r, "bf16", m->bf16);
     const ckpt_model_shape *s = &m->model;
-    const int ints[] = {s->num_layers, s->hidden_size, s->ffn_hidden_size, s->num_attention_heads,
-                        s->num_query_groups, s->kv_channels, s->vocab_size, s->make_vocab_size_divisible_by,
-                        s->max_position_embeddings, s->seq_length};
-    static const char *const int_keys[] = {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
-                                           "num_query_groups", "kv_channels", "vocab_size",
-                                           "make_vocab_size_divisible_by", "max_position_embeddings", "seq_length"};
+    const int ints[] = {s->num_layers,
+                        s->hidden_size,
+                        s->ffn_hidden_size,
+                        s->num_attention_heads,
+                        s->num_query_groups,
+                        s->kv_channels,
+                        s->vocab_size,
+                        s->make_vocab_size_divisible_by,
+                        s->max_position_embeddings,
+                        s->seq_length};
+    static const char *const int_keys[] = {"num_layers",
+                                           "hidden_size",
+                                           "ffn_hidden_size",
+                                           "num_attention_heads",
+                                           "num_query_groups",
+                                           "kv_channels",
+                                           "vocab_size",
+                                           "make_vocab_size_divisible_by",
+                                           "max_position_embeddings",
+                                           "seq_length"};
     for (int i = 0; i < 10; i++) cJSON_AddNumberToObject(mo, int_keys[i], ints[i]);
     cJSON_AddStringToObject(mo, "normalization", norms[s->normalization]);
     cJSON_AddBoolToObject(mo, "swiglu", s->swiglu);
@@ -132,8 +147,8 @@ static int get_i64(const pctx *c, const cJSON *obj, const char *key, int64_t lo,
     if (!v) return -1;
     double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
     if (!(d == floor(d)) || d < (double)lo || d > (double)hi || fabs(d) > MAX_JSON_INT)
-        return tr_errf(c->err, c->errlen, "%s: \"%s\" must be an integer in [%lld, %lld]", c->path, key,
-                       (long long)lo, (long long)hi);
+        return tr_errf(c->err, c->errlen, "%s: \"%s\" must be an integer in [%lld, %lld]", c->path, key, (long long)lo,
+                       (long long)hi);
     *out = (int64_t)d;
     return 0;
 }
@@ -180,7 +195,8 @@ static int get_enum(const pctx *c, const cJSON *obj, const char *key, const char
     for (int i = 0; cJSON_IsString(v) && i < n; i++)
         if (strcmp(v->valuestring, names[i]) == 0) return *out = i, 0;
     char list[128] = "";
-    for (int i = 0; i < n; i++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
+    for (int i = 0; i < n; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
     return tr_errf(c->err, c->errlen, "%s: \"%s\" must be one of: %s", c->path, key, list);
 }
 
@@ -194,12 +210,26 @@ static const cJSON *get_obj(const pctx *c, const cJSON *obj, const char *key) {
 }
 
 static int parse_model(const pctx *c, const cJSON *mo, ckpt_model_shape *s) {
-    int *const ints[] = {&s->num_layers, &s->hidden_size, &s->ffn_hidden_size, &s->num_attention_heads,
-                         &s->num_query_groups, &s->kv_channels, &s->vocab_size, &s->make_vocab_size_divisible_by,
-                         &s->max_position_embeddings, &s->seq_length};
-    static const char *const keys[] = {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
-                                       "num_query_groups", "kv_channels", "vocab_size",
-                                       "make_vocab_size_divisible_by", "max_position_embeddings", "seq_length"};
+    int *const ints[] = {&s->num_layers,
+                         &s->hidden_size,
+                         &s->ffn_hidden_size,
+                         &s->num_attention_heads,
+                         &s->num_query_groups,
+                         &s->kv_channels,
+                         &s->vocab_size,
+                         &s->make_vocab_size_divisible_by,
+                         &s->max_position_embeddings,
+                         &s->seq_length};
+    static const char *const keys[] = {"num_layers",
+                                       "hidden_size",
+                                       "ffn_hidden_size",
+                                       "num_attention_heads",
+                                       "num_query_groups",
+                                       "kv_channels",
+                                       "vocab_size",
+                                       "make_vocab_size_divisible_by",
+                                       "max_position_embeddings",
+                                       "seq_length"};
     for (int i = 0; i < 10; i++)
         if (get_int(c, mo, keys[i], 0, 1 << 30, ints[i])) return -1;
     if (get_enum(c, mo, "normalization", norms, 2, &s->normalization) || get_bool(c, mo, "swiglu", &s->swiglu) ||
@@ -233,7 +263,8 @@ static int parse_files(const pctx *c, const cJSON *arr, ckpt_manifest *m) {
         int64_t rank = -1, size = 0;
         if (!cJSON_IsObject(f)) return tr_errf(c->err, c->errlen, "%s: files[%d] must be an object", c->path, i);
         const cJSON *name = need(c, f, "name"), *crc = name ? need(c, f, "crc32") : NULL;
-        if (!crc || get_i64(c, f, "rank", 0, world - 1, &rank) || get_i64(c, f, "size", 0, (int64_t)MAX_JSON_INT, &size))
+        if (!crc || get_i64(c, f, "rank", 0, world - 1, &rank) ||
+            get_i64(c, f, "size", 0, (int64_t)MAX_JSON_INT, &size))
             return -1;
         if (!cJSON_IsString(name) || strcmp(name->valuestring, want) != 0 || rank != i)
             return tr_errf(c->err, c->errlen, "%s: files[%d] must be rank %d's \"%s\"", c->path, i, i, want);
@@ -266,7 +297,8 @@ static int parse_root(const pctx *c, const cJSON *r, ckpt_manifest *m) {
     int world;
     if (get_int(c, lo, "tp", 1, 1 << 20, &m->layout.tp) || get_int(c, lo, "pp", 1, 1 << 20, &m->layout.pp) ||
         get_int(c, lo, "dp", 1, 1 << 20, &m->layout.dp) || get_int(c, lo, "cp", 1, 1 << 20, &m->layout.cp) ||
-        get_int(c, lo, "world", 1, 1 << 20, &world) || get_bool(c, lo, "use_distributed_optimizer", &m->layout.dist_opt))
+        get_int(c, lo, "world", 1, 1 << 20, &world) ||
+        get_bool(c, lo, "use_distributed_optimizer", &m->layout.dist_opt))
         return -1;
     int64_t ranks = (int64_t)m->layout.tp * m->layout.pp; /* each <= 2^20: check before every product */
     if (ranks <= world) ranks *= m->layout.dp;

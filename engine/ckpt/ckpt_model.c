@@ -78,8 +78,9 @@ int ckpt_model_compare(const ckpt_model_shape *a, const ckpt_model_shape *b, con
     if (a->has_architecture && b->has_architecture) {
         for (size_t i = 0; i < sizeof arch / sizeof arch[0]; i++)
             if (arch[i].x != arch[i].y)
-                return tr_errf(err, errlen, "%s: the checkpoint was saved %s %s, this run %s; %s it (or "
-                                            "--use-checkpoint-args takes the checkpoint's model flags)",
+                return tr_errf(err, errlen,
+                               "%s: the checkpoint was saved %s %s, this run %s; %s it (or "
+                               "--use-checkpoint-args takes the checkpoint's model flags)",
                                where, arch[i].x ? "with" : "without", arch[i].flag, arch[i].y ? "has it" : "has not",
                                arch[i].x ? "add" : "drop");
         if (a->rotary_percent != b->rotary_percent)

@@ -8,9 +8,7 @@
 static const char *const dtype_names[] = {"?", "F32", "BF16", "F16", "F64", "I32", "I64", "U8", "U64"};
 static const size_t dtype_sizes[] = {0, 4, 2, 2, 8, 4, 8, 1, 8};
 
-const char *ckpt_dtype_name(ckpt_dtype dt) {
-    return (int)dt >= 1 && (int)dt <= (int)CKPT_U64 ? dtype_names[dt] : "?";
-}
+const char *ckpt_dtype_name(ckpt_dtype dt) { return (int)dt >= 1 && (int)dt <= (int)CKPT_U64 ? dtype_names[dt] : "?"; }
 size_t ckpt_dtype_size(ckpt_dtype dt) { return (int)dt >= 1 && (int)dt <= (int)CKPT_U64 ? dtype_sizes[dt] : 0; }
 
 ckpt_place ckpt_place_full(void) { return (ckpt_place){.axis = 0, .start = 0, .len = -1, .off = 0, .n = -1}; }

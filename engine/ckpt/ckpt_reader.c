@@ -88,7 +88,8 @@ ckpt_reader *ckpt_reader_open(const char *dir, int64_t iteration, char *err, siz
         for (int j = 0; j < r->hs[i].n; j++) r->refs[k++] = (ref){&r->hs[i].blobs[j], i};
     qsort(r->refs, r->nrefs, sizeof *r->refs, by_name);
     for (size_t i = 0; i < r->nrefs; i++)
-        if (i == 0 || strcmp(r->refs[i].d->name, r->names[r->nnames - 1]) != 0) r->names[r->nnames++] = r->refs[i].d->name;
+        if (i == 0 || strcmp(r->refs[i].d->name, r->names[r->nnames - 1]) != 0)
+            r->names[r->nnames++] = r->refs[i].d->name;
     return r;
 oom:
     tr_errf(err, errlen, "out of host memory opening %s", dir);

@@ -51,8 +51,9 @@ int ckpt_save_begin(const ckpt_io *io, const char *dir, int64_t iteration, char 
     char lerr[256];
     int found = ckpt_latest(dir, &latest, lerr, sizeof lerr);
     if (found == 0 && latest == iteration)
-        return tr_errf(err, errlen, "%s: iteration %lld is already the latest complete checkpoint; it is not overwritten",
-                       dir, (long long)iteration);
+        return tr_errf(err, errlen,
+                       "%s: iteration %lld is already the latest complete checkpoint; it is not overwritten", dir,
+                       (long long)iteration);
     ckpt_iter_dir(idir, sizeof idir, dir, iteration);
     if (ensure_dir(io, idir, dir, err, errlen)) return -1;
     /* an earlier interrupted save of this iteration may have left a manifest: drop it first */

@@ -79,12 +79,14 @@ static int check_data(const char *path, const ckpt_shard_header *h, uint32_t *fi
         c = ckpt_crc32(c, buf, n);
         for (uint64_t end = pos + n; b < h->n;) {
             const ckpt_blob_desc *d = &h->blobs[b];
-            uint64_t lo = d->offset > pos ? d->offset : pos, hi = d->offset + d->nbytes < end ? d->offset + d->nbytes : end;
+            uint64_t lo = d->offset > pos ? d->offset : pos,
+                     hi = d->offset + d->nbytes < end ? d->offset + d->nbytes : end;
             if (lo < hi) bc = ckpt_crc32(bc, buf + (lo - pos), (size_t)(hi - lo));
             if (d->offset + d->nbytes > end) break; /* continues in the next chunk */
             if (bc != d->crc32) {
-                rc = tr_errf(err, errlen, "%s: blob '%s' checksum mismatch (stored %08x, computed %08x); the file is corrupt",
-                             path, d->name, d->crc32, bc);
+                rc = tr_errf(err, errlen,
+                             "%s: blob '%s' checksum mismatch (stored %08x, computed %08x); the file is corrupt", path,
+                             d->name, d->crc32, bc);
                 break;
             }
             bc = 0, b++;
@@ -115,8 +117,9 @@ int ckpt_shard_check(const char *path, int64_t iteration, const ckpt_layout *lay
         rc = tr_errf(err, errlen, "%s: holds rank %d's shard, expected rank %d", path, h.coords.rank, rank);
     else if (h.layout.tp != layout->tp || h.layout.pp != layout->pp || h.layout.dp != layout->dp ||
              h.layout.cp != layout->cp || h.layout.dist_opt != layout->dist_opt)
-        rc = tr_errf(err, errlen, "%s: written with layout tp%d pp%d dp%d cp%d%s, the manifest says tp%d pp%d dp%d cp%d%s",
-                     path, h.layout.tp, h.layout.pp, h.layout.dp, h.layout.cp, h.layout.dist_opt ? " dist-opt" : "",
+        rc = tr_errf(err, errlen,
+                     "%s: written with layout tp%d pp%d dp%d cp%d%s, the manifest says tp%d pp%d dp%d cp%d%s", path,
+                     h.layout.tp, h.layout.pp, h.layout.dp, h.layout.cp, h.layout.dist_opt ? " dist-opt" : "",
                      layout->tp, layout->pp, layout->dp, layout->cp, layout->dist_opt ? " dist-opt" : "");
     else if ((uint64_t)st.st_size != h.file_size)
         rc = tr_errf(err, errlen, "%s: %llu bytes, the header says %llu; the file is %s", path,

@@ -29,7 +29,7 @@ uint8_t *ckpt_shard_header_encode(const ckpt_shard_header *h, uint32_t *len_out)
     ckpt_put_u64(b + 16, h->file_size);
     ckpt_put_u64(b + 24, (uint64_t)h->iteration);
     const int32_t grid[10] = {h->coords.rank, h->coords.tp, h->coords.pp, h->coords.dp, h->coords.cp,
-                              h->layout.tp, h->layout.pp, h->layout.dp, h->layout.cp, h->layout.dist_opt};
+                              h->layout.tp,   h->layout.pp, h->layout.dp, h->layout.cp, h->layout.dist_opt};
     for (int i = 0; i < 10; i++) ckpt_put_u32(b + 32 + 4 * i, (uint32_t)grid[i]);
     ckpt_put_u32(b + 72, (uint32_t)h->n);
     uint8_t *p = b + CKPT_FIXED_LEN;
@@ -126,12 +126,12 @@ int ckpt_shard_header_parse(ckpt_shard_header *h, const uint8_t *b, size_t len, 
         return tr_errf(err, errlen, "%s: layout tp%d pp%d dp%d cp%d has too many ranks", path, g[5], g[6], g[7], g[8]);
     if (g[9] != 0 && g[9] != 1) return tr_errf(err, errlen, "%s: distributed-optimizer flag %d", path, g[9]);
     int world = ckpt_layout_world(&h->layout);
-    if (g[0] < 0 || g[0] >= world)
-        return tr_errf(err, errlen, "%s: rank %d outside a world of %d", path, g[0], world);
+    if (g[0] < 0 || g[0] >= world) return tr_errf(err, errlen, "%s: rank %d outside a world of %d", path, g[0], world);
     ckpt_coords want = ckpt_coords_of(&h->layout, g[0]);
     if (want.tp != g[1] || want.pp != g[2] || want.dp != g[3] || want.cp != g[4])
-        return tr_errf(err, errlen, "%s: rank %d has coordinates tp%d pp%d dp%d cp%d; the layout says tp%d pp%d dp%d cp%d",
-                       path, g[0], g[1], g[2], g[3], g[4], want.tp, want.pp, want.dp, want.cp);
+        return tr_errf(err, errlen,
+                       "%s: rank %d has coordinates tp%d pp%d dp%d cp%d; the layout says tp%d pp%d dp%d cp%d", path,
+                       g[0], g[1], g[2], g[3], g[4], want.tp, want.pp, want.dp, want.cp);
     uint32_t nb = ckpt_get_u32(b + 72);
     uint32_t end = h->header_len - 4;
     if (nb > CKPT_MAX_BLOBS || (uint64_t)nb * REC_FIXED > end - CKPT_FIXED_LEN)
@@ -149,10 +149,11 @@ int ckpt_shard_header_parse(ckpt_shard_header *h, const uint8_t *b, size_t len, 
         if (parse_blob(d, b, end, &pos, i, path, err, errlen)) goto fail;
         if (d->offset % CKPT_ALIGN || d->offset < next || d->offset > h->file_size ||
             d->nbytes > h->file_size - d->offset) {
-            tr_errf(err, errlen, "%s: blob '%s' data [%llu, +%llu) is misplaced (expected at or after %llu, aligned "
-                    "to %u, inside %llu bytes)", path, d->name, (unsigned long long)d->offset,
-                    (unsigned long long)d->nbytes, (unsigned long long)next, CKPT_ALIGN,
-                    (unsigned long long)h->file_size);
+            tr_errf(err, errlen,
+                    "%s: blob '%s' data [%llu, +%llu) is misplaced (expected at or after %llu, aligned "
+                    "to %u, inside %llu bytes)",
+                    path, d->name, (unsigned long long)d->offset, (unsigned long long)d->nbytes,
+                    (unsigned long long)next, CKPT_ALIGN, (unsigned long long)h->file_size);
             goto fail;
         }
         next = d->offset + d->nbytes;

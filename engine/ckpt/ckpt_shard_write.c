@@ -43,11 +43,11 @@ static int write_file(const ckpt_io *io, int fd, const char *tmp, const ckpt_sha
     static const uint8_t zeros[CKPT_ALIGN];
     uint64_t done = 0, total = h->file_size;
     uint32_t c = 0;
-#define PUT(ptr, len)                                                                                       \
-    do {                                                                                                    \
-        if (ckpt_write_all(io, fd, (ptr), (len), tmp, done, total, err, errlen)) return -1;                 \
-        c = ckpt_crc32(c, (ptr), (len));                                                                    \
-        done += (len);                                                                                      \
+#define PUT(ptr, len)                                                                                                  \
+    do {                                                                                                               \
+        if (ckpt_write_all(io, fd, (ptr), (len), tmp, done, total, err, errlen)) return -1;                            \
+        c = ckpt_crc32(c, (ptr), (len));                                                                               \
+        done += (len);                                                                                                 \
     } while (0)
     PUT(hdr, h->header_len);
     for (int i = 0; i <= h->n; i++) {
@@ -73,7 +73,8 @@ int ckpt_shard_write(const ckpt_io *io, const char *dir, int64_t iteration, cons
     if (iteration < 0) return tr_errf(err, errlen, "iteration %lld is negative", (long long)iteration);
     if (n < 0 || n > CKPT_MAX_BLOBS) return tr_errf(err, errlen, "%d blobs (0..%d)", n, CKPT_MAX_BLOBS);
     int world = ckpt_layout_world(layout);
-    ckpt_coords want = rank->rank >= 0 && rank->rank < world ? ckpt_coords_of(layout, rank->rank) : (ckpt_coords){.rank = -1};
+    ckpt_coords want =
+        rank->rank >= 0 && rank->rank < world ? ckpt_coords_of(layout, rank->rank) : (ckpt_coords){.rank = -1};
     if (world <= 0 || want.rank < 0 || memcmp(&want, rank, sizeof want) != 0)
         return tr_errf(err, errlen, "rank %d (tp%d pp%d dp%d cp%d) does not fit layout tp%d pp%d dp%d cp%d", rank->rank,
                        rank->tp, rank->pp, rank->dp, rank->cp, layout->tp, layout->pp, layout->dp, layout->cp);

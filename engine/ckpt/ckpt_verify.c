@@ -63,7 +63,6 @@ int ckpt_verify(const char *dir, int64_t iteration, ckpt_verify_report *rep, cha
     if (rep->older_complete >= 0)
         snprintf(err + l, errlen - l, "; an older complete checkpoint exists: iteration %lld (iter_%07lld)",
                  (long long)rep->older_complete, (long long)rep->older_complete);
-    else
-        snprintf(err + l, errlen - l, "; no older complete checkpoint in %s", dir);
+    else snprintf(err + l, errlen - l, "; no older complete checkpoint in %s", dir);
     return -1;
 }

@@ -18,7 +18,8 @@ char *ckpt_hf_config_json(const tr_config *cfg, char *err, size_t errlen) {
     const char *why = NULL;
     if (cfg->normalization != TR_NORM_RMSNORM) why = "LayerNorm (Llama uses --normalization RMSNorm)";
     else if (!cfg->swiglu) why = "no --swiglu";
-    else if (!cfg->untie_embeddings_and_output_weights) why = "tied embeddings (add --untie-embeddings-and-output-weights)";
+    else if (!cfg->untie_embeddings_and_output_weights)
+        why = "tied embeddings (add --untie-embeddings-and-output-weights)";
     else if (cfg->position_embedding_type != TR_POS_ROPE) why = "positions other than RoPE";
     else if (cfg->apply_layernorm_1p) why = "--apply-layernorm-1p";
     else if (cfg->qk_layernorm) why = "--qk-layernorm (LlamaConfig has no q/k norms)";
@@ -107,7 +108,8 @@ static int write_file(const hf_tensor *t, int from, int to, const char *path, ch
     st_writer *w = st_writer_new();
     if (!w) return tr_errf(err, errlen, "out of host memory writing %s", path);
     int rc = 0;
-    for (int i = from; i < to && !rc; i++) rc = st_writer_add(w, t[i].name, ST_F32, t[i].shape, t[i].ndim, t[i].data, err, errlen);
+    for (int i = from; i < to && !rc; i++)
+        rc = st_writer_add(w, t[i].name, ST_F32, t[i].shape, t[i].ndim, t[i].data, err, errlen);
     if (!rc) rc = st_writer_write(w, path, err, errlen);
     st_writer_free(w);
     return rc;
@@ -155,8 +157,8 @@ out:
     return rc;
 }
 
-int ckpt_hf_export(const llama_model *m, const tr_config *cfg, const float *host, const char *dir,
-                   uint64_t shard_bytes, char *err, size_t errlen) {
+int ckpt_hf_export(const llama_model *m, const tr_config *cfg, const float *host, const char *dir, uint64_t shard_bytes,
+                   char *err, size_t errlen) {
     if (strlen(dir) > 3000) return tr_errf(err, errlen, "%.100s...: path too long", dir);
     char *config = ckpt_hf_config_json(cfg, err, errlen);
     if (!config) return -1;

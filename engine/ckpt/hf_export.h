@@ -23,7 +23,7 @@ char *ckpt_hf_config_json(const tr_config *cfg, char *err, size_t errlen);
  * limit), else shards of at most shard_bytes each (a larger tensor gets a shard of its own) and the
  * index; a stale file of the other form is removed, since transformers prefers the single file.
  * Every file is written atomically; config.json last. */
-int ckpt_hf_export(const llama_model *m, const tr_config *cfg, const float *host, const char *dir,
-                   uint64_t shard_bytes, char *err, size_t errlen);
+int ckpt_hf_export(const llama_model *m, const tr_config *cfg, const float *host, const char *dir, uint64_t shard_bytes,
+                   char *err, size_t errlen);
 
 #endif

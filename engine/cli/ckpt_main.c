@@ -87,7 +87,8 @@ static int export_hf(const char *dir, int64_t it, const char *out) {
     int rc = TR_EXIT_FATAL;
     float *host = NULL;
     llama_model *m = llama_create_table(&cfg, NULL, err, sizeof err);
-    if (m && (host = malloc((m->total ? m->total : 1) * sizeof *host)) == NULL) snprintf(err, sizeof err, "out of host memory");
+    if (m && (host = malloc((m->total ? m->total : 1) * sizeof *host)) == NULL)
+        snprintf(err, sizeof err, "out of host memory");
     if (m && host && !tr_ckpt_read_weights(rd, m, host, err, sizeof err) &&
         !ckpt_hf_export(m, &cfg, host, out, CKPT_HF_SHARD_BYTES, err, sizeof err)) {
         printf("exported iteration %lld of %s to %s (%zu parameters, Hugging Face LlamaForCausalLM)\n", (long long)it,

@@ -216,10 +216,10 @@ static int cmd_samples(int argc, char **argv) {
             i++;
         } else rest[nrest++] = argv[i];
     }
-    int split = !strcmp(split_name, "train") ? TR_SPLIT_TRAIN
+    int split = !strcmp(split_name, "train")   ? TR_SPLIT_TRAIN
                 : !strcmp(split_name, "valid") ? TR_SPLIT_VALID
-                : !strcmp(split_name, "test") ? TR_SPLIT_TEST
-                : -1;
+                : !strcmp(split_name, "test")  ? TR_SPLIT_TEST
+                                               : -1;
     if (split < 0 || !out || count < 0) {
         free(rest);
         if (split < 0) fprintf(stderr, "dataset samples: --split-name is train, valid or test\n");
@@ -275,8 +275,9 @@ static int cmd_samples(int argc, char **argv) {
         snprintf(path, sizeof path, "%s/labels.npy", out);
         if (!rc && tr_npy_save(path, TR_NPY_INT64, 2, shape, lab, err, sizeof err)) rc = TR_EXIT_FATAL;
         if (rc) fprintf(stderr, "dataset samples: %s\n", err);
-        else printf("wrote %s/tokens.npy and %s/labels.npy: %lld %s samples of %d tokens\n", out, out,
-                    (long long)count, split_name, S);
+        else
+            printf("wrote %s/tokens.npy and %s/labels.npy: %lld %s samples of %d tokens\n", out, out, (long long)count,
+                   split_name, S);
     }
     free(tok);
     free(lab);

@@ -67,8 +67,9 @@ int main(int argc, char **argv) {
             snprintf(key, sizeof key, "launch_check.%.64s.hello.%d", run, r);
             if (tr_store_get(&store, key, name, sizeof name, timeout, err, sizeof err)) rc = 1;
         }
-        if (!rc) printf("launch_check: all %d ranks reached the rendezvous at %s:%d\n", v.world, v.master_addr,
-                        v.master_port);
+        if (!rc)
+            printf("launch_check: all %d ranks reached the rendezvous at %s:%d\n", v.world, v.master_addr,
+                   v.master_port);
         snprintf(key, sizeof key, "launch_check.%.64s.done", run);
         if (!rc && tr_store_set(&store, key, "", 0, timeout, err, sizeof err)) rc = 1;
         for (int r = 1; r < v.world && !rc; r++) {

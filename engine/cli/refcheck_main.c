@@ -22,9 +22,9 @@
 
 typedef struct refcase {
     char dir[1024];
-    int K, B, T1;          /* steps, batch, sequence + 1 */
-    int32_t *tokens;       /* [K, B, T1] */
-    double *lr_per_step;   /* [K] */
+    int K, B, T1;        /* steps, batch, sequence + 1 */
+    int32_t *tokens;     /* [K, B, T1] */
+    double *lr_per_step; /* [K] */
     tr_config cfg;
     st_file ref;
 } refcase;

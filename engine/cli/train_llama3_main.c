@@ -59,8 +59,8 @@ int main(int argc, char **argv) {
         /* nodes as the launcher laid them out (LOCAL_WORLD_SIZE), else of 8 GPUs, or one node of a smaller job */
         tr_launch_vars lv;
         const int per_node = tr_launch_vars_from_env(&lv, err, sizeof err) == 0 && lv.local_world > 0 ? lv.local_world
-                             : world < 8                                                          ? world
-                                                                                                  : 8;
+                             : world < 8                                                              ? world
+                                                                                                      : 8;
         if (fault_plan_parse(faults, world, per_node, &plan, err, sizeof err)) {
             fprintf(stderr, "train_llama3: TWINRUN_FAULTS: %s\n", err);
             return TR_EXIT_USAGE;
@@ -80,9 +80,9 @@ int main(int argc, char **argv) {
     /* the summary is the reporting rank's: processes of a multi-process job without it say nothing */
     if (sum.reported && sum.iterations > sum.start_iteration)
         printf("[after training] %d ranks, %lld iterations, %lld samples, lm loss %.6E -> %.6E, device memory peak "
-           "%.1f MiB per rank\n",
-           sum.world, (long long)sum.iterations, (long long)sum.consumed_samples, sum.first_loss, sum.last_loss,
-           sum.device_peak_bytes / 1048576.0);
+               "%.1f MiB per rank\n",
+               sum.world, (long long)sum.iterations, (long long)sum.consumed_samples, sum.first_loss, sum.last_loss,
+               sum.device_peak_bytes / 1048576.0);
     else if (sum.reported) /* resumed at (or past) the last iteration: there were no losses to report */
         printf("[after training] %d ranks, no iteration to run: resumed at iteration %lld, %lld samples, device memory "
                "peak %.1f MiB per rank\n",

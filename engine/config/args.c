@@ -28,14 +28,18 @@ static int check_data_path(const tr_config *cfg, const char *flag, char *err, si
     if (n % 2 == 1) {
         for (int i = 0; i < n; i++)
             if (is_number(cfg->data_path[i]))
-                return tr_errf(err, errlen, "%s: %d values and '%s' looks like a weight; give weight prefix pairs "
-                                            "(0.3 A 0.7 B) or only prefixes (A B)", flag, n, cfg->data_path[i]);
+                return tr_errf(err, errlen,
+                               "%s: %d values and '%s' looks like a weight; give weight prefix pairs "
+                               "(0.3 A 0.7 B) or only prefixes (A B)",
+                               flag, n, cfg->data_path[i]);
         return 0;
     }
     if (weights == 0) return 0;
     if (weights != n / 2)
-        return tr_errf(err, errlen, "%s mixes weights and prefixes; give weight prefix pairs (0.3 A 0.7 B) or only "
-                                    "prefixes (A B)", flag);
+        return tr_errf(err, errlen,
+                       "%s mixes weights and prefixes; give weight prefix pairs (0.3 A 0.7 B) or only "
+                       "prefixes (A B)",
+                       flag);
     double sum = 0;
     for (int i = 0; i < n; i += 2) {
         double w = strtod(cfg->data_path[i], NULL);
@@ -48,8 +52,8 @@ static int check_data_path(const tr_config *cfg, const char *flag, char *err, si
 }
 
 /* Consumes the values of a list flag starting at argv[*i + 1] (or the one after '='). */
-static int parse_list(tr_config *cfg, const tr_flag *f, const char *eq_value, int argc, char **argv, int *i,
-                      char *err, size_t errlen) {
+static int parse_list(tr_config *cfg, const tr_flag *f, const char *eq_value, int argc, char **argv, int *i, char *err,
+                      size_t errlen) {
     int n = 0;
     if (f->has_field) cfg->n_data_path = 0; /* a repeated --data-path replaces the list, as argparse does */
     for (;;) {
@@ -66,7 +70,8 @@ static int parse_list(tr_config *cfg, const tr_flag *f, const char *eq_value, in
             if (n >= TR_MAX_PATHS) return tr_errf(err, errlen, "%s takes at most %d values", f->name, TR_MAX_PATHS);
             size_t len = strlen(v);
             if (len >= TR_PATH_LEN)
-                return tr_errf(err, errlen, "%s: value is %zu bytes long; at most %d fit", f->name, len, TR_PATH_LEN - 1);
+                return tr_errf(err, errlen, "%s: value is %zu bytes long; at most %d fit", f->name, len,
+                               TR_PATH_LEN - 1);
             if (len == 0) return tr_errf(err, errlen, "%s: empty value", f->name);
             memcpy(cfg->data_path[n], v, len + 1);
             cfg->n_data_path = n + 1;
@@ -79,7 +84,8 @@ static int parse_list(tr_config *cfg, const tr_flag *f, const char *eq_value, in
 
 static int unknown_flag(const char *a, size_t len, char *err, size_t errlen) {
     const char *why = tr_megatron_flag_unsupported(a, len);
-    if (why) return tr_errf(err, errlen, "%.*s: a Megatron-LM flag that twinrun does not support (%s)", (int)len, a, why);
+    if (why)
+        return tr_errf(err, errlen, "%.*s: a Megatron-LM flag that twinrun does not support (%s)", (int)len, a, why);
     const tr_flag *s = tr_flag_suggest(a, len);
     if (s) return tr_errf(err, errlen, "unknown flag %.*s; did you mean %s?", (int)len, a, s->name);
     return tr_errf(err, errlen, "unknown flag %.*s; see --help for the flags twinrun knows", (int)len, a);
@@ -107,8 +113,10 @@ static void after_parse(tr_config *cfg, const unsigned char *seen) {
     if (cfg->n_data_path > 0 && !seen_flag(seen, "--split"))
         tr_config_warn(cfg, "--data-path without --split: using Megatron's legacy default --split '%s'", cfg->split);
     if (seen_flag(seen, "--num-query-groups") && !cfg->group_query_attention)
-        tr_config_warn(cfg, "--num-query-groups %d ignored without --group-query-attention (every head gets its own "
-                            "K/V, as in Megatron); add --group-query-attention for GQA", cfg->num_query_groups);
+        tr_config_warn(cfg,
+                       "--num-query-groups %d ignored without --group-query-attention (every head gets its own "
+                       "K/V, as in Megatron); add --group-query-attention for GQA",
+                       cfg->num_query_groups);
     if (cfg->group_query_attention && cfg->num_query_groups == 0 && !cfg->hf_load[0])
         tr_config_warn(cfg, "--group-query-attention without --num-query-groups: Megatron's default is 1 group "
                             "(multi-query attention); Llama 3 uses --num-query-groups 8");
@@ -131,8 +139,10 @@ int tr_config_parse(tr_config *cfg, int argc, char **argv, char *err, size_t err
         }
         if (strcmp(a, "--") == 0) return tr_errf(err, errlen, "unexpected '--': twinrun takes no positional arguments");
         if (a[0] != '-' || a[1] == 0)
-            return tr_errf(err, errlen, "unexpected argument '%s': a value goes right after its flag "
-                                        "(e.g. --num-layers 32), and a value with spaces needs quotes", a);
+            return tr_errf(err, errlen,
+                           "unexpected argument '%s': a value goes right after its flag "
+                           "(e.g. --num-layers 32), and a value with spaces needs quotes",
+                           a);
 
         const char *eq = strchr(a, '=');
         size_t nlen = eq ? (size_t)(eq - a) : strlen(a);

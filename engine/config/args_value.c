@@ -19,12 +19,9 @@ void tr_flag_range_text(const tr_flag *f, char *buf, size_t len) {
     const tr_range *r = &f->range;
     if (r->has_min && r->has_max)
         snprintf(buf, len, "in %c%g, %g%c", r->min_open ? '(' : '[', r->min, r->max, r->max_open ? ')' : ']');
-    else if (r->has_min)
-        snprintf(buf, len, "%s %g", r->min_open ? "greater than" : "at least", r->min);
-    else if (r->has_max)
-        snprintf(buf, len, "%s %g", r->max_open ? "less than" : "at most", r->max);
-    else if (len)
-        buf[0] = 0;
+    else if (r->has_min) snprintf(buf, len, "%s %g", r->min_open ? "greater than" : "at least", r->min);
+    else if (r->has_max) snprintf(buf, len, "%s %g", r->max_open ? "less than" : "at most", r->max);
+    else if (len) buf[0] = 0;
 }
 
 /* The choices twinrun takes, then Megatron's choices it refuses: --help must not offer what a run refuses. */
@@ -73,7 +70,8 @@ static int store_integer(tr_config *cfg, const tr_flag *f, const char *v, char *
         if (v[0] == '-') return range_error(f, v, err, errlen);
         unsigned long long u = strtoull(v, NULL, 10);
         if (errno == ERANGE)
-            return tr_errf(err, errlen, "invalid value for %s: '%s' is too large (at most %llu)", f->name, v, ULLONG_MAX);
+            return tr_errf(err, errlen, "invalid value for %s: '%s' is too large (at most %llu)", f->name, v,
+                           ULLONG_MAX);
         if (out_of_range(f, (double)u)) return range_error(f, v, err, errlen);
         uint64_t x = u;
         if (f->has_field) memcpy(field(cfg, f), &x, sizeof x);

@@ -17,8 +17,9 @@ int tr_config_finalize(tr_config *cfg, int world, char *err, size_t errlen) {
     /* Megatron's default dropout is 0.1 and the 70B seed never sets it; twinrun has no dropout, so a
      * run that asks for it would silently differ: say so once. */
     if (cfg->attention_dropout > 0 || cfg->hidden_dropout > 0)
-        tr_config_warn(cfg, "--attention-dropout %g / --hidden-dropout %g ignored: twinrun trains without dropout "
-                            "(Megatron's default is 0.1; pass 0.0 for both to match Llama pretraining and silence this)",
+        tr_config_warn(cfg,
+                       "--attention-dropout %g / --hidden-dropout %g ignored: twinrun trains without dropout "
+                       "(Megatron's default is 0.1; pass 0.0 for both to match Llama pretraining and silence this)",
                        cfg->attention_dropout, cfg->hidden_dropout);
     /* the 70B guide's MODEL_ARGS have no --disable-bias-linear: Megatron then builds every linear with a
      * bias, and so does twinrun; one line says it, since a Llama 3 checkpoint has none */

@@ -14,7 +14,7 @@ void tr_config_warn(tr_config *cfg, const char *fmt, ...) {
     va_end(ap);
     strcat(line, "\n");
     cfg->warnings[sizeof cfg->warnings - 1] = 0; /* a caller-built config may hold anything */
-    if (strstr(cfg->warnings, line)) return; /* a repeated flag warns once */
+    if (strstr(cfg->warnings, line)) return;     /* a repeated flag warns once */
 
     size_t used = strnlen(cfg->warnings, sizeof cfg->warnings);
     static const char full[] = "twinrun: warning: (more warnings dropped)\n";

@@ -68,17 +68,17 @@ typedef struct tr_flag {
     tr_flag_kind kind;
     tr_flag_section section;
     bool has_field;
-    size_t offset, size;         /* the tr_config member, when has_field */
-    tr_range range;              /* numeric kinds */
-    const tr_choice *choices;    /* TR_K_ENUM: terminated by a NULL name */
-    bool enum_as_string;         /* TR_K_ENUM into a char[] field */
-    tr_flag_check_fn check;      /* optional */
-    tr_flag_apply_fn apply;      /* optional */
-    const char *metavar;         /* "N", "LR", "DIR" ...; NULL for bool flags */
-    const char *def;             /* default as shown in --help and docs/flags.md */
+    size_t offset, size;      /* the tr_config member, when has_field */
+    tr_range range;           /* numeric kinds */
+    const tr_choice *choices; /* TR_K_ENUM: terminated by a NULL name */
+    bool enum_as_string;      /* TR_K_ENUM into a char[] field */
+    tr_flag_check_fn check;   /* optional */
+    tr_flag_apply_fn apply;   /* optional */
+    const char *metavar;      /* "N", "LR", "DIR" ...; NULL for bool flags */
+    const char *def;          /* default as shown in --help and docs/flags.md */
     tr_flag_status status;
-    const char *reason;          /* ACCEPTED/WARNED: why; REJECTED: the fix (becomes the error) */
-    const char *help;            /* one line */
+    const char *reason; /* ACCEPTED/WARNED: why; REJECTED: the fix (becomes the error) */
+    const char *help;   /* one line */
 } tr_flag;
 
 /* The table, in help order. */
@@ -94,7 +94,6 @@ const tr_flag *tr_flag_suggest(const char *name, size_t len);
 /* A flag Megatron-LM has and twinrun's table does not: why twinrun leaves it out (one clause), or NULL
  * when Megatron has no such flag either. */
 const char *tr_megatron_flag_unsupported(const char *name, size_t len);
-
 
 /* Writes docs/flags.md (the reference, generated from the table). */
 void tr_config_print_flags_md(FILE *out);

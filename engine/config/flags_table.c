@@ -13,13 +13,14 @@
 #define GE(x) .range = {.has_min = true, .min = (x)}
 #define GT(x) .range = {.has_min = true, .min_open = true, .min = (x)}
 #define UNIT_OPEN .range = {.has_min = true, .min = 0, .has_max = true, .max_open = true, .max = 1} /* [0,1) */
-#define UNIT_POS .range = {.has_min = true, .min_open = true, .min = 0, .has_max = true, .max = 1} /* (0,1] */
+#define UNIT_POS .range = {.has_min = true, .min_open = true, .min = 0, .has_max = true, .max = 1}  /* (0,1] */
 
 /* Reasons shared by many rows. */
-#define R_FUSION "a kernel-fusion switch of Megatron's PyTorch stack; twinrun's kernels compute the same values either way"
+#define R_FUSION                                                                                                       \
+    "a kernel-fusion switch of Megatron's PyTorch stack; twinrun's kernels compute the same values either way"
 #define R_FP8 "twinrun has no FP8 kernels; training runs in bf16 (or fp32) and results differ from an FP8 run"
 #define R_TOKENIZER "twinrun reads token ids that preprocessing already produced; no tokenizer runs while training"
-#define R_CKPT_FORMAT                                                                                             \
+#define R_CKPT_FORMAT                                                                                                  \
     "twinrun writes and reads its own sharded, checksummed checkpoint format whatever the value (docs/checkpoints.md)"
 
 static const tr_choice POS_EMB[] = {
@@ -54,10 +55,13 @@ static const tr_choice OPTIMIZER[] = {
     {NULL, 0, NULL},
 };
 static const tr_choice ATTN_BACKEND[] = {
-    {"flash", 0, NULL}, {"fused", 0, NULL}, {"unfused", 0, NULL}, {"local", 0, NULL}, {"auto", 0, NULL}, {NULL, 0, NULL},
+    {"flash", 0, NULL}, {"fused", 0, NULL}, {"unfused", 0, NULL},
+    {"local", 0, NULL}, {"auto", 0, NULL},  {NULL, 0, NULL},
 };
 static const tr_choice TRANSFORMER_IMPL[] = {
-    {"local", 0, NULL}, {"transformer_engine", 0, NULL}, {NULL, 0, NULL},
+    {"local", 0, NULL},
+    {"transformer_engine", 0, NULL},
+    {NULL, 0, NULL},
 };
 static const tr_choice FP8_FORMAT[] = {{"e4m3", 0, NULL}, {"hybrid", 0, NULL}, {NULL, 0, NULL}};
 static const tr_choice FP8_RECIPE[] = {
@@ -70,10 +74,18 @@ static const tr_choice RECOMPUTE_GRAN[] = {
 static const tr_choice RECOMPUTE_METHOD[] = {
     {"uniform", TR_RECOMPUTE_METHOD_UNIFORM, NULL}, {"block", TR_RECOMPUTE_METHOD_BLOCK, NULL}, {NULL, 0, NULL}};
 static const tr_choice TOKENIZER_TYPE[] = {
-    {"BertWordPieceLowerCase", 0, NULL}, {"BertWordPieceCase", 0, NULL},     {"GPT2BPETokenizer", 0, NULL},
-    {"SentencePieceTokenizer", 0, NULL}, {"GPTSentencePieceTokenizer", 0, NULL}, {"HuggingFaceTokenizer", 0, NULL},
-    {"Llama2Tokenizer", 0, NULL},        {"TikTokenizer", 0, NULL},          {"MultimodalTokenizer", 0, NULL},
-    {"NullTokenizer", 0, NULL},          {"NullMultimodalTokenizer", 0, NULL}, {"SFTTokenizer", 0, NULL},
+    {"BertWordPieceLowerCase", 0, NULL},
+    {"BertWordPieceCase", 0, NULL},
+    {"GPT2BPETokenizer", 0, NULL},
+    {"SentencePieceTokenizer", 0, NULL},
+    {"GPTSentencePieceTokenizer", 0, NULL},
+    {"HuggingFaceTokenizer", 0, NULL},
+    {"Llama2Tokenizer", 0, NULL},
+    {"TikTokenizer", 0, NULL},
+    {"MultimodalTokenizer", 0, NULL},
+    {"NullTokenizer", 0, NULL},
+    {"NullMultimodalTokenizer", 0, NULL},
+    {"SFTTokenizer", 0, NULL},
     {NULL, 0, NULL},
 };
 static const tr_choice TIKTOKEN_PATTERN[] = {{"v1", 0, NULL}, {"v2", 0, NULL}, {NULL, 0, NULL}};
@@ -85,8 +97,8 @@ static const tr_choice DATALOADER_TYPE[] = {
 };
 static const tr_choice DIST_BACKEND[] = {{"nccl", 0, NULL}, {"gloo", 0, NULL}, {NULL, 0, NULL}};
 static const tr_choice CKPT_FORMAT[] = {
-    {"torch", 0, NULL}, {"torch_dist", 0, NULL}, {"zarr", 0, NULL}, {"torch_dcp", 0, NULL}, {"fsdp_dtensor", 0, NULL},
-    {NULL, 0, NULL},
+    {"torch", 0, NULL},     {"torch_dist", 0, NULL},   {"zarr", 0, NULL},
+    {"torch_dcp", 0, NULL}, {"fsdp_dtensor", 0, NULL}, {NULL, 0, NULL},
 };
 
 static void use_rope(tr_config *cfg) { cfg->position_embedding_type = TR_POS_ROPE; }
@@ -97,8 +109,9 @@ static void recompute_selective(tr_config *cfg) { cfg->recompute_granularity = T
  * others are MoE, MLA or recompute what twinrun keeps anyway. */
 static int check_recompute_module(const char *flag, const char *v, char *err, size_t errlen) {
     if (!strcmp(v, "core_attn")) return 0;
-    return tr_errf(err, errlen, "%s %s: twinrun recomputes core attention only (core_attn, Megatron's default); for "
-                                "whole layers use --recompute-granularity full",
+    return tr_errf(err, errlen,
+                   "%s %s: twinrun recomputes core attention only (core_attn, Megatron's default); for "
+                   "whole layers use --recompute-granularity full",
                    flag, v);
 }
 
@@ -114,8 +127,8 @@ static const tr_flag FLAGS[] = {
      .help = "model width h"},
     {"--ffn-hidden-size", TR_K_INT, TR_SEC_MODEL, F(ffn_hidden_size), GE(1), .metavar = "N",
      .def = "4h; int(8h/3/64)*64 with --swiglu", .help = "MLP inner width"},
-    {"--num-attention-heads", TR_K_INT, TR_SEC_MODEL, F(num_attention_heads), GE(1), .metavar = "N",
-     .def = "required", .help = "number of query heads"},
+    {"--num-attention-heads", TR_K_INT, TR_SEC_MODEL, F(num_attention_heads), GE(1), .metavar = "N", .def = "required",
+     .help = "number of query heads"},
     {"--group-query-attention", TR_K_BOOL, TR_SEC_MODEL, F(group_query_attention), .def = "off",
      .help = "share K/V heads between groups of query heads (GQA); set the count with --num-query-groups"},
     {"--num-query-groups", TR_K_INT, TR_SEC_MODEL, F(num_query_groups), GE(1), .metavar = "N",
@@ -135,13 +148,14 @@ static const tr_flag FLAGS[] = {
     {"--rotary-percent", TR_K_DOUBLE, TR_SEC_MODEL, F(rotary_percent), UNIT_POS, .metavar = "F", .def = "1.0",
      .help = "fraction of each head's channels that RoPE rotates"},
     {"--rotary-interleaved", TR_K_BOOL, TR_SEC_MODEL, .def = "off", .status = TR_ST_REJECTED,
-     .reason = "twinrun implements the Llama/Hugging Face (non-interleaved) RoPE layout only; drop --rotary-interleaved",
+     .reason =
+         "twinrun implements the Llama/Hugging Face (non-interleaved) RoPE layout only; drop --rotary-interleaved",
      .help = "rotate adjacent channel pairs instead of the two halves"},
     {"--use-rope-scaling", TR_K_BOOL, TR_SEC_MODEL, .def = "off", .status = TR_ST_WARNED,
      .reason = "Llama 3.1 RoPE frequency scaling is not implemented yet; RoPE runs unscaled",
      .help = "Llama 3.1 RoPE frequency scaling"},
-    {"--rope-scaling-factor", TR_K_DOUBLE, TR_SEC_MODEL, GT(0), .metavar = "F", .def = "8.0",
-     .status = TR_ST_WARNED, .reason = "Llama 3.1 RoPE frequency scaling is not implemented yet; RoPE runs unscaled",
+    {"--rope-scaling-factor", TR_K_DOUBLE, TR_SEC_MODEL, GT(0), .metavar = "F", .def = "8.0", .status = TR_ST_WARNED,
+     .reason = "Llama 3.1 RoPE frequency scaling is not implemented yet; RoPE runs unscaled",
      .help = "factor of --use-rope-scaling"},
     {"--normalization", TR_K_ENUM, TR_SEC_MODEL, F(normalization), .choices = NORM, .metavar = "KIND",
      .def = "LayerNorm", .help = "normalization layer; Llama uses RMSNorm"},
@@ -160,16 +174,16 @@ static const tr_flag FLAGS[] = {
      .help = "biases in the q/k/v projections only (Qwen-style); implied by linear biases"},
     {"--qk-layernorm", TR_K_BOOL, TR_SEC_MODEL, F(qk_layernorm), .def = "off",
      .help = "normalise each head's queries and keys (with the --normalization kind) before RoPE"},
-    {"--attention-dropout", TR_K_DOUBLE, TR_SEC_MODEL, F(attention_dropout), UNIT_OPEN, .metavar = "P",
-     .def = "0.1", .help = "dropout on attention probabilities"},
+    {"--attention-dropout", TR_K_DOUBLE, TR_SEC_MODEL, F(attention_dropout), UNIT_OPEN, .metavar = "P", .def = "0.1",
+     .help = "dropout on attention probabilities"},
     {"--hidden-dropout", TR_K_DOUBLE, TR_SEC_MODEL, F(hidden_dropout), UNIT_OPEN, .metavar = "P", .def = "0.1",
      .help = "dropout on the residual branches"},
     {"--init-method-std", TR_K_DOUBLE, TR_SEC_MODEL, F(init_method_std), GT(0), .metavar = "STD", .def = "0.02",
      .help = "standard deviation of the normal weight initialisation"},
-    {"--vocab-size", TR_K_INT, TR_SEC_MODEL, F(vocab_size), GE(1), .metavar = "N",
-     .def = "required unless --hf-load", .help = "vocabulary size before padding (Llama 3: 128256)"},
-    {"--make-vocab-size-divisible-by", TR_K_INT, TR_SEC_MODEL, F(make_vocab_size_divisible_by), GE(1),
-     .metavar = "N", .def = "128",
+    {"--vocab-size", TR_K_INT, TR_SEC_MODEL, F(vocab_size), GE(1), .metavar = "N", .def = "required unless --hf-load",
+     .help = "vocabulary size before padding (Llama 3: 128256)"},
+    {"--make-vocab-size-divisible-by", TR_K_INT, TR_SEC_MODEL, F(make_vocab_size_divisible_by), GE(1), .metavar = "N",
+     .def = "128",
      .help = "pad the vocabulary to a multiple of N x TP; the padding rows take no part in the loss (Hugging Face's "
              "loss; Megatron's softmax includes them: docs/parallel.md)"},
     {"--use-mcore-models", TR_K_BOOL, TR_SEC_MODEL, F(use_mcore_models), .def = "off", .status = TR_ST_ACCEPTED,
@@ -187,8 +201,8 @@ static const tr_flag FLAGS[] = {
      .help = "FlashAttention kernels"},
 
     /* ---- training --------------------------------------------------------------------------- */
-    {"--micro-batch-size", TR_K_INT, TR_SEC_TRAINING, F(micro_batch_size), GE(1), .metavar = "N",
-     .def = "required", .help = "samples per forward/backward on one data-parallel rank"},
+    {"--micro-batch-size", TR_K_INT, TR_SEC_TRAINING, F(micro_batch_size), GE(1), .metavar = "N", .def = "required",
+     .help = "samples per forward/backward on one data-parallel rank"},
     {"--global-batch-size", TR_K_INT, TR_SEC_TRAINING, F(global_batch_size), GE(1), .metavar = "N",
      .def = "micro-batch-size x DP", .help = "samples per optimizer step; a multiple of micro-batch-size x DP"},
     {"--rampup-batch-size", TR_K_LIST, TR_SEC_TRAINING, .metavar = "START INCR SAMPLES", .def = "none",
@@ -220,8 +234,8 @@ static const tr_flag FLAGS[] = {
      .def = "checks on", .help = "do not stop on a NaN/Inf loss or gradient"},
     {"--manual-gc", TR_K_BOOL, TR_SEC_TRAINING, .def = "off", .status = TR_ST_ACCEPTED,
      .reason = "no Python garbage collector", .help = "run Python's garbage collector by hand"},
-    {"--manual-gc-interval", TR_K_INT, TR_SEC_TRAINING, GE(0), .metavar = "N", .def = "0",
-     .status = TR_ST_ACCEPTED, .reason = "no Python garbage collector", .help = "iterations between manual collections"},
+    {"--manual-gc-interval", TR_K_INT, TR_SEC_TRAINING, GE(0), .metavar = "N", .def = "0", .status = TR_ST_ACCEPTED,
+     .reason = "no Python garbage collector", .help = "iterations between manual collections"},
     {"--recompute-activations", TR_K_BOOL, TR_SEC_TRAINING, .apply = recompute_selective, .def = "off",
      .help = "selective activation recomputation (= --recompute-granularity selective)"},
     {"--recompute-granularity", TR_K_ENUM, TR_SEC_TRAINING, F(recompute_granularity), .choices = RECOMPUTE_GRAN,
@@ -231,8 +245,8 @@ static const tr_flag FLAGS[] = {
      .metavar = "KIND", .def = "none",
      .help = "full recompute: units of --recompute-num-layers layers (uniform) or the first N layers of each "
              "stage (block)"},
-    {"--recompute-num-layers", TR_K_INT, TR_SEC_TRAINING, F(recompute_num_layers), GE(1), .metavar = "N",
-     .def = "none", .help = "layers per recompute unit (uniform) or recomputed layers per stage (block)"},
+    {"--recompute-num-layers", TR_K_INT, TR_SEC_TRAINING, F(recompute_num_layers), GE(1), .metavar = "N", .def = "none",
+     .help = "layers per recompute unit (uniform) or recomputed layers per stage (block)"},
     {"--recompute-modules", TR_K_LIST, TR_SEC_TRAINING, .check = check_recompute_module, .metavar = "MODULE ...",
      .def = "core_attn", .status = TR_ST_ACCEPTED,
      .reason = "core_attn is what selective recomputation does in twinrun; other modules are refused",
@@ -256,14 +270,14 @@ static const tr_flag FLAGS[] = {
      .help = "floor the decay ends at"},
     {"--lr-decay-style", TR_K_ENUM, TR_SEC_OPTIMIZER, F(lr_decay_style), .choices = LR_STYLE, .metavar = "STYLE",
      .def = "linear", .help = "shape of the decay after warmup"},
-    {"--lr-decay-iters", TR_K_INT64, TR_SEC_OPTIMIZER, F(lr_decay_iters), GE(1), .metavar = "N",
-     .def = "--train-iters", .help = "iterations the decay spans (iteration-based runs)"},
+    {"--lr-decay-iters", TR_K_INT64, TR_SEC_OPTIMIZER, F(lr_decay_iters), GE(1), .metavar = "N", .def = "--train-iters",
+     .help = "iterations the decay spans (iteration-based runs)"},
     {"--lr-decay-samples", TR_K_INT64, TR_SEC_OPTIMIZER, F(lr_decay_samples), GE(1), .metavar = "N",
      .def = "--train-samples", .help = "samples the decay spans (sample-based runs)"},
     {"--lr-warmup-iters", TR_K_INT64, TR_SEC_OPTIMIZER, F(lr_warmup_iters), GE(0), .metavar = "N", .def = "0",
      .help = "linear warmup length in iterations (iteration-based runs)"},
-    {"--lr-warmup-samples", TR_K_INT64, TR_SEC_OPTIMIZER, F(lr_warmup_samples), GE(0), .metavar = "N",
-     .def = "0", .help = "linear warmup length in samples (sample-based runs)"},
+    {"--lr-warmup-samples", TR_K_INT64, TR_SEC_OPTIMIZER, F(lr_warmup_samples), GE(0), .metavar = "N", .def = "0",
+     .help = "linear warmup length in samples (sample-based runs)"},
     {"--lr-warmup-fraction", TR_K_DOUBLE, TR_SEC_OPTIMIZER, F(lr_warmup_fraction), UNIT_OPEN, .metavar = "F",
      .def = "none", .help = "warmup as a fraction of the decay span; replaces --lr-warmup-iters/-samples"},
     {"--lr-warmup-init", TR_K_DOUBLE, TR_SEC_OPTIMIZER, F(lr_warmup_init), GE(0), .metavar = "LR", .def = "0.0",
@@ -287,12 +301,12 @@ static const tr_flag FLAGS[] = {
      .help = "Adam's denominator epsilon"},
 
     /* ---- parallelism ------------------------------------------------------------------------ */
-    {"--tensor-model-parallel-size", TR_K_INT, TR_SEC_PARALLEL, F(tensor_model_parallel_size), GE(1),
-     .metavar = "TP", .def = "1", .help = "ranks that split each layer's matrices"},
+    {"--tensor-model-parallel-size", TR_K_INT, TR_SEC_PARALLEL, F(tensor_model_parallel_size), GE(1), .metavar = "TP",
+     .def = "1", .help = "ranks that split each layer's matrices"},
     {"--pipeline-model-parallel-size", TR_K_INT, TR_SEC_PARALLEL, F(pipeline_model_parallel_size), GE(1),
      .metavar = "PP", .def = "1", .help = "pipeline stages (1F1B schedule)"},
-    {"--context-parallel-size", TR_K_INT, TR_SEC_PARALLEL, F(context_parallel_size), GE(1), .metavar = "CP",
-     .def = "1", .help = "ranks that split each sequence"},
+    {"--context-parallel-size", TR_K_INT, TR_SEC_PARALLEL, F(context_parallel_size), GE(1), .metavar = "CP", .def = "1",
+     .help = "ranks that split each sequence"},
     {"--sequence-parallel", TR_K_BOOL, TR_SEC_PARALLEL, F(sequence_parallel), .def = "off",
      .help = "split norms and dropout along the sequence across TP ranks; turned off (with a warning) at TP 1"},
     {"--use-distributed-optimizer", TR_K_BOOL, TR_SEC_PARALLEL, F(use_distributed_optimizer), .def = "off",
@@ -303,12 +317,12 @@ static const tr_flag FLAGS[] = {
      .help = "overlap the parameter all-gather with the next forward pass"},
     {"--distributed-timeout-minutes", TR_K_DOUBLE, TR_SEC_PARALLEL, F(distributed_timeout_minutes), GT(0),
      .metavar = "MIN", .def = "10", .help = "collective watchdog timeout"},
-    {"--distributed-backend", TR_K_ENUM, TR_SEC_PARALLEL, .choices = DIST_BACKEND, .metavar = "NAME",
-     .def = "nccl", .status = TR_ST_ACCEPTED,
+    {"--distributed-backend", TR_K_ENUM, TR_SEC_PARALLEL, .choices = DIST_BACKEND, .metavar = "NAME", .def = "nccl",
+     .status = TR_ST_ACCEPTED,
      .reason = "collectives go through twinrun's own layer (NCCL/MCCL on GPUs, simulated in the twin)",
      .help = "torch.distributed backend"},
-    {"--local-rank", TR_K_INT, TR_SEC_PARALLEL, GE(0), .metavar = "N", .def = "$LOCAL_RANK",
-     .status = TR_ST_ACCEPTED, .reason = "twinrun reads LOCAL_RANK from the launcher's environment",
+    {"--local-rank", TR_K_INT, TR_SEC_PARALLEL, GE(0), .metavar = "N", .def = "$LOCAL_RANK", .status = TR_ST_ACCEPTED,
+     .reason = "twinrun reads LOCAL_RANK from the launcher's environment",
      .help = "local rank passed by old launchers"},
     {"--model-parallel-size", TR_K_INT, TR_SEC_PARALLEL, .metavar = "N", .def = "none", .status = TR_ST_REJECTED,
      .reason = "--model-parallel-size is gone from Megatron; use --tensor-model-parallel-size",
@@ -336,8 +350,8 @@ static const tr_flag FLAGS[] = {
     {"--tp-comm-overlap", TR_K_BOOL, TR_SEC_PARALLEL, .def = "off", .status = TR_ST_WARNED,
      .reason = "overlap of TP communication with GEMMs is not implemented; results are the same, only slower",
      .help = "overlap TP communication with GEMMs (Transformer Engine userbuffers)"},
-    {"--ddp-bucket-size", TR_K_INT, TR_SEC_PARALLEL, GE(1), .metavar = "N", .def = "auto",
-     .status = TR_ST_ACCEPTED, .reason = "twinrun chooses its own gradient buckets; the result does not depend on it",
+    {"--ddp-bucket-size", TR_K_INT, TR_SEC_PARALLEL, GE(1), .metavar = "N", .def = "auto", .status = TR_ST_ACCEPTED,
+     .reason = "twinrun chooses its own gradient buckets; the result does not depend on it",
      .help = "elements per gradient bucket"},
 
     /* ---- data ------------------------------------------------------------------------------- */
@@ -347,11 +361,10 @@ static const tr_flag FLAGS[] = {
      .help = "Megatron's synthetic MockGPTDataset instead of files"},
     {"--split", TR_K_STRING, TR_SEC_DATA, F(split), .check = check_split, .metavar = "TRAIN,VALID,TEST",
      .def = "969, 30, 1", .help = "train/valid/test proportions of --data-path"},
-    {"--data-cache-path", TR_K_STRING, TR_SEC_DATA, F(data_cache_path), .metavar = "DIR",
-     .def = "<prefix dir>/cache", .help = "where the GPTDataset index caches are read and written"},
-    {"--tokenizer-type", TR_K_ENUM, TR_SEC_DATA, F(tokenizer_type), .enum_as_string = true,
-     .choices = TOKENIZER_TYPE, .metavar = "TYPE", .def = "none",
-     .help = "tokenizer the data was made with (NullTokenizer: eod = vocab - 1)"},
+    {"--data-cache-path", TR_K_STRING, TR_SEC_DATA, F(data_cache_path), .metavar = "DIR", .def = "<prefix dir>/cache",
+     .help = "where the GPTDataset index caches are read and written"},
+    {"--tokenizer-type", TR_K_ENUM, TR_SEC_DATA, F(tokenizer_type), .enum_as_string = true, .choices = TOKENIZER_TYPE,
+     .metavar = "TYPE", .def = "none", .help = "tokenizer the data was made with (NullTokenizer: eod = vocab - 1)"},
     {"--tokenizer-model", TR_K_STRING, TR_SEC_DATA, F(tokenizer_model), .metavar = "PATH", .def = "none",
      .help = "tokenizer files; twinrun reads only special-token ids from them"},
     {"--vocab-file", TR_K_STRING, TR_SEC_DATA, .metavar = "FILE", .def = "none", .status = TR_ST_ACCEPTED,
@@ -364,8 +377,7 @@ static const tr_flag FLAGS[] = {
      .help = "no loss on end-of-document tokens"},
     {"--reset-position-ids", TR_K_BOOL, TR_SEC_DATA, F(reset_position_ids), .def = "off",
      .help = "restart positions after each end-of-document token"},
-    {"--reset-attention-mask", TR_K_BOOL, TR_SEC_DATA, F(reset_attention_mask), .def = "off",
-     .status = TR_ST_REJECTED,
+    {"--reset-attention-mask", TR_K_BOOL, TR_SEC_DATA, F(reset_attention_mask), .def = "off", .status = TR_ST_REJECTED,
      .reason = "twinrun's attention masks causally over the whole sequence; per-document masks are not implemented: "
                "drop --reset-attention-mask (--reset-position-ids and --eod-mask-loss work)",
      .help = "no attention across end-of-document tokens"},
@@ -379,14 +391,14 @@ static const tr_flag FLAGS[] = {
     {"--dataloader-type", TR_K_ENUM, TR_SEC_DATA, .choices = DATALOADER_TYPE, .metavar = "KIND", .def = "single",
      .status = TR_ST_ACCEPTED, .reason = "'single' is what twinrun does; the other kinds are refused",
      .help = "data-loader sampling"},
-    {"--train-data-path", TR_K_LIST, TR_SEC_DATA, .metavar = "[W] PREFIX ...", .def = "none",
-     .status = TR_ST_REJECTED, .reason = "separate per-split data paths are not supported yet; use --data-path with --split",
+    {"--train-data-path", TR_K_LIST, TR_SEC_DATA, .metavar = "[W] PREFIX ...", .def = "none", .status = TR_ST_REJECTED,
+     .reason = "separate per-split data paths are not supported yet; use --data-path with --split",
      .help = "training set of its own"},
-    {"--valid-data-path", TR_K_LIST, TR_SEC_DATA, .metavar = "[W] PREFIX ...", .def = "none",
-     .status = TR_ST_REJECTED, .reason = "separate per-split data paths are not supported yet; use --data-path with --split",
+    {"--valid-data-path", TR_K_LIST, TR_SEC_DATA, .metavar = "[W] PREFIX ...", .def = "none", .status = TR_ST_REJECTED,
+     .reason = "separate per-split data paths are not supported yet; use --data-path with --split",
      .help = "validation set of its own"},
-    {"--test-data-path", TR_K_LIST, TR_SEC_DATA, .metavar = "[W] PREFIX ...", .def = "none",
-     .status = TR_ST_REJECTED, .reason = "separate per-split data paths are not supported yet; use --data-path with --split",
+    {"--test-data-path", TR_K_LIST, TR_SEC_DATA, .metavar = "[W] PREFIX ...", .def = "none", .status = TR_ST_REJECTED,
+     .reason = "separate per-split data paths are not supported yet; use --data-path with --split",
      .help = "test set of its own"},
     {"--data-args-path", TR_K_STRING, TR_SEC_DATA, .metavar = "FILE", .def = "none", .status = TR_ST_REJECTED,
      .reason = "reading --data-path from a file is not supported yet; pass the prefixes to --data-path",
@@ -451,8 +463,7 @@ static const tr_flag FLAGS[] = {
     {"--profile", TR_K_BOOL, TR_SEC_LOGGING, .def = "off", .status = TR_ST_ACCEPTED,
      .reason = "no nsys/PyTorch profiler hooks; the twin's scenario runner writes a Perfetto trace of the whole run",
      .help = "profile iterations --profile-step-start to --profile-step-end"},
-    {"--profile-step-start", TR_K_INT, TR_SEC_LOGGING, GE(0), .metavar = "N", .def = "10",
-     .status = TR_ST_ACCEPTED,
+    {"--profile-step-start", TR_K_INT, TR_SEC_LOGGING, GE(0), .metavar = "N", .def = "10", .status = TR_ST_ACCEPTED,
      .reason = "no nsys/PyTorch profiler hooks; the twin's scenario runner writes a Perfetto trace of the whole run",
      .help = "first profiled iteration"},
     {"--profile-step-end", TR_K_INT, TR_SEC_LOGGING, GE(0), .metavar = "N", .def = "12", .status = TR_ST_ACCEPTED,
@@ -502,14 +513,14 @@ static const tr_flag FLAGS[] = {
     {"--empty-unused-memory-level", TR_K_ENUM, TR_SEC_PERF, .choices = EMPTY_MEM, .metavar = "N", .def = "0",
      .status = TR_ST_ACCEPTED, .reason = "no PyTorch caching allocator to empty; twinrun allocates its buffers once",
      .help = "release cached GPU memory every iteration"},
-    {"--no-masked-softmax-fusion", TR_K_BOOL, TR_SEC_PERF, .def = "fused", .status = TR_ST_ACCEPTED,
-     .reason = R_FUSION, .help = "unfused scale-mask-softmax"},
-    {"--no-bias-swiglu-fusion", TR_K_BOOL, TR_SEC_PERF, .def = "fused", .status = TR_ST_ACCEPTED,
-     .reason = R_FUSION, .help = "unfused bias + SwiGLU"},
-    {"--no-bias-gelu-fusion", TR_K_BOOL, TR_SEC_PERF, .def = "fused", .status = TR_ST_ACCEPTED,
-     .reason = R_FUSION, .help = "unfused bias + GeLU"},
-    {"--no-bias-dropout-fusion", TR_K_BOOL, TR_SEC_PERF, .def = "fused", .status = TR_ST_ACCEPTED,
-     .reason = R_FUSION, .help = "unfused bias + dropout + add"},
+    {"--no-masked-softmax-fusion", TR_K_BOOL, TR_SEC_PERF, .def = "fused", .status = TR_ST_ACCEPTED, .reason = R_FUSION,
+     .help = "unfused scale-mask-softmax"},
+    {"--no-bias-swiglu-fusion", TR_K_BOOL, TR_SEC_PERF, .def = "fused", .status = TR_ST_ACCEPTED, .reason = R_FUSION,
+     .help = "unfused bias + SwiGLU"},
+    {"--no-bias-gelu-fusion", TR_K_BOOL, TR_SEC_PERF, .def = "fused", .status = TR_ST_ACCEPTED, .reason = R_FUSION,
+     .help = "unfused bias + GeLU"},
+    {"--no-bias-dropout-fusion", TR_K_BOOL, TR_SEC_PERF, .def = "fused", .status = TR_ST_ACCEPTED, .reason = R_FUSION,
+     .help = "unfused bias + dropout + add"},
     {"--no-rope-fusion", TR_K_BOOL, TR_SEC_PERF, .def = "fused", .status = TR_ST_ACCEPTED, .reason = R_FUSION,
      .help = "unfused RoPE"},
     {"--no-gradient-accumulation-fusion", TR_K_BOOL, TR_SEC_PERF, .def = "fused", .status = TR_ST_ACCEPTED,
@@ -517,13 +528,11 @@ static const tr_flag FLAGS[] = {
     {"--no-persist-layer-norm", TR_K_BOOL, TR_SEC_PERF, .def = "persistent", .status = TR_ST_ACCEPTED,
      .reason = R_FUSION, .help = "non-persistent LayerNorm kernel"},
     {"--attention-softmax-in-fp32", TR_K_BOOL, TR_SEC_PERF, .def = "off", .status = TR_ST_ACCEPTED,
-     .reason = "twinrun's attention always computes the softmax in fp32",
-     .help = "fp32 softmax inside attention"},
+     .reason = "twinrun's attention always computes the softmax in fp32", .help = "fp32 softmax inside attention"},
     {"--accumulate-allreduce-grads-in-fp32", TR_K_BOOL, TR_SEC_PERF, .def = "off", .status = TR_ST_ACCEPTED,
      .reason = "gradients are fp32 unless --grad-reduce-in-bf16", .help = "fp32 gradient accumulation and reduction"},
     {"--use-cpu-initialization", TR_K_BOOL, TR_SEC_PERF, .def = "off", .status = TR_ST_ACCEPTED,
-     .reason = "twinrun's initialisation is layout-independent on any device",
-     .help = "initialise weights on the CPU"},
+     .reason = "twinrun's initialisation is layout-independent on any device", .help = "initialise weights on the CPU"},
     {"--fp8-format", TR_K_ENUM, TR_SEC_PERF, .choices = FP8_FORMAT, .metavar = "FMT", .def = "none (no FP8)",
      .status = TR_ST_WARNED, .reason = R_FP8, .help = "FP8 GEMMs through Transformer Engine"},
     {"--fp8-recipe", TR_K_ENUM, TR_SEC_PERF, .choices = FP8_RECIPE, .metavar = "RECIPE", .def = "delayed",
@@ -577,7 +586,8 @@ static int check_split(const char *flag, const char *v, char *err, size_t errlen
             return tr_errf(err, errlen, "%s '%s': '%.*s' is not a number; give proportions like 99,1,0", flag, v,
                            (int)(p - start), start);
         if (++n > 3)
-            return tr_errf(err, errlen, "%s '%s' has more than three parts; give train,valid,test like 99,1,0", flag, v);
+            return tr_errf(err, errlen, "%s '%s' has more than three parts; give train,valid,test like 99,1,0", flag,
+                           v);
         char num[64];
         size_t len = (size_t)(p - start);
         if (len >= sizeof num) return tr_errf(err, errlen, "%s: a proportion has %zu digits; keep it short", flag, len);

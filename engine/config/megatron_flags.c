@@ -760,17 +760,14 @@ static const struct {
     {"data", "this data option is not implemented; docs/data.md says what twinrun reads"},
 };
 
-static int cmp_name(const void *key, const void *elem) {
-    return strcmp((const char *)key, *(const char *const *)elem);
-}
+static int cmp_name(const void *key, const void *elem) { return strcmp((const char *)key, *(const char *const *)elem); }
 
 const char *tr_megatron_flag_unsupported(const char *name, size_t len) {
     char key[128];
     if (len == 0 || len >= sizeof key) return NULL;
     memcpy(key, name, len);
     key[len] = 0;
-    if (!bsearch(key, MEGATRON_FLAGS, sizeof MEGATRON_FLAGS / sizeof *MEGATRON_FLAGS, sizeof *MEGATRON_FLAGS,
-                 cmp_name))
+    if (!bsearch(key, MEGATRON_FLAGS, sizeof MEGATRON_FLAGS / sizeof *MEGATRON_FLAGS, sizeof *MEGATRON_FLAGS, cmp_name))
         return NULL;
     for (size_t i = 0; i < sizeof REASONS / sizeof *REASONS; i++)
         if (strstr(key, REASONS[i].word)) return REASONS[i].why;

@@ -23,8 +23,7 @@ static int check_required(const tr_config *c, tr_errlist *el) {
     if (c->vocab_size <= 0)
         tr_errlist_add(el, "--vocab-size is required (Llama 3: 128256) unless --hf-load DIR provides it");
     if (c->micro_batch_size <= 0) tr_errlist_add(el, "--micro-batch-size is required, e.g. --micro-batch-size 1");
-    if (!(c->lr > 0))
-        tr_errlist_add(el, "--lr is required and must be > 0 (Megatron has no default), e.g. --lr 3e-4");
+    if (!(c->lr > 0)) tr_errlist_add(el, "--lr is required and must be > 0 (Megatron has no default), e.g. --lr 3e-4");
     if (c->tensor_model_parallel_size < 1 || c->pipeline_model_parallel_size < 1 || c->context_parallel_size < 1)
         tr_errlist_add(el, "--tensor-model-parallel-size, --pipeline-model-parallel-size and "
                            "--context-parallel-size must be at least 1");
@@ -32,66 +31,75 @@ static int check_required(const tr_config *c, tr_errlist *el) {
 }
 
 static int check_layout(const tr_config *c, int world, tr_errlist *el) {
-    const int tp = c->tensor_model_parallel_size, pp = c->pipeline_model_parallel_size,
-              cp = c->context_parallel_size;
+    const int tp = c->tensor_model_parallel_size, pp = c->pipeline_model_parallel_size, cp = c->context_parallel_size;
     if (world < 1) return tr_errlist_add(el, "world size %d: need at least one rank", world);
     /* world % (tp*pp*cp) one factor at a time: the product itself may not fit in 64 bits */
     if (world % tp || (world / tp) % pp || (world / tp / pp) % cp)
-        return tr_errlist_add(el, "world %d is not divisible by TP*PP*CP = %.0f (TP %d x PP %d x CP %d); "
-                                    "choose --tensor-model-parallel-size, --pipeline-model-parallel-size and "
-                                    "--context-parallel-size whose product divides the rank count",
-                       world, (double)tp * pp * cp, tp, pp, cp);
+        return tr_errlist_add(el,
+                              "world %d is not divisible by TP*PP*CP = %.0f (TP %d x PP %d x CP %d); "
+                              "choose --tensor-model-parallel-size, --pipeline-model-parallel-size and "
+                              "--context-parallel-size whose product divides the rank count",
+                              world, (double)tp * pp * cp, tp, pp, cp);
     if (c->num_layers % pp)
-        return tr_errlist_add(el, "--num-layers %d is not divisible by --pipeline-model-parallel-size %d; "
-                                    "every pipeline stage must get the same number of layers",
-                       c->num_layers, pp);
+        return tr_errlist_add(el,
+                              "--num-layers %d is not divisible by --pipeline-model-parallel-size %d; "
+                              "every pipeline stage must get the same number of layers",
+                              c->num_layers, pp);
     if (cp > 1 && c->seq_length % (2 * cp))
-        return tr_errlist_add(el, "--seq-length %d must be a multiple of 2 x --context-parallel-size = %d "
-                                    "(each CP rank takes two chunks of the sequence)",
-                       c->seq_length, 2 * cp);
+        return tr_errlist_add(el,
+                              "--seq-length %d must be a multiple of 2 x --context-parallel-size = %d "
+                              "(each CP rank takes two chunks of the sequence)",
+                              c->seq_length, 2 * cp);
     if (c->sequence_parallel && tp > 1 && (c->seq_length / cp) % tp)
-        return tr_errlist_add(el, "--sequence-parallel splits the sequence across TP: --seq-length %d / CP %d "
-                                    "must be divisible by --tensor-model-parallel-size %d",
-                       c->seq_length, cp, tp);
+        return tr_errlist_add(el,
+                              "--sequence-parallel splits the sequence across TP: --seq-length %d / CP %d "
+                              "must be divisible by --tensor-model-parallel-size %d",
+                              c->seq_length, cp, tp);
     return 0;
 }
 
 static int check_model(const tr_config *c, tr_errlist *el) {
     const int tp = c->tensor_model_parallel_size, heads = c->num_attention_heads;
     if (c->kv_channels <= 0 && c->hidden_size % heads)
-        return tr_errlist_add(el, "--hidden-size %d is not divisible by --num-attention-heads %d; change one, or "
-                                    "give the head dimension with --kv-channels",
-                       c->hidden_size, heads);
+        return tr_errlist_add(el,
+                              "--hidden-size %d is not divisible by --num-attention-heads %d; change one, or "
+                              "give the head dimension with --kv-channels",
+                              c->hidden_size, heads);
     if (c->group_query_attention && c->num_query_groups > 0) {
         if (c->num_query_groups > heads)
-            return tr_errlist_add(el, "--num-query-groups %d is more than --num-attention-heads %d; a group "
-                                        "shares K/V among query heads, so groups <= heads",
-                           c->num_query_groups, heads);
+            return tr_errlist_add(el,
+                                  "--num-query-groups %d is more than --num-attention-heads %d; a group "
+                                  "shares K/V among query heads, so groups <= heads",
+                                  c->num_query_groups, heads);
         if (heads % c->num_query_groups)
-            return tr_errlist_add(el, "--num-query-groups %d does not divide --num-attention-heads %d; choose a "
-                                        "divisor (Llama 3: 8 groups)",
-                           c->num_query_groups, heads);
+            return tr_errlist_add(el,
+                                  "--num-query-groups %d does not divide --num-attention-heads %d; choose a "
+                                  "divisor (Llama 3: 8 groups)",
+                                  c->num_query_groups, heads);
     }
     if (heads % tp)
-        return tr_errlist_add(el, "--num-attention-heads %d is not divisible by --tensor-model-parallel-size %d; "
-                                    "each TP rank needs whole heads",
-                       heads, tp);
+        return tr_errlist_add(el,
+                              "--num-attention-heads %d is not divisible by --tensor-model-parallel-size %d; "
+                              "each TP rank needs whole heads",
+                              heads, tp);
     const int64_t groups = tr_eff_query_groups(c);
     if (groups % tp)
-        return tr_errlist_add(el, "%lld query groups (K/V heads) are not divisible by --tensor-model-parallel-size "
-                                    "%d; use fewer TP ranks or more --num-query-groups",
-                       (long long)groups, tp);
+        return tr_errlist_add(el,
+                              "%lld query groups (K/V heads) are not divisible by --tensor-model-parallel-size "
+                              "%d; use fewer TP ranks or more --num-query-groups",
+                              (long long)groups, tp);
     const int64_t ffn = tr_eff_ffn_hidden_size(c);
     if (ffn <= 0 || ffn > INT_MAX)
         return tr_errlist_add(el, "MLP width %lld (from --hidden-size %d) is out of range; give --ffn-hidden-size",
-                       (long long)ffn, c->hidden_size);
+                              (long long)ffn, c->hidden_size);
     if (ffn % tp)
         return tr_errlist_add(el, "--ffn-hidden-size %lld is not divisible by --tensor-model-parallel-size %d",
-                       (long long)ffn, tp);
+                              (long long)ffn, tp);
     if (c->seq_length > c->max_position_embeddings)
-        return tr_errlist_add(el, "--seq-length %d exceeds --max-position-embeddings %d; raise "
-                                    "--max-position-embeddings or shorten the sequence",
-                       c->seq_length, c->max_position_embeddings);
+        return tr_errlist_add(el,
+                              "--seq-length %d exceeds --max-position-embeddings %d; raise "
+                              "--max-position-embeddings or shorten the sequence",
+                              c->seq_length, c->max_position_embeddings);
     if (c->position_embedding_type == TR_POS_ROPE) {
         if (!(c->rotary_percent > 0 && c->rotary_percent <= 1))
             return tr_errlist_add(el, "--rotary-percent %g must be in (0, 1]", c->rotary_percent);
@@ -99,13 +107,15 @@ static int check_model(const tr_config *c, tr_errlist *el) {
         const int64_t kv = tr_eff_kv_channels(c);
         const int64_t rot = (int64_t)((double)kv * c->rotary_percent);
         if (rot <= 0 || rot % 2)
-            return tr_errlist_add(el, "RoPE rotates kv-channels %lld x --rotary-percent %g = %lld channels; that "
-                                        "must be a positive even number: adjust --rotary-percent or --kv-channels",
-                           (long long)kv, c->rotary_percent, (long long)rot);
+            return tr_errlist_add(el,
+                                  "RoPE rotates kv-channels %lld x --rotary-percent %g = %lld channels; that "
+                                  "must be a positive even number: adjust --rotary-percent or --kv-channels",
+                                  (long long)kv, c->rotary_percent, (long long)rot);
     }
     if (!(c->norm_epsilon > 0)) return tr_errlist_add(el, "--norm-epsilon %g must be > 0", c->norm_epsilon);
     if (c->make_vocab_size_divisible_by < 1)
-        return tr_errlist_add(el, "--make-vocab-size-divisible-by %d must be at least 1", c->make_vocab_size_divisible_by);
+        return tr_errlist_add(el, "--make-vocab-size-divisible-by %d must be at least 1",
+                              c->make_vocab_size_divisible_by);
     return 0;
 }
 
@@ -114,13 +124,14 @@ static int check_batch(const tr_config *c, int world, tr_errlist *el) {
     const int64_t step = (int64_t)c->micro_batch_size * dp;
     if (c->global_batch_size > 0) {
         if (c->global_batch_size % step)
-            return tr_errlist_add(el, "--global-batch-size %d is not divisible by --micro-batch-size %d x DP %lld "
-                                        "= %lld; make it a multiple of %lld",
-                           c->global_batch_size, c->micro_batch_size, (long long)dp, (long long)step,
-                           (long long)step);
+            return tr_errlist_add(el,
+                                  "--global-batch-size %d is not divisible by --micro-batch-size %d x DP %lld "
+                                  "= %lld; make it a multiple of %lld",
+                                  c->global_batch_size, c->micro_batch_size, (long long)dp, (long long)step,
+                                  (long long)step);
     } else if (step > INT_MAX) {
         return tr_errlist_add(el, "--micro-batch-size %d x DP %lld overflows; give --global-batch-size",
-                       c->micro_batch_size, (long long)dp);
+                              c->micro_batch_size, (long long)dp);
     }
     return 0;
 }
@@ -128,22 +139,23 @@ static int check_batch(const tr_config *c, int world, tr_errlist *el) {
 /* Megatron's iteration- vs sample-based rules and the learning rates' order. */
 static int check_schedule_flags(const tr_config *c, tr_errlist *el) {
     const bool iters = c->train_iters > 0, samples = c->train_samples > 0;
-    if (iters && samples)
-        return tr_errlist_add(el, "give either --train-iters or --train-samples, not both");
+    if (iters && samples) return tr_errlist_add(el, "give either --train-iters or --train-samples, not both");
     if (!iters && !samples) return tr_errlist_add(el, "give --train-iters N or --train-samples N");
     const bool fraction = c->lr_warmup_fraction >= 0;
     if (iters) {
         if (c->lr_decay_samples > 0 || c->lr_warmup_samples > 0)
             return tr_errlist_add(el, "--%s is for sample-based runs (--train-samples); with --train-iters use --%s",
-                           c->lr_decay_samples > 0 ? "lr-decay-samples" : "lr-warmup-samples",
-                           c->lr_decay_samples > 0 ? "lr-decay-iters" : "lr-warmup-iters or --lr-warmup-fraction");
+                                  c->lr_decay_samples > 0 ? "lr-decay-samples" : "lr-warmup-samples",
+                                  c->lr_decay_samples > 0 ? "lr-decay-iters"
+                                                          : "lr-warmup-iters or --lr-warmup-fraction");
         if (fraction && c->lr_warmup_iters > 0)
             return tr_errlist_add(el, "give either --lr-warmup-fraction or --lr-warmup-iters, not both");
     } else {
         if (c->lr_decay_iters > 0 || c->lr_warmup_iters > 0)
             return tr_errlist_add(el, "--%s is for iteration-based runs (--train-iters); with --train-samples use --%s",
-                           c->lr_decay_iters > 0 ? "lr-decay-iters" : "lr-warmup-iters",
-                           c->lr_decay_iters > 0 ? "lr-decay-samples" : "lr-warmup-samples or --lr-warmup-fraction");
+                                  c->lr_decay_iters > 0 ? "lr-decay-iters" : "lr-warmup-iters",
+                                  c->lr_decay_iters > 0 ? "lr-decay-samples"
+                                                        : "lr-warmup-samples or --lr-warmup-fraction");
         if (fraction && c->lr_warmup_samples > 0)
             return tr_errlist_add(el, "give either --lr-warmup-fraction or --lr-warmup-samples, not both");
     }
@@ -152,10 +164,10 @@ static int check_schedule_flags(const tr_config *c, tr_errlist *el) {
     if (c->min_lr < 0) return tr_errlist_add(el, "--min-lr %g must be >= 0", c->min_lr);
     if (c->min_lr > c->lr)
         return tr_errlist_add(el, "--min-lr %g is above --lr %g; the decay ends at --min-lr, so lower it", c->min_lr,
-                       c->lr);
+                              c->lr);
     if (c->lr_warmup_init > c->lr)
         return tr_errlist_add(el, "--lr-warmup-init %g is above --lr %g; warmup climbs from it to --lr",
-                       c->lr_warmup_init, c->lr);
+                              c->lr_warmup_init, c->lr);
     if (c->decoupled_lr >= 0 && c->decoupled_min_lr > c->decoupled_lr)
         return tr_errlist_add(el, "--decoupled-min-lr %g is above --decoupled-lr %g; lower it", c->decoupled_min_lr,
                               c->decoupled_lr);
@@ -179,17 +191,17 @@ static int check_schedule(const tr_config *c, int world, tr_errlist *el) {
         warmup = fraction ? c->lr_warmup_fraction * decay : (double)c->lr_warmup_samples;
     }
     if (!(warmup < decay))
-        return tr_errlist_add(el, "lr warmup (%.0f samples) must end before the decay span (%.0f samples); lower "
-                                    "--lr-warmup-%s or raise --lr-decay-%s",
-                       warmup, decay, iters ? "iters" : "samples", iters ? "iters" : "samples");
+        return tr_errlist_add(el,
+                              "lr warmup (%.0f samples) must end before the decay span (%.0f samples); lower "
+                              "--lr-warmup-%s or raise --lr-decay-%s",
+                              warmup, decay, iters ? "iters" : "samples", iters ? "iters" : "samples");
     return 0;
 }
 
 static int check_data_and_output(const tr_config *c, tr_errlist *el) {
     const int before = el->n;
     const int sources = (c->n_data_path > 0) + c->mock_data + (c->tokens_file[0] != 0);
-    if (sources > 1)
-        tr_errlist_add(el, "give one data source: --data-path, --mock-data or --tokens-file, not several");
+    if (sources > 1) tr_errlist_add(el, "give one data source: --data-path, --mock-data or --tokens-file, not several");
     if (sources == 0)
         tr_errlist_add(el, "no training data: give --data-path PREFIX, --mock-data, or --tokens-file FILE");
     if (c->save[0] && c->save_interval <= 0)
@@ -197,8 +209,9 @@ static int check_data_and_output(const tr_config *c, tr_errlist *el) {
     if (c->eval_interval < 1 || c->log_interval < 1)
         tr_errlist_add(el, "--eval-interval and --log-interval must be at least 1");
     if (c->context_parallel_size > 1 && c->reset_position_ids)
-        tr_errlist_add(el, "--context-parallel-size %d with --reset-position-ids is not supported yet (the "
-                           "all-gathered attention assumes positions 0..seq-1); drop one of them",
+        tr_errlist_add(el,
+                       "--context-parallel-size %d with --reset-position-ids is not supported yet (the "
+                       "all-gathered attention assumes positions 0..seq-1); drop one of them",
                        c->context_parallel_size);
     return el->n > before ? -1 : 0;
 }
@@ -219,13 +232,16 @@ static int check_recompute(const tr_config *c, tr_errlist *el) {
     if (c->recompute_method == TR_RECOMPUTE_METHOD_NONE)
         return tr_errlist_add(el, "--recompute-granularity full needs --recompute-method uniform or block");
     if (c->recompute_num_layers <= 0)
-        return tr_errlist_add(el, "--recompute-granularity full needs --recompute-num-layers N, between 1 and the "
-                                  "%d layers of a pipeline stage", stage_layers);
+        return tr_errlist_add(el,
+                              "--recompute-granularity full needs --recompute-num-layers N, between 1 and the "
+                              "%d layers of a pipeline stage",
+                              stage_layers);
     if (c->recompute_method == TR_RECOMPUTE_METHOD_UNIFORM && stage_layers > 0 &&
         stage_layers % c->recompute_num_layers)
-        return tr_errlist_add(el, "--recompute-method uniform cuts each pipeline stage's %d layers into units of "
-                                  "--recompute-num-layers %d, which must divide it (Megatron fails on the last, "
-                                  "short unit)",
+        return tr_errlist_add(el,
+                              "--recompute-method uniform cuts each pipeline stage's %d layers into units of "
+                              "--recompute-num-layers %d, which must divide it (Megatron fails on the last, "
+                              "short unit)",
                               stage_layers, c->recompute_num_layers);
     return 0;
 }
@@ -245,8 +261,9 @@ static int check_features(const tr_config *c, tr_errlist *el) {
         bool ok = false;
         for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++) ok = ok || strcmp(c->nccl_algo, algos[i]) == 0;
         if (!ok)
-            tr_errlist_add(el, "--deterministic-mode needs NCCL_ALGO set to Tree, Ring, CollnetDirect, CollnetChain or "
-                               "^NVLS (it is %s%s%s), as Megatron requires: e.g. export NCCL_ALGO=Ring",
+            tr_errlist_add(el,
+                           "--deterministic-mode needs NCCL_ALGO set to Tree, Ring, CollnetDirect, CollnetChain or "
+                           "^NVLS (it is %s%s%s), as Megatron requires: e.g. export NCCL_ALGO=Ring",
                            c->nccl_algo[0] ? "'" : "unset", c->nccl_algo, c->nccl_algo[0] ? "'" : "");
     }
     return el->n > before ? -1 : 0;

@@ -20,8 +20,10 @@ int launch_process_layout(int *nprocs, int *proc, int *ranks_per_process, char *
         errno = 0;
         const long n = strtol(s, &end, 10);
         if (errno || *end || n < 1 || n > 1 << 20)
-            return tr_errf(err, errlen, "TWINRUN_RANKS_PER_PROCESS=\"%.32s\": expected the number of ranks each "
-                                        "process hosts, 1 to %d", s, 1 << 20);
+            return tr_errf(err, errlen,
+                           "TWINRUN_RANKS_PER_PROCESS=\"%.32s\": expected the number of ranks each "
+                           "process hosts, 1 to %d",
+                           s, 1 << 20);
         per = (int)n;
     }
     if ((long long)v.world * per > 1 << 20)

@@ -66,14 +66,13 @@ void tr_data_describe(const tr_data *d, int s, char *out, size_t cap) {
     const tr_data_split *sp = &d->sp[s];
     for (int k = 0; k < sp->n && n < cap; k++) {
         const tr_gpt_dataset *g = &sp->gpt[k];
-        n += (size_t)snprintf(out + n, cap - n,
-                              "%s: %s %s: %lld samples (asked %lld), %d epoch(s)%s, %lld documents, hash %s, %s%s%s\n",
-                              tr_split_name(s), g->src.path ? "GPTDataset" : "MockGPTDataset",
-                              g->src.path ? g->src.path : "(mock)", (long long)g->ix.n_samples,
-                              (long long)g->num_samples, g->ix.epochs,
-                              g->ix.separate_final_epoch ? " (separate final epoch)" : "",
-                              (long long)(g->ix.n_doc / (g->ix.epochs ? g->ix.epochs : 1)), g->hash,
-                              status_name(g->cache), g->cache_note[0] ? ": " : "", g->cache_note);
+        n += (size_t)snprintf(
+            out + n, cap - n, "%s: %s %s: %lld samples (asked %lld), %d epoch(s)%s, %lld documents, hash %s, %s%s%s\n",
+            tr_split_name(s), g->src.path ? "GPTDataset" : "MockGPTDataset", g->src.path ? g->src.path : "(mock)",
+            (long long)g->ix.n_samples, (long long)g->num_samples, g->ix.epochs,
+            g->ix.separate_final_epoch ? " (separate final epoch)" : "",
+            (long long)(g->ix.n_doc / (g->ix.epochs ? g->ix.epochs : 1)), g->hash, status_name(g->cache),
+            g->cache_note[0] ? ": " : "", g->cache_note);
     }
     if (sp->blended && n < cap)
         snprintf(out + n, cap - n, "%s: BlendedDataset of %d: %lld samples, hash %s, %s%s%s\n", tr_split_name(s), sp->n,
@@ -100,14 +99,14 @@ static int next_batch(tr_data *d, int s, tr_sampler *smp, int32_t *tokens, int32
     return 0;
 }
 
-int tr_data_next_train(tr_data *d, int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *position_ids,
-                       char *err, size_t errlen) {
+int tr_data_next_train(tr_data *d, int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *position_ids, char *err,
+                       size_t errlen) {
     if (!d->has_train_sampler) return tr_errf(err, errlen, "there is no train split (its --split share is 0)");
     return next_batch(d, TR_SPLIT_TRAIN, &d->train, tokens, labels, loss_mask, position_ids, err, errlen);
 }
 
-int tr_data_next_valid(tr_data *d, int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *position_ids,
-                       char *err, size_t errlen) {
+int tr_data_next_valid(tr_data *d, int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *position_ids, char *err,
+                       size_t errlen) {
     if (!d->has_valid_sampler) return tr_errf(err, errlen, "there is no valid split (its --split share is 0)");
     return next_batch(d, TR_SPLIT_VALID, &d->valid, tokens, labels, loss_mask, position_ids, err, errlen);
 }
@@ -118,8 +117,10 @@ int64_t tr_data_consumed_valid_samples(const tr_data *d) { return d->has_valid_s
 int tr_data_set_consumed_samples(tr_data *d, int64_t consumed, char *err, size_t errlen) {
     if (!d->has_train_sampler) return tr_errf(err, errlen, "there is no train split");
     if (consumed < 0 || consumed > d->train.total)
-        return tr_errf(err, errlen, "consumed samples %lld is outside the train dataset's %lld samples (checkpoint "
-                                    "from a different data config?)", (long long)consumed, (long long)d->train.total);
+        return tr_errf(err, errlen,
+                       "consumed samples %lld is outside the train dataset's %lld samples (checkpoint "
+                       "from a different data config?)",
+                       (long long)consumed, (long long)d->train.total);
     d->train.consumed = consumed;
     return 0;
 }

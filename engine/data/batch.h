@@ -29,8 +29,8 @@ typedef struct tr_data_options {
 /* Builds (or loads from cache) the datasets from cfg. dp_rank/dp_size select this rank's share.
  * Returns NULL with err. */
 tr_data *tr_data_open(const struct tr_config *cfg, int dp_rank, int dp_size, char *err, size_t errlen);
-tr_data *tr_data_open_ex(const struct tr_config *cfg, int dp_rank, int dp_size, const tr_data_options *opt,
-                         char *err, size_t errlen);
+tr_data *tr_data_open_ex(const struct tr_config *cfg, int dp_rank, int dp_size, const tr_data_options *opt, char *err,
+                         size_t errlen);
 /* Another data-parallel rank's reader over the same datasets: shares base's indices (read-only;
  * base must outlive the view) with its own sampler, so the twin's thousand ranks build and hold the
  * indices once. Closing a view leaves base intact. */
@@ -39,16 +39,16 @@ void tr_data_close(tr_data *d);
 
 /* Next micro-batch of the train split for this DP rank: tokens/labels [mbs, seq] int32,
  * loss_mask [mbs, seq] float, position_ids [mbs, seq] int32. Advances the position. */
-int tr_data_next_train(tr_data *d, int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *position_ids,
-                       char *err, size_t errlen);
+int tr_data_next_train(tr_data *d, int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *position_ids, char *err,
+                       size_t errlen);
 int64_t tr_data_consumed_samples(const tr_data *d); /* global train samples consumed: resumable state */
 int tr_data_set_consumed_samples(tr_data *d, int64_t consumed, char *err, size_t errlen);
 
 /* Valid split: the next eval micro-batch. As in Megatron, one iterator runs through the valid
  * dataset across all evaluations (it is not restarted; each evaluation continues where the last
  * stopped); its position is consumed_valid_samples, which a checkpoint restores. */
-int tr_data_next_valid(tr_data *d, int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *position_ids,
-                       char *err, size_t errlen);
+int tr_data_next_valid(tr_data *d, int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *position_ids, char *err,
+                       size_t errlen);
 int64_t tr_data_consumed_valid_samples(const tr_data *d);
 int tr_data_set_consumed_valid_samples(tr_data *d, int64_t consumed, char *err, size_t errlen);
 /* Megatron's value when resuming a checkpoint that lacks it: (iteration // eval_interval) *
@@ -57,7 +57,7 @@ int64_t tr_data_valid_samples_at(const tr_data *d, int64_t iteration);
 
 /* Inspection (the `dataset samples` program, tests). split: TR_SPLIT_TRAIN/VALID/TEST. */
 int tr_data_has_split(const tr_data *d, int split);
-int64_t tr_data_split_len(const tr_data *d, int split);      /* samples available */
+int64_t tr_data_split_len(const tr_data *d, int split);       /* samples available */
 int64_t tr_data_split_requested(const tr_data *d, int split); /* samples asked for by the flags */
 /* Sample idx of a split in Megatron's order: seq + 1 tokens (text: [seq + 1]). */
 int tr_data_sample(const tr_data *d, int split, int64_t idx, int64_t *text, char *err, size_t errlen);

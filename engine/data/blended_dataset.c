@@ -117,13 +117,13 @@ static int check_cache(const tr_blended_dataset *b, const tr_gpt_config *cfg, in
         return -1;
     }
     int ok = a.dtype == TR_NPY_INT16 && a.ndim == 1 && a.shape[0] == b->size && c.dtype == TR_NPY_INT64 &&
-             c.ndim == 1 && c.shape[0] == b->size &&
-             !memcmp(a.data, b->dataset_index, (size_t)b->size * 2) &&
+             c.ndim == 1 && c.shape[0] == b->size && !memcmp(a.data, b->dataset_index, (size_t)b->size * 2) &&
              !memcmp(c.data, b->dataset_sample_index, (size_t)b->size * 8);
     tr_npy_free(&a);
     tr_npy_free(&c);
     if (!ok) {
-        tr_errf(note, nl, "cached BlendedDataset %s indices differ from the blend of these weights", tr_split_name(split));
+        tr_errf(note, nl, "cached BlendedDataset %s indices differ from the blend of these weights",
+                tr_split_name(split));
         return -1;
     }
     return 1;

@@ -14,11 +14,11 @@
 #define TR_BLEND_SURPLUS 0.005
 
 typedef struct tr_blended_dataset {
-    int n;                       /* datasets */
-    tr_gpt_dataset *const *ds;   /* [n] not owned */
-    double *weights;             /* [n] normalised */
+    int n;                     /* datasets */
+    tr_gpt_dataset *const *ds; /* [n] not owned */
+    double *weights;           /* [n] normalised */
     int64_t size;
-    int16_t *dataset_index;      /* [size] */
+    int16_t *dataset_index;        /* [size] */
     int64_t *dataset_sample_index; /* [size] */
     char *description;
     char hash[33];

@@ -131,8 +131,7 @@ static char *default_tokenizer_json(const tr_config *c) {
 }
 
 /* One low-level dataset source over an IndexedDataset. */
-static int idx_read(const void *ctx, int64_t doc, int64_t off, int64_t count, int64_t *out, char *err,
-                    size_t errlen) {
+static int idx_read(const void *ctx, int64_t doc, int64_t off, int64_t count, int64_t *out, char *err, size_t errlen) {
     return tr_idx_read(ctx, doc, off, count, out, err, errlen);
 }
 
@@ -151,8 +150,8 @@ static int build_split(tr_data *d, const tr_config *c, int s, const double *w1, 
         if (single) want = size;
         else if (w1) want = tr_blend_per_dataset(size, w1[k], TR_BLEND_SURPLUS);
         else want = -1; /* no weights: each dataset one epoch, blended by its length */
-        tr_gpt_config g = {(uint32_t)c->seed, c->seq_length, d->split_text, &d->split, d->tokenizer_json,
-                           d->cache_dir[k][0] ? d->cache_dir[k] : NULL};
+        tr_gpt_config g = {(uint32_t)c->seed, c->seq_length,     d->split_text,
+                           &d->split,         d->tokenizer_json, d->cache_dir[k][0] ? d->cache_dir[k] : NULL};
         int64_t beg, end;
         tr_split_range(&d->split, s, d->src[k].n, &beg, &end);
         if (tr_gpt_dataset_open(&sp->gpt[k], &d->src[k], &g, s, beg, end, want, err, errlen)) {
@@ -174,12 +173,13 @@ static int build_split(tr_data *d, const tr_config *c, int s, const double *w1, 
         for (int k = 0; k < sp->n; k++) bsize += tr_blend_per_dataset(size, w1[k], 0.0), raw[k] = w1[k];
     } else {
         int64_t total = 0;
-        for (int k = 0; k < sp->n; k++) raw[k] = (double)tr_gpt_dataset_len(&sp->gpt[k]), total += tr_gpt_dataset_len(&sp->gpt[k]);
+        for (int k = 0; k < sp->n; k++)
+            raw[k] = (double)tr_gpt_dataset_len(&sp->gpt[k]), total += tr_gpt_dataset_len(&sp->gpt[k]);
         bsize = size < total ? size : total;
     }
     int rc = tr_blend_normalize(raw, sp->n, w2, err, errlen);
-    tr_gpt_config g = {(uint32_t)c->seed, c->seq_length, d->split_text, &d->split, d->tokenizer_json,
-                       c->data_cache_path[0] ? c->data_cache_path : NULL};
+    tr_gpt_config g = {(uint32_t)c->seed, c->seq_length,     d->split_text,
+                       &d->split,         d->tokenizer_json, c->data_cache_path[0] ? c->data_cache_path : NULL};
     if (!rc) rc = tr_blended_open(&sp->blend, sp->gptp, w2, sp->n, bsize, &g, s, err, errlen);
     if (rc) sp->blended = false;
     free(w2), free(raw);
@@ -229,8 +229,7 @@ tr_data *tr_data_open_ex(const tr_config *c, int dp_rank, int dp_size, const tr_
         goto fail;
     }
     if (c->seed > UINT32_MAX) {
-        tr_errf(err, errlen, "--seed %llu: numpy's RandomState takes seeds below 2^32",
-                (unsigned long long)c->seed);
+        tr_errf(err, errlen, "--seed %llu: numpy's RandomState takes seeds below 2^32", (unsigned long long)c->seed);
         goto fail;
     }
     if (c->reset_attention_mask) {
@@ -238,8 +237,10 @@ tr_data *tr_data_open_ex(const tr_config *c, int dp_rank, int dp_size, const tr_
         goto fail;
     }
     if ((c->eod_mask_loss || c->reset_position_ids) && d->eod < 0) {
-        tr_errf(err, errlen, "--eod-mask-loss/--reset-position-ids need the end-of-document id, unknown for "
-                             "--tokenizer-type %s", c->tokenizer_type);
+        tr_errf(err, errlen,
+                "--eod-mask-loss/--reset-position-ids need the end-of-document id, unknown for "
+                "--tokenizer-type %s",
+                c->tokenizer_type);
         goto fail;
     }
     if (sample_counts(c, counts, err, errlen)) goto fail;
@@ -254,7 +255,8 @@ tr_data *tr_data_open_ex(const tr_config *c, int dp_rank, int dp_size, const tr_
         d->n_prefix = 1;
     } else {
         if (c->n_data_path <= 0) {
-            tr_errf(err, errlen, "no data: give --data-path <prefix> (the .bin/.idx pair without extension) or --mock-data");
+            tr_errf(err, errlen,
+                    "no data: give --data-path <prefix> (the .bin/.idx pair without extension) or --mock-data");
             goto fail;
         }
         snprintf(d->split_text, sizeof d->split_text, "%s", c->split[0] ? c->split : "969, 30, 1");

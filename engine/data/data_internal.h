@@ -16,10 +16,10 @@
 
 typedef struct tr_data_split {
     bool present;
-    int64_t requested;        /* samples the flags ask for */
-    int n;                    /* GPTDatasets in this split (one per prefix) */
-    tr_gpt_dataset *gpt;      /* [n] */
-    tr_gpt_dataset **gptp;    /* [n] pointers into gpt, for the blend */
+    int64_t requested;     /* samples the flags ask for */
+    int n;                 /* GPTDatasets in this split (one per prefix) */
+    tr_gpt_dataset *gpt;   /* [n] */
+    tr_gpt_dataset **gptp; /* [n] pointers into gpt, for the blend */
     bool blended;
     tr_blended_dataset blend;
 } tr_data_split;
@@ -32,17 +32,17 @@ struct tr_data {
     tr_split split;
     char *tokenizer_json;
     int n_prefix;
-    char (*prefix)[TR_PATH_LEN]; /* [n_prefix] */
+    char (*prefix)[TR_PATH_LEN];         /* [n_prefix] */
     char (*cache_dir)[TR_PATH_LEN + 64]; /* [n_prefix] per-prefix GPTDataset cache ("" = none) */
-    tr_idx_dataset **idx;        /* [n_prefix] (NULL for mock) */
+    tr_idx_dataset **idx;                /* [n_prefix] (NULL for mock) */
     tr_mock_dataset *mock;
-    tr_doc_source *src;          /* [n_prefix] */
+    tr_doc_source *src; /* [n_prefix] */
     tr_data_split sp[TR_NSPLITS];
     tr_sampler train, valid;
     bool has_train_sampler, has_valid_sampler;
-    int64_t *text;               /* [mbs, seq + 1] scratch */
-    int64_t *idxbuf;             /* [mbs] */
-    bool is_view;                /* shares the datasets of another tr_data (tr_data_view) */
+    int64_t *text;   /* [mbs, seq + 1] scratch */
+    int64_t *idxbuf; /* [mbs] */
+    bool is_view;    /* shares the datasets of another tr_data (tr_data_view) */
 };
 
 #endif

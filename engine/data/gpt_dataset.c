@@ -66,14 +66,17 @@ char *tr_gpt_description(const tr_doc_source *src, const tr_gpt_config *cfg, int
 
 int tr_mkdirs(const char *path, char *err, size_t errlen) {
     char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return tr_errf(err, errlen, "%s: path too long", path);
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return tr_errf(err, errlen, "%s: path too long", path);
     for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == '\0') {
             char c = *p;
             *p = '\0';
             if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-                return tr_errf(err, errlen, "cannot create the data cache directory %s: %s (set --data-cache-path "
-                                            "to a writable directory)", buf, strerror(errno));
+                return tr_errf(err, errlen,
+                               "cannot create the data cache directory %s: %s (set --data-cache-path "
+                               "to a writable directory)",
+                               buf, strerror(errno));
             *p = c;
             if (!c) break;
         }
@@ -83,8 +86,8 @@ int tr_mkdirs(const char *path, char *err, size_t errlen) {
 
 /* <dir>/<md5>-<class>-<split>-<what>, the class being GPTDataset or MockGPTDataset */
 static int cache_path(char *out, size_t cap, const tr_gpt_config *cfg, const tr_gpt_dataset *ds, const char *what) {
-    return snprintf(out, cap, "%s/%s-%s-%s-%s", cfg->cache_dir, ds->hash, ds->src.path ? "GPTDataset" : "MockGPTDataset",
-                    tr_split_name(ds->split), what) >= (int)cap;
+    return snprintf(out, cap, "%s/%s-%s-%s-%s", cfg->cache_dir, ds->hash,
+                    ds->src.path ? "GPTDataset" : "MockGPTDataset", tr_split_name(ds->split), what) >= (int)cap;
 }
 
 static char *slurp(const char *path, size_t *len) {
@@ -149,7 +152,8 @@ static int load_cache(tr_gpt_dataset *ds, const tr_gpt_index_params *p, const tr
         int64_t rows[3] = {ix->n_doc, ix->n_samples + 1, ix->n_samples};
         int nd[3] = {1, 2, 1};
         for (int k = 0; k < 3 && rc == 1; k++)
-            if (a[k].dtype != want[k] || a[k].ndim != nd[k] || a[k].shape[0] != rows[k] || (nd[k] == 2 && a[k].shape[1] != 2)) {
+            if (a[k].dtype != want[k] || a[k].ndim != nd[k] || a[k].shape[0] != rows[k] ||
+                (nd[k] == 2 && a[k].shape[1] != 2)) {
                 tr_errf(note, notelen, "cached %s is %s [%lld, %lld]; this config needs %s [%lld%s]", names[k],
                         tr_npy_descr(a[k].dtype), (long long)a[k].shape[0], (long long)a[k].shape[1],
                         tr_npy_descr(want[k]), (long long)rows[k], nd[k] == 2 ? ", 2" : "");
@@ -175,8 +179,11 @@ static int save_cache(const tr_gpt_dataset *ds, const tr_gpt_config *cfg, char *
     cache_path(path, sizeof path, cfg, ds, "description.txt");
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
-    if (!f) return tr_errf(err, errlen, "%s: cannot write the data cache: %s (set --data-cache-path to a writable "
-                                        "directory)", tmp, strerror(errno));
+    if (!f)
+        return tr_errf(err, errlen,
+                       "%s: cannot write the data cache: %s (set --data-cache-path to a writable "
+                       "directory)",
+                       tmp, strerror(errno));
     size_t n = strlen(ds->description);
     int ok = fwrite(ds->description, 1, n, f) == n;
     ok = (fclose(f) == 0) && ok;
@@ -189,14 +196,13 @@ static int save_cache(const tr_gpt_dataset *ds, const tr_gpt_config *cfg, char *
     cache_path(path, sizeof path, cfg, ds, "document_index.npy");
     if (tr_npy_save(path, TR_NPY_INT32, 1, s0, ix->doc_index, err, errlen)) return -1;
     cache_path(path, sizeof path, cfg, ds, "sample_index.npy");
-    if (tr_npy_save(path, ix->sample64 ? TR_NPY_INT64 : TR_NPY_INT32, 2, s1, ix->sample_index, err, errlen))
-        return -1;
+    if (tr_npy_save(path, ix->sample64 ? TR_NPY_INT64 : TR_NPY_INT32, 2, s1, ix->sample_index, err, errlen)) return -1;
     cache_path(path, sizeof path, cfg, ds, "shuffle_index.npy");
     return tr_npy_save(path, ix->shuffle64 ? TR_NPY_INT64 : TR_NPY_UINT32, 1, s2, ix->shuffle_index, err, errlen);
 }
 
-int tr_gpt_dataset_open(tr_gpt_dataset *ds, const tr_doc_source *src, const tr_gpt_config *cfg, int split,
-                        int64_t beg, int64_t end, int64_t num_samples, char *err, size_t errlen) {
+int tr_gpt_dataset_open(tr_gpt_dataset *ds, const tr_doc_source *src, const tr_gpt_config *cfg, int split, int64_t beg,
+                        int64_t end, int64_t num_samples, char *err, size_t errlen) {
     memset(ds, 0, sizeof *ds);
     ds->src = *src;
     ds->split = split;

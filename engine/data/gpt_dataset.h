@@ -15,7 +15,7 @@
 typedef struct tr_gpt_config {
     uint32_t seed;
     int32_t seq_length;
-    const char *split_text;     /* "99,1,0" as given (written into the description) */
+    const char *split_text; /* "99,1,0" as given (written into the description) */
     const tr_split *split;
     const char *tokenizer_json; /* the tokenizer's unique identifiers, a JSON object */
     const char *cache_dir;      /* NULL: no cache */
@@ -31,10 +31,10 @@ typedef enum tr_cache_status {
 typedef struct tr_gpt_dataset {
     tr_doc_source src;
     int split;
-    int64_t num_samples;       /* requested, -1 = None */
+    int64_t num_samples; /* requested, -1 = None */
     int32_t seq_length;
     tr_gpt_index ix;
-    char *description;         /* the JSON text whose MD5 names the cache files */
+    char *description; /* the JSON text whose MD5 names the cache files */
     char hash[33];
     tr_cache_status cache;
     char cache_note[512];
@@ -48,8 +48,8 @@ int tr_gpt_identifiers(struct tr_pyjson *j, const tr_doc_source *src, const tr_g
                        int64_t num_samples);
 
 /* Builds or loads the indices for the split's documents [beg, end). */
-int tr_gpt_dataset_open(tr_gpt_dataset *ds, const tr_doc_source *src, const tr_gpt_config *cfg, int split,
-                        int64_t beg, int64_t end, int64_t num_samples, char *err, size_t errlen);
+int tr_gpt_dataset_open(tr_gpt_dataset *ds, const tr_doc_source *src, const tr_gpt_config *cfg, int split, int64_t beg,
+                        int64_t end, int64_t num_samples, char *err, size_t errlen);
 void tr_gpt_dataset_close(tr_gpt_dataset *ds);
 static inline int64_t tr_gpt_dataset_len(const tr_gpt_dataset *ds) { return ds->ix.n_samples; }
 /* Sample idx: seq_length + 1 tokens (out: [seq_length + 1]). */

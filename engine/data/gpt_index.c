@@ -71,42 +71,42 @@ static void doc_epochs(const tr_gpt_index_params *p, int64_t epochs, int32_t *a,
     tr_mt_shuffle_i32(mt, a, k);
 }
 
-#define BUILD_SAMPLES(T)                                                                                     \
-    do {                                                                                                     \
-        T *si = ix->sample_index;                                                                            \
-        int64_t k = 0, d = 0, off = 0;                                                                       \
-        si[0] = 0, si[1] = 0;                                                                                \
-        k = 1;                                                                                               \
-        while (k <= N) {                                                                                     \
-            int64_t remaining = S + X;                                                                       \
-            while (remaining != 0) {                                                                         \
-                int64_t dlen = p->lengths[ix->doc_index[d]] - off;                                           \
-                remaining -= dlen;                                                                           \
-                if (remaining <= 0) {                                                                        \
-                    /* the sample ends inside this document; the extra token is shared */                   \
-                    off += remaining + dlen - X;                                                             \
-                    remaining = 0;                                                                           \
-                } else {                                                                                     \
-                    if (d == ix->n_doc - 1) {                                                                \
-                        off = p->lengths[ix->doc_index[d]] - X;                                              \
-                        break;                                                                               \
-                    }                                                                                        \
-                    d++;                                                                                     \
-                    off = 0;                                                                                 \
-                }                                                                                            \
-            }                                                                                                \
-            si[2 * k] = (T)d, si[2 * k + 1] = (T)off;                                                        \
-            k++;                                                                                             \
-        }                                                                                                    \
+#define BUILD_SAMPLES(T)                                                                                               \
+    do {                                                                                                               \
+        T *si = ix->sample_index;                                                                                      \
+        int64_t k = 0, d = 0, off = 0;                                                                                 \
+        si[0] = 0, si[1] = 0;                                                                                          \
+        k = 1;                                                                                                         \
+        while (k <= N) {                                                                                               \
+            int64_t remaining = S + X;                                                                                 \
+            while (remaining != 0) {                                                                                   \
+                int64_t dlen = p->lengths[ix->doc_index[d]] - off;                                                     \
+                remaining -= dlen;                                                                                     \
+                if (remaining <= 0) {                                                                                  \
+                    /* the sample ends inside this document; the extra token is shared */                              \
+                    off += remaining + dlen - X;                                                                       \
+                    remaining = 0;                                                                                     \
+                } else {                                                                                               \
+                    if (d == ix->n_doc - 1) {                                                                          \
+                        off = p->lengths[ix->doc_index[d]] - X;                                                        \
+                        break;                                                                                         \
+                    }                                                                                                  \
+                    d++;                                                                                               \
+                    off = 0;                                                                                           \
+                }                                                                                                      \
+            }                                                                                                          \
+            si[2 * k] = (T)d, si[2 * k + 1] = (T)off;                                                                  \
+            k++;                                                                                                       \
+        }                                                                                                              \
     } while (0)
 
-#define BUILD_SHUFFLE(T, SHUF)                                                                               \
-    do {                                                                                                     \
-        T *sh = ix->shuffle_index;                                                                           \
-        int64_t first = ix->separate_final_epoch ? ix->num_samples_sans_final : N;                           \
-        for (int64_t i = 0; i < N; i++) sh[i] = (T)i;                                                        \
-        SHUF(&mt, sh, first);                                                                                \
-        if (first < N) SHUF(&mt, sh + first, N - first);                                                     \
+#define BUILD_SHUFFLE(T, SHUF)                                                                                         \
+    do {                                                                                                               \
+        T *sh = ix->shuffle_index;                                                                                     \
+        int64_t first = ix->separate_final_epoch ? ix->num_samples_sans_final : N;                                     \
+        for (int64_t i = 0; i < N; i++) sh[i] = (T)i;                                                                  \
+        SHUF(&mt, sh, first);                                                                                          \
+        if (first < N) SHUF(&mt, sh + first, N - first);                                                               \
     } while (0)
 
 int tr_gpt_index_build(const tr_gpt_index_params *p, tr_gpt_index *ix, char *err, size_t errlen) {
@@ -168,8 +168,7 @@ int tr_gpt_index_check(const tr_gpt_index_params *p, const tr_gpt_index *ix, cha
         if (d1 < d0 || d1 >= ix->n_doc || o0 < 0 || o1 < 0 || o1 + X > p->lengths[ix->doc_index[d1]] ||
             o0 > p->lengths[ix->doc_index[d0]])
             return tr_errf(err, errlen, "sample_index[%lld..%lld] = (%lld, %lld)..(%lld, %lld) is out of range",
-                           (long long)k, (long long)k + 1, (long long)d0, (long long)o0, (long long)d1,
-                           (long long)o1);
+                           (long long)k, (long long)k + 1, (long long)d0, (long long)o0, (long long)d1, (long long)o1);
         int64_t tokens = 0;
         if (d0 == d1) tokens = o1 - o0 + X;
         else {
@@ -178,8 +177,8 @@ int tr_gpt_index_check(const tr_gpt_index_params *p, const tr_gpt_index *ix, cha
             tokens += o1 + X;
         }
         if (tokens != S + X)
-            return tr_errf(err, errlen, "sample %lld spans %lld tokens, expected %lld", (long long)k,
-                           (long long)tokens, (long long)(S + X));
+            return tr_errf(err, errlen, "sample %lld spans %lld tokens, expected %lld", (long long)k, (long long)tokens,
+                           (long long)(S + X));
     }
     /* shuffle: a permutation of [0, first) then of [first, N) */
     int64_t first = ix->separate_final_epoch ? ix->num_samples_sans_final : N;

@@ -19,11 +19,11 @@
 typedef struct tr_gpt_index_params {
     const int32_t *lengths; /* [n_lengths] every document's length in the low-level dataset */
     int64_t n_lengths;
-    int64_t beg, end;       /* the split's documents [beg, end) */
-    int64_t num_samples;    /* requested; -1 = None (one epoch) */
+    int64_t beg, end;    /* the split's documents [beg, end) */
+    int64_t num_samples; /* requested; -1 = None (one epoch) */
     int32_t seq_length;
     uint32_t seed;
-    int add_extra_token;    /* 1 (Megatron's default) or 0 */
+    int add_extra_token; /* 1 (Megatron's default) or 0 */
 } tr_gpt_index_params;
 
 typedef struct tr_gpt_index {
@@ -35,9 +35,9 @@ typedef struct tr_gpt_index {
     int32_t *doc_index;             /* [n_doc] */
     int64_t n_samples;              /* N */
     bool sample64;
-    void *sample_index;             /* [N + 1, 2] int32 or int64 (sample64) */
+    void *sample_index; /* [N + 1, 2] int32 or int64 (sample64) */
     bool shuffle64;
-    void *shuffle_index;            /* [N] uint32 or int64 (shuffle64) */
+    void *shuffle_index; /* [N] uint32 or int64 (shuffle64) */
 } tr_gpt_index;
 
 /* Epoch count, separate-final-epoch decision and sample count, without building anything. */

@@ -25,7 +25,7 @@ struct tr_idx_dataset {
     int64_t *docs;     /* [D] */
     int8_t *modes;     /* [S] or NULL */
     int64_t bin_size;
-    int bin_fd;              /* -1 when parsed from memory */
+    int bin_fd;                   /* -1 when parsed from memory */
     const unsigned char *bin_map; /* [bin_size] when mmapped */
 };
 
@@ -71,8 +71,8 @@ tr_idx_dataset *tr_idx_parse(const void *idx, size_t len, int64_t bin_size, cons
     /* overflow-safe: each sequence needs 12 bytes, each document entry 8 */
     if (S > room / 12 || D > (room - 12 * S) / 8) {
         tr_errf(err, errlen,
-                "%s: .idx claims %llu sequences and %llu document entries, which need more than its %zu bytes",
-                what, (unsigned long long)S, (unsigned long long)D, len);
+                "%s: .idx claims %llu sequences and %llu document entries, which need more than its %zu bytes", what,
+                (unsigned long long)S, (unsigned long long)D, len);
         return NULL;
     }
     uint64_t base = HEADER_LEN + 12 * S + 8 * D;
@@ -188,8 +188,10 @@ tr_idx_dataset *tr_idx_open(const char *prefix, bool use_mmap, char *err, size_t
     }
     int fd = open(bpath, O_RDONLY);
     if (fd < 0) {
-        tr_errf(err, errlen, "%s: cannot open the token file: %s (a dataset is <prefix>.bin + <prefix>.idx; pass "
-                             "the prefix to --data-path)", bpath, strerror(errno));
+        tr_errf(err, errlen,
+                "%s: cannot open the token file: %s (a dataset is <prefix>.bin + <prefix>.idx; pass "
+                "the prefix to --data-path)",
+                bpath, strerror(errno));
         return NULL;
     }
     struct stat st;
@@ -249,12 +251,36 @@ static void widen(int code, const unsigned char *src, int64_t n, int64_t *out) {
         switch (code) {
         case TR_IDX_UINT8: out[i] = p[0]; break;
         case TR_IDX_INT8: out[i] = (int8_t)p[0]; break;
-        case TR_IDX_INT16: { int16_t v; memcpy(&v, p, 2); out[i] = v; } break;
-        case TR_IDX_UINT16: { uint16_t v; memcpy(&v, p, 2); out[i] = v; } break;
-        case TR_IDX_INT32: { int32_t v; memcpy(&v, p, 4); out[i] = v; } break;
-        case TR_IDX_INT64: { int64_t v; memcpy(&v, p, 8); out[i] = v; } break;
-        case TR_IDX_FLOAT32: { float v; memcpy(&v, p, 4); out[i] = isfinite(v) && fabsf(v) < 9e18f ? (int64_t)v : -1; } break;
-        default: { double v; memcpy(&v, p, 8); out[i] = isfinite(v) && fabs(v) < 9e18 ? (int64_t)v : -1; } break;
+        case TR_IDX_INT16: {
+            int16_t v;
+            memcpy(&v, p, 2);
+            out[i] = v;
+        } break;
+        case TR_IDX_UINT16: {
+            uint16_t v;
+            memcpy(&v, p, 2);
+            out[i] = v;
+        } break;
+        case TR_IDX_INT32: {
+            int32_t v;
+            memcpy(&v, p, 4);
+            out[i] = v;
+        } break;
+        case TR_IDX_INT64: {
+            int64_t v;
+            memcpy(&v, p, 8);
+            out[i] = v;
+        } break;
+        case TR_IDX_FLOAT32: {
+            float v;
+            memcpy(&v, p, 4);
+            out[i] = isfinite(v) && fabsf(v) < 9e18f ? (int64_t)v : -1;
+        } break;
+        default: {
+            double v;
+            memcpy(&v, p, 8);
+            out[i] = isfinite(v) && fabs(v) < 9e18 ? (int64_t)v : -1;
+        } break;
         }
     }
 }

@@ -40,10 +40,10 @@ void tr_idx_close(tr_idx_dataset *d);
 
 int tr_idx_dtype(const tr_idx_dataset *d);
 int64_t tr_idx_num_sequences(const tr_idx_dataset *d);
-int64_t tr_idx_num_documents(const tr_idx_dataset *d); /* D - 1 */
-const int32_t *tr_idx_lengths(const tr_idx_dataset *d);          /* [S] */
-const int64_t *tr_idx_pointers(const tr_idx_dataset *d);         /* [S] byte offsets */
-const int8_t *tr_idx_modes(const tr_idx_dataset *d);             /* [S] or NULL */
+int64_t tr_idx_num_documents(const tr_idx_dataset *d);   /* D - 1 */
+const int32_t *tr_idx_lengths(const tr_idx_dataset *d);  /* [S] */
+const int64_t *tr_idx_pointers(const tr_idx_dataset *d); /* [S] byte offsets */
+const int8_t *tr_idx_modes(const tr_idx_dataset *d);     /* [S] or NULL */
 
 /* Tokens [offset, offset+count) of sequence seq, widened to int64 (out: [count]). */
 int tr_idx_read(const tr_idx_dataset *d, int64_t seq, int64_t offset, int64_t count, int64_t *out, char *err,

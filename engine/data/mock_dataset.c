@@ -5,7 +5,8 @@
 #include "twinrun/err.h"
 
 int tr_mock_init(tr_mock_dataset *m, int64_t vocab_size, int64_t eod, char *err, size_t errlen) {
-    if (vocab_size <= 0) return tr_errf(err, errlen, "--mock-data needs --vocab-size (the mock tokens are ids %% vocab)");
+    if (vocab_size <= 0)
+        return tr_errf(err, errlen, "--mock-data needs --vocab-size (the mock tokens are ids %% vocab)");
     m->vocab_size = vocab_size;
     m->eod = eod;
     tr_pcg64 g;
@@ -14,8 +15,7 @@ int tr_mock_init(tr_mock_dataset *m, int64_t vocab_size, int64_t eod, char *err,
     return 0;
 }
 
-static int mock_read(const void *ctx, int64_t doc, int64_t off, int64_t count, int64_t *out, char *err,
-                     size_t errlen) {
+static int mock_read(const void *ctx, int64_t doc, int64_t off, int64_t count, int64_t *out, char *err, size_t errlen) {
     const tr_mock_dataset *m = ctx;
     if (doc < 0 || doc >= TR_MOCK_DOCS || off < 0 || count < 0 || off + count > m->lengths[doc])
         return tr_errf(err, errlen, "mock document %lld: read [%lld, +%lld) out of range", (long long)doc,

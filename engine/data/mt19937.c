@@ -53,19 +53,21 @@ uint64_t tr_mt_interval(tr_mt19937 *mt, uint64_t max) {
     uint64_t v;
     if (max <= 0xffffffffu) {
         /* one 32-bit draw per try: the draw count (and so every later value) depends on this */
-        do v = tr_mt_next32(mt) & mask; while (v > max);
+        do v = tr_mt_next32(mt) & mask;
+        while (v > max);
     } else {
-        do v = tr_mt_next64(mt) & mask; while (v > max);
+        do v = tr_mt_next64(mt) & mask;
+        while (v > max);
     }
     return v;
 }
 
-#define SHUFFLE_BODY(T)                                                                                      \
-    for (int64_t i = n - 1; i >= 1; i--) {                                                                   \
-        int64_t j = (int64_t)tr_mt_interval(mt, (uint64_t)i);                                                \
-        T t = a[i];                                                                                          \
-        a[i] = a[j];                                                                                         \
-        a[j] = t;                                                                                            \
+#define SHUFFLE_BODY(T)                                                                                                \
+    for (int64_t i = n - 1; i >= 1; i--) {                                                                             \
+        int64_t j = (int64_t)tr_mt_interval(mt, (uint64_t)i);                                                          \
+        T t = a[i];                                                                                                    \
+        a[i] = a[j];                                                                                                   \
+        a[j] = t;                                                                                                      \
     }
 
 void tr_mt_shuffle_i32(tr_mt19937 *mt, int32_t *a, int64_t n) { SHUFFLE_BODY(int32_t) }

@@ -79,8 +79,7 @@ static int parse_header(cur *c, const char *what, tr_npy *a, char *err, size_t e
             if (!quoted(c, val, sizeof val)) return tr_errf(err, errlen, "%s: .npy descr is not a string", what);
             int found = -1;
             for (int t = 0; t < TR_NPY_NDTYPES; t++)
-                if (!strcmp(val, DESCR[t]) || (ITEMSIZE[t] == 1 && !strcmp(val + 1, DESCR[t] + 1)))
-                    found = t;
+                if (!strcmp(val, DESCR[t]) || (ITEMSIZE[t] == 1 && !strcmp(val + 1, DESCR[t] + 1))) found = t;
             if (found < 0)
                 return tr_errf(err, errlen,
                                "%s: .npy dtype '%s' is not supported (little-endian integers only: "
@@ -139,8 +138,7 @@ int tr_npy_parse(const void *buf, size_t len, const char *what, tr_npy *a, char 
         hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
         hstart = 12;
     } else {
-        return tr_errf(err, errlen, "%s: .npy format version %u.%u is not supported (1.0, 2.0, 3.0)", what, b[6],
-                       b[7]);
+        return tr_errf(err, errlen, "%s: .npy format version %u.%u is not supported (1.0, 2.0, 3.0)", what, b[6], b[7]);
     }
     if (hlen > len - hstart) return tr_errf(err, errlen, "%s: .npy file truncated in its header", what);
     cur c = {(const char *)b + hstart, (const char *)b + hstart + hlen};
@@ -193,8 +191,8 @@ int tr_npy_load(const char *path, tr_npy *a, char *err, size_t errlen) {
     return rc;
 }
 
-int tr_npy_save(const char *path, tr_npy_dtype dtype, int ndim, const int64_t *shape, const void *data,
-                char *err, size_t errlen) {
+int tr_npy_save(const char *path, tr_npy_dtype dtype, int ndim, const int64_t *shape, const void *data, char *err,
+                size_t errlen) {
     if ((unsigned)dtype >= TR_NPY_NDTYPES || ndim < 1 || ndim > 2)
         return tr_errf(err, errlen, "%s: unsupported array for .npy", path);
     /* numpy's layout: the sorted dict repr, spare spaces so the first axis can grow to 21 digits,

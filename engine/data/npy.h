@@ -20,10 +20,10 @@ typedef enum tr_npy_dtype {
 
 typedef struct tr_npy {
     tr_npy_dtype dtype;
-    int ndim;          /* 1 or 2 */
-    int64_t shape[2];  /* [ndim]; unused entries are 1 */
-    int64_t count;     /* elements: shape[0] * shape[1] */
-    void *data;        /* [count] of dtype, owned (free with tr_npy_free) */
+    int ndim;         /* 1 or 2 */
+    int64_t shape[2]; /* [ndim]; unused entries are 1 */
+    int64_t count;    /* elements: shape[0] * shape[1] */
+    void *data;       /* [count] of dtype, owned (free with tr_npy_free) */
 } tr_npy;
 
 size_t tr_npy_itemsize(tr_npy_dtype t);
@@ -37,8 +37,8 @@ int tr_npy_parse(const void *buf, size_t len, const char *what, tr_npy *a, char 
 int tr_npy_load(const char *path, tr_npy *a, char *err, size_t errlen);
 /* Writes format 1.0 with numpy's header layout (64-byte aligned, growth padding), atomically
  * (a temporary file renamed into place). data: [shape0 * shape1] of dtype. */
-int tr_npy_save(const char *path, tr_npy_dtype dtype, int ndim, const int64_t *shape, const void *data,
-                char *err, size_t errlen);
+int tr_npy_save(const char *path, tr_npy_dtype dtype, int ndim, const int64_t *shape, const void *data, char *err,
+                size_t errlen);
 void tr_npy_free(tr_npy *a);
 
 #endif

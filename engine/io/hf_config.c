@@ -29,8 +29,7 @@ static int member(const cJSON *obj, const char *key, const cJSON **out, const ch
     const cJSON *found = NULL;
     for (const cJSON *c = obj->child; c; c = c->next) {
         if (c->string && strcmp(c->string, key) == 0) {
-            if (found)
-                return tr_errf(err, errlen, "%s: \"%s\" appears twice; keep one", where, key);
+            if (found) return tr_errf(err, errlen, "%s: \"%s\" appears twice; keep one", where, key);
             found = c;
         }
     }
@@ -39,15 +38,14 @@ static int member(const cJSON *obj, const char *key, const cJSON **out, const ch
 }
 
 /* A positive integer that fits int. present_out (may be NULL) says whether the key was there. */
-static int get_pos_int(const cJSON *obj, const char *key, bool required, int *out, bool *present_out,
-                       const char *where, char *err, size_t errlen) {
+static int get_pos_int(const cJSON *obj, const char *key, bool required, int *out, bool *present_out, const char *where,
+                       char *err, size_t errlen) {
     const cJSON *v = NULL;
     if (member(obj, key, &v, where, err, errlen)) return -1;
     if (present_out) *present_out = v != NULL;
     if (!v) {
         if (required)
-            return tr_errf(err, errlen, "%s: required key \"%s\" is missing; is this a Llama config.json?", where,
-                           key);
+            return tr_errf(err, errlen, "%s: required key \"%s\" is missing; is this a Llama config.json?", where, key);
         return 0;
     }
     if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
@@ -123,18 +121,19 @@ static int parse_rope(const cJSON *root, const char *key, hf_rope *r, const char
     if (member(root, key, &d, path, err, errlen)) return -1;
     if (!d) return 0;
     if (!cJSON_IsObject(d))
-        return tr_errf(err, errlen, "%s: \"%s\" must be an object like {\"rope_type\": \"llama3\", ...}, got %s",
-                       path, key, json_type_name(d));
+        return tr_errf(err, errlen, "%s: \"%s\" must be an object like {\"rope_type\": \"llama3\", ...}, got %s", path,
+                       key, json_type_name(d));
     if (!d->child) return 0; /* {} means "no scaling" to transformers */
     char where[1100];
     snprintf(where, sizeof where, "%s: %s", path, key);
     r->present = true;
     const char *type = NULL, *legacy_type = NULL;
-    if (get_string(d, "rope_type", &type, where, err, errlen) || get_string(d, "type", &legacy_type, where, err, errlen))
+    if (get_string(d, "rope_type", &type, where, err, errlen) ||
+        get_string(d, "type", &legacy_type, where, err, errlen))
         return -1;
     if (type && legacy_type && strcmp(type, legacy_type) != 0)
-        return tr_errf(err, errlen, "%s: \"rope_type\" is \"%s\" but the legacy \"type\" says \"%s\"; keep one",
-                       where, type, legacy_type);
+        return tr_errf(err, errlen, "%s: \"rope_type\" is \"%s\" but the legacy \"type\" says \"%s\"; keep one", where,
+                       type, legacy_type);
     if (!type) type = legacy_type ? legacy_type : "default";
     if (get_pos_double(d, "rope_theta", false, &r->theta, &r->has_theta, where, err, errlen)) return -1;
     if (strcmp(type, "default") == 0) return 0;
@@ -149,24 +148,30 @@ static int parse_rope(const cJSON *root, const char *key, hf_rope *r, const char
             return tr_errf(err, errlen, "%s: llama3 \"factor\" is %g; it must be at least 1 (Llama 3.1 uses 8)", where,
                            r->factor);
         if (!(r->high > r->low))
-            return tr_errf(err, errlen, "%s: llama3 \"high_freq_factor\" (%g) must be greater than \"low_freq_factor\" "
-                           "(%g); Llama 3.1 uses 4 and 1", where, r->high, r->low);
+            return tr_errf(err, errlen,
+                           "%s: llama3 \"high_freq_factor\" (%g) must be greater than \"low_freq_factor\" "
+                           "(%g); Llama 3.1 uses 4 and 1",
+                           where, r->high, r->low);
         return 0;
     }
     static const char *const known[] = {"linear", "dynamic", "yarn", "longrope"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strcmp(type, known[i]) == 0)
-            return tr_errf(err, errlen, "%s: rope_type \"%s\" is not supported; twinrun implements \"default\" and "
-                           "\"llama3\"", where, type);
-    return tr_errf(err, errlen, "%s: unknown rope_type \"%.40s\"; transformers knows default, linear, dynamic, yarn, "
-                   "longrope and llama3, and twinrun implements default and llama3", where, type);
+            return tr_errf(err, errlen,
+                           "%s: rope_type \"%s\" is not supported; twinrun implements \"default\" and "
+                           "\"llama3\"",
+                           where, type);
+    return tr_errf(err, errlen,
+                   "%s: unknown rope_type \"%.40s\"; transformers knows default, linear, dynamic, yarn, "
+                   "longrope and llama3, and twinrun implements default and llama3",
+                   where, type);
 }
 
 static bool rope_same(const hf_rope *a, const hf_rope *b) {
     if (a->llama3 != b->llama3) return false;
     if (a->has_theta && b->has_theta && a->theta != b->theta) return false;
-    return !a->llama3 || (a->factor == b->factor && a->low == b->low && a->high == b->high &&
-                          a->original_max == b->original_max);
+    return !a->llama3 ||
+           (a->factor == b->factor && a->low == b->low && a->high == b->high && a->original_max == b->original_max);
 }
 
 /* transformers 5 takes rope_scaling over rope_parameters, and rope_parameters.rope_theta over the
@@ -177,8 +182,10 @@ static int parse_rope_all(const cJSON *root, hf_llama_config *out, const char *p
         parse_rope(root, "rope_parameters", &params, path, err, errlen))
         return -1;
     if (scaling.present && params.present && !rope_same(&scaling, &params))
-        return tr_errf(err, errlen, "%s: \"rope_scaling\" (transformers 4.x) and \"rope_parameters\" (5.x) disagree; "
-                       "keep one of them", path);
+        return tr_errf(err, errlen,
+                       "%s: \"rope_scaling\" (transformers 4.x) and \"rope_parameters\" (5.x) disagree; "
+                       "keep one of them",
+                       path);
     const hf_rope *r = scaling.present ? &scaling : &params;
     double top_theta = 0;
     bool has_top = false;
@@ -188,8 +195,10 @@ static int parse_rope_all(const cJSON *root, hf_llama_config *out, const char *p
         return tr_errf(err, errlen, "%s: \"rope_theta\" is %.15g but \"%s\".rope_theta is %.15g; keep one", path,
                        top_theta, with_theta->key, with_theta->theta);
     if (!with_theta && !has_top)
-        return tr_errf(err, errlen, "%s: no RoPE base: neither \"rope_theta\" (transformers 4.x) nor "
-                       "\"rope_parameters\": {\"rope_theta\": ...} (5.x) is set; Llama 3 uses 500000.0", path);
+        return tr_errf(err, errlen,
+                       "%s: no RoPE base: neither \"rope_theta\" (transformers 4.x) nor "
+                       "\"rope_parameters\": {\"rope_theta\": ...} (5.x) is set; Llama 3 uses 500000.0",
+                       path);
     out->rope_theta = with_theta ? with_theta->theta : top_theta;
     out->has_rope_scaling = r->llama3;
     if (r->llama3) {
@@ -212,21 +221,25 @@ static int parse_arch(const cJSON *root, hf_llama_config *out, const char *path,
                        path, model_type);
     if (get_string(root, "hidden_act", &act, path, err, errlen)) return -1;
     if (act && strcmp(act, "silu") != 0)
-        return tr_errf(err, errlen, "%s: hidden_act is \"%.40s\"; twinrun's Llama MLP is SwiGLU, so it must be "
-                       "\"silu\"", path, act);
+        return tr_errf(err, errlen,
+                       "%s: hidden_act is \"%.40s\"; twinrun's Llama MLP is SwiGLU, so it must be "
+                       "\"silu\"",
+                       path, act);
     if (get_bool(root, "attention_bias", false, &out->attention_bias, path, err, errlen) ||
         get_bool(root, "mlp_bias", false, &out->mlp_bias, path, err, errlen))
         return -1;
     /* Megatron's biases are all (--add-bias-linear) or none; --add-qkv-bias lacks o_proj's */
     if (out->attention_bias != out->mlp_bias)
-        return tr_errf(err, errlen, "%s: attention_bias is %s but mlp_bias is %s; Megatron (and twinrun) has biases "
+        return tr_errf(err, errlen,
+                       "%s: attention_bias is %s but mlp_bias is %s; Megatron (and twinrun) has biases "
                        "in every linear layer or in none (--add-qkv-bias covers q/k/v without o_proj), so set both "
-                       "alike", path, out->attention_bias ? "true" : "false", out->mlp_bias ? "true" : "false");
+                       "alike",
+                       path, out->attention_bias ? "true" : "false", out->mlp_bias ? "true" : "false");
     double prf = 1.0;
     if (get_pos_double(root, "partial_rotary_factor", false, &prf, NULL, path, err, errlen)) return -1;
     if (prf != 1.0)
-        return tr_errf(err, errlen, "%s: partial_rotary_factor is %g; Llama rotates whole heads, so it must be 1",
-                       path, prf);
+        return tr_errf(err, errlen, "%s: partial_rotary_factor is %g; Llama rotates whole heads, so it must be 1", path,
+                       prf);
     return 0;
 }
 
@@ -246,14 +259,17 @@ static int parse_shape(const cJSON *root, hf_llama_config *o, const char *path, 
     if (!has_kv) o->num_key_value_heads = o->num_attention_heads;
     if (!has_hd) {
         if (o->hidden_size % o->num_attention_heads != 0)
-            return tr_errf(err, errlen, "%s: hidden_size %d is not divisible by num_attention_heads %d and there is no "
-                           "head_dim; fix the sizes or give head_dim", path, o->hidden_size, o->num_attention_heads);
+            return tr_errf(err, errlen,
+                           "%s: hidden_size %d is not divisible by num_attention_heads %d and there is no "
+                           "head_dim; fix the sizes or give head_dim",
+                           path, o->hidden_size, o->num_attention_heads);
         o->head_dim = o->hidden_size / o->num_attention_heads;
     }
     if (o->num_attention_heads % o->num_key_value_heads != 0)
-        return tr_errf(err, errlen, "%s: num_attention_heads %d is not divisible by num_key_value_heads %d; each KV "
-                       "head must serve a whole group of query heads", path, o->num_attention_heads,
-                       o->num_key_value_heads);
+        return tr_errf(err, errlen,
+                       "%s: num_attention_heads %d is not divisible by num_key_value_heads %d; each KV "
+                       "head must serve a whole group of query heads",
+                       path, o->num_attention_heads, o->num_key_value_heads);
     return 0;
 }
 
@@ -261,10 +277,8 @@ static int parse_shape(const cJSON *root, hf_llama_config *o, const char *path, 
 static void describe_offset(char *out, size_t outlen, const char *text, size_t off) {
     size_t line = 1, col = 1;
     for (size_t i = 0; i < off; i++) {
-        if (text[i] == '\n')
-            line++, col = 1;
-        else
-            col++;
+        if (text[i] == '\n') line++, col = 1;
+        else col++;
     }
     snprintf(out, outlen, "byte %zu (line %zu, column %zu)", off, line, col);
 }

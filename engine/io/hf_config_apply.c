@@ -37,8 +37,7 @@ static int require_setting(bool user_set_other, const char *what, char *err, siz
     return 0;
 }
 
-static int merge(const hf_llama_config *hf, tr_config *c, const tr_config *d, bool commit, char *err,
-                 size_t errlen) {
+static int merge(const hf_llama_config *hf, tr_config *c, const tr_config *d, bool commit, char *err, size_t errlen) {
     if (merge_int(&c->num_layers, d->num_layers, hf->num_hidden_layers, commit, "--num-layers", "num_hidden_layers",
                   err, errlen) ||
         merge_int(&c->hidden_size, d->hidden_size, hf->hidden_size, commit, "--hidden-size", "hidden_size", err,
@@ -55,22 +54,25 @@ static int merge(const hf_llama_config *hf, tr_config *c, const tr_config *d, bo
                   "--max-position-embeddings", "max_position_embeddings", err, errlen) ||
         merge_double(&c->rotary_base, d->rotary_base, hf->rope_theta, commit, "--rotary-base", "rope_theta", err,
                      errlen) ||
-        merge_double(&c->norm_epsilon, d->norm_epsilon, hf->rms_norm_eps, commit, "--norm-epsilon", "rms_norm_eps",
-                     err, errlen))
+        merge_double(&c->norm_epsilon, d->norm_epsilon, hf->rms_norm_eps, commit, "--norm-epsilon", "rms_norm_eps", err,
+                     errlen))
         return -1;
 
     bool untie = !hf->tie_word_embeddings;
     if (c->untie_embeddings_and_output_weights != d->untie_embeddings_and_output_weights &&
         c->untie_embeddings_and_output_weights != untie)
-        return tr_errf(err, errlen, "--untie-embeddings-and-output-weights is set but config.json has "
+        return tr_errf(err, errlen,
+                       "--untie-embeddings-and-output-weights is set but config.json has "
                        "tie_word_embeddings true (one shared embedding/output matrix); drop the flag");
     if (require_setting(c->normalization != d->normalization && c->normalization != TR_NORM_RMSNORM,
                         "--normalization is LayerNorm", err, errlen) ||
         require_setting(c->position_embedding_type != d->position_embedding_type &&
                             c->position_embedding_type != TR_POS_ROPE,
                         "--position-embedding-type is not rope", err, errlen) ||
-        require_setting(c->apply_layernorm_1p, "--apply-layernorm-1p is set (Llama's RMSNorm weight is not "
-                        "zero-centred)", err, errlen) ||
+        require_setting(c->apply_layernorm_1p,
+                        "--apply-layernorm-1p is set (Llama's RMSNorm weight is not "
+                        "zero-centred)",
+                        err, errlen) ||
         require_setting(c->rotary_percent != 1.0, "--rotary-percent is below 1 (Llama rotates whole heads)", err,
                         errlen) ||
         require_setting(c->add_qkv_bias && !hf->attention_bias, "--add-qkv-bias is set (config.json has no biases)",
@@ -90,10 +92,12 @@ static int merge(const hf_llama_config *hf, tr_config *c, const tr_config *d, bo
 
 int hf_config_apply(const hf_llama_config *hf, struct tr_config *cfg, char *err, size_t errlen) {
     if (hf->has_rope_scaling)
-        return tr_errf(err, errlen, "config.json asks for Llama 3.1 rope_scaling (rope_type llama3, factor %g, "
+        return tr_errf(err, errlen,
+                       "config.json asks for Llama 3.1 rope_scaling (rope_type llama3, factor %g, "
                        "low_freq_factor %g, high_freq_factor %g, original_max_position_embeddings %d), which twinrun's "
                        "RoPE cannot apply yet; training would silently use other frequencies. Use a Llama 3 (not 3.1) "
-                       "checkpoint", hf->rope_factor, hf->rope_low_freq_factor, hf->rope_high_freq_factor,
+                       "checkpoint",
+                       hf->rope_factor, hf->rope_low_freq_factor, hf->rope_high_freq_factor,
                        hf->rope_original_max_position_embeddings);
     /* on the heap: tr_config holds ~70 KB of paths, too much for a small rank stack */
     tr_config *d = malloc(sizeof *d);

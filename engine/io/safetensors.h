@@ -17,7 +17,19 @@
 #define ST_MAX_DIMS 8
 #define ST_MAX_HEADER_LEN 100000000ull /* the limit Hugging Face's reader enforces */
 
-typedef enum st_dtype { ST_F32, ST_BF16, ST_F16, ST_F64, ST_I32, ST_I64, ST_U8, ST_I8, ST_I16, ST_U16, ST_BOOL } st_dtype;
+typedef enum st_dtype {
+    ST_F32,
+    ST_BF16,
+    ST_F16,
+    ST_F64,
+    ST_I32,
+    ST_I64,
+    ST_U8,
+    ST_I8,
+    ST_I16,
+    ST_U16,
+    ST_BOOL
+} st_dtype;
 
 #define ST_NUM_DTYPES 11
 
@@ -44,9 +56,9 @@ typedef struct st_file {
     uint64_t data_len;
     uint8_t *owned; /* whole file contents: a private copy, or a read-only mapping when `mapped` */
     size_t owned_len;
-    bool mapped;     /* owned is an mmap of the file (st_open), else malloc'd */
-    int *by_name;    /* indices into tensors, sorted by name (binary search in st_find) */
-    int n_metadata;  /* __metadata__ entries, as parallel arrays of owned strings */
+    bool mapped;    /* owned is an mmap of the file (st_open), else malloc'd */
+    int *by_name;   /* indices into tensors, sorted by name (binary search in st_find) */
+    int n_metadata; /* __metadata__ entries, as parallel arrays of owned strings */
     char **metadata_keys, **metadata_values;
 } st_file;
 
@@ -87,8 +99,8 @@ int st_read_i32(const st_file *f, const char *name, int32_t *dst, const int64_t 
 /* The same conversions on an already-found tensor (t must belong to f). */
 int st_tensor_read_f32(const st_file *f, const st_tensor *t, float *dst, const int64_t *shape, int ndim, char *err,
                        size_t errlen);
-int st_tensor_read_i32(const st_file *f, const st_tensor *t, int32_t *dst, const int64_t *shape, int ndim,
-                       char *err, size_t errlen);
+int st_tensor_read_i32(const st_file *f, const st_tensor *t, int32_t *dst, const int64_t *shape, int ndim, char *err,
+                       size_t errlen);
 
 /* ---- a model directory ----------------------------------------------------------------------
  * DIR/model.safetensors, or else DIR/model.safetensors.index.json
@@ -102,9 +114,9 @@ typedef struct st_model_entry st_model_entry;
 typedef struct st_model {
     int nfiles;
     st_file *files;
-    int n;                    /* tensor names across all files */
-    st_model_entry *entries;  /* sorted by name */
-    bool *read;               /* read[i]: entries[i] was read through st_model_read_* */
+    int n;                   /* tensor names across all files */
+    st_model_entry *entries; /* sorted by name */
+    bool *read;              /* read[i]: entries[i] was read through st_model_read_* */
 } st_model;
 
 int st_model_open(st_model *m, const char *dir, char *err, size_t errlen);

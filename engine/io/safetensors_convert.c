@@ -33,16 +33,17 @@ static float f16_to_f32(uint16_t h) {
     return f;
 }
 
-static int check_shape(const st_file *f, const st_tensor *t, const int64_t *shape, int ndim, char *err,
-                       size_t errlen) {
+static int check_shape(const st_file *f, const st_tensor *t, const int64_t *shape, int ndim, char *err, size_t errlen) {
     bool same = t->ndim == ndim;
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
     if (same) return 0;
     char want[160], found[160];
     st_format_shape(want, sizeof want, shape, ndim);
     st_format_shape(found, sizeof found, t->shape, t->ndim);
-    return tr_errf(err, errlen, "%s: tensor '%s' has shape %s, expected %s; the checkpoint does not match the model "
-                   "config (check hidden size, heads, kv heads, ffn size and vocab)", f->path, t->name, found, want);
+    return tr_errf(err, errlen,
+                   "%s: tensor '%s' has shape %s, expected %s; the checkpoint does not match the model "
+                   "config (check hidden size, heads, kv heads, ffn size and vocab)",
+                   f->path, t->name, found, want);
 }
 
 int st_tensor_read_f32(const st_file *f, const st_tensor *t, float *dst, const int64_t *shape, int ndim, char *err,
@@ -70,22 +71,28 @@ int st_tensor_read_f32(const st_file *f, const st_tensor *t, float *dst, const i
             memcpy(&d, &u, 8);
             float v = (float)d;
             if (isinf(v) && !isinf(d))
-                return tr_errf(err, errlen, "%s: tensor '%s' (F64): element %" PRIu64 " = %g does not fit float32; "
-                               "the weights are corrupt or not a model's", f->path, t->name, i, d);
+                return tr_errf(err, errlen,
+                               "%s: tensor '%s' (F64): element %" PRIu64 " = %g does not fit float32; "
+                               "the weights are corrupt or not a model's",
+                               f->path, t->name, i, d);
             dst[i] = v;
         }
         return 0;
     default:
-        return tr_errf(err, errlen, "%s: tensor '%s' has dtype %s, expected a floating type (F32, BF16, F16 or F64); "
-                       "is this the right tensor?", f->path, t->name, st_dtype_name(t->dtype));
+        return tr_errf(err, errlen,
+                       "%s: tensor '%s' has dtype %s, expected a floating type (F32, BF16, F16 or F64); "
+                       "is this the right tensor?",
+                       f->path, t->name, st_dtype_name(t->dtype));
     }
 }
 
-int st_tensor_read_i32(const st_file *f, const st_tensor *t, int32_t *dst, const int64_t *shape, int ndim,
-                       char *err, size_t errlen) {
+int st_tensor_read_i32(const st_file *f, const st_tensor *t, int32_t *dst, const int64_t *shape, int ndim, char *err,
+                       size_t errlen) {
     if (t->dtype == ST_F32 || t->dtype == ST_BF16 || t->dtype == ST_F16 || t->dtype == ST_F64)
-        return tr_errf(err, errlen, "%s: tensor '%s' has dtype %s, expected an integer type (I32, I64, U8, I8, "
-                       "I16, U16 or BOOL); is this the right tensor?", f->path, t->name, st_dtype_name(t->dtype));
+        return tr_errf(err, errlen,
+                       "%s: tensor '%s' has dtype %s, expected an integer type (I32, I64, U8, I8, "
+                       "I16, U16 or BOOL); is this the right tensor?",
+                       f->path, t->name, st_dtype_name(t->dtype));
     if (check_shape(f, t, shape, ndim, err, errlen) != 0) return -1;
     const uint8_t *src = f->data + t->begin;
     uint64_t n = st_tensor_numel(t);
@@ -102,8 +109,10 @@ int st_tensor_read_i32(const st_file *f, const st_tensor *t, int32_t *dst, const
         case ST_U16: v = (uint16_t)u; break;
         case ST_BOOL:
             if (u > 1)
-                return tr_errf(err, errlen, "%s: tensor '%s' (BOOL): element %" PRIu64 " is byte %" PRIu64 ", not 0 "
-                               "or 1; the data is corrupt", f->path, t->name, i, u);
+                return tr_errf(err, errlen,
+                               "%s: tensor '%s' (BOOL): element %" PRIu64 " is byte %" PRIu64 ", not 0 "
+                               "or 1; the data is corrupt",
+                               f->path, t->name, i, u);
             v = (int64_t)u;
             break;
         default: v = 0; break; /* floating types were turned away above */
@@ -119,8 +128,10 @@ int st_tensor_read_i32(const st_file *f, const st_tensor *t, int32_t *dst, const
 static const st_tensor *find_or_err(const st_file *f, const char *name, char *err, size_t errlen) {
     const st_tensor *t = st_find(f, name);
     if (!t)
-        tr_errf(err, errlen, "%s: no tensor named '%s' (the file has %d tensors); the checkpoint is for a different "
-                "model or was saved with other names", f->path, name, f->n);
+        tr_errf(err, errlen,
+                "%s: no tensor named '%s' (the file has %d tensors); the checkpoint is for a different "
+                "model or was saved with other names",
+                f->path, name, f->n);
     return t;
 }
 

@@ -11,8 +11,8 @@ typedef struct st_dtype_info {
 
 /* Indexed by st_dtype. */
 static const st_dtype_info ST_DTYPES[ST_NUM_DTYPES] = {
-    {ST_F32, "F32", 4}, {ST_BF16, "BF16", 2}, {ST_F16, "F16", 2}, {ST_F64, "F64", 8},
-    {ST_I32, "I32", 4}, {ST_I64, "I64", 8},   {ST_U8, "U8", 1},   {ST_I8, "I8", 1},
+    {ST_F32, "F32", 4}, {ST_BF16, "BF16", 2}, {ST_F16, "F16", 2},   {ST_F64, "F64", 8},
+    {ST_I32, "I32", 4}, {ST_I64, "I64", 8},   {ST_U8, "U8", 1},     {ST_I8, "I8", 1},
     {ST_I16, "I16", 2}, {ST_U16, "U16", 2},   {ST_BOOL, "BOOL", 1},
 };
 

@@ -44,8 +44,10 @@ static char *slurp(const char *path, size_t *len_out, char *err, size_t errlen) 
     for (;;) {
         if (len == cap) {
             if (cap >= ST_MAX_INDEX_BYTES) {
-                tr_errf(err, errlen, "%s: larger than %u bytes, too big for a safetensors index; is it the right "
-                        "file?", path, ST_MAX_INDEX_BYTES);
+                tr_errf(err, errlen,
+                        "%s: larger than %u bytes, too big for a safetensors index; is it the right "
+                        "file?",
+                        path, ST_MAX_INDEX_BYTES);
                 goto fail;
             }
             cap = cap ? cap * 2 : 65536;
@@ -77,8 +79,10 @@ fail:
 /* A shard name from the index must stay inside the model directory. */
 static int check_shard_name(const char *index_path, const char *tensor, const char *file, char *err, size_t errlen) {
     if (!file[0] || strchr(file, '/') || strchr(file, '\\') || strstr(file, ".."))
-        return tr_errf(err, errlen, "%s: weight_map puts '%s' in \"%s\", which is not a plain file name in the model "
-                       "directory (no '/', '\\' or '..' allowed); fix the index", index_path, tensor, file);
+        return tr_errf(err, errlen,
+                       "%s: weight_map puts '%s' in \"%s\", which is not a plain file name in the model "
+                       "directory (no '/', '\\' or '..' allowed); fix the index",
+                       index_path, tensor, file);
     return 0;
 }
 
@@ -86,8 +90,10 @@ static int add_file(st_model *m, const char *dir, const char *name, char *err, s
     char path[1024];
     if (join(path, sizeof path, dir, name, err, errlen) != 0) return -1;
     if (!is_file(path))
-        return tr_errf(err, errlen, "%s: shard named by %s/" ST_INDEX_NAME " does not exist; the download is "
-                       "incomplete, fetch the missing shard", path, dir);
+        return tr_errf(err, errlen,
+                       "%s: shard named by %s/" ST_INDEX_NAME " does not exist; the download is "
+                       "incomplete, fetch the missing shard",
+                       path, dir);
     st_file *nf = realloc(m->files, ((size_t)m->nfiles + 1) * sizeof *nf);
     if (!nf) return tr_errf(err, errlen, "%s: out of memory", path);
     m->files = nf;
@@ -130,16 +136,18 @@ static int open_sharded(st_model *m, const char *dir, const char *index_path, ch
     }
     const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (!cJSON_IsObject(root) || !cJSON_IsObject(wm)) {
-        rc = tr_errf(err, errlen, "%s: expected {\"metadata\": {...}, \"weight_map\": {tensor: shard file}}; "
-                     "\"weight_map\" is %s", index_path, wm ? "not an object" : "missing");
+        rc = tr_errf(err, errlen,
+                     "%s: expected {\"metadata\": {...}, \"weight_map\": {tensor: shard file}}; "
+                     "\"weight_map\" is %s",
+                     index_path, wm ? "not an object" : "missing");
         goto out;
     }
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
     const cJSON *total = cJSON_IsObject(meta) ? cJSON_GetObjectItemCaseSensitive(meta, "total_size") : NULL;
     if ((meta && !cJSON_IsObject(meta) && !cJSON_IsNull(meta)) ||
         (total && !cJSON_IsNull(total) && (!cJSON_IsNumber(total) || total->valuedouble < 0))) {
-        rc = tr_errf(err, errlen, "%s: \"metadata\" must be an object whose \"total_size\" is a byte count",
-                     index_path);
+        rc =
+            tr_errf(err, errlen, "%s: \"metadata\" must be an object whose \"total_size\" is a byte count", index_path);
         goto out;
     }
     /* shards in order of first mention; the map sorted by name, so that checks stay n log n even
@@ -152,8 +160,8 @@ static int open_sharded(st_model *m, const char *dir, const char *index_path, ch
     }
     for (const cJSON *c = wm->child; c; c = c->next, k++) {
         if (!cJSON_IsString(c)) {
-            rc = tr_errf(err, errlen, "%s: weight_map entry '%s' is not a file name string; fix the index",
-                         index_path, c->string);
+            rc = tr_errf(err, errlen, "%s: weight_map entry '%s' is not a file name string; fix the index", index_path,
+                         c->string);
             goto out;
         }
         if ((rc = check_shard_name(index_path, c->string, c->valuestring, err, errlen)) != 0) goto out;
@@ -171,9 +179,10 @@ static int open_sharded(st_model *m, const char *dir, const char *index_path, ch
             goto out;
         }
         if (!st_find(&m->files[map[k].file], map[k].name)) {
-            rc = tr_errf(err, errlen, "%s: weight_map says '%s' is in %s, but that shard has no such tensor; the index "
-                         "and shards come from different exports, re-download them together", index_path, map[k].name,
-                         map[k].shard);
+            rc = tr_errf(err, errlen,
+                         "%s: weight_map says '%s' is in %s, but that shard has no such tensor; the index "
+                         "and shards come from different exports, re-download them together",
+                         index_path, map[k].name, map[k].shard);
             goto out;
         }
     }
@@ -183,9 +192,10 @@ static int open_sharded(st_model *m, const char *dir, const char *index_path, ch
             map_entry key = {f->tensors[i].name, NULL, 0};
             const map_entry *where = bsearch(&key, map, (size_t)n, sizeof *map, cmp_map_entry);
             if (!where || where->file != fi) {
-                rc = tr_errf(err, errlen, "%s: holds tensor '%s', which %s does not assign to it (%s); the index and "
-                             "shards come from different exports, re-download them together", f->path,
-                             f->tensors[i].name, index_path, where ? where->shard : "not listed at all");
+                rc = tr_errf(err, errlen,
+                             "%s: holds tensor '%s', which %s does not assign to it (%s); the index and "
+                             "shards come from different exports, re-download them together",
+                             f->path, f->tensors[i].name, index_path, where ? where->shard : "not listed at all");
                 goto out;
             }
         }
@@ -218,9 +228,8 @@ static int build_entries(st_model *m, char *err, size_t errlen) {
     qsort(m->entries, (size_t)m->n, sizeof *m->entries, cmp_entry);
     for (int i = 1; i < m->n; i++)
         if (strcmp(m->entries[i].name, m->entries[i - 1].name) == 0)
-            return tr_errf(err, errlen, "tensor '%s' is in both %s and %s; remove the stale shard",
-                           m->entries[i].name, m->files[m->entries[i - 1].file].path,
-                           m->files[m->entries[i].file].path);
+            return tr_errf(err, errlen, "tensor '%s' is in both %s and %s; remove the stale shard", m->entries[i].name,
+                           m->files[m->entries[i - 1].file].path, m->files[m->entries[i].file].path);
     return 0;
 }
 
@@ -232,13 +241,13 @@ int st_model_open(st_model *m, const char *dir, char *err, size_t errlen) {
         return -1;
     int rc;
     /* transformers prefers the single file when both are present; so do we */
-    if (is_file(single))
-        rc = add_file(m, dir, ST_SINGLE_NAME, err, errlen);
-    else if (is_file(index))
-        rc = open_sharded(m, dir, index, err, errlen);
+    if (is_file(single)) rc = add_file(m, dir, ST_SINGLE_NAME, err, errlen);
+    else if (is_file(index)) rc = open_sharded(m, dir, index, err, errlen);
     else
-        rc = tr_errf(err, errlen, "%s: neither " ST_SINGLE_NAME " nor " ST_INDEX_NAME " is there; point at a Hugging "
-                     "Face model directory (the one holding config.json and the weights)", dir);
+        rc = tr_errf(err, errlen,
+                     "%s: neither " ST_SINGLE_NAME " nor " ST_INDEX_NAME " is there; point at a Hugging "
+                     "Face model directory (the one holding config.json and the weights)",
+                     dir);
     if (rc == 0) rc = build_entries(m, err, errlen);
     if (rc != 0) st_model_close(m);
     return rc;
@@ -259,10 +268,8 @@ static int entry_index(const st_model *m, const char *name) {
         int mid = lo + (hi - lo) / 2;
         int c = strcmp(name, m->entries[mid].name);
         if (c == 0) return mid;
-        if (c < 0)
-            hi = mid - 1;
-        else
-            lo = mid + 1;
+        if (c < 0) hi = mid - 1;
+        else lo = mid + 1;
     }
     return -1;
 }
@@ -277,9 +284,10 @@ const st_tensor *st_model_find(const st_model *m, const char *name, const st_fil
 static int entry_or_err(const st_model *m, const char *name, char *err, size_t errlen) {
     int i = entry_index(m, name);
     if (i < 0)
-        tr_errf(err, errlen, "model has no tensor named '%s' (%d tensors in %d file%s, first %s); the checkpoint is "
-                "for a different model or was saved with other names", name, m->n, m->nfiles,
-                m->nfiles == 1 ? "" : "s", m->nfiles ? m->files[0].path : "none");
+        tr_errf(err, errlen,
+                "model has no tensor named '%s' (%d tensors in %d file%s, first %s); the checkpoint is "
+                "for a different model or was saved with other names",
+                name, m->n, m->nfiles, m->nfiles == 1 ? "" : "s", m->nfiles ? m->files[0].path : "none");
     return i;
 }
 

@@ -39,8 +39,10 @@ static int unique_member(const cJSON *obj, const char *key, const cJSON **out, c
     for (const cJSON *c = obj->child; c; c = c->next) {
         if (c->string && strcmp(c->string, key) == 0) {
             if (found)
-                return tr_errf(err, errlen, "%s: tensor '%s': key \"%s\" appears twice in its header entry; "
-                               "the file is corrupt, re-export it", path, tname, key);
+                return tr_errf(err, errlen,
+                               "%s: tensor '%s': key \"%s\" appears twice in its header entry; "
+                               "the file is corrupt, re-export it",
+                               path, tname, key);
             found = c;
         }
     }
@@ -52,16 +54,20 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 
 static int parse_metadata(st_file *f, const cJSON *meta, const char *path, char *err, size_t errlen) {
     if (!cJSON_IsObject(meta))
-        return tr_errf(err, errlen, "%s: \"__metadata__\" must be a JSON object mapping strings to strings "
-                       "(e.g. {\"format\": \"pt\"}); the header is malformed", path);
+        return tr_errf(err, errlen,
+                       "%s: \"__metadata__\" must be a JSON object mapping strings to strings "
+                       "(e.g. {\"format\": \"pt\"}); the header is malformed",
+                       path);
     int n = cJSON_GetArraySize(meta);
     f->metadata_keys = calloc((size_t)n + 1, sizeof(char *));
     f->metadata_values = calloc((size_t)n + 1, sizeof(char *));
     if (!f->metadata_keys || !f->metadata_values) return tr_errf(err, errlen, "%s: out of memory", path);
     for (const cJSON *c = meta->child; c; c = c->next) {
         if (!cJSON_IsString(c))
-            return tr_errf(err, errlen, "%s: \"__metadata__\" entry \"%s\" is not a string; safetensors metadata "
-                           "is a string->string map (write numbers as strings)", path, c->string ? c->string : "");
+            return tr_errf(err, errlen,
+                           "%s: \"__metadata__\" entry \"%s\" is not a string; safetensors metadata "
+                           "is a string->string map (write numbers as strings)",
+                           path, c->string ? c->string : "");
         f->metadata_keys[f->n_metadata] = strdup(c->string);
         f->metadata_values[f->n_metadata] = strdup(c->valuestring);
         f->n_metadata++;
@@ -88,14 +94,16 @@ static int parse_shape(st_tensor *t, const cJSON *shape, const char *path, char 
                        path, t->name);
     int ndim = cJSON_GetArraySize(shape);
     if (ndim > ST_MAX_DIMS)
-        return tr_errf(err, errlen, "%s: tensor '%s': shape has %d dimensions; twinrun reads at most %d",
-                       path, t->name, ndim, ST_MAX_DIMS);
+        return tr_errf(err, errlen, "%s: tensor '%s': shape has %d dimensions; twinrun reads at most %d", path, t->name,
+                       ndim, ST_MAX_DIMS);
     int i = 0;
     for (const cJSON *d = shape->child; d; d = d->next, i++) {
         uint64_t v;
         if (json_uint(d, &v) != 0)
-            return tr_errf(err, errlen, "%s: tensor '%s': shape dimension %d is not a non-negative integer "
-                           "(below 2^53); the header is corrupt", path, t->name, i);
+            return tr_errf(err, errlen,
+                           "%s: tensor '%s': shape dimension %d is not a non-negative integer "
+                           "(below 2^53); the header is corrupt",
+                           path, t->name, i);
         t->shape[i] = (int64_t)v;
     }
     t->ndim = ndim;
@@ -106,11 +114,15 @@ static int parse_offsets(st_tensor *t, const cJSON *offs, const char *path, char
     uint64_t b, e;
     if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || json_uint(offs->child, &b) != 0 ||
         json_uint(offs->child->next, &e) != 0)
-        return tr_errf(err, errlen, "%s: tensor '%s': \"data_offsets\" must be two non-negative integers "
-                       "[begin, end]; the header is corrupt", path, t->name);
+        return tr_errf(err, errlen,
+                       "%s: tensor '%s': \"data_offsets\" must be two non-negative integers "
+                       "[begin, end]; the header is corrupt",
+                       path, t->name);
     if (b > e)
-        return tr_errf(err, errlen, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] end before they "
-                       "begin; the header is corrupt", path, t->name, b, e);
+        return tr_errf(err, errlen,
+                       "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] end before they "
+                       "begin; the header is corrupt",
+                       path, t->name, b, e);
     t->begin = b;
     t->end = e;
     return 0;
@@ -124,17 +136,20 @@ static int check_byte_size(const st_tensor *t, const char *path, char *err, size
         uint64_t d = (uint64_t)t->shape[i];
         if (d != 0 && bytes > UINT64_MAX / d) {
             st_format_shape(shp, sizeof shp, t->shape, t->ndim);
-            return tr_errf(err, errlen, "%s: tensor '%s': shape %s of %s overflows a 64-bit byte count; "
-                           "the header is corrupt", path, t->name, shp, st_dtype_name(t->dtype));
+            return tr_errf(err, errlen,
+                           "%s: tensor '%s': shape %s of %s overflows a 64-bit byte count; "
+                           "the header is corrupt",
+                           path, t->name, shp, st_dtype_name(t->dtype));
         }
         bytes *= d;
     }
     if (t->end - t->begin != bytes) {
         st_format_shape(shp, sizeof shp, t->shape, t->ndim);
-        return tr_errf(err, errlen, "%s: tensor '%s': shape %s of %s needs %" PRIu64 " bytes but data_offsets "
+        return tr_errf(err, errlen,
+                       "%s: tensor '%s': shape %s of %s needs %" PRIu64 " bytes but data_offsets "
                        "[%" PRIu64 ", %" PRIu64 "] span %" PRIu64 "; the header and data disagree, re-export the "
-                       "file", path, t->name, shp, st_dtype_name(t->dtype), bytes, t->begin, t->end,
-                       t->end - t->begin);
+                       "file",
+                       path, t->name, shp, st_dtype_name(t->dtype), bytes, t->begin, t->end, t->end - t->begin);
     }
     return 0;
 }
@@ -143,8 +158,10 @@ static int parse_tensor(st_tensor *t, const cJSON *entry, const char *path, char
     t->name = strdup(entry->string ? entry->string : "");
     if (!t->name) return tr_errf(err, errlen, "%s: out of memory", path);
     if (!cJSON_IsObject(entry))
-        return tr_errf(err, errlen, "%s: tensor '%s': header entry is not a JSON object "
-                       "{\"dtype\", \"shape\", \"data_offsets\"}", path, t->name);
+        return tr_errf(err, errlen,
+                       "%s: tensor '%s': header entry is not a JSON object "
+                       "{\"dtype\", \"shape\", \"data_offsets\"}",
+                       path, t->name);
     const cJSON *dtype = NULL, *shape = NULL, *offs = NULL;
     if (unique_member(entry, "dtype", &dtype, path, t->name, err, errlen) ||
         unique_member(entry, "shape", &shape, path, t->name, err, errlen) ||
@@ -152,13 +169,16 @@ static int parse_tensor(st_tensor *t, const cJSON *entry, const char *path, char
         return -1;
     const char *missing = !dtype ? "dtype" : !shape ? "shape" : !offs ? "data_offsets" : NULL;
     if (missing)
-        return tr_errf(err, errlen, "%s: tensor '%s': header entry has no \"%s\"; every tensor needs dtype, shape "
-                       "and data_offsets", path, t->name, missing);
+        return tr_errf(err, errlen,
+                       "%s: tensor '%s': header entry has no \"%s\"; every tensor needs dtype, shape "
+                       "and data_offsets",
+                       path, t->name, missing);
     if (!cJSON_IsString(dtype))
-        return tr_errf(err, errlen, "%s: tensor '%s': \"dtype\" must be a string such as \"F32\" or \"BF16\"",
-                       path, t->name);
+        return tr_errf(err, errlen, "%s: tensor '%s': \"dtype\" must be a string such as \"F32\" or \"BF16\"", path,
+                       t->name);
     if (st_dtype_parse(dtype->valuestring, &t->dtype) != 0)
-        return tr_errf(err, errlen, "%s: tensor '%s': dtype \"%.32s\" is not one twinrun reads (F32, BF16, F16, "
+        return tr_errf(err, errlen,
+                       "%s: tensor '%s': dtype \"%.32s\" is not one twinrun reads (F32, BF16, F16, "
                        "F64, I32, I64, U8, I8, I16, U16, BOOL); convert the checkpoint, e.g. to BF16 or F32",
                        path, t->name, dtype->valuestring);
     if (parse_shape(t, shape, path, err, errlen) || parse_offsets(t, offs, path, err, errlen)) return -1;
@@ -182,25 +202,31 @@ static int check_layout(const st_file *f, const char *path, char *err, size_t er
     for (int i = 0; i < f->n; i++) {
         const st_tensor *t = &f->tensors[i];
         if (t->end > f->data_len)
-            return tr_errf(err, errlen, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] run past the end "
+            return tr_errf(err, errlen,
+                           "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] run past the end "
                            "of the data section (%" PRIu64 " bytes): the file is truncated, copy or download it "
-                           "again", path, t->name, t->begin, t->end, f->data_len);
+                           "again",
+                           path, t->name, t->begin, t->end, f->data_len);
     }
     uint64_t expect = 0;
     for (int i = 0; i < f->n; i++) {
         const st_tensor *t = &f->tensors[i];
         if (t->begin < expect)
-            return tr_errf(err, errlen, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] overlap tensor "
-                           "'%s' (which ends at %" PRIu64 "); the header is corrupt", path, t->name, t->begin,
-                           t->end, f->tensors[i - 1].name, expect);
+            return tr_errf(err, errlen,
+                           "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] overlap tensor "
+                           "'%s' (which ends at %" PRIu64 "); the header is corrupt",
+                           path, t->name, t->begin, t->end, f->tensors[i - 1].name, expect);
         if (t->begin > expect)
-            return tr_errf(err, errlen, "%s: tensor '%s': data_offsets begin at %" PRIu64 " but the previous tensor "
+            return tr_errf(err, errlen,
+                           "%s: tensor '%s': data_offsets begin at %" PRIu64 " but the previous tensor "
                            "ends at %" PRIu64 ": a gap of %" PRIu64 " unused bytes; safetensors tensors must be "
-                           "contiguous, re-export the file", path, t->name, t->begin, expect, t->begin - expect);
+                           "contiguous, re-export the file",
+                           path, t->name, t->begin, expect, t->begin - expect);
         expect = t->end;
     }
     if (expect != f->data_len)
-        return tr_errf(err, errlen, "%s: %" PRIu64 " trailing bytes after the last tensor (tensors end at %" PRIu64
+        return tr_errf(err, errlen,
+                       "%s: %" PRIu64 " trailing bytes after the last tensor (tensors end at %" PRIu64
                        ", data section is %" PRIu64 " bytes); the file was appended to or the header is wrong",
                        path, f->data_len - expect, expect, f->data_len);
     return 0;
@@ -219,8 +245,10 @@ static int check_unique_names(st_file *f, const char *path, char *err, size_t er
     for (int i = 0; i < f->n; i++) {
         f->by_name[i] = (int)(order[i] - f->tensors);
         if (i > 0 && strcmp(order[i]->name, order[i - 1]->name) == 0 && rc == 0)
-            rc = tr_errf(err, errlen, "%s: tensor '%s' appears twice in the header; the file is corrupt, re-export "
-                         "it", path, order[i]->name);
+            rc = tr_errf(err, errlen,
+                         "%s: tensor '%s' appears twice in the header; the file is corrupt, re-export "
+                         "it",
+                         path, order[i]->name);
     }
     free(order);
     return rc;
@@ -230,23 +258,25 @@ static int check_unique_names(st_file *f, const char *path, char *err, size_t er
 static void line_col(const char *s, size_t off, size_t *line, size_t *col) {
     *line = 1, *col = 1;
     for (size_t i = 0; i < off; i++) {
-        if (s[i] == '\n')
-            (*line)++, *col = 1;
-        else
-            (*col)++;
+        if (s[i] == '\n') (*line)++, *col = 1;
+        else (*col)++;
     }
 }
 
 static int parse_header(st_file *f, const char *hdr, size_t n, const char *path, char *err, size_t errlen) {
     size_t bad;
     if (!st_utf8_valid((const uint8_t *)hdr, n, &bad))
-        return tr_errf(err, errlen, "%s: header byte %zu is not valid UTF-8; this is not a safetensors file or it "
-                       "is corrupt", path, bad);
+        return tr_errf(err, errlen,
+                       "%s: header byte %zu is not valid UTF-8; this is not a safetensors file or it "
+                       "is corrupt",
+                       path, bad);
     size_t first = 0;
     while (first < n && strchr(" \t\r\n", hdr[first]) && hdr[first]) first++;
     if (first == n || hdr[first] != '{')
-        return tr_errf(err, errlen, "%s: header is not a JSON object (it starts with '%c' at byte %zu, expected '{'); "
-                       "this is not a safetensors file", path, first < n && hdr[first] >= 32 ? hdr[first] : '?', first);
+        return tr_errf(err, errlen,
+                       "%s: header is not a JSON object (it starts with '%c' at byte %zu, expected '{'); "
+                       "this is not a safetensors file",
+                       path, first < n && hdr[first] >= 32 ? hdr[first] : '?', first);
     /* cJSON needs no terminator with a length, but a terminated copy keeps every read in bounds
      * whatever the library version. */
     char *copy = malloc(n + 1);
@@ -260,14 +290,18 @@ static int parse_header(st_file *f, const char *hdr, size_t n, const char *path,
         size_t off = end && end >= copy && end <= copy + n ? (size_t)(end - copy) : n;
         size_t line, col;
         line_col(copy, off, &line, &col);
-        rc = tr_errf(err, errlen, "%s: header JSON is malformed at byte %zu (line %zu, column %zu) near \"%.20s\"; "
-                     "the file is corrupt or not safetensors", path, off, line, col, copy + off);
+        rc = tr_errf(err, errlen,
+                     "%s: header JSON is malformed at byte %zu (line %zu, column %zu) near \"%.20s\"; "
+                     "the file is corrupt or not safetensors",
+                     path, off, line, col, copy + off);
         goto out;
     }
     for (size_t i = (size_t)(end - copy); i < n; i++) {
         if (!strchr(" \t\r\n", copy[i]) || copy[i] == '\0') {
-            rc = tr_errf(err, errlen, "%s: header has data after its JSON object at byte %zu (only space padding "
-                         "may follow); the header length is wrong or the header is corrupt", path, i);
+            rc = tr_errf(err, errlen,
+                         "%s: header has data after its JSON object at byte %zu (only space padding "
+                         "may follow); the header length is wrong or the header is corrupt",
+                         path, i);
             goto out;
         }
     }
@@ -311,18 +345,26 @@ static int parse_owned(st_file *f, const char *path, char *err, size_t errlen) {
     const uint8_t *buf = f->owned;
     size_t len = f->owned_len;
     if (len < 8)
-        return tr_errf(err, errlen, "%s: file is %zu bytes, shorter than the 8-byte header length that starts every "
-                       "safetensors file; it is truncated or not safetensors", path, len);
+        return tr_errf(err, errlen,
+                       "%s: file is %zu bytes, shorter than the 8-byte header length that starts every "
+                       "safetensors file; it is truncated or not safetensors",
+                       path, len);
     uint64_t n = st_load_le(buf, 8);
     if (n == 0)
-        return tr_errf(err, errlen, "%s: header length is 0; a safetensors header is at least \"{}\", so the file is "
-                       "corrupt or not safetensors", path);
+        return tr_errf(err, errlen,
+                       "%s: header length is 0; a safetensors header is at least \"{}\", so the file is "
+                       "corrupt or not safetensors",
+                       path);
     if (n > ST_MAX_HEADER_LEN)
-        return tr_errf(err, errlen, "%s: header length %" PRIu64 " exceeds the 100,000,000-byte limit of safetensors "
-                       "readers; the file is corrupt or not safetensors", path, n);
+        return tr_errf(err, errlen,
+                       "%s: header length %" PRIu64 " exceeds the 100,000,000-byte limit of safetensors "
+                       "readers; the file is corrupt or not safetensors",
+                       path, n);
     if (n > len - 8)
-        return tr_errf(err, errlen, "%s: header length %" PRIu64 " runs past the end of the %zu-byte file; it is "
-                       "truncated, copy or download it again", path, n, len);
+        return tr_errf(err, errlen,
+                       "%s: header length %" PRIu64 " runs past the end of the %zu-byte file; it is "
+                       "truncated, copy or download it again",
+                       path, n, len);
     f->data = buf + 8 + n;
     f->data_len = (uint64_t)(len - 8 - n);
     return parse_header(f, (const char *)buf + 8, (size_t)n, path, err, errlen);
@@ -379,8 +421,7 @@ int st_open(st_file *f, const char *path, char *err, size_t errlen) {
                        sizeof f->path - 1);
     set_path(f, path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return tr_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return tr_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
@@ -389,8 +430,8 @@ int st_open(st_file *f, const char *path, char *err, size_t errlen) {
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return tr_errf(err, errlen, "%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory, expected a .safetensors file"
-                                                                        : "is not a regular file");
+        return tr_errf(err, errlen, "%s: %s", path,
+                       S_ISDIR(st.st_mode) ? "is a directory, expected a .safetensors file" : "is not a regular file");
     }
     size_t size = (size_t)st.st_size;
     uint8_t *buf = NULL;
@@ -426,10 +467,8 @@ void st_close(st_file *f) {
     }
     free(f->metadata_keys);
     free(f->metadata_values);
-    if (f->mapped)
-        munmap(f->owned, f->owned_len);
-    else
-        free(f->owned);
+    if (f->mapped) munmap(f->owned, f->owned_len);
+    else free(f->owned);
     memset(f, 0, sizeof *f);
 }
 
@@ -441,10 +480,8 @@ const st_tensor *st_find(const st_file *f, const char *name) {
         const st_tensor *t = &f->tensors[f->by_name[mid]];
         int c = strcmp(name, t->name);
         if (c == 0) return t;
-        if (c < 0)
-            hi = mid - 1;
-        else
-            lo = mid + 1;
+        if (c < 0) hi = mid - 1;
+        else lo = mid + 1;
     }
     return NULL;
 }

@@ -44,12 +44,9 @@ void st_format_shape(char *buf, size_t buflen, const int64_t *shape, int ndim) {
     buf[0] = '\0';
     for (int i = -1; i <= ndim; i++) {
         char piece[32];
-        if (i == -1)
-            snprintf(piece, sizeof piece, "[");
-        else if (i == ndim)
-            snprintf(piece, sizeof piece, "]");
-        else
-            snprintf(piece, sizeof piece, "%s%" PRId64, i ? ", " : "", shape[i]);
+        if (i == -1) snprintf(piece, sizeof piece, "[");
+        else if (i == ndim) snprintf(piece, sizeof piece, "]");
+        else snprintf(piece, sizeof piece, "%s%" PRId64, i ? ", " : "", shape[i]);
         size_t n = strlen(piece);
         if (used + n + 4 > buflen) { /* keep room for "..." */
             snprintf(buf + used, buflen - used, "...");

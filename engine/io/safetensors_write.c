@@ -96,10 +96,13 @@ uint64_t st_writer_data_bytes(const st_writer *w) { return w->total; }
 int st_writer_add(st_writer *w, const char *name, st_dtype dtype, const int64_t *shape, int ndim, const void *data,
                   char *err, size_t errlen) {
     if (!name || !name[0] || !st_utf8_valid((const uint8_t *)name, strlen(name), NULL))
-        return tr_errf(err, errlen, "safetensors writer: tensor name '%s' is empty or not UTF-8; give it a "
-                       "Hugging Face name such as model.norm.weight", name ? name : "(null)");
+        return tr_errf(err, errlen,
+                       "safetensors writer: tensor name '%s' is empty or not UTF-8; give it a "
+                       "Hugging Face name such as model.norm.weight",
+                       name ? name : "(null)");
     if (strcmp(name, "__metadata__") == 0)
-        return tr_errf(err, errlen, "safetensors writer: '__metadata__' is reserved for the header's metadata map "
+        return tr_errf(err, errlen,
+                       "safetensors writer: '__metadata__' is reserved for the header's metadata map "
                        "and cannot name a tensor");
     size_t item_size = st_dtype_size(dtype);
     if (item_size == 0)
@@ -111,14 +114,13 @@ int st_writer_add(st_writer *w, const char *name, st_dtype dtype, const int64_t 
     uint64_t bytes = item_size;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
-            return tr_errf(err, errlen, "safetensors writer: tensor '%s': dimension %d is %" PRId64 ", negative",
-                           name, i, shape[i]);
+            return tr_errf(err, errlen, "safetensors writer: tensor '%s': dimension %d is %" PRId64 ", negative", name,
+                           i, shape[i]);
         if (shape[i] != 0 && bytes > (uint64_t)SIZE_MAX / (uint64_t)shape[i])
             return tr_errf(err, errlen, "safetensors writer: tensor '%s': its size overflows", name);
         bytes *= (uint64_t)shape[i];
     }
-    if (bytes && !data)
-        return tr_errf(err, errlen, "safetensors writer: tensor '%s': data is NULL", name);
+    if (bytes && !data) return tr_errf(err, errlen, "safetensors writer: tensor '%s': data is NULL", name);
     for (int i = 0; i < w->n; i++)
         if (strcmp(w->items[i].name, name) == 0)
             return tr_errf(err, errlen, "safetensors writer: tensor '%s' was already added; names must be unique",
@@ -137,8 +139,7 @@ int st_writer_add(st_writer *w, const char *name, st_dtype dtype, const int64_t 
     if (!it->name || !it->data) {
         free(it->name);
         free(it->data);
-        return tr_errf(err, errlen, "safetensors writer: out of memory copying '%s' (%" PRIu64 " bytes)", name,
-                       bytes);
+        return tr_errf(err, errlen, "safetensors writer: out of memory copying '%s' (%" PRIu64 " bytes)", name, bytes);
     }
     if (bytes) memcpy(it->data, data, (size_t)bytes);
     it->dtype = dtype;
@@ -176,8 +177,10 @@ static int build_header(const st_writer *w, st_text *t, const char *path, char *
     while (!t->oom && t->len % 8 != 0) text_str(t, " ");
     if (t->oom) return tr_errf(err, errlen, "%s: out of memory building the header", path);
     if (t->len > ST_MAX_HEADER_LEN)
-        return tr_errf(err, errlen, "%s: header would be %zu bytes, over the 100,000,000-byte limit readers accept; "
-                       "split the tensors across shards", path, t->len);
+        return tr_errf(err, errlen,
+                       "%s: header would be %zu bytes, over the 100,000,000-byte limit readers accept; "
+                       "split the tensors across shards",
+                       path, t->len);
     return 0;
 }
 
@@ -197,12 +200,9 @@ static int write_all(int fd, const void *buf, size_t n, const char *path, char *
 static int sync_parent_dir(const char *path, char *err, size_t errlen) {
     char dir[1024];
     const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return tr_errf(err, errlen, "%s: cannot open its directory to sync it: %s", path, strerror(errno));
     int rc = fsync(fd);

@@ -18,7 +18,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum tr_launcher { TR_LAUNCHER_NONE = 0, TR_LAUNCHER_PLAIN, TR_LAUNCHER_TORCHRUN, TR_LAUNCHER_OMPI } tr_launcher;
+typedef enum tr_launcher {
+    TR_LAUNCHER_NONE = 0,
+    TR_LAUNCHER_PLAIN,
+    TR_LAUNCHER_TORCHRUN,
+    TR_LAUNCHER_OMPI
+} tr_launcher;
 
 #define TR_DEFAULT_MASTER_PORT 29500 /* torchrun's */
 

@@ -14,9 +14,9 @@
 
 typedef struct tr_sha256 {
     uint32_t h[8];
-    uint64_t bytes;      /* message length so far */
+    uint64_t bytes; /* message length so far */
     unsigned char block[64];
-    size_t fill;         /* bytes waiting in block */
+    size_t fill; /* bytes waiting in block */
 } tr_sha256;
 
 void tr_sha256_init(tr_sha256 *s);

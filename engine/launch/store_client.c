@@ -77,11 +77,14 @@ static int dial(const char *host, int port, double deadline, double timeout_s, c
                     return fd;
                 }
                 if (errno == ECONNREFUSED)
-                    snprintf(last, sizeof last, "connection refused: nothing listens on %s:%d yet (has rank 0 started? "
-                             "is MASTER_PORT the same for every rank?)", host, port);
+                    snprintf(last, sizeof last,
+                             "connection refused: nothing listens on %s:%d yet (has rank 0 started? "
+                             "is MASTER_PORT the same for every rank?)",
+                             host, port);
                 else
-                    snprintf(last, sizeof last, "%s (is %s reachable from this node, and port %d open in its firewall?)",
-                             strerror(errno), host, port);
+                    snprintf(last, sizeof last,
+                             "%s (is %s reachable from this node, and port %d open in its firewall?)", strerror(errno),
+                             host, port);
             }
             freeaddrinfo(res);
         }
@@ -152,11 +155,15 @@ static int greeting(int fd, const char *host, int port, double deadline, double 
     unsigned char hello[TR_STORE_GREETING];
     const int r = read_exact(fd, hello, sizeof hello, deadline);
     if (r == 0)
-        return tr_errf(err, errlen, "rendezvous: %s:%d accepted the connection but sent no twinrun greeting within "
-                                    "%.0f s (is MASTER_PORT used by another service?)", host, port, timeout_s);
+        return tr_errf(err, errlen,
+                       "rendezvous: %s:%d accepted the connection but sent no twinrun greeting within "
+                       "%.0f s (is MASTER_PORT used by another service?)",
+                       host, port, timeout_s);
     if (r < 0) {
-        tr_errf(err, errlen, "rendezvous: %s:%d kept closing the connection before greeting until the deadline (a "
-                             "server at its connection limit, or not a twinrun rendezvous)", host, port);
+        tr_errf(err, errlen,
+                "rendezvous: %s:%d kept closing the connection before greeting until the deadline (a "
+                "server at its connection limit, or not a twinrun rendezvous)",
+                host, port);
         return -2;
     }
     char why[256];
@@ -172,9 +179,10 @@ static int request(const tr_store_conf *c, char op, const char *key, const void 
     const int port = c->port;
     if (!host || !*host) return tr_errf(err, errlen, "rendezvous: no MASTER_ADDR to reach the store at");
     if (!storable(key, len))
-        return tr_errf(err, errlen, "rendezvous: key '%.80s' or its %zu-byte value is not storable (keys: 1..%d "
-                                    "printable characters, values: at most %d bytes)", key ? key : "", len,
-                       TR_STORE_MAX_KEY, TR_STORE_MAX_VALUE);
+        return tr_errf(err, errlen,
+                       "rendezvous: key '%.80s' or its %zu-byte value is not storable (keys: 1..%d "
+                       "printable characters, values: at most %d bytes)",
+                       key ? key : "", len, TR_STORE_MAX_KEY, TR_STORE_MAX_VALUE);
     const double deadline = now() + timeout_s;
     tr_store_auth auth = {.token = c->token, .token_len = c->token_len};
     int fd = -1;
@@ -203,18 +211,19 @@ static int request(const tr_store_conf *c, char op, const char *key, const void 
     unsigned char st = 0, head[4];
     if (!rc) rc = read_exact(fd, &st, 1, deadline) == 1 ? 0 : -2;
     if (rc == -2 && ms_until(deadline) == 0)
-        rc = tr_errf(err, errlen, "rendezvous: waited %.0f s for '%s' at %s:%d: the communicator's rank 0 never "
+        rc = tr_errf(err, errlen,
+                     "rendezvous: waited %.0f s for '%s' at %s:%d: the communicator's rank 0 never "
                      "published it (did every rank start? do all use the same MASTER_ADDR/MASTER_PORT?)",
                      timeout_s, key, host, port);
     else if (rc)
         rc = tr_errf(err, errlen, "rendezvous: %s:%d closed the connection (did rank 0's process exit?)", host, port);
-    else if (st == 'K' && op == 'S')
-        rc = 0;
+    else if (st == 'K' && op == 'S') rc = 0;
     else if (st == 'V' && op == 'G') {
-        if (read_exact(fd, head, 4, deadline) != 1) rc = tr_errf(err, errlen, "rendezvous: truncated reply from %s:%d", host, port);
+        if (read_exact(fd, head, 4, deadline) != 1)
+            rc = tr_errf(err, errlen, "rendezvous: truncated reply from %s:%d", host, port);
         else if (le(head, 4) != out_len)
-            rc = tr_errf(err, errlen, "rendezvous: '%s' holds %u bytes, expected %zu (ranks of different builds?)",
-                         key, le(head, 4), out_len);
+            rc = tr_errf(err, errlen, "rendezvous: '%s' holds %u bytes, expected %zu (ranks of different builds?)", key,
+                         le(head, 4), out_len);
         else if (read_exact(fd, out, out_len, deadline) != 1)
             rc = tr_errf(err, errlen, "rendezvous: truncated reply from %s:%d", host, port);
     } else if (st == 'E') {
@@ -223,8 +232,10 @@ static int request(const tr_store_conf *c, char op, const char *key, const void 
         if (m && m < sizeof msg && read_exact(fd, msg, m, deadline) == 1) msg[m] = '\0';
         rc = tr_errf(err, errlen, "rendezvous: %s:%d refused the request: %s", host, port, msg);
     } else {
-        rc = tr_errf(err, errlen, "rendezvous: %s:%d answered something that is not a twinrun rendezvous (is "
-                     "MASTER_PORT used by another service?)", host, port);
+        rc = tr_errf(err, errlen,
+                     "rendezvous: %s:%d answered something that is not a twinrun rendezvous (is "
+                     "MASTER_PORT used by another service?)",
+                     host, port);
     }
     close(fd);
     return rc;

@@ -25,8 +25,10 @@ static int check_magic(const unsigned char *buf, size_t n, const char *who, char
     const size_t m = n < 4 ? n : 4;
     if (memcmp(buf, magic, m) == 0) return 0;
     if (n >= 4 && memcmp(buf, "TWS", 3) == 0)
-        return tr_errf(err, errlen, "%s speaks rendezvous version '%c', this build version '2': run the same twinrun "
-                                    "build on every node", who, buf[3] >= 0x20 && buf[3] < 0x7f ? buf[3] : '?');
+        return tr_errf(err, errlen,
+                       "%s speaks rendezvous version '%c', this build version '2': run the same twinrun "
+                       "build on every node",
+                       who, buf[3] >= 0x20 && buf[3] < 0x7f ? buf[3] : '?');
     return tr_errf(err, errlen, "%s is not a twinrun rendezvous (is another program using MASTER_PORT?)", who);
 }
 
@@ -55,22 +57,25 @@ int tr_store_parse_request(const unsigned char *buf, size_t n, const tr_store_au
     const char op = (char)buf[h];
     if (op != 'S' && op != 'G') return tr_errf(err, errlen, "unknown request '%c'", op >= 0x20 && op < 0x7f ? op : '?');
     const size_t klen = le(buf + h + 1, 2);
-    if (klen < 1 || klen > TR_STORE_MAX_KEY) return tr_errf(err, errlen, "key length %zu outside 1..%d", klen, TR_STORE_MAX_KEY);
+    if (klen < 1 || klen > TR_STORE_MAX_KEY)
+        return tr_errf(err, errlen, "key length %zu outside 1..%d", klen, TR_STORE_MAX_KEY);
     if (n < h + 3 + klen) return 0;
     if (!key_ok(buf + h + 3, klen)) return tr_errf(err, errlen, "key holds a character outside printable ASCII");
     size_t pos = h + 3 + klen, vlen = 0;
     if (op == 'S') {
         if (n < pos + 4) return 0;
         vlen = le(buf + pos, 4);
-        if (vlen > TR_STORE_MAX_VALUE) return tr_errf(err, errlen, "value of %zu bytes; at most %d", vlen, TR_STORE_MAX_VALUE);
+        if (vlen > TR_STORE_MAX_VALUE)
+            return tr_errf(err, errlen, "value of %zu bytes; at most %d", vlen, TR_STORE_MAX_VALUE);
         pos += 4;
         if (n < pos + vlen) return 0;
     }
     unsigned char mac[TR_STORE_MAC];
     mac_of(auth, buf + h, pos + vlen - h, mac);
     if (!tr_equal_ct(mac, buf + 4, TR_STORE_MAC))
-        return tr_errf(err, errlen, "authentication failed: the client does not hold this job's token (set the same "
-                                    "TWINRUN_STORE_TOKEN for every rank of the job)");
+        return tr_errf(err, errlen,
+                       "authentication failed: the client does not hold this job's token (set the same "
+                       "TWINRUN_STORE_TOKEN for every rank of the job)");
     req->op = op;
     memcpy(req->key, buf + h + 3, klen);
     req->key[klen] = '\0';
@@ -83,7 +88,8 @@ int tr_store_parse_request(const unsigned char *buf, size_t n, const tr_store_au
 size_t tr_store_encode_request(unsigned char *out, size_t cap, const tr_store_auth *auth, char op, const char *key,
                                const void *value, size_t value_len) {
     const size_t klen = strlen(key);
-    if (!key_ok((const unsigned char *)key, klen) || (op != 'S' && op != 'G') || value_len > TR_STORE_MAX_VALUE) return 0;
+    if (!key_ok((const unsigned char *)key, klen) || (op != 'S' && op != 'G') || value_len > TR_STORE_MAX_VALUE)
+        return 0;
     const size_t h = TR_STORE_HEAD;
     const size_t total = h + 3 + klen + (op == 'S' ? 4 + value_len : 0);
     if (total > cap) return 0;

@@ -36,7 +36,7 @@ typedef struct tr_store_auth {
 } tr_store_auth;
 
 typedef struct tr_store_req {
-    char op;                  /* 'S' or 'G' */
+    char op; /* 'S' or 'G' */
     char key[TR_STORE_MAX_KEY + 1];
     const unsigned char *value; /* into the parsed buffer (set only) */
     size_t value_len;

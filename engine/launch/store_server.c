@@ -344,14 +344,18 @@ static int listen_on(const struct sockaddr *a, socklen_t al) {
 
 static int listen_error(int e, const char *where, int port, char *err, size_t errlen) {
     if (e == EADDRINUSE)
-        return tr_errf(err, errlen, "rendezvous: MASTER_PORT %d is already in use on this host (another job, or a "
-                                    "previous run still exiting): choose another MASTER_PORT for every rank", port);
+        return tr_errf(err, errlen,
+                       "rendezvous: MASTER_PORT %d is already in use on this host (another job, or a "
+                       "previous run still exiting): choose another MASTER_PORT for every rank",
+                       port);
     if (e == EACCES)
         return tr_errf(err, errlen, "rendezvous: not allowed to listen on port %d: use a MASTER_PORT above 1023", port);
     if (e == EADDRNOTAVAIL)
-        return tr_errf(err, errlen, "rendezvous: '%s' is not an address of this host, so rank 0 cannot listen there: "
-                                    "run rank 0 on MASTER_ADDR's node, or set TWINRUN_STORE_BIND to this host's "
-                                    "address on the network the other nodes reach", where);
+        return tr_errf(err, errlen,
+                       "rendezvous: '%s' is not an address of this host, so rank 0 cannot listen there: "
+                       "run rank 0 on MASTER_ADDR's node, or set TWINRUN_STORE_BIND to this host's "
+                       "address on the network the other nodes reach",
+                       where);
     return tr_errf(err, errlen, "rendezvous: cannot listen on %s port %d: %s", where, port, strerror(e));
 }
 
@@ -364,8 +368,10 @@ static int open_listener(const char *where, int port, char *err, size_t errlen) 
     const bool every = strcmp(where, "*") == 0;
     const int g = getaddrinfo(every ? NULL : where, service, &hints, &res);
     if (g != 0)
-        return tr_errf(err, errlen, "rendezvous: cannot listen on '%s': it does not resolve (%s); set MASTER_ADDR "
-                                    "(or TWINRUN_STORE_BIND) to this host's name or address", where, gai_strerror(g));
+        return tr_errf(err, errlen,
+                       "rendezvous: cannot listen on '%s': it does not resolve (%s); set MASTER_ADDR "
+                       "(or TWINRUN_STORE_BIND) to this host's name or address",
+                       where, gai_strerror(g));
     int fd = -1, e = EADDRNOTAVAIL;
     bool loop_only = true;
     /* for "*": the IPv6 wildcard takes IPv4 clients too (dual stack); IPv4 alone where IPv6 is off */
@@ -380,9 +386,11 @@ static int open_listener(const char *where, int port, char *err, size_t errlen) 
     if (fd < 0) return listen_error(e, where, port, err, errlen);
     if (loop_only && !every && strcmp(where, "localhost") != 0 && strncmp(where, "127.", 4) != 0 &&
         strcmp(where, "::1") != 0)
-        fprintf(stderr, "twinrun: warning: '%s' resolves to a loopback address on this host, so the rendezvous store "
-                        "listens on loopback only and ranks on other nodes cannot reach it; for a multi-node job set "
-                        "TWINRUN_STORE_BIND to this host's address on the cluster network\n", where);
+        fprintf(stderr,
+                "twinrun: warning: '%s' resolves to a loopback address on this host, so the rendezvous store "
+                "listens on loopback only and ranks on other nodes cannot reach it; for a multi-node job set "
+                "TWINRUN_STORE_BIND to this host's address on the cluster network\n",
+                where);
     return fd;
 }
 
@@ -421,9 +429,11 @@ tr_store_server *tr_store_serve(const tr_store_conf *c, char *err, size_t errlen
     snprintf(s->where, sizeof s->where, "%s:%d", where, s->port);
     atomic_init(&s->refusals, 0);
     if (!s->token_len && !s->quiet)
-        fprintf(stderr, "twinrun: warning: the rendezvous store on %s runs without a job token: any program that "
-                        "reaches it can read and write the job's keys; export the same secret as TWINRUN_STORE_TOKEN "
-                        "to every rank (scripts/launch_llama3.sh does)\n", s->where);
+        fprintf(stderr,
+                "twinrun: warning: the rendezvous store on %s runs without a job token: any program that "
+                "reaches it can read and write the job's keys; export the same secret as TWINRUN_STORE_TOKEN "
+                "to every rank (scripts/launch_llama3.sh does)\n",
+                s->where);
     if (pipe2(s->wake, O_CLOEXEC) != 0 || pthread_create(&s->thread, NULL, serve, s) != 0) {
         tr_errf(err, errlen, "rendezvous: cannot start the server thread: %s", strerror(errno));
         close(fd);
@@ -436,9 +446,7 @@ tr_store_server *tr_store_serve(const tr_store_conf *c, char *err, size_t errlen
 
 int tr_store_server_port(const tr_store_server *s) { return s->port; }
 
-long tr_store_server_refusals(const tr_store_server *s) {
-    return atomic_load(&((tr_store_server *)s)->refusals);
-}
+long tr_store_server_refusals(const tr_store_server *s) { return atomic_load(&((tr_store_server *)s)->refusals); }
 
 void tr_store_server_stop(tr_store_server *s) {
     if (!s) return;

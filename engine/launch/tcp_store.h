@@ -21,9 +21,9 @@
 #include "launch/launch_vars.h"
 
 typedef struct tr_store_conf {
-    const char *host;  /* where clients dial: MASTER_ADDR */
-    int port;          /* MASTER_PORT; the server takes 0 as "any free port" (tr_store_server_port) */
-    const char *bind;  /* where the server listens: an address or name of this host, "*" for every
+    const char *host;           /* where clients dial: MASTER_ADDR */
+    int port;                   /* MASTER_PORT; the server takes 0 as "any free port" (tr_store_server_port) */
+    const char *bind;           /* where the server listens: an address or name of this host, "*" for every
                           interface; NULL or "": host */
     const unsigned char *token; /* the job's token; empty: no secret (the server warns once) */
     size_t token_len;

@@ -39,12 +39,12 @@ typedef enum llama_init_kind {
  * ranges (two for the fused fc1: a slice of gate rows, then the same slice of up rows) and local
  * columns are global columns [col0, col0 + local cols). */
 typedef struct llama_placement {
-    int64_t gshape[2];       /* global shape ([n] and 0 for 1-D) */
+    int64_t gshape[2]; /* global shape ([n] and 0 for 1-D) */
     int nseg;
     int64_t seg_local[2], seg_global[2], seg_rows[2];
     int64_t col0;
-    bool tp_replicated;      /* the same on every TP rank (norm weights) */
-    bool tp_partial_grad;    /* replicated, but each TP rank's gradient covers only its heads (q/k norms):
+    bool tp_replicated;   /* the same on every TP rank (norm weights) */
+    bool tp_partial_grad; /* replicated, but each TP rank's gradient covers only its heads (q/k norms):
                                 summed over TP whether or not the sequence is split */
 } llama_placement;
 
@@ -64,7 +64,7 @@ typedef struct llama_layout {
     int tp, tp_rank;
     int pp, pp_rank;
     int cp, cp_rank; /* context parallelism: this rank holds sequence chunks cp_rank and 2*CP-1-cp_rank */
-    int slots; /* micro-batches whose activations are kept at once (1F1B: up to PP - pp_rank) */
+    int slots;       /* micro-batches whose activations are kept at once (1F1B: up to PP - pp_rank) */
 } llama_layout;
 
 /* Model dimensions, derived once from the config and the layout. */
@@ -82,10 +82,10 @@ typedef struct llama_dims {
     bool sp;                   /* sequence parallelism: the residual stream and norms hold Nl of N rows */
     int Nl;                    /* rows of the residual stream on this rank: B*T, or B*T/TP with sp */
     kern_norm_desc norm;
-    bool norm_bias;            /* LayerNorm has a bias */
-    bool qkv_bias;             /* q/k/v projections have biases (--add-qkv-bias, or linear biases) */
-    bool linear_bias;          /* every linear of a layer has one (Megatron's default --add-bias-linear) */
-    bool qk_norm;              /* --qk-layernorm: each head's q and k normalised (--normalization kind) */
+    bool norm_bias;   /* LayerNorm has a bias */
+    bool qkv_bias;    /* q/k/v projections have biases (--add-qkv-bias, or linear biases) */
+    bool linear_bias; /* every linear of a layer has one (Megatron's default --add-bias-linear) */
+    bool qk_norm;     /* --qk-layernorm: each head's q and k normalised (--normalization kind) */
     kern_rope_desc rope;
     tr_dtype act_dt, grad_dt;
 } llama_dims;
@@ -102,24 +102,24 @@ typedef struct llama_layer_params {
  * act_index); with activation recomputation they are fewer, and the recompute workspace (a llama_acts
  * of its own) holds the layers recomputed in the backward pass. */
 typedef struct llama_acts {
-    void *resid;          /* [nl+1, Nl, C] residual stream entering each local layer; [0] is the stage input */
-    void *resid_mid;      /* [nl, Nl, C] after attention */
-    void *ln1, *ln2;      /* [nl, N, C] norm outputs of every row (all-gathered with sp) */
+    void *resid;     /* [nl+1, Nl, C] residual stream entering each local layer; [0] is the stage input */
+    void *resid_mid; /* [nl, Nl, C] after attention */
+    void *ln1, *ln2; /* [nl, N, C] norm outputs of every row (all-gathered with sp) */
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [nl, Nl] */
-    void *q;              /* [nl, N, NHl*D] after rope */
-    void *q_pre, *k_pre;  /* [nl, N, NHl*D], [nl, N, KVl*D] before the q/k norms (--qk-layernorm) */
+    void *q;                                          /* [nl, N, NHl*D] after rope */
+    void *q_pre, *k_pre; /* [nl, N, NHl*D], [nl, N, KVl*D] before the q/k norms (--qk-layernorm) */
     float *qn_mean, *qn_rstd, *kn_mean, *kn_rstd; /* [nl, N*NHl], [nl, N*KVl] their statistics */
-    void *k, *v;          /* [nl, N, KVl*D] (k after rope) */
-    void *att;            /* [nl, N, NHl*D] attention output */
-    float *lse;           /* [nl, B, NHl, T] */
-    void *kfull, *vfull;  /* [nl, B, Tfull, KVl*D] keys and values of the whole sequence (CP > 1) */
-    void *h;              /* [nl, N, 2*Fl] fc1 output [gate | up] */
-    void *act;            /* [nl, N, Fl] swiglu output */
-    void *lnf;            /* [N, C] (last stage; all-gathered with sp) */
-    float *lnf_mean, *lnf_rstd; /* [Nl] */
-    void *logits;         /* [N, Vl]; holds dlogits after backward (last stage) */
-    float *losses;        /* [N] */
-    float *ce_max, *ce_sum, *ce_target; /* [N] vocab-parallel cross-entropy statistics */
+    void *k, *v;                                  /* [nl, N, KVl*D] (k after rope) */
+    void *att;                                    /* [nl, N, NHl*D] attention output */
+    float *lse;                                   /* [nl, B, NHl, T] */
+    void *kfull, *vfull;                   /* [nl, B, Tfull, KVl*D] keys and values of the whole sequence (CP > 1) */
+    void *h;                               /* [nl, N, 2*Fl] fc1 output [gate | up] */
+    void *act;                             /* [nl, N, Fl] swiglu output */
+    void *lnf;                             /* [N, C] (last stage; all-gathered with sp) */
+    float *lnf_mean, *lnf_rstd;            /* [Nl] */
+    void *logits;                          /* [N, Vl]; holds dlogits after backward (last stage) */
+    float *losses;                         /* [N] */
+    float *ce_max, *ce_sum, *ce_target;    /* [N] vocab-parallel cross-entropy statistics */
     int32_t *tokens, *targets, *positions; /* [N] */
     bool have_positions;
 } llama_acts;
@@ -135,16 +135,16 @@ typedef struct llama_model {
     llama_layout layout;
     dev_device *dev;
     dev_stream *stream;
-    coll_comm *tp_comm; /* tensor-parallel group (a one-rank communicator at TP 1) */
-    coll_comm *cp_comm; /* context-parallel group (NULL at CP 1) */
+    coll_comm *tp_comm;     /* tensor-parallel group (a one-rank communicator at TP 1) */
+    coll_comm *cp_comm;     /* context-parallel group (NULL at CP 1) */
     int32_t *q_pos, *k_pos; /* [T], [Tfull]: positions of this rank's tokens and of the whole sequence (CP > 1) */
 
     int nparams;
     llama_param *params_tab;
-    llama_layer_params *layer; /* [nl] */
+    llama_layer_params *layer;             /* [nl] */
     int p_embed, p_lnf_w, p_lnf_b, p_head; /* -1 where this stage has none */
-    size_t total;       /* elements in the parameter buffers (the table) */
-    size_t total_alloc; /* allocated elements: total rounded up for sharding (pad_to) */
+    size_t total;                          /* elements in the parameter buffers (the table) */
+    size_t total_alloc;                    /* allocated elements: total rounded up for sharding (pad_to) */
 
     void *ones;    /* [B*T] act_dt ones: a bias is a rank-1 product (ones x bias), its gradient dy^T x ones */
     void *params;  /* [total_alloc] act_dt */
@@ -154,31 +154,31 @@ typedef struct llama_model {
     llama_acts *acts; /* [layout.slots] */
     /* Activation recomputation (--recompute-granularity, engine/model/llama_acts.c). */
     tr_recompute recompute;
-    int *act_index;    /* [nl] >= 0: layer l's index in a slot's per-layer arrays; -1: recomputed */
-    int *ws_index;     /* [nl] a recomputed layer's index in the workspace */
-    int *unit_start;   /* [nl] first local layer of a recomputed layer's unit (recomputed together) */
-    int n_stored, n_ws; /* per-layer entries of each slot, and of the workspace */
-    llama_acts ws;     /* recomputed layers' activations (full), or the core attention's (selective): one
+    int *act_index;         /* [nl] >= 0: layer l's index in a slot's per-layer arrays; -1: recomputed */
+    int *ws_index;          /* [nl] a recomputed layer's index in the workspace */
+    int *unit_start;        /* [nl] first local layer of a recomputed layer's unit (recomputed together) */
+    int n_stored, n_ws;     /* per-layer entries of each slot, and of the workspace */
+    llama_acts ws;          /* recomputed layers' activations (full), or the core attention's (selective): one
                           set for every slot, rebuilt just before the backward that reads them */
     size_t act_bytes;       /* activation storage allocated (every slot and the workspace) */
     size_t act_bytes_plain; /* what it would be without recomputation */
-    llama_site_fn site; /* NULL = nobody watches */
+    llama_site_fn site;     /* NULL = nobody watches */
     void *site_arg;
-    int site_micro;     /* the micro-batch the caller is running, for the observer */
+    int site_micro; /* the micro-batch the caller is running, for the observer */
     /* gradient scratch for the backward pass of one micro-batch */
     struct {
-        void *dresid;  /* [Nl, C]: d(stage output) before backward (received on non-last stages),
+        void *dresid;          /* [Nl, C]: d(stage output) before backward (received on non-last stages),
                           d(stage input) after */
-        void *sp_loc;  /* [Nl, C] a norm's output rows before the all-gather (sp) */
-        void *sp_full; /* [N, C] row-parallel partial sums before the reduce-scatter, gathered gradients (sp) */
-        void *dln;     /* [N, C] */
-        void *dq;      /* [N, NHl*D] */
-        void *dqn, *dkn; /* [N, NHl*D], [N, KVl*D] gradients before the q/k norms (--qk-layernorm) */
-        void *dk, *dv; /* [N, KVl*D] */
-        void *datt;    /* [N, NHl*D] */
-        void *dh;      /* [N, 2*Fl] */
-        void *dact;    /* [N, Fl] */
-        float *dloss;  /* [N] */
+        void *sp_loc;          /* [Nl, C] a norm's output rows before the all-gather (sp) */
+        void *sp_full;         /* [N, C] row-parallel partial sums before the reduce-scatter, gathered gradients (sp) */
+        void *dln;             /* [N, C] */
+        void *dq;              /* [N, NHl*D] */
+        void *dqn, *dkn;       /* [N, NHl*D], [N, KVl*D] gradients before the q/k norms (--qk-layernorm) */
+        void *dk, *dv;         /* [N, KVl*D] */
+        void *datt;            /* [N, NHl*D] */
+        void *dh;              /* [N, 2*Fl] */
+        void *dact;            /* [N, Fl] */
+        float *dloss;          /* [N] */
         void *dkfull, *dvfull; /* [B, Tfull, KVl*D] (CP > 1) */
         void *gather;          /* [CP, B, T, KVl*D] all-gather / reduce-scatter staging (CP > 1) */
     } g;
@@ -191,17 +191,17 @@ int llama_check_config(const tr_config *cfg, tr_errlist *el);
 /* One layer's activations of one micro-batch, wherever they live (a slot, or the recompute workspace).
  * Rows: Nl of the residual stream, N of everything else (all-gathered with sequence parallelism). */
 typedef struct llama_layer_view {
-    tr_buf x, xmid, xout;         /* [Nl, C] layer input, after attention, layer output (x of the next layer) */
-    tr_buf ln1, ln2;              /* [N, C] norm outputs */
+    tr_buf x, xmid, xout; /* [Nl, C] layer input, after attention, layer output (x of the next layer) */
+    tr_buf ln1, ln2;      /* [N, C] norm outputs */
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [Nl] */
-    tr_buf q, att;                /* [N, NHl*D] queries after rope, attention output */
-    tr_buf q_pre, k_pre;          /* [N, NHl*D], [N, KVl*D] the projections before --qk-layernorm */
-    float *qn_mean, *qn_rstd, *kn_mean, *kn_rstd; /* [N*NHl], [N*KVl] */
-    tr_buf k, v;                  /* [N, KVl*D] */
-    float *lse;                   /* [B, NHl, T] */
-    tr_buf kf, vf;                /* [B, Tfull, KVl*D] the whole sequence's keys and values (CP > 1) */
-    tr_buf h;                     /* [N, 2*Fl] fc1 output [gate | up] */
-    tr_buf a;                     /* [N, Fl] swiglu output */
+    tr_buf q, att;                                    /* [N, NHl*D] queries after rope, attention output */
+    tr_buf q_pre, k_pre;                              /* [N, NHl*D], [N, KVl*D] the projections before --qk-layernorm */
+    float *qn_mean, *qn_rstd, *kn_mean, *kn_rstd;     /* [N*NHl], [N*KVl] */
+    tr_buf k, v;                                      /* [N, KVl*D] */
+    float *lse;                                       /* [B, NHl, T] */
+    tr_buf kf, vf; /* [B, Tfull, KVl*D] the whole sequence's keys and values (CP > 1) */
+    tr_buf h;      /* [N, 2*Fl] fc1 output [gate | up] */
+    tr_buf a;      /* [N, Fl] swiglu output */
 } llama_layer_view;
 
 /* Decoder layer l (local) forward into its view; pos: the micro-batch's position ids on the device, or
@@ -222,8 +222,7 @@ bool llama_unit_ends_at(const llama_model *m, int l);
 
 /* Derives the dimensions for a layout; -1 with err when the config cannot describe the model or
  * the layout does not divide it (heads, groups, ffn or vocabulary by TP; layers by PP). */
-int llama_dims_from_config(llama_dims *dims, const tr_config *cfg, const llama_layout *lay, char *err,
-                           size_t errlen);
+int llama_dims_from_config(llama_dims *dims, const tr_config *cfg, const llama_layout *lay, char *err, size_t errlen);
 
 /* One rank of a layout: builds the table and allocates every buffer on d, the parameter buffers
  * rounded up to a multiple of pad_to elements (the distributed optimizer's DP size; 1 otherwise).

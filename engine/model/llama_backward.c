@@ -21,7 +21,8 @@ static void linear_backward(const llama_model *m, tr_buf dx, tr_buf dy, tr_buf x
     const llama_param *w = &m->params_tab[p];
     int out = (int)w->shape[0], in = (int)w->shape[1];
     kern_gemm(m->stream, grad(m, p), dy, x, out, in, N, true, false, 1.0f, 1.0f);
-    if (dx.p) kern_gemm(m->stream, dx, dy, llama_weight(m, p), N, in, out, false, false, 1.0f, accumulate ? 1.0f : 0.0f);
+    if (dx.p)
+        kern_gemm(m->stream, dx, dy, llama_weight(m, p), N, in, out, false, false, 1.0f, accumulate ? 1.0f : 0.0f);
 }
 
 /* dbias[out] += the sum over rows of dy[rows, out] (dy^T x ones). A row-parallel linear's bias sees this
@@ -30,15 +31,12 @@ static void linear_backward(const llama_model *m, tr_buf dx, tr_buf dy, tr_buf x
 static void bias_backward(const llama_model *m, tr_buf dy, int pb, int rows) {
     if (pb < 0) return;
     const int out = (int)m->params_tab[pb].shape[0];
-    kern_gemm(m->stream, grad(m, pb), dy, tr_buf_make(m->ones, m->dims.act_dt), out, 1, rows, true, false, 1.0f,
-              1.0f);
+    kern_gemm(m->stream, grad(m, pb), dy, tr_buf_make(m->ones, m->dims.act_dt), out, 1, rows, true, false, 1.0f, 1.0f);
 }
 
 /* Where a column-parallel linear's input gradient (a partial sum over TP) goes: in place, or a
  * staging buffer of every row with sequence parallelism. */
-static tr_buf partial_out(const llama_model *m, tr_buf dst) {
-    return m->dims.sp ? act(m, m->g.sp_full, 0) : dst;
-}
+static tr_buf partial_out(const llama_model *m, tr_buf dst) { return m->dims.sp ? act(m, m->g.sp_full, 0) : dst; }
 
 /* Completes partial [N, C] into dst: all rows (all-reduce), or this rank's Nl rows (reduce-scatter, sp). */
 static void tp_rows(const llama_model *m, tr_buf dst, tr_buf partial) {

@@ -27,15 +27,13 @@ static void linear_forward(const llama_model *m, tr_buf y, tr_buf x, int p, int 
 static void add_bias(const llama_model *m, tr_buf y, int pb, int rows) {
     if (pb < 0) return;
     const int out = (int)m->params_tab[pb].shape[0];
-    kern_gemm(m->stream, y, tr_buf_make(m->ones, m->dims.act_dt), llama_weight(m, pb), rows, out, 1, false, false,
-              1.0f, 1.0f);
+    kern_gemm(m->stream, y, tr_buf_make(m->ones, m->dims.act_dt), llama_weight(m, pb), rows, out, 1, false, false, 1.0f,
+              1.0f);
 }
 
 /* Where a row-parallel product or a vocabulary-slice lookup writes its partial sums [N, C]: in place
  * without sequence parallelism, a staging buffer with it. */
-static tr_buf partial_out(const llama_model *m, tr_buf dst) {
-    return m->dims.sp ? act(m, m->g.sp_full, 0) : dst;
-}
+static tr_buf partial_out(const llama_model *m, tr_buf dst) { return m->dims.sp ? act(m, m->g.sp_full, 0) : dst; }
 
 /* Completes partial [N, C] into dst: the sum over TP of every row (all-reduce), or with sequence
  * parallelism only this rank's Nl rows (reduce-scatter), as Megatron does. */
@@ -50,7 +48,8 @@ static void tp_rows(const llama_model *m, tr_buf dst, tr_buf partial) {
 static void norm_rows(llama_model *m, tr_buf full, float *mean, float *rstd, tr_buf x, int pw, int pb) {
     const llama_dims *dm = &m->dims;
     tr_buf out = dm->sp ? act(m, m->g.sp_loc, 0) : full;
-    kern_norm_forward(m->stream, &dm->norm, out, mean, rstd, x, llama_weight(m, pw), llama_weight(m, pb), dm->Nl, dm->C);
+    kern_norm_forward(m->stream, &dm->norm, out, mean, rstd, x, llama_weight(m, pw), llama_weight(m, pb), dm->Nl,
+                      dm->C);
     if (dm->sp) coll_all_gather(m->tp_comm, m->stream, out.p, full.p, (size_t)dm->Nl * dm->C, out.dt);
 }
 
@@ -151,8 +150,7 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
         llama_layer_view v;
         llama_layer_view_of(m, slot, l, &v);
         llama_layer_forward(m, &v, l, pos);
-        if (m->site)
-            m->site(m->site_arg, LLAMA_SITE_ACTIVATION, dm->l0 + l, m->site_micro, v.xout, (size_t)dm->Nl * C);
+        if (m->site) m->site(m->site_arg, LLAMA_SITE_ACTIVATION, dm->l0 + l, m->site_micro, v.xout, (size_t)dm->Nl * C);
     }
 
     if (!dm->last) return;

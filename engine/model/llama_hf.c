@@ -104,8 +104,7 @@ int llama_hf_write(const llama_model *m, const float *host, const char *path, co
             rc = st_writer_add(w, name, ST_F32, shape, p->ndim, host + p->offset, err, errlen);
             llama_hf_fc1_half(p->name, 1, half, sizeof half);
             snprintf(name, sizeof name, "%s%s", prefix, half);
-            if (!rc)
-                rc = st_writer_add(w, name, ST_F32, shape, p->ndim, host + p->offset + p->numel / 2, err, errlen);
+            if (!rc) rc = st_writer_add(w, name, ST_F32, shape, p->ndim, host + p->offset + p->numel / 2, err, errlen);
         } else {
             if (is_vocab_param(m, i)) shape[0] = m->dims.vocab;
             snprintf(name, sizeof name, "%s%s", prefix, p->name);

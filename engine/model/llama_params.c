@@ -15,16 +15,19 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_lay
     dm->NH = cfg->num_attention_heads;
     dm->KV = cfg->group_query_attention ? cfg->num_query_groups : cfg->num_attention_heads;
     if (dm->L <= 0 || dm->C <= 0 || dm->NH <= 0 || dm->KV <= 0)
-        return tr_errf(err, errlen, "model shape unset: give --num-layers, --hidden-size, --num-attention-heads "
-                                    "(or --hf-load DIR)");
+        return tr_errf(err, errlen,
+                       "model shape unset: give --num-layers, --hidden-size, --num-attention-heads "
+                       "(or --hf-load DIR)");
     if (dm->NH % dm->KV)
         return tr_errf(err, errlen, "--num-query-groups %d does not divide --num-attention-heads %d", dm->KV, dm->NH);
     if (cfg->kv_channels > 0) {
         dm->D = cfg->kv_channels;
     } else {
         if (dm->C % dm->NH)
-            return tr_errf(err, errlen, "--hidden-size %d is not divisible by --num-attention-heads %d; "
-                                        "change one or give --kv-channels", dm->C, dm->NH);
+            return tr_errf(err, errlen,
+                           "--hidden-size %d is not divisible by --num-attention-heads %d; "
+                           "change one or give --kv-channels",
+                           dm->C, dm->NH);
         dm->D = dm->C / dm->NH;
     }
     tr_errlist el;
@@ -32,7 +35,8 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_lay
     if (llama_check_config(cfg, &el)) return tr_errlist_format(&el, err, errlen);
     dm->F = cfg->ffn_hidden_size;
     if (dm->F <= 0) return tr_errf(err, errlen, "--ffn-hidden-size is required with --swiglu");
-    if (cfg->vocab_size <= 0) return tr_errf(err, errlen, "vocabulary size unknown: give --vocab-size (or --hf-load DIR)");
+    if (cfg->vocab_size <= 0)
+        return tr_errf(err, errlen, "vocabulary size unknown: give --vocab-size (or --hf-load DIR)");
     dm->vocab = cfg->vocab_size;
     int tp = lay->tp, pp = lay->pp;
     if (tp < 1 || pp < 1 || lay->tp_rank < 0 || lay->tp_rank >= tp || lay->pp_rank < 0 || lay->pp_rank >= pp)
@@ -42,8 +46,10 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_lay
     if (mult <= 0) mult = tp;
     dm->V = (dm->vocab + mult - 1) / mult * mult; /* Megatron pads to a multiple of divisible_by * TP */
     if (dm->NH % tp || dm->KV % tp || dm->F % tp)
-        return tr_errf(err, errlen, "--tensor-model-parallel-size %d must divide the heads (%d), the query groups (%d) "
-                                    "and --ffn-hidden-size (%d)", tp, dm->NH, dm->KV, dm->F);
+        return tr_errf(err, errlen,
+                       "--tensor-model-parallel-size %d must divide the heads (%d), the query groups (%d) "
+                       "and --ffn-hidden-size (%d)",
+                       tp, dm->NH, dm->KV, dm->F);
     if (dm->L % pp)
         return tr_errf(err, errlen, "--num-layers %d is not divisible by --pipeline-model-parallel-size %d", dm->L, pp);
     dm->NHl = dm->NH / tp, dm->KVl = dm->KV / tp, dm->Fl = dm->F / tp, dm->Vl = dm->V / tp;
@@ -57,7 +63,8 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_lay
     dm->B = cfg->micro_batch_size;
     dm->Tfull = cfg->seq_length;
     int cp = lay->cp > 0 ? lay->cp : 1;
-    if (dm->B <= 0 || dm->Tfull <= 0) return tr_errf(err, errlen, "--micro-batch-size and --seq-length must be positive");
+    if (dm->B <= 0 || dm->Tfull <= 0)
+        return tr_errf(err, errlen, "--micro-batch-size and --seq-length must be positive");
     if (dm->Tfull % (2 * cp) && cp > 1)
         return tr_errf(err, errlen, "--seq-length %d must be divisible by 2 x --context-parallel-size = %d", dm->Tfull,
                        2 * cp);
@@ -66,8 +73,10 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_lay
     dm->Nl = dm->B * dm->T;
     if (dm->sp) {
         if (dm->Nl % tp)
-            return tr_errf(err, errlen, "--sequence-parallel: micro-batch x sequence tokens %d are not divisible by "
-                                        "--tensor-model-parallel-size %d", dm->Nl, tp);
+            return tr_errf(err, errlen,
+                           "--sequence-parallel: micro-batch x sequence tokens %d are not divisible by "
+                           "--tensor-model-parallel-size %d",
+                           dm->Nl, tp);
         dm->Nl /= tp;
     }
     dm->norm.kind = cfg->normalization == TR_NORM_RMSNORM ? KERN_NORM_RMS : KERN_NORM_LAYER;
@@ -80,8 +89,10 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_lay
     dm->rope.theta = (float)cfg->rotary_base;
     dm->rope.rot_dim = (int)(dm->D * cfg->rotary_percent);
     if (dm->rope.rot_dim <= 0 || dm->rope.rot_dim % 2)
-        return tr_errf(err, errlen, "rotary dimension kv-channels %d x --rotary-percent %g = %d must be a positive even "
-                                    "number", dm->D, cfg->rotary_percent, dm->rope.rot_dim);
+        return tr_errf(err, errlen,
+                       "rotary dimension kv-channels %d x --rotary-percent %g = %d must be a positive even "
+                       "number",
+                       dm->D, cfg->rotary_percent, dm->rope.rot_dim);
     dm->act_dt = cfg->bf16 ? TR_BF16 : TR_F32;
     dm->grad_dt = cfg->bf16 && cfg->grad_reduce_in_bf16 ? TR_BF16 : TR_F32;
     return 0;
@@ -89,10 +100,10 @@ int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_lay
 
 /* How a parameter is split across tensor-parallel ranks. */
 typedef enum split_kind {
-    SPLIT_NONE,   /* replicated (norms) */
-    SPLIT_ROWS,   /* column-parallel linear or vocabulary slice: rows split */
-    SPLIT_COLS,   /* row-parallel linear: columns split */
-    SPLIT_FUSED,  /* fc1 [gate; up]: the same row slice of each half */
+    SPLIT_NONE,  /* replicated (norms) */
+    SPLIT_ROWS,  /* column-parallel linear or vocabulary slice: rows split */
+    SPLIT_COLS,  /* row-parallel linear: columns split */
+    SPLIT_FUSED, /* fc1 [gate; up]: the same row slice of each half */
 } split_kind;
 
 static int add_param(llama_model *m, int cap, const char *name, int64_t g0, int64_t g1, split_kind split,
@@ -164,44 +175,65 @@ static void build_table(llama_model *m) {
     llama_init_kind norm_init = dm->norm.zero_centered_gamma ? LLAMA_INIT_ZEROS : LLAMA_INIT_ONES;
     char name[LLAMA_NAME_LEN];
     m->p_embed = m->p_lnf_w = m->p_lnf_b = m->p_head = -1;
-    if (dm->first) m->p_embed = add_param(m, cap, "model.embed_tokens.weight", dm->V, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
+    if (dm->first)
+        m->p_embed = add_param(m, cap, "model.embed_tokens.weight", dm->V, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
     for (int i = 0; i < dm->nl; i++) {
         int l = dm->l0 + i;
         llama_layer_params *lp = &m->layer[i];
-#define P(field, suffix, d0, d1, split, init)                                         \
-    snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix);                     \
+#define P(field, suffix, d0, d1, split, init)                                                                          \
+    snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix);                                                      \
     lp->field = add_param(m, cap, name, d0, d1, split, init)
         P(ln1_w, "input_layernorm.weight", dm->C, 0, SPLIT_NONE, norm_init);
         lp->ln1_b = -1;
-        if (dm->norm_bias) { P(ln1_b, "input_layernorm.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
+        if (dm->norm_bias) {
+            P(ln1_b, "input_layernorm.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS);
+        }
         lp->bq = lp->bk = lp->bv = lp->bo = lp->b1 = lp->b2 = -1;
         /* biases start at zero (Megatron's init); a column-parallel linear's bias is split with its rows, a
          * row-parallel one's is whole on every TP rank (added once, after the partial sums are reduced) */
         P(wq, "self_attn.q_proj.weight", dm->NH * dm->D, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
-        if (dm->qkv_bias) { P(bq, "self_attn.q_proj.bias", dm->NH * dm->D, 0, SPLIT_ROWS, LLAMA_INIT_ZEROS); }
+        if (dm->qkv_bias) {
+            P(bq, "self_attn.q_proj.bias", dm->NH * dm->D, 0, SPLIT_ROWS, LLAMA_INIT_ZEROS);
+        }
         P(wk, "self_attn.k_proj.weight", dm->KV * dm->D, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
-        if (dm->qkv_bias) { P(bk, "self_attn.k_proj.bias", dm->KV * dm->D, 0, SPLIT_ROWS, LLAMA_INIT_ZEROS); }
+        if (dm->qkv_bias) {
+            P(bk, "self_attn.k_proj.bias", dm->KV * dm->D, 0, SPLIT_ROWS, LLAMA_INIT_ZEROS);
+        }
         P(wv, "self_attn.v_proj.weight", dm->KV * dm->D, dm->C, SPLIT_ROWS, LLAMA_INIT_NORMAL);
-        if (dm->qkv_bias) { P(bv, "self_attn.v_proj.bias", dm->KV * dm->D, 0, SPLIT_ROWS, LLAMA_INIT_ZEROS); }
+        if (dm->qkv_bias) {
+            P(bv, "self_attn.v_proj.bias", dm->KV * dm->D, 0, SPLIT_ROWS, LLAMA_INIT_ZEROS);
+        }
         lp->qn_w = lp->qn_b = lp->kn_w = lp->kn_b = -1;
         if (dm->qk_norm) { /* one [D] norm shared by every head (Megatron's q_layernorm, k_layernorm) */
             P(qn_w, "self_attn.q_norm.weight", dm->D, 0, SPLIT_NONE, norm_init);
-            if (dm->norm_bias) { P(qn_b, "self_attn.q_norm.bias", dm->D, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
+            if (dm->norm_bias) {
+                P(qn_b, "self_attn.q_norm.bias", dm->D, 0, SPLIT_NONE, LLAMA_INIT_ZEROS);
+            }
             P(kn_w, "self_attn.k_norm.weight", dm->D, 0, SPLIT_NONE, norm_init);
-            if (dm->norm_bias) { P(kn_b, "self_attn.k_norm.bias", dm->D, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
+            if (dm->norm_bias) {
+                P(kn_b, "self_attn.k_norm.bias", dm->D, 0, SPLIT_NONE, LLAMA_INIT_ZEROS);
+            }
             const int qk[] = {lp->qn_w, lp->qn_b, lp->kn_w, lp->kn_b};
             for (int j = 0; j < 4; j++)
                 if (qk[j] >= 0) m->params_tab[qk[j]].place.tp_partial_grad = true;
         }
         P(wo, "self_attn.o_proj.weight", dm->C, dm->NH * dm->D, SPLIT_COLS, LLAMA_INIT_SCALED);
-        if (dm->linear_bias) { P(bo, "self_attn.o_proj.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
+        if (dm->linear_bias) {
+            P(bo, "self_attn.o_proj.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS);
+        }
         P(ln2_w, "post_attention_layernorm.weight", dm->C, 0, SPLIT_NONE, norm_init);
         lp->ln2_b = -1;
-        if (dm->norm_bias) { P(ln2_b, "post_attention_layernorm.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
+        if (dm->norm_bias) {
+            P(ln2_b, "post_attention_layernorm.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS);
+        }
         P(fc1, "mlp.gate_up_proj.weight", 2 * dm->F, dm->C, SPLIT_FUSED, LLAMA_INIT_NORMAL);
-        if (dm->linear_bias) { P(b1, "mlp.gate_up_proj.bias", 2 * dm->F, 0, SPLIT_FUSED, LLAMA_INIT_ZEROS); }
+        if (dm->linear_bias) {
+            P(b1, "mlp.gate_up_proj.bias", 2 * dm->F, 0, SPLIT_FUSED, LLAMA_INIT_ZEROS);
+        }
         P(fc2, "mlp.down_proj.weight", dm->C, dm->F, SPLIT_COLS, LLAMA_INIT_SCALED);
-        if (dm->linear_bias) { P(b2, "mlp.down_proj.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS); }
+        if (dm->linear_bias) {
+            P(b2, "mlp.down_proj.bias", dm->C, 0, SPLIT_NONE, LLAMA_INIT_ZEROS);
+        }
 #undef P
     }
     if (dm->last) {
@@ -233,10 +265,10 @@ static size_t alloc_acts(llama_model *m, llama_acts *a, int layers, int parts, b
     size_t N = (size_t)dm->B * dm->T, L = (size_t)layers, C = (size_t)dm->C;
     size_t qd = (size_t)dm->NHl * dm->D, kd = (size_t)dm->KVl * dm->D, F = (size_t)dm->Fl, V = (size_t)dm->Vl;
     size_t as = tr_dtype_size(dm->act_dt), total = 0;
-#define A(ptr, bytes, what)                                                        \
-    do {                                                                           \
-        total += (bytes);                                                          \
-        if (!dry) ptr = alloc_or_fail(m, bytes, what, failed, err, errlen);       \
+#define A(ptr, bytes, what)                                                                                            \
+    do {                                                                                                               \
+        total += (bytes);                                                                                              \
+        if (!dry) ptr = alloc_or_fail(m, bytes, what, failed, err, errlen);                                            \
     } while (0)
     size_t Nl = (size_t)dm->Nl;
     if (parts & ACTS_SLOT) A(a->resid, ((size_t)dm->nl + 1) * Nl * C * as, "activations: residual stream");
@@ -299,18 +331,20 @@ static void alloc_all_acts(llama_model *m, int *failed, char *err, size_t errlen
     for (int i = 0; i < m->layout.slots && !*failed; i++) {
         m->act_bytes += alloc_acts(m, &m->acts[i], m->n_stored, slot_parts, false, failed, err, errlen);
         llama_acts none = {0};
-        m->act_bytes_plain += alloc_acts(m, &none, m->dims.nl, ACTS_SLOT | ACTS_LAYERS | ACTS_ATTN, true, failed, err,
-                                         errlen);
+        m->act_bytes_plain +=
+            alloc_acts(m, &none, m->dims.nl, ACTS_SLOT | ACTS_LAYERS | ACTS_ATTN, true, failed, err, errlen);
     }
     if (m->n_ws > 0 && !*failed)
-        m->act_bytes += alloc_acts(m, &m->ws, m->n_ws, selective ? ACTS_ATTN : ACTS_LAYERS | ACTS_ATTN, false, failed,
-                                   err, errlen);
+        m->act_bytes +=
+            alloc_acts(m, &m->ws, m->n_ws, selective ? ACTS_ATTN : ACTS_LAYERS | ACTS_ATTN, false, failed, err, errlen);
 }
 
 static void free_acts(llama_model *m, llama_acts *a) {
-    void *bufs[] = {a->q_pre, a->k_pre, a->qn_mean, a->qn_rstd, a->kn_mean, a->kn_rstd, a->resid, a->resid_mid, a->ln1, a->ln2, a->ln1_mean, a->ln1_rstd, a->ln2_mean, a->ln2_rstd,
-                    a->q, a->k, a->v, a->kfull, a->vfull, a->att, a->lse, a->h, a->act, a->lnf, a->lnf_mean, a->lnf_rstd, a->logits,
-                    a->losses, a->ce_max, a->ce_sum, a->ce_target, a->tokens, a->targets, a->positions};
+    void *bufs[] = {a->q_pre,     a->k_pre,  a->qn_mean,   a->qn_rstd,  a->kn_mean,  a->kn_rstd,  a->resid,
+                    a->resid_mid, a->ln1,    a->ln2,       a->ln1_mean, a->ln1_rstd, a->ln2_mean, a->ln2_rstd,
+                    a->q,         a->k,      a->v,         a->kfull,    a->vfull,    a->att,      a->lse,
+                    a->h,         a->act,    a->lnf,       a->lnf_mean, a->lnf_rstd, a->logits,   a->losses,
+                    a->ce_max,    a->ce_sum, a->ce_target, a->tokens,   a->targets,  a->positions};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(m->dev, bufs[i]);
 }
 
@@ -453,8 +487,9 @@ void llama_destroy(llama_model *m) {
         for (int i = 0; i < m->layout.slots; i++) free_acts(m, &m->acts[i]);
     free_acts(m, &m->ws);
     free(m->act_index), free(m->ws_index), free(m->unit_start);
-    void *bufs[] = {m->params, m->grads, m->ones, m->g.dqn, m->g.dkn, m->g.dresid, m->g.dln, m->g.dq, m->g.dk, m->g.dv, m->g.datt, m->g.dh,
-                    m->g.dact, m->g.dloss, m->g.sp_loc, m->g.sp_full, m->g.dkfull, m->g.dvfull, m->g.gather, m->q_pos, m->k_pos};
+    void *bufs[] = {m->params,   m->grads,     m->ones,     m->g.dqn,    m->g.dkn,    m->g.dresid, m->g.dln,
+                    m->g.dq,     m->g.dk,      m->g.dv,     m->g.datt,   m->g.dh,     m->g.dact,   m->g.dloss,
+                    m->g.sp_loc, m->g.sp_full, m->g.dkfull, m->g.dvfull, m->g.gather, m->q_pos,    m->k_pos};
     if (m->master != m->params) dev_free(m->dev, m->master);
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(m->dev, bufs[i]);
     free(m->acts);

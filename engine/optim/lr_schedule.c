@@ -20,11 +20,14 @@ int tr_lr_schedule_init(tr_lr_schedule *lr, const tr_config *cfg, char *err, siz
         lr->decay_samples = decay_iters * gbs;
         lr->warmup_samples = cfg->lr_warmup_iters * gbs;
     }
-    if (cfg->lr_warmup_fraction >= 0) lr->warmup_samples = (int64_t)(cfg->lr_warmup_fraction * (double)lr->decay_samples);
-    if (lr->decay_samples <= 0) return tr_errf(err, errlen, "lr decay span is zero: set --train-iters/--train-samples or --lr-decay-*");
+    if (cfg->lr_warmup_fraction >= 0)
+        lr->warmup_samples = (int64_t)(cfg->lr_warmup_fraction * (double)lr->decay_samples);
+    if (lr->decay_samples <= 0)
+        return tr_errf(err, errlen, "lr decay span is zero: set --train-iters/--train-samples or --lr-decay-*");
     if (lr->warmup_samples >= lr->decay_samples && lr->style != TR_LR_CONSTANT)
-        return tr_errf(err, errlen, "lr warmup (%lld samples) must be shorter than the decay (%lld samples); "
-                                    "lower --lr-warmup-* or raise --lr-decay-*",
+        return tr_errf(err, errlen,
+                       "lr warmup (%lld samples) must be shorter than the decay (%lld samples); "
+                       "lower --lr-warmup-* or raise --lr-decay-*",
                        (long long)lr->warmup_samples, (long long)lr->decay_samples);
     if (lr->min_lr > lr->max_lr) return tr_errf(err, errlen, "--min-lr %g exceeds --lr %g", lr->min_lr, lr->max_lr);
     return 0;

@@ -38,8 +38,11 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_gr
     o->m = dev_alloc(model->dev, bytes ? bytes : 4, "optimizer: first moment");
     o->v = o->m ? dev_alloc(model->dev, bytes ? bytes : 4, "optimizer: second moment") : NULL;
     if (o->v && o->distributed)
-        o->grad_shard = dev_alloc(model->dev, o->shard_len * tr_dtype_size(model->dims.grad_dt), "optimizer: gradient shard");
-    o->norm_accum = o->v && (o->grad_shard || !o->distributed) ? dev_alloc(model->dev, sizeof(float), "optimizer: grad norm") : NULL;
+        o->grad_shard =
+            dev_alloc(model->dev, o->shard_len * tr_dtype_size(model->dims.grad_dt), "optimizer: gradient shard");
+    o->norm_accum = o->v && (o->grad_shard || !o->distributed)
+                        ? dev_alloc(model->dev, sizeof(float), "optimizer: grad norm")
+                        : NULL;
     if (!o->norm_accum) {
         tr_errf(err, errlen, "%s; add devices (more DP ranks with --use-distributed-optimizer) or use a smaller model",
                 dev_last_error(model->dev));
@@ -108,14 +111,16 @@ double optim_grad_norm(tr_optimizer *o, llama_model *model, const tr_grid *grid,
     /* the shard's gradients, indexed from the shard's start */
     const tr_buf g = o->distributed ? grads_of(o, model) : tr_buf_at(grads_of(o, model), o->shard_begin);
     kern_range *ranges;
-    const int nr = shard_ranges(o, model, tp_leader, RANGES_ALL, &ranges); /* replicated ones counted once, on TP rank 0 */
+    const int nr =
+        shard_ranges(o, model, tp_leader, RANGES_ALL, &ranges); /* replicated ones counted once, on TP rank 0 */
     kern_sum_squares_ranges(model->stream, o->norm_accum, g, ranges, nr);
     free(ranges);
     if (gr) {
         /* TP and PP ranks hold different parameters; distributed DP ranks different shards */
         coll_all_reduce(gr->tp, model->stream, o->norm_accum, o->norm_accum, 1, TR_F32, COLL_SUM);
         coll_all_reduce(gr->pp, model->stream, o->norm_accum, o->norm_accum, 1, TR_F32, COLL_SUM);
-        if (o->distributed) coll_all_reduce(gr->dp_cp, model->stream, o->norm_accum, o->norm_accum, 1, TR_F32, COLL_SUM);
+        if (o->distributed)
+            coll_all_reduce(gr->dp_cp, model->stream, o->norm_accum, o->norm_accum, 1, TR_F32, COLL_SUM);
     }
     float sumsq = 0;
     dev_copy_d2h(model->stream, &sumsq, o->norm_accum, sizeof sumsq);
@@ -147,7 +152,10 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
             .step = o->step,
         };
         kern_range *ranges;
-        const int nr = shard_ranges(o, model, true, !decoupled ? RANGES_ALL : group ? RANGES_DECOUPLED : RANGES_MAIN,
+        const int nr = shard_ranges(o, model, true,
+                                    !decoupled ? RANGES_ALL
+                                    : group    ? RANGES_DECOUPLED
+                                               : RANGES_MAIN,
                                     &ranges);
         kern_adamw_update_ranges(model->stream, &ad, ranges, nr, model->master + lo,
                                  tr_buf_at(tr_buf_make(model->params, model->dims.act_dt), lo), g, o->m, o->v);

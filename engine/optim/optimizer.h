@@ -21,7 +21,7 @@ typedef struct tr_optimizer {
     float *norm_accum;             /* [1] fp32 on the device */
     int step;                      /* updates taken */
     double beta1, beta2, eps, weight_decay, clip_grad;
-    double decoupled_lr;           /* this step's lr of the embedding and output layer; < 0: the step's lr */
+    double decoupled_lr; /* this step's lr of the embedding and output layer; < 0: the step's lr */
 } tr_optimizer;
 
 /* gr may be NULL for one rank. The model's buffers must be padded to a multiple of the DP size

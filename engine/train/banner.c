@@ -78,9 +78,7 @@ static void arg_value(const tr_flag *f, const tr_config *cfg, bool negate, char 
         else py_float(buf, n, v);
         return;
     }
-    case TR_K_STRING:
-        snprintf(buf, n, "%s", *field ? field : "None");
-        return;
+    case TR_K_STRING: snprintf(buf, n, "%s", *field ? field : "None"); return;
     case TR_K_ENUM:
         if (f->enum_as_string) {
             snprintf(buf, n, "%s", *field ? field : "None");
@@ -141,8 +139,9 @@ void tr_banner_print(FILE *out, const char *program, const tr_config *cfg, int w
     tr_version_print(out, program);
     const int tp = cfg->tensor_model_parallel_size, pp = cfg->pipeline_model_parallel_size;
     const int cp = cfg->context_parallel_size, dp = world / (tp * pp * cp);
-    fprintf(out, "using world size: %d, data-parallel size: %d, context-parallel size: %d, hierarchical "
-                 "context-parallel sizes: None, tensor-model-parallel size: %d, pipeline-model-parallel size: %d\n",
+    fprintf(out,
+            "using world size: %d, data-parallel size: %d, context-parallel size: %d, hierarchical "
+            "context-parallel sizes: None, tensor-model-parallel size: %d, pipeline-model-parallel size: %d\n",
             world, dp, cp, tp, pp);
     print_arguments(out, cfg, world);
     const int mult = cfg->make_vocab_size_divisible_by * tp;

@@ -46,7 +46,8 @@ static void layout_of(const tr_config *cfg, const tr_grid *g, ckpt_layout *l, ck
     l->tp = g->size[TR_AXIS_TP], l->pp = g->size[TR_AXIS_PP], l->dp = g->size[TR_AXIS_DP], l->cp = g->size[TR_AXIS_CP];
     l->dist_opt = cfg->use_distributed_optimizer;
     c->rank = g->rank;
-    c->tp = g->coord[TR_AXIS_TP], c->pp = g->coord[TR_AXIS_PP], c->dp = g->coord[TR_AXIS_DP], c->cp = g->coord[TR_AXIS_CP];
+    c->tp = g->coord[TR_AXIS_TP], c->pp = g->coord[TR_AXIS_PP], c->dp = g->coord[TR_AXIS_DP],
+    c->cp = g->coord[TR_AXIS_CP];
 }
 
 static float *download(llama_model *m, const float *dev, size_t n) {
@@ -103,8 +104,8 @@ static int first_failed_rank(llama_model *m, const tr_groups *gr, int mine) {
 }
 
 int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, const tr_groups *gr,
-                 const tr_lr_schedule *sched, const tr_run_position *pos, const ckpt_io *io, int *culprit,
-                 char *err, size_t errlen) {
+                 const tr_lr_schedule *sched, const tr_run_position *pos, const ckpt_io *io, int *culprit, char *err,
+                 size_t errlen) {
     int ignored;
     if (!culprit) culprit = &ignored;
     *culprit = g->rank;
@@ -153,8 +154,9 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
     if (rc) return rc;
     *culprit = failed;
     if (failed >= 0)
-        return tr_errf(err, errlen, "checkpoint at iteration %lld not committed: rank %d could not write its shard "
-                                    "(its message says why); the previous checkpoint stays the latest",
+        return tr_errf(err, errlen,
+                       "checkpoint at iteration %lld not committed: rank %d could not write its shard "
+                       "(its message says why); the previous checkpoint stays the latest",
                        (long long)pos->iteration, failed);
     if (g->rank != 0) return 0;
 
@@ -165,8 +167,8 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
     man.consumed_valid_samples = pos->consumed_valid;
     ckpt_model_from_config(cfg, &man.model);
     man.layout = lay;
-    man.sched = (ckpt_sched){sched->max_lr, sched->min_lr, sched->init_lr, sched->warmup_samples, sched->decay_samples,
-                             pos->consumed_train, (int)sched->style};
+    man.sched = (ckpt_sched){sched->max_lr,        sched->min_lr,       sched->init_lr,   sched->warmup_samples,
+                             sched->decay_samples, pos->consumed_train, (int)sched->style};
     man.optimizer_step = o->step;
     man.seed = cfg->seed;
     man.bf16 = cfg->bf16;
@@ -194,8 +196,9 @@ int tr_ckpt_pick(const tr_config *cfg, int64_t *it, char *err, size_t errlen) {
     char list[256] = "";
     for (int i = 0; i < n && i < 256 && strlen(list) < sizeof list - 24; i++)
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%lld", i ? ", " : "", (long long)have[i]);
-    return tr_errf(err, errlen, "--ckpt-step %lld: %s has no checkpoint of that iteration (it has: %s); pick one of "
-                                "those or drop --ckpt-step for the latest",
+    return tr_errf(err, errlen,
+                   "--ckpt-step %lld: %s has no checkpoint of that iteration (it has: %s); pick one of "
+                   "those or drop --ckpt-step for the latest",
                    (long long)cfg->ckpt_step, cfg->load, n > 0 ? list : "none");
 }
 
@@ -235,7 +238,8 @@ int tr_ckpt_load_from(ckpt_reader *rd, llama_model *m, tr_optimizer *o, const tr
     int rc = ckpt_model_compare(&man->model, &run, where, err, errlen);
     const bool with_optim = !cfg->finetune && !cfg->no_load_optim;
     float *master = calloc(m->total ? m->total : 1, sizeof *master);
-    float *mh = calloc(o->shard_len ? o->shard_len : 1, sizeof *mh), *vh = calloc(o->shard_len ? o->shard_len : 1, sizeof *vh);
+    float *mh = calloc(o->shard_len ? o->shard_len : 1, sizeof *mh),
+          *vh = calloc(o->shard_len ? o->shard_len : 1, sizeof *vh);
     TR_CHECK(master && mh && vh, "out of host memory for a checkpoint");
     char name[512];
     for (int i = 0; !rc && i < m->nparams; i++) {

@@ -18,7 +18,7 @@ double tr_megatron_weight_optimizer_bytes(const tr_config *c, int V, int dp) {
     double kv = c->kv_channels > 0 ? c->kv_channels : h / heads;
     double groups = c->group_query_attention ? c->num_query_groups : heads;
     double gated = c->swiglu ? 1.5 : 1.0;
-    double norm_size = c->normalization == TR_NORM_RMSNORM ? 1.0 : 2.0; /* LayerNorm has a bias */
+    double norm_size = c->normalization == TR_NORM_RMSNORM ? 1.0 : 2.0;    /* LayerNorm has a bias */
     double attn = 2.0 * h * h * (1.0 + groups / heads) * (kv * heads / h); /* q, k, v, o */
     double mlp = 2.0 * h * c->ffn_hidden_size * gated;
     double norms = 2.0 * h * norm_size, final_norm = h * norm_size;
@@ -33,14 +33,15 @@ double tr_megatron_weight_optimizer_bytes(const tr_config *c, int V, int dp) {
 
 void tr_memory_report_print(FILE *out, int rank, const tr_memory_report *r, double megatron) {
     const double MB = 1024.0 * 1024.0;
-    fprintf(out,
-            "[memory] rank %d: weights %.2f MB | gradients %.2f MB | optimizer %.2f MB | activations and scratch %.2f MB "
-            "| device peak %.2f MB | Megatron's theoretical weights+optimizer (most loaded shard) %.2f MB\n",
-            rank, r->weights / MB, r->gradients / MB, r->optimizer / MB, r->activations / MB, r->peak / MB,
-            megatron / MB);
+    fprintf(
+        out,
+        "[memory] rank %d: weights %.2f MB | gradients %.2f MB | optimizer %.2f MB | activations and scratch %.2f MB "
+        "| device peak %.2f MB | Megatron's theoretical weights+optimizer (most loaded shard) %.2f MB\n",
+        rank, r->weights / MB, r->gradients / MB, r->optimizer / MB, r->activations / MB, r->peak / MB, megatron / MB);
     if (r->recompute != TR_RECOMPUTE_NONE) /* in kB: the saving of a small model must not print as 0.00 */
-        fprintf(out, "[memory] rank %d: activation recompute (%s): activations kept %.1f kB instead of %.1f kB, "
-                     "%.1f kB (%.0f%%) saved\n",
+        fprintf(out,
+                "[memory] rank %d: activation recompute (%s): activations kept %.1f kB instead of %.1f kB, "
+                "%.1f kB (%.0f%%) saved\n",
                 rank, r->recompute == TR_RECOMPUTE_FULL ? "full" : "selective", r->act_storage / 1024.0,
                 r->act_storage_plain / 1024.0, ((double)r->act_storage_plain - (double)r->act_storage) / 1024.0,
                 r->act_storage_plain ? 100.0 * (1.0 - (double)r->act_storage / (double)r->act_storage_plain) : 0.0);

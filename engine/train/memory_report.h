@@ -11,14 +11,14 @@
 #include "twinrun/config.h"
 
 typedef struct tr_memory_report {
-    size_t weights;     /* compute copy + fp32 master */
-    size_t gradients;   /* gradient buffer (+ the distributed optimizer's reduce-scattered shard) */
-    size_t optimizer;   /* Adam moments */
-    size_t activations; /* activation slots and backward scratch */
-    size_t peak;        /* the device's peak */
-    tr_recompute recompute;      /* --recompute-granularity */
-    size_t act_storage;          /* activations kept for the backward (every slot, the recompute workspace) */
-    size_t act_storage_plain;    /* what they would take without recomputation */
+    size_t weights;           /* compute copy + fp32 master */
+    size_t gradients;         /* gradient buffer (+ the distributed optimizer's reduce-scattered shard) */
+    size_t optimizer;         /* Adam moments */
+    size_t activations;       /* activation slots and backward scratch */
+    size_t peak;              /* the device's peak */
+    tr_recompute recompute;   /* --recompute-granularity */
+    size_t act_storage;       /* activations kept for the backward (every slot, the recompute workspace) */
+    size_t act_storage_plain; /* what they would take without recomputation */
 } tr_memory_report;
 
 void tr_memory_report_of(tr_memory_report *r, const llama_model *m, const tr_optimizer *o);

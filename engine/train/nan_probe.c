@@ -116,13 +116,15 @@ const char *tr_nan_site_name(llama_site s) {
 
 void tr_nan_origin_describe(const tr_nan_origin *o, const tr_grid *g, char *out, size_t outlen) {
     if (o->rank < 0) {
-        snprintf(out, outlen, "no probed tensor was non-finite (it arose after the backward pass: the gradient "
-                              "reduction or the grad norm)");
+        snprintf(out, outlen,
+                 "no probed tensor was non-finite (it arose after the backward pass: the gradient "
+                 "reduction or the grad norm)");
         return;
     }
     char where[96] = "";
-    if (g) snprintf(where, sizeof where, " (tp %d, pp %d, cp %d, dp %d)", g->coord[TR_AXIS_TP], g->coord[TR_AXIS_PP],
-                    g->coord[TR_AXIS_CP], g->coord[TR_AXIS_DP]);
+    if (g)
+        snprintf(where, sizeof where, " (tp %d, pp %d, cp %d, dp %d)", g->coord[TR_AXIS_TP], g->coord[TR_AXIS_PP],
+                 g->coord[TR_AXIS_CP], g->coord[TR_AXIS_DP]);
     if (o->site == LLAMA_SITE_LOSS)
         snprintf(out, outlen, "rank %d%s, the loss, micro-batch %d", o->rank, where, o->micro);
     else

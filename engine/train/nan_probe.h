@@ -19,13 +19,13 @@
 
 typedef struct tr_nan_probe {
     llama_model *m;
-    fault_rank *faults; /* NULL = no injection */
-    bool check;         /* probing on */
-    bool active;        /* inside a training step (evaluation is not probed) */
+    fault_rank *faults;    /* NULL = no injection */
+    bool check;            /* probing on */
+    bool active;           /* inside a training step (evaluation is not probed) */
     int num_micro, layers; /* layers: of the whole model */
     int nsites;
-    float *sites;       /* device [num_micro * (2 * nl + 1)] */
-    float *host;        /* [nsites] */
+    float *sites; /* device [num_micro * (2 * nl + 1)] */
+    float *host;  /* [nsites] */
 } tr_nan_probe;
 
 /* What the ranks agreed on. rank -1 when no site was non-finite (the NaN arose after the last

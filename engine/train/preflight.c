@@ -10,7 +10,6 @@
 
 enum { FP_WORDS = 8 }; /* build lo/hi, config lo/hi, data lo/hi, devices, spare — as int32 for the all-gather */
 
-
 uint64_t tr_config_fingerprint(const tr_config *cfg) {
     /* the struct's bytes (defaults start from memset, so padding is zero) minus what is not a flag */
     size_t upto = offsetof(tr_config, n_warnings);
@@ -52,7 +51,8 @@ int tr_preflight(const tr_config *cfg, const tr_groups *gr, dev_device *d, int r
     dev_get_info(d, &info);
     const char *version = fault_build_version(faults, TR_VERSION);
     int32_t mine[FP_WORDS] = {0};
-    put64(mine + 0, tr_fnv1a(TR_FNV_OFFSET, version, strlen(version)) ^ tr_fnv1a(0, info.backend, strlen(info.backend)));
+    put64(mine + 0,
+          tr_fnv1a(TR_FNV_OFFSET, version, strlen(version)) ^ tr_fnv1a(0, info.backend, strlen(info.backend)));
     put64(mine + 2, tr_config_fingerprint(cfg));
     put64(mine + 4, data_fp);
     mine[6] = fault_visible_devices(faults, info.count);
@@ -68,8 +68,13 @@ int tr_preflight(const tr_config *cfg, const tr_groups *gr, dev_device *d, int r
     dev_stream_sync(s);
     dev_free(d, dbuf);
 
-    static const struct { int word, words; tr_preflight_issue issue; } checks[] = {
-        {0, 2, TR_PREFLIGHT_VERSION}, {6, 1, TR_PREFLIGHT_DEVICES}, {2, 2, TR_PREFLIGHT_CONFIG}, {4, 2, TR_PREFLIGHT_DATA}};
+    static const struct {
+        int word, words;
+        tr_preflight_issue issue;
+    } checks[] = {{0, 2, TR_PREFLIGHT_VERSION},
+                  {6, 1, TR_PREFLIGHT_DEVICES},
+                  {2, 2, TR_PREFLIGHT_CONFIG},
+                  {4, 2, TR_PREFLIGHT_DATA}};
     size_t used = 0;
     int shown = 0;
     for (size_t c = 0; c < sizeof checks / sizeof *checks; c++) {

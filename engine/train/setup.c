@@ -6,12 +6,12 @@
 
 #include <stdlib.h>
 
-#include "data/batch.h"
 #include "ckpt/ckpt.h"
+#include "data/batch.h"
 #include "io/hf_config.h"
+#include "model/llama.h"
 #include "train/batch_source.h"
 #include "train/checkpoint.h"
-#include "model/llama.h"
 #include "train/trainer.h"
 #include "twinrun/err.h"
 
@@ -23,8 +23,10 @@ static int use_checkpoint_args(tr_config *cfg, char *err, size_t errlen) {
     int r = tr_ckpt_pick(cfg, &it, err, errlen);
     if (r < 0) return -1;
     if (r == 1) {
-        tr_config_warn(cfg, "--use-checkpoint-args: no checkpoint in %s to provide arguments, using the command "
-                            "line's", cfg->load);
+        tr_config_warn(cfg,
+                       "--use-checkpoint-args: no checkpoint in %s to provide arguments, using the command "
+                       "line's",
+                       cfg->load);
         return 0;
     }
     ckpt_manifest m;
@@ -40,9 +42,10 @@ static void check_tokenizer_model(const tr_config *cfg, tr_errlist *el) {
     if (!cfg->tokenizer_model[0] || !strcmp(cfg->tokenizer_type, "NullTokenizer")) return;
     struct stat st;
     if (stat(cfg->tokenizer_model, &st) != 0)
-        tr_errlist_add(el, "--tokenizer-model %s: %s; give the tokenizer's directory (tokenizer.json, "
-                           "tokenizer_config.json) or model file as it is on this machine (twinrun does not download "
-                           "from the Hugging Face hub)",
+        tr_errlist_add(el,
+                       "--tokenizer-model %s: %s; give the tokenizer's directory (tokenizer.json, "
+                       "tokenizer_config.json) or model file as it is on this machine (twinrun does not download "
+                       "from the Hugging Face hub)",
                        cfg->tokenizer_model, strerror(errno));
 }
 
@@ -70,8 +73,8 @@ static int data_next(void *ctx, int micro, int32_t *tokens, int32_t *labels, flo
     return tr_data_next_train(ctx, tokens, labels, mask, pos, err, errlen);
 }
 
-static int data_next_valid(void *ctx, int micro, int32_t *tokens, int32_t *labels, float *mask, int32_t *pos,
-                           char *err, size_t errlen) {
+static int data_next_valid(void *ctx, int micro, int32_t *tokens, int32_t *labels, float *mask, int32_t *pos, char *err,
+                           size_t errlen) {
     (void)micro;
     return tr_data_next_valid(ctx, tokens, labels, mask, pos, err, errlen);
 }

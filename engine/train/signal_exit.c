@@ -19,8 +19,7 @@ void tr_signal_guard_end(tr_signal_guard *g) {
     sigemptyset(&term);
     sigaddset(&term, SIGTERM);
     const struct timespec now = {0, 0};
-    while (tr_sigterm_pending() && sigtimedwait(&term, NULL, &now) == SIGTERM) {
-    }
+    while (tr_sigterm_pending() && sigtimedwait(&term, NULL, &now) == SIGTERM) {}
     pthread_sigmask(SIG_SETMASK, &g->old_mask, NULL);
     g->active = false;
 }

@@ -9,7 +9,7 @@
 /* Host copies of the micro-batches a stage has in flight (1F1B keeps up to `slots`). */
 typedef struct batches {
     int N, slots;
-    int cp, cp_rank, B, T, Tfull;   /* context parallelism: this rank keeps T of each Tfull tokens */
+    int cp, cp_rank, B, T, Tfull;      /* context parallelism: this rank keeps T of each Tfull tokens */
     int32_t *ftokens, *flabels, *fpos; /* [B * Tfull] the whole micro-batch, when CP > 1 */
     float *fmask;
     int32_t *tokens, *labels, *pos; /* [slots, N] */
@@ -95,8 +95,8 @@ typedef struct run_state {
     batches b;
     pipeline pipe;
     int num_micro, dp_total;
-    coll_comm *cp;  /* context-parallel group (NULL at CP 1) */
-    float *scalar;  /* [1] device scratch for the micro-batch's token count over CP */
+    coll_comm *cp; /* context-parallel group (NULL at CP 1) */
+    float *scalar; /* [1] device scratch for the micro-batch's token count over CP */
     /* Each micro-batch's losses stay on the device until the step reads them all at once (no host
      * synchronisation between micro-batches): loss_dev [num_micro * N + 2] (the last two floats: the
      * loss reduction's pair), mask_all [num_micro * N] the host masks they are weighed with. */
@@ -177,8 +177,8 @@ static void reduce_loss(llama_model *m, const tr_parallel *par, float *dbuf, dou
     *loss_sum = h[0], *tok_sum = h[1];
 }
 
-int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_parallel *par,
-                           int num_micro, tr_batch_fn next, void *ctx, tr_step_result *res, char *err, size_t errlen) {
+int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_parallel *par, int num_micro,
+                           tr_batch_fn next, void *ctx, tr_step_result *res, char *err, size_t errlen) {
     run_state st = {.m = m, .cfg = cfg, .num_micro = num_micro, .next = next, .ctx = ctx, .dp_total = 1};
     const int N = m->dims.B * m->dims.T;
     if (batches_init(&st.b, N, m->layout.slots)) {
@@ -196,8 +196,12 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
         st.scalar = dev_alloc(m->dev, sizeof(float), "context-parallel token count");
         TR_CHECK(st.scalar != NULL, "out of device memory for a scalar");
     }
-    st.pipe = (pipeline){m, g && par->groups ? par->groups->pp : NULL, m->layout.pp_rank, m->layout.pp,
-                         (size_t)m->dims.Nl * m->dims.C, m->dims.act_dt};
+    st.pipe = (pipeline){m,
+                         g && par->groups ? par->groups->pp : NULL,
+                         m->layout.pp_rank,
+                         m->layout.pp,
+                         (size_t)m->dims.Nl * m->dims.C,
+                         m->dims.act_dt};
     const size_t nhist = m->dims.last ? (size_t)num_micro * (size_t)N : 0;
     st.loss_dev = dev_alloc(m->dev, (nhist + 2) * sizeof(float), "the step's losses");
     st.mask_all = malloc((nhist + 1) * sizeof(float));
@@ -267,8 +271,8 @@ static bool any_rank(llama_model *m, coll_comm *c, bool mine) {
     return h > 0.5f;
 }
 
-int train_step(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_parallel *par, int num_micro,
-               double lr, tr_batch_fn next, void *ctx, tr_step_result *res, char *err, size_t errlen) {
+int train_step(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_parallel *par, int num_micro, double lr,
+               tr_batch_fn next, void *ctx, tr_step_result *res, char *err, size_t errlen) {
     if (train_forward_backward(m, o, cfg, par, num_micro, next, ctx, res, err, errlen)) return -1;
     res->lr = lr;
     res->grad_norm = optim_grad_norm(o, m, par ? par->grid : NULL, par ? par->groups : NULL);
@@ -297,8 +301,12 @@ int train_evaluate(llama_model *m, const tr_parallel *par, int eval_iters, int n
         return tr_errf(err, errlen, "out of host memory for a validation micro-batch");
     }
     const tr_grid *g = par ? par->grid : NULL;
-    st.pipe = (pipeline){m, g && par->groups ? par->groups->pp : NULL, m->layout.pp_rank, m->layout.pp,
-                         (size_t)m->dims.Nl * m->dims.C, m->dims.act_dt};
+    st.pipe = (pipeline){m,
+                         g && par->groups ? par->groups->pp : NULL,
+                         m->layout.pp_rank,
+                         m->layout.pp,
+                         (size_t)m->dims.Nl * m->dims.C,
+                         m->dims.act_dt};
     int rc = batches_init_cp(&st.b, m->layout.cp, m->layout.cp_rank, m->dims.B, m->dims.T) ? -1 : 0;
     if (rc) tr_errf(err, errlen, "out of host memory for a validation micro-batch");
     for (int i = 0; i < eval_iters * num_micro && !rc; i++) {

@@ -12,7 +12,7 @@
 #include "twinrun/dev.h"
 
 typedef struct tr_straggler {
-    double busy_start;   /* dev_busy_seconds at the start of the interval */
+    double busy_start; /* dev_busy_seconds at the start of the interval */
     int64_t first_iteration;
     int worst_rank;      /* the slowest rank of any interval so far, -1 none */
     double worst_ratio;  /* its busy time over the median */

@@ -26,8 +26,9 @@ void tr_log_write_line(FILE *out, const char *timestamp, const tr_log_line *l, i
     if (l->has_decoupled_lr) fprintf(out, " decoupled learning rate: %.6E |", l->decoupled_lr);
     fprintf(out, " global batch size: %5d |", l->global_batch_size);
     if (l->lm_loss > 0.0) fprintf(out, " lm loss: %.6E |", l->lm_loss); /* Megatron prints only averages > 0 */
-    fprintf(out, " loss scale: 1.0 | grad norm: %.3f | number of skipped iterations: %3d |"
-                 " number of nan iterations: %3d |\n",
+    fprintf(out,
+            " loss scale: 1.0 | grad norm: %.3f | number of skipped iterations: %3d |"
+            " number of nan iterations: %3d |\n",
             l->grad_norm, l->skipped_iters, l->nan_iters);
     fflush(out);
 }

@@ -4,22 +4,22 @@
 #include <string.h>
 #include <time.h>
 
+#include "ckpt/ckpt.h"
+#include "core/hash.h"
+#include "fault/fault.h"
 #include "model/llama.h"
 #include "model/llama_hf.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "parallel/grid.h"
-#include "ckpt/ckpt.h"
-#include "core/hash.h"
-#include "fault/fault.h"
 #include "train/batch_source.h"
 #include "train/checkpoint.h"
+#include "train/memory_report.h"
 #include "train/nan_probe.h"
 #include "train/preflight.h"
 #include "train/signal_exit.h"
-#include "train/straggler.h"
-#include "train/memory_report.h"
 #include "train/step.h"
+#include "train/straggler.h"
 #include "train/tb_log.h"
 #include "train/train_log.h"
 #include "twinrun/coll.h"
@@ -38,11 +38,11 @@ typedef struct job {
     const tr_config *cfg;
     FILE *log;
     tr_train_summary *summary;
-    tr_data *data; /* the datasets, built once; each rank reads through its own view */
-    size_t peak;   /* largest device peak of any rank */
-    uint64_t data_fp; /* the data files' fingerprint, for the preflight */
-    ckpt_reader *ckpt; /* --load's checkpoint, verified and opened once for every rank; NULL = none */
-    char err[1024 + 32]; /* "rank N: " and a rank's 1024-byte message */
+    tr_data *data;        /* the datasets, built once; each rank reads through its own view */
+    size_t peak;          /* largest device peak of any rank */
+    uint64_t data_fp;     /* the data files' fingerprint, for the preflight */
+    ckpt_reader *ckpt;    /* --load's checkpoint, verified and opened once for every rank; NULL = none */
+    char err[1024 + 32];  /* "rank N: " and a rank's 1024-byte message */
     char first_err[1024]; /* the first failing rank's message as it said it */
     int same_err_ranks;   /* later ranks that failed with exactly that message (not printed again) */
 } job;
@@ -82,23 +82,28 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
     coll_set_timeout(st->dev, cfg->distributed_timeout_minutes * 60.0);
     if (tr_groups_create(&st->groups, &st->grid, st->dev, err, errlen)) return TR_EXIT_FATAL;
     st->faults = fault_rank_open(cfg->faults, rank, world, st->dev);
-    coll_comm *comms[] = {st->groups.tp, st->groups.cp, st->groups.dp, st->groups.pp, st->groups.dp_cp, st->groups.world};
+    coll_comm *comms[] = {st->groups.tp, st->groups.cp,    st->groups.dp,
+                          st->groups.pp, st->groups.dp_cp, st->groups.world};
     for (size_t i = 0; i < sizeof comms / sizeof *comms; i++) fault_rank_watch(st->faults, comms[i]);
     tr_preflight_result pre;
     if (tr_preflight(cfg, &st->groups, st->dev, rank, world, jb->data_fp, st->faults, &pre, err, errlen)) {
         st->agreed_error = true;
         tr_diagnosis *dg = &jb->summary->diag;
         if (reporter) {
-            *dg = (tr_diagnosis){.kind = "preflight", .rank = pre.first_rank, .layer = -1, .micro = -1,
-                                 .time = dev_clock_now(st->dev)};
+            *dg = (tr_diagnosis){
+                .kind = "preflight", .rank = pre.first_rank, .layer = -1, .micro = -1, .time = dev_clock_now(st->dev)};
             snprintf(dg->detail, sizeof dg->detail, "%s", tr_preflight_issue_name(pre.issue));
         }
         return TR_EXIT_USAGE;
     }
     const tr_grid *g = &st->grid;
     int dp_total = g->size[TR_AXIS_DP] * g->size[TR_AXIS_CP];
-    llama_layout lay = {.tp = g->size[TR_AXIS_TP], .tp_rank = g->coord[TR_AXIS_TP], .pp = g->size[TR_AXIS_PP],
-                        .pp_rank = g->coord[TR_AXIS_PP], .cp = g->size[TR_AXIS_CP], .cp_rank = g->coord[TR_AXIS_CP],
+    llama_layout lay = {.tp = g->size[TR_AXIS_TP],
+                        .tp_rank = g->coord[TR_AXIS_TP],
+                        .pp = g->size[TR_AXIS_PP],
+                        .pp_rank = g->coord[TR_AXIS_PP],
+                        .cp = g->size[TR_AXIS_CP],
+                        .cp_rank = g->coord[TR_AXIS_CP],
                         .slots = g->size[TR_AXIS_PP] - g->coord[TR_AXIS_PP]};
     size_t pad = cfg->use_distributed_optimizer ? (size_t)dp_total : 1;
     st->model = llama_create_shard(cfg, &lay, pad, st->groups.tp, lay.cp > 1 ? st->groups.cp : NULL, st->dev,
@@ -165,7 +170,11 @@ static int save(rank_state *st, job *jb, const tr_config *cfg, const tr_lr_sched
     st->agreed_error = culprit != rank;
     tr_diagnosis *dg = &jb->summary->diag;
     if (!dg->kind[0] && culprit == rank)
-        *dg = (tr_diagnosis){.kind = "ckpt_write", .rank = rank, .layer = -1, .micro = -1, .iteration = now->iteration,
+        *dg = (tr_diagnosis){.kind = "ckpt_write",
+                             .rank = rank,
+                             .layer = -1,
+                             .micro = -1,
+                             .iteration = now->iteration,
                              .time = dev_clock_now(st->dev)};
     return TR_EXIT_FATAL;
 }
@@ -189,22 +198,22 @@ static uint64_t weight_digest(llama_model *m) {
 /* One rank's run through the iterations: what the steps of train_rank share. */
 typedef struct rank_run {
     int rank, world;
-    bool reporter;        /* the last rank: Megatron logs from it, and it fills the summary */
+    bool reporter; /* the last rank: Megatron logs from it, and it fills the summary */
     tr_lr_schedule sched;
     tr_lr_schedule dsched; /* --decoupled-lr: the embedding and output layer's own schedule */
     bool decoupled;
-    dev_info dinfo;       /* whether the time figures are the twin's cost model's */
-    int num_micro;        /* micro-batches per iteration on this DP rank */
-    int64_t iters;        /* the last iteration of the job */
-    double flops;         /* per iteration, for the TFLOP/s column */
-    tr_run_position pos;  /* where the run starts: 0, or the loaded checkpoint's position */
-    int64_t consumed;     /* train samples consumed so far */
+    dev_info dinfo;         /* whether the time figures are the twin's cost model's */
+    int num_micro;          /* micro-batches per iteration on this DP rank */
+    int64_t iters;          /* the last iteration of the job */
+    double flops;           /* per iteration, for the TFLOP/s column */
+    tr_run_position pos;    /* where the run starts: 0, or the loaded checkpoint's position */
+    int64_t consumed;       /* train samples consumed so far */
     double loss_acc, t_acc; /* over the current logging interval */
     int n_acc, nan_iters;
-    int64_t saved_at;     /* the last iteration saved (or loaded) */
-    int64_t last;         /* the last iteration completed */
-    double start;         /* the rank's clock at the start, for --exit-duration-in-mins */
-    bool stopped;         /* by SIGTERM, --exit-interval or --exit-duration-in-mins: Megatron exits at once */
+    int64_t saved_at; /* the last iteration saved (or loaded) */
+    int64_t last;     /* the last iteration completed */
+    double start;     /* the rank's clock at the start, for --exit-duration-in-mins */
+    bool stopped;     /* by SIGTERM, --exit-interval or --exit-duration-in-mins: Megatron exits at once */
     tr_straggler strag;
     char err[1024];
 } rank_run;
@@ -240,8 +249,9 @@ static int resume(rank_state *st, const job *jb, rank_run *r) {
                                             cfg->eval_iters > 0 ? r->pos.consumed_valid : 0, r->err, sizeof r->err))
         rc = TR_EXIT_USAGE;
     if (!rc && r->reporter)
-        fprintf(jb->log, loaded ? " loaded checkpoint from %s at iteration %lld\n"
-                                : " could not find a checkpoint in %s: training from scratch\n",
+        fprintf(jb->log,
+                loaded ? " loaded checkpoint from %s at iteration %lld\n"
+                       : " could not find a checkpoint in %s: training from scratch\n",
                 cfg->load, (long long)r->pos.iteration);
     return rc;
 }
@@ -259,8 +269,12 @@ static void diagnose_nan(rank_state *st, const job *jb, rank_run *r, int64_t it)
     snprintf(r->err, sizeof r->err, "iteration %lld: %s. First non-finite value: %s", (long long)it, why, where);
     if (r->reporter) {
         tr_diagnosis *diag = &jb->summary->diag;
-        *diag = (tr_diagnosis){.kind = "nan", .rank = origin.rank, .layer = origin.layer, .micro = origin.micro,
-                               .iteration = it, .time = dev_clock_now(st->dev)};
+        *diag = (tr_diagnosis){.kind = "nan",
+                               .rank = origin.rank,
+                               .layer = origin.layer,
+                               .micro = origin.micro,
+                               .iteration = it,
+                               .time = dev_clock_now(st->dev)};
         snprintf(diag->detail, sizeof diag->detail, "%s", origin.rank >= 0 ? tr_nan_site_name(origin.site) : "");
     }
 }
@@ -281,11 +295,19 @@ static void log_iteration(rank_state *st, const job *jb, rank_run *r, int64_t it
     r->t_acc += dt;
     r->n_acc++;
     tr_log_line line = {
-        .iteration = it, .train_iters = r->iters, .consumed_samples = r->consumed,
-        .elapsed_ms_per_iter = dt * 1000.0, .tflops_per_gpu = dt > 0 ? r->flops / dt / 1e12 / r->world : 0.0,
-        .lr = lr, .has_decoupled_lr = r->decoupled, .decoupled_lr = dlr,
-        .global_batch_size = cfg->global_batch_size, .lm_loss = res->loss,
-        .grad_norm = res->grad_norm, .skipped_iters = 0, .nan_iters = r->nan_iters,
+        .iteration = it,
+        .train_iters = r->iters,
+        .consumed_samples = r->consumed,
+        .elapsed_ms_per_iter = dt * 1000.0,
+        .tflops_per_gpu = dt > 0 ? r->flops / dt / 1e12 / r->world : 0.0,
+        .lr = lr,
+        .has_decoupled_lr = r->decoupled,
+        .decoupled_lr = dlr,
+        .global_batch_size = cfg->global_batch_size,
+        .lm_loss = res->loss,
+        .grad_norm = res->grad_norm,
+        .skipped_iters = 0,
+        .nan_iters = r->nan_iters,
         .simulated = r->dinfo.simulated[0] ? r->dinfo.simulated : NULL,
     };
     if (st->metrics) tr_log_write_json(st->metrics, &line);
@@ -359,7 +381,8 @@ static bool exit_requested(rank_state *st, const job *jb, const rank_run *r, int
     if (cfg->exit_interval > 0 && it % cfg->exit_interval == 0) return true;
     if (cfg->exit_duration_in_mins > 0 && exit_duration_reached(st, r->start, cfg->exit_duration_in_mins)) {
         if (r->reporter)
-            fprintf(jb->log, " exiting program after %g minutes (--exit-duration-in-mins)\n", cfg->exit_duration_in_mins);
+            fprintf(jb->log, " exiting program after %g minutes (--exit-duration-in-mins)\n",
+                    cfg->exit_duration_in_mins);
         return true; /* the end-of-training save in finish() keeps the work */
     }
     return false;
@@ -413,8 +436,7 @@ static int finish(rank_state *st, job *jb, rank_run *r) {
         tr_run_position now = {r->last, r->consumed, valid_position(st, cfg, r->pos.consumed_valid)};
         int rc = save(st, jb, cfg, &r->sched, &now, r->rank, r->err, sizeof r->err);
         if (rc) return rc;
-        if (r->reporter)
-            fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)r->last, cfg->save);
+        if (r->reporter) fprintf(jb->log, " saved checkpoint at iteration %lld to %s\n", (long long)r->last, cfg->save);
     }
     /* Megatron evaluates once more when training ends (not when it exits early): after the last save */
     if (!r->stopped && st->src.next_valid && cfg->eval_iters > 0) {
@@ -474,8 +496,9 @@ static int train_rank(int rank, int world, void *arg) {
     r.start = st.dev ? dev_clock_now(st.dev) : 0.0;
     if (r.reporter) sum->start_iteration = r.pos.iteration;
     if (!rc && r.reporter && r.pos.iteration >= r.iters)
-        fprintf(jb->log, " the checkpoint is at iteration %lld and this run trains to iteration %lld: nothing left to "
-                         "train (raise --train-iters or --train-samples to continue)\n",
+        fprintf(jb->log,
+                " the checkpoint is at iteration %lld and this run trains to iteration %lld: nothing left to "
+                "train (raise --train-iters or --train-samples to continue)\n",
                 (long long)r.pos.iteration, (long long)r.iters);
     if (!rc) tr_straggler_init(&r.strag, st.dev, r.pos.iteration + 1);
     if (!rc) rc = iterate(&st, jb, &r);
@@ -497,8 +520,8 @@ int tr_train(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, 
     return tr_train_with(cfg, world, log, sum, NULL, NULL, err, errlen);
 }
 
-int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, launch_fn launch,
-                  void *launch_ctx, char *err, size_t errlen) {
+int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, launch_fn launch, void *launch_ctx,
+                  char *err, size_t errlen) {
     double *losses = sum->iteration_loss;
     uint64_t *digests = sum->weight_digest;
     memset(sum, 0, sizeof *sum);

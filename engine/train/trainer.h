@@ -17,12 +17,12 @@
 
 /* What the engine diagnosed when the job stopped (the first of the ranks to say). */
 typedef struct tr_diagnosis {
-    char kind[32];      /* "nan", "preflight", "ckpt_write", "oom", "data", "fatal"; "" = none */
-    char detail[32];    /* nan: "activation" "loss" "gradient"; preflight: "build version" "device count" ... */
-    int rank;           /* the culprit, -1 unknown */
-    int layer, micro;   /* nan: where */
+    char kind[32];    /* "nan", "preflight", "ckpt_write", "oom", "data", "fatal"; "" = none */
+    char detail[32];  /* nan: "activation" "loss" "gradient"; preflight: "build version" "device count" ... */
+    int rank;         /* the culprit, -1 unknown */
+    int layer, micro; /* nan: where */
     int64_t iteration;
-    double time;        /* the detecting rank's clock (simulated in the twin) */
+    double time; /* the detecting rank's clock (simulated in the twin) */
 } tr_diagnosis;
 
 typedef struct tr_train_summary {
@@ -32,12 +32,12 @@ typedef struct tr_train_summary {
     size_t device_peak_bytes; /* the largest of the ranks' peaks */
     size_t device_capacity;   /* a rank's device capacity (0 = unlimited) */
     int world;
-    bool reported;            /* this process ran the reporting (last) rank: the fields above are its */
+    bool reported; /* this process ran the reporting (last) rank: the fields above are its */
     tr_diagnosis diag;
-    int straggler_rank;       /* --log-straggler: the slowest rank seen, -1 none */
-    double straggler_ratio;   /* its busy time over the median */
-    double straggler_time;    /* the reporter's clock when a rank was first listed as a straggler; < 0 never */
-    double first_iteration_wall; /* CLOCK_REALTIME seconds when the reporter began its first iteration (0: none) */
+    int straggler_rank;            /* --log-straggler: the slowest rank seen, -1 none */
+    double straggler_ratio;        /* its busy time over the median */
+    double straggler_time;         /* the reporter's clock when a rank was first listed as a straggler; < 0 never */
+    double first_iteration_wall;   /* CLOCK_REALTIME seconds when the reporter began its first iteration (0: none) */
     int64_t signal_exit_iteration; /* --exit-signal-handler: the iteration the job stopped at on SIGTERM; 0 none */
     double signal_exit_time;       /* the reporter's clock then */
     /* Optional, owned by the caller (kept across tr_train's reset): losses[it] for each iteration

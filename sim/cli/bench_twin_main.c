@@ -165,7 +165,8 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--switches") == 0) switches = parse_long(argv[i], v, 1, 1L << 40), i++;
         else if (strcmp(argv[i], "--device") == 0 && v) o.device = v, i++;
         else {
-            fprintf(stderr, "usage: bench_twin [--ranks N] [--allreduces K] [--bytes B] [--switches M] [--device NAME]\n");
+            fprintf(stderr,
+                    "usage: bench_twin [--ranks N] [--allreduces K] [--bytes B] [--switches M] [--device NAME]\n");
             return 2;
         }
     }
@@ -192,7 +193,8 @@ int main(int argc, char **argv) {
            (double)(bc.rss_idle - bc.rss_before) / 1024.0 / bc.n, bc.n, bc.ring + 1, o.stack_bytes / 1024);
 
     t0 = wall();
-    if (twin_run(bc.n, allreduce_entry, &bc, &o, &res, err, sizeof err)) return fprintf(stderr, "bench_twin: %s\n", err), 1;
+    if (twin_run(bc.n, allreduce_entry, &bc, &o, &res, err, sizeof err))
+        return fprintf(stderr, "bench_twin: %s\n", err), 1;
     t = wall() - t0;
     int failed = 0;
     for (int r = 0; r < bc.n; r++) failed += res.exit_codes[r] != 0;

@@ -108,8 +108,8 @@ coll_status coll_all_gather(coll_comm *c, dev_stream *s, const void *send, void 
     return launch(c, (coll_desc){FLIGHT_ALL_GATHER, count, dt, -1, -1}, send, recv);
 }
 
-coll_status coll_reduce_scatter(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count,
-                                tr_dtype dt, coll_op op) {
+coll_status coll_reduce_scatter(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count, tr_dtype dt,
+                                coll_op op) {
     check_common(c, s, "reduce_scatter");
     check_buffers(c, "reduce_scatter", send, recv, count, dt);
     check_redop(c, "reduce_scatter", op);
@@ -150,7 +150,8 @@ void coll_group_end(void) {
     twin_rank *r = twin_self();
     TR_CHECK(r->group_depth > 0, "coll_group_end without coll_group_start");
     if (--r->group_depth) return;
-    snprintf(r->wait_desc, sizeof r->wait_desc, "group of %s%s", r->group_first ? flight_op_name(r->group_first->desc.op) : "nothing",
+    snprintf(r->wait_desc, sizeof r->wait_desc, "group of %s%s",
+             r->group_first ? flight_op_name(r->group_first->desc.op) : "nothing",
              r->group_first && r->group_first->next_group ? ", ..." : "");
     /* failures show in later calls (the communicator stays aborted), or end the rank now */
     coll_status st = twin_wait(r, r->wait_desc);

@@ -18,17 +18,21 @@ static int check_args(const int *ranks, int nranks, int my_rank, const char *nam
                       size_t errlen) {
     if (!name || !*name) return tr_errf(err, errlen, "coll_comm_create: communicator name is empty");
     if (strlen(name) >= FLIGHT_NAME_MAX)
-        return tr_errf(err, errlen, "coll_comm_create: name '%s' is longer than %d characters", name, FLIGHT_NAME_MAX - 1);
+        return tr_errf(err, errlen, "coll_comm_create: name '%s' is longer than %d characters", name,
+                       FLIGHT_NAME_MAX - 1);
     for (const char *c = name; *c; c++)
         if (!isgraph((unsigned char)*c))
-            return tr_errf(err, errlen, "coll_comm_create: name '%s' has a space or control character; "
-                           "names are one token in flight dumps", name);
+            return tr_errf(err, errlen,
+                           "coll_comm_create: name '%s' has a space or control character; "
+                           "names are one token in flight dumps",
+                           name);
     if (!ranks || nranks < 1) return tr_errf(err, errlen, "communicator '%s': empty rank list", name);
     if (nranks > world) {
         if (world == 1)
             return tr_errf(err, errlen,
                            "communicator '%s' over %d ranks: outside twin_run this process is one rank; run the "
-                           "ranks with twin_run (sim/include/twin.h) or use TP=PP=CP=DP=1", name, nranks);
+                           "ranks with twin_run (sim/include/twin.h) or use TP=PP=CP=DP=1",
+                           name, nranks);
         return tr_errf(err, errlen, "communicator '%s' over %d ranks in a twin of %d", name, nranks, world);
     }
     bool member = false;
@@ -41,7 +45,8 @@ static int check_args(const int *ranks, int nranks, int my_rank, const char *nam
         member |= ranks[i] == my_rank;
     }
     if (my_rank != self)
-        return tr_errf(err, errlen, "communicator '%s': my_rank %d but the calling twin rank is %d", name, my_rank, self);
+        return tr_errf(err, errlen, "communicator '%s': my_rank %d but the calling twin rank is %d", name, my_rank,
+                       self);
     if (!member) return tr_errf(err, errlen, "communicator '%s': rank %d is not in its rank list", name, my_rank);
     return 0;
 }
@@ -107,8 +112,8 @@ coll_comm *coll_comm_create(dev_device *d, const int *ranks, int nranks, int my_
     c->owner = self;
     c->dev = d;
     c->group_rank = pos;
-    c->flight_comm = self->recording ? flight_ring_add_comm(&self->flight, c->g->uid, c->g->name, c->g->size, c->g->ranks)
-                                     : -1;
+    c->flight_comm =
+        self->recording ? flight_ring_add_comm(&self->flight, c->g->uid, c->g->name, c->g->size, c->g->ranks) : -1;
     c->next_owned = self->comms;
     if (c->next_owned) c->next_owned->prev_owned = c;
     self->comms = c;
@@ -128,7 +133,8 @@ void coll_comm_destroy(coll_comm *c) {
     if (!c) return;
     if (c->inflight)
         tr_fatal("coll_comm_destroy of '%s' with %d operations in flight; end the group (coll_group_end) or "
-                 "abort the communicator first", c->g->name, c->inflight);
+                 "abort the communicator first",
+                 c->g->name, c->inflight);
     if (c->prev_owned) c->prev_owned->next_owned = c->next_owned;
     else c->owner->comms = c->next_owned;
     if (c->next_owned) c->next_owned->prev_owned = c->prev_owned;

@@ -30,7 +30,7 @@ struct coll_pending {
     const void *send;
     void *recv;
     double arrival;
-    double xfer_start;        /* when the last peer arrived and data moved (for the trace); set at completion */
+    double xfer_start; /* when the last peer arrived and data moved (for the trace); set at completion */
     uint64_t seq;
     uint64_t flight_id;
     bool recorded;
@@ -64,9 +64,9 @@ struct coll_group {
     coll_group *next_in_bucket;
     /* multi-process twin: members in other processes too (set by twin_remote's group_init) */
     bool remote;
-    int nlocal;  /* members in this process */
-    int nprocs;  /* other processes that host members */
-    int *procs;  /* [nprocs] ascending */
+    int nlocal; /* members in this process */
+    int nprocs; /* other processes that host members */
+    int *procs; /* [nprocs] ascending */
 };
 
 #define COLL_BUCKETS 1024
@@ -80,11 +80,11 @@ struct coll_comm {
     twin_rank *owner;
     dev_device *dev;
     int group_rank;
-    uint64_t seq;                      /* next collective sequence number */
-    uint64_t *p2p_send, *p2p_recv;     /* [size] per-peer sequence numbers, allocated on first use */
-    int inflight;                      /* launched operations not yet complete */
-    int flight_comm;                   /* index in the owner's flight ring, -1 when not recording */
-    coll_observer observer;            /* fault injection; not called while it runs (in_observer) */
+    uint64_t seq;                  /* next collective sequence number */
+    uint64_t *p2p_send, *p2p_recv; /* [size] per-peer sequence numbers, allocated on first use */
+    int inflight;                  /* launched operations not yet complete */
+    int flight_comm;               /* index in the owner's flight ring, -1 when not recording */
+    coll_observer observer;        /* fault injection; not called while it runs (in_observer) */
     void *observer_arg;
     bool in_observer;
     struct coll_comm *next_owned, *prev_owned;

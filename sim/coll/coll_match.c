@@ -54,9 +54,17 @@ _Noreturn static void mismatch(coll_pending *p, const char *where, int other_ran
 
 static void trace_finish(const coll_pending *p, double t, coll_status st) {
     const twin_trace_coll c = {
-        .group = p->comm->g->name, .op = p->desc.op, .seq = p->seq, .count = p->desc.count, .dtype = (int)p->desc.dt,
-        .redop = p->desc.redop, .peer = p->desc.peer, .arrival = p->arrival,
-        .xfer_start = st == COLL_OK ? p->xfer_start : -1, .end = t, .status = (int)st,
+        .group = p->comm->g->name,
+        .op = p->desc.op,
+        .seq = p->seq,
+        .count = p->desc.count,
+        .dtype = (int)p->desc.dt,
+        .redop = p->desc.redop,
+        .peer = p->desc.peer,
+        .arrival = p->arrival,
+        .xfer_start = st == COLL_OK ? p->xfer_start : -1,
+        .end = t,
+        .status = (int)st,
     };
     twin_trace_coll_done(p->rank->trace, &c);
 }
@@ -82,9 +90,17 @@ static void record(coll_pending *p) {
     p->recorded = r->recording && p->comm->flight_comm >= 0;
     if (!p->recorded) return;
     flight_record rec = {
-        .comm = p->comm->flight_comm, .seq = p->seq, .op = p->desc.op, .redop = p->desc.redop,
-        .dtype = (int)p->desc.dt, .count = p->desc.count, .peer = p->desc.peer, .state = FLIGHT_STARTED,
-        .t_sched = p->arrival, .t_start = p->arrival, .t_end = -1,
+        .comm = p->comm->flight_comm,
+        .seq = p->seq,
+        .op = p->desc.op,
+        .redop = p->desc.redop,
+        .dtype = (int)p->desc.dt,
+        .count = p->desc.count,
+        .peer = p->desc.peer,
+        .state = FLIGHT_STARTED,
+        .t_sched = p->arrival,
+        .t_start = p->arrival,
+        .t_end = -1,
     };
     p->flight_id = flight_ring_add(&r->flight, &rec);
 }
@@ -171,10 +187,11 @@ static void post_p2p(coll_pending *p) {
     *slot = q->next_p2p;
     if (g->p2p_last == q) g->p2p_last = prev;
     const coll_pending *send = p->desc.op == FLIGHT_SEND ? p : q, *recv = p->desc.op == FLIGHT_SEND ? q : p;
-    const int pair[2] = {g->ranks[send->comm->group_rank] < g->ranks[recv->comm->group_rank]
-                             ? g->ranks[send->comm->group_rank] : g->ranks[recv->comm->group_rank],
-                         g->ranks[send->comm->group_rank] < g->ranks[recv->comm->group_rank]
-                             ? g->ranks[recv->comm->group_rank] : g->ranks[send->comm->group_rank]};
+    const int pair[2] = {
+        g->ranks[send->comm->group_rank] < g->ranks[recv->comm->group_rank] ? g->ranks[send->comm->group_rank]
+                                                                            : g->ranks[recv->comm->group_rank],
+        g->ranks[send->comm->group_rank] < g->ranks[recv->comm->group_rank] ? g->ranks[recv->comm->group_rank]
+                                                                            : g->ranks[send->comm->group_rank]};
     const double bytes = (double)(p->desc.count * tr_dtype_size(p->desc.dt));
     const double start = fmax(p->arrival, q->arrival);
     const double end = start + twin_coll_seconds(twin_spec(), twin_gpus_per_node(), TWIN_COST_P2P, pair, 2, bytes) *

@@ -109,7 +109,8 @@ void coll_exec(const coll_group *g, coll_instance *inst) {
     }
     case FLIGHT_REDUCE_SCATTER: {
         void *acc = scratch((size_t)n * count * 4);
-        for (int b = 0; b < n; b++) reduce_block((char *)acc + (size_t)b * count * 4, srcs, n, (size_t)b * count, count, d->dt, d->redop);
+        for (int b = 0; b < n; b++)
+            reduce_block((char *)acc + (size_t)b * count * 4, srcs, n, (size_t)b * count, count, d->dt, d->redop);
         for (int r = 0; r < n; r++) write_acc(m[r]->recv, (char *)acc + (size_t)r * count * 4, count, d->dt);
         free(acc);
         break;
@@ -138,7 +139,6 @@ void coll_exec(const coll_group *g, coll_instance *inst) {
 void coll_exec_p2p(const coll_pending *send, const coll_pending *recv) {
     if (send->desc.count) memmove(recv->recv, send->send, send->desc.count * tr_dtype_size(send->desc.dt));
 }
-
 
 uint64_t coll_result_hash(const coll_group *g, const coll_instance *inst) {
     const coll_desc *d = &inst->desc;

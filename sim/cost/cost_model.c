@@ -23,8 +23,8 @@ static double ceil_log2(int n) {
     return l;
 }
 
-double twin_coll_seconds(const twin_device_spec *spec, int gpus_per_node, twin_coll_kind kind, const int *ranks,
-                         int n, double bytes) {
+double twin_coll_seconds(const twin_device_spec *spec, int gpus_per_node, twin_coll_kind kind, const int *ranks, int n,
+                         double bytes) {
     TR_CHECK(spec != NULL && gpus_per_node > 0 && n >= 1 && bytes >= 0, "invalid collective cost query");
     if (n == 1) return 0.0;
     const bool net = spans_nodes(ranks, n, gpus_per_node);

@@ -76,9 +76,7 @@ static const struct {
 
 int twin_device_spec_count(void) { return (int)(sizeof specs / sizeof specs[0]); }
 
-const twin_device_spec *twin_device_spec_at(int i) {
-    return i >= 0 && i < twin_device_spec_count() ? &specs[i] : NULL;
-}
+const twin_device_spec *twin_device_spec_at(int i) { return i >= 0 && i < twin_device_spec_count() ? &specs[i] : NULL; }
 
 const twin_device_spec *twin_device_spec_find(const char *name) {
     if (!name) return NULL;

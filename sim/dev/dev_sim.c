@@ -17,8 +17,6 @@
 
 #define DEV_SIM_ALIGN 64
 
-
-
 struct dev_stream {
     dev_device *dev;
 };

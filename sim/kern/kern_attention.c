@@ -12,16 +12,16 @@ static int32_t *natural_positions(int T) {
     return pos;
 }
 
-void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B, int T,
-                            int NH, int KV, int D) {
+void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B, int T, int NH,
+                            int KV, int D) {
     kern_attention_forward_check(s, out, lse, q, k, v, B, T, NH, KV, D);
     int32_t *pos = natural_positions(T);
     kern_attention_forward_pos(s, out, lse, q, k, v, pos, pos, B, T, T, NH, KV, D);
     free(pos);
 }
 
-void kern_attention_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
-                             tr_buf v, tr_buf out, const float *lse, int B, int T, int NH, int KV, int D) {
+void kern_attention_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k, tr_buf v,
+                             tr_buf out, const float *lse, int B, int T, int NH, int KV, int D) {
     kern_attention_backward_check(s, dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, KV, D);
     int32_t *pos = natural_positions(T);
     kern_attention_backward_pos(s, dq, dk, dv, dout, q, k, v, out, lse, pos, pos, B, T, T, NH, KV, D);

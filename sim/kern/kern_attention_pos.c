@@ -44,8 +44,8 @@ static double visible_pairs(const int32_t *q_pos, const int32_t *k_pos, int Tq, 
 /* Widen the [T, D] slice of head `head` (of H) in batch b of x [B, T, H, D] into dst [T, D]. */
 static void load_head(double *dst, tr_buf x, int b, int head, int T, int H, int D) {
     for (int t = 0; t < T; t++)
-        ld_row_d(dst + (size_t)t * (size_t)D,
-                 x, (((size_t)b * (size_t)T + (size_t)t) * (size_t)H + (size_t)head) * (size_t)D, (size_t)D);
+        ld_row_d(dst + (size_t)t * (size_t)D, x,
+                 (((size_t)b * (size_t)T + (size_t)t) * (size_t)H + (size_t)head) * (size_t)D, (size_t)D);
 }
 
 /* Store src [T, D] into head `head` of batch b of x [B, T, H, D], one rounding per element. */
@@ -89,10 +89,10 @@ void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q,
     const int heads_per_group = NH / KV;
     const double scale = 1.0 / sqrt((double)D);
     const size_t QD = (size_t)Tq * (size_t)D, KD = (size_t)Tk * (size_t)D;
-    double *kh = kern_scratch(KD, sizeof *kh, "attention k head");               /* [Tk, D] */
-    double *vh = kern_scratch(KD, sizeof *vh, "attention v head");               /* [Tk, D] */
-    double *qh = kern_scratch(QD, sizeof *qh, "attention q head");               /* [Tq, D] */
-    double *oh = kern_scratch(QD, sizeof *oh, "attention out head");             /* [Tq, D] */
+    double *kh = kern_scratch(KD, sizeof *kh, "attention k head");                 /* [Tk, D] */
+    double *vh = kern_scratch(KD, sizeof *vh, "attention v head");                 /* [Tk, D] */
+    double *qh = kern_scratch(QD, sizeof *qh, "attention q head");                 /* [Tq, D] */
+    double *oh = kern_scratch(QD, sizeof *oh, "attention out head");               /* [Tq, D] */
     double *scores = kern_scratch((size_t)Tk, sizeof *scores, "attention scores"); /* [Tk] */
     int *vis = kern_scratch((size_t)Tk, sizeof *vis, "attention visible keys");    /* [Tk] */
 
@@ -140,16 +140,16 @@ void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv,
     const int heads_per_group = NH / KV;
     const double scale = 1.0 / sqrt((double)D);
     const size_t QD = (size_t)Tq * (size_t)D, KD = (size_t)Tk * (size_t)D;
-    double *kh = kern_scratch(KD, sizeof *kh, "attention k head");      /* [Tk, D] */
-    double *vh = kern_scratch(KD, sizeof *vh, "attention v head");      /* [Tk, D] */
-    double *dkh = kern_scratch(KD, sizeof *dkh, "attention dk head");   /* [Tk, D] */
-    double *dvh = kern_scratch(KD, sizeof *dvh, "attention dv head");   /* [Tk, D] */
-    double *qh = kern_scratch(QD, sizeof *qh, "attention q head");      /* [Tq, D] */
-    double *doh = kern_scratch(QD, sizeof *doh, "attention dout head"); /* [Tq, D] */
-    double *dqh = kern_scratch(QD, sizeof *dqh, "attention dq head");   /* [Tq, D] */
+    double *kh = kern_scratch(KD, sizeof *kh, "attention k head");              /* [Tk, D] */
+    double *vh = kern_scratch(KD, sizeof *vh, "attention v head");              /* [Tk, D] */
+    double *dkh = kern_scratch(KD, sizeof *dkh, "attention dk head");           /* [Tk, D] */
+    double *dvh = kern_scratch(KD, sizeof *dvh, "attention dv head");           /* [Tk, D] */
+    double *qh = kern_scratch(QD, sizeof *qh, "attention q head");              /* [Tq, D] */
+    double *doh = kern_scratch(QD, sizeof *doh, "attention dout head");         /* [Tq, D] */
+    double *dqh = kern_scratch(QD, sizeof *dqh, "attention dq head");           /* [Tq, D] */
     double *p = kern_scratch((size_t)Tk, sizeof *p, "attention probabilities"); /* [Tk] */
     double *dp = kern_scratch((size_t)Tk, sizeof *dp, "attention dprobs");      /* [Tk] */
-    int *vis = kern_scratch((size_t)Tk, sizeof *vis, "attention visible keys");  /* [Tk] */
+    int *vis = kern_scratch((size_t)Tk, sizeof *vis, "attention visible keys"); /* [Tk] */
 
     for (int b = 0; b < B; b++) {
         for (int g = 0; g < KV; g++) {

@@ -66,8 +66,7 @@ void kern_ce_loss_from_stats(dev_stream *s, float *losses, const float *row_max,
 }
 
 void kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max, const float *sum_exp,
-                            const int32_t *targets, int vocab_start, const float *dloss, int N, int V,
-                            int V_real) {
+                            const int32_t *targets, int vocab_start, const float *dloss, int N, int V, int V_real) {
     kern_cost(s, 5.0 * N * (double)V, 2.0 * N * V * tr_dtype_size(logits.dt), TR_F32);
     kern_ce_slice_backward_check(s, dlogits, logits, row_max, sum_exp, targets, vocab_start, dloss, N, V, V_real);
     check_targets(targets, N, "cross entropy backward (vocab slice)");

@@ -31,8 +31,8 @@ static void check_tokens(const int32_t *tokens, int N, const char *who) {
     }
 }
 
-void kern_embedding_forward_slice(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int vocab_start,
-                                  int N, int C, int V) {
+void kern_embedding_forward_slice(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int vocab_start, int N,
+                                  int C, int V) {
     kern_cost(s, 0.0, 2.0 * N * C * tr_dtype_size(out.dt), TR_F32);
     kern_embedding_forward_slice_check(s, out, tokens, wte, vocab_start, N, C, V);
     check_tokens(tokens, N, "embedding forward");

@@ -44,8 +44,8 @@ void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k,
     kern_gemm_check(s, c, a, b, m, n, k, ta, tb, alpha, beta);
     const size_t M = (size_t)m, N = (size_t)n, K = (size_t)k;
 
-    double *bp = kern_scratch(K * GEMM_TILE_N, sizeof *bp, "gemm b panel");                        /* [k,TN] */
-    double *ap = kern_scratch((size_t)GEMM_TILE_M * K, sizeof *ap, "gemm a panel");                /* [TM,k] */
+    double *bp = kern_scratch(K * GEMM_TILE_N, sizeof *bp, "gemm b panel");                         /* [k,TN] */
+    double *ap = kern_scratch((size_t)GEMM_TILE_M * K, sizeof *ap, "gemm a panel");                 /* [TM,k] */
     double *acc = kern_scratch((size_t)GEMM_TILE_M * GEMM_TILE_N, sizeof *acc, "gemm accumulator"); /* [TM,TN] */
 
     for (size_t j0 = 0; j0 < N; j0 += GEMM_TILE_N) {

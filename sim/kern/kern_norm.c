@@ -46,15 +46,15 @@ void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, floa
     free(x);
 }
 
-void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight, tr_buf dbias,
-                        tr_buf dout, tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N, int C) {
+void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight, tr_buf dbias, tr_buf dout,
+                        tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N, int C) {
     kern_cost(s, 12.0 * N * (double)C, 4.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
     kern_norm_backward_check(s, nd, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
     const bool layer = nd->kind == KERN_NORM_LAYER;
 
     const size_t Cz = (size_t)C;
-    double *xhat = kern_scratch(Cz, sizeof *xhat, "norm xhat");  /* [C] */
-    double *g = kern_scratch(Cz, sizeof *g, "norm dout row");     /* [C] */
+    double *xhat = kern_scratch(Cz, sizeof *xhat, "norm xhat");    /* [C] */
+    double *g = kern_scratch(Cz, sizeof *g, "norm dout row");      /* [C] */
     double *dw = kern_scratch(Cz, sizeof *dw, "norm dweight sum"); /* [C] */
     double *db = kern_scratch(Cz, sizeof *db, "norm dbias sum");   /* [C] */
     double *gam = kern_scratch(Cz, sizeof *gam, "norm gamma");     /* [C] */

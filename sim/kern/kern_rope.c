@@ -24,8 +24,8 @@ static void rope_apply(const kern_rope_desc *rd, tr_buf x, const int32_t *positi
                        double sign) {
     const int half = rd->rot_dim / 2;
     float *inv_freq = kern_scratch((size_t)half, sizeof *inv_freq, "rope inv_freq"); /* [half] */
-    float *cs = kern_scratch((size_t)half, sizeof *cs, "rope cos");                 /* [half] */
-    float *sn = kern_scratch((size_t)half, sizeof *sn, "rope sin");                 /* [half] */
+    float *cs = kern_scratch((size_t)half, sizeof *cs, "rope cos");                  /* [half] */
+    float *sn = kern_scratch((size_t)half, sizeof *sn, "rope sin");                  /* [half] */
     for (int i = 0; i < half; i++) {
         /* theta^(-2i/rot_dim), the exponent exact in fp32 as in HF, the power rounded once. */
         const float e = (float)(2 * i) / (float)rd->rot_dim;
@@ -49,8 +49,8 @@ static void rope_apply(const kern_rope_desc *rd, tr_buf x, const int32_t *positi
     free(inv_freq);
 }
 
-void kern_rope_forward(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int T,
-                       int H, int D) {
+void kern_rope_forward(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int T, int H,
+                       int D) {
     kern_cost(s, 6.0 * B * T * H * (double)rd->rot_dim, 2.0 * B * T * H * D * tr_dtype_size(x.dt), TR_F32);
     kern_rope_forward_check(s, rd, x, positions, B, T, H, D);
     rope_apply(rd, x, positions, B, T, H, D, 1.0);

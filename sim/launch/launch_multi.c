@@ -44,8 +44,8 @@ static void describe(char *buf, size_t n, int proc, int nprocs, int per, int chu
         snprintf(buf, n, "ranks %d-%d,%d-%d", first, first + chunk - 1, first + nprocs * chunk,
                  first + nprocs * chunk + chunk - 1);
     else
-        snprintf(buf, n, "ranks %d-%d,%d-%d,... (%d in chunks of %d)", first, first + chunk - 1,
-                 first + nprocs * chunk, first + nprocs * chunk + chunk - 1, per, chunk);
+        snprintf(buf, n, "ranks %d-%d,%d-%d,... (%d in chunks of %d)", first, first + chunk - 1, first + nprocs * chunk,
+                 first + nprocs * chunk + chunk - 1, per, chunk);
 }
 
 static int env_seconds(const char *name, double dflt, double *out, char *err, size_t errlen) {
@@ -67,21 +67,31 @@ int launch_multi_start(int world, double watchdog_s, launch_multi *m, char *err,
     const int multi = launch_process_layout(&nprocs, &proc, &per, err, errlen);
     if (multi <= 0 || nprocs == 1) return multi < 0 ? -1 : 0;
     if ((long long)nprocs * per != world)
-        return tr_errf(err, errlen, "the job has %d ranks but the launcher started %d processes x "
-                       "TWINRUN_RANKS_PER_PROCESS=%d", world, nprocs, per);
+        return tr_errf(err, errlen,
+                       "the job has %d ranks but the launcher started %d processes x "
+                       "TWINRUN_RANKS_PER_PROCESS=%d",
+                       world, nprocs, per);
     tr_launch_vars v;
     if (tr_launch_vars_from_env(&v, err, errlen)) return -1;
     int chunk;
     if (env_int("TWINRUN_RANK_CHUNK", per, &chunk, err, errlen)) return -1;
     if (per % chunk)
-        return tr_errf(err, errlen, "TWINRUN_RANK_CHUNK=%d does not divide the %d ranks of each process "
-                       "(TWINRUN_RANKS_PER_PROCESS): every process must get whole chunks", chunk, per);
-    mp_config c = {.nprocs = nprocs, .proc = proc, .local_proc = v.local_rank, .ranks_per_proc = per, .chunk = chunk,
-                      .world = world, .launcher = tr_launcher_name(v.launcher),
-                      .mpi = v.launcher == TR_LAUNCHER_OMPI};
+        return tr_errf(err, errlen,
+                       "TWINRUN_RANK_CHUNK=%d does not divide the %d ranks of each process "
+                       "(TWINRUN_RANKS_PER_PROCESS): every process must get whole chunks",
+                       chunk, per);
+    mp_config c = {.nprocs = nprocs,
+                   .proc = proc,
+                   .local_proc = v.local_rank,
+                   .ranks_per_proc = per,
+                   .chunk = chunk,
+                   .world = world,
+                   .launcher = tr_launcher_name(v.launcher),
+                   .mpi = v.launcher == TR_LAUNCHER_OMPI};
     if (!c.mpi) {
         if (!v.has_master)
-            return tr_errf(err, errlen, "RANK=%d WORLD_SIZE=%d: the processes meet at MASTER_ADDR:MASTER_PORT (process "
+            return tr_errf(err, errlen,
+                           "RANK=%d WORLD_SIZE=%d: the processes meet at MASTER_ADDR:MASTER_PORT (process "
                            "0's host and a free port, as torchrun sets them); set both, or start the job with mpirun",
                            proc, nprocs);
         snprintf(c.master_addr, sizeof c.master_addr, "%s", v.master_addr);

@@ -10,11 +10,11 @@ struct twin_remote;
 
 typedef struct launch_multi {
     bool active;
-    struct mp_job *job;                /* the job's transport (sim/multiproc) */
-    const struct twin_remote *remote;  /* for twin_options.remote */
+    struct mp_job *job;               /* the job's transport (sim/multiproc) */
+    const struct twin_remote *remote; /* for twin_options.remote */
     int nprocs, proc;
-    int nranks, chunk;      /* this process's ranks: chunks of `chunk` dealt round-robin (launch_multi.c) */
-    char ranks[96];         /* "ranks 256-511", for messages */
+    int nranks, chunk; /* this process's ranks: chunks of `chunk` dealt round-robin (launch_multi.c) */
+    char ranks[96];    /* "ranks 256-511", for messages */
 } launch_multi;
 
 /* 1 when a launcher started several processes: the job's transport is up and m says which ranks run

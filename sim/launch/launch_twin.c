@@ -66,8 +66,7 @@ int twin_launch(int world, launch_entry entry, void *arg, const twin_options *gi
         if (c > code) code = c;
     }
     if ((res.hang || code) && !opt.quiet) {
-        if (m)
-            fprintf(stderr, "twinrun: process %d of %d (%s):\n", multi.proc, multi.nprocs, multi.ranks);
+        if (m) fprintf(stderr, "twinrun: process %d of %d (%s):\n", multi.proc, multi.nprocs, multi.ranks);
         fputs(res.report, stderr);
     }
     if (res.hang && !code) code = TR_EXIT_FATAL;

@@ -7,9 +7,9 @@
 
 typedef struct rank_heap {
     int n, cap;
-    int *ids;      /* heap order */
-    double *keys;  /* keys[rank] */
-    int *pos;      /* pos[rank]: index in ids, -1 when absent */
+    int *ids;     /* heap order */
+    double *keys; /* keys[rank] */
+    int *pos;     /* pos[rank]: index in ids, -1 when absent */
 } rank_heap;
 
 int rank_heap_init(rank_heap *h, int nranks);

@@ -28,8 +28,7 @@ void twin_sync(twin_rank *r) {
 coll_status twin_wait(twin_rank *r, const char *what) {
     twin_sched *s = twin_sched_get();
     if (r->waiting > 0) {
-        if (!s)
-            tr_fatal("%s would wait forever: outside twin_run there is only rank 0 and no peer can arrive", what);
+        if (!s) tr_fatal("%s would wait forever: outside twin_run there is only rank 0 and no peer can arrive", what);
         TR_CHECK(r == s->current, "twin_wait for a rank that is not running");
         r->state = RANK_BLOCKED;
         r->blocked_on = what;
@@ -65,7 +64,6 @@ void twin_op_done(twin_rank *r, double t, coll_status st) {
     }
 }
 
-
 _Noreturn void twin_rank_finish(twin_rank *r, rank_state how, int code) {
     twin_sched *s = twin_sched_get();
     TR_CHECK(s && r == s->current, "a rank ended outside twin_run");
@@ -74,8 +72,10 @@ _Noreturn void twin_rank_finish(twin_rank *r, rank_state how, int code) {
     twin_log("%.9f r%d %s %d", r->now, r->id, how == RANK_DONE ? "exit" : "fail", code);
     if (r->trace)
         twin_trace_mark_at(s->trace, r->id,
-                           how == RANK_DONE ? TWIN_MARK_EXIT : how == RANK_KILLED ? TWIN_MARK_KILLED : TWIN_MARK_FAIL, r->now,
-                           code, how == RANK_KILLED ? "ended by the watchdog's abort" : NULL);
+                           how == RANK_DONE     ? TWIN_MARK_EXIT
+                           : how == RANK_KILLED ? TWIN_MARK_KILLED
+                                                : TWIN_MARK_FAIL,
+                           r->now, code, how == RANK_KILLED ? "ended by the watchdog's abort" : NULL);
     if (how == RANK_FAILED) {
         twin_report("rank %d failed with exit code %d at t=%.9f s%s%s", r->id, code, r->now, r->fail_msg ? ": " : "",
                     r->fail_msg ? r->fail_msg : "");

@@ -37,8 +37,8 @@ static void write_dumps(twin_sched *s, const flight_dump *dumps) {
             return;
         }
     }
-    twin_report("flight dumps: %d files in %s (read them with: blame %s/flight_rank*.txt)", s->nranks,
-                s->opt.dump_dir, s->opt.dump_dir);
+    twin_report("flight dumps: %d files in %s (read them with: blame %s/flight_rank*.txt)", s->nranks, s->opt.dump_dir,
+                s->opt.dump_dir);
 }
 
 flight_dump *twin_local_dumps(twin_sched *s) {

@@ -7,13 +7,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ctx.h"
 #include "flight/flight.h"
+#include "rank_heap.h"
+#include "stack.h"
 #include "trace/trace.h"
 #include "twin.h"
 #include "twin_cost.h"
-#include "ctx.h"
-#include "rank_heap.h"
-#include "stack.h"
 #include "twinrun/coll.h"
 #include "twinrun/dev.h"
 
@@ -30,16 +30,16 @@ struct coll_pending;
 typedef struct twin_rank {
     int id;
     rank_state state;
-    double now;        /* this rank's simulated clock, seconds */
-    double coll_seconds; /* of which spent in collectives (waiting and transferring): not busy */
-    double deadline;   /* when blocked: the watchdog's time; INFINITY = none */
-    double watchdog_s; /* collective timeout; 0 = none */
-    int waiting;       /* collectives this rank has launched and not seen complete */
+    double now;              /* this rank's simulated clock, seconds */
+    double coll_seconds;     /* of which spent in collectives (waiting and transferring): not busy */
+    double deadline;         /* when blocked: the watchdog's time; INFINITY = none */
+    double watchdog_s;       /* collective timeout; 0 = none */
+    int waiting;             /* collectives this rank has launched and not seen complete */
     coll_status wake_status; /* worst status among them */
     const char *blocked_on;  /* for reports */
     char wait_desc[96];      /* what the collectives layer says the rank waits in */
     int exit_code;
-    char *fail_msg;    /* the rank's last fatal message (dev_rank_note); NULL = none */
+    char *fail_msg; /* the rank's last fatal message (dev_rank_note); NULL = none */
     uint64_t rng;
     twin_ctx ctx;
     twin_stack stack;
@@ -87,9 +87,9 @@ typedef struct twin_remote {
 
 typedef struct twin_sched {
     int nranks;
-    int world;             /* the job's ranks; this run hosts nranks of them (twin_global_rank) */
-    int proc, nprocs, chunk; /* multi-process: chunks of `chunk` ranks dealt round-robin to nprocs processes */
-    bool xproc;            /* other processes host the rest, reached through remote */
+    int world;                 /* the job's ranks; this run hosts nranks of them (twin_global_rank) */
+    int proc, nprocs, chunk;   /* multi-process: chunks of `chunk` ranks dealt round-robin to nprocs processes */
+    bool xproc;                /* other processes host the rest, reached through remote */
     const twin_remote *remote; /* NULL unless xproc */
     unsigned polls;
     twin_rank *ranks;

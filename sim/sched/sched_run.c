@@ -22,7 +22,8 @@ void twin_options_default(twin_options *o) {
 }
 
 static int validate(int nranks, int (*entry)(int, void *), const twin_options *o, char *err, size_t errlen) {
-    if (twin_sched_get()) return tr_errf(err, errlen, "twin_run: called from inside a running twin (nesting is not supported)");
+    if (twin_sched_get())
+        return tr_errf(err, errlen, "twin_run: called from inside a running twin (nesting is not supported)");
     if (!entry) return tr_errf(err, errlen, "twin_run: entry function is NULL");
     if (nranks < 1 || nranks > TWIN_MAX_RANKS)
         return tr_errf(err, errlen, "twin_run: %d ranks; use 1 to %d", nranks, TWIN_MAX_RANKS);
@@ -36,7 +37,8 @@ static int validate(int nranks, int (*entry)(int, void *), const twin_options *o
             strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
             strncat(names, twin_device_spec_at(i)->name, sizeof names - strlen(names) - 1);
         }
-        return tr_errf(err, errlen, "twin_run: unknown device '%s'; known: %s", o->device ? o->device : "(null)", names);
+        return tr_errf(err, errlen, "twin_run: unknown device '%s'; known: %s", o->device ? o->device : "(null)",
+                       names);
     }
     if (o->gpus_per_node < 1) return tr_errf(err, errlen, "twin_run: gpus_per_node %d must be >= 1", o->gpus_per_node);
     if (!(o->capacity_scale > 0) || !isfinite(o->capacity_scale))
@@ -49,13 +51,15 @@ static int validate(int nranks, int (*entry)(int, void *), const twin_options *o
         const int chunk = o->rank_chunk ? o->rank_chunk : nranks;
         if (o->world_size > TWIN_MAX_RANKS || o->nprocs < 1 || o->proc < 0 || o->proc >= o->nprocs || chunk < 1 ||
             nranks % chunk || (long long)nranks * o->nprocs != o->world_size)
-            return tr_errf(err, errlen, "twin_run: %d ranks as process %d of %d in chunks of %d do not make a world of %d",
-                           nranks, o->proc, o->nprocs, chunk, o->world_size);
+            return tr_errf(err, errlen,
+                           "twin_run: %d ranks as process %d of %d in chunks of %d do not make a world of %d", nranks,
+                           o->proc, o->nprocs, chunk, o->world_size);
     }
     if (o->world_size && o->world_size != nranks && !o->remote)
-        return tr_errf(err, errlen, "twin_run: %d of the %d ranks run here: the others' processes must be reachable "
-                       "(twin_options.remote; the twin's launch starts them, docs/multiprocess.md)", nranks,
-                       o->world_size);
+        return tr_errf(err, errlen,
+                       "twin_run: %d of the %d ranks run here: the others' processes must be reachable "
+                       "(twin_options.remote; the twin's launch starts them, docs/multiprocess.md)",
+                       nranks, o->world_size);
     if (o->world_size && o->world_size != nranks && o->trace_path)
         return tr_errf(err, errlen, "twin_run: trace_path with ranks in several processes is not supported yet");
     return 0;
@@ -83,8 +87,8 @@ static void watchdog_fire(twin_sched *s, twin_rank *r, double t) {
         s->hang = true;
         s->watchdog_rank = r->id;
         s->watchdog_time = t;
-        twin_report("watchdog: rank %d waited %.3f s (simulated) in %s; aborting every communicator at t=%.9f s",
-                    r->id, r->watchdog_s, r->blocked_on ? r->blocked_on : "a collective", t);
+        twin_report("watchdog: rank %d waited %.3f s (simulated) in %s; aborting every communicator at t=%.9f s", r->id,
+                    r->watchdog_s, r->blocked_on ? r->blocked_on : "a collective", t);
         twin_hang_report(s, "watchdog");
     }
     if (s->trace) twin_trace_mark_at(s->trace, r->id, TWIN_MARK_WATCHDOG, t, 0, r->blocked_on);
@@ -262,7 +266,7 @@ int twin_run(int nranks, int (*entry)(int rank, void *arg), void *arg, const twi
     for (int i = 0; i < nranks; i++) {
         const twin_rank *r = &s.ranks[i];
         res->exit_codes[i] = r->exit_code;
-        res->rank_end[i] = r->state == RANK_DONE ? TWIN_RANK_EXITED
+        res->rank_end[i] = r->state == RANK_DONE     ? TWIN_RANK_EXITED
                            : r->state == RANK_FAILED ? TWIN_RANK_FAILED
                                                      : TWIN_RANK_KILLED;
         if (r->now > res->end_time) res->end_time = r->now;

@@ -23,11 +23,11 @@ twin_rank *twin_self(void) {
 }
 
 int twin_world(void) { return g_sched ? g_sched->world : 1; }
-struct coll_registry **twin_registry(void) { return g_sched ? &g_sched->groups : &g_implicit_registry; }
-
-const twin_device_spec *twin_spec(void) {
-    return g_sched ? g_sched->spec : twin_device_spec_find("H100");
+struct coll_registry **twin_registry(void) {
+    return g_sched ? &g_sched->groups : &g_implicit_registry;
 }
+
+const twin_device_spec *twin_spec(void) { return g_sched ? g_sched->spec : twin_device_spec_find("H100"); }
 int twin_gpus_per_node(void) { return g_sched ? g_sched->opt.gpus_per_node : 8; }
 
 uint64_t twin_mix64(uint64_t x) {

@@ -40,4 +40,3 @@ void twin_stack_free(twin_stack *s) {
     TR_CHECK(munmap(s->base, s->mapped) == 0, "munmap of a coroutine stack failed");
     memset(s, 0, sizeof *s);
 }
-

@@ -10,8 +10,8 @@
 #define MAX_MARKS TWIN_TRACE_MAX_EVENTS
 #define MAX_NAMES 65536
 
-int twin_trace_create(const char *ranks, int world, int gpus_per_node, const char *device, twin_trace **out,
-                      char *err, size_t errlen) {
+int twin_trace_create(const char *ranks, int world, int gpus_per_node, const char *device, twin_trace **out, char *err,
+                      size_t errlen) {
     *out = NULL;
     TR_CHECK(world >= 1 && gpus_per_node >= 1, "trace of an empty world");
     twin_trace *t = calloc(1, sizeof *t);

@@ -26,8 +26,8 @@ typedef struct twin_trace_rank twin_trace_rank;
 
 /* Which ranks to trace: `ranks` is a rank list ("0-7,1016-1023", flight_ranks_parse) or NULL
  * for ranks 0 .. min(world, 64) - 1. Returns 0 with *out, or -1 with a message in err. */
-int twin_trace_create(const char *ranks, int world, int gpus_per_node, const char *device, twin_trace **out,
-                      char *err, size_t errlen);
+int twin_trace_create(const char *ranks, int world, int gpus_per_node, const char *device, twin_trace **out, char *err,
+                      size_t errlen);
 void twin_trace_free(twin_trace *t);
 /* The recorder of global rank r, or NULL when r is not traced. */
 twin_trace_rank *twin_trace_rank_of(twin_trace *t, int r);
@@ -39,17 +39,17 @@ void twin_trace_compute(twin_trace_rank *tr, double t0, double t1);
 void twin_trace_sleep(twin_trace_rank *tr, double t0, double t1);
 
 typedef struct twin_trace_coll {
-    const char *group;  /* communicator name */
+    const char *group; /* communicator name */
     flight_op op;
     uint64_t seq;
     size_t count;
-    int dtype;          /* tr_dtype */
-    int redop;          /* coll_op, or -1 */
-    int peer;           /* group rank of root or peer, or -1 */
-    double arrival;     /* the rank launched it */
-    double xfer_start;  /* the last member arrived and data started to move; < 0 when it never did */
+    int dtype;         /* tr_dtype */
+    int redop;         /* coll_op, or -1 */
+    int peer;          /* group rank of root or peer, or -1 */
+    double arrival;    /* the rank launched it */
+    double xfer_start; /* the last member arrived and data started to move; < 0 when it never did */
     double end;
-    int status;         /* coll_status */
+    int status; /* coll_status */
 } twin_trace_coll;
 /* One of the rank's collectives finished (completed, timed out or aborted). */
 void twin_trace_coll_done(twin_trace_rank *tr, const twin_trace_coll *c);

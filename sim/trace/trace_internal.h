@@ -11,12 +11,12 @@ typedef enum trace_span_kind { SPAN_COMPUTE = 0, SPAN_SLEEP, SPAN_COLL, SPAN_HUN
 
 /* One span of one rank; a collective becomes its span and, when it waited, a nested "wait". */
 typedef struct trace_span {
-    double t0, t1;       /* simulated seconds; a hung span's t1 is INFINITY until written */
-    double xfer_start;   /* SPAN_COLL: when the data started to move; < 0 when it never did */
-    uint64_t seq;        /* SPAN_COLL */
-    uint64_t count;      /* SPAN_COLL: elements; SPAN_COMPUTE: kernels coalesced */
-    uint32_t group;      /* SPAN_COLL: index into the trace's interned names */
-    int32_t peer;        /* SPAN_COLL: group rank of root/peer, or -1 */
+    double t0, t1;     /* simulated seconds; a hung span's t1 is INFINITY until written */
+    double xfer_start; /* SPAN_COLL: when the data started to move; < 0 when it never did */
+    uint64_t seq;      /* SPAN_COLL */
+    uint64_t count;    /* SPAN_COLL: elements; SPAN_COMPUTE: kernels coalesced */
+    uint32_t group;    /* SPAN_COLL: index into the trace's interned names */
+    int32_t peer;      /* SPAN_COLL: group rank of root/peer, or -1 */
     uint8_t kind, op, dtype, status;
     int8_t redop;
 } trace_span;

@@ -114,8 +114,8 @@ static void write_slice(out *o, const twin_trace *t, int rank, const slice *sl) 
         const bool moved = s->status == COLL_OK && s->xfer_start >= 0;
         const int64_t wait = ns(moved ? s->xfer_start : s->t1) - ns(s->t0);
         fprintf(f, "\"count\":%llu,\"dtype\":\"%s\",\"bytes\":%llu,\"status\":\"%s\"", (unsigned long long)s->count,
-                tr_dtype_name((tr_dtype)s->dtype),
-                (unsigned long long)(s->count * tr_dtype_size((tr_dtype)s->dtype)), status_name(s->status));
+                tr_dtype_name((tr_dtype)s->dtype), (unsigned long long)(s->count * tr_dtype_size((tr_dtype)s->dtype)),
+                status_name(s->status));
         if (s->redop >= 0) fprintf(f, ",\"redop\":\"%s\"", flight_redop_name(s->redop));
         if (s->peer >= 0) fprintf(f, ",\"%s\":%d", s->op == FLIGHT_BROADCAST ? "root" : "peer", s->peer);
         us(f, "wait_us", wait);
@@ -212,15 +212,20 @@ static void write_metadata(out *o, const twin_trace *t) {
     for (int i = 0; i < t->ntraced; i++) {
         const int r = t->traced[i], node = r / t->gpus_per_node;
         if (node != last_node) {
-            fprintf(ev(o), "\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"node %d\"}}",
+            fprintf(ev(o),
+                    "\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"node %d\"}}",
                     node + 1, r + 1, node);
-            fprintf(ev(o), "\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+            fprintf(ev(o),
+                    "\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
                     node + 1, r + 1, node);
             last_node = node;
         }
-        fprintf(ev(o), "\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"rank %d (node %d, gpu %d)\"}}",
-                node + 1, r + 1, r, node, r % t->gpus_per_node);
-        fprintf(ev(o), "\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+        fprintf(
+            ev(o),
+            "\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"rank %d (node %d, gpu %d)\"}}",
+            node + 1, r + 1, r, node, r % t->gpus_per_node);
+        fprintf(ev(o),
+                "\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
                 node + 1, r + 1, r);
     }
 }
@@ -228,7 +233,9 @@ static void write_metadata(out *o, const twin_trace *t) {
 int twin_trace_write(twin_trace *t, FILE *f, double end_time, char *err, size_t errlen) {
     uint64_t dropped = t->dropped_marks;
     for (int i = 0; i < t->ntraced; i++) dropped += t->ranks[i].dropped;
-    fputs("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"twinrun twin\",\"clock\":\"simulated\",\"device\":", f);
+    fputs(
+        "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"twinrun twin\",\"clock\":\"simulated\",\"device\":",
+        f);
     json_str(f, t->device);
     fprintf(f, ",\"world\":%d,\"gpus_per_node\":%d,\"traced_ranks\":\"", t->world, t->gpus_per_node);
     flight_ranks_format(f, t->traced, t->ntraced);

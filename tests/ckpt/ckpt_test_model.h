@@ -27,8 +27,8 @@ static inline double tm_value(const char *name, uint64_t g, int64_t iter) {
 }
 
 /* What a blob with this placement holds: n elements written to out as dtype. Returns n (-1 on error). */
-static inline int64_t tm_fill(const char *name, ckpt_dtype dt, const int64_t *shape, int ndim, ckpt_place *p, int64_t iter,
-                       void **out) {
+static inline int64_t tm_fill(const char *name, ckpt_dtype dt, const int64_t *shape, int ndim, ckpt_place *p,
+                              int64_t iter, void **out) {
     char err[256];
     if (ckpt_place_resolve(p, shape, ndim, name, err, sizeof err)) return -1;
     size_t esz = ckpt_dtype_size(dt);
@@ -63,7 +63,7 @@ typedef struct tm_rank {
 } tm_rank;
 
 static inline void tm_add(tm_rank *r, const char *name, ckpt_dtype dt, int ndim, int64_t d0, int64_t d1, ckpt_place p,
-                   int64_t iter) {
+                          int64_t iter) {
     ckpt_blob *b = &r->blobs[r->n];
     memset(b, 0, sizeof *b);
     snprintf(r->names[r->n], sizeof r->names[r->n], "%s", name);
@@ -116,21 +116,36 @@ static inline ckpt_manifest tm_manifest(int64_t iter, const ckpt_layout *L) {
     ckpt_manifest m;
     memset(&m, 0, sizeof m);
     m.iteration = iter, m.consumed_train_samples = iter * 16, m.consumed_valid_samples = iter / 10 * 32;
-    m.model = (ckpt_model_shape){.num_layers = TM_LAYERS, .hidden_size = 8, .ffn_hidden_size = 24,
-                                 .num_attention_heads = 2, .num_query_groups = 1, .kv_channels = 4, .vocab_size = 300,
-                                 .make_vocab_size_divisible_by = 128, .max_position_embeddings = 64, .seq_length = 16,
-                                 .normalization = 1, .swiglu = true, .untie_embeddings_and_output_weights = true,
-                                 .rotary_base = 500000.0, .norm_epsilon = 1e-5};
+    m.model = (ckpt_model_shape){.num_layers = TM_LAYERS,
+                                 .hidden_size = 8,
+                                 .ffn_hidden_size = 24,
+                                 .num_attention_heads = 2,
+                                 .num_query_groups = 1,
+                                 .kv_channels = 4,
+                                 .vocab_size = 300,
+                                 .make_vocab_size_divisible_by = 128,
+                                 .max_position_embeddings = 64,
+                                 .seq_length = 16,
+                                 .normalization = 1,
+                                 .swiglu = true,
+                                 .untie_embeddings_and_output_weights = true,
+                                 .rotary_base = 500000.0,
+                                 .norm_epsilon = 1e-5};
     m.layout = *L;
-    m.sched = (ckpt_sched){.max_lr = 3e-4, .min_lr = 3e-5, .init_lr = 0.0, .warmup_samples = 32,
-                           .decay_samples = 1600, .num_steps = iter * 16, .style = 2};
+    m.sched = (ckpt_sched){.max_lr = 3e-4,
+                           .min_lr = 3e-5,
+                           .init_lr = 0.0,
+                           .warmup_samples = 32,
+                           .decay_samples = 1600,
+                           .num_steps = iter * 16,
+                           .style = 2};
     m.optimizer_step = iter, m.seed = 18446744073709551557ull, m.bf16 = true;
     return m;
 }
 
 /* A whole save through io: begin, every rank's shard, commit (full re-read when infos is 0). */
-static inline int tm_save(const ckpt_io *io, const char *dir, int64_t iter, const ckpt_layout *L, int gather_infos, char *err,
-                   size_t errlen) {
+static inline int tm_save(const ckpt_io *io, const char *dir, int64_t iter, const ckpt_layout *L, int gather_infos,
+                          char *err, size_t errlen) {
     if (ckpt_save_begin(io, dir, iter, err, errlen)) return -1;
     int world = ckpt_layout_world(L);
     ckpt_file_info *infos = calloc((size_t)world, sizeof *infos);
@@ -151,7 +166,7 @@ static inline int tm_save(const ckpt_io *io, const char *dir, int64_t iter, cons
 
 /* Reads region p of a tensor and compares it with what the model says; 0 when equal. */
 static inline int tm_check_region(ckpt_reader *rd, const char *name, ckpt_dtype dt, const int64_t *shape, int ndim,
-                           ckpt_place p, int64_t iter, char *err, size_t errlen) {
+                                  ckpt_place p, int64_t iter, char *err, size_t errlen) {
     void *want;
     int64_t n = tm_fill(name, dt, shape, ndim, &p, iter, &want);
     if (n < 0) return -1;

@@ -37,10 +37,10 @@ typedef struct fio_op { /* a directory change not yet made durable by fsync of i
 
 typedef struct fault_io {
     ckpt_io io;
-    int step;      /* io calls made so far */
-    int crash_at;  /* -1, or the step at which the "machine" dies (before that call) */
-    int dead;      /* crashed: every call fails from here on */
-    int fail_at;   /* -1, or the step that fails with fail_errno */
+    int step;     /* io calls made so far */
+    int crash_at; /* -1, or the step at which the "machine" dies (before that call) */
+    int dead;     /* crashed: every call fails from here on */
+    int fail_at;  /* -1, or the step that fails with fail_errno */
     int fail_errno;
     int fail_writes_only; /* fail_at counts write calls only */
     int writes;
@@ -214,8 +214,8 @@ static inline int fio_rmdir(void *ctx, const char *path) {
 
 static inline void fio_init(fault_io *f) {
     memset(f, 0, sizeof *f);
-    f->io = (ckpt_io){f, fio_open, fio_write, fio_fsync, fio_close, fio_rename, fio_fsync_dir, fio_unlink, fio_mkdir,
-                      fio_rmdir};
+    f->io = (ckpt_io){f,          fio_open,      fio_write,  fio_fsync, fio_close,
+                      fio_rename, fio_fsync_dir, fio_unlink, fio_mkdir, fio_rmdir};
     f->crash_at = -1, f->fail_at = -1;
 }
 

@@ -17,7 +17,8 @@ static void expect_bad(const char *dir, const char *file, const char *what) {
     char err[2048];
     ckpt_verify_report rep;
     if (ckpt_verify(dir, 20, &rep, err, sizeof err) == 0) fail_msg("%s: %s not detected", file, what);
-    if (!strstr(err, file) || !strstr(rep.bad_file, file)) fail_msg("%s: %s: message does not name it: %s", file, what, err);
+    if (!strstr(err, file) || !strstr(rep.bad_file, file))
+        fail_msg("%s: %s: message does not name it: %s", file, what, err);
     if (rep.older_complete != 10 || !strstr(err, "older complete checkpoint exists: iteration 10"))
         fail_msg("%s: %s: older checkpoint not offered: %s", file, what, err);
 }

@@ -29,7 +29,8 @@ static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
     char err[512];
     tr_config_defaults(&f->cfg);
-    if (hf_config_load(&f->hf, TINY "/config.json", err, sizeof err) || hf_config_apply(&f->hf, &f->cfg, err, sizeof err)) {
+    if (hf_config_load(&f->hf, TINY "/config.json", err, sizeof err) ||
+        hf_config_apply(&f->hf, &f->cfg, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return -1;
     }

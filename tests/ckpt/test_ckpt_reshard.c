@@ -156,10 +156,8 @@ static void test_overlapping_pieces(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_runs_cover_placements),
-        cmocka_unit_test(test_overlapping_pieces),
-        cmocka_unit_test(test_from_tp2_pp2),
-        cmocka_unit_test(test_from_tp2_dp2_distopt),
+        cmocka_unit_test(test_runs_cover_placements), cmocka_unit_test(test_overlapping_pieces),
+        cmocka_unit_test(test_from_tp2_pp2),          cmocka_unit_test(test_from_tp2_dp2_distopt),
         cmocka_unit_test(test_from_tp4_pp2_dp2_cp2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -100,7 +100,8 @@ static int64_t assert_latest_whole(const char *dir, int64_t a, int64_t b, const 
     int64_t it = -1;
     if (ckpt_latest(dir, &it, err, sizeof err) != 0) fail_msg("%s: ckpt_latest: %s", when, err);
     if (it != a && it != b) fail_msg("%s: latest is %lld", when, (long long)it);
-    if (ckpt_verify(dir, it, NULL, err, sizeof err)) fail_msg("%s: latest %lld does not verify: %s", when, (long long)it, err);
+    if (ckpt_verify(dir, it, NULL, err, sizeof err))
+        fail_msg("%s: latest %lld does not verify: %s", when, (long long)it, err);
     check_all(dir, it, &L4);
     return it;
 }
@@ -119,7 +120,7 @@ static void test_crash_at_every_step(void **state) {
         int rc = tm_save(&f.io, dir, 20, &L4, k % 2, err, sizeof err);
         if (!f.dead) {
             if (rc) fail_msg("save without a fault failed: %s", err);
-            steps = f.step; /* the save finished before step k: every step has been crashed at */
+            steps = f.step;          /* the save finished before step k: every step has been crashed at */
             fio_crash_aftermath(&f); /* and the power fails right after it returned: it must be durable */
             assert_latest_whole(dir, 20, 20, "power cut after the save returned");
         } else {
@@ -145,8 +146,10 @@ static void test_enospc_at_every_write(void **state) {
     tmpdir(dir, sizeof dir, "enospc");
     int writes = -1;
     regex_t re;
-    assert_int_equal(regcomp(&re, "no space left on device after [0-9]+ of ([0-9]+) bytes; this file needs [0-9]+ bytes",
-                             REG_EXTENDED), 0);
+    assert_int_equal(regcomp(&re,
+                             "no space left on device after [0-9]+ of ([0-9]+) bytes; this file needs [0-9]+ bytes",
+                             REG_EXTENDED),
+                     0);
     for (int k = 0; writes < 0; k++) {
         rm_tree(dir);
         if (tm_save(NULL, dir, 10, &L4, 0, err, sizeof err)) fail_msg("%s", err);
@@ -244,8 +247,8 @@ static void test_bad_blobs_rejected(void **state) {
     float x[4] = {0};
     ckpt_layout one = {1, 1, 1, 1, false};
     ckpt_coords c0 = {0};
-    ckpt_blob b = {.name = "w", .dtype = CKPT_F32, .data = x, .ndim = 2, .shape = {2, 2},
-                   .place = ckpt_place_slice(0, 1, 2)};
+    ckpt_blob b = {
+        .name = "w", .dtype = CKPT_F32, .data = x, .ndim = 2, .shape = {2, 2}, .place = ckpt_place_slice(0, 1, 2)};
     assert_int_equal(ckpt_shard_write(NULL, dir, 1, &one, &c0, &b, 1, NULL, err, sizeof err), -1);
     assert_non_null(strstr(err, "'w': slice [1, +2) outside axis 0"));
     b.place = ckpt_place_slice(2, 0, 1);
@@ -264,7 +267,8 @@ int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--write-fixture") == 0) { /* for the ckpt program's tests */
         char err[1024];
         rm_tree(argv[2]);
-        if (tm_save(NULL, argv[2], 10, &L4, 0, err, sizeof err) || tm_save(NULL, argv[2], 20, &L4, 1, err, sizeof err)) {
+        if (tm_save(NULL, argv[2], 10, &L4, 0, err, sizeof err) ||
+            tm_save(NULL, argv[2], 20, &L4, 1, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }

@@ -5,10 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cmocka.h>
 
 #include "common/assert_text.h"
 #include "fault/fault.h"
@@ -17,8 +17,8 @@
 
 static void test_names(void **state) {
     (void)state;
-    const char *names[] = {"hang",          "crash",       "node_crash",  "nan",          "straggler",
-                           "coll_mismatch", "ckpt_enospc", "ckpt_crash",  "ckpt_corrupt", "data_corrupt",
+    const char *names[] = {"hang",          "crash",       "node_crash",   "nan",          "straggler",
+                           "coll_mismatch", "ckpt_enospc", "ckpt_crash",   "ckpt_corrupt", "data_corrupt",
                            "oom",           "short_node",  "version_skew", "preempt"};
     assert_int_equal(sizeof names / sizeof names[0], FAULT_KIND_COUNT);
     for (int k = 0; k < FAULT_KIND_COUNT; k++) {

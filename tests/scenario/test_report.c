@@ -136,7 +136,7 @@ static void test_json_round_trip(void **state) {
     assert_string_equal(str(h, "diagnosis"), r.faults[0].diagnosis);
     assert_string_equal(str(n, "kind"), "nan");
     assert_true(cJSON_IsFalse(get(n, "fired")));
-    assert_true(cJSON_IsNull(get(n, "attempt")));        /* never fired */
+    assert_true(cJSON_IsNull(get(n, "attempt"))); /* never fired */
     assert_true(cJSON_IsNull(get(n, "fired_at")));
     assert_true(cJSON_IsNull(get(n, "detect_seconds"))); /* never detected */
 
@@ -197,8 +197,10 @@ static void test_junit_counts_and_escapes(void **state) {
     assert_non_null(strstr(x, "<testsuite name=\"unit&lt;&amp;&gt;\" tests=\"2\" failures=\"1\""));
     assert_int_equal(count(x, "<testcase "), 2);
     assert_int_equal(count(x, "<failure "), 1);
-    assert_non_null(strstr(x, "<testcase classname=\"twinrun.scenario.unit&lt;&amp;&gt;\" name=\"continuity\" time=\"0\">"));
-    assert_non_null(strstr(x, "<testcase classname=\"twinrun.scenario.unit&lt;&amp;&gt;\" name=\"completes\" time=\"0\"/>"));
+    assert_non_null(
+        strstr(x, "<testcase classname=\"twinrun.scenario.unit&lt;&amp;&gt;\" name=\"continuity\" time=\"0\">"));
+    assert_non_null(
+        strstr(x, "<testcase classname=\"twinrun.scenario.unit&lt;&amp;&gt;\" name=\"completes\" time=\"0\"/>"));
     /* the attribute keeps its newline as a reference; the element text keeps it as is */
     assert_non_null(strstr(x, "message=\"loss &lt;&amp;&quot;&gt; &apos;x&apos; differs&#10;at iteration 3\">"));
     assert_non_null(strstr(x, ">loss &lt;&amp;&quot;&gt; &apos;x&apos; differs\nat iteration 3</failure>"));
@@ -220,7 +222,8 @@ static void test_junit_counts_and_escapes(void **state) {
     x = calloc(1, (size_t)len + 1);
     assert_int_equal(fread(x, 1, (size_t)len, f), (size_t)len);
     fclose(f);
-    assert_non_null(strstr(x, "<testsuites name=\"twinrun scenarios\" tests=\"4\" failures=\"1\" errors=\"0\" time=\"0.750\">"));
+    assert_non_null(
+        strstr(x, "<testsuites name=\"twinrun scenarios\" tests=\"4\" failures=\"1\" errors=\"0\" time=\"0.750\">"));
     assert_non_null(strstr(x, "<testsuite name=\"clean\" tests=\"2\" failures=\"0\""));
     assert_int_equal(count(x, "<testsuite "), 2);
     free(x);
@@ -251,7 +254,8 @@ static void test_text_summary(void **state) {
     assert_non_null(strstr(t, "hang 1/2"));
     assert_non_null(strstr(t, "FAIL  continuity: loss <&\"> 'x'? differs at iteration 3\n"));
     assert_non_null(strstr(t, "PASS  completes"));
-    assert_non_null(strstr(t, "loss: final 2.100000; same bits as the fault-free run at 3/3 iterations; missing at 1 iteration\n"));
+    assert_non_null(
+        strstr(t, "loss: final 2.100000; same bits as the fault-free run at 3/3 iterations; missing at 1 iteration\n"));
     const char *last = strstr(t, "FAILED: 1 of 2 expectations: continuity\n");
     assert_non_null(last);
     assert_int_equal(last[strlen("FAILED: 1 of 2 expectations: continuity\n")], '\0'); /* the verdict ends it */

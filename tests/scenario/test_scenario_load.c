@@ -5,12 +5,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cmocka.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <cmocka.h>
 
 #include "common/assert_text.h"
 #include "runner/scenario.h"

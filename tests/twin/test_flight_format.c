@@ -29,7 +29,8 @@ static void test_rank_ranges(void **state) {
         const int *r;
         int n;
         const char *text;
-    } cases[] = {{world, 1024, "0-1023"}, {dp, 128, "5-1021:8"}, {odd, 5, "3,5,9-11"}, {world, 1, "0"}, {world, 2, "0,1"}};
+    } cases[] = {
+        {world, 1024, "0-1023"}, {dp, 128, "5-1021:8"}, {odd, 5, "3,5,9-11"}, {world, 1, "0"}, {world, 2, "0,1"}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         char *t = format_ranks(cases[k].r, cases[k].n);
         assert_string_equal(t, cases[k].text);
@@ -116,7 +117,8 @@ static void expect_error(const char *from, const char *to, const char *want) {
     size_t pos = 0, line = 0;
     char err[256] = "";
     int rc = flight_dump_parse(text, strlen(text), &pos, &line, &d, err, sizeof err);
-    if (rc != -1 || !strstr(err, want)) fail_msg("'%s' -> '%s': rc %d, error '%s', wanted '%s'", from, to, rc, err, want);
+    if (rc != -1 || !strstr(err, want))
+        fail_msg("'%s' -> '%s': rc %d, error '%s', wanted '%s'", from, to, rc, err, want);
 }
 
 static void test_bad_dumps_are_rejected_precisely(void **state) {
@@ -152,7 +154,10 @@ static void test_bad_dumps_are_rejected_precisely(void **state) {
     expect_error("end\n", "fin\n", "expected 'end' after 'dropped'");
     expect_error("dropped 7\nend\n", "", "ends without 'dropped N' and 'end'");
     expect_error("rec 9", "bogus 9", "unknown line kind");
-    expect_error("comm 0 uid", "rec 0 comm 0 seq 0 op barrier count 0 dtype fp32 redop - peer -1 state completed t_sched 0 t_start 0 t_end 0\ncomm 0 uid", "comm is not a declared communicator");
+    expect_error(
+        "comm 0 uid",
+        "rec 0 comm 0 seq 0 op barrier count 0 dtype fp32 redop - peer -1 state completed t_sched 0 t_start 0 t_end 0\ncomm 0 uid",
+        "comm is not a declared communicator");
 }
 
 /* Blame on hand-written dumps: three ranks of four joined seq 2; rank 1 stopped after seq 1. */
@@ -162,13 +167,14 @@ static void test_blame_from_dumps(void **state) {
     const int ranks[3] = {0, 2, 3};
     for (int i = 0; i < 3; i++) {
         char text[1024];
-        snprintf(text, sizeof text,
-                 "twinrun-flight 1\nrank %d world 4 backend cuda time 700 status running 0\n"
-                 "comm 0 uid 0123456789abcdef name world size 4 ranks 0-3\n"
-                 "rec 1 comm 0 seq 1 op all_reduce count 4 dtype fp32 redop sum peer -1 state completed t_sched 1 t_start 1 t_end 2\n"
-                 "rec 2 comm 0 seq 2 op all_reduce count 4 dtype fp32 redop sum peer -1 state started t_sched %d t_start %d t_end -\n"
-                 "dropped 1\nend\n",
-                 ranks[i], 3 + i, 3 + i);
+        snprintf(
+            text, sizeof text,
+            "twinrun-flight 1\nrank %d world 4 backend cuda time 700 status running 0\n"
+            "comm 0 uid 0123456789abcdef name world size 4 ranks 0-3\n"
+            "rec 1 comm 0 seq 1 op all_reduce count 4 dtype fp32 redop sum peer -1 state completed t_sched 1 t_start 1 t_end 2\n"
+            "rec 2 comm 0 seq 2 op all_reduce count 4 dtype fp32 redop sum peer -1 state started t_sched %d t_start %d t_end -\n"
+            "dropped 1\nend\n",
+            ranks[i], 3 + i, 3 + i);
         size_t pos = 0, line = 0;
         char err[256];
         assert_int_equal(flight_dump_parse(text, strlen(text), &pos, &line, &d[i], err, sizeof err), 1);
@@ -188,7 +194,8 @@ static void test_blame_from_dumps(void **state) {
     FILE *f = open_memstream(&text, &len);
     flight_blame_print(f, &b, d, 3);
     fclose(f);
-    assert_non_null(strstr(text, "seq 2 all_reduce count 4 fp32 sum: 3 joined since t=3.000000000 s; 1 never joined: 1"));
+    assert_non_null(
+        strstr(text, "seq 2 all_reduce count 4 fp32 sum: 3 joined since t=3.000000000 s; 1 never joined: 1"));
     assert_non_null(strstr(text, "no dump from 1 ranks: 1"));
     assert_non_null(strstr(text, "stopped first: rank 1 (no dump)"));
     free(text);

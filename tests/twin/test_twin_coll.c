@@ -90,7 +90,8 @@ static void group_gather_scatter(rank_ctx *x, coll_comm *c, const int *members, 
     tt_fill(x->h_in, TR_F32, members[me], 0, g, salt);
     dev_copy_h2d(x->s, x->d_send, x->h_in, g * 4);
     jitter(x->cc, x->d);
-    if (coll_all_gather(c, x->s, x->d_send, x->d_recv, g, TR_F32) != COLL_OK) note_fail(x->cc, x->rank, "all_gather failed");
+    if (coll_all_gather(c, x->s, x->d_send, x->d_recv, g, TR_F32) != COLL_OK)
+        note_fail(x->cc, x->rank, "all_gather failed");
     dev_copy_d2h(x->s, x->h_out, x->d_recv, (size_t)n * g * 4);
     for (int r = 0; r < n; r++) tt_fill((float *)x->h_ref + (size_t)r * g, TR_F32, members[r], 0, g, salt);
     check_bytes(x, x->h_out, x->h_ref, (size_t)n * g * 4, "all_gather");
@@ -111,7 +112,8 @@ static void broadcast_ring_barrier(rank_ctx *x, coll_comm *world) {
     else memset(x->h_in, 0, (size_t)C * 4);
     dev_copy_h2d(x->s, x->d_recv, x->h_in, (size_t)C * 4);
     jitter(x->cc, x->d);
-    if (coll_broadcast(world, x->s, x->d_recv, (size_t)C, TR_F32, root) != COLL_OK) note_fail(x->cc, x->rank, "broadcast failed");
+    if (coll_broadcast(world, x->s, x->d_recv, (size_t)C, TR_F32, root) != COLL_OK)
+        note_fail(x->cc, x->rank, "broadcast failed");
     dev_copy_d2h(x->s, x->h_out, x->d_recv, (size_t)C * 4);
     tt_fill(x->h_ref, TR_F32, root, 0, (size_t)C, 21);
     check_bytes(x, x->h_out, x->h_ref, (size_t)C * 4, "broadcast");
@@ -145,7 +147,8 @@ static void tp_block(rank_ctx *x) {
     tt_fill(x->h_in, TR_F32, x->rank, 0, C, 31);
     dev_copy_h2d(x->s, x->d_send, x->h_in, C * 4);
     jitter(x->cc, x->d);
-    if (coll_all_reduce(tp, x->s, x->d_send, x->d_recv, C, TR_F32, COLL_MAX) != COLL_OK) note_fail(x->cc, x->rank, "tp all_reduce failed");
+    if (coll_all_reduce(tp, x->s, x->d_send, x->d_recv, C, TR_F32, COLL_MAX) != COLL_OK)
+        note_fail(x->cc, x->rank, "tp all_reduce failed");
     dev_copy_d2h(x->s, x->h_out, x->d_recv, C * 4);
     tt_reduce_ref(x->h_ref, TR_F32, COLL_MAX, members, t, 0, C, 31);
     check_bytes(x, x->h_out, x->h_ref, C * 4, "tp all_reduce");
@@ -239,11 +242,26 @@ static void run_case(int n, size_t count, size_t gcount, bool full, bool shuffle
     free(all);
 }
 
-static void test_2_ranks(void **state) { (void)state; run_case(2, 37, 5, true, false, 1); }
-static void test_8_ranks(void **state) { (void)state; run_case(8, 64, 4, true, false, 1); }
-static void test_64_ranks(void **state) { (void)state; run_case(64, 64, 4, true, false, 1); }
-static void test_1024_ranks(void **state) { (void)state; run_case(1024, 16, 2, true, false, 1); }
-static void test_8192_ranks(void **state) { (void)state; run_case(8192, 4, 0, false, false, 1); }
+static void test_2_ranks(void **state) {
+    (void)state;
+    run_case(2, 37, 5, true, false, 1);
+}
+static void test_8_ranks(void **state) {
+    (void)state;
+    run_case(8, 64, 4, true, false, 1);
+}
+static void test_64_ranks(void **state) {
+    (void)state;
+    run_case(64, 64, 4, true, false, 1);
+}
+static void test_1024_ranks(void **state) {
+    (void)state;
+    run_case(1024, 16, 2, true, false, 1);
+}
+static void test_8192_ranks(void **state) {
+    (void)state;
+    run_case(8192, 4, 0, false, false, 1);
+}
 
 /* Seeded delays reorder arrivals; the bits must not change. */
 static void test_arrival_order_does_not_matter(void **state) {

@@ -228,12 +228,9 @@ static void test_dumps_round_trip_through_blame(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_one_hung_rank_among_1024),
-        cmocka_unit_test(test_slow_rank_past_the_timeout),
-        cmocka_unit_test(test_failed_rank_is_blamed),
-        cmocka_unit_test(test_deadlock_without_watchdog),
-        cmocka_unit_test(test_unmatched_send_is_blamed),
-        cmocka_unit_test(test_hang_inside_a_subgroup),
+        cmocka_unit_test(test_one_hung_rank_among_1024),       cmocka_unit_test(test_slow_rank_past_the_timeout),
+        cmocka_unit_test(test_failed_rank_is_blamed),          cmocka_unit_test(test_deadlock_without_watchdog),
+        cmocka_unit_test(test_unmatched_send_is_blamed),       cmocka_unit_test(test_hang_inside_a_subgroup),
         cmocka_unit_test(test_dumps_round_trip_through_blame),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "twin_cost.h"
 #include "twin/twin_test_util.h"
+#include "twin_cost.h"
 #include "twinrun/dev.h"
 #include "twinrun/err.h"
 
@@ -292,8 +292,9 @@ static void expect_mismatch(int kind, const char *mine, const char *theirs) {
 
 static void test_mismatches_report_both_sides(void **state) {
     (void)state;
-    expect_mismatch(0, "mismatch on comm 'world'", "seq 1: rank 2 called all_reduce(count=8, fp32, sum) but rank 0 "
-                                                   "called all_reduce(count=4, fp32, sum)");
+    expect_mismatch(0, "mismatch on comm 'world'",
+                    "seq 1: rank 2 called all_reduce(count=8, fp32, sum) but rank 0 "
+                    "called all_reduce(count=4, fp32, sum)");
     expect_mismatch(1, "rank 2 called all_gather(count=4, fp32)", "rank 0 called all_reduce(count=4, fp32, sum)");
     expect_mismatch(2, "rank 2 called all_reduce(count=4, bf16, max)", "rank 0 called all_reduce(count=4, fp32, sum)");
     expect_mismatch(3, "p2p seq 0: rank 2 called recv(count=6, fp32, peer 0)",

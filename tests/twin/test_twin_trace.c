@@ -14,8 +14,8 @@
 #include <cmocka.h>
 
 #include "trace/trace.h"
-#include "twin_cost.h"
 #include "twin/twin_test_util.h"
+#include "twin_cost.h"
 #include "twinrun/dev.h"
 
 #define NRANKS 4
@@ -177,7 +177,9 @@ static void test_trace_of_a_hang(void **state) {
                     const char *st = str_of(args, "status");
                     const int seq = atoi(name + 18);
                     assert_true(seq >= 0 && seq <= HANG_ROUND);
-                    assert_string_equal(st, seq < HANG_ROUND ? "ok" : rank == traced.watchdog_rank ? "timeout" : "aborted");
+                    assert_string_equal(st, seq < HANG_ROUND               ? "ok"
+                                            : rank == traced.watchdog_rank ? "timeout"
+                                                                           : "aborted");
                     if (seq == HANG_ROUND && rank == traced.watchdog_rank) assert_true(fabs(dur - 5e6) < 1e-2);
                     /* rank 3 arrives last at every completed all-reduce: the others wait for it */
                     if (seq < HANG_ROUND) assert_true((num_of(args, "wait_us") > 0) == (rank != NRANKS - 1));
@@ -328,8 +330,17 @@ static void test_slices_nest_and_kernels_coalesce(void **state) {
     twin_trace_compute(r, 0.0, 0.25);
     twin_trace_compute(r, 0.25, 0.5);
     twin_trace_compute(r, 0.5, 1.0);
-    twin_trace_coll c = {.group = "pp\"x", .op = FLIGHT_SEND, .seq = 0, .count = 4, .dtype = TR_F32, .redop = -1,
-                         .peer = 1, .arrival = 1.0, .xfer_start = 1.5, .end = 3.0, .status = COLL_OK};
+    twin_trace_coll c = {.group = "pp\"x",
+                         .op = FLIGHT_SEND,
+                         .seq = 0,
+                         .count = 4,
+                         .dtype = TR_F32,
+                         .redop = -1,
+                         .peer = 1,
+                         .arrival = 1.0,
+                         .xfer_start = 1.5,
+                         .end = 3.0,
+                         .status = COLL_OK};
     twin_trace_coll_done(r, &c);
     c.op = FLIGHT_RECV, c.arrival = 2.0, c.xfer_start = 2.0, c.end = 4.0;
     twin_trace_coll_done(r, &c);

@@ -81,7 +81,8 @@ static void reductions(rk *x, coll_comm *c, const int *members, int n, int salt)
     check(x, x->h_ref, COUNT * 4, "in-place all_reduce");
     tt_fill(x->h_in, TR_F32, x->rank, 0, COUNT, salt + 20);
     dev_copy_h2d(x->s, x->d_send, x->h_in, COUNT * 4);
-    if (coll_all_gather(c, x->s, x->d_send, x->d_recv, COUNT, TR_F32) != COLL_OK) note(x->xc, x->rank, "all_gather failed");
+    if (coll_all_gather(c, x->s, x->d_send, x->d_recv, COUNT, TR_F32) != COLL_OK)
+        note(x->xc, x->rank, "all_gather failed");
     dev_copy_d2h(x->s, x->h_out, x->d_recv, (size_t)n * COUNT * 4);
     for (int r = 0; r < n; r++) tt_fill((float *)x->h_ref + (size_t)r * COUNT, TR_F32, members[r], 0, COUNT, salt + 20);
     check(x, x->h_ref, (size_t)n * COUNT * 4, "all_gather");
@@ -140,7 +141,7 @@ static int entry(int rank, int world, void *arg) {
     x.d_recv = dev_alloc(x.d, big, "recv");
     int all[NRANKS], strided[NRANKS / 2], pair[2], local[2];
     tt_range(all, 0, NRANKS, 1);
-    tt_range(strided, rank % 2, NRANKS / 2, 2); /* one member in each process */
+    tt_range(strided, rank % 2, NRANKS / 2, 2);                        /* one member in each process */
     pair[0] = (rank + 1) / 2 * 2 - 1 < 0 ? 0 : (rank + 1) / 2 * 2 - 1; /* {1,2} {3,4} {5,6}: two processes */
     pair[1] = pair[0] + 1;
     if (rank == 0 || rank == NRANKS - 1) pair[0] = 0, pair[1] = NRANKS - 1;
@@ -257,7 +258,8 @@ static void test_same_bits_and_clocks_as_one_process(void **state) {
         for (int i = 0; i < 2; i++) {
             char want[64];
             snprintf(want, sizeof want, "rank %d %a\n", p * 2 + i, one.end_times[p * 2 + i]);
-            if (!strstr(texts[p], want)) fail_msg("process %d: clock differs from one process (%s):\n%s", p, want, texts[p]);
+            if (!strstr(texts[p], want))
+                fail_msg("process %d: clock differs from one process (%s):\n%s", p, want, texts[p]);
         }
         free(texts[p]);
     }
@@ -298,7 +300,8 @@ static void test_hang_found_by_quiescence(void **state) {
     run_job(HANG, codes, texts); /* TWINRUN_REMOTE_TIMEOUT=20: the watchdog must not be what finds it */
     for (int p = 0; p < NPROCS; p++) {
         if (codes[p] == 0) fail_msg("process %d exited 0", p);
-        if (strstr(texts[p], "watchdog:") || !strstr(texts[p], "deadlock") || !strstr(texts[p], "stopped first: rank 5 "))
+        if (strstr(texts[p], "watchdog:") || !strstr(texts[p], "deadlock") ||
+            !strstr(texts[p], "stopped first: rank 5 "))
             fail_msg("process %d does not blame rank 5's hang as a deadlock:\n%s", p, texts[p]);
         free(texts[p]);
     }

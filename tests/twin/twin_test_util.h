@@ -17,12 +17,13 @@
 
 /* A value for (rank, index, salt) with a varied exponent and sign, so fp32 sums round. */
 static inline float tt_input(int rank, size_t i, int salt) {
-    uint64_t x = (uint64_t)rank * 0x9e3779b97f4a7c15ULL ^ (uint64_t)i * 0xbf58476d1ce4e5b9ULL ^ (uint64_t)salt * 0x94d049bb133111ebULL;
+    uint64_t x = (uint64_t)rank * 0x9e3779b97f4a7c15ULL ^ (uint64_t)i * 0xbf58476d1ce4e5b9ULL ^
+                 (uint64_t)salt * 0x94d049bb133111ebULL;
     x ^= x >> 31;
     x *= 0xd6e8feb86659fd93ULL;
     x ^= x >> 29;
-    double u = (double)(x >> 11) * 0x1.0p-53;        /* [0, 1) */
-    double mag = ldexp(1.0 + u, (int)(x % 7) - 3);   /* [1/8, 16) */
+    double u = (double)(x >> 11) * 0x1.0p-53;      /* [0, 1) */
+    double mag = ldexp(1.0 + u, (int)(x % 7) - 3); /* [1/8, 16) */
     return (float)((x >> 7) & 1 ? -mag : mag);
 }
 

@@ -3,10 +3,15 @@
 #ifndef TWINRUN_TESTS_UNIT_EXPECT_FATAL_H
 #define TWINRUN_TESTS_UNIT_EXPECT_FATAL_H
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "twinrun/err.h"
 

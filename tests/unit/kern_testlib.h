@@ -19,11 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cmocka.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cmocka.h>
 
 #include "twinrun/dev.h"
 #include "twinrun/dtype.h"
@@ -217,8 +217,8 @@ typedef double (*kt_loss_fn)(void *ctx);
 
 /* Compares analytic[n] (dL/dx) with central differences of L on min(n, max_samples) elements of
  * the host input x[n] (all of them, or a random subset), and asserts relative L2 <= tol. */
-static inline void kt_fd_check(const char *what, float *x, size_t n, const float *analytic, kt_loss_fn loss,
-                               void *ctx, double h, size_t max_samples, double tol, kt_rng *r) {
+static inline void kt_fd_check(const char *what, float *x, size_t n, const float *analytic, kt_loss_fn loss, void *ctx,
+                               double h, size_t max_samples, double tol, kt_rng *r) {
     const size_t count = n < max_samples ? n : max_samples;
     float *ana = kt_host(count);
     double *num = kt_host_d(count);

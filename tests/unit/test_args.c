@@ -6,11 +6,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cmocka.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cmocka.h>
 
 #include "common/assert_text.h"
 #include "config/flags.h"
@@ -62,32 +62,32 @@ static int parse_argv(tr_config *c, int argc, const char **argv, char *err) {
 /* Seed 001 (Llama3-8B Megatron tutorial), the arrays in the order the torchrun line expands them,
  * with the script's defaults: TP/CP/PP 1, micro 1, global 128, 32 layers, 4096 hidden, ffn 14336,
  * 32 heads, 8 groups, seq 8192, lr 0.00015, min 0.00001, cosine, wd 0.1, 1953125000 samples. */
-#define SEED001_MODEL_ARGS                                                                                    \
-    "--use-mcore-models --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "   \
-    "--group-query-attention --num-query-groups 8 --kv-channels 128 --seq-length 8192 "                       \
-    "--max-position-embeddings 8192 --position-embedding-type rope --rotary-base 1000000 --rotary-percent 1.0 " \
-    "--attention-dropout 0.0 --hidden-dropout 0.0 --swiglu --init-method-std 0.0134 --attention-backend fused " \
+#define SEED001_MODEL_ARGS                                                                                             \
+    "--use-mcore-models --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "          \
+    "--group-query-attention --num-query-groups 8 --kv-channels 128 --seq-length 8192 "                                \
+    "--max-position-embeddings 8192 --position-embedding-type rope --rotary-base 1000000 --rotary-percent 1.0 "        \
+    "--attention-dropout 0.0 --hidden-dropout 0.0 --swiglu --init-method-std 0.0134 --attention-backend fused "        \
     "--apply-layernorm-1p --untie-embeddings-and-output-weights --disable-bias-linear "
-#define SEED001_TRAINING_ARGS(gbs, samples, decay, warmup)                                                    \
-    "--micro-batch-size 1 --global-batch-size " gbs " --train-samples " samples " --lr-decay-samples " decay    \
-    " --lr-warmup-samples " warmup " --lr 0.00015 --min-lr 0.00001 --lr-decay-style cosine --clip-grad 1.0 "    \
-    "--weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 --bf16 --grad-reduce-in-bf16 "                      \
-    "--cross-entropy-loss-fusion --calculate-per-token-loss --manual-gc --empty-unused-memory-level 1 "         \
+#define SEED001_TRAINING_ARGS(gbs, samples, decay, warmup)                                                             \
+    "--micro-batch-size 1 --global-batch-size " gbs " --train-samples " samples " --lr-decay-samples " decay           \
+    " --lr-warmup-samples " warmup " --lr 0.00015 --min-lr 0.00001 --lr-decay-style cosine --clip-grad 1.0 "           \
+    "--weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 --bf16 --grad-reduce-in-bf16 "                              \
+    "--cross-entropy-loss-fusion --calculate-per-token-loss --manual-gc --empty-unused-memory-level 1 "                \
     "--exit-duration-in-mins 235 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather "
-#define SEED001_DTYPE_FP8                                                                                     \
+#define SEED001_DTYPE_FP8                                                                                              \
     "--fp8-format hybrid --fp8-amax-history-len 1024 --fp8-amax-compute-algo max --fp8-param-gather "
-#define SEED001_DATA_REAL                                                                                     \
-    "--data-path /path/to/your/preprocessed_data --tokenizer-type HuggingFaceTokenizer "                       \
-    "--tokenizer-model /path/to/your/tokenizer --data-cache-path /work/benchmark_cache_llama3_8b "             \
-    "--split '99,1,0' --no-create-attention-mask-in-dataloader --no-mmap-bin-files --num-workers 1 "           \
+#define SEED001_DATA_REAL                                                                                              \
+    "--data-path /path/to/your/preprocessed_data --tokenizer-type HuggingFaceTokenizer "                               \
+    "--tokenizer-model /path/to/your/tokenizer --data-cache-path /work/benchmark_cache_llama3_8b "                     \
+    "--split '99,1,0' --no-create-attention-mask-in-dataloader --no-mmap-bin-files --num-workers 1 "                   \
     "--vocab-size 128256 "
-#define SEED001_DATA_MOCK                                                                                     \
-    "--mock-data --tokenizer-type NullTokenizer --vocab-size 128256 "                                          \
-    "--data-cache-path /work/benchmark_cache_llama3_8b --tiktoken-pattern v2 --split '99,1,0' "                 \
+#define SEED001_DATA_MOCK                                                                                              \
+    "--mock-data --tokenizer-type NullTokenizer --vocab-size 128256 "                                                  \
+    "--data-cache-path /work/benchmark_cache_llama3_8b --tiktoken-pattern v2 --split '99,1,0' "                        \
     "--no-create-attention-mask-in-dataloader --no-mmap-bin-files --num-workers 1 "
-#define SEED001_EVAL_AND_LOGGING                                                                              \
-    "--log-interval 1 --eval-iters 32 --eval-interval 100 --save-interval 1000 --log-throughput "             \
-    "--distributed-timeout-minutes 60 --save /work/checkpoints/llama3_8b --load /work/checkpoints/llama3_8b "  \
+#define SEED001_EVAL_AND_LOGGING                                                                                       \
+    "--log-interval 1 --eval-iters 32 --eval-interval 100 --save-interval 1000 --log-throughput "                      \
+    "--distributed-timeout-minutes 60 --save /work/checkpoints/llama3_8b --load /work/checkpoints/llama3_8b "          \
     "--tensorboard-dir /work/tensorboard_logs/llama3_8b --ckpt-format torch_dist "
 #define SEED001_PROFILING "--profile --profile-step-start 4 --profile-step-end 6 "
 
@@ -98,9 +98,9 @@ static void test_seed_001_llama3_8b_real_data_fp8(void **state) {
     /* DTYPE=fp8, ENABLE_PROFILING=1, TP 1 (so no --pipeline-model-parallel-size, PP_SIZE=1) */
     assert_ok(parse_line(c,
                          SEED001_MODEL_ARGS SEED001_TRAINING_ARGS("128", "1953125000", "1949218748", "3906252")
-                             SEED001_DTYPE_FP8 "--tensor-model-parallel-size 1 --context-parallel-size 1 "
-                                               "--sequence-parallel " SEED001_DATA_REAL SEED001_EVAL_AND_LOGGING
-                                                   SEED001_PROFILING,
+                             SEED001_DTYPE_FP8
+                         "--tensor-model-parallel-size 1 --context-parallel-size 1 "
+                         "--sequence-parallel " SEED001_DATA_REAL SEED001_EVAL_AND_LOGGING SEED001_PROFILING,
                          err),
               err);
     /* model */
@@ -183,12 +183,15 @@ static void test_seed_001_llama3_8b_mock_fast_test(void **state) {
     tr_config *c = cfg_new();
     char err[ERRLEN] = "";
     /* FAST_TEST_MODE=1 with the mock data list, DTYPE=bf16 (no DTYPE_ARGS) */
-    assert_ok(parse_line(c,
-                         SEED001_MODEL_ARGS SEED001_TRAINING_ARGS("32", "1000", "800", "100")
-                             "--tensor-model-parallel-size 1 --context-parallel-size 1 --sequence-parallel "
-                             SEED001_DATA_MOCK SEED001_EVAL_AND_LOGGING,
-                         err),
-              err);
+    assert_ok(
+        parse_line(
+            c,
+            SEED001_MODEL_ARGS SEED001_TRAINING_ARGS(
+                "32", "1000", "800",
+                "100") "--tensor-model-parallel-size 1 --context-parallel-size 1 --sequence-parallel " SEED001_DATA_MOCK
+                SEED001_EVAL_AND_LOGGING,
+            err),
+        err);
     assert_true(c->mock_data);
     assert_int_equal(c->n_data_path, 0);
     assert_string_equal(c->tokenizer_type, "NullTokenizer");
@@ -206,9 +209,10 @@ static void test_seed_001_multi_node_template(void **state) {
     char err[ERRLEN] = "";
     /* the two-node template: TP 2, CP 2, PP 2, micro 1, global 512 on 16 GPUs */
     assert_ok(parse_line(c,
-                         SEED001_MODEL_ARGS SEED001_TRAINING_ARGS("512", "1953125000", "1949218748", "3906252")
-                             "--tensor-model-parallel-size 2 --context-parallel-size 2 --sequence-parallel "
-                             "--pipeline-model-parallel-size 2 " SEED001_DATA_REAL SEED001_EVAL_AND_LOGGING,
+                         SEED001_MODEL_ARGS SEED001_TRAINING_ARGS(
+                             "512", "1953125000", "1949218748",
+                             "3906252") "--tensor-model-parallel-size 2 --context-parallel-size 2 --sequence-parallel "
+                                        "--pipeline-model-parallel-size 2 " SEED001_DATA_REAL SEED001_EVAL_AND_LOGGING,
                          err),
               err);
     assert_true(c->sequence_parallel); /* kept at TP 2 */
@@ -221,21 +225,21 @@ static void test_seed_001_multi_node_template(void **state) {
 
 /* Seed 000 (Llama3-70B on 1024 MTT S5000 cards): MODEL_ARGS and PARALLEL_ARGS verbatim with
  * TP 8 PP 8 CP 1; the launch script's other flags (not shown in the guide) with realistic values. */
-#define SEED000_MODEL_ARGS                                                                                    \
-    "--num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 "                     \
-    "--group-query-attention --num-query-groups 8 --seq-length 8192 --max-position-embeddings 8192 "          \
-    "--position-embedding-type rope --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights "    \
+#define SEED000_MODEL_ARGS                                                                                             \
+    "--num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 "                             \
+    "--group-query-attention --num-query-groups 8 --seq-length 8192 --max-position-embeddings 8192 "                   \
+    "--position-embedding-type rope --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights "           \
     "--bf16 "
-#define SEED000_PARALLEL_ARGS                                                                                 \
-    "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 8 --context-parallel-size 1 "               \
+#define SEED000_PARALLEL_ARGS                                                                                          \
+    "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 8 --context-parallel-size 1 "                       \
     "--sequence-parallel --use-distributed-optimizer "
-#define SEED000_REST                                                                                          \
-    "--micro-batch-size 1 --global-batch-size 1024 --train-iters 5000 --lr 1.5e-4 --min-lr 1.5e-5 "            \
-    "--lr-decay-style cosine --lr-warmup-iters 100 --weight-decay 0.1 --adam-beta2 0.95 --clip-grad 1.0 "      \
-    "--disable-bias-linear --rotary-base 500000 --norm-epsilon 1e-5 --vocab-size 128256 "                      \
-    "--data-path /data/shared/llama3-70b/dataset/dedup-md5-pile-pile-cc_text_document --split 99,1,0 "         \
-    "--tokenizer-type HuggingFaceTokenizer --tokenizer-model /data/shared/llama3-70b/tokenizer "               \
-    "--save /data/shared/llama3-70b/checkpoints --load /data/shared/llama3-70b/checkpoints "                   \
+#define SEED000_REST                                                                                                   \
+    "--micro-batch-size 1 --global-batch-size 1024 --train-iters 5000 --lr 1.5e-4 --min-lr 1.5e-5 "                    \
+    "--lr-decay-style cosine --lr-warmup-iters 100 --weight-decay 0.1 --adam-beta2 0.95 --clip-grad 1.0 "              \
+    "--disable-bias-linear --rotary-base 500000 --norm-epsilon 1e-5 --vocab-size 128256 "                              \
+    "--data-path /data/shared/llama3-70b/dataset/dedup-md5-pile-pile-cc_text_document --split 99,1,0 "                 \
+    "--tokenizer-type HuggingFaceTokenizer --tokenizer-model /data/shared/llama3-70b/tokenizer "                       \
+    "--save /data/shared/llama3-70b/checkpoints --load /data/shared/llama3-70b/checkpoints "                           \
     "--save-interval 500 --log-interval 1 --eval-interval 1000 --eval-iters 10"
 
 static void test_seed_000_llama3_70b_1024_cards(void **state) {
@@ -302,8 +306,9 @@ static void test_equals_form(void **state) {
     (void)state;
     tr_config *c = cfg_new();
     char err[ERRLEN] = "";
-    assert_ok(parse_line(c, "--num-layers=4 --lr=1e-4 --lr-decay-style=cosine --data-path=corpus --seed=7 "
-                            "--save=/tmp/ck --split=90,5,5",
+    assert_ok(parse_line(c,
+                         "--num-layers=4 --lr=1e-4 --lr-decay-style=cosine --data-path=corpus --seed=7 "
+                         "--save=/tmp/ck --split=90,5,5",
                          err),
               err);
     assert_int_equal(c->num_layers, 4);
@@ -337,8 +342,9 @@ static void test_repeated_flag_keeps_last_value(void **state) {
     (void)state;
     tr_config *c = cfg_new();
     char err[ERRLEN] = "";
-    assert_ok(parse_line(c, "--num-layers 2 --lr-decay-style linear --num-layers 4 --lr-decay-style cosine "
-                            "--data-path a b --data-path c --save x --save y",
+    assert_ok(parse_line(c,
+                         "--num-layers 2 --lr-decay-style linear --num-layers 4 --lr-decay-style cosine "
+                         "--data-path a b --data-path c --save x --save y",
                          err),
               err);
     assert_int_equal(c->num_layers, 4);
@@ -364,8 +370,7 @@ static void test_unknown_flag_names_the_closest(void **state) {
     assert_error(parse_line(c, "--check-for-nan-in-loss-and-grad", err), err,
                  "did you mean --no-check-for-nan-in-loss-and-grad?");
     assert_error(parse_line(c, "--micro-batch 1", err), err, "did you mean --micro-batch-size?");
-    assert_error(parse_line(c, "--zzzzzzzzzzzzzzzzzzzz", err), err,
-                 "unknown flag --zzzzzzzzzzzzzzzzzzzz; see --help");
+    assert_error(parse_line(c, "--zzzzzzzzzzzzzzzzzzzz", err), err, "unknown flag --zzzzzzzzzzzzzzzzzzzz; see --help");
     assert_null(strstr(err, "did you mean"));
     assert_error(parse_line(c, "-x", err), err, "unknown flag -x");
     assert_error(parse_line(c, "32", err), err, "unexpected argument '32'");
@@ -395,7 +400,8 @@ static void test_bad_numbers(void **state) {
     (void)state;
     tr_config *c = cfg_new();
     char err[ERRLEN] = "";
-    assert_error(parse_line(c, "--num-layers abc", err), err, "invalid value for --num-layers: 'abc' is not an integer");
+    assert_error(parse_line(c, "--num-layers abc", err), err,
+                 "invalid value for --num-layers: 'abc' is not an integer");
     assert_error(parse_line(c, "--num-layers 12x", err), err, "'12x' is not an integer");
     assert_error(parse_line(c, "--num-layers 1.5", err), err, "'1.5' is not an integer");
     assert_error(parse_line(c, "--num-layers 1e3", err), err, "'1e3' is not an integer");
@@ -437,7 +443,8 @@ static void test_bad_enum_lists_choices(void **state) {
     assert_error(parse_line(c, "--position-embedding-type yarn", err), err,
                  "--position-embedding-type yarn: YaRN is not implemented");
     assert_error(parse_line(c, "--optimizer sgd", err), err, "--optimizer sgd: twinrun implements AdamW only");
-    assert_error(parse_line(c, "--attention-backend cudnn", err), err, "(choose from flash, fused, unfused, local, auto)");
+    assert_error(parse_line(c, "--attention-backend cudnn", err), err,
+                 "(choose from flash, fused, unfused, local, auto)");
     assert_error(parse_line(c, "--empty-unused-memory-level 3", err), err, "(choose from 0, 1, 2)");
     assert_error(parse_line(c, "--dataloader-type cyclic", err), err, "only Megatron's default 'single'");
     assert_error(parse_line(c, "--tokenizer-type Llama3Tokenizer", err), err, "HuggingFaceTokenizer");
@@ -448,7 +455,8 @@ static void test_bad_enum_lists_choices(void **state) {
     /* Megatron's other position embeddings are refused at parse time, not accepted and refused later */
     assert_error(parse_line(c, "--position-embedding-type none", err), err,
                  "--position-embedding-type none: twinrun's Llama has rotary embeddings only");
-    assert_error(parse_line(c, "--position-embedding-type learned_absolute", err), err, "use --position-embedding-type rope");
+    assert_error(parse_line(c, "--position-embedding-type learned_absolute", err), err,
+                 "use --position-embedding-type rope");
     tr_config_defaults(c);
     assert_ok(parse_line(c, "--use-rotary-position-embeddings", err), err);
     assert_int_equal(c->position_embedding_type, TR_POS_ROPE);
@@ -459,7 +467,9 @@ static void test_rejected_flags_give_the_fix(void **state) {
     (void)state;
     tr_config *c = cfg_new();
     char err[ERRLEN] = "";
-    assert_error(parse_line(c, "--bf16 --fp16", err), err, "--fp16: a Megatron-LM flag that twinrun does not support (twinrun trains in bf16 or fp32; use --bf16)");
+    assert_error(
+        parse_line(c, "--bf16 --fp16", err), err,
+        "--fp16: a Megatron-LM flag that twinrun does not support (twinrun trains in bf16 or fp32; use --bf16)");
     assert_error(parse_line(c, "--rampup-batch-size 16 16 1000", err), err, "use a fixed --global-batch-size");
     assert_error(parse_line(c, "--num-layers-per-virtual-pipeline-stage 5", err), err, "1F1B");
     assert_error(parse_line(c, "--warmup 10", err), err, "use --lr-warmup-fraction");
@@ -472,10 +482,11 @@ static void test_accepted_flags_are_quiet_and_warned_flags_say_so(void **state) 
     (void)state;
     tr_config *c = cfg_new();
     char err[ERRLEN] = "";
-    assert_ok(parse_line(c, "--use-mcore-models --manual-gc --attention-backend fused --transformer-impl local "
-                            "--use-flash-attn --no-masked-softmax-fusion --no-bias-swiglu-fusion --tiktoken-pattern v2 "
-                            "--empty-unused-memory-level 1 --no-create-attention-mask-in-dataloader --profile "
-                            "--profile-step-start 4 --profile-step-end 6 --distributed-backend nccl --optimizer adam",
+    assert_ok(parse_line(c,
+                         "--use-mcore-models --manual-gc --attention-backend fused --transformer-impl local "
+                         "--use-flash-attn --no-masked-softmax-fusion --no-bias-swiglu-fusion --tiktoken-pattern v2 "
+                         "--empty-unused-memory-level 1 --no-create-attention-mask-in-dataloader --profile "
+                         "--profile-step-start 4 --profile-step-end 6 --distributed-backend nccl --optimizer adam",
                          err),
               err);
     assert_int_equal(c->n_warnings, 0);
@@ -530,9 +541,9 @@ static void test_data_path_forms(void **state) {
     (void)state;
     tr_config *c = cfg_new();
     char err[ERRLEN] = "";
-    assert_ok(parse_line(c, "--data-path 0.3 /d/a_text_document 0.7 /d/b_text_document --split 99,1,0 --mock-data",
-                         err),
-              err);
+    assert_ok(
+        parse_line(c, "--data-path 0.3 /d/a_text_document 0.7 /d/b_text_document --split 99,1,0 --mock-data", err),
+        err);
     assert_int_equal(c->n_data_path, 4);
     assert_string_equal(c->data_path[0], "0.3");
     assert_string_equal(c->data_path[3], "/d/b_text_document");
@@ -684,8 +695,8 @@ static void test_docs_flags_md_matches_table(void **state) {
         char spaced[128], bare[128]; /* "--lr" must not be found inside "--lr-decay-style" */
         snprintf(spaced, sizeof spaced, "| `%s ", t[i].name);
         snprintf(bare, sizeof bare, "| `%s`", t[i].name);
-        if (!strstr(have, spaced) && !strstr(have, bare)) fail_msg("docs/flags.md lacks %s; regenerate: TWINRUN_REGEN_DOCS=1 ctest -R test_args",
-                                            t[i].name);
+        if (!strstr(have, spaced) && !strstr(have, bare))
+            fail_msg("docs/flags.md lacks %s; regenerate: TWINRUN_REGEN_DOCS=1 ctest -R test_args", t[i].name);
         if (t[i].status != TR_ST_IMPLEMENTED && !strstr(have, t[i].reason))
             fail_msg("docs/flags.md lacks the reason for %s: %s", t[i].name, t[i].reason);
     }
@@ -723,17 +734,54 @@ static void test_table_is_consistent(void **state) {
     }
     /* every flag of both seeds' arrays is known */
     static const char *const seeds[] = {
-        "--use-mcore-models", "--attention-backend", "--cross-entropy-loss-fusion", "--manual-gc",
-        "--empty-unused-memory-level", "--exit-duration-in-mins", "--overlap-grad-reduce", "--overlap-param-gather",
-        "--fp8-format", "--fp8-amax-history-len", "--fp8-amax-compute-algo", "--fp8-param-gather",
-        "--tokenizer-type", "--tokenizer-model", "--tiktoken-pattern", "--split",
-        "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files", "--num-workers", "--data-cache-path",
-        "--mock-data", "--data-path", "--log-throughput", "--distributed-timeout-minutes", "--save", "--load",
-        "--tensorboard-dir", "--ckpt-format", "--profile", "--profile-step-start", "--profile-step-end",
-        "--kv-channels", "--train-samples", "--lr-decay-samples", "--lr-warmup-samples", "--bf16",
-        "--grad-reduce-in-bf16", "--calculate-per-token-loss", "--eval-iters", "--eval-interval", "--save-interval",
-        "--log-interval", "--context-parallel-size", "--sequence-parallel", "--use-distributed-optimizer",
-        "--group-query-attention", "--num-query-groups", "--recompute-activations",
+        "--use-mcore-models",
+        "--attention-backend",
+        "--cross-entropy-loss-fusion",
+        "--manual-gc",
+        "--empty-unused-memory-level",
+        "--exit-duration-in-mins",
+        "--overlap-grad-reduce",
+        "--overlap-param-gather",
+        "--fp8-format",
+        "--fp8-amax-history-len",
+        "--fp8-amax-compute-algo",
+        "--fp8-param-gather",
+        "--tokenizer-type",
+        "--tokenizer-model",
+        "--tiktoken-pattern",
+        "--split",
+        "--no-create-attention-mask-in-dataloader",
+        "--no-mmap-bin-files",
+        "--num-workers",
+        "--data-cache-path",
+        "--mock-data",
+        "--data-path",
+        "--log-throughput",
+        "--distributed-timeout-minutes",
+        "--save",
+        "--load",
+        "--tensorboard-dir",
+        "--ckpt-format",
+        "--profile",
+        "--profile-step-start",
+        "--profile-step-end",
+        "--kv-channels",
+        "--train-samples",
+        "--lr-decay-samples",
+        "--lr-warmup-samples",
+        "--bf16",
+        "--grad-reduce-in-bf16",
+        "--calculate-per-token-loss",
+        "--eval-iters",
+        "--eval-interval",
+        "--save-interval",
+        "--log-interval",
+        "--context-parallel-size",
+        "--sequence-parallel",
+        "--use-distributed-optimizer",
+        "--group-query-attention",
+        "--num-query-groups",
+        "--recompute-activations",
     };
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++)
         if (!tr_flag_find(seeds[i], strlen(seeds[i]))) fail_msg("%s is missing from the table", seeds[i]);
@@ -745,10 +793,11 @@ static void test_table_is_consistent(void **state) {
 static tr_config *base(void) {
     tr_config *c = cfg_new();
     char err[ERRLEN] = "";
-    assert_ok(parse_line(c, "--num-layers 4 --hidden-size 64 --num-attention-heads 8 --group-query-attention "
-                            "--num-query-groups 2 --seq-length 32 --max-position-embeddings 64 "
-                            "--position-embedding-type rope --normalization RMSNorm --swiglu --vocab-size 512 "
-                            "--micro-batch-size 2 --global-batch-size 16 --train-iters 10 --lr 1e-3 --mock-data",
+    assert_ok(parse_line(c,
+                         "--num-layers 4 --hidden-size 64 --num-attention-heads 8 --group-query-attention "
+                         "--num-query-groups 2 --seq-length 32 --max-position-embeddings 64 "
+                         "--position-embedding-type rope --normalization RMSNorm --swiglu --vocab-size 512 "
+                         "--micro-batch-size 2 --global-batch-size 16 --train-iters 10 --lr 1e-3 --mock-data",
                          err),
               err);
     assert_ok(tr_config_validate(c, 1, err, ERRLEN), err);
@@ -771,9 +820,11 @@ static void test_validate_model_shape(void **state) {
 
     c = base();
     c->num_query_groups = 16;
-    assert_error(tr_config_validate(c, 1, err, ERRLEN), err, "--num-query-groups 16 is more than --num-attention-heads 8");
+    assert_error(tr_config_validate(c, 1, err, ERRLEN), err,
+                 "--num-query-groups 16 is more than --num-attention-heads 8");
     c->num_query_groups = 3;
-    assert_error(tr_config_validate(c, 1, err, ERRLEN), err, "--num-query-groups 3 does not divide --num-attention-heads 8");
+    assert_error(tr_config_validate(c, 1, err, ERRLEN), err,
+                 "--num-query-groups 3 does not divide --num-attention-heads 8");
     c->num_query_groups = 0; /* --group-query-attention alone: Megatron's default of one group */
     assert_ok(tr_config_finalize(c, 1, err, ERRLEN), err);
     assert_int_equal(c->num_query_groups, 1);
@@ -803,7 +854,8 @@ static void test_validate_model_shape(void **state) {
 
     c = base();
     c->vocab_size = 0;
-    assert_error(tr_config_validate(c, 1, err, ERRLEN), err, "--vocab-size is required (Llama 3: 128256) unless --hf-load");
+    assert_error(tr_config_validate(c, 1, err, ERRLEN), err,
+                 "--vocab-size is required (Llama 3: 128256) unless --hf-load");
     c->num_layers = 0;
     assert_error(tr_config_validate(c, 1, err, ERRLEN), err,
                  "--num-layers is required (or --hf-load DIR to take it from a Hugging Face config.json)");
@@ -844,22 +896,26 @@ static void test_validate_parallel_layout(void **state) {
     c->tensor_model_parallel_size = 2;
     c->pipeline_model_parallel_size = 2;
     assert_ok(tr_config_validate(c, 8, err, ERRLEN), err);
-    assert_error(tr_config_validate(c, 6, err, ERRLEN), err, "world 6 is not divisible by TP*PP*CP = 4 (TP 2 x PP 2 x CP 1)");
+    assert_error(tr_config_validate(c, 6, err, ERRLEN), err,
+                 "world 6 is not divisible by TP*PP*CP = 4 (TP 2 x PP 2 x CP 1)");
     assert_error(tr_config_validate(c, 0, err, ERRLEN), err, "need at least one rank");
     c->pipeline_model_parallel_size = 3;
     assert_error(tr_config_validate(c, 6, err, ERRLEN), err,
                  "--num-layers 4 is not divisible by --pipeline-model-parallel-size 3");
     c->pipeline_model_parallel_size = 1;
     c->tensor_model_parallel_size = 16;
-    assert_error(tr_config_validate(c, 16, err, ERRLEN), err, "--num-attention-heads 8 is not divisible by "
-                                                              "--tensor-model-parallel-size 16");
+    assert_error(tr_config_validate(c, 16, err, ERRLEN), err,
+                 "--num-attention-heads 8 is not divisible by "
+                 "--tensor-model-parallel-size 16");
     c->tensor_model_parallel_size = 4; /* 2 groups over 4 TP ranks */
-    assert_error(tr_config_validate(c, 4, err, ERRLEN), err, "2 query groups (K/V heads) are not divisible by "
-                                                             "--tensor-model-parallel-size 4");
+    assert_error(tr_config_validate(c, 4, err, ERRLEN), err,
+                 "2 query groups (K/V heads) are not divisible by "
+                 "--tensor-model-parallel-size 4");
     c->tensor_model_parallel_size = 1;
     c->context_parallel_size = 3;
-    assert_error(tr_config_validate(c, 3, err, ERRLEN), err, "--seq-length 32 must be a multiple of 2 x "
-                                                             "--context-parallel-size = 6");
+    assert_error(tr_config_validate(c, 3, err, ERRLEN), err,
+                 "--seq-length 32 must be a multiple of 2 x "
+                 "--context-parallel-size = 6");
     /* factors whose product overflows 64 bits still get a clean answer */
     c->context_parallel_size = 2147483647;
     c->tensor_model_parallel_size = 2147483647;
@@ -914,8 +970,9 @@ static void test_validate_schedule(void **state) {
 
     c = base(); /* iteration-based with sample-based LR flags: Megatron's "expected iteration-based" */
     c->lr_decay_samples = 50;
-    assert_error(tr_config_validate(c, 1, err, ERRLEN), err,
-                 "--lr-decay-samples is for sample-based runs (--train-samples); with --train-iters use --lr-decay-iters");
+    assert_error(
+        tr_config_validate(c, 1, err, ERRLEN), err,
+        "--lr-decay-samples is for sample-based runs (--train-samples); with --train-iters use --lr-decay-iters");
     c->lr_decay_samples = 0;
     c->lr_warmup_samples = 5;
     assert_error(tr_config_validate(c, 1, err, ERRLEN), err, "--lr-warmup-samples is for sample-based runs");
@@ -925,8 +982,9 @@ static void test_validate_schedule(void **state) {
     assert_error(tr_config_validate(c, 1, err, ERRLEN), err, "give either --lr-warmup-fraction or --lr-warmup-iters");
     c->lr_warmup_fraction = -1;
     c->lr_warmup_iters = 10;
-    assert_error(tr_config_validate(c, 1, err, ERRLEN), err, "lr warmup (160 samples) must end before the decay span "
-                                                             "(160 samples)");
+    assert_error(tr_config_validate(c, 1, err, ERRLEN), err,
+                 "lr warmup (160 samples) must end before the decay span "
+                 "(160 samples)");
     c->lr_warmup_iters = 9;
     assert_ok(tr_config_validate(c, 1, err, ERRLEN), err);
     free(c);
@@ -1004,10 +1062,11 @@ static void test_issue_flags_are_stored(void **state) {
     char err[ERRLEN] = "";
     assert_true(c->decoupled_lr < 0 && c->decoupled_min_lr < 0 && c->ckpt_step == -1);
     assert_true(c->log_loss_scale_to_tensorboard && !c->disable_bias_linear); /* Megatron's defaults */
-    assert_ok(parse_line(c, "--decoupled-lr 1e-4 --decoupled-min-lr 1e-5 --exit-signal-handler --ckpt-step 5 "
-                            "--exit-on-missing-checkpoint --use-checkpoint-args --no-log-loss-scale-to-tensorboard "
-                            "--log-world-size-to-tensorboard --qk-layernorm --disable-bias-linear --add-qkv-bias "
-                            "--recompute-granularity full --recompute-method block --recompute-num-layers 2",
+    assert_ok(parse_line(c,
+                         "--decoupled-lr 1e-4 --decoupled-min-lr 1e-5 --exit-signal-handler --ckpt-step 5 "
+                         "--exit-on-missing-checkpoint --use-checkpoint-args --no-log-loss-scale-to-tensorboard "
+                         "--log-world-size-to-tensorboard --qk-layernorm --disable-bias-linear --add-qkv-bias "
+                         "--recompute-granularity full --recompute-method block --recompute-num-layers 2",
                          err),
               err);
     assert_true(c->decoupled_lr == 1e-4 && c->decoupled_min_lr == 1e-5 && c->exit_signal_handler);
@@ -1035,12 +1094,16 @@ static void test_help_is_truthful(void **state) {
     assert_contains(help, "(one of: rope; refused: learned_absolute, none, yarn, mrope, relative)");
     /* the status line sits right under its flag's line, indented 47 columns */
     char want[512];
-    snprintf(want, sizeof want, "checkpoint format Megatron would write (one of: torch, torch_dist, zarr, torch_dcp, "
-                                "fsdp_dtensor) [default: torch_dist]\n%47saccepted, no effect: twinrun writes and reads "
-                                "its own", "");
+    snprintf(want, sizeof want,
+             "checkpoint format Megatron would write (one of: torch, torch_dist, zarr, torch_dcp, "
+             "fsdp_dtensor) [default: torch_dist]\n%47saccepted, no effect: twinrun writes and reads "
+             "its own",
+             "");
     assert_contains(help, want);
-    snprintf(want, sizeof want, "no attention across end-of-document tokens [default: off]\n%47srejected: twinrun's "
-                                "attention masks causally", "");
+    snprintf(want, sizeof want,
+             "no attention across end-of-document tokens [default: off]\n%47srejected: twinrun's "
+             "attention masks causally",
+             "");
     assert_contains(help, want);
     free(help);
 }
@@ -1087,7 +1150,8 @@ static void test_validate_recompute(void **state) {
     c->recompute_granularity = TR_RECOMPUTE_SELECTIVE;
     assert_error(tr_config_validate(c, 2, err, ERRLEN), err, "--recompute-method is for --recompute-granularity full");
     c->recompute_method = TR_RECOMPUTE_METHOD_NONE;
-    assert_error(tr_config_validate(c, 2, err, ERRLEN), err, "--recompute-num-layers is for --recompute-granularity full");
+    assert_error(tr_config_validate(c, 2, err, ERRLEN), err,
+                 "--recompute-num-layers is for --recompute-granularity full");
     c->recompute_num_layers = 0;
     assert_ok(tr_config_validate(c, 2, err, ERRLEN), err);
     c->decoupled_lr = 1e-4, c->decoupled_min_lr = 1e-3;

@@ -42,7 +42,8 @@ static void test_mt_interval_rejection(void **state) {
     for (int i = 0; i < 1000; i++) {
         uint64_t got = tr_mt_interval(&a, 5);
         uint32_t d;
-        do d = tr_mt_next32(&b) & 7u; while (d > 5);
+        do d = tr_mt_next32(&b) & 7u;
+        while (d > 5);
         assert_int_equal(got, d);
     }
     /* max above 2^32 - 1 takes two 32-bit draws, high first */
@@ -74,7 +75,11 @@ static void test_pcg64_mock_lengths(void **state) {
 /* RFC 1321 appendix A.5 test suite. */
 static void test_md5_rfc1321(void **state) {
     (void)state;
-    const char *in[] = {"", "a", "abc", "message digest", "abcdefghijklmnopqrstuvwxyz",
+    const char *in[] = {"",
+                        "a",
+                        "abc",
+                        "message digest",
+                        "abcdefghijklmnopqrstuvwxyz",
                         "12345678901234567890123456789012345678901234567890123456789012345678901234567890"};
     const char *out[] = {"d41d8cd98f00b204e9800998ecf8427e", "0cc175b9c0f1b6a831c399e269772661",
                          "900150983cd24fb0d6963f7d28e17f72", "f96b697d7cb7938d525a2f31aaf161d0",
@@ -90,8 +95,9 @@ static void test_md5_rfc1321(void **state) {
 static void test_py_float_repr(void **state) {
     (void)state;
     const double v[] = {0.99, 1.0, 0.01, 1e-5, 1e16, 1e15, 0.1 + 0.2, 2.0 / 3, 1e-4, 100.0, 0.969, 0.03};
-    const char *r[] = {"0.99", "1.0", "0.01", "1e-05", "1e+16", "1000000000000000.0", "0.30000000000000004",
-                       "0.6666666666666666", "0.0001", "100.0", "0.969", "0.03"};
+    const char *r[] = {
+        "0.99",   "1.0",   "0.01",  "1e-05", "1e+16", "1000000000000000.0", "0.30000000000000004", "0.6666666666666666",
+        "0.0001", "100.0", "0.969", "0.03"};
     char b[64];
     for (unsigned i = 0; i < sizeof v / sizeof *v; i++) {
         tr_py_float_repr(v[i], b, sizeof b);
@@ -213,10 +219,10 @@ static void test_idx_worked_example(void **state) {
     unsigned char b[128];
     size_t n = fread(b, 1, sizeof b, f);
     fclose(f);
-    const unsigned char want[82] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 4,
-                                    2, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 2, 0,
-                                    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                    0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0};
+    const unsigned char want[82] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0,  1, 0, 0, 0, 0, 0, 0, 0, 4, 2, 0, 0,
+                                    0,   0,   0,   0,   0,   3,   0,   0, 0,  0, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0,
+                                    0,   0,   0,   0,   0,   0,   0,   0, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                    0,   0,   0,   1,   0,   0,   0,   0, 0,  0, 0, 2, 0, 0, 0, 0, 0, 0, 0};
     assert_int_equal(n, 82);
     assert_memory_equal(b, want, 82);
     for (int mm = 0; mm < 2; mm++) {
@@ -269,10 +275,10 @@ static void test_idx_dtypes(void **state) {
 /* Bad .idx/.bin input: a precise error each, never a crash. Starts from the 82-byte example. */
 static void test_idx_rejects(void **state) {
     (void)state;
-    unsigned char base[82 + 2] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 4,
-                                  2, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 2, 0,
-                                  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                  0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    unsigned char base[82 + 2] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0,  1, 0, 0, 0, 0, 0, 0, 0, 4, 2, 0, 0,
+                                  0,   0,   0,   0,   0,   3,   0,   0, 0,  0, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0,
+                                  0,   0,   0,   0,   0,   0,   0,   0, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                  0,   0,   0,   1,   0,   0,   0,   0, 0,  0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 1};
     unsigned char b[84];
     char err[512];
     tr_idx_dataset *d = tr_idx_parse(base, 82, 20, "t", err, sizeof err);
@@ -291,12 +297,10 @@ static void test_idx_rejects(void **state) {
         int64_t bin;
         const char *msg;
     } cases[] = {
-        {0, 'X', 82, 20, "magic"},          {9, 2, 82, 20, "version"},
-        {17, 9, 82, 20, "dtype code"},      {18, 5, 82, 20, "need"},
-        {-1, 0, 83, 20, "need"},            {-1, 0, 82, 19, "outside"},
-        {50, 13, 82, 20, "outside"},        {74, 1, 82, 20, "ends at 1"},
-        {58, 1, 82, 20, "starts at"},       {34, 0xff, 82, 64, "negative"},
-        {-1, 0, 20, 20, "shorter"},
+        {0, 'X', 82, 20, "magic"},      {9, 2, 82, 20, "version"},    {17, 9, 82, 20, "dtype code"},
+        {18, 5, 82, 20, "need"},        {-1, 0, 83, 20, "need"},      {-1, 0, 82, 19, "outside"},
+        {50, 13, 82, 20, "outside"},    {74, 1, 82, 20, "ends at 1"}, {58, 1, 82, 20, "starts at"},
+        {34, 0xff, 82, 64, "negative"}, {-1, 0, 20, 20, "shorter"},
     };
     for (unsigned i = 0; i < sizeof cases / sizeof *cases; i++) {
         memcpy(b, base, sizeof b);
@@ -313,11 +317,16 @@ static void test_idx_rejects(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mt19937_published), cmocka_unit_test(test_mt_interval_rejection),
-        cmocka_unit_test(test_pcg64_mock_lengths), cmocka_unit_test(test_md5_rfc1321),
-        cmocka_unit_test(test_py_float_repr),      cmocka_unit_test(test_pyjson_layout),
-        cmocka_unit_test(test_split),              cmocka_unit_test(test_npy),
-        cmocka_unit_test(test_idx_worked_example), cmocka_unit_test(test_idx_dtypes),
+        cmocka_unit_test(test_mt19937_published),
+        cmocka_unit_test(test_mt_interval_rejection),
+        cmocka_unit_test(test_pcg64_mock_lengths),
+        cmocka_unit_test(test_md5_rfc1321),
+        cmocka_unit_test(test_py_float_repr),
+        cmocka_unit_test(test_pyjson_layout),
+        cmocka_unit_test(test_split),
+        cmocka_unit_test(test_npy),
+        cmocka_unit_test(test_idx_worked_example),
+        cmocka_unit_test(test_idx_dtypes),
         cmocka_unit_test(test_idx_rejects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

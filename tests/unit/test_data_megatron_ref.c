@@ -238,8 +238,9 @@ static void test_corrupt_cache_is_rebuilt(void **state) {
     assert_int_equal(tr_data_gpt(d, 1, 0)->cache, TR_CACHE_REBUILT);
     assert_non_null(strstr(tr_data_gpt(d, 1, 0)->cache_note, "payload"));
     tr_data_close(d);
-    snprintf(cmd, sizeof cmd, "cmp -s '%s/%s-GPTDataset-train-shuffle_index.npy' cache/%s-GPTDataset-train-shuffle_index.npy",
-             dir, TRAIN_HASH, TRAIN_HASH);
+    snprintf(cmd, sizeof cmd,
+             "cmp -s '%s/%s-GPTDataset-train-shuffle_index.npy' cache/%s-GPTDataset-train-shuffle_index.npy", dir,
+             TRAIN_HASH, TRAIN_HASH);
     assert_int_equal(system(cmd), 0);
     /* and now it is a hit */
     d = open_case(dir, 0, 1);
@@ -253,9 +254,9 @@ static void test_corrupt_cache_is_rebuilt(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_megatron_cache_is_hit),     cmocka_unit_test(test_indices_bit_for_bit),
-        cmocka_unit_test(test_samples_from_cache),        cmocka_unit_test(test_samples_built_without_cache),
-        cmocka_unit_test(test_sampler_dp_ranks),          cmocka_unit_test(test_corrupt_cache_is_rebuilt),
+        cmocka_unit_test(test_megatron_cache_is_hit), cmocka_unit_test(test_indices_bit_for_bit),
+        cmocka_unit_test(test_samples_from_cache),    cmocka_unit_test(test_samples_built_without_cache),
+        cmocka_unit_test(test_sampler_dp_ranks),      cmocka_unit_test(test_corrupt_cache_is_rebuilt),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -5,10 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cmocka.h>
 
 #include "common/assert_text.h"
 #include "io/hf_config.h"
@@ -18,69 +18,67 @@
 
 /* meta-llama/Meta-Llama-3-8B's config.json as transformers 4.x writes it (values from the model
  * card's published config), with the Llama 3.1 rope_scaling block added where a test wants it. */
-static const char *LLAMA3_8B_4X =
-    "{\n"
-    "  \"architectures\": [\"LlamaForCausalLM\"],\n"
-    "  \"attention_bias\": false,\n"
-    "  \"attention_dropout\": 0.0,\n"
-    "  \"bos_token_id\": 128000,\n"
-    "  \"eos_token_id\": 128001,\n"
-    "  \"hidden_act\": \"silu\",\n"
-    "  \"hidden_size\": 4096,\n"
-    "  \"initializer_range\": 0.02,\n"
-    "  \"intermediate_size\": 14336,\n"
-    "  \"max_position_embeddings\": 8192,\n"
-    "  \"model_type\": \"llama\",\n"
-    "  \"num_attention_heads\": 32,\n"
-    "  \"num_hidden_layers\": 32,\n"
-    "  \"num_key_value_heads\": 8,\n"
-    "  \"pretraining_tp\": 1,\n"
-    "  \"rms_norm_eps\": 1e-05,\n"
-    "  \"rope_scaling\": null,\n"
-    "  \"rope_theta\": 500000.0,\n"
-    "  \"tie_word_embeddings\": false,\n"
-    "  \"torch_dtype\": \"bfloat16\",\n"
-    "  \"transformers_version\": \"4.40.0.dev0\",\n"
-    "  \"use_cache\": true,\n"
-    "  \"vocab_size\": 128256\n"
-    "}\n";
+static const char *LLAMA3_8B_4X = "{\n"
+                                  "  \"architectures\": [\"LlamaForCausalLM\"],\n"
+                                  "  \"attention_bias\": false,\n"
+                                  "  \"attention_dropout\": 0.0,\n"
+                                  "  \"bos_token_id\": 128000,\n"
+                                  "  \"eos_token_id\": 128001,\n"
+                                  "  \"hidden_act\": \"silu\",\n"
+                                  "  \"hidden_size\": 4096,\n"
+                                  "  \"initializer_range\": 0.02,\n"
+                                  "  \"intermediate_size\": 14336,\n"
+                                  "  \"max_position_embeddings\": 8192,\n"
+                                  "  \"model_type\": \"llama\",\n"
+                                  "  \"num_attention_heads\": 32,\n"
+                                  "  \"num_hidden_layers\": 32,\n"
+                                  "  \"num_key_value_heads\": 8,\n"
+                                  "  \"pretraining_tp\": 1,\n"
+                                  "  \"rms_norm_eps\": 1e-05,\n"
+                                  "  \"rope_scaling\": null,\n"
+                                  "  \"rope_theta\": 500000.0,\n"
+                                  "  \"tie_word_embeddings\": false,\n"
+                                  "  \"torch_dtype\": \"bfloat16\",\n"
+                                  "  \"transformers_version\": \"4.40.0.dev0\",\n"
+                                  "  \"use_cache\": true,\n"
+                                  "  \"vocab_size\": 128256\n"
+                                  "}\n";
 
 /* tests/data/tiny_gqa/config.json verbatim (transformers 5.17), kept inline so each test can
  * mutate one key. test_tiny_gqa_file checks the file itself parses to the same values. */
-static const char *TINY_5X =
-    "{\n"
-    "  \"architectures\": [\"LlamaForCausalLM\"],\n"
-    "  \"attention_bias\": false,\n"
-    "  \"attention_dropout\": 0.0,\n"
-    "  \"bos_token_id\": 1,\n"
-    "  \"dtype\": \"float32\",\n"
-    "  \"eos_token_id\": 2,\n"
-    "  \"head_dim\": 8,\n"
-    "  \"hidden_act\": \"silu\",\n"
-    "  \"hidden_size\": 64,\n"
-    "  \"initializer_range\": 0.02,\n"
-    "  \"intermediate_size\": 176,\n"
-    "  \"max_position_embeddings\": 128,\n"
-    "  \"mlp_bias\": false,\n"
-    "  \"model_type\": \"llama\",\n"
-    "  \"num_attention_heads\": 8,\n"
-    "  \"num_hidden_layers\": 2,\n"
-    "  \"num_key_value_heads\": 2,\n"
-    "  \"pad_token_id\": null,\n"
-    "  \"pretraining_tp\": 1,\n"
-    "  \"rms_norm_eps\": 1e-05,\n"
-    "  \"rope_parameters\": {\n"
-    "    \"rope_theta\": 500000.0,\n"
-    "    \"rope_type\": \"default\"\n"
-    "  },\n"
-    "  \"tie_word_embeddings\": false,\n"
-    "  \"transformers_version\": \"5.17.0\",\n"
-    "  \"use_cache\": true,\n"
-    "  \"vocab_size\": 512\n"
-    "}\n";
+static const char *TINY_5X = "{\n"
+                             "  \"architectures\": [\"LlamaForCausalLM\"],\n"
+                             "  \"attention_bias\": false,\n"
+                             "  \"attention_dropout\": 0.0,\n"
+                             "  \"bos_token_id\": 1,\n"
+                             "  \"dtype\": \"float32\",\n"
+                             "  \"eos_token_id\": 2,\n"
+                             "  \"head_dim\": 8,\n"
+                             "  \"hidden_act\": \"silu\",\n"
+                             "  \"hidden_size\": 64,\n"
+                             "  \"initializer_range\": 0.02,\n"
+                             "  \"intermediate_size\": 176,\n"
+                             "  \"max_position_embeddings\": 128,\n"
+                             "  \"mlp_bias\": false,\n"
+                             "  \"model_type\": \"llama\",\n"
+                             "  \"num_attention_heads\": 8,\n"
+                             "  \"num_hidden_layers\": 2,\n"
+                             "  \"num_key_value_heads\": 2,\n"
+                             "  \"pad_token_id\": null,\n"
+                             "  \"pretraining_tp\": 1,\n"
+                             "  \"rms_norm_eps\": 1e-05,\n"
+                             "  \"rope_parameters\": {\n"
+                             "    \"rope_theta\": 500000.0,\n"
+                             "    \"rope_type\": \"default\"\n"
+                             "  },\n"
+                             "  \"tie_word_embeddings\": false,\n"
+                             "  \"transformers_version\": \"5.17.0\",\n"
+                             "  \"use_cache\": true,\n"
+                             "  \"vocab_size\": 512\n"
+                             "}\n";
 
-#define LLAMA31_SCALING                                                                                       \
-    "{\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "                               \
+#define LLAMA31_SCALING                                                                                                \
+    "{\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "                                          \
     "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}"
 
 /* base with the first occurrence of `from` replaced by `to` (the test fails if it is absent). */
@@ -379,8 +377,9 @@ static void test_rope_llama3_incomplete(void **state) {
 
 static void test_rope_scaling_and_parameters_disagree(void **state) {
     (void)state;
-    expect_edit_error(TINY_5X, "\"rms_norm_eps\": 1e-05,", "\"rms_norm_eps\": 1e-05, \"rope_scaling\": " LLAMA31_SCALING
-                      ",", "\"rope_scaling\" (transformers 4.x) and \"rope_parameters\" (5.x) disagree");
+    expect_edit_error(TINY_5X, "\"rms_norm_eps\": 1e-05,",
+                      "\"rms_norm_eps\": 1e-05, \"rope_scaling\": " LLAMA31_SCALING ",",
+                      "\"rope_scaling\" (transformers 4.x) and \"rope_parameters\" (5.x) disagree");
 }
 
 static void test_malformed_json(void **state) {
@@ -471,7 +470,8 @@ static void test_apply_conflicts_name_both(void **state) {
 
     cfg = defaults();
     cfg->num_query_groups = 4;
-    assert_error(hf_config_apply(&hf, cfg, err, ERRLEN), err, "--num-query-groups 4 disagrees with "
+    assert_error(hf_config_apply(&hf, cfg, err, ERRLEN), err,
+                 "--num-query-groups 4 disagrees with "
                  "num_key_value_heads 2");
     free(cfg);
     cfg = defaults();

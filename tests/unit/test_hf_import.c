@@ -116,7 +116,8 @@ static void expect_refused(fixture *f, const char *drop, const char *reshape, co
 }
 
 static void test_missing_tensor(void **state) {
-    expect_refused(*state, "model.layers.0.self_attn.k_proj.weight", NULL, NULL, "model.layers.0.self_attn.k_proj.weight");
+    expect_refused(*state, "model.layers.0.self_attn.k_proj.weight", NULL, NULL,
+                   "model.layers.0.self_attn.k_proj.weight");
 }
 
 static void test_wrong_shape(void **state) {

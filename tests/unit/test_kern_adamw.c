@@ -10,15 +10,20 @@ typedef struct adamw_state {
 } adamw_state;
 
 static kern_adamw_desc adamw_desc(float wd, float grad_scale, int step) {
-    kern_adamw_desc ad = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = wd,
-                          .grad_scale = grad_scale, .step = step};
+    kern_adamw_desc ad = {.lr = 1e-2f,
+                          .beta1 = 0.9f,
+                          .beta2 = 0.95f,
+                          .eps = 1e-8f,
+                          .weight_decay = wd,
+                          .grad_scale = grad_scale,
+                          .step = step};
     return ad;
 }
 
 /* Runs steps 1..AW_STEPS on the device from st (in/out); grads [AW_STEPS][AW_N]. model_dt picks
  * the model copy's type; alias_model makes model.p == master (fp32 training). */
-static void adamw_run(adamw_state *st, const float grads[AW_STEPS][AW_N], float wd, float grad_scale,
-                      tr_dtype grad_dt, tr_dtype model_dt, bool alias_model) {
+static void adamw_run(adamw_state *st, const float grads[AW_STEPS][AW_N], float wd, float grad_scale, tr_dtype grad_dt,
+                      tr_dtype model_dt, bool alias_model) {
     float *master = kt_upload_f32(st->master, AW_N), *m = kt_upload_f32(st->m, AW_N), *v = kt_upload_f32(st->v, AW_N);
     tr_buf model = alias_model ? tr_buf_f32(master) : tr_buf_make(kt_alloc(AW_N * tr_dtype_size(model_dt)), model_dt);
     tr_buf grad = tr_buf_make(kt_alloc(AW_N * tr_dtype_size(grad_dt)), grad_dt);

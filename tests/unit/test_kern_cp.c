@@ -13,11 +13,11 @@
 typedef struct pos_case {
     int B, Tq, Tk, NH, KV, D;
     tr_dtype dt;
-    float *q;      /* [B,Tq,NH,D] */
-    float *k, *v;  /* [B,Tk,KV,D] */
-    float *w;      /* [B,Tq,NH,D] loss weights = dout */
-    int32_t *qp;   /* [Tq] */
-    int32_t *kp;   /* [Tk] */
+    float *q;     /* [B,Tq,NH,D] */
+    float *k, *v; /* [B,Tk,KV,D] */
+    float *w;     /* [B,Tq,NH,D] loss weights = dout */
+    int32_t *qp;  /* [Tq] */
+    int32_t *kp;  /* [Tk] */
 } pos_case;
 
 typedef struct pos_out {
@@ -76,10 +76,8 @@ static void pos_run(const pos_case *pc, pos_out *o, bool grads, bool causal) {
     tr_buf v = kt_upload(pc->v, nkv(pc), pc->dt), out = kt_upload(pc->w, nq(pc), pc->dt);
     int32_t *qp = kt_upload_i32(pc->qp, (size_t)pc->Tq), *kp = kt_upload_i32(pc->kp, (size_t)pc->Tk);
     float *lse = kt_alloc(nlse(pc) * sizeof(float));
-    if (causal)
-        kern_attention_forward(kt_s, out, lse, q, k, v, pc->B, pc->Tq, pc->NH, pc->KV, pc->D);
-    else
-        kern_attention_forward_pos(kt_s, out, lse, q, k, v, qp, kp, pc->B, pc->Tq, pc->Tk, pc->NH, pc->KV, pc->D);
+    if (causal) kern_attention_forward(kt_s, out, lse, q, k, v, pc->B, pc->Tq, pc->NH, pc->KV, pc->D);
+    else kern_attention_forward_pos(kt_s, out, lse, q, k, v, qp, kp, pc->B, pc->Tq, pc->Tk, pc->NH, pc->KV, pc->D);
     kt_download(o->out, out, nq(pc));
     kt_download_f32(o->lse, lse, nlse(pc));
     if (grads) {
@@ -140,10 +138,8 @@ static void test_natural_positions_equal_causal_attention(void **state) {
                 snprintf(what, sizeof what, "pos 0..T-1 vs causal T%d NH%d KV%d %s %s", pc.Tq, pc.NH, pc.KV,
                          tr_dtype_name(pc.dt), nm[i]);
                 /* bf16 outputs elsewhere: one bf16 rounding apart at most */
-                if (!bits && dti)
-                    kt_expect_close(what, kt_rel_l2_ff(ga[i], gb[i], ns[i]), 1e-2);
-                else
-                    expect_same(what, ga[i], gb[i], ns[i], bits);
+                if (!bits && dti) kt_expect_close(what, kt_rel_l2_ff(ga[i], gb[i], ns[i]), 1e-2);
+                else expect_same(what, ga[i], gb[i], ns[i], bits);
             }
             pos_out_free(&b);
             pos_out_free(&a);

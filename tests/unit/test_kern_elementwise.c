@@ -105,7 +105,8 @@ static void test_cast_round_trip_matches_host_rounding(void **state) {
     kern_cast(kt_s, dst, mid, n);
     kt_download(back, dst, n);
     for (int i = 0; i < n; i++)
-        if (back[i] != tr_round_bf16(x[i])) fail_msg("element %d: %a -> %a, want %a", i, x[i], back[i], tr_round_bf16(x[i]));
+        if (back[i] != tr_round_bf16(x[i]))
+            fail_msg("element %d: %a -> %a, want %a", i, x[i], back[i], tr_round_bf16(x[i]));
     kt_free(dst.p);
     kt_free(mid.p);
     kt_free(src.p);

@@ -101,8 +101,10 @@ static void test_embedding_backward_accumulates_in_row_order(void **state) {
         for (int i = 0; i < EMB_V * EMB_C; i++) sum[i] = ec.dt == TR_BF16 ? tr_round_bf16(dwte0[i]) : dwte0[i];
         for (int n = 0; n < EMB_N; n++)
             for (int c = 0; c < EMB_C; c++)
-                sum[ec.tokens[n] * EMB_C + c] += ec.dt == TR_BF16 ? tr_round_bf16(dout[n * EMB_C + c]) : dout[n * EMB_C + c];
-        for (int i = 0; i < EMB_V * EMB_C; i++) want[i] = ec.dt == TR_BF16 ? tr_round_bf16((float)sum[i]) : (float)sum[i];
+                sum[ec.tokens[n] * EMB_C + c] +=
+                    ec.dt == TR_BF16 ? tr_round_bf16(dout[n * EMB_C + c]) : dout[n * EMB_C + c];
+        for (int i = 0; i < EMB_V * EMB_C; i++)
+            want[i] = ec.dt == TR_BF16 ? tr_round_bf16((float)sum[i]) : (float)sum[i];
         emb_backward(&ec, dwte0, dout, got);
         emb_backward(&ec, dwte0, dout, again);
         assert_memory_equal(got, again, sizeof got);

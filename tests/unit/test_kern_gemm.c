@@ -115,9 +115,9 @@ static void gemm_grads(const gemm_case *gc, float *da, float *db) {
     tr_buf w = kt_upload(gc->w, (size_t)m * n, TR_F32);
     tr_buf dad = kt_upload(gc->a, (size_t)m * k, TR_F32), dbd = kt_upload(gc->b, (size_t)k * n, TR_F32);
     if (!gc->ta) kern_gemm(kt_s, dad, w, b, m, k, n, false, !gc->tb, gc->alpha, 0.0f); /* [m,k] */
-    else kern_gemm(kt_s, dad, b, w, k, m, n, gc->tb, true, gc->alpha, 0.0f);          /* [k,m] */
+    else kern_gemm(kt_s, dad, b, w, k, m, n, gc->tb, true, gc->alpha, 0.0f);           /* [k,m] */
     if (!gc->tb) kern_gemm(kt_s, dbd, a, w, k, n, m, !gc->ta, false, gc->alpha, 0.0f); /* [k,n] */
-    else kern_gemm(kt_s, dbd, w, a, n, k, m, true, gc->ta, gc->alpha, 0.0f);          /* [n,k] */
+    else kern_gemm(kt_s, dbd, w, a, n, k, m, true, gc->ta, gc->alpha, 0.0f);           /* [n,k] */
     kt_download(da, dad, (size_t)m * k);
     kt_download(db, dbd, (size_t)k * n);
     kt_free(dbd.p);

@@ -1,9 +1,8 @@
 /* The twin kernels' argument guards: nonsense shapes and out-of-range ids end the rank through
  * tr_fatal with a message that names the problem. Each case runs in a forked child so the fatal
  * exit can be observed. Twin only: a GPU backend checks token ids on the device, if at all. */
-#include "unit/kern_testlib.h"
 #include "unit/expect_fatal.h"
-
+#include "unit/kern_testlib.h"
 
 /* Small fp32 device tensors every case can point at. */
 static tr_buf g_a, g_b, g_c;

@@ -2,14 +2,15 @@
  * for a fused two-segment row-parallel shard, a 1-D parameter large enough that the CUDA kernel
  * hands some values back to the host (about one in 30 000: ~30 here), and constants; and llama_init_value
  * (the engine's host path) agrees with it. */
-#include "unit/kern_testlib.h"
 #include "model/llama.h"
 #include "twinrun/init_normal.h"
+#include "unit/kern_testlib.h"
 
 static float expected(const kern_init_desc *d, size_t i) {
     if (!d->normal) return d->constant;
     return (float)tr_init_normal_double(
-        d->key, tr_init_global_index(i, d->cols, d->gcols, d->col0, d->nseg, d->seg_local1, d->seg_global0, d->seg_global1),
+        d->key,
+        tr_init_global_index(i, d->cols, d->gcols, d->col0, d->nseg, d->seg_local1, d->seg_global0, d->seg_global1),
         d->std);
 }
 
@@ -27,8 +28,9 @@ static void expect_bits(const char *what, const kern_init_desc *d, size_t n) {
             diff++;
         }
     printf("  %-48s %zu elements, %zu differ\n", what, n, diff);
-    if (diff) fail_msg("%s: %zu of %zu elements differ from the host generator (first at %zu: %.9g vs %.9g)", what,
-                       diff, n, first, (double)got[first], (double)want[first]);
+    if (diff)
+        fail_msg("%s: %zu of %zu elements differ from the host generator (first at %zu: %.9g vs %.9g)", what, diff, n,
+                 first, (double)got[first], (double)want[first]);
     free(want);
     free(got);
     kt_free(dev);
@@ -38,16 +40,32 @@ static void test_init_is_the_host_generator_bit_for_bit(void **state) {
     (void)state;
     /* tensor-parallel rank 1 of 2 of a fused [gate; up] fc1 with 16 global rows of 12 columns: local
      * rows 0..3 are global 4..7, local rows 4..7 global 12..15 */
-    kern_init_desc fused = {.normal = true, .key = tr_init_key(1234, "model.layers.3.mlp.gate_up_proj.weight"),
-                            .std = 0.02, .cols = 12, .gcols = 12, .col0 = 0, .nseg = 2, .seg_local1 = 4,
-                            .seg_global0 = 4, .seg_global1 = 12};
+    kern_init_desc fused = {.normal = true,
+                            .key = tr_init_key(1234, "model.layers.3.mlp.gate_up_proj.weight"),
+                            .std = 0.02,
+                            .cols = 12,
+                            .gcols = 12,
+                            .col0 = 0,
+                            .nseg = 2,
+                            .seg_local1 = 4,
+                            .seg_global0 = 4,
+                            .seg_global1 = 12};
     expect_bits("fused fc1 shard (two segments)", &fused, 8 * 12);
     /* a row-parallel shard: columns 6..11 of 12 */
-    kern_init_desc rowpar = {.normal = true, .key = tr_init_key(7, "model.layers.0.self_attn.o_proj.weight"),
-                             .std = 0.02 / sqrt(8.0), .cols = 6, .gcols = 12, .col0 = 6, .nseg = 1};
+    kern_init_desc rowpar = {.normal = true,
+                             .key = tr_init_key(7, "model.layers.0.self_attn.o_proj.weight"),
+                             .std = 0.02 / sqrt(8.0),
+                             .cols = 6,
+                             .gcols = 12,
+                             .col0 = 6,
+                             .nseg = 1};
     expect_bits("row-parallel shard (columns 6..11)", &rowpar, 10 * 6);
-    kern_init_desc big = {.normal = true, .key = tr_init_key(42, "model.embed_tokens.weight"), .std = 0.02, .cols = 1,
-                          .gcols = 1, .nseg = 1};
+    kern_init_desc big = {.normal = true,
+                          .key = tr_init_key(42, "model.embed_tokens.weight"),
+                          .std = 0.02,
+                          .cols = 1,
+                          .gcols = 1,
+                          .nseg = 1};
     expect_bits("1-D, 1M elements (~30 host fix-ups on a GPU)", &big, (size_t)1 << 20);
     kern_init_desc ones = {.normal = false, .constant = 1.0f, .cols = 1, .gcols = 1, .nseg = 1};
     expect_bits("constant 1", &ones, 1000);
@@ -55,8 +73,8 @@ static void test_init_is_the_host_generator_bit_for_bit(void **state) {
 
 static void test_host_value_matches_the_kernel(void **state) {
     (void)state;
-    kern_init_desc d = {.normal = true, .key = tr_init_key(1234, "lm_head.weight"), .std = 0.02, .cols = 1,
-                        .gcols = 1, .nseg = 1};
+    kern_init_desc d = {
+        .normal = true, .key = tr_init_key(1234, "lm_head.weight"), .std = 0.02, .cols = 1, .gcols = 1, .nseg = 1};
     for (size_t e = 0; e < 1000; e += 37) {
         const float a = llama_init_value(1234, "lm_head.weight", e, LLAMA_INIT_NORMAL, 0.02, 16);
         const float b = expected(&d, e);

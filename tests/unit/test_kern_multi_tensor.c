@@ -50,8 +50,13 @@ static void test_adamw_ranges_is_adamw_per_range(void **state) {
     float *w = kt_host(n), *g = kt_host(n), *m = kt_host(n), *v = kt_host(n);
     kt_fill(&rng, w, n, 1.0f), kt_fill(&rng, g, n, 0.1f), kt_fill(&rng, m, n, 0.01f);
     for (size_t i = 0; i < n; i++) v[i] = (float)(kt_uniform(&rng) * 1e-4);
-    const kern_adamw_desc ad = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 123.0f,
-                                .grad_scale = 0.7f, .step = 5};
+    const kern_adamw_desc ad = {.lr = 3e-4f,
+                                .beta1 = 0.9f,
+                                .beta2 = 0.95f,
+                                .eps = 1e-8f,
+                                .weight_decay = 123.0f,
+                                .grad_scale = 0.7f,
+                                .step = 5};
     float *out[2][4]; /* [multi, per range][master, m, v, model] */
     for (int way = 0; way < 2; way++) {
         float *dw = kt_upload_f32(w, n), *dm = kt_upload_f32(m, n), *dv = kt_upload_f32(v, n);
@@ -63,7 +68,8 @@ static void test_adamw_ranges_is_adamw_per_range(void **state) {
                 kern_adamw_desc d = ad;
                 d.weight_decay = r[i].weight_decay;
                 const size_t b = r[i].begin;
-                kern_adamw_update(kt_s, &d, dw + b, tr_buf_at(model, b), tr_buf_at(dg, b), dm + b, dv + b, r[i].end - b);
+                kern_adamw_update(kt_s, &d, dw + b, tr_buf_at(model, b), tr_buf_at(dg, b), dm + b, dv + b,
+                                  r[i].end - b);
             }
         }
         for (int k = 0; k < 4; k++) out[way][k] = kt_host(n);

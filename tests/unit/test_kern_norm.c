@@ -21,8 +21,15 @@ typedef struct norm_out {
 } norm_out;
 
 static norm_case norm_case_make(kt_rng *r, kern_norm_kind kind, bool zero_centered, bool has_bias, int N, int C) {
-    norm_case nc = {{kind, 1e-5f, zero_centered}, has_bias, N, C, TR_F32, kt_host((size_t)N * C), kt_host((size_t)C),
-                    kt_host((size_t)C), kt_host((size_t)N * C)};
+    norm_case nc = {{kind, 1e-5f, zero_centered},
+                    has_bias,
+                    N,
+                    C,
+                    TR_F32,
+                    kt_host((size_t)N * C),
+                    kt_host((size_t)C),
+                    kt_host((size_t)C),
+                    kt_host((size_t)N * C)};
     for (int i = 0; i < N * C; i++) nc.inp[i] = kt_sym(r, 1.0f) + (kind == KERN_NORM_LAYER ? 0.4f : 0.0f);
     /* Norm weights away from their neutral value, so a gamma mix-up cannot hide. */
     for (int c = 0; c < C; c++) nc.weight[c] = (zero_centered ? 0.0f : 1.0f) + kt_sym(r, 0.5f);
@@ -50,8 +57,8 @@ static void norm_out_free(norm_out *o) {
 }
 
 static const char *norm_name(const norm_case *nc) {
-    static const char *names[8] = {"rms",        "rms+1p",        "rms+bias(never)",   "rms+1p+bias(never)",
-                                   "layer",      "layer+1p",      "layer+bias",        "layer+1p+bias"};
+    static const char *names[8] = {"rms",   "rms+1p",   "rms+bias(never)", "rms+1p+bias(never)",
+                                   "layer", "layer+1p", "layer+bias",      "layer+1p+bias"};
     return names[(nc->nd.kind == KERN_NORM_LAYER) * 4 + nc->has_bias * 2 + nc->nd.zero_centered_gamma];
 }
 
@@ -140,8 +147,8 @@ static const struct {
     kern_norm_kind kind;
     bool zero_centered, bias;
 } norm_configs[] = {
-    {KERN_NORM_RMS, false, false},   {KERN_NORM_RMS, true, false},   {KERN_NORM_LAYER, false, false},
-    {KERN_NORM_LAYER, true, false},  {KERN_NORM_LAYER, false, true}, {KERN_NORM_LAYER, true, true},
+    {KERN_NORM_RMS, false, false},  {KERN_NORM_RMS, true, false},   {KERN_NORM_LAYER, false, false},
+    {KERN_NORM_LAYER, true, false}, {KERN_NORM_LAYER, false, true}, {KERN_NORM_LAYER, true, true},
 };
 enum { NORM_CONFIGS = sizeof norm_configs / sizeof norm_configs[0] };
 
@@ -149,8 +156,8 @@ static void test_norm_forward_matches_reference(void **state) {
     (void)state;
     kt_rng r = kt_rng_make(41);
     for (int ci = 0; ci < NORM_CONFIGS; ci++) {
-        norm_case nc = norm_case_make(&r, norm_configs[ci].kind, norm_configs[ci].zero_centered, norm_configs[ci].bias,
-                                      10, 64);
+        norm_case nc =
+            norm_case_make(&r, norm_configs[ci].kind, norm_configs[ci].zero_centered, norm_configs[ci].bias, 10, 64);
         norm_out o = norm_out_make(&nc);
         double *out = kt_host_d(10 * 64), mean[10], rstd[10];
         norm_forward(&nc, &o);
@@ -175,8 +182,8 @@ static void test_norm_gradients_match_finite_differences(void **state) {
     kt_rng r = kt_rng_make(42);
     for (int ci = 0; ci < NORM_CONFIGS; ci++) {
         enum { N = 5, C = 16 };
-        norm_case nc = norm_case_make(&r, norm_configs[ci].kind, norm_configs[ci].zero_centered, norm_configs[ci].bias,
-                                      N, C);
+        norm_case nc =
+            norm_case_make(&r, norm_configs[ci].kind, norm_configs[ci].zero_centered, norm_configs[ci].bias, N, C);
         float dinp[N * C], dweight[C], dbias[C];
         norm_backward(&nc, NULL, NULL, NULL, dinp, dweight, dbias);
         char what[96];
@@ -198,8 +205,8 @@ static void test_norm_backward_accumulates(void **state) {
     kt_rng r = kt_rng_make(43);
     for (int ci = 0; ci < NORM_CONFIGS; ci++) {
         enum { N = 7, C = 24 };
-        norm_case nc = norm_case_make(&r, norm_configs[ci].kind, norm_configs[ci].zero_centered, norm_configs[ci].bias,
-                                      N, C);
+        norm_case nc =
+            norm_case_make(&r, norm_configs[ci].kind, norm_configs[ci].zero_centered, norm_configs[ci].bias, N, C);
         float di0[N * C], dw0[C], db0[C], di[N * C], dw[C], db[C], dia[N * C], dwa[C], dba[C];
         kt_fill(&r, di0, N * C, 2.0f);
         kt_fill(&r, dw0, C, 2.0f);
@@ -224,8 +231,8 @@ static void test_norm_is_deterministic_and_bf16_tracks_fp32(void **state) {
     kt_rng r = kt_rng_make(44);
     for (int ci = 0; ci < NORM_CONFIGS; ci++) {
         enum { N = 9, C = 96 };
-        norm_case nc = norm_case_make(&r, norm_configs[ci].kind, norm_configs[ci].zero_centered, norm_configs[ci].bias,
-                                      N, C);
+        norm_case nc =
+            norm_case_make(&r, norm_configs[ci].kind, norm_configs[ci].zero_centered, norm_configs[ci].bias, N, C);
         norm_out f32 = norm_out_make(&nc), f32b = norm_out_make(&nc);
         norm_forward(&nc, &f32);
         norm_forward(&nc, &f32b);

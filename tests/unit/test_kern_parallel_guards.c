@@ -5,9 +5,8 @@
  * by the full-vocabulary kernels (test_kern_guards.c) or by the caller, which knows the vocabulary.
  * Twin only: a GPU backend checks ids on the device (the kernel traps) and positions not at all
  * on the host. */
-#include "unit/kern_testlib.h"
 #include "unit/expect_fatal.h"
-
+#include "unit/kern_testlib.h"
 
 /* Small device tensors every case can point at. */
 static tr_buf g_a, g_b;
@@ -63,8 +62,7 @@ static void run_attn_pos_heads(void) {
 static void test_parallel_kernels_reject_nonsense(void **state) {
     (void)state;
     if (!kt_backend_is_twin()) skip();
-    expect_fatal("embedding slice fwd, token -3", run_emb_slice_fwd_negative, "token id -3 at position 2",
-                 "negative");
+    expect_fatal("embedding slice fwd, token -3", run_emb_slice_fwd_negative, "token id -3 at position 2", "negative");
     expect_fatal("embedding slice bwd, token -3", run_emb_slice_bwd_negative, "token id -3", "negative");
     expect_fatal("embedding slice, start -16", run_emb_slice_bad_start, "vocab_start >= 0", "padded vocabulary");
     expect_fatal("ce slice sums, target -3", run_ce_sums_negative, "target -3 at row 2", "negative");

@@ -97,8 +97,8 @@ static void test_rope_forward_matches_reference(void **state) {
     (void)state;
     kt_rng r = kt_rng_make(51);
     for (int ci = 0; ci < ROPE_CONFIGS; ci++) {
-        rope_case rc = rope_case_make(&r, rope_configs[ci].theta, rope_configs[ci].rot_dim,
-                                      rope_configs[ci].explicit_positions);
+        rope_case rc =
+            rope_case_make(&r, rope_configs[ci].theta, rope_configs[ci].rot_dim, rope_configs[ci].explicit_positions);
         const size_t n = rope_numel(&rc);
         float *y = kt_host(n);
         double *want = kt_host_d(n);
@@ -120,8 +120,8 @@ static void test_rope_backward_matches_finite_differences(void **state) {
     (void)state;
     kt_rng r = kt_rng_make(52);
     for (int ci = 0; ci < ROPE_CONFIGS; ci++) {
-        rope_case rc = rope_case_make(&r, rope_configs[ci].theta, rope_configs[ci].rot_dim,
-                                      rope_configs[ci].explicit_positions);
+        rope_case rc =
+            rope_case_make(&r, rope_configs[ci].theta, rope_configs[ci].rot_dim, rope_configs[ci].explicit_positions);
         const size_t n = rope_numel(&rc);
         float *dx = kt_host(n);
         rope_run(&rc, rc.w, dx, true); /* dL/dx = rope^T(w) */
@@ -138,8 +138,8 @@ static void test_rope_backward_inverts_forward(void **state) {
     (void)state;
     kt_rng r = kt_rng_make(53);
     for (int ci = 0; ci < ROPE_CONFIGS; ci++) {
-        rope_case rc = rope_case_make(&r, rope_configs[ci].theta, rope_configs[ci].rot_dim,
-                                      rope_configs[ci].explicit_positions);
+        rope_case rc =
+            rope_case_make(&r, rope_configs[ci].theta, rope_configs[ci].rot_dim, rope_configs[ci].explicit_positions);
         const size_t n = rope_numel(&rc);
         float *y = kt_host(n), *back = kt_host(n);
         rope_run(&rc, rc.x, y, false);
@@ -155,8 +155,8 @@ static void test_rope_is_deterministic_and_bf16_tracks_fp32(void **state) {
     (void)state;
     kt_rng r = kt_rng_make(54);
     for (int ci = 0; ci < ROPE_CONFIGS; ci++) {
-        rope_case rc = rope_case_make(&r, rope_configs[ci].theta, rope_configs[ci].rot_dim,
-                                      rope_configs[ci].explicit_positions);
+        rope_case rc =
+            rope_case_make(&r, rope_configs[ci].theta, rope_configs[ci].rot_dim, rope_configs[ci].explicit_positions);
         const size_t n = rope_numel(&rc);
         float *y1 = kt_host(n), *y2 = kt_host(n), *b1 = kt_host(n), *b2 = kt_host(n);
         for (int backward = 0; backward < 2; backward++) {
@@ -168,7 +168,8 @@ static void test_rope_is_deterministic_and_bf16_tracks_fp32(void **state) {
             rope_run(&rc, rc.x, b1, backward);
             rope_run(&rc, rc.x, b2, backward);
             assert_memory_equal(b1, b2, n * sizeof(float));
-            kt_expect_close(backward ? "rope bwd bf16 vs fp32" : "rope fwd bf16 vs fp32", kt_rel_l2_ff(b1, y1, n), 1e-2);
+            kt_expect_close(backward ? "rope bwd bf16 vs fp32" : "rope fwd bf16 vs fp32", kt_rel_l2_ff(b1, y1, n),
+                            1e-2);
         }
         free(b2);
         free(b1);

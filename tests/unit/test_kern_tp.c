@@ -89,9 +89,9 @@ static void test_embedding_slices_compose_to_full(void **state) {
 typedef struct ce_case {
     int N, V, S;
     tr_dtype dt;
-    float *logits;  /* [N,V] the whole vocabulary */
+    float *logits;    /* [N,V] the whole vocabulary */
     int32_t *targets; /* [N] */
-    float *dloss;   /* [N] */
+    float *dloss;     /* [N] */
 } ce_case;
 
 typedef struct ce_stats {
@@ -113,7 +113,8 @@ static void ce_run_slices(const ce_case *cc, float *losses, float *dlogits, ce_s
     assert_true(S <= 8);
     for (int rank = 0; rank < S; rank++) {
         for (int n = 0; n < N; n++)
-            memcpy(host + (size_t)n * Vs, cc->logits + (size_t)n * cc->V + (size_t)rank * Vs, (size_t)Vs * sizeof(float));
+            memcpy(host + (size_t)n * Vs, cc->logits + (size_t)n * cc->V + (size_t)rank * Vs,
+                   (size_t)Vs * sizeof(float));
         d_l[rank] = kt_upload(host, (size_t)N * Vs, cc->dt);
         kern_ce_slice_max(kt_s, d_mx, d_l[rank], N, Vs, Vs);
         kt_download_f32(stat, d_mx, (size_t)N);
@@ -141,7 +142,8 @@ static void ce_run_slices(const ce_case *cc, float *losses, float *dlogits, ce_s
             kern_ce_slice_backward(kt_s, d_dl, d_l[rank], d_gmx, d_gse, d_t, rank * Vs, d_dloss, N, Vs, Vs);
             kt_download(host, d_dl, (size_t)N * Vs);
             for (int n = 0; n < N; n++)
-                memcpy(dlogits + (size_t)n * cc->V + (size_t)rank * Vs, host + (size_t)n * Vs, (size_t)Vs * sizeof(float));
+                memcpy(dlogits + (size_t)n * cc->V + (size_t)rank * Vs, host + (size_t)n * Vs,
+                       (size_t)Vs * sizeof(float));
             if (!in_place) kt_free(d_dl.p);
         }
         kt_free(d_dloss);

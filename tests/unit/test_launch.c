@@ -2,6 +2,7 @@
  * mistakes people make with them), the rendezvous store's wire format, and the store itself over
  * loopback: set/get, a get that waits for a later set, a get that times out, an unreachable port,
  * a port in use, and a peer that is not a twinrun store. */
+#include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,10 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <cmocka.h>
 
@@ -40,10 +40,10 @@ static int parse(tr_launch_vars *v, char *err, const char *a, const char *b, con
     return tr_launch_vars_parse(fake_get, &env, v, err, 512);
 }
 
-#define assert_err(call, text)                                                                                \
-    do {                                                                                                      \
-        assert_int_equal((call), -1);                                                                         \
-        if (!strstr(err, text)) fail_msg("error \"%s\" lacks \"%s\"", err, text);                            \
+#define assert_err(call, text)                                                                                         \
+    do {                                                                                                               \
+        assert_int_equal((call), -1);                                                                                  \
+        if (!strstr(err, text)) fail_msg("error \"%s\" lacks \"%s\"", err, text);                                      \
     } while (0)
 
 static void test_vars_torchrun(void **state) {
@@ -51,7 +51,8 @@ static void test_vars_torchrun(void **state) {
     tr_launch_vars v;
     char err[512];
     assert_int_equal(parse(&v, err, "RANK=5", "WORLD_SIZE=8", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=4",
-                           "MASTER_ADDR=worker-0", "MASTER_PORT=29501"), 0);
+                           "MASTER_ADDR=worker-0", "MASTER_PORT=29501"),
+                     0);
     assert_int_equal(v.launcher, TR_LAUNCHER_TORCHRUN);
     assert_int_equal(v.rank, 5);
     assert_int_equal(v.world, 8);
@@ -89,7 +90,8 @@ static void test_vars_mpirun_and_plain(void **state) {
     char err[512];
     /* one host: the rendezvous defaults to this host */
     assert_int_equal(parse(&v, err, "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_LOCAL_RANK=1",
-                           "OMPI_COMM_WORLD_LOCAL_SIZE=2", NULL, NULL), 0);
+                           "OMPI_COMM_WORLD_LOCAL_SIZE=2", NULL, NULL),
+                     0);
     assert_int_equal(v.launcher, TR_LAUNCHER_OMPI);
     assert_int_equal(v.rank, 1);
     assert_int_equal(v.local_rank, 1);
@@ -97,7 +99,8 @@ static void test_vars_mpirun_and_plain(void **state) {
     assert_int_equal(v.master_port, 29500);
     /* mpirun wins over the node-level WORLD_SIZE/RANK a platform set */
     assert_int_equal(parse(&v, err, "WORLD_SIZE=2", "RANK=1", "OMPI_COMM_WORLD_RANK=9", "OMPI_COMM_WORLD_SIZE=16",
-                           "OMPI_COMM_WORLD_LOCAL_RANK=1", "MASTER_ADDR=node0"), 0);
+                           "OMPI_COMM_WORLD_LOCAL_RANK=1", "MASTER_ADDR=node0"),
+                     0);
     assert_int_equal(v.world, 16);
     assert_int_equal(v.rank, 9);
     assert_string_equal(v.master_addr, "node0");
@@ -124,7 +127,8 @@ static void test_vars_store(void **state) {
     tr_launch_vars v;
     char err[512];
     assert_int_equal(parse(&v, err, "WORLD_SIZE=2", "RANK=1", "MASTER_ADDR=node0",
-                           "TWINRUN_STORE_TOKEN=9f2c4e1a7b3d5f60aa11", "TWINRUN_STORE_BIND=10.0.0.5", NULL), 0);
+                           "TWINRUN_STORE_TOKEN=9f2c4e1a7b3d5f60aa11", "TWINRUN_STORE_BIND=10.0.0.5", NULL),
+                     0);
     assert_string_equal(v.store_token, "9f2c4e1a7b3d5f60aa11");
     assert_string_equal(v.store_bind, "10.0.0.5");
     const tr_store_conf c = tr_store_conf_of(&v);
@@ -139,7 +143,8 @@ static void test_vars_store(void **state) {
 }
 
 /* ---- wire format ---------------------------------------------------------------------------- */
-static const tr_store_auth test_auth = {.token = (const unsigned char *)"0123456789abcdef-token", .token_len = 22,
+static const tr_store_auth test_auth = {.token = (const unsigned char *)"0123456789abcdef-token",
+                                        .token_len = 22,
                                         .nonce = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
 
 static void test_proto(void **state) {
@@ -157,8 +162,9 @@ static void test_proto(void **state) {
     assert_string_equal(r.key, "nccl.dp.0");
     assert_int_equal(r.value_len, 3);
     assert_memory_equal(r.value, "abc", 3);
-    assert_int_equal(tr_store_parse_request((const unsigned char *)"GET / HTTP/1.1", 14, &test_auth, &r, &used, err,
-                                            sizeof err), -1);
+    assert_int_equal(
+        tr_store_parse_request((const unsigned char *)"GET / HTTP/1.1", 14, &test_auth, &r, &used, err, sizeof err),
+        -1);
     assert_non_null(strstr(err, "not a twinrun rendezvous"));
     assert_int_equal(tr_store_encode_request(buf, sizeof buf, &test_auth, 'G', "bad key", NULL, 0), 0);
     assert_int_equal(tr_store_encode_request(buf, sizeof buf, &test_auth, 'G', "", NULL, 0), 0);
@@ -171,8 +177,8 @@ static void test_proto(void **state) {
     assert_int_equal(tr_store_parse_request(big, sizeof big, &test_auth, &r, &used, err, sizeof err), -1);
     assert_non_null(strstr(err, "at most"));
     /* the version before the job token: named, not "garbage" */
-    assert_int_equal(tr_store_parse_request((const unsigned char *)"TWS1G\1\0k", 8, &test_auth, &r, &used, err,
-                                            sizeof err), -1);
+    assert_int_equal(
+        tr_store_parse_request((const unsigned char *)"TWS1G\1\0k", 8, &test_auth, &r, &used, err, sizeof err), -1);
     assert_non_null(strstr(err, "version '1'"));
     /* authenticity: another token, another nonce, or one changed byte fails the MAC */
     tr_store_auth other = test_auth;
@@ -190,15 +196,15 @@ static void test_proto(void **state) {
     assert_int_equal(tr_store_parse_greeting(hello, 10, nonce, err, sizeof err), 0);
     assert_int_equal(tr_store_parse_greeting(hello, sizeof hello, nonce, err, sizeof err), 1);
     assert_memory_equal(nonce, test_auth.nonce, TR_STORE_NONCE);
-    assert_int_equal(tr_store_parse_greeting((const unsigned char *)"HTTP/1.1 400 Bad Request", 20, nonce, err,
-                                             sizeof err), -1);
+    assert_int_equal(
+        tr_store_parse_greeting((const unsigned char *)"HTTP/1.1 400 Bad Request", 20, nonce, err, sizeof err), -1);
 }
 
 /* ---- the store over loopback ------------------------------------------------------------------ */
 #define TOKEN "test-token-0123456789"
 static tr_store_conf conf_at(const char *host, int port) {
-    return (tr_store_conf){.host = host, .port = port, .token = (const unsigned char *)TOKEN,
-                           .token_len = strlen(TOKEN)};
+    return (tr_store_conf){
+        .host = host, .port = port, .token = (const unsigned char *)TOKEN, .token_len = strlen(TOKEN)};
 }
 
 typedef struct later {
@@ -301,12 +307,9 @@ static void test_store_foreign_service(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vars_torchrun),
-        cmocka_unit_test(test_vars_mpirun_and_plain),
-        cmocka_unit_test(test_vars_store),
-        cmocka_unit_test(test_proto),
-        cmocka_unit_test(test_store),
-        cmocka_unit_test(test_store_foreign_service),
+        cmocka_unit_test(test_vars_torchrun), cmocka_unit_test(test_vars_mpirun_and_plain),
+        cmocka_unit_test(test_vars_store),    cmocka_unit_test(test_proto),
+        cmocka_unit_test(test_store),         cmocka_unit_test(test_store_foreign_service),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

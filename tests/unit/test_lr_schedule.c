@@ -95,9 +95,9 @@ static void test_decoupled_schedule(void **state) {
     assert_false(tr_lr_schedule_decoupled(&d, &s, &c));
     c.decoupled_lr = 6e-3;
     assert_true(tr_lr_schedule_decoupled(&d, &s, &c));
-    assert_true(tr_lr_at(&d, 2) == 3e-3);                  /* half way up the warmup to 6e-3 */
-    assert_true(tr_lr_at(&d, 4) == 6e-3);                  /* its peak */
-    assert_true(tr_lr_at(&d, 13) == 3e-4);                 /* floor: --min-lr */
+    assert_true(tr_lr_at(&d, 2) == 3e-3);  /* half way up the warmup to 6e-3 */
+    assert_true(tr_lr_at(&d, 4) == 6e-3);  /* its peak */
+    assert_true(tr_lr_at(&d, 13) == 3e-4); /* floor: --min-lr */
     c.decoupled_min_lr = 1e-4;
     assert_true(tr_lr_schedule_decoupled(&d, &s, &c));
     assert_true(tr_lr_at(&d, 13) == 1e-4);
@@ -106,10 +106,8 @@ static void test_decoupled_schedule(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cosine_matches_reference),
-        cmocka_unit_test(test_linear_constant_inverse_sqrt),
-        cmocka_unit_test(test_iteration_based_and_fraction),
-        cmocka_unit_test(test_rejects_bad_spans),
+        cmocka_unit_test(test_cosine_matches_reference),     cmocka_unit_test(test_linear_constant_inverse_sqrt),
+        cmocka_unit_test(test_iteration_based_and_fraction), cmocka_unit_test(test_rejects_bad_spans),
         cmocka_unit_test(test_decoupled_schedule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,7 +16,7 @@
 
 enum { B = 2, T = 6 };
 
-static int g_biases; /* the next check's model: 0 no biases, 1 Megatron's linear biases, 2 --add-qkv-bias only */
+static int g_biases;   /* the next check's model: 0 no biases, 1 Megatron's linear biases, 2 --add-qkv-bias only */
 static bool g_qk_norm; /* and --qk-layernorm */
 
 static tr_config config(tr_norm_type norm, bool one_p, double rotary_percent) {
@@ -100,9 +100,18 @@ static void check(tr_norm_type norm, bool one_p, double rotary_percent) {
     dev_close(d);
 }
 
-static void test_rmsnorm_full_rotary(void **s) { (void)s; check(TR_NORM_RMSNORM, false, 1.0); }
-static void test_layernorm_1p_partial_rotary(void **s) { (void)s; check(TR_NORM_LAYERNORM, true, 0.5); }
-static void test_rmsnorm_1p(void **s) { (void)s; check(TR_NORM_RMSNORM, true, 1.0); }
+static void test_rmsnorm_full_rotary(void **s) {
+    (void)s;
+    check(TR_NORM_RMSNORM, false, 1.0);
+}
+static void test_layernorm_1p_partial_rotary(void **s) {
+    (void)s;
+    check(TR_NORM_LAYERNORM, true, 0.5);
+}
+static void test_rmsnorm_1p(void **s) {
+    (void)s;
+    check(TR_NORM_RMSNORM, true, 1.0);
+}
 /* Megatron's default linear biases (q, k, v, o, fc1 gate and up, fc2), with LayerNorm's own */
 static void test_linear_biases(void **s) {
     (void)s;
@@ -136,14 +145,16 @@ static void test_padding_takes_no_part(void **s) {
         for (int j = 1; j < 50; j++) mx = row[j] > mx ? row[j] : mx;
         for (int j = 0; j < 50; j++) sum += exp((double)row[j] - mx);
         const double want = log(sum) + mx - row[lab[n]];
-        if (fabs(losses[n] - want) > 1e-5 * fabs(want)) fail_msg("row %d: loss %.9g, softmax over the vocabulary %.9g", n, losses[n], want);
+        if (fabs(losses[n] - want) > 1e-5 * fabs(want))
+            fail_msg("row %d: loss %.9g, softmax over the vocabulary %.9g", n, losses[n], want);
     }
     llama_zero_grads(m);
     llama_backward(m, dloss);
     llama_get_grads(m, g);
     const llama_param *head = &m->params_tab[m->p_head];
     for (size_t e = 50 * (size_t)c.hidden_size; e < head->numel; e++)
-        if (g[head->offset + e] != 0.0f) fail_msg("padding row %zu of lm_head has gradient %g", e / c.hidden_size, g[head->offset + e]);
+        if (g[head->offset + e] != 0.0f)
+            fail_msg("padding row %zu of lm_head has gradient %g", e / c.hidden_size, g[head->offset + e]);
     free(logits), free(g);
     llama_destroy(m);
     dev_close(d);
@@ -163,12 +174,9 @@ static void test_qk_layernorm(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rmsnorm_full_rotary),
-        cmocka_unit_test(test_layernorm_1p_partial_rotary),
-        cmocka_unit_test(test_rmsnorm_1p),
-        cmocka_unit_test(test_padding_takes_no_part),
-        cmocka_unit_test(test_linear_biases),
-        cmocka_unit_test(test_qk_layernorm),
+        cmocka_unit_test(test_rmsnorm_full_rotary), cmocka_unit_test(test_layernorm_1p_partial_rotary),
+        cmocka_unit_test(test_rmsnorm_1p),          cmocka_unit_test(test_padding_takes_no_part),
+        cmocka_unit_test(test_linear_biases),       cmocka_unit_test(test_qk_layernorm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

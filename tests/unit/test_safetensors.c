@@ -10,7 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cmocka.h>
 #include <ftw.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cmocka.h>
 
 #include "common/assert_text.h"
 #include "io/safetensors.h"
@@ -61,7 +61,7 @@ static void expect_header_error(const char *header, size_t data_len, const char 
     int rc = parse_header_text(header, data_len, &f, err);
     assert_error(rc, err, needle);
     assert_non_null(strstr(err, "test.safetensors")); /* every message names the file */
-    assert_int_equal(f.n, 0);                          /* and leaves nothing behind */
+    assert_int_equal(f.n, 0);                         /* and leaves nothing behind */
     st_close(&f);
 }
 
@@ -185,7 +185,8 @@ static void test_open_missing_and_directory(void **state) {
     (void)state;
     st_file f;
     char err[ERRLEN] = "";
-    assert_error(st_open(&f, TWINRUN_TEST_DATA "/tiny_gqa/nope.safetensors", err, ERRLEN), err, "nope.safetensors: "
+    assert_error(st_open(&f, TWINRUN_TEST_DATA "/tiny_gqa/nope.safetensors", err, ERRLEN), err,
+                 "nope.safetensors: "
                  "cannot open");
     assert_error(st_open(&f, TWINRUN_TEST_DATA "/tiny_gqa", err, ERRLEN), err, "is a directory");
     st_close(&f);
@@ -240,7 +241,7 @@ static void test_header_past_eof(void **state) {
 static void test_header_not_utf8(void **state) {
     (void)state;
     expect_header_error("{\"a\xff\":1}", 0, "header byte 3 is not valid UTF-8");
-    expect_header_error("{\"\xc0\xaf\":1}", 0, "not valid UTF-8"); /* overlong '/' */
+    expect_header_error("{\"\xc0\xaf\":1}", 0, "not valid UTF-8");     /* overlong '/' */
     expect_header_error("{\"\xed\xa0\x80\":1}", 0, "not valid UTF-8"); /* a surrogate */
 }
 
@@ -277,7 +278,8 @@ static void test_entry_not_object(void **state) {
 
 static void test_entry_missing_dtype(void **state) {
     (void)state;
-    expect_header_error("{\"w\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "tensor 'w': header entry has no "
+    expect_header_error("{\"w\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+                        "tensor 'w': header entry has no "
                         "\"dtype\"");
 }
 
@@ -330,9 +332,9 @@ static void test_shape_too_many_dims(void **state) {
                         "tensor 'w': shape has 9 dimensions; twinrun reads at most 8");
     st_file f;
     char err[ERRLEN] = "";
-    assert_ok(parse_header_text("{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,2],\"data_offsets\":[0,8]}}", 8,
-                                &f, err),
-              err);
+    assert_ok(
+        parse_header_text("{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,2],\"data_offsets\":[0,8]}}", 8, &f, err),
+        err);
     assert_int_equal(f.tensors[0].ndim, 8);
     st_close(&f);
 }
@@ -380,7 +382,8 @@ static void test_offsets_gap(void **state) {
     (void)state;
     expect_header_error("{" T8("a", "0,8") "," T8("b", "12,20") "}", 20,
                         "tensor 'b': data_offsets begin at 12 but the previous tensor ends at 8: a gap of 4");
-    expect_header_error("{" T8("a", "4,12") "}", 12, "tensor 'a': data_offsets begin at 4 but the previous tensor "
+    expect_header_error("{" T8("a", "4,12") "}", 12,
+                        "tensor 'a': data_offsets begin at 4 but the previous tensor "
                         "ends at 0");
 }
 
@@ -415,7 +418,8 @@ static void test_truncated_data(void **state) {
 
 static void test_trailing_bytes(void **state) {
     (void)state;
-    expect_header_error("{" T8("a", "0,8") "}", 12, "4 trailing bytes after the last tensor (tensors end at 8, data "
+    expect_header_error("{" T8("a", "0,8") "}", 12,
+                        "4 trailing bytes after the last tensor (tensors end at 8, data "
                         "section is 12 bytes)");
     expect_header_error("{}", 1, "1 trailing bytes");
 }
@@ -509,7 +513,8 @@ static void test_float_conversions(void **state) {
     assert_true(out[1] == -2.5f);
     assert_true(out[2] == 3.4e38f);
     assert_true(out[3] == 0.0f); /* underflow to zero is fine; overflow is not */
-    assert_error(st_read_f32(&f, "big", out, n1, 1, err, ERRLEN), err, "tensor 'big' (F64): element 0 = 1e+300 does "
+    assert_error(st_read_f32(&f, "big", out, n1, 1, err, ERRLEN), err,
+                 "tensor 'big' (F64): element 0 = 1e+300 does "
                  "not fit float32");
     st_close(&f);
     unlink(path);
@@ -549,7 +554,8 @@ static void test_int_conversions(void **state) {
     assert_int_equal(out[0], -5);
     assert_int_equal(out[1], INT32_MAX);
     assert_int_equal(out[2], INT32_MIN);
-    assert_error(st_read_i32(&f, "i64_big", out, n2, 1, err, ERRLEN), err, "tensor 'i64_big' (I64): element 1 = "
+    assert_error(st_read_i32(&f, "i64_big", out, n2, 1, err, ERRLEN), err,
+                 "tensor 'i64_big' (I64): element 1 = "
                  "2147483648 does not fit int32");
     assert_ok(st_read_i32(&f, "u8", out, n2, 1, err, ERRLEN), err);
     assert_int_equal(out[1], 255);
@@ -575,8 +581,8 @@ static void test_writer_round_trip_bit_exact(void **state) {
     enum { R = 5, C = 7 };
     float a[R * C];
     for (int i = 0; i < R * C; i++) a[i] = (float)((i * 2654435761u) % 1000003u) / 977.0f - 500.0f;
-    const uint32_t odd_bits[] = {0x7FC12345u /* NaN with a payload */, 0x80000000u /* -0 */, 0x00000001u,
-                                 0x7F800000u, 0xFF7FFFFFu};
+    const uint32_t odd_bits[] = {0x7FC12345u /* NaN with a payload */, 0x80000000u /* -0 */, 0x00000001u, 0x7F800000u,
+                                 0xFF7FFFFFu};
     memcpy(&a[0], &odd_bits[0], sizeof odd_bits);
     uint16_t h[3] = {0x1234, 0xFFFF, 0x0000};
     int32_t scalar = -77;
@@ -708,8 +714,8 @@ static void make_shards(const char *dir) {
     st_writer_free(w);
 }
 
-#define GOOD_INDEX                                                                                            \
-    "{\"metadata\": {\"total_size\": 60}, \"weight_map\": {\"a\": \"model-00001-of-00002.safetensors\", "    \
+#define GOOD_INDEX                                                                                                     \
+    "{\"metadata\": {\"total_size\": 60}, \"weight_map\": {\"a\": \"model-00001-of-00002.safetensors\", "              \
     "\"b\": \"model-00001-of-00002.safetensors\", \"c\": \"model-00002-of-00002.safetensors\"}}"
 
 static void test_model_sharded(void **state) {
@@ -784,8 +790,9 @@ static void test_model_shard_tensor_not_in_map(void **state) {
 
 static void test_model_shard_name_escapes_dir(void **state) {
     (void)state;
-    expect_model_error("{\"weight_map\": {\"a\": \"../model-00001-of-00002.safetensors\"}}",
-                       "weight_map puts 'a' in \"../model-00001-of-00002.safetensors\", which is not a plain file name");
+    expect_model_error(
+        "{\"weight_map\": {\"a\": \"../model-00001-of-00002.safetensors\"}}",
+        "weight_map puts 'a' in \"../model-00001-of-00002.safetensors\", which is not a plain file name");
     expect_model_error("{\"weight_map\": {\"a\": \"sub/x.safetensors\"}}", "not a plain file name");
     expect_model_error("{\"weight_map\": {\"a\": \"\"}}", "not a plain file name");
 }
@@ -796,8 +803,10 @@ static void test_model_bad_index_json(void **state) {
     expect_model_error("{\"metadata\": {}}", "\"weight_map\" is missing");
     expect_model_error("{\"weight_map\": {\"a\": 3}}", "weight_map entry 'a' is not a file name string");
     expect_model_error("{\"weight_map\": {\"a\": \"model-00001-of-00002.safetensors\", "
-                       "\"a\": \"model-00001-of-00002.safetensors\"}}", "weight_map lists 'a' twice");
-    expect_model_error("{\"metadata\": {\"total_size\": \"60\"}, \"weight_map\": {}}", "\"total_size\" is a byte count");
+                       "\"a\": \"model-00001-of-00002.safetensors\"}}",
+                       "weight_map lists 'a' twice");
+    expect_model_error("{\"metadata\": {\"total_size\": \"60\"}, \"weight_map\": {}}",
+                       "\"total_size\" is a byte count");
 }
 
 static void test_model_bad_shard_contents(void **state) {
@@ -828,7 +837,8 @@ static void test_model_single_file_and_empty_dir(void **state) {
 
     char dir[] = "/tmp/twinrun_st_empty_XXXXXX";
     assert_non_null(mkdtemp(dir));
-    assert_error(st_model_open(&m, dir, err, ERRLEN), err, "neither model.safetensors nor "
+    assert_error(st_model_open(&m, dir, err, ERRLEN), err,
+                 "neither model.safetensors nor "
                  "model.safetensors.index.json is there");
     rmdir(dir);
 }

@@ -27,8 +27,8 @@
 #define CLIENTS 8
 
 static tr_store_conf conf(const char *host, int port, const char *token) {
-    return (tr_store_conf){.host = host, .port = port, .token = (const unsigned char *)token,
-                           .token_len = token ? strlen(token) : 0};
+    return (tr_store_conf){
+        .host = host, .port = port, .token = (const unsigned char *)token, .token_len = token ? strlen(token) : 0};
 }
 
 /* A raw TCP connection to 127.0.0.1:port; fd. */
@@ -105,7 +105,8 @@ static void test_strangers_refused_job_completes(void **state) {
     }
 
     /* no token, a wrong token: refused with the reason */
-    const tr_store_conf none = conf("127.0.0.1", port, NULL), wrong = conf("127.0.0.1", port, "job-secret-5f0e9d8c7b6b");
+    const tr_store_conf none = conf("127.0.0.1", port, NULL),
+                        wrong = conf("127.0.0.1", port, "job-secret-5f0e9d8c7b6b");
     unsigned char v[64];
     assert_int_equal(tr_store_get(&none, "job.0", v, sizeof v, 5.0, err, sizeof err), -1);
     assert_non_null(strstr(err, "authentication failed"));

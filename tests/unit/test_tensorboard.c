@@ -2,9 +2,9 @@
  * and a file written by tr_tb_open/tr_tb_scalar parsed back record by record (frame CRCs, Event
  * fields, Summary values) by the small reader below, written from the format documentation. */
 #include <dirent.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,8 +134,8 @@ static void test_event_bytes(void **state) {
     unsigned char buf[256];
     const size_t n = tr_tb_encode_event(buf, sizeof buf, 1.5, 300, NULL, "lm loss", 2.0f);
     /* 09 <double 1.5> 10 ac 02 2a 10 0a 0e 0a 07 "lm loss" 15 <float 2.0> */
-    const unsigned char want[] = {0x09, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f, 0x10, 0xac, 0x02, 0x2a, 0x10, 0x0a, 0x0e,
-                                  0x0a, 0x07, 'l', 'm', ' ', 'l', 'o', 's', 's', 0x15, 0, 0, 0, 0x40};
+    const unsigned char want[] = {0x09, 0,    0,    0,   0,   0,   0,   0xf8, 0x3f, 0x10, 0xac, 0x02, 0x2a, 0x10, 0x0a,
+                                  0x0e, 0x0a, 0x07, 'l', 'm', ' ', 'l', 'o',  's',  's',  0x15, 0,    0,    0,    0x40};
     assert_int_equal(n, sizeof want);
     assert_memory_equal(buf, want, sizeof want);
     /* too small a buffer says so instead of writing past it */

@@ -29,7 +29,7 @@ static tr_config tiny(int mbs, int gbs) {
 
 typedef struct gen {
     int mbs, T, vocab;
-    int64_t sample; /* next global sample */
+    int64_t sample;  /* next global sample */
     float mask_last; /* loss-mask value of each sample's last token */
 } gen;
 

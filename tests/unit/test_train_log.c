@@ -26,9 +26,17 @@ static char *render(const tr_log_line *l, int throughput) {
 
 static void test_megatron_line(void **state) {
     (void)state;
-    tr_log_line l = {.iteration = 100, .train_iters = 1000, .consumed_samples = 12800, .elapsed_ms_per_iter = 5123.4,
-                     .tflops_per_gpu = 612.3, .lr = 1.5e-4, .global_batch_size = 128, .lm_loss = 3.456789,
-                     .grad_norm = 1.2345, .skipped_iters = 0, .nan_iters = 0};
+    tr_log_line l = {.iteration = 100,
+                     .train_iters = 1000,
+                     .consumed_samples = 12800,
+                     .elapsed_ms_per_iter = 5123.4,
+                     .tflops_per_gpu = 612.3,
+                     .lr = 1.5e-4,
+                     .global_batch_size = 128,
+                     .lm_loss = 3.456789,
+                     .grad_norm = 1.2345,
+                     .skipped_iters = 0,
+                     .nan_iters = 0};
     char *s = render(&l, 1);
     const char *want =
         " [2025-01-02 03:04:05.678901] iteration      100/    1000 | consumed samples:        12800 |"
@@ -104,10 +112,8 @@ static void test_megatron_memory_formula(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_megatron_line),
-        cmocka_unit_test(test_json_line_has_no_nan),
-        cmocka_unit_test(test_validation_block),
-        cmocka_unit_test(test_flops_llama3_8b),
+        cmocka_unit_test(test_megatron_line),           cmocka_unit_test(test_json_line_has_no_nan),
+        cmocka_unit_test(test_validation_block),        cmocka_unit_test(test_flops_llama3_8b),
         cmocka_unit_test(test_megatron_memory_formula),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,8 +24,8 @@ typedef enum coll_status { COLL_OK = 0, COLL_ABORTED = 1, COLL_TIMEOUT = 2, COLL
 /* Builds the communicator over `ranks` (global ranks, ascending group order), of which the caller
  * is `my_rank`. `name` ("tp", "dp", "pp", "world", ...) appears in flight-recorder dumps.
  * Returns NULL and fills err on failure. */
-coll_comm *coll_comm_create(dev_device *d, const int *ranks, int nranks, int my_rank, const char *name,
-                            char *err, size_t errlen);
+coll_comm *coll_comm_create(dev_device *d, const int *ranks, int nranks, int my_rank, const char *name, char *err,
+                            size_t errlen);
 void coll_comm_destroy(coll_comm *c);
 int coll_comm_size(const coll_comm *c);
 int coll_comm_rank(const coll_comm *c); /* position of the caller within the group */
@@ -37,8 +37,8 @@ coll_status coll_all_reduce(coll_comm *c, dev_stream *s, const void *send, void 
 /* recv holds size*count elements, group rank r's block at r*count. */
 coll_status coll_all_gather(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count, tr_dtype dt);
 /* send holds size*count elements; recv gets this rank's reduced block of count. */
-coll_status coll_reduce_scatter(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count,
-                                tr_dtype dt, coll_op op);
+coll_status coll_reduce_scatter(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count, tr_dtype dt,
+                                coll_op op);
 coll_status coll_broadcast(coll_comm *c, dev_stream *s, void *buf, size_t count, tr_dtype dt, int root);
 coll_status coll_send(coll_comm *c, dev_stream *s, const void *buf, size_t count, tr_dtype dt, int peer);
 coll_status coll_recv(coll_comm *c, dev_stream *s, void *buf, size_t count, tr_dtype dt, int peer);

@@ -47,32 +47,32 @@ typedef struct tr_config {
     bool qk_layernorm;        /* normalise each head's queries and keys (the --normalization kind) */
     double attention_dropout, hidden_dropout;
     double init_method_std;
-    int vocab_size;                     /* from --vocab-size or the HF config; 0 = unset */
-    int make_vocab_size_divisible_by;   /* 128 */
+    int vocab_size;                   /* from --vocab-size or the HF config; 0 = unset */
+    int make_vocab_size_divisible_by; /* 128 */
     bool use_mcore_models;
 
     /* training */
     int micro_batch_size, global_batch_size;
-    int64_t train_iters, train_samples;       /* exactly one is set (>0) */
+    int64_t train_iters, train_samples; /* exactly one is set (>0) */
     double lr, min_lr, lr_warmup_init;
     tr_lr_style lr_decay_style;
     int64_t lr_decay_iters, lr_decay_samples; /* 0 = unset */
     int64_t lr_warmup_iters, lr_warmup_samples;
-    double lr_warmup_fraction;                /* <0 = unset */
+    double lr_warmup_fraction; /* <0 = unset */
     double clip_grad, weight_decay, adam_beta1, adam_beta2, adam_eps;
     bool bf16, grad_reduce_in_bf16;
     bool calculate_per_token_loss, cross_entropy_loss_fusion;
-    bool check_for_nan_in_loss_and_grad;      /* default on */
-    uint64_t seed;                            /* 1234 */
-    tr_recompute recompute_granularity;       /* --recompute-granularity / --recompute-activations */
+    bool check_for_nan_in_loss_and_grad; /* default on */
+    uint64_t seed;                       /* 1234 */
+    tr_recompute recompute_granularity;  /* --recompute-granularity / --recompute-activations */
     tr_recompute_method recompute_method;
-    int recompute_num_layers;                 /* 0 = unset */
-    bool exit_signal_handler;                 /* SIGTERM: finish the step, save, exit 0 */
-    bool deterministic_mode;                  /* Megatron's --deterministic-mode: needs nccl_algo (below) */
-    char nccl_algo[64];                       /* the NCCL_ALGO environment variable as launched; "" = unset */
-    double decoupled_lr, decoupled_min_lr;    /* embedding and output layer; <0 = unset (use --lr / --min-lr) */
-    int exit_interval;                        /* 0 = none */
-    double exit_duration_in_mins;             /* 0 = none */
+    int recompute_num_layers;              /* 0 = unset */
+    bool exit_signal_handler;              /* SIGTERM: finish the step, save, exit 0 */
+    bool deterministic_mode;               /* Megatron's --deterministic-mode: needs nccl_algo (below) */
+    char nccl_algo[64];                    /* the NCCL_ALGO environment variable as launched; "" = unset */
+    double decoupled_lr, decoupled_min_lr; /* embedding and output layer; <0 = unset (use --lr / --min-lr) */
+    int exit_interval;                     /* 0 = none */
+    double exit_duration_in_mins;          /* 0 = none */
 
     /* parallelism */
     int tensor_model_parallel_size, pipeline_model_parallel_size, context_parallel_size;
@@ -82,7 +82,7 @@ typedef struct tr_config {
     int n_data_path;
     char data_path[TR_MAX_PATHS][TR_PATH_LEN]; /* as given: [weight] prefix pairs or prefixes */
     bool mock_data;
-    char split[64];                            /* "969, 30, 1" */
+    char split[64]; /* "969, 30, 1" */
     char data_cache_path[TR_PATH_LEN];
     char tokenizer_type[64], tokenizer_model[TR_PATH_LEN];
     bool eod_mask_loss, reset_position_ids, reset_attention_mask, mmap_bin_files;
@@ -106,10 +106,10 @@ typedef struct tr_config {
     bool use_checkpoint_args;        /* the model flags come from the checkpoint's manifest */
 
     /* twinrun's own */
-    char hf_load[TR_PATH_LEN];     /* --hf-load DIR: import Hugging Face weights and config */
+    char hf_load[TR_PATH_LEN];       /* --hf-load DIR: import Hugging Face weights and config */
     char metrics_jsonl[TR_PATH_LEN]; /* --metrics-jsonl FILE: one JSON object per iteration */
-    char tokens_file[TR_PATH_LEN]; /* --tokens-file FILE: raw int32 [iters, GBS, seq+1] (tests) */
-    int keep_last;                 /* --keep-last N: checkpoints kept in --save after each save; 0 = all */
+    char tokens_file[TR_PATH_LEN];   /* --tokens-file FILE: raw int32 [iters, GBS, seq+1] (tests) */
+    int keep_last;                   /* --keep-last N: checkpoints kept in --save after each save; 0 = all */
 
     /* what parsing noticed: flags accepted but ignored, settings Megatron silently changes.
      * Complete lines "twinrun: warning: ...\n"; the caller prints them once: fputs(cfg->warnings, stderr). */

@@ -19,11 +19,11 @@ typedef struct dev_stream dev_stream;
 typedef struct dev_event dev_event;
 
 typedef struct dev_info {
-    char name[64];        /* "twin-cpu", "NVIDIA H200", ... */
-    char backend[16];     /* "twin", "cuda", "musa" */
-    size_t capacity;      /* bytes this rank may allocate */
-    int count;            /* devices this process's node shows (twin: the node's GPUs); the preflight compares */
-    char simulated[16];   /* "" when dev_clock_now is wall time; else the spec the twin's cost model times
+    char name[64];      /* "twin-cpu", "NVIDIA H200", ... */
+    char backend[16];   /* "twin", "cuda", "musa" */
+    size_t capacity;    /* bytes this rank may allocate */
+    int count;          /* devices this process's node shows (twin: the node's GPUs); the preflight compares */
+    char simulated[16]; /* "" when dev_clock_now is wall time; else the spec the twin's cost model times
                            * kernels and collectives against ("H100"): such figures must say so */
 } dev_info;
 

@@ -26,7 +26,7 @@ int tr_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((forma
  * (no allocation); tr_errlist_format writes them to an err buffer. */
 #define TR_ERRLIST_LEN 8192
 typedef struct tr_errlist {
-    int n;                     /* errors added (including any that no longer fit) */
+    int n; /* errors added (including any that no longer fit) */
     size_t len;
     char text[TR_ERRLIST_LEN]; /* the lines, each ending in '\n' */
 } tr_errlist;
@@ -42,9 +42,9 @@ int tr_errlist_format(const tr_errlist *el, char *err, size_t errlen);
 _Noreturn void tr_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Invariant check with a hint: TR_CHECK(n > 0, "batch is empty; check --micro-batch-size"). */
-#define TR_CHECK(cond, hint)                                                                                 \
-    do {                                                                                                     \
-        if (!(cond)) tr_fatal("%s:%d: check `%s` failed: %s", __FILE__, __LINE__, #cond, hint);             \
+#define TR_CHECK(cond, hint)                                                                                           \
+    do {                                                                                                               \
+        if (!(cond)) tr_fatal("%s:%d: check `%s` failed: %s", __FILE__, __LINE__, #cond, hint);                        \
     } while (0)
 
 #endif

@@ -68,22 +68,22 @@ void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, floa
                        tr_buf weight, tr_buf bias, int N, int C);
 /* dinp[N,C] += d/dinp (accumulate, so the residual stream's gradient flows through);
  * dweight[C] += ..., dbias[C] += ... (accumulate; dbias.p may be NULL). */
-void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight, tr_buf dbias,
-                        tr_buf dout, tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N, int C);
+void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight, tr_buf dbias, tr_buf dout,
+                        tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N, int C);
 
 /* ---- rotary position embedding ----------------------------------------------------------- */
 
 typedef struct kern_rope_desc {
-    float theta;  /* --rotary-base */
-    int rot_dim;  /* rotated leading dims of each head: D * --rotary-percent, even */
+    float theta; /* --rotary-base */
+    int rot_dim; /* rotated leading dims of each head: D * --rotary-percent, even */
 } kern_rope_desc;
 
 /* In place on x[B,T,H,D]: the first rot_dim dims of each head rotate with the rotate-half
  * convention (dim i pairs with i + rot_dim/2, i < rot_dim/2, inv_freq_i = theta^(-2i/rot_dim),
  * as Hugging Face and Megatron do); the rest pass through. positions [B*T] int32, or NULL for
  * position = t. Angles are computed in fp32 as cos/sin(pos * inv_freq_i) with inv_freq in fp32. */
-void kern_rope_forward(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int T,
-                       int H, int D);
+void kern_rope_forward(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int T, int H,
+                       int D);
 /* In place on dx[B,T,H,D]: the transpose (rotation by the negative angle). */
 void kern_rope_backward(dev_stream *s, const kern_rope_desc *rd, tr_buf dx, const int32_t *positions, int B, int T,
                         int H, int D);
@@ -93,11 +93,11 @@ void kern_rope_backward(dev_stream *s, const kern_rope_desc *rd, tr_buf dx, cons
 /* Causal grouped-query attention, scale 1/sqrt(D). q [B,T,NH,D], k and v [B,T,KV,D]; query head h
  * reads group h / (NH/KV). out [B,T,NH,D] (overwrite); lse [B,NH,T] fp32, the log-sum-exp of each
  * query's scaled scores, kept for the backward pass (which recomputes the probabilities). */
-void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B, int T,
-                            int NH, int KV, int D);
+void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B, int T, int NH,
+                            int KV, int D);
 /* dq [B,T,NH,D], dk and dv [B,T,KV,D] (overwrite). */
-void kern_attention_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
-                             tr_buf v, tr_buf out, const float *lse, int B, int T, int NH, int KV, int D);
+void kern_attention_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k, tr_buf v,
+                             tr_buf out, const float *lse, int B, int T, int NH, int KV, int D);
 
 /* ---- MLP --------------------------------------------------------------------------------- */
 
@@ -124,8 +124,8 @@ void kern_cross_entropy_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, c
 
 /* out[N,C] = wte[tokens[n] - vocab_start, :] for tokens inside the slice, 0 elsewhere (overwrite);
  * an all-reduce SUM over the tensor-parallel group completes the lookup. tokens in [0, vocab). */
-void kern_embedding_forward_slice(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int vocab_start,
-                                  int N, int C, int V);
+void kern_embedding_forward_slice(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int vocab_start, int N,
+                                  int C, int V);
 /* dwte[V,C] += rows of dout for tokens inside the slice (accumulate, in order n = 0..N-1). */
 void kern_embedding_backward_slice(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int vocab_start,
                                    int N, int C, int V);
@@ -167,17 +167,17 @@ void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv,
 
 /* How one parameter shard is initialised (twinrun/init_normal.h has the generator). */
 typedef struct kern_init_desc {
-    bool normal;     /* N(0, std) from the generator; false: every element is `constant` */
-    float constant;  /* 1 (norm weights) or 0 */
-    uint64_t key;    /* tr_init_key(seed, name) */
-    double std;      /* already scaled for o_proj/down_proj */
-    int64_t cols;    /* local columns; 1 for a 1-D parameter */
-    int64_t gcols;   /* global columns; 1 for 1-D */
-    int64_t col0;    /* global column of local column 0 (row-parallel shards) */
-    int nseg;        /* 1, or 2 for the fused fc1 (gate rows, then up rows) */
-    int64_t seg_local1;   /* local row where the second segment starts (nseg 2) */
-    int64_t seg_global0;  /* global row of local row 0 */
-    int64_t seg_global1;  /* global row of local row seg_local1 (nseg 2) */
+    bool normal;         /* N(0, std) from the generator; false: every element is `constant` */
+    float constant;      /* 1 (norm weights) or 0 */
+    uint64_t key;        /* tr_init_key(seed, name) */
+    double std;          /* already scaled for o_proj/down_proj */
+    int64_t cols;        /* local columns; 1 for a 1-D parameter */
+    int64_t gcols;       /* global columns; 1 for 1-D */
+    int64_t col0;        /* global column of local column 0 (row-parallel shards) */
+    int nseg;            /* 1, or 2 for the fused fc1 (gate rows, then up rows) */
+    int64_t seg_local1;  /* local row where the second segment starts (nseg 2) */
+    int64_t seg_global0; /* global row of local row 0 */
+    int64_t seg_global1; /* global row of local row seg_local1 (nseg 2) */
 } kern_init_desc;
 
 /* out[n] fp32 (overwrite): local element i gets (float)tr_init_normal_double(key, global index of i,
@@ -224,55 +224,57 @@ void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *ad, const ke
  * kernels (engine/cuda/tools/kern_oracle.c; engine/cuda/CMakeLists.txt reads the names from here) and
  * the compiler's check that this list and the prototypes above agree (engine/kern/kern_check.c)
  * expand it. A new kernel goes above and here. */
-#define TR_KERNELS(X)                                                                                                 \
-    X(kern_gemm, (dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb, float alpha,    \
-        float beta))                                                                                                  \
-    X(kern_add, (dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n))                                            \
-    X(kern_scale, (dev_stream *s, tr_buf x, float alpha, size_t n))                                                   \
-    X(kern_cast, (dev_stream *s, tr_buf dst, tr_buf src, size_t n))                                                   \
-    X(kern_sum_squares, (dev_stream *s, float *out, tr_buf x, size_t n))                                              \
-    X(kern_embedding_forward, (dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int N, int C, int V))    \
-    X(kern_embedding_backward, (dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int N, int C, int     \
-        V))                                                                                                           \
-    X(kern_norm_forward, (dev_stream *s, const kern_norm_desc *nd, tr_buf out, float *mean, float *rstd, tr_buf       \
-        inp, tr_buf weight, tr_buf bias, int N, int C))                                                               \
-    X(kern_norm_backward, (dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight, tr_buf dbias,        \
-        tr_buf dout, tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N, int C))                  \
-    X(kern_rope_forward, (dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int     \
-        T, int H, int D))                                                                                             \
-    X(kern_rope_backward, (dev_stream *s, const kern_rope_desc *rd, tr_buf dx, const int32_t *positions, int B,       \
-        int T, int H, int D))                                                                                         \
-    X(kern_attention_forward, (dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B, int T,     \
-        int NH, int KV, int D))                                                                                       \
-    X(kern_attention_backward, (dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,      \
-        tr_buf v, tr_buf out, const float *lse, int B, int T, int NH, int KV, int D))                                 \
-    X(kern_swiglu_forward, (dev_stream *s, tr_buf out, tr_buf h, int N, int F))                                       \
-    X(kern_swiglu_backward, (dev_stream *s, tr_buf dh, tr_buf dout, tr_buf h, int N, int F))                          \
-    X(kern_cross_entropy_forward, (dev_stream *s, float *losses, tr_buf logits, const int32_t *targets, int N, int    \
-        V))                                                                                                           \
-    X(kern_cross_entropy_backward, (dev_stream *s, tr_buf dlogits, tr_buf logits, const int32_t *targets, const       \
-        float *dloss, int N, int V))                                                                                  \
-    X(kern_embedding_forward_slice, (dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int                \
-        vocab_start, int N, int C, int V))                                                                            \
-    X(kern_embedding_backward_slice, (dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int             \
-        vocab_start, int N, int C, int V))                                                                            \
-    X(kern_ce_slice_max, (dev_stream *s, float *row_max, tr_buf logits, int N, int V, int V_real))                    \
-    X(kern_ce_slice_sums, (dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits, const float             \
-        *row_max, const int32_t *targets, int vocab_start, int N, int V, int V_real))                                 \
-    X(kern_ce_loss_from_stats, (dev_stream *s, float *losses, const float *row_max, const float *sum_exp, const       \
-        float *target_logit, int N))                                                                                  \
-    X(kern_ce_slice_backward, (dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max, const float        \
-        *sum_exp, const int32_t *targets, int vocab_start, const float *dloss, int N, int V, int V_real))             \
-    X(kern_attention_forward_pos, (dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, const         \
-        int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D))                          \
-    X(kern_attention_backward_pos, (dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf     \
-        k, tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int     \
-        Tk, int NH, int KV, int D))                                                                                   \
-    X(kern_adamw_update, (dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad,         \
-        float *m, float *v, size_t n))                                                                                \
-    X(kern_init_param, (dev_stream *s, const kern_init_desc *d, float *out, size_t n))                                \
-    X(kern_sum_squares_ranges, (dev_stream *s, float *out, tr_buf x, const kern_range *ranges, int nranges))          \
-    X(kern_adamw_update_ranges, (dev_stream *s, const kern_adamw_desc *ad, const kern_range *ranges, int nranges,     \
-        float *master, tr_buf model, tr_buf grad, float *m, float *v))
+#define TR_KERNELS(X)                                                                                                  \
+    X(kern_gemm,                                                                                                       \
+      (dev_stream * s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb, float alpha, float beta))  \
+    X(kern_add, (dev_stream * s, tr_buf out, tr_buf a, tr_buf b, size_t n))                                            \
+    X(kern_scale, (dev_stream * s, tr_buf x, float alpha, size_t n))                                                   \
+    X(kern_cast, (dev_stream * s, tr_buf dst, tr_buf src, size_t n))                                                   \
+    X(kern_sum_squares, (dev_stream * s, float *out, tr_buf x, size_t n))                                              \
+    X(kern_embedding_forward, (dev_stream * s, tr_buf out, const int32_t *tokens, tr_buf wte, int N, int C, int V))    \
+    X(kern_embedding_backward, (dev_stream * s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int N, int C, int V)) \
+    X(kern_norm_forward, (dev_stream * s, const kern_norm_desc *nd, tr_buf out, float *mean, float *rstd, tr_buf inp,  \
+                          tr_buf weight, tr_buf bias, int N, int C))                                                   \
+    X(kern_norm_backward,                                                                                              \
+      (dev_stream * s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight, tr_buf dbias, tr_buf dout, tr_buf inp,   \
+       tr_buf weight, const float *mean, const float *rstd, int N, int C))                                             \
+    X(kern_rope_forward,                                                                                               \
+      (dev_stream * s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int T, int H, int D))      \
+    X(kern_rope_backward,                                                                                              \
+      (dev_stream * s, const kern_rope_desc *rd, tr_buf dx, const int32_t *positions, int B, int T, int H, int D))     \
+    X(kern_attention_forward,                                                                                          \
+      (dev_stream * s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B, int T, int NH, int KV, int D))     \
+    X(kern_attention_backward, (dev_stream * s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,      \
+                                tr_buf v, tr_buf out, const float *lse, int B, int T, int NH, int KV, int D))          \
+    X(kern_swiglu_forward, (dev_stream * s, tr_buf out, tr_buf h, int N, int F))                                       \
+    X(kern_swiglu_backward, (dev_stream * s, tr_buf dh, tr_buf dout, tr_buf h, int N, int F))                          \
+    X(kern_cross_entropy_forward,                                                                                      \
+      (dev_stream * s, float *losses, tr_buf logits, const int32_t *targets, int N, int V))                            \
+    X(kern_cross_entropy_backward,                                                                                     \
+      (dev_stream * s, tr_buf dlogits, tr_buf logits, const int32_t *targets, const float *dloss, int N, int V))       \
+    X(kern_embedding_forward_slice,                                                                                    \
+      (dev_stream * s, tr_buf out, const int32_t *tokens, tr_buf wte, int vocab_start, int N, int C, int V))           \
+    X(kern_embedding_backward_slice,                                                                                   \
+      (dev_stream * s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int vocab_start, int N, int C, int V))         \
+    X(kern_ce_slice_max, (dev_stream * s, float *row_max, tr_buf logits, int N, int V, int V_real))                    \
+    X(kern_ce_slice_sums, (dev_stream * s, float *sum_exp, float *target_logit, tr_buf logits, const float *row_max,   \
+                           const int32_t *targets, int vocab_start, int N, int V, int V_real))                         \
+    X(kern_ce_loss_from_stats,                                                                                         \
+      (dev_stream * s, float *losses, const float *row_max, const float *sum_exp, const float *target_logit, int N))   \
+    X(kern_ce_slice_backward,                                                                                          \
+      (dev_stream * s, tr_buf dlogits, tr_buf logits, const float *row_max, const float *sum_exp,                      \
+       const int32_t *targets, int vocab_start, const float *dloss, int N, int V, int V_real))                         \
+    X(kern_attention_forward_pos,                                                                                      \
+      (dev_stream * s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, const int32_t *q_pos,                     \
+       const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D))                                            \
+    X(kern_attention_backward_pos,                                                                                     \
+      (dev_stream * s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k, tr_buf v, tr_buf out,         \
+       const float *lse, const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D))    \
+    X(kern_adamw_update, (dev_stream * s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad,         \
+                          float *m, float *v, size_t n))                                                               \
+    X(kern_init_param, (dev_stream * s, const kern_init_desc *d, float *out, size_t n))                                \
+    X(kern_sum_squares_ranges, (dev_stream * s, float *out, tr_buf x, const kern_range *ranges, int nranges))          \
+    X(kern_adamw_update_ranges, (dev_stream * s, const kern_adamw_desc *ad, const kern_range *ranges, int nranges,     \
+                                 float *master, tr_buf model, tr_buf grad, float *m, float *v))
 
 #endif
