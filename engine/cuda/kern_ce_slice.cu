@@ -54,29 +54,38 @@ __global__ void k_ce_loss_from_stats(float *losses, const float *row_max, const 
         losses[n] = (row_max[n] - target_logit[n]) + logf(sum_exp[n]);
 }
 
+/* Row n's backward constants (max, sum of exponentials, dloss, the target's column in the slice).
+ * A negative target stops the kernel (reported by one thread). */
+struct ce_row {
+    float mx, se, dl;
+    long long local;
+};
+
+__device__ __forceinline__ ce_row ce_row_of(int n, const int32_t *targets, int vocab_start, const float *row_max,
+                                            const float *sum_exp, const float *dloss) {
+    const int32_t t = targets[n];
+    if (t < 0 && blockIdx.x == 0 && threadIdx.x == 0)
+        TR_DEVICE_FAIL("cross entropy backward (vocab slice): target %d at row %d is negative\n", (int)t, n);
+    return ce_row{row_max[n], sum_exp[n], dloss[n], ce_local(t, vocab_start)};
+}
+
+/* d loss / d logit j of a row from the logit x: (softmax - one-hot) * dloss; 0 on padding columns. */
+__device__ __forceinline__ float ce_grad(const ce_row &r, float x, int j, int V_real) {
+    if (j >= V_real) return 0.0f;
+    const float p = expf(x - r.mx) / r.se;
+    return (p - (r.local == j ? 1.0f : 0.0f)) * r.dl;
+}
+
 /* A 2-D grid: blocks along a row (x) and over rows (y, striding past 65535), so no thread divides by
  * V. Element i is read, then written by the same thread, so dlogits may alias logits. */
 __global__ void k_ce_slice_bwd(tr_buf dlogits, tr_buf logits, const float *row_max, const float *sum_exp,
                                const int32_t *targets, int vocab_start, const float *dloss, int N, int V,
                                int V_real) {
     for (int n = blockIdx.y; n < N; n += gridDim.y) {
-        const int32_t t = targets[n];
-        if (t < 0) {
-            if (blockIdx.x == 0 && threadIdx.x == 0)
-                TR_DEVICE_FAIL("cross entropy backward (vocab slice): target %d at row %d is negative\n", (int)t, n);
-            continue;
-        }
-        const float mx = row_max[n], se = sum_exp[n], dl = dloss[n];
-        const long long local = ce_local(t, vocab_start);
+        const ce_row r = ce_row_of(n, targets, vocab_start, row_max, sum_exp, dloss);
         const size_t row = (size_t)n * (size_t)V;
-        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < V; j += gridDim.x * blockDim.x) {
-            if (j >= V_real) { /* padding: no gradient */
-                stf(dlogits, row + j, 0.0f);
-                continue;
-            }
-            const float p = expf(ldf(logits, row + j) - mx) / se;
-            stf(dlogits, row + j, (p - (local == j ? 1.0f : 0.0f)) * dl);
-        }
+        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < V; j += gridDim.x * blockDim.x)
+            stf(dlogits, row + j, j < V_real ? ce_grad(r, ldf(logits, row + j), j, V_real) : 0.0f);
     }
 }
 
@@ -86,28 +95,13 @@ template <typename T>
 __global__ void k_ce_slice_bwd8(T *dlogits, const T *logits, const float *row_max, const float *sum_exp,
                                 const int32_t *targets, int vocab_start, const float *dloss, int N, int V, int V_real) {
     for (int n = blockIdx.y; n < N; n += gridDim.y) {
-        const int32_t t = targets[n];
-        if (t < 0) {
-            if (blockIdx.x == 0 && threadIdx.x == 0)
-                TR_DEVICE_FAIL("cross entropy backward (vocab slice): target %d at row %d is negative\n", (int)t, n);
-            continue;
-        }
-        const float mx = row_max[n], se = sum_exp[n], dl = dloss[n];
-        const long long local = ce_local(t, vocab_start);
+        const ce_row r = ce_row_of(n, targets, vocab_start, row_max, sum_exp, dloss);
         const size_t row = (size_t)n * (size_t)V;
         for (int j0 = (blockIdx.x * blockDim.x + threadIdx.x) * 8; j0 < V; j0 += gridDim.x * blockDim.x * 8) {
             float x[8];
             ld8<T>(logits + row + j0, x);
 #pragma unroll
-            for (int e = 0; e < 8; e++) {
-                const int j = j0 + e;
-                if (j >= V_real) { /* padding: no gradient */
-                    x[e] = 0.0f;
-                    continue;
-                }
-                const float p = expf(x[e] - mx) / se;
-                x[e] = (p - (local == j ? 1.0f : 0.0f)) * dl;
-            }
+            for (int e = 0; e < 8; e++) x[e] = ce_grad(r, x[e], j0 + e, V_real);
             st8<T>(dlogits + row + j0, x);
         }
     }

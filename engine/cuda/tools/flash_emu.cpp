@@ -238,9 +238,10 @@ static void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) 
     warp_meet();
 }
 
-/* ldmatrix.sync.aligned.m8n8.x4.shared.b16: lanes 8m..8m+7 give the rows of matrix m; register m of
- * lane l gets row l/4, columns 2(l%4) and 2(l%4)+1 of matrix m (low half first). */
-static void ldsm_x4(uint32_t r[4], const uint16_t *row) {
+/* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lanes 8m..8m+7 give the rows of matrix m. Plain:
+ * register m of lane l gets row l/4, columns 2(l%4) and 2(l%4)+1 of matrix m; .trans: rows 2(l%4)
+ * and 2(l%4)+1, column l/4 (low half first, both). */
+static void ldsm_x4_any(uint32_t r[4], const uint16_t *row, bool trans) {
     warp_exchange &w = g_warp[(size_t)warp_id()];
     const unsigned char *p = (const unsigned char *)row;
     if (p < g_smem || p + 16 > g_smem + g_smem_bytes) emu_fail("ldmatrix row address outside shared memory");
@@ -249,29 +250,16 @@ static void ldsm_x4(uint32_t r[4], const uint16_t *row) {
     warp_meet();
     const int l = lane_id();
     for (int m = 0; m < 4; m++) {
-        const uint16_t *src = w.lane[8 * m + (l >> 2)].row;
-        r[m] = (uint32_t)src[2 * (l & 3)] | (uint32_t)src[2 * (l & 3) + 1] << 16;
-    }
-    warp_meet();
-}
-
-/* ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: lanes 8m..8m+7 give the rows of matrix m; register m
- * of lane l gets rows 2(l%4) and 2(l%4)+1, column l/4 of matrix m (low half first). */
-static void ldsm_x4_trans(uint32_t r[4], const uint16_t *row) {
-    warp_exchange &w = g_warp[(size_t)warp_id()];
-    const unsigned char *p = (const unsigned char *)row;
-    if (p < g_smem || p + 16 > g_smem + g_smem_bytes) emu_fail("ldmatrix row address outside shared memory");
-    if (((uintptr_t)(p - g_smem)) % 16 != 0) emu_fail("ldmatrix row address not 16-byte aligned");
-    w.lane[lane_id()].row = row;
-    warp_meet();
-    const int l = lane_id();
-    for (int m = 0; m < 4; m++) {
-        const uint16_t lo = w.lane[8 * m + 2 * (l & 3)].row[l >> 2];
-        const uint16_t hi = w.lane[8 * m + 2 * (l & 3) + 1].row[l >> 2];
+        const uint16_t lo = trans ? w.lane[8 * m + 2 * (l & 3)].row[l >> 2] : w.lane[8 * m + (l >> 2)].row[2 * (l & 3)];
+        const uint16_t hi =
+            trans ? w.lane[8 * m + 2 * (l & 3) + 1].row[l >> 2] : w.lane[8 * m + (l >> 2)].row[2 * (l & 3) + 1];
         r[m] = (uint32_t)lo | (uint32_t)hi << 16;
     }
     warp_meet();
 }
+
+static void ldsm_x4(uint32_t r[4], const uint16_t *row) { ldsm_x4_any(r, row, false); }
+static void ldsm_x4_trans(uint32_t r[4], const uint16_t *row) { ldsm_x4_any(r, row, true); }
 
 static uint32_t pack_bf16(float lo, float hi) { return (uint32_t)f32_to_bf16(lo) | (uint32_t)f32_to_bf16(hi) << 16; }
 
