@@ -61,6 +61,18 @@ __device__ __forceinline__ float attn_dot_row(const float *xs, tr_buf y, size_t 
     return s;
 }
 
+/* acc[d] += w[jj] * x[key j0 + jj of group g][d] over the visible keys jj < nj, in jj order, for this
+ * thread's d (t, t + TR_BLOCK, ...): O += P V in the forward, dQ += dS K in the backward. */
+__device__ __forceinline__ void attn_accumulate_rows(float *acc, const float *w, const float *vis, int nj, tr_buf x,
+                                                     int b, int Tk, int KV, int g, int j0, int D) {
+    for (int d = threadIdx.x; d < D; d += TR_BLOCK) {
+        float a = acc[d];
+        for (int jj = 0; jj < nj; jj++)
+            if (vis[jj] != 0.0f) a = a + w[jj] * ldf(x, (((size_t)b * Tk + j0 + jj) * KV + g) * (size_t)D + d);
+        acc[d] = a;
+    }
+}
+
 template <class Mask>
 __global__ void k_attn_fwd(tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int Tq, int Tk, int NH, int KV,
                            int D, float scale, Mask mask) {
@@ -100,13 +112,7 @@ __global__ void k_attn_fwd(tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
         p[threadIdx.x] = pj;
         vis[threadIdx.x] = vj;
         __syncthreads();
-        const int nj = min(TR_BLOCK, kend - j0);
-        for (int d = threadIdx.x; d < D; d += TR_BLOCK) {
-            float a = acc[d];
-            for (int jj = 0; jj < nj; jj++)
-                if (vis[jj] != 0.0f) a = a + p[jj] * ldf(v, (((size_t)b * Tk + j0 + jj) * KV + g) * (size_t)D + d);
-            acc[d] = a;
-        }
+        attn_accumulate_rows(acc, p, vis, min(TR_BLOCK, kend - j0), v, b, Tk, KV, g, j0, D);
         __syncthreads();
     }
     const float total = block_sum(lsum, sh);
@@ -145,13 +151,7 @@ __global__ void k_attn_bwd_dq(tr_buf dq, float *delta, tr_buf dout, tr_buf q, tr
         ds[threadIdx.x] = dsj;
         vis[threadIdx.x] = vj;
         __syncthreads();
-        const int nj = min(TR_BLOCK, kend - j0);
-        for (int d = threadIdx.x; d < D; d += TR_BLOCK) {
-            float a = acc[d];
-            for (int jj = 0; jj < nj; jj++)
-                if (vis[jj] != 0.0f) a = a + ds[jj] * ldf(k, (((size_t)b * Tk + j0 + jj) * KV + g) * (size_t)D + d);
-            acc[d] = a;
-        }
+        attn_accumulate_rows(acc, ds, vis, min(TR_BLOCK, kend - j0), k, b, Tk, KV, g, j0, D);
         __syncthreads();
     }
     for (int d = threadIdx.x; d < D; d += TR_BLOCK) stf(dq, qoff + d, acc[d] * scale);
