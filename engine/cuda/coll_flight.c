@@ -15,8 +15,8 @@ struct tr_cu_flight {
     tr_flight_env env;
     int rank, world;
     int ncomms, cap;
-    coll_comm **live;   /* [cap] by flight comm index; NULL once destroyed */
-    int **ranks;        /* [cap] copies: the ring borrows them */
+    coll_comm **live; /* [cap] by flight comm index; NULL once destroyed */
+    int **ranks;      /* [cap] copies: the ring borrows them */
 };
 
 static void write_dump(dev_device *d, const char *status, int code) {
@@ -34,10 +34,13 @@ static void write_dump(dev_device *d, const char *status, int code) {
     dev_get_info(d, &info);
     snprintf(dump.backend, sizeof dump.backend, "%s", info.backend); /* "cuda" or "musa", not the ring's "twin" */
     if (!(out = fopen(path, "w")) || flight_dump_write(out, &dump) != 0 || fclose(out) != 0)
-        fprintf(stderr, "twinrun: rank %d: cannot write the flight dump %s: %s (set TWINRUN_FLIGHT_DIR to a writable "
-                "directory)\n", f->rank, path, strerror(errno));
+        fprintf(stderr,
+                "twinrun: rank %d: cannot write the flight dump %s: %s (set TWINRUN_FLIGHT_DIR to a writable "
+                "directory)\n",
+                f->rank, path, strerror(errno));
     else
-        fprintf(stderr, "twinrun: rank %d: flight recorder dumped to %s (read all ranks' with: blame %s/flight_rank*.txt)\n",
+        fprintf(stderr,
+                "twinrun: rank %d: flight recorder dumped to %s (read all ranks' with: blame %s/flight_rank*.txt)\n",
                 f->rank, path, dir);
     flight_dump_free(&dump);
 }
@@ -110,8 +113,16 @@ uint64_t tr_flight_rec(dev_device *d, int comm, flight_op op, uint64_t seq, size
                        int peer, flight_state st) {
     struct tr_cu_flight *f = d->flight;
     const double t = dev_clock_now(d);
-    const flight_record r = {.comm = comm, .seq = seq, .op = op, .redop = redop, .dtype = dtype, .count = count,
-                             .peer = peer, .state = st, .t_sched = t, .t_start = st == FLIGHT_SCHEDULED ? -1 : t,
+    const flight_record r = {.comm = comm,
+                             .seq = seq,
+                             .op = op,
+                             .redop = redop,
+                             .dtype = dtype,
+                             .count = count,
+                             .peer = peer,
+                             .state = st,
+                             .t_sched = t,
+                             .t_start = st == FLIGHT_SCHEDULED ? -1 : t,
                              .t_end = st == FLIGHT_COMPLETED ? t : -1};
     return flight_ring_add(&f->ring, &r);
 }

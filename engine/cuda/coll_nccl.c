@@ -39,7 +39,7 @@ struct coll_comm {
     dev_device *dev;
     ncclComm_t comm; /* NULL once aborted */
     int size, rank;
-    coll_status dead; /* COLL_OK while usable; else what every later call returns */
+    coll_status dead;       /* COLL_OK while usable; else what every later call returns */
     unsigned long long seq; /* NCCL calls issued, for messages */
     double timeout_s;
     bool sync;
@@ -47,8 +47,8 @@ struct coll_comm {
     coll_observer observer; /* fault injection (fault/); not called while it runs */
     void *observer_arg;
     bool in_observer;
-    int flight;              /* this communicator's index in the rank's flight records */
-    uint64_t cseq;           /* collectives so far (the twin's seq) */
+    int flight;                    /* this communicator's index in the rank's flight records */
+    uint64_t cseq;                 /* collectives so far (the twin's seq) */
     uint64_t *p2p_send, *p2p_recv; /* [size] sends/receives so far per peer */
 };
 
@@ -183,10 +183,8 @@ void coll_comm_destroy(coll_comm *c) {
         bool timed_out = false;
         ncclResult_t r = ncclCommFinalize(c->comm);
         if (r == ncclSuccess || r == ncclInProgress) r = wait_ready(c->dev, c->comm, c->timeout_s, &timed_out);
-        if (r == ncclSuccess)
-            ncclCommDestroy(c->comm);
-        else
-            ncclCommAbort(c->comm); /* a peer is gone: do not wait for it */
+        if (r == ncclSuccess) ncclCommDestroy(c->comm);
+        else ncclCommAbort(c->comm); /* a peer is gone: do not wait for it */
     }
     free(c->p2p_send);
     free(c->p2p_recv);
@@ -290,10 +288,10 @@ static void observe(coll_comm *c, const char *op) {
     c->in_observer = false;
 }
 
-#define COLL_ENTER(c, op)                                                                                     \
-    do {                                                                                                      \
-        observe((c), (op));                                                                                   \
-        if ((c)->dead != COLL_OK) return (c)->dead;                                                           \
+#define COLL_ENTER(c, op)                                                                                              \
+    do {                                                                                                               \
+        observe((c), (op));                                                                                            \
+        if ((c)->dead != COLL_OK) return (c)->dead;                                                                    \
     } while (0)
 
 void coll_comm_set_observer(coll_comm *c, coll_observer fn, void *arg) {
@@ -331,8 +329,8 @@ coll_status coll_all_gather(coll_comm *c, dev_stream *s, const void *send, void 
     return finish(c, s, ncclAllGather(send, recv, count, nccl_type(dt), c->comm, tr_cu_stream(s)), "all_gather", rec);
 }
 
-coll_status coll_reduce_scatter(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count,
-                                tr_dtype dt, coll_op op) {
+coll_status coll_reduce_scatter(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count, tr_dtype dt,
+                                coll_op op) {
     COLL_ENTER(c, "reduce_scatter");
     const uint64_t rec = record(c, FLIGHT_REDUCE_SCATTER, count, dt, (int)op, -1);
     if (count == 0) return empty(c, rec);
@@ -394,7 +392,8 @@ void coll_group_end(void) {
     TR_CHECK(coll_group.depth > 0, "coll_group_end without coll_group_start");
     ncclResult_t r = ncclGroupEnd();
     if (--coll_group.depth > 0) {
-        if (r != ncclSuccess && r != ncclInProgress) tr_fatal("coll_group_end: ncclGroupEnd: %s", ncclGetErrorString(r));
+        if (r != ncclSuccess && r != ncclInProgress)
+            tr_fatal("coll_group_end: ncclGroupEnd: %s", ncclGetErrorString(r));
         return;
     }
     /* Outermost end: let every communicator finish the launch, then (sync mode) wait for the work. */

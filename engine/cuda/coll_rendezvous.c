@@ -23,8 +23,10 @@ int tr_rdv_publish(const char *dir, const char *key, const void *data, size_t le
         return tr_errf(err, errlen, "rendezvous path under '%s' is too long", dir);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)
-        return tr_errf(err, errlen, "rendezvous: cannot create %s: %s (does TWINRUN_RENDEZVOUS_DIR exist and is it "
-                                    "writable?)", tmp, strerror(errno));
+        return tr_errf(err, errlen,
+                       "rendezvous: cannot create %s: %s (does TWINRUN_RENDEZVOUS_DIR exist and is it "
+                       "writable?)",
+                       tmp, strerror(errno));
     const unsigned char *p = (const unsigned char *)data;
     int ok = write(fd, rdv_magic, sizeof rdv_magic) == (ssize_t)sizeof rdv_magic;
     for (size_t off = 0; ok && off < len;) {
@@ -70,7 +72,8 @@ int tr_rdv_fetch(dev_device *d, const char *dir, const char *key, void *data, si
     for (;;) {
         const int rc = try_read(path, data, len);
         if (rc == 1) return 0;
-        if (rc < 0) return tr_errf(err, errlen, "rendezvous: %s is not a twinrun rendezvous file of %zu bytes", path, len);
+        if (rc < 0)
+            return tr_errf(err, errlen, "rendezvous: %s is not a twinrun rendezvous file of %zu bytes", path, len);
         if (dev_clock_now(d) > deadline)
             return tr_errf(err, errlen,
                            "rendezvous: waited %.0f s for %s; the group's rank 0 never published it (did it start? "

@@ -25,21 +25,21 @@ const char *tr_cu_hint(cudaError_t e);
 #endif
 
 /* A CUDA/MUSA runtime call that must succeed. */
-#define CU_CHECK(call)                                                                                       \
-    do {                                                                                                     \
-        cudaError_t e_ = (call);                                                                             \
-        if (e_ != cudaSuccess)                                                                               \
-            tr_cu_fail(__FILE__, __LINE__, "cuda", #call, (int)e_, cudaGetErrorString(e_), tr_cu_hint(e_));  \
+#define CU_CHECK(call)                                                                                                 \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess)                                                                                         \
+            tr_cu_fail(__FILE__, __LINE__, "cuda", #call, (int)e_, cudaGetErrorString(e_), tr_cu_hint(e_));            \
     } while (0)
 
 /* After a kernel launch: launch-configuration errors show at once, faults in the kernel at the
  * next synchronising call (dev_stream_sync), which CU_CHECK reports there. */
-#define CU_CHECK_LAUNCH(kernel_name)                                                                         \
-    do {                                                                                                     \
-        cudaError_t e_ = cudaGetLastError();                                                                 \
-        if (e_ != cudaSuccess)                                                                               \
-            tr_cu_fail(__FILE__, __LINE__, "cuda", "launch of " kernel_name, (int)e_, cudaGetErrorString(e_), \
-                       tr_cu_hint(e_));                                                                      \
+#define CU_CHECK_LAUNCH(kernel_name)                                                                                   \
+    do {                                                                                                               \
+        cudaError_t e_ = cudaGetLastError();                                                                           \
+        if (e_ != cudaSuccess)                                                                                         \
+            tr_cu_fail(__FILE__, __LINE__, "cuda", "launch of " kernel_name, (int)e_, cudaGetErrorString(e_),          \
+                       tr_cu_hint(e_));                                                                                \
     } while (0)
 
 #endif

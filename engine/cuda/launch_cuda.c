@@ -16,15 +16,17 @@ int launch_ranks(int world, launch_entry entry, void *arg, char *err, size_t err
     tr_launch_vars v;
     if (tr_launch_vars_from_env(&v, err, errlen)) return -1;
     if (v.world != world)
-        return tr_errf(err, errlen, "the job needs %d ranks but the launcher started %d (%s): start one process per "
-                                    "GPU",
+        return tr_errf(err, errlen,
+                       "the job needs %d ranks but the launcher started %d (%s): start one process per "
+                       "GPU",
                        world, v.world, tr_launcher_name(v.launcher));
     tr_store_server *store = NULL;
     const char *dir = getenv("TWINRUN_RENDEZVOUS_DIR");
     if (world > 1 && v.rank == 0 && !(dir && *dir)) {
         if (!v.has_master)
-            return tr_errf(err, errlen, "%d ranks need a rendezvous: set MASTER_ADDR and MASTER_PORT (torchrun does; "
-                                        "scripts/launch_llama3.sh does) or TWINRUN_RENDEZVOUS_DIR",
+            return tr_errf(err, errlen,
+                           "%d ranks need a rendezvous: set MASTER_ADDR and MASTER_PORT (torchrun does; "
+                           "scripts/launch_llama3.sh does) or TWINRUN_RENDEZVOUS_DIR",
                            world);
         const tr_store_conf conf = tr_store_conf_of(&v);
         if (!(store = tr_store_serve(&conf, err, errlen))) return -1;

@@ -5,8 +5,8 @@
 #define TWINRUN_ENGINE_CUDA_SEAM_H
 
 #ifdef __cplusplus
-#include <cstddef>
 #include <cstdarg>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #define _Noreturn [[noreturn]]

@@ -160,7 +160,8 @@ int main(int argc, char **argv) {
         }
     } else {
         coll_abort(c);
-        check(rank, "after coll_abort -> COLL_ABORTED", coll_all_reduce(c, s, x, x, N, TR_F32, COLL_SUM) == COLL_ABORTED);
+        check(rank, "after coll_abort -> COLL_ABORTED",
+              coll_all_reduce(c, s, x, x, N, TR_F32, COLL_SUM) == COLL_ABORTED);
     }
     coll_comm_destroy(c);
     dev_free(d, y);

@@ -70,10 +70,8 @@ static tens *t_new(tr_dtype dt, size_t n) {
 }
 
 static void t_set(tens *t, size_t i, float v) {
-    if (t->dt == TR_BF16)
-        ((uint16_t *)t->h0)[i] = tr_f32_to_bf16(v);
-    else
-        ((float *)t->h0)[i] = v;
+    if (t->dt == TR_BF16) ((uint16_t *)t->h0)[i] = tr_f32_to_bf16(v);
+    else ((float *)t->h0)[i] = v;
 }
 
 static void t_fill(tens *t, float scale) {
@@ -178,13 +176,11 @@ static void case_gemm(tr_dtype ab, tr_dtype cd, bool ta, bool tb, float beta) {
     t_fill(g.b, 1.0f);
     if (beta == 0.0f)
         for (size_t i = 0; i < g.c->n; i++) t_set(g.c, i, NAN); /* must be ignored */
-    else
-        t_fill(g.c, 1.0f);
+    else t_fill(g.c, 1.0f);
     reset_host();
     twin_kern_gemm(NULL, H(g.c), H(g.a), H(g.b), g.m, g.n, g.k, ta, tb, g.alpha, beta);
     char name[96];
-    snprintf(name, sizeof name, "gemm %s->%s ta=%d tb=%d beta=%g", tr_dtype_name(ab), tr_dtype_name(cd), ta, tb,
-             beta);
+    snprintf(name, sizeof name, "gemm %s->%s ta=%d tb=%d beta=%g", tr_dtype_name(ab), tr_dtype_name(cd), ta, tb, beta);
     run_gpu_twice(name, gemm_gpu, &g, &g.c, 1);
     compare(name, g.c, 2e-5);
     release();
@@ -198,8 +194,8 @@ typedef struct attn_ctx {
 static void attn_gpu(void *p) {
     attn_ctx *a = p;
     kern_attention_forward(g_s, Dv(a->out), a->lse->d, Dv(a->q), Dv(a->k), Dv(a->v), a->B, a->T, a->NH, a->KV, a->D);
-    kern_attention_backward(g_s, Dv(a->dq), Dv(a->dk), Dv(a->dv), Dv(a->dout), Dv(a->q), Dv(a->k), Dv(a->v),
-                            Dv(a->out), a->lse->d, a->B, a->T, a->NH, a->KV, a->D);
+    kern_attention_backward(g_s, Dv(a->dq), Dv(a->dk), Dv(a->dv), Dv(a->dout), Dv(a->q), Dv(a->k), Dv(a->v), Dv(a->out),
+                            a->lse->d, a->B, a->T, a->NH, a->KV, a->D);
 }
 
 /* bf16 with D 64 or 128 takes the flash kernels (kern_attention_flash.cu), everything else the simple ones. */
@@ -212,8 +208,8 @@ static void case_attention(tr_dtype dt, int B, int T, int NH, int KV, int D) {
     t_fill(a.q, 2.0f), t_fill(a.k, 2.0f), t_fill(a.v, 1.0f), t_fill(a.dout, 1.0f);
     reset_host();
     twin_kern_attention_forward(NULL, H(a.out), a.lse->h, H(a.q), H(a.k), H(a.v), a.B, a.T, a.NH, a.KV, a.D);
-    twin_kern_attention_backward(NULL, H(a.dq), H(a.dk), H(a.dv), H(a.dout), H(a.q), H(a.k), H(a.v), H(a.out),
-                                 a.lse->h, a.B, a.T, a.NH, a.KV, a.D);
+    twin_kern_attention_backward(NULL, H(a.dq), H(a.dk), H(a.dv), H(a.dout), H(a.q), H(a.k), H(a.v), H(a.out), a.lse->h,
+                                 a.B, a.T, a.NH, a.KV, a.D);
     tens *outs[] = {a.out, a.lse, a.dq, a.dk, a.dv};
     run_gpu_twice("attention", attn_gpu, &a, outs, 5);
     char name[128];
@@ -254,8 +250,8 @@ static void case_attention_pos(tr_dtype dt, int D) {
     for (int i = 0; i < a.Tq; i++) ((int32_t *)a.qp->h0)[i] = 150 + i;
     for (int j = 0; j < a.Tk; j++) ((int32_t *)a.kp->h0)[j] = j;
     reset_host();
-    twin_kern_attention_forward_pos(NULL, H(a.out), a.lse->h, H(a.q), H(a.k), H(a.v), a.qp->h, a.kp->h, a.B, a.Tq,
-                                    a.Tk, a.NH, a.KV, a.D);
+    twin_kern_attention_forward_pos(NULL, H(a.out), a.lse->h, H(a.q), H(a.k), H(a.v), a.qp->h, a.kp->h, a.B, a.Tq, a.Tk,
+                                    a.NH, a.KV, a.D);
     twin_kern_attention_backward_pos(NULL, H(a.dq), H(a.dk), H(a.dv), H(a.dout), H(a.q), H(a.k), H(a.v), H(a.out),
                                      a.lse->h, a.qp->h, a.kp->h, a.B, a.Tq, a.Tk, a.NH, a.KV, a.D);
     tens *outs[] = {a.out, a.lse, a.dq, a.dk, a.dv};
@@ -280,8 +276,8 @@ static void norm_gpu(void *p) {
     const bool layer = c->nd.kind == KERN_NORM_LAYER;
     kern_norm_forward(g_s, &c->nd, Dv(c->out), layer ? c->mean->d : NULL, c->rstd->d, Dv(c->inp), Dv(c->w),
                       layer ? Dv(c->bias) : tr_buf_none(), c->N, c->C);
-    kern_norm_backward(g_s, &c->nd, Dv(c->dinp), Dv(c->dw), layer ? Dv(c->db) : tr_buf_none(), Dv(c->dout),
-                       Dv(c->inp), Dv(c->w), layer ? c->mean->d : NULL, c->rstd->d, c->N, c->C);
+    kern_norm_backward(g_s, &c->nd, Dv(c->dinp), Dv(c->dw), layer ? Dv(c->db) : tr_buf_none(), Dv(c->dout), Dv(c->inp),
+                       Dv(c->w), layer ? c->mean->d : NULL, c->rstd->d, c->N, c->C);
 }
 
 static void case_norm(kern_norm_kind kind, bool zc, tr_dtype dt) {
@@ -395,8 +391,8 @@ static void case_ce_slice(tr_dtype dt) {
     twin_kern_ce_slice_max(NULL, c.t[1]->h, H(c.t[0]), c.N, c.V, c.F);
     twin_kern_ce_slice_sums(NULL, c.t[2]->h, c.t[3]->h, H(c.t[0]), c.t[1]->h, c.t[5]->h, c.B, c.N, c.V, c.F);
     twin_kern_ce_loss_from_stats(NULL, c.t[4]->h, c.t[1]->h, c.t[2]->h, c.t[3]->h, c.N);
-    twin_kern_ce_slice_backward(NULL, H(c.t[0]), H(c.t[0]), c.t[1]->h, c.t[2]->h, c.t[5]->h, c.B, c.t[6]->h, c.N,
-                                c.V, c.F);
+    twin_kern_ce_slice_backward(NULL, H(c.t[0]), H(c.t[0]), c.t[1]->h, c.t[2]->h, c.t[5]->h, c.B, c.t[6]->h, c.N, c.V,
+                                c.F);
     tens *outs[] = {c.t[1], c.t[2], c.t[3], c.t[4], c.t[0]};
     run_gpu_twice("ce slice", ce_slice_gpu, &c, outs, 5);
     const char *nm[] = {"row_max", "sum_exp", "target_logit", "losses", "dlogits (in place)"};
@@ -489,8 +485,8 @@ static void case_elementwise(tr_dtype dt, size_t n) {
     twin_kern_adamw_update(NULL, &c.ad, c.t[4]->h, H(c.t[7]), H(c.t[0]), c.t[5]->h, c.t[6]->h, n);
     tens *outs[] = {c.t[1], c.t[2], c.t[3], c.t[4], c.t[5], c.t[6], c.t[7]};
     run_gpu_twice("elementwise", elem_gpu, &c, outs, 7);
-    const char *nm[] = {"add+scale", "cast", "sum_squares (+=, 3M)", "adamw master", "adamw m", "adamw v",
-                        "adamw model bf16"};
+    const char *nm[] = {"add+scale", "cast",    "sum_squares (+=, 3M)", "adamw master",
+                        "adamw m",   "adamw v", "adamw model bf16"};
     char name[96];
     for (int i = 0; i < 7; i++) {
         snprintf(name, sizeof name, "%s %s n%zu", nm[i], tr_dtype_name(dt), n);
@@ -501,8 +497,8 @@ static void case_elementwise(tr_dtype dt, size_t n) {
 
 /* The multi-tensor forms over ranges of odd lengths (tiles end inside them), gaps between them and
  * a range of one element, each with its own weight decay. */
-static const kern_range k_ranges[] = {{0, 1000003, 0.1f}, {1000010, 1000011, 0.0f}, {1000100, 2500000, 0.0f},
-                                      {2600000, 3999999, 0.05f}};
+static const kern_range k_ranges[] = {
+    {0, 1000003, 0.1f}, {1000010, 1000011, 0.0f}, {1000100, 2500000, 0.0f}, {2600000, 3999999, 0.05f}};
 #define N_RANGES ((int)(sizeof k_ranges / sizeof k_ranges[0]))
 
 static void ranges_gpu(void *p) {
