@@ -49,6 +49,8 @@
 namespace {
 using namespace tr_flash;
 
+static_assert(TR_CU_FLASH_INEXACT == FLV_EX2, "kern_attention_flash.h's TR_CU_FLASH_INEXACT is FLV_EX2");
+
 /* The variant's names, as TWINRUN_FLASH_VARIANT and tr_cu_flash_set_variant take them: joined by '+' */
 const struct {
     const char *name;

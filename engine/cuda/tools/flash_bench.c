@@ -6,9 +6,10 @@
  * group reduction, with its scratch allocations) timed with CUDA events around each call, the
  * median of RUNS calls after WARMUP; TFLOP/s on the causal count (forward 2 * 2 * B * T^2 * NH * D / 2,
  * backward 2.5 times that, as FlashAttention reports). Each variant's outputs (out, lse, dq, dk, dv)
- * are compared with the default's on the same inputs: the variants that keep its arithmetic must give
- * its bits, ex2 a small relative L2 (bf16 rounding, ~1e-3 at most); a second run checks that the
- * variant is deterministic. Exits 1 on any such failure.
+ * are compared with the first variant's (the default's) on the same inputs: the variants that keep
+ * its arithmetic must give its bits, those with ex2 a relative L2 of at most 1e-2 (bf16 roundings,
+ * ~1e-3 in flash_emu); a second run checks that the variant is deterministic. Exits 1 on any such
+ * failure.
  *
  * Usage: flash_bench [VARIANT ...]   (names as TWINRUN_FLASH_VARIANT takes them; default: the list below)
  * On the GPU machine: engine/cuda/tools/flash_bench.sh (builds it, runs it, writes $OUT/flash_bench.txt). */
@@ -219,11 +220,11 @@ int main(int argc, char **argv) {
         outputs ref, got, again;
         outputs_alloc(&p, &ref), outputs_alloc(&p, &got), outputs_alloc(&p, &again);
         double ref_fwd = 0, ref_bwd = 0, best_fwd = 1e30, best_bwd = 1e30;
-        int best_fwd_v = 0, best_bwd_v = 0;
+        int best_fwd_v = 0, best_bwd_v = 0, ref_flags = 0;
         char label[32];
         snprintf(label, sizeof label, "B%d T%d", p.B, p.T);
         for (int v = 0; v < nvar; v++) {
-            tr_cu_flash_set_variant(variants[v]);
+            const int flags = tr_cu_flash_set_variant(variants[v]);
             const double fwd = time_ms(forward, &p); /* leaves out and lse of this variant for the backward */
             const double bwd = time_ms(backward, &p);
             download(&p, &got);
@@ -235,13 +236,14 @@ int main(int argc, char **argv) {
             else if (v == 0) snprintf(check, sizeof check, "deterministic");
             else if (same_bits(&p, &ref, &got)) snprintf(check, sizeof check, "= %s's bits", variants[0]);
             else {
+                /* only ex2 may differ: bf16 roundings that tip the other way (emulator: ~1e-3 at most) */
                 const double d = max_rel_l2(&p, &ref, &got);
-                ok = d <= 1e-2; /* ex2: bf16 roundings that tip the other way (emulator: ~1e-3 at most) */
+                ok = ((flags | ref_flags) & TR_CU_FLASH_INEXACT) && d <= 1e-2;
                 snprintf(check, sizeof check, "rel L2 vs %s %.1e%s", variants[0], d, ok ? "" : " FAILED");
             }
             failures += !ok;
             if (v == 0) {
-                ref_fwd = fwd, ref_bwd = bwd;
+                ref_fwd = fwd, ref_bwd = bwd, ref_flags = flags;
                 outputs t = ref;
                 ref = got, got = t;
             }
