@@ -26,10 +26,18 @@
  * kernels, Q/dO in dK/dV): the next tile is in flight while the warps compute on the current one.
  * Out-of-range rows of a tile are loaded as zeros and masked, so odd T and Tq != Tk are fine.
  *
+ * Variants (kern_attention_flash.cuh, FLV_*): TWINRUN_FLASH_VARIANT names a set of them, read once, for
+ * A/B timing (tools/flash_bench); unset or "default" runs the kernels above unchanged.
+ *
  * Checks: kern_oracle's attention cases (T 600 .. 4096, D 64 and 128, CP positions), test_kern_attention
  * and test_kern_cp on the GPU; tools/flash_emu on a CPU.
  * On MUSA this file builds only the stubs (tr_cu_flash_supported is false): the simple kernels serve. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+#include <type_traits>
 
 #include "kern_attention_flash.h"
 #include "kern_common.cuh"
@@ -40,6 +48,58 @@
 
 namespace {
 using namespace tr_flash;
+
+static_assert(TR_CU_FLASH_INEXACT == FLV_EX2, "kern_attention_flash.h's TR_CU_FLASH_INEXACT is FLV_EX2");
+
+/* The variant's names, as TWINRUN_FLASH_VARIANT and tr_cu_flash_set_variant take them: joined by '+' */
+const struct {
+    const char *name;
+    unsigned flags;
+} k_variant_names[] = {{"default", 0}, {"rt2", FLV_RT2}, {"occ", FLV_OCC}, {"bq64", FLV_BQ64}, {"ex2", FLV_EX2},
+                       {"all", FLV_ALL}};
+
+/* flags of a name like "rt2+ex2"; -1 for an unknown part */
+int parse_variant(const char *name) {
+    unsigned flags = 0;
+    for (const char *p = name; *p;) {
+        const char *end = strchr(p, '+');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        bool known = false;
+        for (const auto &v : k_variant_names)
+            if (strlen(v.name) == len && strncmp(v.name, p, len) == 0) flags |= v.flags, known = true;
+        if (!known) return -1;
+        p += len + (end ? 1 : 0);
+    }
+    return (int)flags;
+}
+
+/* -1 until chosen: by tr_cu_flash_set_variant, else from TWINRUN_FLASH_VARIANT at the first launch */
+std::atomic<int> g_variant{-1};
+
+unsigned flash_variant() {
+    int v = g_variant.load(std::memory_order_relaxed);
+    if (v < 0) {
+        const char *env = getenv("TWINRUN_FLASH_VARIANT");
+        v = env && *env ? parse_variant(env) : 0;
+        if (v < 0)
+            tr_fatal("TWINRUN_FLASH_VARIANT=%s: give default or names of rt2, occ, bq64, ex2, all joined by +", env);
+        g_variant.store(v, std::memory_order_relaxed);
+    }
+    return (unsigned)v;
+}
+
+/* f(std::integral_constant<unsigned, flags & MASK>()): one instantiation for each subset of MASK, the
+ * kernel templates' V, chosen by the run-time flags. */
+template <unsigned MASK, unsigned V = 0, class F>
+void with_flags(unsigned flags, F &&f) {
+    if constexpr (MASK == 0) {
+        f(std::integral_constant<unsigned, V>());
+    } else {
+        constexpr unsigned bit = MASK & (~MASK + 1u); /* the lowest flag left */
+        if (flags & bit) with_flags<MASK & ~bit, V | bit>(flags, f);
+        else with_flags<MASK & ~bit, V>(flags, f);
+    }
+}
 
 /* Kernels with more than the default 48 KiB of dynamic shared memory must say so first. */
 template <class Kernel>
@@ -59,13 +119,17 @@ void forward_d(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf
                int KV, Mask mask) {
     float scale, scale_log2;
     flash_scales(D, &scale, &scale_log2);
-    const size_t shm = fwd_smem<D>();
-    allow_smem(k_flash_fwd<D, Mask>, shm);
-    const dim3 grid((unsigned)((Tq + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B);
-    k_flash_fwd<D, Mask><<<grid, FL_THREADS, shm, tr_cu_stream(s)>>>(
-        (uint16_t *)out.p, lse, (const uint16_t *)q.p, (const uint16_t *)k.p, (const uint16_t *)v.p, Tq, Tk, NH, KV,
-        scale_log2, mask);
-    CU_CHECK_LAUNCH("k_flash_fwd");
+    with_flags<FLV_FWD_FLAGS>(flash_variant(), [&](auto vtag) {
+        constexpr unsigned V = decltype(vtag)::value;
+        constexpr int BM = fwd_bm<D, V>;
+        const size_t shm = fwd_smem<D, V>();
+        allow_smem(k_flash_fwd<D, Mask, V>, shm);
+        const dim3 grid((unsigned)((Tq + BM - 1) / BM), (unsigned)NH, (unsigned)B);
+        k_flash_fwd<D, Mask, V><<<grid, FL_THREADS, shm, tr_cu_stream(s)>>>(
+            (uint16_t *)out.p, lse, (const uint16_t *)q.p, (const uint16_t *)k.p, (const uint16_t *)v.p, Tq, Tk, NH,
+            KV, scale_log2, mask);
+        CU_CHECK_LAUNCH("k_flash_fwd");
+    });
 }
 
 template <int D, class Mask>
@@ -79,15 +143,17 @@ void backward_d(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_
     k_flash_delta<D><<<(unsigned)((rows + FL_THREADS / 32 - 1) / (FL_THREADS / 32)), FL_THREADS, 0, st>>>(
         delta, (const uint16_t *)dout.p, (const uint16_t *)out.p, Tq, NH, rows);
     CU_CHECK_LAUNCH("k_flash_delta");
-    const size_t shm_dq = dq_smem<D>();
-    allow_smem(k_flash_bwd_dq<D, Mask>, shm_dq);
-    k_flash_bwd_dq<D, Mask><<<dim3((unsigned)((Tq + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B), FL_THREADS,
-                              shm_dq, st>>>((uint16_t *)dq.p, (const uint16_t *)dout.p, (const uint16_t *)q.p,
-                                            (const uint16_t *)k.p, (const uint16_t *)v.p, lse, delta, Tq, Tk, NH, KV,
-                                            scale, scale_log2, mask);
-    CU_CHECK_LAUNCH("k_flash_bwd_dq");
-    const size_t shm_dkv = dkv_smem<D>();
-    allow_smem(k_flash_bwd_dkv<D, Mask>, shm_dkv);
+    const unsigned variant = flash_variant();
+    with_flags<FLV_DQ_FLAGS>(variant, [&](auto vtag) {
+        constexpr unsigned V = decltype(vtag)::value;
+        const size_t shm_dq = dq_smem<D, V>();
+        allow_smem(k_flash_bwd_dq<D, Mask, V>, shm_dq);
+        k_flash_bwd_dq<D, Mask, V><<<dim3((unsigned)((Tq + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B),
+                                     FL_THREADS, shm_dq, st>>>(
+            (uint16_t *)dq.p, (const uint16_t *)dout.p, (const uint16_t *)q.p, (const uint16_t *)k.p,
+            (const uint16_t *)v.p, lse, delta, Tq, Tk, NH, KV, scale, scale_log2, mask);
+        CU_CHECK_LAUNCH("k_flash_bwd_dq");
+    });
     const int rep = NH / KV;
     const size_t nk = (size_t)B * Tk * KV * D;
     float *part_k = NULL, *part_v = NULL; /* [B,Tk,NH,D] each: every head's dK/dV share (groups of > 1 head) */
@@ -95,12 +161,16 @@ void backward_d(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_
         part_k = (float *)tr_cu_scratch(s, nk * rep * sizeof(float), "attention dK shares");
         part_v = (float *)tr_cu_scratch(s, nk * rep * sizeof(float), "attention dV shares");
     }
-    k_flash_bwd_dkv<D, Mask><<<dim3((unsigned)((Tk + FL_BN - 1) / FL_BN), (unsigned)NH, (unsigned)B), FL_THREADS,
-                               shm_dkv, st>>>((uint16_t *)dk.p, (uint16_t *)dv.p, part_k, part_v,
-                                              (const uint16_t *)dout.p, (const uint16_t *)q.p, (const uint16_t *)k.p,
-                                              (const uint16_t *)v.p, lse, delta, Tq, Tk, NH, KV, scale, scale_log2,
-                                              mask);
-    CU_CHECK_LAUNCH("k_flash_bwd_dkv");
+    with_flags<FLV_DKV_FLAGS>(variant, [&](auto vtag) {
+        constexpr unsigned V = decltype(vtag)::value;
+        const size_t shm_dkv = dkv_smem<D, V>();
+        allow_smem(k_flash_bwd_dkv<D, Mask, V>, shm_dkv);
+        k_flash_bwd_dkv<D, Mask, V><<<dim3((unsigned)((Tk + FL_BN - 1) / FL_BN), (unsigned)NH, (unsigned)B),
+                                      FL_THREADS, shm_dkv, st>>>(
+            (uint16_t *)dk.p, (uint16_t *)dv.p, part_k, part_v, (const uint16_t *)dout.p, (const uint16_t *)q.p,
+            (const uint16_t *)k.p, (const uint16_t *)v.p, lse, delta, Tq, Tk, NH, KV, scale, scale_log2, mask);
+        CU_CHECK_LAUNCH("k_flash_bwd_dkv");
+    });
     if (rep > 1) {
         k_flash_dkv_reduce<<<(unsigned)((nk + 255) / 256), 256, 0, st>>>((uint16_t *)dk.p, (uint16_t *)dv.p, part_k,
                                                                          part_v, KV, rep, D, scale, nk);
@@ -114,6 +184,12 @@ void backward_d(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_
 } /* namespace */
 
 extern "C" bool tr_cu_flash_supported(int D) { return D == 64 || D == 128; }
+
+extern "C" int tr_cu_flash_set_variant(const char *name) {
+    const int v = parse_variant(name ? name : "");
+    if (v >= 0) g_variant.store(v, std::memory_order_relaxed);
+    return v;
+}
 
 extern "C" void tr_cu_flash_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
                                     const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
@@ -152,6 +228,11 @@ extern "C" void tr_cu_flash_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf
 extern "C" bool tr_cu_flash_supported(int D) {
     (void)D;
     return false;
+}
+
+extern "C" int tr_cu_flash_set_variant(const char *name) {
+    (void)name;
+    return -1;
 }
 
 extern "C" void tr_cu_flash_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,

@@ -14,7 +14,9 @@
  *     PROT_NONE page, so a read or write past an end faults at once.
  * Outputs are compared with a double-precision attention (forward and backward) on the same bf16
  * inputs: causal and position-masked (context parallelism), head dims 64 and 128, sequence lengths
- * that are not multiples of the tiles, Tq != Tk, GQA.
+ * that are not multiples of the tiles, Tq != Tk, GQA. Every case runs the default kernels, then the
+ * variants of k_variants (TWINRUN_FLASH_VARIANT's FLV_* flags): each against the reference, and those
+ * that keep the default's arithmetic also bit for bit against the default's outputs.
  *
  * What it cannot show: timing, races between warps that a real GPU would expose (the emulator runs a
  * block's threads one after another between barriers), and the exact rounding of the hardware's
@@ -39,7 +41,7 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define FL_EMULATED 1
 using std::max;
 using std::min;
@@ -263,6 +265,16 @@ static void ldsm_x4_trans(uint32_t r[4], const uint16_t *row) { ldsm_x4_any(r, r
 
 static uint32_t pack_bf16(float lo, float hi) { return (uint32_t)f32_to_bf16(lo) | (uint32_t)f32_to_bf16(hi) << 16; }
 
+/* ex2.approx.ftz.f32: subnormal input and output flushed to zero; the hardware's approximation (2 ulp)
+ * is libm's exp2f here, as exp2f stands for the device's exp2f (ex2.approx.f32) in the default kernels. */
+static float ex2_ftz(float x) {
+    if (std::fpclassify(x) == FP_SUBNORMAL) x = 0.0f;
+    const float r = exp2f(x);
+    return std::fpclassify(r) == FP_SUBNORMAL ? 0.0f : r;
+}
+
+static float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+
 /* cp.async: a thread's copies land only when it waits for their group (cp.async.wait_group), so a
  * kernel that reads a tile before waiting for it reads stale bytes and fails the comparison. */
 
@@ -330,8 +342,9 @@ struct guarded {
         if (base == MAP_FAILED) abort();
         mprotect((char *)base + body, page, PROT_NONE);
         p = (T *)((char *)base + body - bytes);
-        memset(p, 0xff, bytes); /* NaN in bf16 and fp32: anything read before it is written shows */
+        poison();
     }
+    void poison() { memset(p, 0xff, n * sizeof(T)); } /* NaN in bf16 and fp32: anything read before it is written shows */
     ~guarded() { munmap(base, mapped); }
     guarded(const guarded &) = delete;
     guarded &operator=(const guarded &) = delete;
@@ -372,15 +385,29 @@ static double rel_l2(const std::vector<double> &ref, const float *got, size_t n,
 
 static int g_failures;
 
-static void check(const char *what, const shape &s, const std::vector<double> &ref, const float *got, size_t n,
-                  double tol) {
+/* One output against the reference: a line of its own for the default variant, else a field of the
+ * variant's line (the caller ends it). */
+static void check(const char *what, const shape &s, const char *variant, const std::vector<double> &ref,
+                  const float *got, size_t n, double tol) {
     size_t bad = 0;
     const double r = rel_l2(ref, got, n, &bad);
     const bool ok = r <= tol && bad == 0;
-    printf("  %-34s %-8s rel L2 %.3e (bound %.0e)%s%s\n", s.name, what, r, tol, bad ? "  NON-FINITE" : "",
-           ok ? "" : "  FAILED");
+    if (!variant)
+        printf("  %-34s %-8s rel L2 %.3e (bound %.0e)%s%s\n", s.name, what, r, tol, bad ? "  NON-FINITE" : "",
+               ok ? "" : "  FAILED");
+    else printf(" %s %.2e%s%s", what, r, bad ? " NON-FINITE" : "", ok ? "" : " FAILED");
     if (!ok) g_failures++;
 }
+
+/* The variants flash_emu runs (kern_attention_flash.cuh, FLV_*): FLV_OCC only bounds registers, which
+ * the emulator has not, so it rides along in "all"; rt2 and bq64 change different kernels and both
+ * promise the default's bits, so one run checks both. */
+struct emu_variant {
+    const char *name;
+    unsigned flags;
+};
+static const emu_variant k_variants[] = {
+    {nullptr, 0}, {"rt2+bq64", FLV_RT2 | FLV_BQ64}, {"ex2", FLV_EX2}, {"all", FLV_ALL}};
 
 static void run_case(shape s) {
     const int B = s.B, Tq = s.Tq, Tk = s.Tk, NH = s.NH, KV = s.KV, D = s.D, rep = NH / KV;
@@ -397,34 +424,43 @@ static void run_case(shape s) {
     float sc, scl2;
     sc = (float)scale, scl2 = (float)(scale * 1.4426950408889634);
 
-    auto run_fwd = [&](auto mask, auto dtag) {
+    auto run_fwd = [&](auto mask, auto dtag, auto vtag) {
         constexpr int DD = decltype(dtag)::value;
-        launch(emu_dim3{(unsigned)((Tq + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B}, FL_THREADS, fwd_smem<DD>(),
-               [&] { k_flash_fwd<DD>(out.p, lse.p, q.p, k.p, v.p, Tq, Tk, NH, KV, scl2, mask); });
+        constexpr unsigned V = decltype(vtag)::value;
+        constexpr int BM = fwd_bm<DD, V>;
+        launch(emu_dim3{(unsigned)((Tq + BM - 1) / BM), (unsigned)NH, (unsigned)B}, FL_THREADS, fwd_smem<DD, V>(),
+               [&] { k_flash_fwd<DD, decltype(mask), V>(out.p, lse.p, q.p, k.p, v.p, Tq, Tk, NH, KV, scl2, mask); });
         const size_t rows = (size_t)B * Tq * NH;
         launch(emu_dim3{(unsigned)((rows + 3) / 4), 1, 1}, FL_THREADS, 0,
                [&] { k_flash_delta<DD>(delta.p, dout.p, out.p, Tq, NH, rows); });
-        launch(emu_dim3{(unsigned)((Tq + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B}, FL_THREADS, dq_smem<DD>(),
-               [&] { k_flash_bwd_dq<DD>(dq.p, dout.p, q.p, k.p, v.p, lse.p, delta.p, Tq, Tk, NH, KV, sc, scl2, mask); });
+        launch(emu_dim3{(unsigned)((Tq + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B}, FL_THREADS,
+               dq_smem<DD, V>(), [&] {
+                   k_flash_bwd_dq<DD, decltype(mask), V>(dq.p, dout.p, q.p, k.p, v.p, lse.p, delta.p, Tq, Tk, NH, KV,
+                                                         sc, scl2, mask);
+               });
         /* as kern_attention_flash.cu: per-head shares and their reduction when a group has several heads */
         float *pk = rep > 1 ? part_k.p : nullptr, *pv = rep > 1 ? part_v.p : nullptr;
-        launch(emu_dim3{(unsigned)((Tk + FL_BN - 1) / FL_BN), (unsigned)NH, (unsigned)B}, FL_THREADS, dkv_smem<DD>(),
-               [&] {
-                   k_flash_bwd_dkv<DD>(dk.p, dv.p, pk, pv, dout.p, q.p, k.p, v.p, lse.p, delta.p, Tq, Tk, NH, KV, sc,
-                                       scl2, mask);
+        launch(emu_dim3{(unsigned)((Tk + FL_BN - 1) / FL_BN), (unsigned)NH, (unsigned)B}, FL_THREADS,
+               dkv_smem<DD, V>(), [&] {
+                   k_flash_bwd_dkv<DD, decltype(mask), V>(dk.p, dv.p, pk, pv, dout.p, q.p, k.p, v.p, lse.p, delta.p, Tq,
+                                                          Tk, NH, KV, sc, scl2, mask);
                });
         if (rep > 1)
             launch(emu_dim3{(unsigned)((nk + 255) / 256), 1, 1}, 256, 0,
                    [&] { k_flash_dkv_reduce(dk.p, dv.p, part_k.p, part_v.p, KV, rep, D, sc, nk); });
     };
-    if (s.positions) {
-        const fl_positions m{qp.p, kp.p};
-        if (D == 64) run_fwd(m, std::integral_constant<int, 64>());
-        else run_fwd(m, std::integral_constant<int, 128>());
-    } else {
-        if (D == 64) run_fwd(fl_causal(), std::integral_constant<int, 64>());
-        else run_fwd(fl_causal(), std::integral_constant<int, 128>());
-    }
+    auto run_variant = [&](auto vtag) {
+        for (guarded<uint16_t> *t : {&out, &dq, &dk, &dv}) t->poison();
+        for (guarded<float> *t : {&lse, &delta, &part_k, &part_v}) t->poison();
+        if (s.positions) {
+            const fl_positions m{qp.p, kp.p};
+            if (D == 64) run_fwd(m, std::integral_constant<int, 64>(), vtag);
+            else run_fwd(m, std::integral_constant<int, 128>(), vtag);
+        } else {
+            if (D == 64) run_fwd(fl_causal(), std::integral_constant<int, 64>(), vtag);
+            else run_fwd(fl_causal(), std::integral_constant<int, 128>(), vtag);
+        }
+    };
 
     /* reference */
     auto Q = [&](int b, int i, int h, int d) { return (double)tr_bf16_bits_to_f32(q.p[(((size_t)b * Tq + i) * NH + h) * D + d]); };
@@ -481,11 +517,38 @@ static void run_case(shape s) {
         for (size_t i = 0; i < t.n; i++) f[i] = tr_bf16_bits_to_f32(t.p[i]);
         return f;
     };
-    check("out", s, r_out, widen(out).data(), nq, 1e-2);
-    check("lse", s, r_lse, lse.p, (size_t)B * NH * Tq, 1e-5);
-    check("dq", s, r_dq, widen(dq).data(), nq, 2e-2);
-    check("dk", s, r_dk, widen(dk).data(), nk, 2e-2);
-    check("dv", s, r_dv, widen(dv).data(), nk, 2e-2);
+    /* the default's outputs, which the variants that keep its arithmetic must match bit for bit */
+    std::vector<uint16_t> d_out, d_dq, d_dk, d_dv;
+    std::vector<float> d_lse;
+    for (const emu_variant &ev : k_variants) {
+        switch (ev.flags) {
+        case 0: run_variant(std::integral_constant<unsigned, 0>()); break;
+        case FLV_RT2 | FLV_BQ64: run_variant(std::integral_constant<unsigned, FLV_RT2 | FLV_BQ64>()); break;
+        case FLV_EX2: run_variant(std::integral_constant<unsigned, FLV_EX2>()); break;
+        case FLV_ALL: run_variant(std::integral_constant<unsigned, FLV_ALL>()); break;
+        default: emu_fail("a variant without its instantiation in run_case");
+        }
+        if (ev.name) printf("  %-34s %-8s", s.name, ev.name);
+        check("out", s, ev.name, r_out, widen(out).data(), nq, 1e-2);
+        check("lse", s, ev.name, r_lse, lse.p, (size_t)B * NH * Tq, 1e-5);
+        check("dq", s, ev.name, r_dq, widen(dq).data(), nq, 2e-2);
+        check("dk", s, ev.name, r_dk, widen(dk).data(), nk, 2e-2);
+        check("dv", s, ev.name, r_dv, widen(dv).data(), nk, 2e-2);
+        if (!ev.name) {
+            d_out.assign(out.p, out.p + nq), d_dq.assign(dq.p, dq.p + nq), d_dk.assign(dk.p, dk.p + nk);
+            d_dv.assign(dv.p, dv.p + nk), d_lse.assign(lse.p, lse.p + lse.n);
+            continue;
+        }
+        const bool same = memcmp(d_out.data(), out.p, nq * 2) == 0 && memcmp(d_dq.data(), dq.p, nq * 2) == 0 &&
+                          memcmp(d_dk.data(), dk.p, nk * 2) == 0 && memcmp(d_dv.data(), dv.p, nk * 2) == 0 &&
+                          memcmp(d_lse.data(), lse.p, lse.n * 4) == 0;
+        if (ev.flags & FLV_EX2) {
+            printf("  (%s the default's bits)\n", same ? "=" : "!=");
+        } else {
+            printf("  %s\n", same ? "= the default's bits" : "!= the default's bits  FAILED");
+            if (!same) g_failures++;
+        }
+    }
 }
 
 int main() {
