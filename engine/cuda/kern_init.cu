@@ -29,8 +29,8 @@ __global__ void k_init_param(float *out, size_t n, kern_init_desc d, unsigned lo
             out[i] = d.constant;
             continue;
         }
-        const uint64_t e =
-            tr_init_global_index(i, d.cols, d.gcols, d.col0, d.nseg, d.seg_local1, d.seg_global0, d.seg_global1);
+        const uint64_t e = tr_init_global_index((uint64_t)d.first + i, d.cols, d.gcols, d.col0, d.nseg, d.seg_local1,
+                                                d.seg_global0, d.seg_global1); /* out[i] is local element first + i */
         const double v = tr_init_normal_double(d.key, e, d.std);
         const float f = (float)v;
         out[i] = f;
@@ -48,7 +48,9 @@ __global__ void k_init_scatter(float *out, const unsigned long long *idx, const 
 
 static float host_value(const kern_init_desc *d, size_t i) {
     return (float)tr_init_normal_double(
-        d->key, tr_init_global_index(i, d->cols, d->gcols, d->col0, d->nseg, d->seg_local1, d->seg_global0, d->seg_global1),
+        d->key,
+        tr_init_global_index((uint64_t)d->first + i, d->cols, d->gcols, d->col0, d->nseg, d->seg_local1, d->seg_global0,
+                             d->seg_global1),
         d->std);
 }
 

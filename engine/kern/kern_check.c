@@ -360,4 +360,5 @@ void kern_init_param_check(dev_stream *s, const kern_init_desc *d, float *out, s
     TR_CHECK(out != NULL, "init writes out[n]");
     TR_CHECK(d->cols > 0 && d->gcols >= d->cols && d->col0 >= 0 && (d->nseg == 1 || d->nseg == 2),
              "init: the shard's placement is not a placement (cols, gcols, col0, segments)");
+    TR_CHECK(d->first >= 0, "init: the first local element is negative");
 }

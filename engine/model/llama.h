@@ -6,8 +6,9 @@
  *
  * Parameters live in one device buffer with an offsets table, in three copies: `params` in the
  * compute type (bf16 or fp32) that the kernels read, `master` in fp32 for the optimizer (the same
- * memory when training in fp32, unless the optimizer shards it), and `grads` in the gradient type
- * (fp32, or bf16 with --grad-reduce-in-bf16). Names are Hugging Face's, with global layer numbers,
+ * memory when training in fp32; in bf16 with the distributed optimizer only this data-parallel rank's
+ * shard of it, as in Megatron), and `grads` in the gradient type (fp32, or bf16 with
+ * --grad-reduce-in-bf16). Names are Hugging Face's, with global layer numbers,
  * except the fused fc1 "model.layers.{i}.mlp.gate_up_proj.weight" = [gate_proj; up_proj].
  *
  * Initialisation is layout-independent: element e of the *global* parameter gets a value that
@@ -65,6 +66,9 @@ typedef struct llama_layout {
     int pp, pp_rank;
     int cp, cp_rank; /* context parallelism: this rank holds sequence chunks cp_rank and 2*CP-1-cp_rank */
     int slots;       /* micro-batches whose activations are kept at once (1F1B: up to PP - pp_rank) */
+    /* The distributed optimizer's data-parallel shards (DP x CP) and this rank's (opt_shards <= 1:
+     * one): a bf16 model keeps the fp32 master weights of its shard only. */
+    int opt_shards, opt_shard;
 } llama_layout;
 
 /* Model dimensions, derived once from the config and the layout. */
@@ -148,8 +152,11 @@ typedef struct llama_model {
 
     void *ones;    /* [B*T] act_dt ones: a bias is a rank-1 product (ones x bias), its gradient dy^T x ones */
     void *params;  /* [total_alloc] act_dt */
-    float *master; /* [total_alloc] fp32 (== params in fp32 training) */
+    float *master; /* [master_len] fp32: elements [master_begin, master_begin + master_len) of the parameter
+                      buffers (== params, whole, in fp32 training) */
     void *grads;   /* [total_alloc] grad_dt */
+    size_t master_begin, master_len; /* (0, total_alloc), or the optimizer's shard (layout.opt_shard) in bf16 */
+    size_t weight_bytes, grad_bytes; /* device memory params + master, and grads, took (the device's count) */
 
     llama_acts *acts; /* [layout.slots] */
     /* Activation recomputation (--recompute-granularity, engine/model/llama_acts.c). */
@@ -225,7 +232,8 @@ bool llama_unit_ends_at(const llama_model *m, int l);
 int llama_dims_from_config(llama_dims *dims, const tr_config *cfg, const llama_layout *lay, char *err, size_t errlen);
 
 /* One rank of a layout: builds the table and allocates every buffer on d, the parameter buffers
- * rounded up to a multiple of pad_to elements (the distributed optimizer's DP size; 1 otherwise).
+ * rounded up to a multiple of pad_to elements (the distributed optimizer's DP size; 1 otherwise),
+ * which lay->opt_shards must divide.
  * tp_comm may be NULL when lay->tp == 1, cp_comm when lay->cp == 1. NULL with err on failure (naming the buffer on OOM). */
 llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, size_t pad_to, coll_comm *tp_comm,
                                 coll_comm *cp_comm, dev_device *d, dev_stream *s, char *err, size_t errlen);
@@ -245,17 +253,25 @@ int llama_find_param(const llama_model *m, const char *name);
 /* Global element index of local element e of parameter p. */
 size_t llama_global_index(const llama_param *p, size_t e);
 
-/* Fills master/params with the layout-independent initialisation. */
+/* True when master holds only the optimizer's shard of the parameter buffers (bf16 training with the
+ * distributed optimizer): then the whole fp32 weights exist on no single rank. */
+bool llama_master_sharded(const llama_model *m);
+/* Elements of master that are parameters (its shard less the padding past `total`). */
+size_t llama_master_count(const llama_model *m);
+
+/* Fills master/params with the layout-independent initialisation (params whole, master its shard). */
 void llama_init_params(llama_model *m, uint64_t seed, double init_method_std);
 /* The value init gives element e of the global parameter `name` (host; also used by tests). */
 float llama_init_value(uint64_t seed, const char *name, size_t e, llama_init_kind kind, double std, int num_layers);
 
-/* Uploads fp32 host values [total] as master weights (and the compute-type copy). */
+/* Uploads fp32 host values [total] as master weights (its shard when sharded) and the compute-type copy
+ * (all of them). */
 void llama_set_master(llama_model *m, const float *host);
-/* Downloads master weights / gradients as fp32 [total]. */
+/* Downloads master weights / gradients as fp32 [total]; the master weights only when they are whole
+ * (!llama_master_sharded). */
 void llama_get_master(llama_model *m, float *host);
 void llama_get_grads(llama_model *m, float *host);
-/* Re-derives params (compute type) from master after the optimizer changed master. */
+/* Re-derives params (compute type) of master's elements from master after the optimizer changed master. */
 void llama_sync_params(llama_model *m);
 
 void llama_zero_grads(llama_model *m);

@@ -381,15 +381,35 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     const llama_dims *dm = &m->dims;
     if (pad_to < 1) pad_to = 1;
     m->total_alloc = (m->total + pad_to - 1) / pad_to * pad_to;
+    const int shards = lay->opt_shards > 1 ? lay->opt_shards : 1;
+    if (m->total_alloc % (size_t)shards || lay->opt_shard < 0 || (shards > 1 && lay->opt_shard >= shards)) {
+        tr_errf(err, errlen, "optimizer shard %d of %d of a parameter buffer padded to %zu elements", lay->opt_shard,
+                shards, m->total_alloc);
+        llama_destroy(m);
+        return NULL;
+    }
     size_t N = (size_t)dm->B * dm->T, C = (size_t)dm->C;
     size_t qd = (size_t)dm->NHl * dm->D, kd = (size_t)dm->KVl * dm->D, F = (size_t)dm->Fl;
     size_t as = tr_dtype_size(dm->act_dt);
     int failed = 0;
 #define A(ptr, bytes, what) ptr = alloc_or_fail(m, bytes, what, &failed, err, errlen)
+    const size_t used0 = dev_mem_used(d);
     A(m->params, m->total_alloc * as, "parameters");
-    if (dm->act_dt == TR_F32) m->master = m->params;
-    else A(m->master, m->total_alloc * 4, "fp32 master parameters");
+    /* fp32 training updates params in place: they are the master and stay whole. In bf16 the fp32
+     * master is the optimizer's alone, so with the distributed optimizer only its shard exists here
+     * (Megatron's 6 + 12/DP bytes per parameter: bf16 params and fp32 gradients whole, fp32 master
+     * and Adam's two moments sharded) */
+    m->master_begin = 0, m->master_len = m->total_alloc;
+    if (dm->act_dt == TR_F32) {
+        m->master = m->params;
+    } else {
+        m->master_len = m->total_alloc / (size_t)shards;
+        m->master_begin = shards > 1 ? (size_t)lay->opt_shard * m->master_len : 0;
+        A(m->master, m->master_len * 4, "fp32 master parameters");
+    }
+    m->weight_bytes = dev_mem_used(d) - used0;
     A(m->grads, m->total_alloc * tr_dtype_size(dm->grad_dt), "gradients");
+    m->grad_bytes = dev_mem_used(d) - used0 - m->weight_bytes;
     m->acts = calloc((size_t)m->layout.slots, sizeof *m->acts);
     if (!m->acts) failed = 1, tr_errf(err, errlen, "out of host memory");
     if (!failed && llama_plan_recompute(m, cfg, err, errlen)) failed = 1;
@@ -448,7 +468,7 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     }
     /* padding stays zero forever: the optimizer's shards may cover it */
     dev_memset_zero(s, m->params, m->total_alloc * as);
-    if (m->master != m->params) dev_memset_zero(s, m->master, m->total_alloc * 4);
+    if (m->master != m->params) dev_memset_zero(s, m->master, m->master_len * 4);
     llama_zero_grads(m);
     return m;
 }
@@ -518,18 +538,59 @@ float llama_init_value(uint64_t seed, const char *name, size_t e, llama_init_kin
     return (float)tr_init_normal_double(tr_init_key(seed, name), (uint64_t)e, init_std(kind, std, num_layers));
 }
 
-/* Each shard's elements are generated where they live (kern_init_param): on a GPU, the 1.5B model
- * in milliseconds rather than a minute on the host, with the host's values bit for bit. */
-void llama_init_params(llama_model *m, uint64_t seed, double std) {
+bool llama_master_sharded(const llama_model *m) { return m->master_len < m->total_alloc; }
+
+size_t llama_master_count(const llama_model *m) {
+    if (m->master_begin >= m->total) return 0;
+    return m->total - m->master_begin < m->master_len ? m->total - m->master_begin : m->master_len;
+}
+
+/* Writes fp32 values of parameter-buffer elements [lo, lo + n) into out[n] (a range of master). */
+typedef void (*master_fill_fn)(llama_model *m, void *ctx, size_t lo, size_t n, float *out);
+
+/* Fills master and params from fill. A sharded master cannot hold the whole model's fp32 values that
+ * the compute copy is cast from, so the master buffer stages every optimizer shard in turn: fill
+ * writes its fp32 values, a cast makes its compute-type params, and the rank's own shard comes last so
+ * master ends holding it. Every params element is the same cast of the same value as from a whole
+ * master, bit for bit, with no second whole fp32 buffer and no collective. */
+static void fill_master(llama_model *m, master_fill_fn fill, void *ctx) {
+    if (!llama_master_sharded(m)) {
+        fill(m, ctx, 0, m->total, m->master);
+        llama_sync_params(m);
+        return;
+    }
+    const size_t len = m->master_len, shards = m->total_alloc / len, own = m->master_begin / len;
+    const tr_buf params = tr_buf_make(m->params, m->dims.act_dt); /* [total_alloc] */
+    for (size_t k = 1; k <= shards; k++) {
+        const size_t lo = (own + k) % shards * len; /* k == shards: the own shard, last */
+        const size_t n = lo >= m->total ? 0 : m->total - lo < len ? m->total - lo : len;
+        dev_memset_zero(m->stream, m->master, len * 4); /* the padding past total stays zero */
+        fill(m, ctx, lo, n, m->master);
+        kern_cast(m->stream, tr_buf_at(params, lo), tr_buf_f32(m->master), len);
+    }
+}
+
+typedef struct init_ctx {
+    uint64_t seed;
+    double std;
+} init_ctx;
+
+/* Each parameter's elements in [lo, lo + n) are generated where they live (kern_init_param): on a GPU,
+ * the 1.5B model in milliseconds rather than a minute on the host, with the host's values bit for bit. */
+static void init_fill(llama_model *m, void *arg, size_t lo, size_t n, float *out) {
+    const init_ctx *c = arg;
     for (int i = 0; i < m->nparams; i++) {
         const llama_param *p = &m->params_tab[i];
+        const size_t b = p->offset > lo ? p->offset : lo;
+        const size_t e = p->offset + p->numel < lo + n ? p->offset + p->numel : lo + n;
+        if (b >= e) continue;
         const llama_placement *pl = &p->place;
         const bool two_d = p->ndim == 2;
         kern_init_desc d = {
             .normal = p->init == LLAMA_INIT_NORMAL || p->init == LLAMA_INIT_SCALED,
             .constant = p->init == LLAMA_INIT_ONES ? 1.0f : 0.0f,
-            .key = tr_init_key(seed, p->name),
-            .std = init_std(p->init, std, m->dims.L),
+            .key = tr_init_key(c->seed, p->name),
+            .std = init_std(p->init, c->std, m->dims.L),
             .cols = two_d ? p->shape[1] : 1,
             .gcols = two_d ? pl->gshape[1] : 1,
             .col0 = two_d ? pl->col0 : 0,
@@ -537,25 +598,36 @@ void llama_init_params(llama_model *m, uint64_t seed, double std) {
             .seg_local1 = two_d && pl->nseg == 2 ? pl->seg_local[1] : 0,
             .seg_global0 = two_d ? pl->seg_global[0] - pl->seg_local[0] : 0,
             .seg_global1 = two_d && pl->nseg == 2 ? pl->seg_global[1] : 0,
+            .first = (int64_t)(b - p->offset),
         };
-        kern_init_param(m->stream, &d, m->master + p->offset, p->numel);
+        kern_init_param(m->stream, &d, out + (b - lo), e - b);
     }
-    llama_sync_params(m);
+}
+
+void llama_init_params(llama_model *m, uint64_t seed, double std) {
+    init_ctx c = {seed, std};
+    fill_master(m, init_fill, &c);
     dev_stream_sync(m->stream);
 }
 
+static void host_fill(llama_model *m, void *arg, size_t lo, size_t n, float *out) {
+    dev_copy_h2d(m->stream, out, (const float *)arg + lo, n * sizeof(float));
+}
+
 void llama_set_master(llama_model *m, const float *host) {
-    dev_copy_h2d(m->stream, m->master, host, m->total * sizeof(float));
-    llama_sync_params(m);
+    fill_master(m, host_fill, (void *)host);
     dev_stream_sync(m->stream);
 }
 
 void llama_sync_params(llama_model *m) {
     if (m->params != m->master)
-        kern_cast(m->stream, tr_buf_make(m->params, m->dims.act_dt), tr_buf_f32(m->master), m->total);
+        kern_cast(m->stream, tr_buf_at(tr_buf_make(m->params, m->dims.act_dt), m->master_begin), tr_buf_f32(m->master),
+                  llama_master_count(m));
 }
 
 void llama_get_master(llama_model *m, float *host) {
+    TR_CHECK(!llama_master_sharded(m), "llama_get_master: this rank keeps only its distributed-optimizer shard of "
+                                       "the fp32 master weights, not the whole model's");
     dev_copy_d2h(m->stream, host, m->master, m->total * sizeof(float));
     dev_stream_sync(m->stream);
 }

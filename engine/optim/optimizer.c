@@ -6,6 +6,14 @@
 #include "twinrun/err.h"
 #include "twinrun/kern.h"
 
+void optim_shard_of(const tr_config *cfg, const tr_grid *grid, int *shards, int *shard) {
+    /* gradients reduce over data x context parallelism (Megatron's DP group with CP) */
+    const int dp = grid ? grid->size[TR_AXIS_DP] * grid->size[TR_AXIS_CP] : 1;
+    *shards = cfg->use_distributed_optimizer && dp > 1 ? dp : 1;
+    *shard =
+        *shards > 1 ? grid->coord[TR_AXIS_DP] * grid->size[TR_AXIS_CP] + grid->coord[TR_AXIS_CP] : 0; /* in dp_cp */
+}
+
 tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_grid *grid, char *err, size_t errlen) {
     tr_optimizer *o = calloc(1, sizeof *o);
     if (!o) {
@@ -18,9 +26,9 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_gr
     o->weight_decay = cfg->weight_decay;
     o->clip_grad = cfg->clip_grad;
     o->decoupled_lr = -1.0;
-    /* gradients reduce over data x context parallelism (Megatron's DP group with CP) */
-    int dp = grid ? grid->size[TR_AXIS_DP] * grid->size[TR_AXIS_CP] : 1;
-    o->distributed = cfg->use_distributed_optimizer && dp > 1;
+    int dp, pos;
+    optim_shard_of(cfg, grid, &dp, &pos);
+    o->distributed = dp > 1;
     if (o->distributed) {
         if (model->total_alloc % (size_t)dp) {
             tr_errf(err, errlen, "parameter buffer of %zu elements is not padded to DP %d", model->total_alloc, dp);
@@ -28,21 +36,27 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_gr
             return NULL;
         }
         o->shard_len = model->total_alloc / (size_t)dp;
-        int pos = grid->coord[TR_AXIS_DP] * grid->size[TR_AXIS_CP] + grid->coord[TR_AXIS_CP]; /* in dp_cp */
         o->shard_begin = (size_t)pos * o->shard_len;
     } else {
         o->shard_begin = 0;
         o->shard_len = model->total;
     }
+    /* a sharded master (bf16 with the distributed optimizer) must be exactly the shard this rank updates */
+    if (llama_master_sharded(model) &&
+        (!o->distributed || model->master_begin != o->shard_begin || model->master_len != o->shard_len)) {
+        tr_errf(err, errlen,
+                "the model keeps master weights [%zu, +%zu) but the optimizer updates [%zu, +%zu): build the model "
+                "with the optimizer's shard (llama_layout.opt_shards, opt_shard)",
+                model->master_begin, model->master_len, o->shard_begin, o->shard_len);
+        free(o);
+        return NULL;
+    }
     size_t bytes = o->shard_len * sizeof(float);
+    const size_t used0 = dev_mem_used(model->dev);
     o->m = dev_alloc(model->dev, bytes ? bytes : 4, "optimizer: first moment");
     o->v = o->m ? dev_alloc(model->dev, bytes ? bytes : 4, "optimizer: second moment") : NULL;
-    if (o->v && o->distributed)
-        o->grad_shard =
-            dev_alloc(model->dev, o->shard_len * tr_dtype_size(model->dims.grad_dt), "optimizer: gradient shard");
-    o->norm_accum = o->v && (o->grad_shard || !o->distributed)
-                        ? dev_alloc(model->dev, sizeof(float), "optimizer: grad norm")
-                        : NULL;
+    o->state_bytes = dev_mem_used(model->dev) - used0;
+    o->norm_accum = o->v ? dev_alloc(model->dev, sizeof(float), "optimizer: grad norm") : NULL;
     if (!o->norm_accum) {
         tr_errf(err, errlen, "%s; add devices (more DP ranks with --use-distributed-optimizer) or use a smaller model",
                 dev_last_error(model->dev));
@@ -58,22 +72,25 @@ void optim_destroy(tr_optimizer *o, llama_model *model) {
     if (!o) return;
     dev_free(model->dev, o->m);
     dev_free(model->dev, o->v);
-    dev_free(model->dev, o->grad_shard);
     dev_free(model->dev, o->norm_accum);
     free(o);
 }
 
-/* The gradients the update reads: the shard buffer when distributed, else the model's own. */
-static tr_buf grads_of(const tr_optimizer *o, const llama_model *model) {
-    tr_dtype dt = model->dims.grad_dt;
-    return o->distributed ? tr_buf_make(o->grad_shard, dt) : tr_buf_make(model->grads, dt);
+/* The gradients of this rank's shard, from its start: [shard_len] grad_dt. */
+static tr_buf shard_grads(const tr_optimizer *o, const llama_model *model) {
+    return tr_buf_at(tr_buf_make(model->grads, model->dims.grad_dt), o->shard_begin);
 }
 
 void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr, float scale) {
     tr_buf g = tr_buf_make(model->grads, model->dims.grad_dt);
     if (o->distributed) {
-        coll_reduce_scatter(gr->dp_cp, model->stream, model->grads, o->grad_shard, o->shard_len, g.dt, COLL_SUM);
-        if (scale != 1.0f) kern_scale(model->stream, grads_of(o, model), scale, o->shard_len);
+        /* in place, as Megatron does: the shard's reduced gradients land in the shard's own region of
+         * the gradient buffer (NCCL's in-place reduce-scatter, recv = send + rank * count), so no second
+         * gradient buffer exists; the rest of the buffer keeps this rank's unreduced gradients, which
+         * nothing reads before the next step zeroes them */
+        const tr_buf mine = shard_grads(o, model);
+        coll_reduce_scatter(gr->dp_cp, model->stream, model->grads, mine.p, o->shard_len, g.dt, COLL_SUM);
+        if (scale != 1.0f) kern_scale(model->stream, mine, scale, o->shard_len);
         return;
     }
     if (gr && coll_comm_size(gr->dp_cp) > 1)
@@ -108,8 +125,7 @@ static int shard_ranges(const tr_optimizer *o, const llama_model *model, bool re
 double optim_grad_norm(tr_optimizer *o, llama_model *model, const tr_grid *grid, const tr_groups *gr) {
     dev_memset_zero(model->stream, o->norm_accum, sizeof(float));
     const bool tp_leader = !grid || grid->coord[TR_AXIS_TP] == 0;
-    /* the shard's gradients, indexed from the shard's start */
-    const tr_buf g = o->distributed ? grads_of(o, model) : tr_buf_at(grads_of(o, model), o->shard_begin);
+    const tr_buf g = shard_grads(o, model); /* indexed from the shard's start */
     kern_range *ranges;
     const int nr =
         shard_ranges(o, model, tp_leader, RANGES_ALL, &ranges); /* replicated ones counted once, on TP rank 0 */
@@ -140,7 +156,8 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
     const size_t lo = o->shard_begin;
     /* every parameter of the shard in one multi-tensor update, each with its weight decay; with
      * --decoupled-lr the input embedding and output layer are a second update at their own lr */
-    const tr_buf g = o->distributed ? grads_of(o, model) : tr_buf_at(grads_of(o, model), lo);
+    const tr_buf g = shard_grads(o, model);
+    float *master = model->master + (lo - model->master_begin); /* the shard's, whole or sharded master */
     const bool decoupled = o->decoupled_lr >= 0;
     for (int group = 0; group < (decoupled ? 2 : 1); group++) {
         kern_adamw_desc ad = {
@@ -157,16 +174,15 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
                                     : group    ? RANGES_DECOUPLED
                                                : RANGES_MAIN,
                                     &ranges);
-        kern_adamw_update_ranges(model->stream, &ad, ranges, nr, model->master + lo,
+        kern_adamw_update_ranges(model->stream, &ad, ranges, nr, master,
                                  tr_buf_at(tr_buf_make(model->params, model->dims.act_dt), lo), g, o->m, o->v);
         free(ranges);
     }
     if (o->distributed) {
-        /* every DP rank gets every shard's update, in the compute type and as master */
+        /* every DP rank gets every shard's update in the compute type (in fp32 the params are the
+         * master); the fp32 master of a bf16 model stays sharded */
         tr_dtype dt = model->dims.act_dt;
         size_t es = tr_dtype_size(dt);
         coll_all_gather(gr->dp_cp, model->stream, (char *)model->params + lo * es, model->params, o->shard_len, dt);
-        if (model->master != model->params)
-            coll_all_gather(gr->dp_cp, model->stream, model->master + lo, model->master, o->shard_len, TR_F32);
     }
 }

@@ -118,9 +118,12 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
     coll_barrier(gr->world, m->stream);
     if (rc) return rc;
 
-    /* the first replica of each tensor writes it: DP rank 0 and CP rank 0, TP rank 0 for norms */
+    /* the first replica of each tensor writes it: DP rank 0 and CP rank 0, TP rank 0 for norms; what
+     * the distributed optimizer shards (Adam's moments, and a bf16 model's master weights) every DP x CP
+     * rank writes its part of, as flat ranges that a reader reassembles like whole tensors */
     const bool writer = g->coord[TR_AXIS_DP] == 0 && g->coord[TR_AXIS_CP] == 0;
-    float *master = download(m, m->master, m->total);
+    const bool master_sharded = llama_master_sharded(m);
+    float *master = download(m, m->master, llama_master_count(m)); /* from element master_begin */
     float *mh = download(m, o->m, o->shard_len), *vh = download(m, o->v, o->shard_len);
     blobs bs = {.cap = 6 * m->nparams};
     bs.b = calloc((size_t)bs.cap, sizeof *bs.b);
@@ -133,14 +136,19 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
         int np = pieces_of(p, pcs);
         for (int k = 0; k < np; k++) {
             const piece *pc = &pcs[k];
-            if (writer) add_blob(&bs, "", pc, master + p->offset + pc->local_off, pc->slice);
+            size_t first = p->offset + pc->local_off;
+            ckpt_place part = pc->slice;
+            if (o->distributed) part = shard_part(p, pc, o->shard_begin, o->shard_begin + o->shard_len, &first);
+            if (master_sharded) {
+                if (part.n > 0) add_blob(&bs, "", pc, master + (first - m->master_begin), part);
+            } else if (writer) {
+                add_blob(&bs, "", pc, master + p->offset + pc->local_off, pc->slice);
+            }
             if (!o->distributed) {
                 if (!writer) continue;
                 add_blob(&bs, "optim.exp_avg/", pc, mh + p->offset + pc->local_off, pc->slice);
                 add_blob(&bs, "optim.exp_avg_sq/", pc, vh + p->offset + pc->local_off, pc->slice);
             } else {
-                size_t first;
-                ckpt_place part = shard_part(p, pc, o->shard_begin, o->shard_begin + o->shard_len, &first);
                 if (part.n == 0) continue;
                 add_blob(&bs, "optim.exp_avg/", pc, mh + (first - o->shard_begin), part);
                 add_blob(&bs, "optim.exp_avg_sq/", pc, vh + (first - o->shard_begin), part);

@@ -1,5 +1,7 @@
 /* Checkpoints of a training run (engine/ckpt's format): every rank writes its shard of the fp32
- * master weights and Adam's moments under global names with their placement, rank 0 commits; a load
+ * master weights and Adam's moments under global names with their placement (with the distributed
+ * optimizer each DP x CP rank its flat part of the moments, and in bf16 of the master weights, which
+ * it alone holds), rank 0 commits; a load
  * reads each rank's own placement from whichever shards hold it, so a checkpoint saved with one
  * (TP, PP, CP, DP) layout loads into another. */
 #ifndef TWINRUN_ENGINE_TRAIN_CHECKPOINT_H

@@ -2,16 +2,27 @@
 
 void tr_memory_report_of(tr_memory_report *r, const llama_model *m, const tr_optimizer *o) {
     const llama_dims *dm = &m->dims;
-    size_t as = tr_dtype_size(dm->act_dt), gs = tr_dtype_size(dm->grad_dt);
-    r->weights = m->total_alloc * as + (m->master != m->params ? m->total_alloc * 4 : 0);
-    r->gradients = m->total_alloc * gs + (o->distributed ? o->shard_len * gs : 0);
-    r->optimizer = 2 * o->shard_len * 4;
+    /* measured, not derived from the formula below, so that the report checks the formula */
+    r->weights = m->weight_bytes;
+    r->gradients = m->grad_bytes;
+    r->optimizer = o->state_bytes;
+    r->params = m->total;
+    r->act_bytes = (int)tr_dtype_size(dm->act_dt), r->grad_bytes = (int)tr_dtype_size(dm->grad_dt);
+    r->state_bytes = m->master != m->params ? 12 : 8;
+    r->distributed = o->distributed;
+    r->dp = o->distributed && o->shard_len ? (int)(m->total_alloc / o->shard_len) : 1;
     r->peak = dev_mem_peak(m->dev);
     size_t fixed = r->weights + r->gradients + r->optimizer;
     r->activations = r->peak > fixed ? r->peak - fixed : 0;
     r->recompute = m->recompute;
     r->act_storage = m->act_bytes, r->act_storage_plain = m->act_bytes_plain;
 }
+
+double tr_memory_formula_per_param(const tr_memory_report *r) {
+    return r->act_bytes + r->grad_bytes + (double)r->state_bytes / r->dp;
+}
+
+double tr_megatron_per_param(bool distributed, int dp) { return distributed ? 6.0 + 12.0 / dp : 18.0; }
 
 double tr_megatron_weight_optimizer_bytes(const tr_config *c, int V, int dp) {
     double h = c->hidden_size, L = c->num_layers, heads = c->num_attention_heads;
@@ -27,8 +38,7 @@ double tr_megatron_weight_optimizer_bytes(const tr_config *c, int V, int dp) {
     /* the most loaded shard: its stage's layers and one embedding table, split by TP; norms are replicated */
     double shard = ((attn + mlp) * L / pp + emb) / tp + (norms * L + final_norm) / pp;
     if (c->untie_embeddings_and_output_weights && pp == 1) shard += emb / tp;
-    double per_param = c->use_distributed_optimizer ? 6.0 + 12.0 / dp : 18.0;
-    return shard * per_param;
+    return shard * tr_megatron_per_param(c->use_distributed_optimizer, dp);
 }
 
 void tr_memory_report_print(FILE *out, int rank, const tr_memory_report *r, double megatron) {
@@ -38,6 +48,15 @@ void tr_memory_report_print(FILE *out, int rank, const tr_memory_report *r, doub
         "[memory] rank %d: weights %.2f MB | gradients %.2f MB | optimizer %.2f MB | activations and scratch %.2f MB "
         "| device peak %.2f MB | Megatron's theoretical weights+optimizer (most loaded shard) %.2f MB\n",
         rank, r->weights / MB, r->gradients / MB, r->optimizer / MB, r->activations / MB, r->peak / MB, megatron / MB);
+    /* per parameter, twinrun's formula beside Megatron's (docs/parallel.md) */
+    const size_t fixed = r->weights + r->gradients + r->optimizer;
+    fprintf(out,
+            "[memory] rank %d: weights+gradients+optimizer %.2f MB for %zu parameters = %.3f bytes/parameter; "
+            "formula %d + %d + %d/DP at DP %d = %.3f%s; Megatron's %s = %.3f\n",
+            rank, fixed / MB, r->params, r->params ? (double)fixed / (double)r->params : 0.0, r->act_bytes,
+            r->grad_bytes, r->state_bytes, r->dp, tr_memory_formula_per_param(r),
+            r->distributed ? " (distributed optimizer)" : "", r->distributed ? "6 + 12/DP" : "18",
+            tr_megatron_per_param(r->distributed, r->dp));
     if (r->recompute != TR_RECOMPUTE_NONE) /* in kB: the saving of a small model must not print as 0.00 */
         fprintf(out,
                 "[memory] rank %d: activation recompute (%s): activations kept %.1f kB instead of %.1f kB, "

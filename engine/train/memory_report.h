@@ -3,6 +3,7 @@
 #ifndef TWINRUN_ENGINE_TRAIN_MEMORY_REPORT_H
 #define TWINRUN_ENGINE_TRAIN_MEMORY_REPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -11,9 +12,15 @@
 #include "twinrun/config.h"
 
 typedef struct tr_memory_report {
-    size_t weights;           /* compute copy + fp32 master */
-    size_t gradients;         /* gradient buffer (+ the distributed optimizer's reduce-scattered shard) */
-    size_t optimizer;         /* Adam moments */
+    size_t weights;   /* compute copy + fp32 master (its shard with the distributed optimizer in bf16) */
+    size_t gradients; /* gradient buffer */
+    size_t optimizer; /* Adam moments (their shard with the distributed optimizer) */
+    size_t params;    /* this rank's parameters */
+    /* twinrun's static bytes per parameter (optimizer.h): act + grad + state / dp, state being 12 (fp32
+     * master + m + v) or 8 (m + v: fp32 training, whose params are the master) and dp the distributed
+     * optimizer's DP x CP shards (1 without it) */
+    int act_bytes, grad_bytes, state_bytes, dp;
+    bool distributed;
     size_t activations;       /* activation slots and backward scratch */
     size_t peak;              /* the device's peak */
     tr_recompute recompute;   /* --recompute-granularity */
@@ -21,7 +28,12 @@ typedef struct tr_memory_report {
     size_t act_storage_plain; /* what they would take without recomputation */
 } tr_memory_report;
 
+/* Weights, gradients and optimizer state as the device counted their allocations. */
 void tr_memory_report_of(tr_memory_report *r, const llama_model *m, const tr_optimizer *o);
+/* twinrun's formula for r's rank: bytes per parameter of weights, gradients and optimizer state. */
+double tr_memory_formula_per_param(const tr_memory_report *r);
+/* Megatron's per parameter (theoretical_memory_usage.py): 6 + 12/dp with the distributed optimizer, else 18. */
+double tr_megatron_per_param(bool distributed, int dp);
 
 /* Megatron's compute_weight_and_optimizer_memory, in bytes, for a layout of dp data-parallel ranks. */
 double tr_megatron_weight_optimizer_bytes(const tr_config *cfg, int padded_vocab, int dp);

@@ -105,6 +105,7 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
                         .cp = g->size[TR_AXIS_CP],
                         .cp_rank = g->coord[TR_AXIS_CP],
                         .slots = g->size[TR_AXIS_PP] - g->coord[TR_AXIS_PP]};
+    optim_shard_of(cfg, g, &lay.opt_shards, &lay.opt_shard); /* a bf16 model's master: the shard only */
     size_t pad = cfg->use_distributed_optimizer ? (size_t)dp_total : 1;
     st->model = llama_create_shard(cfg, &lay, pad, st->groups.tp, lay.cp > 1 ? st->groups.cp : NULL, st->dev,
                                    dev_stream_default(st->dev), err, errlen);
@@ -184,13 +185,15 @@ static int64_t valid_position(const rank_state *st, const tr_config *cfg, int64_
     return cfg->eval_iters > 0 ? st->src.valid_consumed(st->src.ctx) : resumed;
 }
 
-/* FNV-1a of this rank's fp32 master weights: equal digests, equal bits. */
+/* FNV-1a of this rank's fp32 master weights (its optimizer shard of them when the distributed
+ * optimizer shards them; the other shards are other ranks' digests): equal digests, equal bits. */
 static uint64_t weight_digest(llama_model *m) {
-    float *h = malloc(sizeof(float) * (m->total ? m->total : 1));
+    const size_t n = llama_master_count(m);
+    float *h = malloc(sizeof(float) * (n ? n : 1));
     TR_CHECK(h != NULL, "out of host memory for the weight digest");
-    dev_copy_d2h(m->stream, h, m->master, sizeof(float) * m->total);
+    dev_copy_d2h(m->stream, h, m->master, sizeof(float) * n);
     dev_stream_sync(m->stream);
-    uint64_t x = tr_fnv1a(TR_FNV_OFFSET, h, sizeof(float) * m->total);
+    uint64_t x = tr_fnv1a(TR_FNV_OFFSET, h, sizeof(float) * n);
     free(h);
     return x;
 }

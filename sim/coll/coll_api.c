@@ -2,6 +2,8 @@
  * when its collective has completed (the twin's streams are synchronous); inside
  * coll_group_start/end calls launch at once and coll_group_end waits for all of them, so a
  * pipeline stage can post a send and a receive together as NCCL users do. */
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +26,22 @@ static void check_buffers(const coll_comm *c, const char *what, const void *send
         tr_fatal("%s on '%s': unknown element type %d", what, c->g->name, (int)dt);
     if (count && (!send || !recv)) tr_fatal("%s on '%s': NULL buffer for %zu elements", what, c->g->name, count);
     if (count > ((size_t)1 << 48)) tr_fatal("%s on '%s': count %zu is not plausible", what, c->g->name, count);
+}
+
+/* NCCL's in-place rule for the collectives whose buffers differ in size: the small buffer (count
+ * elements) may lie inside the large one (size*count) only as the caller's own block. Any other
+ * overlap would read data the call is writing, which the twin (reducing from a copy) would forgive
+ * and NCCL would not. */
+static void check_in_place(const coll_comm *c, const char *what, const void *big, const void *small, size_t count,
+                           tr_dtype dt) {
+    const size_t block = count * tr_dtype_size(dt);
+    const uintptr_t b = (uintptr_t)big, s = (uintptr_t)small, n = (uintptr_t)c->g->size;
+    if (!block || s + block <= b || b + n * block <= s) return; /* disjoint */
+    if (s != b + (uintptr_t)c->group_rank * block)
+        tr_fatal("%s on '%s': the buffers overlap other than in place (group rank %d's block at byte %zu of the "
+                 "%zu-byte buffer, found at byte offset %td)",
+                 what, c->g->name, c->group_rank, (size_t)c->group_rank * block, (size_t)n * block,
+                 (ptrdiff_t)((intptr_t)s - (intptr_t)b));
 }
 
 static void check_redop(const coll_comm *c, const char *what, coll_op op) {
@@ -105,6 +123,7 @@ coll_status coll_all_reduce(coll_comm *c, dev_stream *s, const void *send, void 
 coll_status coll_all_gather(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count, tr_dtype dt) {
     check_common(c, s, "all_gather");
     check_buffers(c, "all_gather", send, recv, count, dt);
+    check_in_place(c, "all_gather", recv, send, count, dt);
     return launch(c, (coll_desc){FLIGHT_ALL_GATHER, count, dt, -1, -1}, send, recv);
 }
 
@@ -112,6 +131,7 @@ coll_status coll_reduce_scatter(coll_comm *c, dev_stream *s, const void *send, v
                                 coll_op op) {
     check_common(c, s, "reduce_scatter");
     check_buffers(c, "reduce_scatter", send, recv, count, dt);
+    check_in_place(c, "reduce_scatter", send, recv, count, dt);
     check_redop(c, "reduce_scatter", op);
     return launch(c, (coll_desc){FLIGHT_REDUCE_SCATTER, count, dt, (int)op, -1}, send, recv);
 }

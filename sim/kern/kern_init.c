@@ -9,10 +9,10 @@
 void kern_init_param(dev_stream *s, const kern_init_desc *d, float *out, size_t n) {
     kern_init_param_check(s, d, out, n);
     for (size_t i = 0; i < n; i++)
-        out[i] = d->normal
-                     ? (float)tr_init_normal_double(d->key,
-                                                    tr_init_global_index(i, d->cols, d->gcols, d->col0, d->nseg,
-                                                                         d->seg_local1, d->seg_global0, d->seg_global1),
-                                                    d->std)
-                     : d->constant;
+        out[i] = d->normal ? (float)tr_init_normal_double(
+                                 d->key,
+                                 tr_init_global_index((uint64_t)d->first + i, d->cols, d->gcols, d->col0, d->nseg,
+                                                      d->seg_local1, d->seg_global0, d->seg_global1),
+                                 d->std)
+                           : d->constant;
 }

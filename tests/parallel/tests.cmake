@@ -53,3 +53,12 @@ foreach(seed llama3_70b llama3_8b_mock llama3_8b_real)
     ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/seeds ${seed})
   set_tests_properties(seed_${seed} PROPERTIES LABELS "${labels}" TIMEOUT 300)
 endforeach()
+
+# The distributed optimizer's static memory per rank against the documented per-parameter formula
+# (issue 17: bf16 2 + 4 + 12/DP, Megatron's 6 + 12/DP) at TP2 PP2 DP2 and the 70B seed's TP8 PP8 DP16.
+if(TWINRUN_BACKEND STREQUAL "twin")
+add_test(NAME parallel_memory_formula COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/parallel/memory_formula.sh
+  ${PROJECT_BINARY_DIR}/bin ${CMAKE_CURRENT_BINARY_DIR}/parallel_memory_formula)
+set_tests_properties(parallel_memory_formula PROPERTIES LABELS "${labels}" TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "memory formula: OK")
+endif()

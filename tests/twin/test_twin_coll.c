@@ -104,6 +104,24 @@ static void group_gather_scatter(rank_ctx *x, coll_comm *c, const int *members, 
     dev_copy_d2h(x->s, x->h_out, x->d_recv, g * 2);
     tt_reduce_ref(x->h_ref, TR_BF16, COLL_SUM, members, n, (size_t)me * g, g, salt + 1);
     check_bytes(x, x->h_out, x->h_ref, g * 2, "reduce_scatter");
+    /* in place (the distributed optimizer's gradient shard): recv is this rank's block of send */
+    char *own = (char *)x->d_send + (size_t)me * g * 2; /* [g] bf16 inside send [n*g] */
+    dev_copy_h2d(x->s, x->d_send, x->h_in, (size_t)n * g * 2);
+    jitter(x->cc, x->d);
+    if (coll_reduce_scatter(c, x->s, x->d_send, own, g, TR_BF16, COLL_SUM) != COLL_OK)
+        note_fail(x->cc, x->rank, "in-place reduce_scatter failed");
+    dev_copy_d2h(x->s, x->h_out, own, g * 2);
+    check_bytes(x, x->h_out, x->h_ref, g * 2, "in-place reduce_scatter");
+    /* in-place all-gather: send is this rank's block of recv */
+    float *mine = (float *)x->d_recv + (size_t)me * g; /* [g] fp32 inside recv [n*g] */
+    tt_fill(x->h_in, TR_F32, members[me], 0, g, salt + 2);
+    dev_copy_h2d(x->s, mine, x->h_in, g * 4);
+    jitter(x->cc, x->d);
+    if (coll_all_gather(c, x->s, mine, x->d_recv, g, TR_F32) != COLL_OK)
+        note_fail(x->cc, x->rank, "in-place all_gather failed");
+    dev_copy_d2h(x->s, x->h_out, x->d_recv, (size_t)n * g * 4);
+    for (int r = 0; r < n; r++) tt_fill((float *)x->h_ref + (size_t)r * g, TR_F32, members[r], 0, g, salt + 2);
+    check_bytes(x, x->h_out, x->h_ref, (size_t)n * g * 4, "in-place all_gather");
 }
 
 static void broadcast_ring_barrier(rank_ctx *x, coll_comm *world) {

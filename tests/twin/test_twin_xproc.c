@@ -95,6 +95,13 @@ static void reductions(rk *x, coll_comm *c, const int *members, int n, int salt)
         dev_copy_d2h(x->s, x->h_out, x->d_recv, COUNT * esz);
         tt_reduce_ref(x->h_ref, dts[di], COLL_SUM, members, n, (size_t)me * COUNT, COUNT, salt + 21 + di);
         check(x, x->h_ref, COUNT * esz, "reduce_scatter");
+        /* in place: recv is this rank's block of send, whose other blocks other processes still read */
+        char *own = (char *)x->d_send + (size_t)me * COUNT * esz; /* [COUNT] inside send [n*COUNT] */
+        dev_copy_h2d(x->s, x->d_send, x->h_in, (size_t)n * COUNT * esz);
+        if (coll_reduce_scatter(c, x->s, x->d_send, own, COUNT, dts[di], COLL_SUM) != COLL_OK)
+            note(x->xc, x->rank, "in-place reduce_scatter failed");
+        dev_copy_d2h(x->s, x->h_out, own, COUNT * esz);
+        check(x, x->h_ref, COUNT * esz, "in-place reduce_scatter");
     }
 }
 

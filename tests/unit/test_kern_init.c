@@ -1,6 +1,7 @@
 /* kern_init_param: every element is bit for bit the host generator's value (twinrun/init_normal.h),
  * for a fused two-segment row-parallel shard, a 1-D parameter large enough that the CUDA kernel
- * hands some values back to the host (about one in 30 000: ~30 here), and constants; and llama_init_value
+ * hands some values back to the host (about one in 30 000: ~30 here), constants, and a part of a shard
+ * that starts inside it (kern_init_desc.first); and llama_init_value
  * (the engine's host path) agrees with it. */
 #include "model/llama.h"
 #include "twinrun/init_normal.h"
@@ -8,10 +9,10 @@
 
 static float expected(const kern_init_desc *d, size_t i) {
     if (!d->normal) return d->constant;
-    return (float)tr_init_normal_double(
-        d->key,
-        tr_init_global_index(i, d->cols, d->gcols, d->col0, d->nseg, d->seg_local1, d->seg_global0, d->seg_global1),
-        d->std);
+    return (float)tr_init_normal_double(d->key,
+                                        tr_init_global_index((uint64_t)d->first + i, d->cols, d->gcols, d->col0,
+                                                             d->nseg, d->seg_local1, d->seg_global0, d->seg_global1),
+                                        d->std);
 }
 
 /* Runs the kernel over n elements and compares every bit; returns the host copy. */
@@ -51,6 +52,20 @@ static void test_init_is_the_host_generator_bit_for_bit(void **state) {
                             .seg_global0 = 4,
                             .seg_global1 = 12};
     expect_bits("fused fc1 shard (two segments)", &fused, 8 * 12);
+    /* the same shard from local element 41 on (a distributed optimizer's shard of the master weights
+     * starting inside the parameter, across the segment boundary at local row 4) */
+    kern_init_desc fused_tail = fused;
+    fused_tail.first = 41;
+    expect_bits("fused fc1 shard from local element 41", &fused_tail, 8 * 12 - 41);
+    float *whole = kt_alloc(8 * 12 * sizeof(float)), *tail = kt_alloc((8 * 12 - 41) * sizeof(float));
+    float *hw = kt_host(8 * 12), *ht = kt_host(8 * 12 - 41); /* [96], [55] */
+    kern_init_param(kt_s, &fused, whole, 8 * 12);
+    kern_init_param(kt_s, &fused_tail, tail, 8 * 12 - 41);
+    kt_download_f32(hw, whole, 8 * 12);
+    kt_download_f32(ht, tail, 8 * 12 - 41);
+    assert_memory_equal(ht, hw + 41, (8 * 12 - 41) * sizeof(float)); /* the tail is the whole shard's tail */
+    free(hw), free(ht);
+    kt_free(whole), kt_free(tail);
     /* a row-parallel shard: columns 6..11 of 12 */
     kern_init_desc rowpar = {.normal = true,
                              .key = tr_init_key(7, "model.layers.0.self_attn.o_proj.weight"),

@@ -34,9 +34,12 @@ const char *coll_comm_name(const coll_comm *c);
 /* count is in elements of dt. send and recv may alias (in place). */
 coll_status coll_all_reduce(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count, tr_dtype dt,
                             coll_op op);
-/* recv holds size*count elements, group rank r's block at r*count. */
+/* recv holds size*count elements, group rank r's block at r*count. In place when send is the caller's
+ * own block of recv (send = recv + rank*count, NCCL's rule); otherwise the buffers must not overlap. */
 coll_status coll_all_gather(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count, tr_dtype dt);
-/* send holds size*count elements; recv gets this rank's reduced block of count. */
+/* send holds size*count elements; recv gets this rank's reduced block of count. In place when recv is
+ * the caller's own block of send (recv = send + rank*count, NCCL's rule: the distributed optimizer's
+ * gradient shard); otherwise the buffers must not overlap. */
 coll_status coll_reduce_scatter(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count, tr_dtype dt,
                                 coll_op op);
 coll_status coll_broadcast(coll_comm *c, dev_stream *s, void *buf, size_t count, tr_dtype dt, int root);

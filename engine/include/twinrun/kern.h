@@ -178,10 +178,12 @@ typedef struct kern_init_desc {
     int64_t seg_local1;  /* local row where the second segment starts (nseg 2) */
     int64_t seg_global0; /* global row of local row 0 */
     int64_t seg_global1; /* global row of local row seg_local1 (nseg 2) */
+    int64_t first;       /* local element that out[0] holds: a distributed optimizer's shard may start
+                            inside the parameter (0: the whole shard from its start) */
 } kern_init_desc;
 
-/* out[n] fp32 (overwrite): local element i gets (float)tr_init_normal_double(key, global index of i,
- * std), bit for bit the host's value, or the constant. */
+/* out[n] fp32 (overwrite): out[i] gets (float)tr_init_normal_double(key, global index of local element
+ * first + i, std), bit for bit the host's value, or the constant. */
 void kern_init_param(dev_stream *s, const kern_init_desc *d, float *out, size_t n);
 
 /* ---- optimizer --------------------------------------------------------------------------- */
