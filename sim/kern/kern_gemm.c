@@ -1,39 +1,142 @@
 /* kern_gemm for the twin: c = alpha * op(a) @ op(b) + beta * c.
  *
  * Each c[i,j] is the sum over p = 0..k-1, in ascending order, of a[i,p]*b[p,j]: products of fp32
- * values are exact in double and the sum is a double, rounded once in the epilogue
- * alpha*acc + beta*c (also double). Tiling only decides which elements are in flight, never that
- * per-element order, so the bits do not depend on the tile sizes.
+ * values are exact in double and the sum is a double, starting from +0.0 and rounded once in the
+ * epilogue alpha*acc + beta*c (also double). Tiling and vector width only decide which elements
+ * are in flight, never that per-element order, so the bits do not depend on them: every vector
+ * lane does, per p, one IEEE double multiply and one IEEE double add (-ffp-contract=off, and the
+ * AVX2 micro-kernel is compiled for "avx2" only, not "fma"), exactly the scalar loop's operations.
  *
- * For cache-friendly inner loops op(a) and op(b) are packed into double tiles laid out as
- * row-major [rows of c, p] and [p, columns of c], so all four transpose combinations run the same
- * contiguous i-p-j loop. Each column panel of op(b) (k x GEMM_TILE_N) is packed once; row panels of
- * op(a) (GEMM_TILE_M x k) are repacked per column panel, 1/GEMM_TILE_N of the multiply work. Scratch
- * is bounded by k, whatever m and n are. */
+ * Layout. op(a) and op(b) are packed into double panels: op(b)'s columns in strips of nr
+ * ([k, nr] each, contiguous), op(a)'s rows in strips of GEMM_MR ([k, GEMM_MR] each), padded with
+ * zeros to whole strips (padded rows and columns are computed and never stored). A micro-kernel
+ * keeps a GEMM_MR x nr block of c in registers over a depth block of GEMM_TILE_K, then parks it
+ * in the double accumulator tile (a double round trip through memory is exact), so scratch stays
+ * bounded by k whatever m and n are. Each column panel of op(b) (k x GEMM_TILE_N) is packed once;
+ * row panels of op(a) (GEMM_TILE_M x k) are repacked per column panel, 1/GEMM_TILE_N of the
+ * multiply work.
+ *
+ * Why registers: the flagship's GEMMs are tiny (16 tokens x 16..128 wide x 16..128 deep, 1024
+ * ranks), 54% of its CPU time was the scalar load-multiply-add-store loop over the accumulator
+ * (docs/benchmarks.md, "Where the flagship's time goes"). */
 #include <stdbool.h>
 
 #include "kern_cpu.h"
 #include "twinrun/kern.h"
 
 enum {
-    GEMM_TILE_M = 32,  /* rows of c in flight */
-    GEMM_TILE_N = 256, /* columns of c in flight: the 32x256 double accumulator is 64 KiB */
+    GEMM_MR = 4,       /* rows of c per micro-kernel block */
+    GEMM_NR_MAX = 8,   /* columns of c per micro-kernel block: 8 with AVX2 (2 x 4 lanes), 4 without */
+    GEMM_TILE_M = 32,  /* rows of c in flight: a multiple of GEMM_MR */
+    GEMM_TILE_N = 256, /* columns of c in flight, a multiple of every nr: the 32x256 accumulator is 64 KiB */
     GEMM_TILE_K = 128, /* depth per pass: a 128x256 block of the op(b) panel (256 KiB) stays in cache */
 };
 
-/* dst[r - r0, c - c0] for r in [r0, r1), c in [c0, c1) (row stride c1 - c0) = op(src)[r, c], where
- * op(src) is [rows, cols]: src itself, or src [cols, rows] read transposed. */
-static void pack_tile(double *dst, tr_buf src, size_t rows, size_t cols, bool transposed, size_t r0, size_t r1,
-                      size_t c0, size_t c1) {
-    const size_t w = c1 - c0;
-    if (!transposed) {
-        for (size_t r = r0; r < r1; r++) ld_row_d(dst + (r - r0) * w, src, r * cols + c0, w);
+/* Vector types for the micro-kernels; the _u forms load and store at 8-byte alignment (malloc
+ * gives 16 bytes, the strips' offsets are multiples of 8). */
+typedef double v2d __attribute__((vector_size(16)));
+typedef double v2d_u __attribute__((vector_size(16), aligned(8)));
+
+/* One element of a float tensor as double, the dtype test hoisted by the caller (bf16: widening is
+ * exact, as ld() does). */
+static inline double elem_d(const void *p, bool bf16, size_t i) {
+    return bf16 ? (double)tr_bf16_to_f32(((const uint16_t *)p)[i]) : (double)((const float *)p)[i];
+}
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+/* Packs lanes [l0, l0 + nl) of x, each k deep, as strips of w lanes:
+ * dst[(ll / w) * k * w + p * w + ll % w] = x[(l0 + ll) * lane_stride + p * depth_stride], zeros for
+ * ll in [nl, round_up(nl, w)). op(a)'s lanes are its rows (strips of GEMM_MR), op(b)'s its columns
+ * (strips of nr); one of the two strides is 1, and the loop runs along it so reads stay contiguous. */
+static void pack_strips(double *dst, tr_buf x, size_t lane_stride, size_t depth_stride, size_t l0, size_t nl, size_t k,
+                        size_t w) {
+    const bool bf16 = x.dt == TR_BF16;
+    const size_t nlp = round_up(nl, w);
+    if (depth_stride == 1) {
+        for (size_t ll = 0; ll < nlp; ll++) {
+            double *d = dst + ll / w * k * w + ll % w;
+            for (size_t p = 0; p < k; p++) d[p * w] = ll < nl ? elem_d(x.p, bf16, (l0 + ll) * lane_stride + p) : 0.0;
+        }
         return;
     }
-    /* Walk the source's rows (op's columns) so reads stay contiguous. */
-    for (size_t c = c0; c < c1; c++)
-        for (size_t r = r0; r < r1; r++) dst[(r - r0) * w + (c - c0)] = ld(src, c * rows + r);
+    for (size_t p = 0; p < k; p++)
+        for (size_t ll = 0; ll < nlp; ll++)
+            dst[ll / w * k * w + p * w + ll % w] =
+                ll < nl ? elem_d(x.p, bf16, (l0 + ll) * lane_stride + p * depth_stride) : 0.0;
 }
+
+/* A micro-kernel: the GEMM_MR x nr block acc (row stride ldc) += ap [kb, MR] x bp [kb, nr] over p
+ * ascending; first: the block starts at +0.0 instead of being loaded. Written as prod = b * a,
+ * acc = prod + acc, the operand order of the scalar loop it replaces (x86 keeps the first operand's
+ * payload when both are NaN). */
+typedef void gemm_micro_fn(double *acc, size_t ldc, const double *ap, const double *bp, size_t kb, bool first);
+
+/* The micro-kernel's body for vectors V of L lanes (VU: V at 8-byte alignment), nr = 2L: eight
+ * accumulators c<row><half>, each row's a broadcast to all lanes by element (no arithmetic);
+ * MADD(b, a, acc) is b * a + acc in the scalar loop's operand order. */
+#define GEMM_MICRO_BODY(V, VU, L, MADD)                                                                                \
+    V c00 = {0}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;                          \
+    if (!first) {                                                                                                      \
+        c00 = *(const VU *)(acc + 0 * ldc), c01 = *(const VU *)(acc + 0 * ldc + (L));                                  \
+        c10 = *(const VU *)(acc + 1 * ldc), c11 = *(const VU *)(acc + 1 * ldc + (L));                                  \
+        c20 = *(const VU *)(acc + 2 * ldc), c21 = *(const VU *)(acc + 2 * ldc + (L));                                  \
+        c30 = *(const VU *)(acc + 3 * ldc), c31 = *(const VU *)(acc + 3 * ldc + (L));                                  \
+    }                                                                                                                  \
+    for (size_t p = 0; p < kb; p++) {                                                                                  \
+        const V b0 = *(const VU *)(bp + p * 2 * (L)), b1 = *(const VU *)(bp + p * 2 * (L) + (L));                      \
+        const double *a = ap + p * GEMM_MR;                                                                            \
+        V a0, a1, a2, a3;                                                                                              \
+        for (int l = 0; l < (L); l++) a0[l] = a[0], a1[l] = a[1], a2[l] = a[2], a3[l] = a[3];                          \
+        c00 = MADD(b0, a0, c00), c01 = MADD(b1, a0, c01);                                                              \
+        c10 = MADD(b0, a1, c10), c11 = MADD(b1, a1, c11);                                                              \
+        c20 = MADD(b0, a2, c20), c21 = MADD(b1, a2, c21);                                                              \
+        c30 = MADD(b0, a3, c30), c31 = MADD(b1, a3, c31);                                                              \
+    }                                                                                                                  \
+    *(VU *)(acc + 0 * ldc) = c00, *(VU *)(acc + 0 * ldc + (L)) = c01;                                                  \
+    *(VU *)(acc + 1 * ldc) = c10, *(VU *)(acc + 1 * ldc + (L)) = c11;                                                  \
+    *(VU *)(acc + 2 * ldc) = c20, *(VU *)(acc + 2 * ldc + (L)) = c21;                                                  \
+    *(VU *)(acc + 3 * ldc) = c30, *(VU *)(acc + 3 * ldc + (L)) = c31
+
+/* b * a + acc, two roundings. Where both operands of an x86 multiply or add are NaN, the result is
+ * the first source's NaN, so the operand order shows in a NaN's sign (a "-nan" grad norm in a
+ * diagnosis): on x86-64 it is pinned in asm to the scalar loop's, b first in the multiply (mulsd a,
+ * b) and the product first in the add (addsd acc, prod). C's * and + leave it to the compiler. */
+static inline v2d madd_2(v2d b, v2d a, v2d acc) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __asm__("mulpd %1, %0" : "+x"(b) : "x"(a));
+    __asm__("addpd %1, %0" : "+x"(b) : "x"(acc));
+    return b;
+#else
+    return b * a + acc;
+#endif
+}
+
+/* nr = 4 in two-lane vectors: 8 of the 16 xmm registers, any x86-64 (SSE2), and other targets. */
+static void gemm_micro_4(double *acc, size_t ldc, const double *ap, const double *bp, size_t kb, bool first) {
+    GEMM_MICRO_BODY(v2d, v2d_u, 2, madd_2);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define GEMM_HAVE_AVX2 1
+typedef double v4d __attribute__((vector_size(32)));
+typedef double v4d_u __attribute__((vector_size(32), aligned(8)));
+
+/* madd_2 in AVX2 (three operands; AT&T order: vmulpd src2, src1, dst, src1 the first source). */
+__attribute__((target("avx2"))) static inline v4d madd_4(v4d b, v4d a, v4d acc) {
+    v4d prod, sum;
+    __asm__("vmulpd %2, %1, %0" : "=x"(prod) : "x"(b), "x"(a));
+    __asm__("vaddpd %2, %1, %0" : "=x"(sum) : "x"(prod), "x"(acc));
+    return sum;
+}
+
+/* nr = 8 in four-lane AVX2 vectors (8 of the 16 ymm registers). "avx2" does not enable FMA, so the
+ * multiply and the add stay two roundings, as in gemm_micro_4. */
+__attribute__((target("avx2"))) static void gemm_micro_8(double *acc, size_t ldc, const double *ap, const double *bp,
+                                                         size_t kb, bool first) {
+    GEMM_MICRO_BODY(v4d, v4d_u, 4, madd_4);
+}
+#endif
 
 void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb, float alpha,
                float beta) {
@@ -42,35 +145,39 @@ void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k,
                   (double)m * n * tr_dtype_size(c.dt) * (beta != 0.0f ? 2.0 : 1.0),
               a.dt);
     kern_gemm_check(s, c, a, b, m, n, k, ta, tb, alpha, beta);
-    const size_t M = (size_t)m, N = (size_t)n, K = (size_t)k;
+    const size_t M = (size_t)m, N = (size_t)n, K = (size_t)k; /* all > 0: kern_gemm_check */
 
-    double *bp = kern_scratch(K * GEMM_TILE_N, sizeof *bp, "gemm b panel");                         /* [k,TN] */
-    double *ap = kern_scratch((size_t)GEMM_TILE_M * K, sizeof *ap, "gemm a panel");                 /* [TM,k] */
-    double *acc = kern_scratch((size_t)GEMM_TILE_M * GEMM_TILE_N, sizeof *acc, "gemm accumulator"); /* [TM,TN] */
+    /* The micro-kernel for this CPU; both give the same bits (see the top of the file). */
+    gemm_micro_fn *micro = gemm_micro_4;
+    size_t nr = 4;
+#ifdef GEMM_HAVE_AVX2
+    if (__builtin_cpu_supports("avx2")) micro = gemm_micro_8, nr = 8;
+#endif
+    _Static_assert(GEMM_TILE_M % GEMM_MR == 0 && GEMM_TILE_N % GEMM_NR_MAX == 0, "tiles hold whole strips");
+
+    /* Scratch only as large as this call needs: tiny GEMMs are the common case. */
+    const size_t tn = round_up(N < GEMM_TILE_N ? N : GEMM_TILE_N, nr);
+    const size_t tm = round_up(M < GEMM_TILE_M ? M : GEMM_TILE_M, GEMM_MR);
+    double *bp = kern_scratch(K * tn, sizeof *bp, "gemm b panel");        /* [tn/nr][k][nr] */
+    double *ap = kern_scratch(K * tm, sizeof *ap, "gemm a panel");        /* [tm/MR][k][MR] */
+    double *acc = kern_scratch(tm * tn, sizeof *acc, "gemm accumulator"); /* [tm, tn] */
 
     for (size_t j0 = 0; j0 < N; j0 += GEMM_TILE_N) {
-        const size_t nt = N - j0 < GEMM_TILE_N ? N - j0 : GEMM_TILE_N;
-        pack_tile(bp, b, K, N, tb, 0, K, j0, j0 + nt);
+        const size_t nt = N - j0 < GEMM_TILE_N ? N - j0 : GEMM_TILE_N, ntp = round_up(nt, nr);
+        pack_strips(bp, b, tb ? K : 1, tb ? 1 : N, j0, nt, K, nr); /* op(b)[p, j]: b[j*k + p] or b[p*n + j] */
         for (size_t i0 = 0; i0 < M; i0 += GEMM_TILE_M) {
-            const size_t mt = M - i0 < GEMM_TILE_M ? M - i0 : GEMM_TILE_M;
-            pack_tile(ap, a, M, K, ta, i0, i0 + mt, 0, K);
-            memset(acc, 0, mt * nt * sizeof *acc);
+            const size_t mt = M - i0 < GEMM_TILE_M ? M - i0 : GEMM_TILE_M, mtp = round_up(mt, GEMM_MR);
+            pack_strips(ap, a, ta ? 1 : K, ta ? M : 1, i0, mt, K, GEMM_MR); /* op(a)[i, p]: a[p*m + i] or a[i*k + p] */
             for (size_t p0 = 0; p0 < K; p0 += GEMM_TILE_K) {
-                const size_t p1 = K - p0 < GEMM_TILE_K ? K : p0 + GEMM_TILE_K;
-                for (size_t i = 0; i < mt; i++) {
-                    double *acc_row = acc + i * nt;
-                    const double *a_row = ap + i * K;
-                    for (size_t p = p0; p < p1; p++) {
-                        const double a_ip = a_row[p];
-                        const double *b_row = bp + p * nt;
-                        for (size_t j = 0; j < nt; j++) acc_row[j] += a_ip * b_row[j];
-                    }
-                }
+                const size_t kb = K - p0 < GEMM_TILE_K ? K - p0 : GEMM_TILE_K;
+                for (size_t ii = 0; ii < mtp; ii += GEMM_MR)
+                    for (size_t jj = 0; jj < ntp; jj += nr)
+                        micro(acc + ii * ntp + jj, ntp, ap + ii * K + p0 * GEMM_MR, bp + jj * K + p0 * nr, kb, p0 == 0);
             }
             for (size_t i = 0; i < mt; i++)
                 for (size_t j = 0; j < nt; j++) {
                     const size_t idx = (i0 + i) * N + j0 + j;
-                    double v = (double)alpha * acc[i * nt + j];
+                    double v = (double)alpha * acc[i * ntp + j];
                     if (beta != 0.0f) v += (double)beta * (double)ld(c, idx); /* beta == 0: old c unread */
                     st_d(c, idx, v);
                 }

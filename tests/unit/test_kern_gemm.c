@@ -1,4 +1,5 @@
-/* kern_gemm against a naive double reference, its gradients (the gemms a linear layer's backward
+/* kern_gemm against a naive double reference (to tolerance, and bit for bit against its contract's
+ * scalar loop), its gradients (the gemms a linear layer's backward
  * issues) against finite differences, beta == 0 semantics, determinism and bf16 storage. */
 #include "unit/kern_testlib.h"
 
@@ -186,6 +187,60 @@ static void test_gemm_bf16_storage_tracks_fp32(void **state) {
     }
 }
 
+/* The kernel's contract, as a scalar loop: acc = +0.0, acc = op(a)[i,p] * op(b)[p,j] + acc for p
+ * ascending, in double; then alpha * acc (+ beta * c), rounded once to the storage type. Inputs
+ * are the stored (possibly bf16-rounded) values. */
+static float gemm_contract(const gemm_case *gc, const float *a, const float *b, const float *c0, int i, int j) {
+    double acc = 0.0;
+    for (int p = 0; p < gc->k; p++) {
+        const double x = gc->ta ? a[p * gc->m + i] : a[i * gc->k + p];
+        const double y = gc->tb ? b[j * gc->k + p] : b[p * gc->n + j];
+        acc = y * x + acc;
+    }
+    double v = (double)gc->alpha * acc;
+    if (gc->beta != 0.0f) v += (double)gc->beta * (double)c0[i * gc->n + j];
+    return gc->dt == TR_BF16 ? tr_round_bf16((float)v) : (float)v;
+}
+
+/* Same bits as the scalar loop whatever the tiling and vector width: shapes on and across every
+ * register-block (4 rows, 4 or 8 columns) and tile (32 x 256 x 128) edge, signed zeros among the
+ * inputs, fp32 and bf16 storage, all four transpose combinations, with and without beta. */
+static void test_gemm_bits_match_scalar_contract(void **state) {
+    (void)state;
+    static const int sizes[][3] = {{1, 1, 1},     {3, 5, 7},    {4, 8, 1},      {5, 9, 130},
+                                   {16, 16, 128}, {16, 2, 128}, {128, 128, 16}, {33, 257, 129}};
+    kt_rng r = kt_rng_make(16);
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (int dt = 0; dt < 2; dt++)
+            for (int combo = 0; combo < 4; combo++)
+                for (int with_beta = 0; with_beta < 2; with_beta++) {
+                    const int m = sizes[si][0], n = sizes[si][1], k = sizes[si][2];
+                    gemm_case gc = gemm_case_make(&r, m, n, k, combo & 1, combo & 2, with_beta ? 0.7f : 1.0f,
+                                                  with_beta ? -0.3f : 0.0f);
+                    gc.dt = dt ? TR_BF16 : TR_F32;
+                    const size_t mk = (size_t)m * k, kn = (size_t)k * n, mn = (size_t)m * n;
+                    for (size_t e = 0; e < mk; e += 5) gc.a[e] = e % 2 ? -0.0f : 0.0f;
+                    for (size_t e = 0; e < kn; e += 7) gc.b[e] = -0.0f;
+                    /* the values as stored */
+                    float *a = kt_host(mk), *b = kt_host(kn), *c0 = kt_host(mn), *c = kt_host(mn), *want = kt_host(mn);
+                    for (size_t e = 0; e < mk; e++) a[e] = dt ? tr_round_bf16(gc.a[e]) : gc.a[e];
+                    for (size_t e = 0; e < kn; e++) b[e] = dt ? tr_round_bf16(gc.b[e]) : gc.b[e];
+                    for (size_t e = 0; e < mn; e++) c0[e] = dt ? tr_round_bf16(gc.c0[e]) : gc.c0[e];
+                    gemm_run(&gc, c);
+                    for (int i = 0; i < m; i++)
+                        for (int j = 0; j < n; j++) want[i * n + j] = gemm_contract(&gc, a, b, c0, i, j);
+                    if (memcmp(c, want, sizeof(float) * mn) != 0)
+                        fail_msg("gemm %dx%dx%d ta=%d tb=%d beta=%g %s: bits differ from the scalar loop", m, n, k,
+                                 gc.ta, gc.tb, gc.beta, tr_dtype_name(gc.dt));
+                    free(want);
+                    free(c);
+                    free(c0);
+                    free(b);
+                    free(a);
+                    gemm_case_free(&gc);
+                }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_forward_matches_reference),
@@ -193,6 +248,7 @@ int main(void) {
         cmocka_unit_test(test_gemm_gradients_match_finite_differences),
         cmocka_unit_test(test_gemm_is_deterministic),
         cmocka_unit_test(test_gemm_bf16_storage_tracks_fp32),
+        cmocka_unit_test(test_gemm_bits_match_scalar_contract),
     };
     return cmocka_run_group_tests(tests, kt_setup, kt_teardown);
 }
