@@ -267,7 +267,7 @@ static int mismatching(int rank, void *arg) {
         }
     } else if (rank != mc->culprit) st = coll_all_reduce(c, s, buf, buf, 4, TR_F32, COLL_SUM);
     else if (mc->kind == 0) st = coll_all_reduce(c, s, buf, buf, 8, TR_F32, COLL_SUM);
-    else if (mc->kind == 1) st = coll_all_gather(c, s, buf, buf, 4, TR_F32);
+    else if (mc->kind == 1) st = coll_all_gather(c, s, buf + 4 * rank, buf, 4, TR_F32); /* in place: its own block */
     else st = coll_all_reduce(c, s, buf, buf, 4, TR_BF16, COLL_MAX);
     dev_free(d, buf);
     coll_comm_destroy(c);
