@@ -30,6 +30,20 @@ static cJSON *obj_in(cJSON *parent, const char *key) {
     return o;
 }
 
+/* The model shape's integer fields, in the order of ckpt_model_shape's ints in the writer and the
+ * parser: the manifest's "model" keys. */
+#define MODEL_INTS 10
+static const char *const MODEL_INT_KEYS[MODEL_INTS] = {"num_layers",
+                                                       "hidden_size",
+                                                       "ffn_hidden_size",
+                                                       "num_attention_heads",
+                                                       "num_query_groups",
+                                                       "kv_channels",
+                                                       "vocab_size",
+                                                       "make_vocab_size_divisible_by",
+                                                       "max_position_embeddings",
+                                                       "seq_length"};
+
 char *ckpt_manifest_to_json(const ckpt_manifest *m, char *err, size_t errlen) {
     if (m->sched.style < 0 || m->sched.style > 3 || m->model.normalization < 0 || m->model.normalization > 1) {
         tr_errf(err, errlen, "manifest: lr style %d or normalization %d unknown", m->sched.style,
@@ -59,17 +73,7 @@ char *ckpt_manifest_to_json(const ckpt_manifest *m, char *err, size_t errlen) {
                         s->make_vocab_size_divisible_by,
                         s->max_position_embeddings,
                         s->seq_length};
-    static const char *const int_keys[] = {"num_layers",
-                                           "hidden_size",
-                                           "ffn_hidden_size",
-                                           "num_attention_heads",
-                                           "num_query_groups",
-                                           "kv_channels",
-                                           "vocab_size",
-                                           "make_vocab_size_divisible_by",
-                                           "max_position_embeddings",
-                                           "seq_length"};
-    for (int i = 0; i < 10; i++) cJSON_AddNumberToObject(mo, int_keys[i], ints[i]);
+    for (int i = 0; i < MODEL_INTS; i++) cJSON_AddNumberToObject(mo, MODEL_INT_KEYS[i], ints[i]);
     cJSON_AddStringToObject(mo, "normalization", norms[s->normalization]);
     cJSON_AddBoolToObject(mo, "swiglu", s->swiglu);
     cJSON_AddBoolToObject(mo, "untie_embeddings_and_output_weights", s->untie_embeddings_and_output_weights);
@@ -220,18 +224,8 @@ static int parse_model(const pctx *c, const cJSON *mo, ckpt_model_shape *s) {
                          &s->make_vocab_size_divisible_by,
                          &s->max_position_embeddings,
                          &s->seq_length};
-    static const char *const keys[] = {"num_layers",
-                                       "hidden_size",
-                                       "ffn_hidden_size",
-                                       "num_attention_heads",
-                                       "num_query_groups",
-                                       "kv_channels",
-                                       "vocab_size",
-                                       "make_vocab_size_divisible_by",
-                                       "max_position_embeddings",
-                                       "seq_length"};
-    for (int i = 0; i < 10; i++)
-        if (get_int(c, mo, keys[i], 0, 1 << 30, ints[i])) return -1;
+    for (int i = 0; i < MODEL_INTS; i++)
+        if (get_int(c, mo, MODEL_INT_KEYS[i], 0, 1 << 30, ints[i])) return -1;
     if (get_enum(c, mo, "normalization", norms, 2, &s->normalization) || get_bool(c, mo, "swiglu", &s->swiglu) ||
         get_bool(c, mo, "untie_embeddings_and_output_weights", &s->untie_embeddings_and_output_weights) ||
         get_double(c, mo, "rotary_base", &s->rotary_base) || get_double(c, mo, "norm_epsilon", &s->norm_epsilon))

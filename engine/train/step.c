@@ -62,6 +62,17 @@ typedef struct pipeline {
     tr_dtype dt;
 } pipeline;
 
+/* This rank's pipeline stage: its neighbours' group (NULL without one) and what moves between stages. */
+static pipeline pipeline_of(llama_model *m, const tr_parallel *par) {
+    const bool grouped = par && par->grid && par->groups;
+    return (pipeline){m,
+                      grouped ? par->groups->pp : NULL,
+                      m->layout.pp_rank,
+                      m->layout.pp,
+                      (size_t)m->dims.Nl * m->dims.C,
+                      m->dims.act_dt};
+}
+
 static void recv_forward(pipeline *p, int slot) {
     if (p->rank > 0) coll_recv(p->pp, p->m->stream, llama_stage_input(p->m, slot), p->count, p->dt, p->rank - 1);
 }
@@ -196,12 +207,7 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
         st.scalar = dev_alloc(m->dev, sizeof(float), "context-parallel token count");
         TR_CHECK(st.scalar != NULL, "out of device memory for a scalar");
     }
-    st.pipe = (pipeline){m,
-                         g && par->groups ? par->groups->pp : NULL,
-                         m->layout.pp_rank,
-                         m->layout.pp,
-                         (size_t)m->dims.Nl * m->dims.C,
-                         m->dims.act_dt};
+    st.pipe = pipeline_of(m, par);
     const size_t nhist = m->dims.last ? (size_t)num_micro * (size_t)N : 0;
     st.loss_dev = dev_alloc(m->dev, (nhist + 2) * sizeof(float), "the step's losses");
     st.mask_all = malloc((nhist + 1) * sizeof(float));
@@ -300,13 +306,7 @@ int train_evaluate(llama_model *m, const tr_parallel *par, int eval_iters, int n
         batches_free(&st.b);
         return tr_errf(err, errlen, "out of host memory for a validation micro-batch");
     }
-    const tr_grid *g = par ? par->grid : NULL;
-    st.pipe = (pipeline){m,
-                         g && par->groups ? par->groups->pp : NULL,
-                         m->layout.pp_rank,
-                         m->layout.pp,
-                         (size_t)m->dims.Nl * m->dims.C,
-                         m->dims.act_dt};
+    st.pipe = pipeline_of(m, par);
     int rc = batches_init_cp(&st.b, m->layout.cp, m->layout.cp_rank, m->dims.B, m->dims.T) ? -1 : 0;
     if (rc) tr_errf(err, errlen, "out of host memory for a validation micro-batch");
     for (int i = 0; i < eval_iters * num_micro && !rc; i++) {
