@@ -27,7 +27,9 @@
  * Out-of-range rows of a tile are loaded as zeros and masked, so odd T and Tq != Tk are fine.
  *
  * Variants (kern_attention_flash.cuh, FLV_*): TWINRUN_FLASH_VARIANT names a set of them, read once, for
- * A/B timing (tools/flash_bench); unset or "default" runs the kernels above unchanged.
+ * A/B timing (tools/flash_bench). Unset or "default" is all of them (the fastest on an H200 at every
+ * shape of the 1.5B benchmark: forward 1.21-1.25x, backward 1.14-1.16x the plain kernels; docs/
+ * gpu_results.md); "plain" runs the kernels above as first tuned.
  *
  * Checks: kern_oracle's attention cases (T 600 .. 4096, D 64 and 128, CP positions), test_kern_attention
  * and test_kern_cp on the GPU; tools/flash_emu on a CPU.
@@ -55,7 +57,7 @@ static_assert(TR_CU_FLASH_INEXACT == FLV_EX2, "kern_attention_flash.h's TR_CU_FL
 const struct {
     const char *name;
     unsigned flags;
-} k_variant_names[] = {{"default", 0}, {"rt2", FLV_RT2}, {"occ", FLV_OCC}, {"bq64", FLV_BQ64}, {"ex2", FLV_EX2},
+} k_variant_names[] = {{"default", FLV_ALL}, {"plain", 0}, {"rt2", FLV_RT2}, {"occ", FLV_OCC}, {"bq64", FLV_BQ64}, {"ex2", FLV_EX2},
                        {"all", FLV_ALL}};
 
 /* flags of a name like "rt2+ex2"; -1 for an unknown part */
@@ -80,9 +82,10 @@ unsigned flash_variant() {
     int v = g_variant.load(std::memory_order_relaxed);
     if (v < 0) {
         const char *env = getenv("TWINRUN_FLASH_VARIANT");
-        v = env && *env ? parse_variant(env) : 0;
+        v = env && *env ? parse_variant(env) : (int)FLV_ALL;
         if (v < 0)
-            tr_fatal("TWINRUN_FLASH_VARIANT=%s: give default or names of rt2, occ, bq64, ex2, all joined by +", env);
+            tr_fatal("TWINRUN_FLASH_VARIANT=%s: give default, plain, or names of rt2, occ, bq64, ex2, all joined by +",
+                     env);
         g_variant.store(v, std::memory_order_relaxed);
     }
     return (unsigned)v;

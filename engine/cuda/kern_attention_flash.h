@@ -13,7 +13,7 @@ extern "C" {
 
 bool tr_cu_flash_supported(int D);
 /* Chooses the kernel variant of the launches that follow (names as TWINRUN_FLASH_VARIANT takes them:
- * "default", or rt2, occ, bq64, ex2, all joined by '+'; kern_attention_flash.cuh's FLV_* say what
+ * "default" (= "all"), "plain" (none), or rt2, occ, bq64, ex2, all joined by '+'; kern_attention_flash.cuh's FLV_* say what
  * they do), overriding the variable. Returns the variant's flags, or -1 (nothing changed) for an
  * unknown name; -1 on MUSA. For tools/flash_bench. */
 int tr_cu_flash_set_variant(const char *name);

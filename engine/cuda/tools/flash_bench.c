@@ -6,7 +6,7 @@
  * group reduction, with its scratch allocations) timed with CUDA events around each call, the
  * median of RUNS calls after WARMUP; TFLOP/s on the causal count (forward 2 * 2 * B * T^2 * NH * D / 2,
  * backward 2.5 times that, as FlashAttention reports). Each variant's outputs (out, lse, dq, dk, dv)
- * are compared with the first variant's (the default's) on the same inputs: the variants that keep
+ * are compared with the first variant's (plain's) on the same inputs: the variants that keep
  * its arithmetic must give its bits, those with ex2 a relative L2 of at most 1e-2 (bf16 roundings,
  * ~1e-3 in flash_emu); a second run checks that the variant is deterministic. Exits 1 on any such
  * failure.
@@ -26,7 +26,7 @@
 
 enum { WARMUP = 3, RUNS = 20, NH = 32, KV = 8, D = 64 };
 
-static const char *k_default_variants[] = {"default", "rt2",      "ex2",     "rt2+ex2", "occ",
+static const char *k_default_variants[] = {"plain",   "rt2",      "ex2",     "rt2+ex2", "occ",
                                            "bq64",    "occ+bq64", "occ+ex2", "all"};
 
 typedef struct shape {
@@ -190,7 +190,7 @@ int main(int argc, char **argv) {
     if (argc > 1) variants = (const char **)(argv + 1), nvar = argc - 1;
     for (int v = 0; v < nvar; v++)
         if (tr_cu_flash_set_variant(variants[v]) < 0) {
-            fprintf(stderr, "flash_bench: unknown variant %s (default, or rt2, occ, bq64, ex2, all joined by +)\n",
+            fprintf(stderr, "flash_bench: unknown variant %s (default, plain, or rt2, occ, bq64, ex2, all joined by +)\n",
                     variants[v]);
             return 2;
         }
