@@ -57,8 +57,8 @@ static_assert(TR_CU_FLASH_INEXACT == FLV_EX2, "kern_attention_flash.h's TR_CU_FL
 const struct {
     const char *name;
     unsigned flags;
-} k_variant_names[] = {{"default", FLV_ALL}, {"plain", 0}, {"rt2", FLV_RT2}, {"occ", FLV_OCC}, {"bq64", FLV_BQ64}, {"ex2", FLV_EX2},
-                       {"all", FLV_ALL}};
+} k_variant_names[] = {{"default", FLV_ALL}, {"plain", 0},     {"rt2", FLV_RT2}, {"occ", FLV_OCC},
+                       {"bq64", FLV_BQ64},   {"ex2", FLV_EX2}, {"all", FLV_ALL}};
 
 /* flags of a name like "rt2+ex2"; -1 for an unknown part */
 int parse_variant(const char *name) {
@@ -93,8 +93,7 @@ unsigned flash_variant() {
 
 /* f(std::integral_constant<unsigned, flags & MASK>()): one instantiation for each subset of MASK, the
  * kernel templates' V, chosen by the run-time flags. */
-template <unsigned MASK, unsigned V = 0, class F>
-void with_flags(unsigned flags, F &&f) {
+template <unsigned MASK, unsigned V = 0, class F> void with_flags(unsigned flags, F &&f) {
     if constexpr (MASK == 0) {
         f(std::integral_constant<unsigned, V>());
     } else {
@@ -105,8 +104,7 @@ void with_flags(unsigned flags, F &&f) {
 }
 
 /* Kernels with more than the default 48 KiB of dynamic shared memory must say so first. */
-template <class Kernel>
-void allow_smem(Kernel kernel, size_t bytes) {
+template <class Kernel> void allow_smem(Kernel kernel, size_t bytes) {
     if (bytes > 48u * 1024u)
         CU_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
@@ -129,8 +127,8 @@ void forward_d(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf
         allow_smem(k_flash_fwd<D, Mask, V>, shm);
         const dim3 grid((unsigned)((Tq + BM - 1) / BM), (unsigned)NH, (unsigned)B);
         k_flash_fwd<D, Mask, V><<<grid, FL_THREADS, shm, tr_cu_stream(s)>>>(
-            (uint16_t *)out.p, lse, (const uint16_t *)q.p, (const uint16_t *)k.p, (const uint16_t *)v.p, Tq, Tk, NH,
-            KV, scale_log2, mask);
+            (uint16_t *)out.p, lse, (const uint16_t *)q.p, (const uint16_t *)k.p, (const uint16_t *)v.p, Tq, Tk, NH, KV,
+            scale_log2, mask);
         CU_CHECK_LAUNCH("k_flash_fwd");
     });
 }
@@ -151,10 +149,10 @@ void backward_d(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_
         constexpr unsigned V = decltype(vtag)::value;
         const size_t shm_dq = dq_smem<D, V>();
         allow_smem(k_flash_bwd_dq<D, Mask, V>, shm_dq);
-        k_flash_bwd_dq<D, Mask, V><<<dim3((unsigned)((Tq + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B),
-                                     FL_THREADS, shm_dq, st>>>(
-            (uint16_t *)dq.p, (const uint16_t *)dout.p, (const uint16_t *)q.p, (const uint16_t *)k.p,
-            (const uint16_t *)v.p, lse, delta, Tq, Tk, NH, KV, scale, scale_log2, mask);
+        k_flash_bwd_dq<D, Mask, V>
+            <<<dim3((unsigned)((Tq + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B), FL_THREADS, shm_dq, st>>>(
+                (uint16_t *)dq.p, (const uint16_t *)dout.p, (const uint16_t *)q.p, (const uint16_t *)k.p,
+                (const uint16_t *)v.p, lse, delta, Tq, Tk, NH, KV, scale, scale_log2, mask);
         CU_CHECK_LAUNCH("k_flash_bwd_dq");
     });
     const int rep = NH / KV;
@@ -168,10 +166,10 @@ void backward_d(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_
         constexpr unsigned V = decltype(vtag)::value;
         const size_t shm_dkv = dkv_smem<D, V>();
         allow_smem(k_flash_bwd_dkv<D, Mask, V>, shm_dkv);
-        k_flash_bwd_dkv<D, Mask, V><<<dim3((unsigned)((Tk + FL_BN - 1) / FL_BN), (unsigned)NH, (unsigned)B),
-                                      FL_THREADS, shm_dkv, st>>>(
-            (uint16_t *)dk.p, (uint16_t *)dv.p, part_k, part_v, (const uint16_t *)dout.p, (const uint16_t *)q.p,
-            (const uint16_t *)k.p, (const uint16_t *)v.p, lse, delta, Tq, Tk, NH, KV, scale, scale_log2, mask);
+        k_flash_bwd_dkv<D, Mask, V>
+            <<<dim3((unsigned)((Tk + FL_BN - 1) / FL_BN), (unsigned)NH, (unsigned)B), FL_THREADS, shm_dkv, st>>>(
+                (uint16_t *)dk.p, (uint16_t *)dv.p, part_k, part_v, (const uint16_t *)dout.p, (const uint16_t *)q.p,
+                (const uint16_t *)k.p, (const uint16_t *)v.p, lse, delta, Tq, Tk, NH, KV, scale, scale_log2, mask);
         CU_CHECK_LAUNCH("k_flash_bwd_dkv");
     });
     if (rep > 1) {
@@ -211,8 +209,8 @@ extern "C" void tr_cu_flash_forward(dev_stream *s, tr_buf out, float *lse, tr_bu
 }
 
 extern "C" void tr_cu_flash_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
-                                     tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos,
-                                     const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D) {
+                                     tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos, const int32_t *k_pos,
+                                     int B, int Tq, int Tk, int NH, int KV, int D) {
     TR_CHECK(tr_cu_flash_supported(D), "flash attention: head dim must be 64 or 128");
     TR_CHECK((q_pos == NULL) == (k_pos == NULL), "flash attention: give both q_pos and k_pos, or neither");
     TR_CHECK(q_pos != NULL || Tq == Tk, "causal flash attention needs Tq == Tk");
@@ -247,8 +245,8 @@ extern "C" void tr_cu_flash_forward(dev_stream *s, tr_buf out, float *lse, tr_bu
 }
 
 extern "C" void tr_cu_flash_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
-                                     tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos,
-                                     const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D) {
+                                     tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos, const int32_t *k_pos,
+                                     int B, int Tq, int Tk, int NH, int KV, int D) {
     (void)s, (void)dq, (void)dk, (void)dv, (void)dout, (void)q, (void)k, (void)v, (void)out, (void)lse;
     (void)q_pos, (void)k_pos, (void)B, (void)Tq, (void)Tk, (void)NH, (void)KV, (void)D;
     tr_fatal("flash attention is not built for MUSA; TWINRUN_ATTENTION=simple");

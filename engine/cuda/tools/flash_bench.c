@@ -26,8 +26,8 @@
 
 enum { WARMUP = 3, RUNS = 20, NH = 32, KV = 8, D = 64 };
 
-static const char *k_default_variants[] = {"plain",   "rt2",      "ex2",     "rt2+ex2", "occ",
-                                           "bq64",    "occ+bq64", "occ+ex2", "all"};
+static const char *k_default_variants[] = {"plain", "rt2",      "ex2",     "rt2+ex2", "occ",
+                                           "bq64",  "occ+bq64", "occ+ex2", "all"};
 
 typedef struct shape {
     int B, T;
@@ -190,7 +190,8 @@ int main(int argc, char **argv) {
     if (argc > 1) variants = (const char **)(argv + 1), nvar = argc - 1;
     for (int v = 0; v < nvar; v++)
         if (tr_cu_flash_set_variant(variants[v]) < 0) {
-            fprintf(stderr, "flash_bench: unknown variant %s (default, plain, or rt2, occ, bq64, ex2, all joined by +)\n",
+            fprintf(stderr,
+                    "flash_bench: unknown variant %s (default, plain, or rt2, occ, bq64, ex2, all joined by +)\n",
                     variants[v]);
             return 2;
         }
