@@ -9,7 +9,8 @@
 #   4. libFuzzer targets (clang, ASan/UBSan), each run briefly over its seed corpus
 #   5. coverage build, tests again, gcovr summary (the layout sweep runs in its short form there:
 #      tests/parallel/tests.cmake)
-#   6. cuda preset compiles (where nvcc exists; it runs on the GPU machine, not here); the flash-attention
+#   6. cuda preset compiles (where nvcc exists; it runs on the GPU machine, not here), and the MUSA code
+#      paths against stub headers (engine/cuda/tools/musa_mapping_check.sh); the flash-attention
 #      kernels run on the CPU with emulated warps (flash_emu, g++ only)
 # Every stage runs even when an earlier one failed (TWINRUN_FAIL_FAST=1 stops at the first), so one
 # run shows every failure; the end prints one table: each stage, its wall time and its result. After
@@ -131,6 +132,9 @@ stage_coverage() {
 stage_cuda() {
   cmake --preset cuda >/dev/null
   cmake --build build/cuda -j"$jobs"
+  # the musa preset as far as it goes without the SDK: every source with -DTWINRUN_MUSA against
+  # CUDA-backed stub headers (docs/musa.md)
+  engine/cuda/tools/musa_mapping_check.sh
 }
 
 stage_flash_emu() {
@@ -149,7 +153,7 @@ if skipped coverage; then skip_stage "coverage (gcovr)" TWINRUN_SKIP
 else run_stage "coverage (gcovr)" stage_coverage; fi
 if skipped cuda; then skip_stage "cuda preset: compile" TWINRUN_SKIP
 elif command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
-  run_stage "cuda preset: compile (runs on the GPU machine)" stage_cuda
+  run_stage "cuda preset: compile (runs on the GPU machine); musa paths" stage_cuda
 else skip_stage "cuda preset: compile" "no nvcc on this machine"; fi
 if skipped cuda; then skip_stage "flash attention on the CPU (emulated warps)" TWINRUN_SKIP
 else run_stage "flash attention on the CPU (emulated warps)" stage_flash_emu; fi
