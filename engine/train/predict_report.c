@@ -89,11 +89,11 @@ void tr_predict_print(FILE *out, const tr_predict *p) {
     int at;
     const size_t worst = tr_predict_max_peak(p, &at);
     if (!p->capacity)
-        fprintf(out, "[predict] no capacity to compare with: the largest peak is stage %d's %.2f GiB\n", at,
-                gib(worst));
+        fprintf(out, "[predict] no capacity to compare with: the largest peak is stage %d's %.2f %s\n", at,
+                (double)worst / u, uname);
     else if (worst <= p->capacity)
-        fprintf(out, "[predict] fits: the largest peak, stage %d's %.2f GiB, is %.1f%% of %.2f GiB (%.2f GiB free)\n",
-                at, gib(worst), 100.0 * (double)worst / (double)p->capacity, gib(p->capacity),
+        fprintf(out, "[predict] fits: the largest peak, stage %d's %.2f %s, is %.1f%% of %.2f GiB (%.2f GiB free)\n",
+                at, (double)worst / u, uname, 100.0 * (double)worst / (double)p->capacity, gib(p->capacity),
                 gib(p->capacity - worst));
     else
         fprintf(out,

@@ -554,8 +554,9 @@ int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *
                   char *err, size_t errlen) {
     double *losses = sum->iteration_loss;
     uint64_t *digests = sum->weight_digest;
+    tr_predict *keep = sum->predict;
     memset(sum, 0, sizeof *sum);
-    sum->iteration_loss = losses, sum->weight_digest = digests;
+    sum->iteration_loss = losses, sum->weight_digest = digests, sum->predict = keep;
     sum->straggler_rank = -1;
     sum->straggler_time = -1;
     sum->diag.rank = -1;
@@ -576,15 +577,15 @@ int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *
         tr_data_close(jb.data);
         return 0;
     }
-    tr_predict predict;
+    tr_predict own, *predict = keep ? keep : &own; /* the caller's, or this call's */
     if (cfg->predict) {
-        if (tr_predict_init(&predict, cfg->pipeline_model_parallel_size, world)) {
+        if (tr_predict_init(predict, cfg->pipeline_model_parallel_size, world)) {
             if (jb.ckpt) ckpt_reader_close(jb.ckpt);
             tr_data_close(jb.data);
             return tr_errf(err, errlen, "out of host memory for the predict report"), TR_EXIT_FATAL;
         }
-        jb.predict = &predict;
-        predict.tokens_per_step = (double)cfg->global_batch_size * cfg->seq_length;
+        jb.predict = predict;
+        predict->tokens_per_step = (double)cfg->global_batch_size * cfg->seq_length;
     }
     tr_signal_guard sig;
     tr_signal_guard_begin(&sig, cfg->exit_signal_handler);
@@ -593,10 +594,10 @@ int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *
     tr_signal_guard_end(&sig);
     if (jb.predict) {
         if (rc == 0) {
-            tr_predict_print(log, &predict);
-            if (cfg->predict_json[0] && tr_predict_write_json(cfg->predict_json, &predict, err, errlen)) rc = -2;
+            tr_predict_print(log, predict);
+            if (cfg->predict_json[0] && tr_predict_write_json(cfg->predict_json, predict, err, errlen)) rc = -1;
         }
-        tr_predict_free(&predict);
+        if (!keep) tr_predict_free(predict);
     }
     if (jb.ckpt) ckpt_reader_close(jb.ckpt);
     tr_data_close(jb.data);
