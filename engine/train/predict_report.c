@@ -31,7 +31,8 @@ void tr_predict_add_rank(tr_predict *p, int stage, int rank, const dev_device *d
     if (t->step > p->step_time || p->step_rank < 0) p->step_time = t->step, p->step_rank = rank;
     tr_predict_stage *s = &p->stage[stage];
     const size_t peak = dev_mem_peak(d);
-    if (s->seen && peak <= s->peak) return; /* ties keep the lowest rank: ranks report in order in the twin */
+    /* ties keep the lowest rank, whatever order the ranks end in */
+    if (s->seen && (peak < s->peak || (peak == s->peak && rank > s->rank))) return;
     s->seen = true;
     s->rank = rank;
     s->peak = peak;
