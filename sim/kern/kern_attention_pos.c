@@ -41,6 +41,12 @@ static double visible_pairs(const int32_t *q_pos, const int32_t *k_pos, int Tq, 
     return pairs;
 }
 
+/* visible_pairs without reading the positions (predict mode, where they are device memory): causal
+ * attention over the whole sequence (Tq = Tk, positions 0..T-1) sees T(T+1)/2 pairs, and a context-
+ * parallel rank's two chunks (llama_cp_position: chunks r and 2CP-1-r of Tq/2 queries each, keys of the
+ * whole sequence) see Tq(Tk+1)/2 as well, exactly. */
+static double causal_pairs(int Tq, int Tk) { return (double)Tq * ((double)Tk + 1.0) / 2.0; }
+
 /* Widen the [T, D] slice of head `head` (of H) in batch b of x [B, T, H, D] into dst [T, D]. */
 static void load_head(double *dst, tr_buf x, int b, int head, int T, int H, int D) {
     for (int t = 0; t < T; t++)
@@ -83,9 +89,11 @@ void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q,
                                 const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
                                 int D) {
     kern_attention_forward_pos_check(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
-    check_positions(q_pos, k_pos, Tq, Tk, "attention forward");
-    kern_cost(s, 4.0 * B * NH * visible_pairs(q_pos, k_pos, Tq, Tk) * D,
+    const bool shape = kern_shape_only(s); /* positions are device memory: not readable then */
+    if (!shape) check_positions(q_pos, k_pos, Tq, Tk, "attention forward");
+    kern_cost(s, 4.0 * B * NH * (shape ? causal_pairs(Tq, Tk) : visible_pairs(q_pos, k_pos, Tq, Tk)) * D,
               ((double)B * (2.0 * NH * Tq + 2.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
+    if (shape) return;
     const int heads_per_group = NH / KV;
     const double scale = 1.0 / sqrt((double)D);
     const size_t QD = (size_t)Tq * (size_t)D, KD = (size_t)Tk * (size_t)D;
@@ -134,9 +142,13 @@ void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv,
                                  int B, int Tq, int Tk, int NH, int KV, int D) {
     /* out is not read: see the header comment, sum p*dp is formed exactly instead */
     kern_attention_backward_pos_check(s, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
-    check_positions(q_pos, k_pos, Tq, Tk, "attention backward");
-    kern_cost(s, 10.0 * B * NH * visible_pairs(q_pos, k_pos, Tq, Tk) * D, /* recompute + four products */
+    const bool shape = kern_shape_only(s);
+    if (!shape) check_positions(q_pos, k_pos, Tq, Tk, "attention backward");
+    kern_cost(s,
+              10.0 * B * NH * (shape ? causal_pairs(Tq, Tk) : visible_pairs(q_pos, k_pos, Tq, Tk)) *
+                  D, /* recompute + four products */
               ((double)B * (4.0 * NH * Tq + 4.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
+    if (shape) return;
     const int heads_per_group = NH / KV;
     const double scale = 1.0 / sqrt((double)D);
     const size_t QD = (size_t)Tq * (size_t)D, KD = (size_t)Tk * (size_t)D;

@@ -11,6 +11,7 @@
 #ifndef TWINRUN_SIM_KERN_KERN_CPU_H
 #define TWINRUN_SIM_KERN_KERN_CPU_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,10 @@ static inline void kern_cost(dev_stream *s, double flops, double bytes, tr_dtype
     /* negative sizes: the kernel's argument check (kern_X_check), just after, names the bad argument */
     if (s && flops >= 0 && bytes >= 0) twin_cost_kernel(s, flops, bytes, dt);
 }
+
+/* Predict mode: after its cost and its argument check a kernel returns here, before it reads or
+ * writes device memory (which is only addresses then) or takes host scratch. */
+static inline bool kern_shape_only(dev_stream *s) { return s && twin_stream_shape_only(s); }
 
 static inline float ld(tr_buf b, size_t i) {
     switch (b.dt) {

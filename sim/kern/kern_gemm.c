@@ -145,6 +145,7 @@ void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k,
                   (double)m * n * tr_dtype_size(c.dt) * (beta != 0.0f ? 2.0 : 1.0),
               a.dt);
     kern_gemm_check(s, c, a, b, m, n, k, ta, tb, alpha, beta);
+    if (kern_shape_only(s)) return;
     const size_t M = (size_t)m, N = (size_t)n, K = (size_t)k; /* all > 0: kern_gemm_check */
 
     /* The micro-kernel for this CPU; both give the same bits (see the top of the file). */

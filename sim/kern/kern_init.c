@@ -8,6 +8,7 @@
 
 void kern_init_param(dev_stream *s, const kern_init_desc *d, float *out, size_t n) {
     kern_init_param_check(s, d, out, n);
+    if (kern_shape_only(s)) return;
     for (size_t i = 0; i < n; i++)
         out[i] = d->normal ? (float)tr_init_normal_double(
                                  d->key,
