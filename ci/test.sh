@@ -4,7 +4,7 @@
 #      include-guard style (ci/check_boundaries.py); clang-format on the formatted folders
 #   1. twin build with gcc, all ctest tests (unit, reference, ...)
 #   2. twin build with clang (-Wall -Wextra -Werror there too); its training bits equal gcc's
-#      (tests labelled `heavy` — the 1024-rank rehearsal, fault campaigns — run in stage 1 only)
+#      (tests labelled `heavy` — the 1024-rank rehearsal, fault campaigns — or `slow` run in stage 1 only)
 #   3. valgrind memcheck over every test program
 #   4. libFuzzer targets (clang, ASan/UBSan), each run briefly over its seed corpus
 #   5. coverage build, tests again, gcovr summary (the layout sweep runs in its short form there:
@@ -88,7 +88,9 @@ stage_gcc() {
 stage_clang() {
   cmake --preset twin-clang >/dev/null
   cmake --build build/twin-clang -j"$jobs"
-  ctest_stage build/twin-clang -LE heavy
+  # less `heavy` and `slow` (tests/CMakeLists.txt): sweeps of the same code at more layouts and ranks,
+  # whose gcc runs are the check; this stage checks the compiler (warnings, and the same bits below)
+  ctest_stage build/twin-clang -LE 'heavy|slow'
   # Determinism across compilers: the cli_deterministic run gives the same bits with gcc and clang.
   cmp build/twin/tests/det_a.jsonl build/twin-clang/tests/det_a.jsonl
   echo "gcc and clang twins wrote byte-identical training metrics"
