@@ -148,10 +148,13 @@ void tr_flight_set_at(dev_device *d, uint64_t id, flight_state st, double t) {
     pthread_mutex_lock(&f->mu);
     flight_record *r = flight_ring_get(&f->ring, id);
     if (r) { /* else overwritten by newer records */
+        /* times never go back (the dump format's rule, which blame checks): an event's time mapped onto
+         * the host clock (coll_watchdog.c) may land a few microseconds before the enqueue's host time */
+        if (st == FLIGHT_STARTED || st == FLIGHT_COMPLETED) t = t > r->t_sched ? t : r->t_sched;
         if (st == FLIGHT_STARTED) r->t_start = t;
         if (st == FLIGHT_COMPLETED) {
             if (r->t_start < 0) r->t_start = t;
-            r->t_end = t;
+            r->t_end = t > r->t_start ? t : r->t_start;
         }
         r->state = st;
     }

@@ -421,7 +421,10 @@ static coll_status run_async(coll_comm *c, dev_stream *s, const nccl_call *a, co
         tr_flight_set(c->dev, rec, FLIGHT_ABORTED);
         return c->dead;
     }
-    tr_cu_work *k = tr_wd_begin(c, s, rec, op, hang);
+    const uint64_t fseq = a->op == FLIGHT_SEND   ? c->p2p_send[a->peer] - 1
+                          : a->op == FLIGHT_RECV ? c->p2p_recv[a->peer] - 1
+                                                 : c->cseq - 1; /* the record's, as blame names it */
+    tr_cu_work *k = tr_wd_begin(c, s, rec, fseq, op, hang);
     ncclResult_t r = issue(a, c->comm, c->cs);
     const bool grouped = coll_group.depth > 0;
     if (grouped) {

@@ -46,7 +46,7 @@ struct tr_cu_work {
     coll_comm *c;
     uint64_t rec; /* flight record */
     const char *op;
-    unsigned long long seq; /* the communicator's NCCL call number, for messages */
+    unsigned long long seq; /* the flight record's sequence number, for messages */
     cudaEvent_t start, end;
     anchor *a;
     double t_enq, deadline;
@@ -98,8 +98,8 @@ static bool on_timeout_return(void) {
 /* ---- anchors ------------------------------------------------------------------------------------ */
 
 /* Records an anchor on the watchdog's stream and waits (spinning, at most 0.1 s) for it to pass; NULL if
- * it did not pass within ANCHOR_WINDOW_S (a busy front end: try again later) or on an error. No lock. */
-static anchor *anchor_take(tr_cu_watchdog *w) {
+ * it did not pass within `window` seconds (a busy front end: try again later) or on an error. No lock. */
+static anchor *anchor_take(tr_cu_watchdog *w, double window) {
     anchor *a = calloc(1, sizeof *a);
     if (!a) return NULL;
     if (cudaEventCreate(&a->ev) != cudaSuccess) {
@@ -111,7 +111,7 @@ static anchor *anchor_take(tr_cu_watchdog *w) {
     double t1 = t0;
     while (q == cudaSuccess && (q = cudaEventQuery(a->ev)) == cudaErrorNotReady && (t1 = now(w)) - t0 < 0.1) {}
     t1 = now(w);
-    if (q != cudaSuccess || t1 - t0 > ANCHOR_WINDOW_S) {
+    if (q != cudaSuccess || t1 - t0 > window) {
         (void)cudaEventDestroy(a->ev); /* a pending record is fine to destroy: CUDA frees it when done */
         free(a);
         return NULL;
@@ -236,7 +236,7 @@ void tr_wd_group_open(tr_cu_watchdog *w, bool open) { w->group_open += open ? 1 
 
 /* ---- one collective ----------------------------------------------------------------------------- */
 
-tr_cu_work *tr_wd_begin(coll_comm *c, dev_stream *s, uint64_t rec, const char *op, bool hang) {
+tr_cu_work *tr_wd_begin(coll_comm *c, dev_stream *s, uint64_t rec, uint64_t seq, const char *op, bool hang) {
     tr_cu_watchdog *w = c->wd;
     /* retire what already finished, oldest first, so the table and the event pool stay small between
      * the watchdog's polls (one cudaEventQuery when the GPU is behind, the usual case) */
@@ -260,7 +260,7 @@ tr_cu_work *tr_wd_begin(coll_comm *c, dev_stream *s, uint64_t rec, const char *o
     k->c = c;
     k->rec = rec;
     k->op = op;
-    k->seq = c->seq + 1;
+    k->seq = seq;
     k->start = event_get(w);
     k->end = event_get(w);
     k->a = w->cur;
@@ -367,8 +367,8 @@ void tr_wd_fire(tr_cu_watchdog *w, const char *what, coll_comm *c, coll_status w
 
 static void describe_timeout(const tr_cu_work *k, double t, char *out, size_t n) {
     const coll_comm *c = k->c;
-    snprintf(out, n, "%s #%llu on '%s' (rank %d of %d) did not complete within %.0f s (enqueued %.1f s ago, %s)", k->op,
-             k->seq, c->name, c->rank, c->size, c->timeout_s, t - k->t_enq,
+    snprintf(out, n, "%s seq %llu on '%s' (rank %d of %d) did not complete within %.0f s (enqueued %.1f s ago, %s)",
+             k->op, k->seq, c->name, c->rank, c->size, c->timeout_s, t - k->t_enq,
              k->started ? "started on the GPU: waiting for its peers"
                         : "not started: the GPU work before it on its stream has not finished");
 }
@@ -390,13 +390,14 @@ static void *watchdog_main(void *arg) {
         if (atomic_load(&w->stop)) break;
         if (w->fired || w->broken) continue; /* nothing more to do until stopped */
         double t = now(w);
-        if (t >= w->anchor_due) {
+        if (t >= w->anchor_due) { /* without an anchor yet, a wider window is better than none */
             w->anchor_due = t + ANCHOR_EVERY_S;
+            const double window = w->cur ? ANCHOR_WINDOW_S : 10 * ANCHOR_WINDOW_S;
             pthread_mutex_unlock(&w->mu);
-            anchor *a = anchor_take(w);
+            anchor *a = anchor_take(w, window);
             pthread_mutex_lock(&w->mu);
             if (a) anchor_install(w, a);
-            else w->anchor_due = t + 1.0; /* busy: soon again */
+            else w->anchor_due = t + (w->cur ? 1.0 : 0.0); /* busy: again soon, or at the next poll */
             if (atomic_load(&w->stop)) break;
         }
         const cudaError_t e = poll_all(w, NULL);
@@ -533,15 +534,18 @@ static tr_cu_watchdog *watchdog_start(dev_device *d) {
     pthread_condattr_destroy(&ca);
     pthread_cond_init(&w->resume, NULL);
     CU_CHECK(cudaStreamCreateWithFlags(&w->st, cudaStreamNonBlocking));
-    anchor *a = anchor_take(w); /* the first works' anchor (else: discovery times until one is taken) */
+    /* the first works' anchor (else: discovery times until the thread takes one) */
+    anchor *a = NULL;
+    for (int i = 0; i < 20 && !a; i++) a = anchor_take(w, ANCHOR_WINDOW_S);
+    if (!a) a = anchor_take(w, 0.1);
     if (a) anchor_install(w, a);
-    w->anchor_due = now(w) + (a ? ANCHOR_EVERY_S : 1.0);
+    w->anchor_due = now(w) + (a ? ANCHOR_EVERY_S : 0.0);
     d->wd = w;
     d->wd_quiesce = wd_quiesce;
     d->wd_close = wd_close;
+    w->thread_up = true; /* before the thread runs: it reads the fields around it */
     const int e = pthread_create(&w->thread, NULL, watchdog_main, w);
     if (e != 0) tr_fatal("cannot start the collectives' watchdog thread: %s", strerror(e));
-    w->thread_up = true;
     atomic_store(&running, w);
     if (!atomic_flag_test_and_set(&atexit_set)) atexit(stop_at_exit);
     return w;

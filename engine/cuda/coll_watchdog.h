@@ -52,9 +52,9 @@ void tr_wd_lock_any(tr_cu_watchdog *w);
 void tr_wd_unlock_any(tr_cu_watchdog *w);
 
 /* Under the lock, before the NCCL call: orders c's stream after s, records the start event, adds the
- * work (flight record `rec`, op for messages) to the in-flight table and, if `hang`, enqueues the
- * injected GPU hang (coll_hang.cu) after the start event. */
-tr_cu_work *tr_wd_begin(coll_comm *c, dev_stream *s, uint64_t rec, const char *op, bool hang);
+ * work (flight record `rec`; its sequence number and op for messages) to the in-flight table and, if
+ * `hang`, enqueues the injected GPU hang (coll_hang.cu) after the start event. */
+tr_cu_work *tr_wd_begin(coll_comm *c, dev_stream *s, uint64_t rec, uint64_t seq, const char *op, bool hang);
 /* Under the lock, once NCCL has enqueued the call (after ncclGroupEnd in a group) — or failed to: records
  * the end event on c's stream and makes s wait for it. Every work that tr_wd_begin returned must come
  * here exactly once (the table frees it afterwards, never before). */

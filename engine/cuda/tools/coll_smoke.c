@@ -170,7 +170,9 @@ int main(int argc, char **argv) {
     }
 
     { /* copy in, collective, copy out, one host wait at the end: the events order all three */
-        const size_t M = (size_t)16 << 20; /* 64 MB: the copy in takes milliseconds, long enough to race */
+        /* 64 MB: the copy in takes milliseconds, long enough to race (COLL_SMOKE_BIG_MB: fakegpu under TSan) */
+        const char *mb = getenv("COLL_SMOKE_BIG_MB");
+        const size_t M = (size_t)(mb ? atoi(mb) : 64) << 18;
         float *hb = malloc(M * sizeof *hb), *gbig = malloc(M * sizeof *gbig);
         float *bx = dev_alloc(d, M * sizeof(float), "smoke big x"),
               *by = dev_alloc(d, M * sizeof(float), "smoke big y");
