@@ -74,6 +74,10 @@
 #define cudaEventRecord musaEventRecord
 #define cudaEventCreate musaEventCreate
 #define cudaEventSynchronize musaEventSynchronize
+#define cudaEventQuery musaEventQuery
+#define cudaHostAlloc musaHostAlloc
+#define cudaHostAllocMapped musaHostAllocMapped
+#define cudaHostGetDevicePointer musaHostGetDevicePointer
 #define cudaEventElapsedTime musaEventElapsedTime
 #define cudaFuncSetAttribute musaFuncSetAttribute
 #define cudaFuncAttributeMaxDynamicSharedMemorySize musaFuncAttributeMaxDynamicSharedMemorySize
