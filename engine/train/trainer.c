@@ -588,6 +588,7 @@ int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *
         }
         jb.predict = predict;
         predict->tokens_per_step = (double)cfg->global_batch_size * cfg->seq_length;
+        predict->micro_batch = cfg->micro_batch_size;
     }
     tr_signal_guard sig;
     tr_signal_guard_begin(&sig, cfg->exit_signal_handler);
