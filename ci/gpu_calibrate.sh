@@ -6,11 +6,14 @@
 # median of the iterations after the first 2; the peaks: the engine's accounted one from its [memory]
 # line, and the device's from nvidia-smi sampled every 20 ms, minus what was in use before), once with
 # TWINRUN_GPU_PROFILE=1 (the kernel table per steady iteration, the first left out as warm-up).
-# ci/calib/collect_calibration.py then writes calibration.json. On the CPU machine afterwards:
+# ci/calib/collect_calibration.py then writes calibration.json. On the CPU machine afterwards, with the
+# tarball's calib/ folder as DIR (docs/prediction.md#calibration):
 #   ci/fit_cost_model.py DIR --c-out sim/cost/calibration_h200.c --md-out fit.md   (refit the kernels)
 #   ci/predict_vs_measured.py DIR                                               (the issue's targets)
-# Everything lands in OUTDIR (default $OUT, else /tmp/twinrun-calib) as it goes, and is packed into
-# OUTDIR/gpu_calibrate.tar.gz at the end (calibration.json and summary.txt also beside it).
+# The runs' files gather in a scratch folder (TWINRUN_CALIB_WORK, default a fresh one under /tmp) and are
+# packed into OUTDIR/gpu_calibrate.tar.gz (default OUTDIR $OUT, else /tmp/twinrun-calib) after every
+# config, so a call cut short still returns what it measured; calibration.json and summary.txt land
+# beside it at the end: three files, under the device call's limit of 8.
 #
 # Usage: ci/gpu_calibrate.sh [OUTDIR]
 # Environment: DEBS (carried .deb files, default .debs; ci/gpu_env.sh), TWINRUN_GPU_BUILD (build dir),
@@ -23,9 +26,11 @@ export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
 [ "${1:-}" = -h ] || [ "${1:-}" = --help ] && { sed -n '2,21p' "$0"; exit 0; }
 OUTDIR=${1:-${OUT:-/tmp/twinrun-calib}}
-D=$OUTDIR/calib
-mkdir -p "$D"
+WORK=${TWINRUN_CALIB_WORK:-$(mktemp -d /tmp/twinrun-calib-work.XXXXXX)}
+D=$WORK/calib
+mkdir -p "$D" "$OUTDIR"
 log() { echo "== $(date +%T) $*"; }
+pack() { tar -C "$WORK" -czf "$OUTDIR/gpu_calibrate.tar.gz" calib; }
 commit=$(cat .gpu_commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
 gpu=${gpu:-"no GPU (dry run)"}
@@ -44,8 +49,8 @@ if [ -z "$BIN" ]; then
         -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release "${CMAKE_EXTRA[@]}" &&
         cmake --build "$B" -j"$(nproc)" --target train_llama3; } >"$D/build.log" 2>&1; then
         grep -E "error|Error" "$D/build.log" | head -30
-        echo "gpu_calibrate.sh: the build failed (see $D/build.log)"
-        tar -C "$OUTDIR" -czf "$OUTDIR/gpu_calibrate.tar.gz" calib
+        echo "gpu_calibrate.sh: the build failed (see calib/build.log in the tarball)"
+        pack
         exit 1
     fi
     BIN=$B/bin/train_llama3
@@ -125,10 +130,11 @@ for c in "${CONFIGS[@]}"; do
         --data-cache-path /tmp/twinrun-calib-cache >"$D/$name.profile.log" 2>&1 || rc=$?
     [ $rc -ne 0 ] && { echo "  profiled run exit $rc"; tail -3 "$D/$name.profile.log" | sed 's/^/    /'; }
     [ -f "$D/profile_$name.txt" ] && head -4 "$D/profile_$name.txt" | sed 's/^/  /'
+    pack
 done
 
 log "calibration.json"
 python3 ci/calib/collect_calibration.py "$D" --commit "$commit" --gpu "$gpu" | tee "$D/summary.txt"
 cp "$D/calibration.json" "$D/summary.txt" "$OUTDIR/" 2>/dev/null || true
-tar -C "$OUTDIR" -czf "$OUTDIR/gpu_calibrate.tar.gz" calib
-log "done: $OUTDIR/gpu_calibrate.tar.gz"
+pack
+log "done: $OUTDIR/gpu_calibrate.tar.gz (calib/ of $WORK)"
