@@ -11,14 +11,17 @@
 
 #define GIB 1073741824.0
 
-/* The table's memory unit: GiB, or MiB for a CPU-sized rehearsal's devices (capacity_scale). */
+/* The table's memory unit: GiB, or MiB for a CPU-sized rehearsal (a scaled-down device, or peaks all
+ * under 1 GiB, which would read 0.00). */
 typedef struct unit {
     double bytes;
     const char *name;
 } unit;
 
 static unit unit_of(const sc_plan_result *r) {
-    return r->capacity < 4 * GIB ? (unit){1048576.0, "MiB"} : (unit){GIB, "GiB"};
+    size_t worst = 0;
+    for (int i = 0; i < r->ncand; i++) worst = r->cand[i].peak > worst ? r->cand[i].peak : worst;
+    return r->capacity < 4 * GIB || worst < GIB ? (unit){1048576.0, "MiB"} : (unit){GIB, "GiB"};
 }
 
 static const char *setting(sc_plan_recompute rc) {
