@@ -399,6 +399,8 @@ extern "C" void dev_wait_split(dev_device *d, double *wait, double *comm) {
     *wait = *comm = 0.0; /* no per-call timing in the real build (dev.h) */
 }
 
+extern "C" void dev_step_mark(dev_device *d, int64_t iteration) { tr_prof_step(d, (long long)iteration); }
+
 extern "C" void dev_sleep(dev_device *d, double seconds) {
     (void)d;
     if (!(seconds > 0)) return;

@@ -59,6 +59,9 @@
 #define cudaDeviceGetDefaultMemPool musaDeviceGetDefaultMemPool
 #define cudaMemPoolSetAttribute musaMemPoolSetAttribute
 #define cudaMemPoolAttrReleaseThreshold musaMemPoolAttrReleaseThreshold
+#define cudaMemPoolGetAttribute musaMemPoolGetAttribute
+#define cudaMemPoolAttrUsedMemHigh musaMemPoolAttrUsedMemHigh
+#define cudaMemPoolAttrReservedMemHigh musaMemPoolAttrReservedMemHigh
 #define cudaFreeAsync musaFreeAsync
 #define cudaStream_t musaStream_t
 #define cudaStreamCreateWithFlags musaStreamCreateWithFlags

@@ -91,7 +91,8 @@ void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q,
     kern_attention_forward_pos_check(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
     const bool shape = kern_shape_only(s); /* positions are device memory: not readable then */
     if (!shape) check_positions(q_pos, k_pos, Tq, Tk, "attention forward");
-    kern_cost(s, 4.0 * B * NH * (shape ? causal_pairs(Tq, Tk) : visible_pairs(q_pos, k_pos, Tq, Tk)) * D,
+    kern_cost(s, TWIN_K_ATTENTION_FWD,
+              4.0 * B * NH * (shape ? causal_pairs(Tq, Tk) : visible_pairs(q_pos, k_pos, Tq, Tk)) * D,
               ((double)B * (2.0 * NH * Tq + 2.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
     if (shape) return;
     const int heads_per_group = NH / KV;
@@ -144,7 +145,7 @@ void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv,
     kern_attention_backward_pos_check(s, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
     const bool shape = kern_shape_only(s);
     if (!shape) check_positions(q_pos, k_pos, Tq, Tk, "attention backward");
-    kern_cost(s,
+    kern_cost(s, TWIN_K_ATTENTION_BWD,
               10.0 * B * NH * (shape ? causal_pairs(Tq, Tk) : visible_pairs(q_pos, k_pos, Tq, Tk)) *
                   D, /* recompute + four products */
               ((double)B * (4.0 * NH * Tq + 4.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);

@@ -27,7 +27,7 @@ static double row_lse(tr_buf logits, size_t row, size_t V) {
 }
 
 void kern_cross_entropy_forward(dev_stream *s, float *losses, tr_buf logits, const int32_t *targets, int N, int V) {
-    kern_cost(s, 4.0 * N * (double)V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
+    kern_cost(s, TWIN_K_XENT_FWD, 4.0 * N * (double)V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
     kern_cross_entropy_forward_check(s, losses, logits, targets, N, V);
     if (kern_shape_only(s)) return;
     for (int n = 0; n < N; n++) check_target(targets, n, V); /* all before any work, as in the backward */
@@ -39,7 +39,7 @@ void kern_cross_entropy_forward(dev_stream *s, float *losses, tr_buf logits, con
 
 void kern_cross_entropy_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const int32_t *targets,
                                  const float *dloss, int N, int V) {
-    kern_cost(s, 6.0 * N * (double)V, 2.0 * N * V * tr_dtype_size(logits.dt), TR_F32);
+    kern_cost(s, TWIN_K_XENT_BWD, 6.0 * N * (double)V, 2.0 * N * V * tr_dtype_size(logits.dt), TR_F32);
     kern_cross_entropy_backward_check(s, dlogits, logits, targets, dloss, N, V);
     if (kern_shape_only(s)) return;
     for (int n = 0; n < N; n++) check_target(targets, n, V);

@@ -33,7 +33,7 @@ static void check_tokens(const int32_t *tokens, int N, const char *who) {
 
 void kern_embedding_forward_slice(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int vocab_start, int N,
                                   int C, int V) {
-    kern_cost(s, 0.0, 2.0 * N * C * tr_dtype_size(out.dt), TR_F32);
+    kern_cost(s, TWIN_K_EMBEDDING_FWD, 0.0, 2.0 * N * C * tr_dtype_size(out.dt), TR_F32);
     kern_embedding_forward_slice_check(s, out, tokens, wte, vocab_start, N, C, V);
     if (kern_shape_only(s)) return;
     check_tokens(tokens, N, "embedding forward");
@@ -62,7 +62,7 @@ static int token_row_cmp(const void *pa, const void *pb) {
 
 void kern_embedding_backward_slice(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int vocab_start,
                                    int N, int C, int V) {
-    kern_cost(s, (double)N * C, 3.0 * N * C * tr_dtype_size(dwte.dt), TR_F32);
+    kern_cost(s, TWIN_K_EMBEDDING_BWD, (double)N * C, 3.0 * N * C * tr_dtype_size(dwte.dt), TR_F32);
     kern_embedding_backward_slice_check(s, dwte, dout, tokens, vocab_start, N, C, V);
     if (kern_shape_only(s)) return;
     check_tokens(tokens, N, "embedding backward");

@@ -140,10 +140,9 @@ __attribute__((target("avx2"))) static void gemm_micro_8(double *acc, size_t ldc
 
 void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb, float alpha,
                float beta) {
-    kern_cost(s, 2.0 * m * n * (double)k,
-              (double)m * k * tr_dtype_size(a.dt) + (double)k * n * tr_dtype_size(b.dt) +
-                  (double)m * n * tr_dtype_size(c.dt) * (beta != 0.0f ? 2.0 : 1.0),
-              a.dt);
+    kern_cost_gemm(s, c, a, b, m, n, k, ta, tb, beta, 2.0 * m * n * (double)k,
+                   (double)m * k * tr_dtype_size(a.dt) + (double)k * n * tr_dtype_size(b.dt) +
+                       (double)m * n * tr_dtype_size(c.dt) * (beta != 0.0f ? 2.0 : 1.0));
     kern_gemm_check(s, c, a, b, m, n, k, ta, tb, alpha, beta);
     if (kern_shape_only(s)) return;
     const size_t M = (size_t)m, N = (size_t)n, K = (size_t)k; /* all > 0: kern_gemm_check */

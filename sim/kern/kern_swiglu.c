@@ -7,7 +7,7 @@
 static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 void kern_swiglu_forward(dev_stream *s, tr_buf out, tr_buf h, int N, int F) {
-    kern_cost(s, 6.0 * N * (double)F, 3.0 * N * F * tr_dtype_size(h.dt), TR_F32);
+    kern_cost(s, TWIN_K_SWIGLU_FWD, 6.0 * N * (double)F, 3.0 * N * F * tr_dtype_size(h.dt), TR_F32);
     kern_swiglu_forward_check(s, out, h, N, F);
     if (kern_shape_only(s)) return;
     const size_t Fz = (size_t)F;
@@ -19,7 +19,7 @@ void kern_swiglu_forward(dev_stream *s, tr_buf out, tr_buf h, int N, int F) {
 }
 
 void kern_swiglu_backward(dev_stream *s, tr_buf dh, tr_buf dout, tr_buf h, int N, int F) {
-    kern_cost(s, 12.0 * N * (double)F, 5.0 * N * F * tr_dtype_size(h.dt), TR_F32);
+    kern_cost(s, TWIN_K_SWIGLU_BWD, 12.0 * N * (double)F, 5.0 * N * F * tr_dtype_size(h.dt), TR_F32);
     kern_swiglu_backward_check(s, dh, dout, h, N, F);
     if (kern_shape_only(s)) return;
     const size_t Fz = (size_t)F;
