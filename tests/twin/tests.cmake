@@ -13,7 +13,7 @@ twinrun_expect(NAME calib_fit_fixture EXIT 0 OUTPUT "test_fit_cost_model: ok" LA
 # The H200 table built into the twin is the fit of the committed measurements (the twin replays their
 # flags in predict mode for its ledgers).
 add_test(NAME calib_fit_committed COMMAND sh -c
-  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} ci/fit_cost_model.py docs/results/calibration/h200-2026-12-02 --bin $<TARGET_FILE:train_llama3> --check sim/cost/calibration_h200.c --md-out ${CMAKE_CURRENT_BINARY_DIR}/calib_fit.md")
+  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} ci/fit_cost_model.py docs/results/calibration/h200-2026-12-02b --bin $<TARGET_FILE:train_llama3> --check sim/cost/calibration_h200.c --md-out ${CMAKE_CURRENT_BINARY_DIR}/calib_fit.md")
 set_tests_properties(calib_fit_committed PROPERTIES LABELS twin PASS_REGULAR_EXPRESSION "matches the fit of")
 # ci/gpu_calibrate.sh's dry run on the twin (a tiny model), end to end through predict_vs_measured.py: the
 # twin's own runs are what its predict mode predicts (step time and peak), so every target holds.
