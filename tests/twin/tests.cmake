@@ -21,4 +21,4 @@ set_tests_properties(calib_fit_committed PROPERTIES LABELS twin PASS_REGULAR_EXP
 add_test(NAME calib_dry_run COMMAND sh -c
   "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/calib_dry && rm -rf $D && TWINRUN_TWIN_DEVICE=H200 TWINRUN_CALIB_TINY=1 TWINRUN_CALIB_BIN=$<TARGET_FILE:train_llama3> TWINRUN_CALIB_WORK=$D/work ci/gpu_calibrate.sh $D/out && ls $D/out && mkdir $D/back && tar -xzf $D/out/gpu_calibrate.tar.gz -C $D/back && ${Python3_EXECUTABLE} ci/predict_vs_measured.py $D/back/calib --strict --bin $<TARGET_FILE:train_llama3>")
 set_tests_properties(calib_dry_run PROPERTIES LABELS twin
-  PASS_REGULAR_EXPRESSION "calibration.json\ngpu_calibrate.tar.gz\nsummary.txt\n.*tiny_seq64_mb2_full \\| 0\\.9 \\| 0\\.9 \\| \\+0\\.0%.*targets missed: none")
+  PASS_REGULAR_EXPRESSION "calibration.json\ngpu_calibrate.tar.gz\nsummary.txt\n.*tiny_seq64_mb2_full \\| [0-9.]+ \\| [0-9.]+ \\| [+-]0\\.0%.*targets missed: none")
