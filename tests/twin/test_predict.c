@@ -173,8 +173,8 @@ static void test_predict_json(void **state) {
     text[n] = 0;
     cJSON *root = cJSON_Parse(text);
     assert_non_null(root);
-    static const char *const top[] = {"device", "capacity_bytes", "runtime_bytes", "step_time_s",
-                                      "tokens_per_s", "mfu", "stages"};
+    static const char *const top[] = {"device", "capacity_bytes", "runtime_bytes", "step_time_s", "tokens_per_s",
+                                      "mfu",    "stages"};
     assert_int_equal(cJSON_GetArraySize(root), 7);
     for (size_t i = 0; i < 7; i++)
         if (!cJSON_GetObjectItemCaseSensitive(root, top[i])) fail_msg("no \"%s\" in %s", top[i], text);
