@@ -96,7 +96,7 @@ void coll_exec(const coll_group *g, coll_instance *inst) {
     const size_t esz = tr_dtype_size(d->dt), count = d->count;
     coll_pending *const *m = inst->members;
     if (count == 0 || d->op == FLIGHT_BARRIER) return;
-    if (dev_shape_only(m[0]->comm->dev)) return; /* predict mode: the buffers are only addresses */
+    if (dev_shape_only(m[0]->comm->dev)) return;         /* predict mode: the buffers are only addresses */
     const void **srcs = calloc((size_t)n, sizeof *srcs); /* calloc: gcc -fprofile-update=atomic saw it unset */
     TR_CHECK(srcs != NULL, "out of host memory for collective scratch");
     for (int r = 0; r < n; r++) srcs[r] = m[r]->send;
