@@ -1,5 +1,6 @@
-/* The twin's device: host memory with a per-rank capacity and peak accounting, streams that run
- * work synchronously in issue order, and the owning rank's simulated clock.
+/* The twin's device: host memory with a per-rank capacity and peak accounting, streams whose work
+ * runs in issue order (at launch, or on the rank's queue with a worker pool: dev_queue.c), and the
+ * owning rank's simulated clock.
  *
  * A device belongs to the rank that opened it (inside twin_run, the running coroutine; outside,
  * the implicit rank 0). Each allocation carries a header with its size and list links, so
@@ -11,44 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/sched_internal.h"
+#include "dev_internal.h"
 #include "twinrun/dev.h"
 #include "twinrun/err.h"
-
-#define DEV_SIM_ALIGN 64
-
-struct dev_stream {
-    dev_device *dev;
-};
-
-struct dev_event {
-    dev_device *dev;
-    double time; /* simulated time at record */
-};
-
-typedef struct alloc_header alloc_header;
-
-struct dev_device {
-    int ordinal;
-    twin_rank *owner;
-    const twin_device_spec *spec; /* NULL for the implicit rank's plain twin-cpu device */
-    size_t capacity;              /* 0 = unlimited */
-    size_t used, peak;
-    struct dev_stream default_stream;
-    alloc_header *allocs; /* live allocations, newest first */
-    dev_device *next_owned, *prev_owned;
-    char last_error[256];
-};
-
-struct alloc_header {
-    size_t bytes;
-    uint64_t magic;
-    alloc_header *prev, *next;
-    char pad[DEV_SIM_ALIGN - sizeof(size_t) - sizeof(uint64_t) - 2 * sizeof(void *)];
-};
-_Static_assert(sizeof(alloc_header) == DEV_SIM_ALIGN, "allocation header keeps user memory 64-byte aligned");
-
-#define ALLOC_MAGIC 0x7477696e72756eULL /* "twinrun" */
 
 dev_device *dev_open(int ordinal, size_t capacity, char *err, size_t errlen) {
     if (ordinal < 0) {
@@ -133,6 +99,8 @@ void *dev_alloc(dev_device *d, size_t bytes, const char *what) {
     return h + 1;
 }
 
+static void free_job(void *args) { free(*(void **)args); }
+
 void dev_free(dev_device *d, void *p) {
     if (!p) return;
     alloc_header *h = (alloc_header *)p - 1;
@@ -142,7 +110,8 @@ void dev_free(dev_device *d, void *p) {
     else if (d->allocs == h) d->allocs = h->next;
     if (h->next) h->next->prev = h->prev;
     d->used -= h->bytes;
-    free(h);
+    /* the accounting is now; the memory goes back after the work queued before the free has run */
+    twin_rank_submit(d->owner, free_job, &h, sizeof h);
 }
 
 size_t dev_mem_used(const dev_device *d) { return d->used; }
@@ -162,7 +131,7 @@ void dev_stream_destroy(dev_stream *s) {
     if (s && s != &s->dev->default_stream) free(s);
 }
 
-void dev_stream_sync(dev_stream *s) { (void)s; }
+void dev_stream_sync(dev_stream *s) { twin_rank_drain(s->dev->owner); }
 dev_device *dev_stream_device(dev_stream *s) { return s->dev; }
 
 dev_event *dev_event_create(dev_device *d) {
@@ -175,23 +144,6 @@ dev_event *dev_event_create(dev_device *d) {
 void dev_event_destroy(dev_event *e) { free(e); }
 void dev_event_record(dev_event *e, dev_stream *s) { e->time = s->dev->owner->now; }
 void dev_stream_wait_event(dev_stream *s, dev_event *e) { (void)s, (void)e; }
-
-void dev_copy_h2d(dev_stream *s, void *dst, const void *src, size_t bytes) {
-    (void)s;
-    if (bytes) memcpy(dst, src, bytes);
-}
-void dev_copy_d2h(dev_stream *s, void *dst, const void *src, size_t bytes) {
-    (void)s;
-    if (bytes) memcpy(dst, src, bytes);
-}
-void dev_copy_d2d(dev_stream *s, void *dst, const void *src, size_t bytes) {
-    (void)s;
-    if (bytes) memmove(dst, src, bytes);
-}
-void dev_memset_zero(dev_stream *s, void *dst, size_t bytes) {
-    (void)s;
-    if (bytes) memset(dst, 0, bytes);
-}
 
 double dev_clock_now(dev_device *d) { return d->owner->now; }
 
@@ -220,6 +172,12 @@ void twin_cost_kernel(dev_stream *s, double flops, double bytes, tr_dtype dt) {
 _Noreturn void dev_rank_abort(int code) {
     fflush(stdout);
     fflush(stderr);
+    if (twin_pool_in_job()) { /* deferred work belongs to no running rank: nothing smaller can end */
+        fputs("twinrun: fatal: the failure above was in a kernel's deferred work (twin worker pool): the process "
+              "ends\n",
+              stderr);
+        _Exit(code);
+    }
     twin_sched *s = twin_sched_get();
     if (s && s->current) twin_rank_finish(s->current, RANK_FAILED, code);
     exit(code);
@@ -227,7 +185,7 @@ _Noreturn void dev_rank_abort(int code) {
 
 void dev_rank_note(const char *msg) {
     twin_sched *s = twin_sched_get();
-    if (!s || !s->current || !msg) return;
+    if (!s || !s->current || !msg || twin_pool_in_job()) return;
     free(s->current->fail_msg);
     s->current->fail_msg = strdup(msg);
 }

@@ -2,6 +2,7 @@
  * kern_attention_pos.c with q_pos = k_pos = 0..T-1 (query t sees keys j <= t). The numerics, the
  * reduction order and the roofline cost are documented there; they are those this file had before
  * the positional kernels existed, so the results are the same bits. */
+#include "kern_attention.h"
 #include "kern_cpu.h"
 #include "twinrun/kern.h"
 
@@ -16,7 +17,8 @@ void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_
                             int KV, int D) {
     kern_attention_forward_check(s, out, lse, q, k, v, B, T, NH, KV, D);
     int32_t *pos = natural_positions(T);
-    kern_attention_forward_pos(s, out, lse, q, k, v, pos, pos, B, T, T, NH, KV, D);
+    kern_attention_forward_pos_check(s, out, lse, q, k, v, pos, pos, B, T, T, NH, KV, D);
+    twin_attention_forward_at(s, out, lse, q, k, v, pos, pos, B, T, T, NH, KV, D); /* host positions: no drain */
     free(pos);
 }
 
@@ -24,6 +26,7 @@ void kern_attention_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_
                              tr_buf out, const float *lse, int B, int T, int NH, int KV, int D) {
     kern_attention_backward_check(s, dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, KV, D);
     int32_t *pos = natural_positions(T);
-    kern_attention_backward_pos(s, dq, dk, dv, dout, q, k, v, out, lse, pos, pos, B, T, T, NH, KV, D);
+    kern_attention_backward_pos_check(s, dq, dk, dv, dout, q, k, v, out, lse, pos, pos, B, T, T, NH, KV, D);
+    twin_attention_backward_at(s, dq, dk, dv, dout, q, k, v, lse, pos, pos, B, T, T, NH, KV, D);
     free(pos);
 }

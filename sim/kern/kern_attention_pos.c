@@ -17,6 +17,7 @@
  * query of this call sees gets dk = dv = 0 (context parallelism sums the ranks' dk/dv). */
 #include <math.h>
 
+#include "kern_attention.h"
 #include "kern_cpu.h"
 #include "twinrun/kern.h"
 
@@ -79,13 +80,36 @@ static double visible_scores(double *scores, const double *q, const double *kh, 
     return mx;
 }
 
-void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
-                                const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
-                                int D) {
-    kern_attention_forward_pos_check(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
-    check_positions(q_pos, k_pos, Tq, Tk, "attention forward");
-    kern_cost(s, 4.0 * B * NH * visible_pairs(q_pos, k_pos, Tq, Tk) * D,
-              ((double)B * (2.0 * NH * Tq + 2.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
+/* Both directions' arguments, then the positions themselves: q_pos [Tq], k_pos [Tk] int32, copied at
+ * launch (they were read there for the check and the cost) so the body never reads the caller's. */
+typedef struct attn_args {
+    tr_buf out, q, k, v, dq, dk, dv, dout; /* q, out, dq, dout [B, Tq, NH, D]; k, v, dk, dv [B, Tk, KV, D] */
+    float *lse_out;                        /* [B, NH, Tq] the forward writes */
+    const float *lse;                      /* [B, NH, Tq] the backward reads */
+    int B, Tq, Tk, NH, KV, D;
+} attn_args;
+
+static const int32_t *q_pos_of(const attn_args *a) { return (const int32_t *)(a + 1); }
+static const int32_t *k_pos_of(const attn_args *a) { return q_pos_of(a) + a->Tq; }
+
+/* Submits body on a copy of a followed by the positions. */
+static void submit_with_positions(dev_stream *s, twin_job_fn *body, const attn_args *a, const int32_t *q_pos,
+                                  const int32_t *k_pos) {
+    const size_t bytes = sizeof *a + sizeof(int32_t) * ((size_t)a->Tq + (size_t)a->Tk);
+    attn_args *copy = kern_scratch(bytes, 1, "attention arguments");
+    *copy = *a;
+    memcpy((int32_t *)(copy + 1), q_pos, sizeof(int32_t) * (size_t)a->Tq);
+    memcpy((int32_t *)(copy + 1) + a->Tq, k_pos, sizeof(int32_t) * (size_t)a->Tk);
+    kern_submit(s, body, copy, bytes);
+    free(copy);
+}
+
+static void attention_forward_body(void *args) {
+    const attn_args *a = args;
+    const tr_buf out = a->out, q = a->q, k = a->k, v = a->v;
+    float *lse = a->lse_out;
+    const int32_t *q_pos = q_pos_of(a), *k_pos = k_pos_of(a);
+    const int B = a->B, Tq = a->Tq, Tk = a->Tk, NH = a->NH, KV = a->KV, D = a->D;
     const int heads_per_group = NH / KV;
     const double scale = 1.0 / sqrt((double)D);
     const size_t QD = (size_t)Tq * (size_t)D, KD = (size_t)Tk * (size_t)D;
@@ -129,14 +153,31 @@ void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q,
     free(kh);
 }
 
-void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
-                                 tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos, const int32_t *k_pos,
-                                 int B, int Tq, int Tk, int NH, int KV, int D) {
-    /* out is not read: see the header comment, sum p*dp is formed exactly instead */
-    kern_attention_backward_pos_check(s, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
-    check_positions(q_pos, k_pos, Tq, Tk, "attention backward");
-    kern_cost(s, 10.0 * B * NH * visible_pairs(q_pos, k_pos, Tq, Tk) * D, /* recompute + four products */
-              ((double)B * (4.0 * NH * Tq + 4.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
+void twin_attention_forward_at(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
+                               const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
+                               int D) {
+    check_positions(q_pos, k_pos, Tq, Tk, "attention forward");
+    kern_cost(s, 4.0 * B * NH * visible_pairs(q_pos, k_pos, Tq, Tk) * D,
+              ((double)B * (2.0 * NH * Tq + 2.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
+    const attn_args a = {
+        .out = out, .q = q, .k = k, .v = v, .lse_out = lse, .B = B, .Tq = Tq, .Tk = Tk, .NH = NH, .KV = KV, .D = D};
+    submit_with_positions(s, attention_forward_body, &a, q_pos, k_pos);
+}
+
+void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
+                                const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
+                                int D) {
+    kern_attention_forward_pos_check(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
+    kern_drain(s); /* the positions as the work before this launch left them */
+    twin_attention_forward_at(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
+}
+
+static void attention_backward_body(void *args) {
+    const attn_args *a = args;
+    const tr_buf dq = a->dq, dk = a->dk, dv = a->dv, dout = a->dout, q = a->q, k = a->k, v = a->v;
+    const float *lse = a->lse;
+    const int32_t *q_pos = q_pos_of(a), *k_pos = k_pos_of(a);
+    const int B = a->B, Tq = a->Tq, Tk = a->Tk, NH = a->NH, KV = a->KV, D = a->D;
     const int heads_per_group = NH / KV;
     const double scale = 1.0 / sqrt((double)D);
     const size_t QD = (size_t)Tq * (size_t)D, KD = (size_t)Tk * (size_t)D;
@@ -204,4 +245,36 @@ void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv,
     free(dkh);
     free(vh);
     free(kh);
+}
+
+void twin_attention_backward_at(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
+                                tr_buf v, const float *lse, const int32_t *q_pos, const int32_t *k_pos, int B, int Tq,
+                                int Tk, int NH, int KV, int D) {
+    check_positions(q_pos, k_pos, Tq, Tk, "attention backward");
+    kern_cost(s, 10.0 * B * NH * visible_pairs(q_pos, k_pos, Tq, Tk) * D, /* recompute + four products */
+              ((double)B * (4.0 * NH * Tq + 4.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
+    const attn_args a = {.dq = dq,
+                         .dk = dk,
+                         .dv = dv,
+                         .dout = dout,
+                         .q = q,
+                         .k = k,
+                         .v = v,
+                         .lse = lse,
+                         .B = B,
+                         .Tq = Tq,
+                         .Tk = Tk,
+                         .NH = NH,
+                         .KV = KV,
+                         .D = D};
+    submit_with_positions(s, attention_backward_body, &a, q_pos, k_pos);
+}
+
+void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
+                                 tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos, const int32_t *k_pos,
+                                 int B, int Tq, int Tk, int NH, int KV, int D) {
+    /* out is not read: see the header comment, sum p*dp is formed exactly instead */
+    kern_attention_backward_pos_check(s, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
+    kern_drain(s); /* the positions as the work before this launch left them */
+    twin_attention_backward_at(s, dq, dk, dv, dout, q, k, v, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
 }

@@ -5,3 +5,11 @@ twinrun_expect(NAME twin_blame_cli EXIT 1 LABELS twin
 twinrun_expect(NAME twin_blame_cli_bad_input EXIT 2 LABELS twin
   OUTPUT "bad_rank.txt: line 9: rank outside \\x5b0, world\\)" # \x5b: '[', which a CMake list would take apart
   COMMAND $<TARGET_FILE:blame> ${CMAKE_CURRENT_SOURCE_DIR}/twin/data/bad_rank.txt)
+
+# Thread-count independence (docs/twin.md#threads): a 16-rank TP/PP/CP/DP training run and the 8-rank fault
+# scenario at 1, 2, 4 and "lazy" threads give the same metrics, checkpoints, reports, traces and logs, byte
+# for byte (wall-clock figures masked). `valgrind-skip`: ci/memcheck.py would run it all under valgrind.
+add_test(NAME twin_threads_identical COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/twin/threads_identical.py
+  ${PROJECT_BINARY_DIR}/bin ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/twin_threads_identical)
+set_tests_properties(twin_threads_identical PROPERTIES LABELS "twin;valgrind-skip" TIMEOUT 600
+  PASS_REGULAR_EXPRESSION "threads identical: ok")
