@@ -10,8 +10,9 @@ bytes:
 - scenario faults_8rank (hang, NaN, crash, corrupt checkpoint, resumes): report JSON, JUnit XML,
   Perfetto trace, job log, the work folder (checkpoints, data caches), stdout and stderr.
 
-Wall-clock figures (wall_seconds, JUnit times, "(wall N s)", the job log's timestamps) are the only
-thing masked. Every run uses the same paths (moved aside afterwards), so paths need no masking.
+Wall-clock figures (wall_seconds, JUnit times, "(wall N s)", the job log's timestamps, train_llama3's
+[startup] and [process] lines with the host's RSS) are the only thing masked. Every run uses the same
+paths (moved aside afterwards), so paths need no masking.
 
 Usage: threads_identical.py BIN_DIR SOURCE_DIR WORK_DIR
 """
@@ -38,6 +39,7 @@ WALL = [
     (re.compile(r' time="[0-9.]+"'), ' time="W"'),
     (re.compile(r"wall [0-9.]+ s"), "wall W s"),
     (re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\]"), "[T]"),
+    (re.compile(r"^\[(startup|process)\] .*$", re.M), "[\\1] W"),  # wall time, host RSS
 ]
 
 
