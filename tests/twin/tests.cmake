@@ -13,3 +13,11 @@ add_test(NAME twin_threads_identical COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRE
   ${PROJECT_BINARY_DIR}/bin ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/twin_threads_identical)
 set_tests_properties(twin_threads_identical PROPERTIES LABELS "twin;valgrind-skip" TIMEOUT 600
   PASS_REGULAR_EXPRESSION "threads identical: ok")
+
+# The worker pool under helgrind (docs/twin.md#threads): test_twin_pool's runs with 2 and 4 threads and the
+# lazy mode, no data race reported. `valgrind-skip`: ci/memcheck.py would run valgrind inside valgrind.
+find_program(VALGRIND valgrind)
+if(VALGRIND)
+  add_test(NAME twin_pool_helgrind COMMAND ${VALGRIND} --tool=helgrind --error-exitcode=9 $<TARGET_FILE:test_twin_pool>)
+  set_tests_properties(twin_pool_helgrind PROPERTIES LABELS "twin;valgrind-skip" TIMEOUT 300) # exit 9: a race
+endif()
