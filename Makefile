@@ -1,7 +1,8 @@
 # The README's two commands. Each installs what is missing (Debian packages) first.
 #   make run   sets up and runs the main job on the CPU twin
 #   make test  sets up and runs every check CI runs (ci/test.sh)
-.PHONY: run test deps build clean
+#   make test-quick  the inner loop: the gcc build and its fast tests (ci/test.sh --quick)
+.PHONY: run test test-quick deps build clean
 
 deps:
 	@ci/deps.sh
@@ -15,6 +16,9 @@ run: build
 
 test: deps
 	@ci/test.sh
+
+test-quick: deps
+	@ci/test.sh --quick
 
 clean:
 	rm -rf build

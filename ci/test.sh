@@ -4,7 +4,7 @@
 #      include-guard style (ci/check_boundaries.py); clang-format on the formatted folders
 #   1. twin build with gcc, all ctest tests (unit, reference, ...)
 #   2. twin build with clang (-Wall -Wextra -Werror there too); its training bits equal gcc's
-#      (tests labelled `heavy` — the 1024-rank rehearsal, fault campaigns — run in stage 1 only)
+#      (tests labelled `heavy` — the 1024-rank rehearsal, fault campaigns — or `slow` run in stage 1 only)
 #   3. valgrind memcheck over every test program
 #   4. libFuzzer targets (clang, ASan/UBSan), each run briefly over its seed corpus
 #   5. coverage build, tests again, gcovr summary (the layout sweep runs in its short form there:
@@ -18,6 +18,8 @@
 # came within 30% of its limit (a test that slow is one loaded machine away from a timeout).
 # TWINRUN_FUZZ_SECONDS (default 20) sets the time per fuzz target; TWINRUN_SKIP="valgrind coverage ..."
 # skips stages by name for a quick local loop.
+# `ci/test.sh --quick` (`make test-quick`): the inner loop, a few minutes — the architecture check, the
+# gcc build and its tests less those labelled `heavy` or `slow` (tests/CMakeLists.txt); not what CI runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -86,7 +88,9 @@ stage_gcc() {
 stage_clang() {
   cmake --preset twin-clang >/dev/null
   cmake --build build/twin-clang -j"$jobs"
-  ctest_stage build/twin-clang -LE heavy
+  # less `heavy` and `slow` (tests/CMakeLists.txt): sweeps of the same code at more layouts and ranks,
+  # whose gcc runs are the check; this stage checks the compiler (warnings, and the same bits below)
+  ctest_stage build/twin-clang -LE 'heavy|slow'
   # Determinism across compilers: the cli_deterministic run gives the same bits with gcc and clang.
   cmp build/twin/tests/det_a.jsonl build/twin-clang/tests/det_a.jsonl
   echo "gcc and clang twins wrote byte-identical training metrics"
@@ -96,26 +100,31 @@ stage_valgrind() {
   python3 ci/memcheck.py build/twin
 }
 
+# fuzz_one TARGET SECS: one libFuzzer target over a copy of its seed corpus; its result in one block
+# (a crash's report is the end of libFuzzer's output: kept whole when the target fails)
+fuzz_one() {
+  local t=$1 secs=$2 name work rc=0
+  name=$(basename "$t")
+  work=$(mktemp -d)
+  [ -d "fuzz/corpus/$name" ] && cp -r "fuzz/corpus/$name/." "$work/"
+  "$t" -max_total_time="$secs" -print_final_stats=0 "$work" >"$work.log" 2>&1 || rc=$?
+  if [ $rc -ne 0 ]; then
+    { echo "-- $name (${secs}s): FAILED"; cat "$work.log"; }
+  else
+    echo "-- $name (${secs}s): $(tail -n 1 "$work.log")"
+  fi
+  rm -rf "$work" "$work.log"
+  [ $rc -eq 0 ] # 1 for any failure: xargs reads 1-125 as "a command failed", some others as "stop"
+}
+
 stage_fuzz() {
   cmake --preset fuzz >/dev/null
   cmake --build build/fuzz -j"$jobs"
-  local secs=${TWINRUN_FUZZ_SECONDS:-20} t name work
-  for t in build/fuzz/fuzz/fuzz_*; do
-    [ -x "$t" ] || continue
-    name=$(basename "$t")
-    work=$(mktemp -d)
-    [ -d "fuzz/corpus/$name" ] && cp -r "fuzz/corpus/$name/." "$work/"
-    echo "-- $name (${secs}s)"
-    # a crash's report is the end of libFuzzer's output: keep it all when the target fails
-    if ! "$t" -max_total_time="$secs" -print_final_stats=0 "$work" >"$work.log" 2>&1; then
-      cat "$work.log"
-      echo "fuzz target $name failed"
-      rm -rf "$work" "$work.log"
-      return 1
-    fi
-    tail -n 2 "$work.log"
-    rm -rf "$work" "$work.log"
-  done
+  local secs=${TWINRUN_FUZZ_SECONDS:-20}
+  export -f fuzz_one
+  # as many targets at a time as cores: each is one process, and one at a time left a core idle
+  find build/fuzz/fuzz -maxdepth 1 -name 'fuzz_*' -type f -perm -u+x | sort |
+    xargs -P"$jobs" -I{} bash -c 'fuzz_one "$1" "$2"' _ {} "$secs"
 }
 
 stage_coverage() {
@@ -141,7 +150,21 @@ stage_flash_emu() {
   engine/cuda/tools/flash_emu.sh build/flash_emu
 }
 
+stage_gcc_quick() {
+  cmake --preset twin >/dev/null
+  cmake --build build/twin -j"$jobs"
+  ctest_stage build/twin -LE 'heavy|slow'
+}
+
 run_stage "architecture: include boundaries, loops, guards; C style" stage_architecture
+if [ "${1:-}" = --quick ]; then
+  run_stage "twin (gcc): build, tests less heavy and slow" stage_gcc_quick
+  summary
+  [ $failed -eq 0 ] || { echo "twinrun: quick checks FAILED"; exit 1; }
+  echo
+  echo "twinrun: quick checks passed (make test runs everything)"
+  exit 0
+fi
 run_stage "twin (gcc): build and test" stage_gcc
 if skipped clang; then skip_stage "twin (clang): build and test" TWINRUN_SKIP
 else run_stage "twin (clang): build and test" stage_clang; fi

@@ -10,6 +10,8 @@ void sc_report_free(sc_report *r) {
     free(r->checks);
     free(r->losses);
     free(r->reference_losses);
+    free(r->predict_text);
+    r->predict_text = NULL;
     r->attempts = NULL;
     r->faults = NULL;
     r->checks = NULL;

@@ -173,6 +173,14 @@ int report_json(FILE *f, const sc_report *r) {
     num(&b, root, "capacity_bytes", (double)r->capacity_bytes);
     num(&b, root, "wall_seconds", r->wall_seconds);
     num(&b, root, "sim_seconds", r->sim_seconds);
+    if (r->predict) { /* mode: predict; the per-stage memory is in the work folder's predict.json */
+        cJSON *p = object(&b, root, "predict");
+        if (p) {
+            num(&b, p, "step_time_s", r->step_time_s);
+            num(&b, p, "tokens_per_s", r->tokens_per_s);
+            num(&b, p, "mfu", r->mfu);
+        }
+    }
     char *text = b.oom ? NULL : cJSON_Print(root);
     cJSON_Delete(root);
     if (!text) return -1;

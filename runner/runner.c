@@ -110,7 +110,7 @@ int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char 
 
     /* the yardstick: the same job, same seed, no faults, no checkpoints */
     sc_run ref = {0};
-    const bool want_ref = s->expect.continuity || s->expect.final_weights || s->campaign.count > 0;
+    const bool want_ref = !s->predict && (s->expect.continuity || s->expect.final_weights || s->campaign.count > 0);
     if (want_ref) {
         if (o->progress) fprintf(o->progress, "  fault-free run of %d ranks ...\n", j.world);
         sc_job_run(&j, &ref);
@@ -128,7 +128,9 @@ int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char 
     }
 
     const sc_supervisor sv = {&j, s, o, want_ref ? &ref : NULL};
-    if (s->campaign.count > 0) {
+    if (s->predict) {
+        sc_predict_run(&j, o, r);
+    } else if (s->campaign.count > 0) {
         sc_campaign_run(&sv, r);
     } else {
         fault_plan plan = s->faults;

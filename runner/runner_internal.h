@@ -15,6 +15,7 @@ typedef struct sc_job {
     twin_options opt;
     FILE *log;
     char ckpt_dir[SC_PATH_LEN];
+    struct tr_predict *predict; /* mode: predict: where a run gathers its report (tr_train_summary.predict) */
 } sc_job;
 
 /* One run of the job (an attempt, or the fault-free reference). */
@@ -66,5 +67,9 @@ int sc_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_sup
 
 /* A campaign: s->campaign.count single faults at random, each supervised; totals and checks into r. */
 int sc_campaign_run(const sc_supervisor *sv, sc_report *r);
+
+/* mode: predict: one shape-only run of the job at full size (runner_predict.c); the predict report, the
+ * attempt and the "completes" check into r, the JSON report into the work folder's predict.json. */
+void sc_predict_run(sc_job *j, const sc_run_options *o, sc_report *r);
 
 #endif

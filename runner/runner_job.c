@@ -72,6 +72,7 @@ void sc_job_run(sc_job *j, sc_run *out) {
     for (int64_t i = 0; i <= j->iters; i++) out->losses[i] = NAN;
     out->sum.iteration_loss = out->losses;
     out->sum.weight_digest = out->digests;
+    out->sum.predict = j->predict;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     sc_launch l = {&j->opt, &out->tres};

@@ -9,8 +9,9 @@
 #include "twin_cost.h"
 #include "twinrun/err.h"
 
-static const char *const top_keys[] = {"name", "description", "seed",       "cluster", "parallel", "model",  "training",
-                                       "data", "checkpoint",  "supervisor", "faults",  "campaign", "expect", NULL};
+static const char *const top_keys[] = {"name",       "description", "seed",     "mode",   "cluster",
+                                       "parallel",   "model",       "training", "data",   "checkpoint",
+                                       "supervisor", "faults",      "campaign", "expect", NULL};
 
 /* "a/b/thousand_card.yaml" -> "thousand_card" */
 static void default_name(const char *path, char *out, size_t outlen) {
@@ -220,6 +221,17 @@ static int load_supervisor(sc_ctx *c, const scn_node *root, scenario *s) {
     return 0;
 }
 
+/* mode: rehearse (the default: faults, restarts, bit-identical checks at the file's widths) or predict
+ * (one shape-only run: memory and simulated time at full size, docs/prediction.md). */
+static int load_mode(sc_ctx *c, const scn_node *v, scenario *s) {
+    char mode[32];
+    if (sc_get_string(c, v, "mode", mode, sizeof mode, false)) return -1;
+    if (!strcmp(mode, "predict")) s->predict = true;
+    else if (strcmp(mode, "rehearse"))
+        return sc_fail(c, v, "mode: '%s' is not a mode: use rehearse (the default) or predict", mode);
+    return 0;
+}
+
 static int load_top(sc_ctx *c, const scn_node *root, scenario *s) {
     if (root->kind != SCN_MAP) {
         char got[96];
@@ -233,10 +245,18 @@ static int load_top(sc_ctx *c, const scn_node *root, scenario *s) {
         sc_get_string(c, v, "description", s->description, sizeof s->description, true))
         return -1;
     if ((v = scn_get(root, "seed", NULL)) && sc_get_u64(c, v, "seed", &s->seed)) return -1;
+    const scn_node *mode = scn_get(root, "mode", NULL);
+    if (mode && load_mode(c, mode, s)) return -1;
     if (sc_load_cluster(c, root, s) || sc_load_parallel(c, root, s) || sc_load_flags(c, root, s) ||
         load_checkpoint(c, root, s) || load_supervisor(c, root, s) || sc_load_faults(c, root, s) ||
         sc_load_campaign(c, root, s) || sc_load_expect(c, root, s))
         return -1;
+    /* a shape-only run computes no values: a fault in one would test nothing */
+    if (s->predict && (s->faults.n > 0 || s->campaign.count > 0))
+        return sc_fail(c, mode,
+                       "mode: predict runs the job shape-only (no values are computed), so %s would test nothing: "
+                       "remove %s, or rehearse them in a scenario of mode: rehearse",
+                       s->faults.n > 0 ? "faults:" : "campaign:", s->faults.n > 0 ? "faults:" : "campaign:");
     return 0;
 }
 

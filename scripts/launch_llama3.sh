@@ -297,11 +297,22 @@ stop_all() { # TERM, then KILL whatever is still there after KILL_GRACE_SECONDS 
 }
 trap 'echo "launch_llama3: interrupted: stopping the ranks" >&2; stop_all; exit 130' INT TERM
 
+# The console copy of a rank's output goes through tee; the launcher must wait for tee too, or its last
+# lines can land after the launcher's own verdict (and after whatever the caller appends to the same
+# file: a truncating redirect keeps each writer's own offset). A `cmd > >(tee)` pipeline gives no handle
+# on tee, so open it first: TEE_FD is the pipe, TEE_PIDS what to wait for at the end.
+TEE_FD= TEE_PIDS=()
+console_tee() {
+    exec {TEE_FD}> >(tee "$1")
+    TEE_PIDS+=($!)
+}
+
 for ((l = 0; l < NPROC; l++)); do
     if [ "$BACKEND" = twin ]; then
         log="$LOG_DIR/twin.log"
+        console_tee "$log"
         (unset RANK LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
-            exec env WORLD_SIZE="$WORLD_SIZE" "$TRAIN_BIN" "${ARGS[@]}") > >(tee "$log") 2>&1 &
+            exec env WORLD_SIZE="$WORLD_SIZE" "$TRAIN_BIN" "${ARGS[@]}") >&"$TEE_FD" 2>&1 &
     else
         g=$((NODE_RANK * GPUS_PER_NODE + l))
         log="$LOG_DIR/rank_$(printf %05d "$g").log"
@@ -309,12 +320,14 @@ for ((l = 0; l < NPROC; l++)); do
             GROUP_RANK="$NODE_RANK" MASTER_ADDR="$MASTER_ADDR" MASTER_PORT="$MASTER_PORT" "$TRAIN_BIN" "${ARGS[@]}")
         # the node's last rank (Megatron logs from the job's last rank) is shown on the console too
         if [ "$l" -eq $((NPROC - 1)) ]; then
-            "${cmd[@]}" > >(tee "$log") 2>&1 &
+            console_tee "$log"
+            "${cmd[@]}" >&"$TEE_FD" 2>&1 &
         else
             "${cmd[@]}" >"$log" 2>&1 &
         fi
     fi
     PIDS+=($!)
+    if [ -n "$TEE_FD" ]; then exec {TEE_FD}>&-; TEE_FD=; fi # the rank holds the pipe now: tee ends when it does
 done
 
 TRAIN_EXIT_CODE=0
@@ -337,6 +350,8 @@ while [ ${#running[@]} -gt 0 ]; do
     fi
 done
 wait 2>/dev/null
+# tee ends once every rank writing into it has (stop_all above took care of hung ones)
+for p in "${TEE_PIDS[@]}"; do while kill -0 "$p" 2>/dev/null; do sleep 0.02; done; done
 if [[ $TRAIN_EXIT_CODE -eq 0 ]]; then
     echo "训练成功完成!"
     echo "检查点保存在: $CHECKPOINT_PATH"

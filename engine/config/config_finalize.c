@@ -26,5 +26,11 @@ int tr_config_finalize(tr_config *cfg, int world, char *err, size_t errlen) {
     if (!cfg->disable_bias_linear)
         tr_config_warn(cfg, "linear layers have biases (Megatron's default without --disable-bias-linear); Llama 3 "
                             "itself has none");
+    /* the seed's flags, --save and all, should predict as they are: a shape-only run has no weights to save */
+    if (cfg->predict && cfg->save[0]) {
+        tr_config_warn(cfg, "--predict writes no checkpoint (device memory holds no values): --save %s ignored",
+                       cfg->save);
+        cfg->save[0] = 0;
+    }
     return tr_config_validate(cfg, world, err, errlen);
 }

@@ -555,6 +555,12 @@ static const tr_flag FLAGS[] = {
      .help = "raw little-endian int32 tokens [iters, global batch, seq+1] instead of a dataset (tests)"},
     {"--keep-last", TR_K_INT, TR_SEC_TWINRUN, F(keep_last), GE(0), .metavar = "N", .def = "0 (keep all)",
      .help = "after each save keep only the N newest checkpoints in --save (never the newest complete one)"},
+    {"--predict", TR_K_BOOL, TR_SEC_TWINRUN, F(predict), .def = "off",
+     .help = "twin build only: run the job at full size in shape-only mode (memory and simulated time, no math) and "
+             "report whether it fits and how fast a step is (docs/prediction.md)"},
+    {"--predict-json", TR_K_STRING, TR_SEC_TWINRUN, F(predict_json), .metavar = "FILE", .def = "none",
+     .help = "with --predict: also write the report as JSON (device, capacity, step time, tokens/s, MFU, memory "
+             "per pipeline stage)"},
 };
 
 _Static_assert(sizeof FLAGS / sizeof FLAGS[0] <= TR_FLAGS_MAX, "raise TR_FLAGS_MAX");

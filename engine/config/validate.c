@@ -246,6 +246,28 @@ static int check_recompute(const tr_config *c, tr_errlist *el) {
     return 0;
 }
 
+/* --predict runs the engine on device memory that holds nothing: whatever would read real weights
+ * or inject faults into real values cannot come with it. (--save is dropped with a warning by
+ * tr_config_finalize: the flags of a real job still predict.) */
+static void check_predict(const tr_config *c, tr_errlist *el) {
+    if (c->predict_json[0] && !c->predict)
+        tr_errlist_add(el, "--predict-json %s writes the predict report: give --predict too", c->predict_json);
+    if (!c->predict) return;
+    if (c->load[0])
+        tr_errlist_add(el,
+                       "--predict starts from a fresh model and reads no checkpoint (its device memory holds "
+                       "nothing): drop --load %s",
+                       c->load);
+    if (c->hf_load[0])
+        tr_errlist_add(el,
+                       "--predict reads no weights: drop --hf-load %s and give the model flags (--num-layers, "
+                       "--hidden-size, ...) from its config.json",
+                       c->hf_load);
+    if (c->faults)
+        tr_errlist_add(el, "--predict computes no values, so injected faults (TWINRUN_FAULTS, a scenario's faults) "
+                           "would test nothing: run them without --predict");
+}
+
 /* Flags that only mean something together with another one. */
 static int check_features(const tr_config *c, tr_errlist *el) {
     const int before = el->n;
@@ -254,6 +276,7 @@ static int check_features(const tr_config *c, tr_errlist *el) {
         tr_errlist_add(el, "--ckpt-step %lld names a checkpoint to load: give --load DIR too", (long long)c->ckpt_step);
     if (c->use_checkpoint_args && !c->load[0])
         tr_errlist_add(el, "--use-checkpoint-args takes the model flags from the checkpoint: give --load DIR too");
+    check_predict(c, el);
     if (c->deterministic_mode) {
         /* Megatron's rule (validate_args): NCCL must be pinned to an algorithm whose reductions have a
          * fixed order; NVLS (NVLink SHARP) reduces in the switch */

@@ -25,6 +25,7 @@ typedef struct tr_cu_prof tr_cu_prof;
 typedef struct tr_cu_alloc {
     void *p;      /* NULL: empty slot; TR_CU_TOMBSTONE: freed slot */
     size_t bytes; /* as requested (what dev_mem_used counts) */
+    int tag;      /* dev_mem_tag at allocation */
 } tr_cu_alloc;
 
 #define TR_CU_TOMBSTONE ((void *)1)
@@ -32,6 +33,9 @@ typedef struct tr_cu_alloc {
 struct dev_device {
     int ordinal;
     size_t capacity, used, peak;
+    int tag;                            /* dev_mem_tag of the next allocations */
+    size_t tag_used[DEV_MEM_TAG_COUNT]; /* bytes in use per purpose */
+    size_t tag_peak[DEV_MEM_TAG_COUNT]; /* tag_used when `peak` was reached */
     struct dev_stream default_stream;
     char name[64];
     char last_error[512];

@@ -84,11 +84,12 @@ static size_t ptr_hash(const void *p, size_t cap) {
     return (size_t)(x & (cap - 1)); /* cap is a power of two */
 }
 
-static void tab_insert_raw(tr_cu_alloc *tab, size_t cap, void *p, size_t bytes) {
+static void tab_insert_raw(tr_cu_alloc *tab, size_t cap, void *p, size_t bytes, int tag) {
     size_t i = ptr_hash(p, cap);
     while (tab[i].p != NULL && tab[i].p != TR_CU_TOMBSTONE) i = (i + 1) & (cap - 1);
     tab[i].p = p;
     tab[i].bytes = bytes;
+    tab[i].tag = tag;
 }
 
 /* Keeps (live + dead) below half the capacity. */
@@ -99,7 +100,7 @@ static bool tab_reserve(dev_device *d) {
     tr_cu_alloc *nt = (tr_cu_alloc *)calloc(cap, sizeof *nt);
     if (!nt) return false;
     for (size_t i = 0; i < d->tab_cap; i++)
-        if (d->tab[i].p != NULL && d->tab[i].p != TR_CU_TOMBSTONE) tab_insert_raw(nt, cap, d->tab[i].p, d->tab[i].bytes);
+        if (d->tab[i].p != NULL && d->tab[i].p != TR_CU_TOMBSTONE) tab_insert_raw(nt, cap, d->tab[i].p, d->tab[i].bytes, d->tab[i].tag);
     free(d->tab);
     d->tab = nt;
     d->tab_cap = cap;
@@ -223,10 +224,14 @@ extern "C" void *dev_alloc(dev_device *d, size_t bytes, const char *what) {
                  bytes, what, cudaGetErrorString(e), d->used, d->capacity, d->peak, d->name, d->ordinal);
         return NULL;
     }
-    tab_insert_raw(d->tab, d->tab_cap, p, bytes);
+    tab_insert_raw(d->tab, d->tab_cap, p, bytes, d->tag);
     d->tab_live++;
     d->used += bytes;
-    if (d->used > d->peak) d->peak = d->used;
+    d->tag_used[d->tag] += bytes;
+    if (d->used > d->peak) {
+        d->peak = d->used;
+        memcpy(d->tag_peak, d->tag_used, sizeof d->tag_peak);
+    }
     return p;
 }
 
@@ -239,6 +244,7 @@ extern "C" void dev_free(dev_device *d, void *p) {
         dev_rank_abort(TR_EXIT_FATAL);
     }
     d->used -= a->bytes;
+    d->tag_used[a->tag] -= a->bytes;
     a->p = TR_CU_TOMBSTONE;
     a->bytes = 0;
     d->tab_live--;
@@ -247,6 +253,34 @@ extern "C" void dev_free(dev_device *d, void *p) {
 }
 
 extern "C" size_t dev_mem_used(const dev_device *d) { return d->used; }
+
+extern "C" dev_mem_tag dev_mem_tag_set(dev_device *d, dev_mem_tag tag) {
+    if ((int)tag < 0 || tag >= DEV_MEM_TAG_COUNT) {
+        fprintf(stderr, "twinrun: fatal: dev_mem_tag_set: unknown purpose %d\n", (int)tag);
+        dev_rank_abort(TR_EXIT_FATAL);
+    }
+    const dev_mem_tag was = (dev_mem_tag)d->tag;
+    d->tag = (int)tag;
+    return was;
+}
+
+extern "C" void dev_mem_peak_parts(const dev_device *d, size_t parts[DEV_MEM_TAG_COUNT]) {
+    memcpy(parts, d->tag_peak, sizeof d->tag_peak);
+}
+
+/* Predict mode is the twin's: a real device always computes. */
+extern "C" int dev_set_shape_only(dev_device *d, char *err, size_t errlen) {
+    (void)d;
+    snprintf(err, errlen,
+             "--predict needs the twin build (build/twin/bin/train_llama3): this binary drives a real %s device",
+             TWINRUN_GPU_BACKEND);
+    return -1;
+}
+
+extern "C" bool dev_shape_only(const dev_device *d) {
+    (void)d;
+    return false;
+}
 extern "C" size_t dev_mem_peak(const dev_device *d) { return d->peak; }
 extern "C" const char *dev_last_error(const dev_device *d) { return d->last_error; }
 
@@ -353,6 +387,11 @@ extern "C" double dev_clock_now(dev_device *d) {
 }
 
 extern "C" double dev_busy_seconds(dev_device *d) { return dev_clock_now(d); }
+
+extern "C" void dev_wait_split(dev_device *d, double *wait, double *comm) {
+    (void)d;
+    *wait = *comm = 0.0; /* no per-call timing in the real build (dev.h) */
+}
 
 extern "C" void dev_sleep(dev_device *d, double seconds) {
     (void)d;

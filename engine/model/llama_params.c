@@ -394,7 +394,9 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     int failed = 0;
 #define A(ptr, bytes, what) ptr = alloc_or_fail(m, bytes, what, &failed, err, errlen)
     const size_t used0 = dev_mem_used(d);
-    A(m->params, m->total_alloc * as, "parameters");
+    /* each buffer under its purpose (dev_mem_tag): the memory and predict reports' parts */
+    const dev_mem_tag tag0 = dev_mem_tag_set(d, DEV_MEM_WEIGHTS);
+    A(m->params, m->total_alloc * as, "parameters"); /* [total_alloc] compute type */
     /* fp32 training updates params in place: they are the master and stay whole. In bf16 the fp32
      * master is the optimizer's alone, so with the distributed optimizer only its shard exists here
      * (Megatron's 6 + 12/DP bytes per parameter: bf16 params and fp32 gradients whole, fp32 master
@@ -405,19 +407,25 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     } else {
         m->master_len = m->total_alloc / (size_t)shards;
         m->master_begin = shards > 1 ? (size_t)lay->opt_shard * m->master_len : 0;
-        A(m->master, m->master_len * 4, "fp32 master parameters");
+        dev_mem_tag_set(d, DEV_MEM_OPTIMIZER); /* Megatron counts the fp32 master with the optimizer state */
+        A(m->master, m->master_len * 4, "fp32 master parameters"); /* [master_len] fp32 */
     }
     m->weight_bytes = dev_mem_used(d) - used0;
-    A(m->grads, m->total_alloc * tr_dtype_size(dm->grad_dt), "gradients");
+    dev_mem_tag_set(d, DEV_MEM_MAIN_GRADS);
+    A(m->grads, m->total_alloc * tr_dtype_size(dm->grad_dt), "gradients"); /* [total_alloc] grad type */
     m->grad_bytes = dev_mem_used(d) - used0 - m->weight_bytes;
     m->acts = calloc((size_t)m->layout.slots, sizeof *m->acts);
     if (!m->acts) failed = 1, tr_errf(err, errlen, "out of host memory");
     if (!failed && llama_plan_recompute(m, cfg, err, errlen)) failed = 1;
+    dev_mem_tag_set(d, DEV_MEM_ACTIVATIONS);
     if (!failed) alloc_all_acts(m, &failed, err, errlen);
+    dev_mem_tag_set(d, DEV_MEM_WORKSPACE); /* the backward pass's scratch, reused by every layer */
     A(m->g.dresid, N * C * as, "gradients: residual stream");
     if (dm->sp) {
+        dev_mem_tag_set(d, DEV_MEM_COMM);
         A(m->g.sp_loc, (size_t)dm->Nl * C * as, "sequence-parallel staging");
         A(m->g.sp_full, N * C * as, "sequence-parallel staging");
+        dev_mem_tag_set(d, DEV_MEM_WORKSPACE);
     }
     A(m->g.dln, N * C * as, "gradients: norm output");
     A(m->g.dq, N * qd * as, "gradients: queries");
@@ -436,11 +444,14 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
         size_t Nf = (size_t)dm->B * dm->Tfull;
         A(m->g.dkfull, Nf * kd * as, "gradients: gathered keys");
         A(m->g.dvfull, Nf * kd * as, "gradients: gathered values");
+        dev_mem_tag_set(d, DEV_MEM_COMM);
         A(m->g.gather, Nf * kd * as, "context-parallel staging");
+        dev_mem_tag_set(d, DEV_MEM_WORKSPACE);
         A(m->q_pos, (size_t)dm->T * 4, "context-parallel positions");
         A(m->k_pos, (size_t)dm->Tfull * 4, "context-parallel positions");
     }
 #undef A
+    dev_mem_tag_set(d, tag0);
     if (failed) {
         llama_destroy(m);
         return NULL;

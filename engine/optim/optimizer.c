@@ -53,8 +53,10 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_gr
     }
     size_t bytes = o->shard_len * sizeof(float);
     const size_t used0 = dev_mem_used(model->dev);
-    o->m = dev_alloc(model->dev, bytes ? bytes : 4, "optimizer: first moment");
-    o->v = o->m ? dev_alloc(model->dev, bytes ? bytes : 4, "optimizer: second moment") : NULL;
+    const dev_mem_tag was = dev_mem_tag_set(model->dev, DEV_MEM_OPTIMIZER);
+    o->m = dev_alloc(model->dev, bytes ? bytes : 4, "optimizer: first moment");                /* [shard_len] fp32 */
+    o->v = o->m ? dev_alloc(model->dev, bytes ? bytes : 4, "optimizer: second moment") : NULL; /* [shard_len] */
+    dev_mem_tag_set(model->dev, was);
     o->state_bytes = dev_mem_used(model->dev) - used0;
     o->norm_accum = o->v ? dev_alloc(model->dev, sizeof(float), "optimizer: grad norm") : NULL;
     if (!o->norm_accum) {

@@ -16,6 +16,7 @@
 #include "train/checkpoint.h"
 #include "train/memory_report.h"
 #include "train/nan_probe.h"
+#include "train/predict_report.h"
 #include "train/preflight.h"
 #include "train/signal_exit.h"
 #include "train/step.h"
@@ -42,6 +43,7 @@ typedef struct job {
     size_t peak;          /* largest device peak of any rank */
     uint64_t data_fp;     /* the data files' fingerprint, for the preflight */
     ckpt_reader *ckpt;    /* --load's checkpoint, verified and opened once for every rank; NULL = none */
+    tr_predict *predict;  /* --predict: what every rank's device counted; NULL otherwise */
     char err[1024 + 32];  /* "rank N: " and a rank's 1024-byte message */
     char first_err[1024]; /* the first failing rank's message as it said it */
     int same_err_ranks;   /* later ranks that failed with exactly that message (not printed again) */
@@ -79,6 +81,8 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
     if (tr_grid_init(&st->grid, cfg, world, rank, err, errlen)) return TR_EXIT_USAGE;
     st->dev = dev_open(0, 0, err, errlen);
     if (!st->dev) return TR_EXIT_FATAL;
+    /* --predict: from the first allocation on, memory is only counted and kernels only timed */
+    if (cfg->predict && dev_set_shape_only(st->dev, err, errlen)) return TR_EXIT_USAGE;
     coll_set_timeout(st->dev, cfg->distributed_timeout_minutes * 60.0);
     if (tr_groups_create(&st->groups, &st->grid, st->dev, err, errlen)) return TR_EXIT_FATAL;
     st->faults = fault_rank_open(cfg->faults, rank, world, st->dev);
@@ -213,10 +217,11 @@ typedef struct rank_run {
     int64_t consumed;       /* train samples consumed so far */
     double loss_acc, t_acc; /* over the current logging interval */
     int n_acc, nan_iters;
-    int64_t saved_at; /* the last iteration saved (or loaded) */
-    int64_t last;     /* the last iteration completed */
-    double start;     /* the rank's clock at the start, for --exit-duration-in-mins */
-    bool stopped;     /* by SIGTERM, --exit-interval or --exit-duration-in-mins: Megatron exits at once */
+    tr_predict_time last_time; /* the last iteration's simulated split (the predict report) */
+    int64_t saved_at;          /* the last iteration saved (or loaded) */
+    int64_t last;              /* the last iteration completed */
+    double start;              /* the rank's clock at the start, for --exit-duration-in-mins */
+    bool stopped;              /* by SIGTERM, --exit-interval or --exit-duration-in-mins: Megatron exits at once */
     tr_straggler strag;
     char err[1024];
 } rank_run;
@@ -401,7 +406,8 @@ static int iterate(rank_state *st, job *jb, rank_run *r) {
         optim_set_decoupled_lr(st->optim, dlr);
         if (r->reporter && it == r->pos.iteration + 1) /* start-up ends */
             jb->summary->first_iteration_wall = wall_seconds();
-        double t0 = dev_clock_now(st->dev), busy0 = dev_busy_seconds(st->dev);
+        double t0 = dev_clock_now(st->dev), busy0 = dev_busy_seconds(st->dev), bubble0, comm0;
+        dev_wait_split(st->dev, &bubble0, &comm0);
         fault_step_begin(st->faults, it);
         const bool preempted = fault_preempt(st->faults);
         tr_step_result res;
@@ -413,7 +419,12 @@ static int iterate(rank_state *st, job *jb, rank_run *r) {
         if (rc) return rc;
         fault_step_end(st->faults, dev_busy_seconds(st->dev) - busy0);
         if (r->reporter && jb->summary->iteration_loss) jb->summary->iteration_loss[it] = res.loss;
-        double dt = dev_clock_now(st->dev) - t0;
+        double dt = dev_clock_now(st->dev) - t0, bubble1, comm1;
+        dev_wait_split(st->dev, &bubble1, &comm1);
+        r->last_time = (tr_predict_time){.step = dt,
+                                         .compute = dev_busy_seconds(st->dev) - busy0,
+                                         .comm = comm1 - comm0,
+                                         .bubble = bubble1 - bubble0};
         r->consumed += cfg->global_batch_size;
         log_iteration(st, jb, r, it, lr, dlr, dt, &res);
         if ((rc = evaluate_and_save(st, jb, r, it, &par))) return rc;
@@ -482,6 +493,20 @@ static int report_failure(const rank_state *st, job *jb, const rank_run *r, int 
     return rc;
 }
 
+/* --predict: this rank's device counts and last iteration into the job's report. */
+static void predict_add(tr_predict *p, const rank_state *st, const rank_run *r) {
+    if (r->rank == 0) {
+        dev_info info;
+        dev_get_info(st->dev, &info);
+        snprintf(p->device, sizeof p->device, "%s", info.simulated[0] ? info.simulated : info.name);
+        p->capacity = info.capacity;
+        p->peak_flops = info.peak_bf16_flops;
+        p->flops_per_step = r->flops; /* needs the padded vocabulary, which the model knows */
+    }
+    if (r->reporter) p->iterations = r->last - r->pos.iteration;
+    tr_predict_add_rank(p, st->grid.coord[TR_AXIS_PP], r->rank, st->dev, &r->last_time);
+}
+
 /* The training entry of one rank: prepare, resume, iterate, finish; what every rank reports
  * (peak memory, weight digest) whatever happened. */
 static int train_rank(int rank, int world, void *arg) {
@@ -508,7 +533,9 @@ static int train_rank(int rank, int world, void *arg) {
     if (!rc) rc = finish(&st, jb, &r);
     if (r.reporter) sum->consumed_samples = r.consumed, sum->reported = true;
     if (st.dev && dev_mem_peak(st.dev) > jb->peak) jb->peak = dev_mem_peak(st.dev);
-    if (!rc && sum->weight_digest) sum->weight_digest[rank] = weight_digest(st.model);
+    /* predict mode: the weights are only addresses (and the digest's host copy would be full size) */
+    if (!rc && sum->weight_digest && !jb->cfg->predict) sum->weight_digest[rank] = weight_digest(st.model);
+    if (!rc && jb->predict) predict_add(jb->predict, &st, &r);
     if (r.reporter && st.dev) {
         dev_info info;
         dev_get_info(st.dev, &info);
@@ -527,8 +554,9 @@ int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *
                   char *err, size_t errlen) {
     double *losses = sum->iteration_loss;
     uint64_t *digests = sum->weight_digest;
+    tr_predict *keep = sum->predict;
     memset(sum, 0, sizeof *sum);
-    sum->iteration_loss = losses, sum->weight_digest = digests;
+    sum->iteration_loss = losses, sum->weight_digest = digests, sum->predict = keep;
     sum->straggler_rank = -1;
     sum->straggler_time = -1;
     sum->diag.rank = -1;
@@ -549,11 +577,28 @@ int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *
         tr_data_close(jb.data);
         return 0;
     }
+    tr_predict own, *predict = keep ? keep : &own; /* the caller's, or this call's */
+    if (cfg->predict) {
+        if (tr_predict_init(predict, cfg->pipeline_model_parallel_size, world)) {
+            if (jb.ckpt) ckpt_reader_close(jb.ckpt);
+            tr_data_close(jb.data);
+            return tr_errf(err, errlen, "out of host memory for the predict report"), TR_EXIT_FATAL;
+        }
+        jb.predict = predict;
+        predict->tokens_per_step = (double)cfg->global_batch_size * cfg->seq_length;
+    }
     tr_signal_guard sig;
     tr_signal_guard_begin(&sig, cfg->exit_signal_handler);
     int rc = launch ? launch(launch_ctx, world, train_rank, &jb, err, errlen)
                     : launch_ranks(world, train_rank, &jb, err, errlen);
     tr_signal_guard_end(&sig);
+    if (jb.predict) {
+        if (rc == 0) {
+            tr_predict_print(log, predict);
+            if (cfg->predict_json[0] && tr_predict_write_json(cfg->predict_json, predict, err, errlen)) rc = -1;
+        }
+        if (!keep) tr_predict_free(predict);
+    }
     if (jb.ckpt) ckpt_reader_close(jb.ckpt);
     tr_data_close(jb.data);
     if (rc < 0) return TR_EXIT_USAGE;

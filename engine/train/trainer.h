@@ -44,6 +44,9 @@ typedef struct tr_train_summary {
      * run ([train_iters + 1]); digests[rank] of each rank's final fp32 master weights ([world]). */
     double *iteration_loss;
     uint64_t *weight_digest;
+    /* Optional, owned by the caller: with --predict the report (train/predict_report.h) is gathered here
+     * instead of in tr_train's own, and left for the caller, who frees it with tr_predict_free. */
+    struct tr_predict *predict;
 } tr_train_summary;
 
 /* Runs training over `world` ranks (the twin: all of them in this process; a real build: this

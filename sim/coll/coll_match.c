@@ -82,6 +82,9 @@ void coll_finish(coll_pending *p, double t, coll_status st) {
         }
     }
     if (p->rank->trace) trace_finish(p, t, st);
+    /* of the clock's advance to t, the part spent before the last peer arrived (a pipeline's bubble,
+     * or a rank ahead of its group) is waiting; the rest, the transfer, is communication (dev_wait_split) */
+    if (p->xfer_start > p->rank->now) p->rank->wait_seconds += fmin(p->xfer_start, t) - p->rank->now;
     twin_op_done(p->rank, t, st);
 }
 

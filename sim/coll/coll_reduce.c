@@ -96,6 +96,7 @@ void coll_exec(const coll_group *g, coll_instance *inst) {
     const size_t esz = tr_dtype_size(d->dt), count = d->count;
     coll_pending *const *m = inst->members;
     if (count == 0 || d->op == FLIGHT_BARRIER) return;
+    if (dev_shape_only(m[0]->comm->dev)) return; /* predict mode: the buffers are only addresses */
     const void **srcs = malloc(sizeof *srcs * (size_t)n);
     TR_CHECK(srcs != NULL, "out of host memory for collective scratch");
     for (int r = 0; r < n; r++) srcs[r] = m[r]->send;
@@ -137,13 +138,15 @@ void coll_exec(const coll_group *g, coll_instance *inst) {
 }
 
 void coll_exec_p2p(const coll_pending *send, const coll_pending *recv) {
-    if (send->desc.count) memmove(recv->recv, send->send, send->desc.count * tr_dtype_size(send->desc.dt));
+    if (send->desc.count && !dev_shape_only(send->comm->dev))
+        memmove(recv->recv, send->send, send->desc.count * tr_dtype_size(send->desc.dt));
 }
 
 uint64_t coll_result_hash(const coll_group *g, const coll_instance *inst) {
     const coll_desc *d = &inst->desc;
     const size_t esz = tr_dtype_size(d->dt);
     uint64_t h = TR_FNV_OFFSET;
+    if (dev_shape_only(inst->members[0]->comm->dev)) return h; /* nothing was moved */
     for (int r = 0; r < g->size; r++) {
         const coll_pending *p = inst->members[r];
         switch (d->op) {

@@ -9,6 +9,7 @@
 #define TB 1e12
 #define GB 1e9
 #define GIB ((size_t)1 << 30)
+#define MIB ((size_t)1 << 20)
 
 static const twin_device_spec specs[] = {
     {
@@ -17,7 +18,7 @@ static const twin_device_spec specs[] = {
         .bf16_flops = 989.5 * TB, /* 1,979 TFLOPS with sparsity; dense is half */
         .fp32_flops = 67 * TB,
         .mem_bandwidth = 3.35 * TB,
-        .mem_bytes = 80 * GIB,
+        .mem_bytes = 80 * GIB,      /* datasheet 80 GB; nvidia-smi shows 81559 MiB (79.6 GiB), 0.4 GiB less */
         .link_bandwidth = 450 * GB, /* NVLink 4: 900 GB/s total, both directions */
         .link_latency = 1e-6,       /* assumed */
         .net_bandwidth = 50 * GB,   /* 400 Gb/s NDR InfiniBand per GPU */
@@ -31,13 +32,14 @@ static const twin_device_spec specs[] = {
         .bf16_flops = 989.5 * TB, /* 1,979 TFLOPS with sparsity; dense is half */
         .fp32_flops = 67 * TB,
         .mem_bandwidth = 4.8 * TB,
-        .mem_bytes = 141 * (size_t)1000000000,
+        .mem_bytes = 143771 * MIB,  /* nvidia-smi's total (datasheet: 141 GB); 141e9 bytes would undercount 9 GiB */
         .link_bandwidth = 450 * GB, /* NVLink 4: 900 GB/s total */
         .link_latency = 1e-6,
         .net_bandwidth = 50 * GB,
         .net_latency = 5e-6,
         .launch_overhead = 4e-6,
-        .source = "NVIDIA H200 Tensor Core GPU datasheet (SXM column); network: ConnectX-7 NDR 400 Gb/s",
+        .source = "NVIDIA H200 Tensor Core GPU datasheet (SXM column); memory: nvidia-smi's total (143771 MiB); "
+                  "network: ConnectX-7 NDR 400 Gb/s",
     },
     {
         .name = "A100",

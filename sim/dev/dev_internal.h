@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "predict/shape_heap.h"
 #include "sched/sched_internal.h"
 #include "twinrun/dev.h"
 
@@ -31,13 +32,19 @@ struct dev_device {
     alloc_header *allocs; /* live allocations, newest first */
     dev_device *next_owned, *prev_owned;
     char last_error[256];
+    dev_mem_tag tag;                    /* purpose of the next allocations */
+    size_t tag_used[DEV_MEM_TAG_COUNT]; /* bytes in use per purpose */
+    size_t tag_peak[DEV_MEM_TAG_COUNT]; /* tag_used when `peak` was reached */
+    bool shape_only;                    /* predict mode: sizes without memory (dev.h) */
+    shape_heap shape;                   /* shape-only allocations */
 };
 
 struct alloc_header {
     size_t bytes;
     uint64_t magic;
     alloc_header *prev, *next;
-    char pad[DEV_SIM_ALIGN - sizeof(size_t) - sizeof(uint64_t) - 2 * sizeof(void *)];
+    int tag; /* dev_mem_tag at allocation */
+    char pad[DEV_SIM_ALIGN - sizeof(size_t) - sizeof(uint64_t) - 2 * sizeof(void *) - sizeof(int)];
 };
 _Static_assert(sizeof(alloc_header) == DEV_SIM_ALIGN, "allocation header keeps user memory 64-byte aligned");
 

@@ -7,6 +7,7 @@
 #include "dev_internal.h"
 #include "twin_defer.h"
 #include "twinrun/dev.h"
+#include "twinrun/err.h"
 
 /* Host-to-device copies up to this size are queued with a copy of the source (the caller may reuse
  * it at once, as with cudaMemcpyAsync from pageable memory); larger ones (checkpoint loads) drain
@@ -40,8 +41,10 @@ static bool pooled(void) {
     return s && s->pool;
 }
 
+/* Shape-only (predict) mode: device memory holds nothing, so reads give zeros and writes vanish; nothing
+ * is queued (a shape-only device's queue stays empty: its kernels compute nothing either). */
 void dev_copy_h2d(dev_stream *s, void *dst, const void *src, size_t bytes) {
-    if (!bytes) return;
+    if (!bytes || s->dev->shape_only) return;
     twin_rank *r = s->dev->owner;
     if (!pooled() || bytes > H2D_QUEUED_MAX) {
         twin_rank_drain(r);
@@ -54,23 +57,29 @@ void dev_copy_h2d(dev_stream *s, void *dst, const void *src, size_t bytes) {
 
 void dev_copy_d2h(dev_stream *s, void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
+    if (s->dev->shape_only) {
+        memset(dst, 0, bytes);
+        return;
+    }
     twin_rank_drain(s->dev->owner); /* the host reads it now */
     memcpy(dst, src, bytes);
 }
 
 void dev_copy_d2d(dev_stream *s, void *dst, const void *src, size_t bytes) {
-    if (!bytes) return;
+    if (!bytes || s->dev->shape_only) return;
     copy_args a = {dst, src, bytes};
     twin_rank_submit(s->dev->owner, d2d_job, &a, sizeof a);
 }
 
 void dev_memset_zero(dev_stream *s, void *dst, size_t bytes) {
-    if (!bytes) return;
+    if (!bytes || s->dev->shape_only) return;
     copy_args a = {dst, NULL, bytes};
     twin_rank_submit(s->dev->owner, memset_job, &a, sizeof a);
 }
 
 void twin_kern_submit(dev_stream *s, twin_job_fn *fn, void *args, size_t size) {
+    /* a shape-only launch returns after its check (kern_shape_only): its memory is only addresses */
+    TR_CHECK(!s->dev->shape_only, "a kernel queued work on a shape-only (predict) device");
     twin_rank_submit(s->dev->owner, fn, args, size);
 }
 

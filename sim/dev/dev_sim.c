@@ -53,6 +53,7 @@ void dev_close(dev_device *d) {
     if (d->prev_owned) d->prev_owned->next_owned = d->next_owned;
     else d->owner->devices = d->next_owned;
     if (d->next_owned) d->next_owned->prev_owned = d->prev_owned;
+    shape_heap_release(&d->shape);
     free(d);
 }
 
@@ -60,6 +61,7 @@ void dev_twin_reclaim(twin_rank *r) {
     while (r->devices) {
         dev_device *d = r->devices;
         while (d->allocs) dev_free(d, d->allocs + 1);
+        for (void *p; (p = shape_heap_first(&d->shape));) dev_free(d, p);
         dev_close(d);
     }
 }
@@ -72,9 +74,31 @@ void dev_get_info(const dev_device *d, dev_info *out) {
     out->capacity = d->capacity;
     out->count = twin_gpus_per_node();
     snprintf(out->simulated, sizeof out->simulated, "%s", (d->spec ? d->spec : twin_spec())->name);
+    out->peak_bf16_flops = (d->spec ? d->spec : twin_spec())->bf16_flops;
+}
+
+/* The bytes of one allocation (n > 0) or free (n < 0) under its purpose; the parts at the peak. */
+static void account(dev_device *d, size_t bytes, int tag, int sign) {
+    if (sign < 0) {
+        d->used -= bytes, d->tag_used[tag] -= bytes;
+        return;
+    }
+    d->used += bytes, d->tag_used[tag] += bytes;
+    if (d->used > d->peak) {
+        d->peak = d->used;
+        memcpy(d->tag_peak, d->tag_used, sizeof d->tag_peak);
+    }
 }
 
 void *dev_alloc(dev_device *d, size_t bytes, const char *what) {
+    if (d->shape_only) { /* no capacity check: the predict report compares the peak with it */
+        void *p = shape_heap_alloc(&d->shape, bytes, (int)d->tag);
+        if (!p)
+            snprintf(d->last_error, sizeof d->last_error, "rank %d: out of host memory recording %s", d->owner->id,
+                     what ? what : "?");
+        else account(d, bytes, (int)d->tag, +1);
+        return p;
+    }
     if (d->capacity && (bytes > d->capacity || d->used > d->capacity - bytes)) {
         snprintf(d->last_error, sizeof d->last_error,
                  "rank %d: out of device memory allocating %zu bytes for %s: %zu of %zu bytes in use (peak %zu)",
@@ -90,12 +114,12 @@ void *dev_alloc(dev_device *d, size_t bytes, const char *what) {
     }
     h->bytes = bytes;
     h->magic = ALLOC_MAGIC;
+    h->tag = (int)d->tag;
     h->prev = NULL;
     h->next = d->allocs;
     if (h->next) h->next->prev = h;
     d->allocs = h;
-    d->used += bytes;
-    if (d->used > d->peak) d->peak = d->used;
+    account(d, bytes, h->tag, +1);
     return h + 1;
 }
 
@@ -103,18 +127,51 @@ static void free_job(void *args) { free(*(void **)args); }
 
 void dev_free(dev_device *d, void *p) {
     if (!p) return;
+    if (d->shape_only) {
+        size_t bytes;
+        int tag;
+        TR_CHECK(shape_heap_free(&d->shape, p, &bytes, &tag),
+                 "dev_free of a pointer dev_alloc did not return (double free?)");
+        account(d, bytes, tag, -1);
+        return;
+    }
     alloc_header *h = (alloc_header *)p - 1;
     TR_CHECK(h->magic == ALLOC_MAGIC, "dev_free of a pointer dev_alloc did not return (double free?)");
     h->magic = 0;
     if (h->prev) h->prev->next = h->next;
     else if (d->allocs == h) d->allocs = h->next;
     if (h->next) h->next->prev = h->prev;
-    d->used -= h->bytes;
+    account(d, h->bytes, h->tag, -1);
     /* the accounting is now; the memory goes back after the work queued before the free has run */
     twin_rank_submit(d->owner, free_job, &h, sizeof h);
 }
 
 size_t dev_mem_used(const dev_device *d) { return d->used; }
+
+dev_mem_tag dev_mem_tag_set(dev_device *d, dev_mem_tag tag) {
+    TR_CHECK((int)tag >= 0 && tag < DEV_MEM_TAG_COUNT, "dev_mem_tag_set: unknown purpose");
+    const dev_mem_tag was = d->tag;
+    d->tag = tag;
+    return was;
+}
+
+void dev_mem_peak_parts(const dev_device *d, size_t parts[DEV_MEM_TAG_COUNT]) {
+    memcpy(parts, d->tag_peak, sizeof d->tag_peak);
+}
+
+int dev_set_shape_only(dev_device *d, char *err, size_t errlen) {
+    if (d->used || d->allocs) return tr_errf(err, errlen, "shape-only mode must be set before the first allocation");
+    const twin_sched *s = twin_sched_get();
+    if (s && s->opt.remote) /* the transport between processes moves real bytes */
+        return tr_errf(err, errlen,
+                       "predict mode runs every rank in one process: drop the launcher (mpirun, torchrun) and "
+                       "TWINRUN_RANKS_PER_PROCESS, and set only WORLD_SIZE");
+    d->shape_only = true;
+    return 0;
+}
+
+bool dev_shape_only(const dev_device *d) { return d->shape_only; }
+bool twin_stream_shape_only(const dev_stream *s) { return s->dev->shape_only; }
 size_t dev_mem_peak(const dev_device *d) { return d->peak; }
 const char *dev_last_error(const dev_device *d) { return d->last_error; }
 
@@ -148,6 +205,11 @@ void dev_stream_wait_event(dev_stream *s, dev_event *e) { (void)s, (void)e; }
 double dev_clock_now(dev_device *d) { return d->owner->now; }
 
 double dev_busy_seconds(dev_device *d) { return d->owner->now - d->owner->coll_seconds; }
+
+void dev_wait_split(dev_device *d, double *wait, double *comm) {
+    *wait = d->owner->wait_seconds;
+    *comm = d->owner->coll_seconds - d->owner->wait_seconds;
+}
 
 void dev_sleep(dev_device *d, double seconds) {
     TR_CHECK(seconds == seconds, "dev_sleep of NaN seconds");

@@ -7,6 +7,7 @@
 #ifndef TWINRUN_SIM_TWIN_COST_H
 #define TWINRUN_SIM_TWIN_COST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "twinrun/dev.h"
@@ -38,6 +39,9 @@ double twin_kernel_seconds(const twin_device_spec *spec, double flops, double by
 
 /* The hook: advances the clock of the rank owning s by twin_kernel_seconds of the run's spec. */
 void twin_cost_kernel(dev_stream *s, double flops, double bytes, tr_dtype dt);
+/* Whether s's device is in shape-only (predict) mode (dev_set_shape_only): its kernels charge their
+ * time and check their arguments, then compute nothing. */
+bool twin_stream_shape_only(const dev_stream *s);
 
 typedef enum twin_coll_kind {
     TWIN_COST_ALL_REDUCE,

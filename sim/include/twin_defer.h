@@ -6,7 +6,10 @@
  *
  * The closure must be self-contained: its arguments are copied at submission (descriptors passed by
  * pointer included), and it must not call back into the scheduler, the clock, the trace or the rank's
- * state, nor fail (a failure there ends the process: it belongs to no running rank). */
+ * state, nor fail (a failure there ends the process: it belongs to no running rank).
+ *
+ * On a shape-only (predict) device a kernel returns after its check and submits nothing: its memory is
+ * only addresses (twin_kern_submit refuses). */
 #ifndef TWINRUN_SIM_TWIN_DEFER_H
 #define TWINRUN_SIM_TWIN_DEFER_H
 

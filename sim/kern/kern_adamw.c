@@ -40,6 +40,7 @@ void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, 
                        float *v, size_t n) {
     kern_cost(s, 16.0 * n, (double)n * (16.0 + tr_dtype_size(grad.dt) + tr_dtype_size(model.dt)), TR_F32);
     kern_adamw_update_check(s, ad, master, model, grad, m, v, n);
+    if (kern_shape_only(s)) return;
     if (n == 0) return;
     adamw_args a = {*ad, master, m, v, model, grad, n};
     kern_submit(s, adamw_body, &a, sizeof a);

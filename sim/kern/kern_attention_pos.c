@@ -42,6 +42,23 @@ static double visible_pairs(const int32_t *q_pos, const int32_t *k_pos, int Tq, 
     return pairs;
 }
 
+/* visible_pairs without reading the positions (predict mode, where they are device memory): causal
+ * attention over the whole sequence (Tq = Tk, positions 0..T-1) sees T(T+1)/2 pairs, and a context-
+ * parallel rank's two chunks (llama_cp_position: chunks r and 2CP-1-r of Tq/2 queries each, keys of the
+ * whole sequence) see Tq(Tk+1)/2 as well, exactly. */
+static double causal_pairs(int Tq, int Tk) { return (double)Tq * ((double)Tk + 1.0) / 2.0; }
+
+/* The roofline charges of both directions for `pairs` visible (query, key) pairs. */
+static void forward_cost(dev_stream *s, double pairs, tr_buf q, int B, int Tq, int Tk, int NH, int KV, int D) {
+    kern_cost(s, 4.0 * B * NH * pairs * D, ((double)B * (2.0 * NH * Tq + 2.0 * KV * Tk) * D) * tr_dtype_size(q.dt),
+              q.dt);
+}
+
+static void backward_cost(dev_stream *s, double pairs, tr_buf q, int B, int Tq, int Tk, int NH, int KV, int D) {
+    kern_cost(s, 10.0 * B * NH * pairs * D, /* recompute + four products */
+              ((double)B * (4.0 * NH * Tq + 4.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
+}
+
 /* Widen the [T, D] slice of head `head` (of H) in batch b of x [B, T, H, D] into dst [T, D]. */
 static void load_head(double *dst, tr_buf x, int b, int head, int T, int H, int D) {
     for (int t = 0; t < T; t++)
@@ -157,8 +174,7 @@ void twin_attention_forward_at(dev_stream *s, tr_buf out, float *lse, tr_buf q, 
                                const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
                                int D) {
     check_positions(q_pos, k_pos, Tq, Tk, "attention forward");
-    kern_cost(s, 4.0 * B * NH * visible_pairs(q_pos, k_pos, Tq, Tk) * D,
-              ((double)B * (2.0 * NH * Tq + 2.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
+    forward_cost(s, visible_pairs(q_pos, k_pos, Tq, Tk), q, B, Tq, Tk, NH, KV, D);
     const attn_args a = {
         .out = out, .q = q, .k = k, .v = v, .lse_out = lse, .B = B, .Tq = Tq, .Tk = Tk, .NH = NH, .KV = KV, .D = D};
     submit_with_positions(s, attention_forward_body, &a, q_pos, k_pos);
@@ -168,6 +184,10 @@ void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q,
                                 const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
                                 int D) {
     kern_attention_forward_pos_check(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
+    if (kern_shape_only(s)) { /* positions are device memory, not readable then: only the cost */
+        forward_cost(s, causal_pairs(Tq, Tk), q, B, Tq, Tk, NH, KV, D);
+        return;
+    }
     kern_drain(s); /* the positions as the work before this launch left them */
     twin_attention_forward_at(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
 }
@@ -251,8 +271,7 @@ void twin_attention_backward_at(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, 
                                 tr_buf v, const float *lse, const int32_t *q_pos, const int32_t *k_pos, int B, int Tq,
                                 int Tk, int NH, int KV, int D) {
     check_positions(q_pos, k_pos, Tq, Tk, "attention backward");
-    kern_cost(s, 10.0 * B * NH * visible_pairs(q_pos, k_pos, Tq, Tk) * D, /* recompute + four products */
-              ((double)B * (4.0 * NH * Tq + 4.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
+    backward_cost(s, visible_pairs(q_pos, k_pos, Tq, Tk), q, B, Tq, Tk, NH, KV, D);
     const attn_args a = {.dq = dq,
                          .dk = dk,
                          .dv = dv,
@@ -275,6 +294,10 @@ void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv,
                                  int B, int Tq, int Tk, int NH, int KV, int D) {
     /* out is not read: see the header comment, sum p*dp is formed exactly instead */
     kern_attention_backward_pos_check(s, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
+    if (kern_shape_only(s)) {
+        backward_cost(s, causal_pairs(Tq, Tk), q, B, Tq, Tk, NH, KV, D);
+        return;
+    }
     kern_drain(s); /* the positions as the work before this launch left them */
     twin_attention_backward_at(s, dq, dk, dv, dout, q, k, v, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
 }

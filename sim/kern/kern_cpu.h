@@ -13,10 +13,13 @@
  * (kern_cost), checks the arguments (kern_X_check), and hands the body an argument struct through
  * kern_submit; the body may run later on a worker thread (twin_defer.h), so it reads only its struct
  * and device memory. A check that reads device memory (token ids, targets, positions) runs at launch
- * after kern_drain, so a bad id still ends the rank that launched the kernel, at the same point. */
+ * after kern_drain, so a bad id still ends the rank that launched the kernel, at the same point. In
+ * predict (shape-only) mode the launch returns after its check (kern_shape_only): no drain, no body, no
+ * queued work; device memory is only addresses then. */
 #ifndef TWINRUN_SIM_KERN_KERN_CPU_H
 #define TWINRUN_SIM_KERN_KERN_CPU_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +37,11 @@ static inline void kern_cost(dev_stream *s, double flops, double bytes, tr_dtype
     /* negative sizes: the kernel's argument check (kern_X_check), just after, names the bad argument */
     if (s && flops >= 0 && bytes >= 0) twin_cost_kernel(s, flops, bytes, dt);
 }
+
+/* Predict mode: after its cost and its argument check a kernel returns here, before it reads or
+ * writes device memory (which is only addresses then) or takes host scratch, and before
+ * it submits anything (kern_submit): in shape-only mode nothing is queued. */
+static inline bool kern_shape_only(dev_stream *s) { return s && twin_stream_shape_only(s); }
 
 /* Runs body(args) after the work issued before it on s's device; args (size bytes) is copied. A NULL
  * stream (the GPU build's kern_oracle) runs it now. */

@@ -46,6 +46,7 @@ static void ce_forward_body(void *args) {
 void kern_cross_entropy_forward(dev_stream *s, float *losses, tr_buf logits, const int32_t *targets, int N, int V) {
     kern_cost(s, 4.0 * N * (double)V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
     kern_cross_entropy_forward_check(s, losses, logits, targets, N, V);
+    if (kern_shape_only(s)) return;
     kern_drain(s);                                           /* the targets as the work before this launch left them */
     for (int n = 0; n < N; n++) check_target(targets, n, V); /* all before any work, as in the backward */
     ce_args a = {.logits = logits, .losses = losses, .targets = targets, .N = N, .V = V};
@@ -71,6 +72,7 @@ void kern_cross_entropy_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, c
                                  const float *dloss, int N, int V) {
     kern_cost(s, 6.0 * N * (double)V, 2.0 * N * V * tr_dtype_size(logits.dt), TR_F32);
     kern_cross_entropy_backward_check(s, dlogits, logits, targets, dloss, N, V);
+    if (kern_shape_only(s)) return;
     kern_drain(s);
     for (int n = 0; n < N; n++) check_target(targets, n, V);
     ce_args a = {.logits = logits, .dlogits = dlogits, .dloss = dloss, .targets = targets, .N = N, .V = V};

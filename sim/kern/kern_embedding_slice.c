@@ -57,6 +57,7 @@ void kern_embedding_forward_slice(dev_stream *s, tr_buf out, const int32_t *toke
                                   int C, int V) {
     kern_cost(s, 0.0, 2.0 * N * C * tr_dtype_size(out.dt), TR_F32);
     kern_embedding_forward_slice_check(s, out, tokens, wte, vocab_start, N, C, V);
+    if (kern_shape_only(s)) return;
     kern_drain(s); /* the ids as the work before this launch left them */
     check_tokens(tokens, N, "embedding forward");
     embed_args a = {out, wte, tokens, vocab_start, N, C, V};
@@ -106,6 +107,7 @@ void kern_embedding_backward_slice(dev_stream *s, tr_buf dwte, tr_buf dout, cons
                                    int N, int C, int V) {
     kern_cost(s, (double)N * C, 3.0 * N * C * tr_dtype_size(dwte.dt), TR_F32);
     kern_embedding_backward_slice_check(s, dwte, dout, tokens, vocab_start, N, C, V);
+    if (kern_shape_only(s)) return;
     kern_drain(s);
     check_tokens(tokens, N, "embedding backward");
     embed_args a = {dout, dwte, tokens, vocab_start, N, C, V};

@@ -61,6 +61,7 @@ void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, floa
                        tr_buf weight, tr_buf bias, int N, int C) {
     kern_cost(s, 6.0 * N * (double)C, 2.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
     kern_norm_forward_check(s, nd, out, mean, rstd, inp, weight, bias, N, C);
+    if (kern_shape_only(s)) return;
     norm_args a = {.nd = *nd,
                    .out = out,
                    .inp = inp,
@@ -130,6 +131,7 @@ void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr
                         tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N, int C) {
     kern_cost(s, 12.0 * N * (double)C, 4.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
     kern_norm_backward_check(s, nd, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+    if (kern_shape_only(s)) return;
     norm_args a = {.nd = *nd,
                    .dinp = dinp,
                    .dweight = dweight,

@@ -53,6 +53,7 @@ struct mp_job {
     bool mpi_inited;            /* ... and this process called MPI_Init: MPI_Finalize at the end */
     struct sigaction old_term;  /* SIGTERM's handler before the job took it */
     unsigned char *gone;        /* [nprocs] processes that said goodbye and whose messages all arrived */
+    bool bye_sent;              /* this process has queued its goodbye to every other */
     mp_msg *early, *early_last; /* messages that came during the hello round, handled afterwards */
     /* quiescence (mp_quiet.c): the messages that can wake a process, counted both ways */
     uint64_t work_sent, work_recv;
@@ -94,6 +95,8 @@ void mp_job_abort(mp_job *J, const char *why, const char *line);
 void mp_job_abortf(mp_job *J, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The transport's first failure, if any, becomes an abort. */
 void mp_job_check_network(mp_job *J);
+/* Marks in J->gone the processes that said goodbye and whose messages all arrived (mp_job.c). */
+void mp_job_update_gone(mp_job *J);
 
 /* Quiescence (mp_quiet.c): a process about to wait with nothing to run says so to process 0, which
  * declares the job stuck once every process waits and every message sent has arrived — the

@@ -119,11 +119,15 @@ int mp_job_pump(mp_job *J) {
     return n;
 }
 
-/* A process has gone once its goodbye and every message of its ranks sent before it arrived. */
-static void update_gone(mp_job *J) {
+/* A process has gone once its goodbye and every message of its ranks sent before it arrived. Once
+ * this one has said its own goodbye too, a gone process needs nothing more from it (it leaves only
+ * with this one's goodbye and everything sent before it): the network may drop the chatter that
+ * still goes its way and forgive a failure once it has left. */
+void mp_job_update_gone(mp_job *J) {
     for (int p = 0; p < J->cfg.nprocs; p++) {
         const mp_peer_state *pe = &J->peers[p];
         J->gone[p] = pe->bye && pe->ranks_received >= pe->bye_after;
+        if (J->gone[p] && J->bye_sent && p != J->cfg.proc) mp_net_peer_departed(J->net, p);
     }
 }
 
@@ -136,7 +140,7 @@ bool mp_job_progress(void *job, bool may_block) {
     if (J->aborting || !mp_coll_waiting(J)) return did;
     mp_coll_wait rw;
     char line[1024], w[160];
-    update_gone(J);
+    mp_job_update_gone(J);
     if (mp_coll_oldest(J, J->gone, &rw)) {
         snprintf(line, sizeof line, "%s has ended, but %s", mp_job_who(J, rw.missing_proc, w, sizeof w), rw.what);
         mp_job_abort(J, "a process ended early", line);
@@ -178,9 +182,10 @@ void mp_job_run_end(void *job, twin_sched *s) {
             /* arg: the ranks' messages sent to p before this one, so that p knows when it has them all */
             mp_job_send(J, p, MP_BYE, (int64_t)J->peers[p].ranks_sent, c, 4);
         }
+        J->bye_sent = true;
         const double deadline = mp_job_wall_now() + J->cfg.timeout_s;
         for (;;) {
-            update_gone(J);
+            mp_job_update_gone(J);
             int waiting = 0, first = -1;
             for (int p = 0; p < J->cfg.nprocs; p++)
                 if (p != J->cfg.proc && !J->gone[p]) {

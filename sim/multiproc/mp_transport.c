@@ -61,6 +61,9 @@ struct mp_net {
     mp_net_op *live; /* freed at close if never completed (a peer that died) */
     char error[512];
     int error_proc;
+    /* [nprocs] peers that said goodbye with every message of theirs received (mp_net_peer_departed):
+     * what still goes to them is chatter they no longer need, so its loss is no failure */
+    bool *departed;
 };
 
 static void live_add(mp_net *f, mp_net_op *op) {
@@ -80,6 +83,7 @@ static void live_free(mp_net *f, mp_net_op *op) {
 static void set_error(mp_net *f, int proc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void set_error(mp_net *f, int proc, const char *fmt, ...) {
     if (f->error[0]) return;
+    if (proc >= 0 && f->departed && f->departed[proc]) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(f->error, sizeof f->error, fmt, ap);
@@ -90,6 +94,16 @@ static void set_error(mp_net *f, int proc, const char *fmt, ...) {
 const char *mp_net_error(const mp_net *f, int *proc) {
     if (proc) *proc = f->error_proc;
     return f->error[0] ? f->error : NULL;
+}
+
+void mp_net_clear_error(mp_net *f) {
+    f->error[0] = '\0';
+    f->error_proc = -1;
+}
+
+void mp_net_peer_departed(mp_net *f, int proc) {
+    TR_CHECK(proc >= 0 && proc < f->nprocs && proc != f->self, "departure of an invalid process");
+    f->departed[proc] = true; /* what is queued for it stays: it includes the goodbye it waits for */
 }
 
 const char *mp_net_provider(const mp_net *f) { return f->info->fabric_attr->prov_name; }
@@ -205,7 +219,8 @@ int mp_net_connect(mp_net *f, const mp_peer *peers, int nprocs, int self, uint64
     f->addr = calloc((size_t)nprocs, sizeof *f->addr);
     f->backlog = calloc((size_t)nprocs, sizeof *f->backlog);
     f->backlog_last = calloc((size_t)nprocs, sizeof *f->backlog_last);
-    if (!f->addr || !f->backlog || !f->backlog_last)
+    f->departed = calloc((size_t)nprocs, sizeof *f->departed);
+    if (!f->addr || !f->backlog || !f->backlog_last || !f->departed)
         return tr_errf(err, errlen, "out of host memory for %d peer addresses", nprocs);
     for (int p = 0; p < nprocs; p++) {
         int rc = fi_av_insert(f->av, peers[p].addr, 1, &f->addr[p], 0, NULL);
@@ -251,6 +266,10 @@ static void queue_send(mp_net *f, int proc, unsigned char *buf, size_t len, uint
 
 void mp_net_send(mp_net *f, int proc, mp_msg_type type, int64_t arg, void *payload, size_t len) {
     TR_CHECK(proc >= 0 && proc < f->nprocs && proc != f->self, "message to an invalid process");
+    if (f->departed[proc]) { /* it has everything it waited for and may have left: nothing to send */
+        free(payload);
+        return;
+    }
     mp_header h = {.type = type,
                    .src_proc = (uint32_t)f->self,
                    .nprocs = (uint32_t)f->nprocs,
@@ -469,5 +488,6 @@ void mp_net_close(mp_net *f) {
     free(f->addr);
     free(f->backlog);
     free(f->backlog_last);
+    free(f->departed);
     free(f);
 }

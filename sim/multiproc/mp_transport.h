@@ -45,5 +45,11 @@ void mp_msg_free(mp_msg *m);
 size_t mp_net_sends_pending(const mp_net *f);
 /* The first network failure: its text, and the peer it concerns (-1 when unknown); NULL if none. */
 const char *mp_net_error(const mp_net *f, int *proc);
+/* Forgets that failure (the job found it harmless: mp_job_check_network). */
+void mp_net_clear_error(mp_net *f);
+/* Peer `proc` said goodbye, every message of its ranks has arrived, and this process has queued its
+ * own goodbye to it: it may leave at any moment, so new messages to it are dropped (those queued
+ * stay: they include that goodbye) and a failure concerning it is no error. */
+void mp_net_peer_departed(mp_net *f, int proc);
 
 #endif

@@ -33,6 +33,7 @@ typedef struct twin_rank {
     rank_state state;
     double now;              /* this rank's simulated clock, seconds */
     double coll_seconds;     /* of which spent in collectives (waiting and transferring): not busy */
+    double wait_seconds;     /* of coll_seconds, waiting for the last member (or the peer) to arrive */
     double deadline;         /* when blocked: the watchdog's time; INFINITY = none */
     double watchdog_s;       /* collective timeout; 0 = none */
     int waiting;             /* collectives this rank has launched and not seen complete */

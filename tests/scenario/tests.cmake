@@ -78,3 +78,22 @@ add_test(NAME scenario_check_placement COMMAND sh -c
   "${scn} check ${PROJECT_SOURCE_DIR}/tests/scenario/data/nan_wrong_stage.yaml; echo exit=$?")
 set_tests_properties(scenario_check_placement PROPERTIES LABELS "${labels}"
   PASS_REGULAR_EXPRESSION "nan_wrong_stage.yaml:9:5: layer 3 is on pipeline stage 1 \\(ranks 4-7\\), not on rank 1's stage 0.*exit=2")
+
+# mode: predict (docs/prediction.md): one shape-only run; the report names every stage, says it fits, and
+# predict.json holds exactly the documented fields with each stage's parts summing to its peak.
+add_test(NAME scenario_predict COMMAND sh -c
+  "${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/predict_small.yaml --work ${scn_work} --json ${scn_work}/ps.json && python3 -c \"import json; p=json.load(open('${scn_work}/predict_small/predict.json')); r=json.load(open('${scn_work}/ps.json')); assert sorted(p)==sorted(['device','capacity_bytes','step_time_s','tokens_per_s','mfu','stages']), p; assert p['device']=='H200' and len(p['stages'])==2, p; assert all(sum(s[k] for k in ['weights','main_grads','optimizer','activations','workspace','comm_buffers'])==s['peak'] for s in p['stages']), p; assert max(s['peak'] for s in p['stages'])==r['peak_bytes'] and r['predict']['step_time_s']==p['step_time_s'], (p, r); print('predict json ok')\"")
+set_tests_properties(scenario_predict PROPERTIES LABELS "${labels}" TIMEOUT 120
+  PASS_REGULAR_EXPRESSION "stage +rank +weights.*\n.* 0 .*\n.* 1 .*\\[predict\\] fits: .*PASSED: 2/2 expectations.*predict json ok")
+
+# ... and refuses faults with it, at the mode's line, exit status 2; an unknown mode likewise.
+add_test(NAME scenario_predict_refused COMMAND sh -c
+  "${scn} check ${PROJECT_SOURCE_DIR}/tests/scenario/data/predict_faults.yaml; echo exit=$?; printf 'mode: guess\\ncluster:\\n  nodes: 1\\n' > ${scn_work}_mode.yaml; ${scn} check ${scn_work}_mode.yaml; echo exit=$?")
+set_tests_properties(scenario_predict_refused PROPERTIES LABELS "${labels}"
+  PASS_REGULAR_EXPRESSION "predict_faults.yaml:3:7: mode: predict runs the job shape-only .*faults: would test nothing.*exit=2.*_mode.yaml:1:7: mode: 'guess' is not a mode: use rehearse \\(the default\\) or predict.*exit=2")
+
+# The 70B seed's full job, shape-only: fits 80 GiB, and predicts within the issue's 60 s on 2 cores.
+add_test(NAME scenario_predict_70b COMMAND sh -c
+  "start=$(date +%s); ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/predict_70b.yaml --work ${scn_work}; echo wall=$(( $(date +%s) - start ))s")
+set_tests_properties(scenario_predict_70b PROPERTIES LABELS "${labels};heavy" TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "\\[predict\\] fits: .*PASSED: 2/2 expectations.*wall=([0-9]|[1-5][0-9])s")

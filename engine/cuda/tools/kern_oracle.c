@@ -28,6 +28,12 @@ void twin_cost_kernel(dev_stream *s, double flops, double bytes, tr_dtype dt);
 void twin_cost_kernel(dev_stream *s, double flops, double bytes, tr_dtype dt) {
     (void)s, (void)flops, (void)bytes, (void)dt;
 }
+/* and their predict-mode test (kern_shape_only), likewise never called with a NULL stream */
+bool twin_stream_shape_only(const dev_stream *s);
+bool twin_stream_shape_only(const dev_stream *s) {
+    (void)s;
+    return false;
+}
 
 /* Likewise the twin's deferred work (sim/include/twin_defer.h): with a NULL stream the kernels run their
  * math at once (kern_submit) and never drain. */

@@ -110,6 +110,8 @@ typedef struct tr_config {
     char metrics_jsonl[TR_PATH_LEN]; /* --metrics-jsonl FILE: one JSON object per iteration */
     char tokens_file[TR_PATH_LEN];   /* --tokens-file FILE: raw int32 [iters, GBS, seq+1] (tests) */
     int keep_last;                   /* --keep-last N: checkpoints kept in --save after each save; 0 = all */
+    bool predict;                    /* --predict: the twin in shape-only mode (docs/prediction.md) */
+    char predict_json[TR_PATH_LEN];  /* --predict-json FILE: the predict report as JSON */
 
     /* what parsing noticed: flags accepted but ignored, settings Megatron silently changes.
      * Complete lines "twinrun: warning: ...\n"; the caller prints them once: fputs(cfg->warnings, stderr). */

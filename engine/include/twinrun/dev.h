@@ -19,12 +19,14 @@ typedef struct dev_stream dev_stream;
 typedef struct dev_event dev_event;
 
 typedef struct dev_info {
-    char name[64];      /* "twin-cpu", "NVIDIA H200", ... */
-    char backend[16];   /* "twin", "cuda", "musa" */
-    size_t capacity;    /* bytes this rank may allocate */
-    int count;          /* devices this process's node shows (twin: the node's GPUs); the preflight compares */
-    char simulated[16]; /* "" when dev_clock_now is wall time; else the spec the twin's cost model times
+    char name[64];          /* "twin-cpu", "NVIDIA H200", ... */
+    char backend[16];       /* "twin", "cuda", "musa" */
+    size_t capacity;        /* bytes this rank may allocate */
+    int count;              /* devices this process's node shows (twin: the node's GPUs); the preflight compares */
+    char simulated[16];     /* "" when dev_clock_now is wall time; else the spec the twin's cost model times
                            * kernels and collectives against ("H100"): such figures must say so */
+    double peak_bf16_flops; /* dense bf16 tensor-core peak, FLOP/s, that MFU is measured against: the twin's
+                             * spec's; 0 when the backend does not know it (the CUDA build) */
 } dev_info;
 
 /* Opens device `ordinal` for one rank. capacity == 0 means the device's own memory size
@@ -39,6 +41,34 @@ void dev_free(dev_device *d, void *p);
 size_t dev_mem_used(const dev_device *d);
 size_t dev_mem_peak(const dev_device *d);
 const char *dev_last_error(const dev_device *d);
+
+/* What an allocation is for: the parts of a memory report (Megatron's categories). The engine sets
+ * the device's current purpose before it allocates (dev_mem_tag_set returns the previous one, to
+ * restore); every dev_alloc is counted under the purpose current at the time, and dev_free takes it
+ * off the same part. Untagged allocations (small flags, scalars) count as DEV_MEM_WORKSPACE. */
+typedef enum dev_mem_tag {
+    DEV_MEM_WORKSPACE = 0, /* backward scratch, flags and scalars: whatever is neither of the below */
+    DEV_MEM_WEIGHTS,       /* the model's parameters in their compute type */
+    DEV_MEM_MAIN_GRADS,    /* the gradient buffer (fp32 main grads in bf16 training) */
+    DEV_MEM_OPTIMIZER,     /* fp32 master weights (a separate copy) and Adam's moments, sharded or whole */
+    DEV_MEM_ACTIVATIONS,   /* activations kept for the backward pass, the recompute workspace */
+    DEV_MEM_COMM,          /* staging buffers of collectives (sequence- and context-parallel gathers) */
+    DEV_MEM_TAG_COUNT,
+} dev_mem_tag;
+
+dev_mem_tag dev_mem_tag_set(dev_device *d, dev_mem_tag tag);
+/* parts[tag]: the bytes of each purpose in use at the moment of the device's peak; they sum to
+ * dev_mem_peak exactly. */
+void dev_mem_peak_parts(const dev_device *d, size_t parts[DEV_MEM_TAG_COUNT]);
+const char *dev_mem_tag_name(dev_mem_tag tag); /* "weights", "main_grads", ... (the JSON report's keys) */
+
+/* Shape-only ("predict") mode, from now on for the whole device: dev_alloc accounts bytes without
+ * memory behind them (and no capacity stops it: the report says whether the peak fits), kernels and
+ * collectives charge their simulated time and compute and move nothing, copies to the host fill
+ * zeros. Only the twin has it: the real backends return -1 with err saying so. Set it right after
+ * dev_open, before the first allocation. */
+int dev_set_shape_only(dev_device *d, char *err, size_t errlen);
+bool dev_shape_only(const dev_device *d);
 
 /* Streams: ordered queues of work. The default stream exists for the device's lifetime. */
 dev_stream *dev_stream_default(dev_device *d);
@@ -66,6 +96,12 @@ void dev_sleep(dev_device *d, double seconds);
  * straggler report compares. The twin knows it exactly; the CUDA build returns dev_clock_now, the
  * wall clock with collectives included (no per-kernel timing there). */
 double dev_busy_seconds(dev_device *d);
+/* The rest of dev_clock_now, split: *wait the seconds the rank spent in collectives and transfers before
+ * the last of their members arrived (a pipeline stage waiting for its neighbour, or for the stages still
+ * draining the pipeline: the pipeline bubble), *comm the seconds they then took to move the data
+ * (exposed communication). busy + wait + comm = dev_clock_now. The twin knows them exactly; the CUDA
+ * build has no per-call timing and returns 0 for both. */
+void dev_wait_split(dev_device *d, double *wait, double *comm);
 
 /* The one rank-fail path's last step: real mode exits the process with `code`; the twin ends
  * only the calling rank. Never returns. */

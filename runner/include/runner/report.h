@@ -67,6 +67,9 @@ typedef struct sc_report {
     double *losses;           /* [train_iters + 1], losses[it] of the run as finally completed; NaN when missing */
     double *reference_losses; /* [train_iters + 1] of the fault-free run, NULL when not run */
     size_t peak_bytes, capacity_bytes; /* largest device peak of any rank; the device capacity */
+    bool predict;                      /* mode: predict: the figures below are the shape-only run's */
+    double step_time_s, tokens_per_s, mfu;
+    char *predict_text; /* the engine's [predict] report; NULL when not a predict run */
     double wall_seconds, sim_seconds;
 } sc_report;
 

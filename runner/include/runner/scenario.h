@@ -60,6 +60,8 @@ typedef struct scenario {
     char name[SC_NAME_LEN]; /* name: (default: the file name without .yaml) */
     char description[512];
     uint64_t seed; /* --seed of the job and the twin's scheduler seed (default 1234) */
+    bool predict;  /* mode: predict (docs/prediction.md): one shape-only run at full size, no faults; default
+                      mode: rehearse */
 
     /* cluster: */
     int nodes, gpus_per_node;

@@ -1,0 +1,166 @@
+/* The predict report: collection over ranks, text and JSON (predict_report.h). */
+#include "train/predict_report.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "twinrun/err.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+int tr_predict_init(tr_predict *p, int nstages, int world) {
+    memset(p, 0, sizeof *p);
+    p->stage = calloc((size_t)(nstages > 0 ? nstages : 1), sizeof *p->stage);
+    if (!p->stage) return -1;
+    p->nstages = nstages;
+    p->world = world;
+    p->step_rank = -1;
+    return 0;
+}
+
+void tr_predict_free(tr_predict *p) {
+    free(p->stage);
+    memset(p, 0, sizeof *p);
+}
+
+void tr_predict_add_rank(tr_predict *p, int stage, int rank, const dev_device *d, const tr_predict_time *t) {
+    if (stage < 0 || stage >= p->nstages) return;
+    p->ranks++;
+    if (t->step > p->step_time || p->step_rank < 0) p->step_time = t->step, p->step_rank = rank;
+    tr_predict_stage *s = &p->stage[stage];
+    const size_t peak = dev_mem_peak(d);
+    /* ties keep the lowest rank, whatever order the ranks end in */
+    if (s->seen && (peak < s->peak || (peak == s->peak && rank > s->rank))) return;
+    s->seen = true;
+    s->rank = rank;
+    s->peak = peak;
+    dev_mem_peak_parts(d, s->parts);
+    s->time = *t;
+}
+
+size_t tr_predict_max_peak(const tr_predict *p, int *stage) {
+    size_t best = 0;
+    int at = -1;
+    for (int i = 0; i < p->nstages; i++)
+        if (p->stage[i].seen && (at < 0 || p->stage[i].peak > best)) best = p->stage[i].peak, at = i;
+    if (stage) *stage = at;
+    return best;
+}
+
+double tr_predict_tokens_per_s(const tr_predict *p) {
+    return p->step_time > 0 ? p->tokens_per_step / p->step_time : 0.0;
+}
+
+double tr_predict_mfu(const tr_predict *p) {
+    if (!(p->step_time > 0) || !(p->peak_flops > 0) || p->world < 1) return 0.0;
+    return p->flops_per_step / (p->step_time * p->world * p->peak_flops);
+}
+
+static double gib(size_t b) { return (double)b / GIB; }
+
+/* The table's unit: GiB, or MiB when every peak is below 1 GiB (a small config's table would read 0.00). */
+static double unit_of(const tr_predict *p, const char **name) {
+    const size_t worst = tr_predict_max_peak(p, NULL);
+    *name = worst >= (size_t)1 << 30 ? "GiB" : "MiB";
+    return worst >= (size_t)1 << 30 ? GIB : 1024.0 * 1024.0;
+}
+
+void tr_predict_print(FILE *out, const tr_predict *p) {
+    fprintf(out,
+            "[predict] shape-only run: %d ranks on %s, %.2f GiB each; the kernels computed nothing and charged "
+            "the cost model's time\n",
+            p->world, p->device, gib(p->capacity));
+    const char *uname;
+    const double u = unit_of(p, &uname);
+    fprintf(out, "[predict] device memory per rank at its peak, %s (each stage: its rank with the largest peak)\n",
+            uname);
+    fprintf(out, "[predict]   stage   rank  weights main_grads optimizer activations workspace comm_buffers     peak  "
+                 "of capacity\n");
+    for (int i = 0; i < p->nstages; i++) {
+        const tr_predict_stage *s = &p->stage[i];
+        if (!s->seen) continue;
+        fprintf(out, "[predict] %7d %6d %8.2f %10.2f %9.2f %11.2f %9.2f %12.2f %8.2f %10.1f%%\n", i, s->rank,
+                (double)s->parts[DEV_MEM_WEIGHTS] / u, (double)s->parts[DEV_MEM_MAIN_GRADS] / u,
+                (double)s->parts[DEV_MEM_OPTIMIZER] / u, (double)s->parts[DEV_MEM_ACTIVATIONS] / u,
+                (double)s->parts[DEV_MEM_WORKSPACE] / u, (double)s->parts[DEV_MEM_COMM] / u, (double)s->peak / u,
+                p->capacity ? 100.0 * (double)s->peak / (double)p->capacity : 0.0);
+    }
+    int at;
+    const size_t worst = tr_predict_max_peak(p, &at);
+    if (!p->capacity)
+        fprintf(out, "[predict] no capacity to compare with: the largest peak is stage %d's %.2f %s\n", at,
+                (double)worst / u, uname);
+    else if (worst <= p->capacity)
+        fprintf(out, "[predict] fits: the largest peak, stage %d's %.2f %s, is %.1f%% of %.2f GiB (%.2f GiB free)\n",
+                at, (double)worst / u, uname, 100.0 * (double)worst / (double)p->capacity, gib(p->capacity),
+                gib(p->capacity - worst));
+    else
+        fprintf(out,
+                "[predict] does not fit: stage %d needs %.2f GiB, %.2f GiB more than the %.2f GiB of a %s (lower "
+                "--micro-batch-size, add --recompute-granularity, or use more model parallelism)\n",
+                at, gib(worst), gib(worst - p->capacity), gib(p->capacity), p->device);
+    if (p->step_rank < 0) return;
+    fprintf(out, "[predict] step time %.3f s (simulated on %s; the slowest rank, %d, in the last of %lld iterations)\n",
+            p->step_time, p->device, p->step_rank, (long long)p->iterations);
+    for (int i = 0; i < p->nstages; i++) {
+        const tr_predict_stage *s = &p->stage[i];
+        if (!s->seen || !(s->time.step > 0)) continue;
+        const double st = s->time.step;
+        fprintf(out,
+                "[predict]   stage %d (rank %d): compute %.3f s (%.1f%%), exposed communication %.3f s (%.1f%%), "
+                "pipeline bubble and waits %.3f s (%.1f%%)\n",
+                i, s->rank, s->time.compute, 100.0 * s->time.compute / st, s->time.comm, 100.0 * s->time.comm / st,
+                s->time.bubble, 100.0 * s->time.bubble / st);
+    }
+    fprintf(out,
+            "[predict] throughput %.0f tokens/s (%.0f tokens a step); %.1f TFLOP/s per GPU of model FLOPs; MFU %.1f%% "
+            "of %.1f TFLOP/s dense bf16\n",
+            tr_predict_tokens_per_s(p), p->tokens_per_step,
+            p->step_time > 0 ? p->flops_per_step / p->step_time / p->world / 1e12 : 0.0, 100.0 * tr_predict_mfu(p),
+            p->peak_flops / 1e12);
+}
+
+int tr_predict_write_json(const char *path, const tr_predict *p, char *err, size_t errlen) {
+    cJSON *root = cJSON_CreateObject(), *stages = cJSON_CreateArray();
+    if (!root || !stages) {
+        cJSON_Delete(root), cJSON_Delete(stages);
+        return tr_errf(err, errlen, "--predict-json %s: out of host memory", path);
+    }
+    cJSON_AddStringToObject(root, "device", p->device);
+    cJSON_AddNumberToObject(root, "capacity_bytes", (double)p->capacity);
+    cJSON_AddNumberToObject(root, "step_time_s", p->step_time);
+    cJSON_AddNumberToObject(root, "tokens_per_s", tr_predict_tokens_per_s(p));
+    cJSON_AddNumberToObject(root, "mfu", tr_predict_mfu(p));
+    cJSON_AddItemToObject(root, "stages", stages);
+    /* the JSON's part order: the (weights, main_grads, optimizer, activations, workspace, comm_buffers) */
+    static const dev_mem_tag order[] = {DEV_MEM_WEIGHTS,     DEV_MEM_MAIN_GRADS, DEV_MEM_OPTIMIZER,
+                                        DEV_MEM_ACTIVATIONS, DEV_MEM_WORKSPACE,  DEV_MEM_COMM};
+    _Static_assert(sizeof order / sizeof order[0] == DEV_MEM_TAG_COUNT, "every purpose in the JSON");
+    for (int i = 0; i < p->nstages; i++) {
+        const tr_predict_stage *s = &p->stage[i];
+        if (!s->seen) continue;
+        cJSON *o = cJSON_CreateObject();
+        if (!o) break;
+        cJSON_AddNumberToObject(o, "stage", i);
+        /* bytes up to 2^53 are exact in a JSON number (a double) */
+        for (size_t k = 0; k < DEV_MEM_TAG_COUNT; k++)
+            cJSON_AddNumberToObject(o, dev_mem_tag_name(order[k]), (double)s->parts[order[k]]);
+        cJSON_AddNumberToObject(o, "peak", (double)s->peak);
+        cJSON_AddItemToArray(stages, o);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return tr_errf(err, errlen, "--predict-json %s: out of host memory", path);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        const int e = errno;
+        free(text);
+        return tr_errf(err, errlen, "--predict-json %s: cannot open for writing: %s", path, strerror(e));
+    }
+    const bool ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    free(text);
+    if (fclose(f) != 0 || !ok) return tr_errf(err, errlen, "--predict-json %s: write failed", path);
+    return 0;
+}
