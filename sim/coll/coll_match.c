@@ -110,6 +110,8 @@ static void record(coll_pending *p) {
 
 /* Every member's device work issued before it arrived has run (sched/pool.h): the data moves now. */
 static void drain_members(coll_pending *const *members, int n) {
+    const twin_sched *s = twin_sched_get();
+    if (!s || !s->pool) return; /* one thread: the work ran at launch */
     twin_rank *few[16], **ranks = n <= 16 ? few : malloc(sizeof *ranks * (size_t)n);
     TR_CHECK(ranks != NULL, "out of host memory for a collective's members");
     for (int m = 0; m < n; m++) ranks[m] = members[m]->rank;

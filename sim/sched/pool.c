@@ -13,9 +13,18 @@
 #include <string.h>
 #include <time.h>
 
+/* Jobs whose arguments fit in JOB_SMALL bytes (every kernel's; attention's too while its positions,
+ * which travel with it, number under ~85) live in nodes of that size, which the pool recycles (up to SPARE_MAX of them)
+ * instead of handing them back to malloc: the scheduler's thread allocates every job and the workers
+ * would free most, so each job cost a malloc from an arena whose caches never refill, and the frees
+ * from the other thread filled its fastbins, which the kernels' large scratch allocations then
+ * consolidated. Larger jobs (queued host-to-device copies) are malloc'd and freed as they come. */
+enum { JOB_SMALL = 512, SPARE_MAX = 4096 };
+
 struct twin_job {
     twin_job *next;
     twin_job_fn *fn;
+    bool small;                                /* a JOB_SMALL node: recycled through the pool's spares */
     alignas(max_align_t) unsigned char args[]; /* the submitter's arguments, copied */
 };
 
@@ -24,6 +33,8 @@ struct twin_pool {
     pthread_cond_t work; /* a queue was listed, or stop */
     pthread_cond_t idle; /* a thread let go of a queue */
     twin_queue *ready_first, *ready_last;
+    twin_job *spare; /* JOB_SMALL nodes that ran, for the next submissions */
+    int nspare;
     int waiting; /* scheduler waits on idle */
     bool stop;
     int workers, started;
@@ -49,6 +60,16 @@ _Noreturn static void pool_oom(const char *what) {
     fprintf(stderr, "twinrun: fatal: out of host memory for %s (twin worker pool)\n", what);
     fflush(stderr);
     abort();
+}
+
+/* Takes back a job that ran, with the lock held: true when it went to the spares, false when the caller
+ * must free it (after letting go of the lock). */
+static bool recycle(twin_pool *p, twin_job *j) {
+    if (!j->small || p->nspare >= SPARE_MAX) return false;
+    j->next = p->spare;
+    p->spare = j;
+    p->nspare++;
+    return true;
 }
 
 static void list_ready(twin_pool *p, twin_queue *q) {
@@ -79,16 +100,25 @@ static void run_queue(twin_pool *p, twin_queue *q) {
         const bool outer = t_in_job;
         t_in_job = true;
         unsigned long long n = 0;
+        twin_job *done = NULL; /* the small ones, to recycle under the lock below */
         while (j) {
             twin_job *next = j->next;
             j->fn(j->args);
-            free(j);
+            if (j->small) {
+                j->next = done;
+                done = j;
+            } else free(j);
             j = next;
             n++;
         }
         t_in_job = outer;
         pthread_mutex_lock(&p->lock);
         p->jobs_helped += n;
+        while (done) {
+            twin_job *next = done->next;
+            if (!recycle(p, done)) free(done); /* past SPARE_MAX: rare, a short free under the lock */
+            done = next;
+        }
     }
     q->running = false;
     if (p->waiting) pthread_cond_broadcast(&p->idle);
@@ -114,9 +144,13 @@ static void *worker(void *arg) {
             t_in_job = true;
             j->fn(j->args);
             t_in_job = false;
-            free(j);
             pthread_mutex_lock(&p->lock);
             p->jobs_worker++;
+            if (!recycle(p, j)) {
+                pthread_mutex_unlock(&p->lock);
+                free(j);
+                pthread_mutex_lock(&p->lock);
+            }
         } while (q->head && !p->waiting);
         q->running = false;
         if (q->head) list_ready(p, q); /* left for the scheduler thread, or for the next round */
@@ -163,6 +197,11 @@ void twin_pool_destroy(twin_pool *p) {
                 "twin pool: %d workers; jobs %llu on workers, %llu on the scheduler thread; %llu waits, %.3f s; CPU "
                 "%.3f s scheduler thread, %.3f s workers\n",
                 p->workers, p->jobs_worker, p->jobs_helped, p->waits, p->wait_s, p->main_cpu_s, p->worker_cpu_s);
+    while (p->spare) {
+        twin_job *next = p->spare->next;
+        free(p->spare);
+        p->spare = next;
+    }
     pthread_cond_destroy(&p->idle);
     pthread_cond_destroy(&p->work);
     pthread_mutex_destroy(&p->lock);
@@ -170,15 +209,31 @@ void twin_pool_destroy(twin_pool *p) {
     free(p);
 }
 
-void twin_pool_submit(twin_pool *p, twin_queue *q, twin_job_fn *fn, const void *args, size_t size, const void *tail,
-                      size_t tail_size) {
-    twin_job *j = malloc(sizeof *j + size + tail_size);
-    if (!j) pool_oom("a deferred kernel's arguments");
+static void fill(twin_job *j, twin_job_fn *fn, const void *args, size_t size, const void *tail, size_t tail_size) {
     j->next = NULL;
     j->fn = fn;
     if (size) memcpy(j->args, args, size);
     if (tail_size) memcpy(j->args + size, tail, tail_size);
+}
+
+void twin_pool_submit(twin_pool *p, twin_queue *q, twin_job_fn *fn, const void *args, size_t size, const void *tail,
+                      size_t tail_size) {
+    const size_t need = size + tail_size;
+    const bool small = need <= JOB_SMALL;
     pthread_mutex_lock(&p->lock);
+    twin_job *j = small ? p->spare : NULL;
+    if (j) { /* the common case: a recycled node, filled under the lock (at most JOB_SMALL bytes) */
+        p->spare = j->next;
+        p->nspare--;
+        fill(j, fn, args, size, tail, tail_size);
+    } else {
+        pthread_mutex_unlock(&p->lock);
+        j = malloc(sizeof *j + (small ? JOB_SMALL : need));
+        if (!j) pool_oom("a deferred kernel's arguments");
+        j->small = small;
+        fill(j, fn, args, size, tail, tail_size);
+        pthread_mutex_lock(&p->lock);
+    }
     if (q->tail) q->tail->next = j;
     else q->head = j;
     q->tail = j;
