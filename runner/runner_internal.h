@@ -40,6 +40,9 @@ void sc_judge_fault(const sc_job *j, const fault_plan *plan, int i, const sc_run
 /* One line on why the run stopped. */
 void sc_run_cause(const sc_job *j, const sc_run *run, char *out, size_t outlen);
 
+/* mkdir -p: 0, or -1 with err. */
+int sc_make_dir(const char *path, char *err, size_t errlen);
+
 /* Appends a check to r. */
 void sc_add_check(sc_report *r, bool passed, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

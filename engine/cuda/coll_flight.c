@@ -1,16 +1,21 @@
 #include "coll_flight.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll_hang.h"
 #include "cuda_dev.h"
 #include "launch/flight_env.h"
 #include "launch/launch_vars.h"
 #include "twinrun/err.h"
 
 struct tr_cu_flight {
+    /* The ring is appended to by the main thread and moved on (started, completed, aborted) and dumped by
+     * the watchdog thread too (asynchronous mode): every access holds mu. Never held across a wait. */
+    pthread_mutex_t mu;
     flight_ring ring;
     tr_flight_env env;
     int rank, world;
@@ -26,7 +31,10 @@ static void write_dump(dev_device *d, const char *status, int code) {
     snprintf(path, sizeof path, "%s/flight_rank%05d.txt", dir, f->rank);
     flight_dump dump;
     FILE *out = NULL;
-    if (flight_ring_to_dump(&f->ring, f->rank, f->world, dev_clock_now(d), status, code, &dump) != 0) {
+    pthread_mutex_lock(&f->mu); /* a copy of the ring, written to disk without the lock */
+    const int rc = flight_ring_to_dump(&f->ring, f->rank, f->world, dev_clock_now(d), status, code, &dump);
+    pthread_mutex_unlock(&f->mu);
+    if (rc != 0) {
         fprintf(stderr, "twinrun: rank %d: out of host memory for the flight dump\n", f->rank);
         return;
     }
@@ -50,6 +58,7 @@ static void flight_free(dev_device *d) {
     if (!f) return;
     if (f->env.at_exit) write_dump(d, "exited", 0);
     flight_ring_free(&f->ring);
+    pthread_mutex_destroy(&f->mu);
     for (int i = 0; i < f->ncomms; i++) free(f->ranks[i]);
     free(f->ranks);
     free(f->live);
@@ -67,6 +76,7 @@ static struct tr_cu_flight *state(dev_device *d, int my_rank) {
     f->world = tr_launch_vars_from_env(&v, err, sizeof err) == 0 ? v.world : 1;
     f->rank = my_rank;
     flight_ring_init(&f->ring, f->env.records);
+    pthread_mutex_init(&f->mu, NULL);
     d->flight = f;
     d->flight_free = flight_free;
     return f;
@@ -100,7 +110,10 @@ int tr_flight_comm(dev_device *d, int my_rank, const void *id, size_t idlen, con
     f->live[f->ncomms] = c;
     f->ranks[f->ncomms] = copy;
     f->ncomms++;
-    return flight_ring_add_comm(&f->ring, uid_of(id, idlen), name, nranks, copy);
+    pthread_mutex_lock(&f->mu);
+    const int k = flight_ring_add_comm(&f->ring, uid_of(id, idlen), name, nranks, copy);
+    pthread_mutex_unlock(&f->mu);
+    return k;
 }
 
 void tr_flight_comm_gone(dev_device *d, coll_comm *c) {
@@ -124,19 +137,36 @@ uint64_t tr_flight_rec(dev_device *d, int comm, flight_op op, uint64_t seq, size
                              .t_sched = t,
                              .t_start = st == FLIGHT_SCHEDULED ? -1 : t,
                              .t_end = st == FLIGHT_COMPLETED ? t : -1};
-    return flight_ring_add(&f->ring, &r);
+    pthread_mutex_lock(&f->mu);
+    const uint64_t id = flight_ring_add(&f->ring, &r);
+    pthread_mutex_unlock(&f->mu);
+    return id;
 }
 
-void tr_flight_set(dev_device *d, uint64_t id, flight_state st) {
-    flight_record *r = flight_ring_get(&d->flight->ring, id);
-    if (!r) return; /* overwritten by newer records */
-    const double t = dev_clock_now(d);
-    if (st == FLIGHT_STARTED) r->t_start = t;
-    if (st == FLIGHT_COMPLETED) {
-        if (r->t_start < 0) r->t_start = t;
-        r->t_end = t;
+void tr_flight_set_at(dev_device *d, uint64_t id, flight_state st, double t) {
+    struct tr_cu_flight *f = d->flight;
+    pthread_mutex_lock(&f->mu);
+    flight_record *r = flight_ring_get(&f->ring, id);
+    if (r) { /* else overwritten by newer records */
+        /* times never go back (the dump format's rule, which blame checks): an event's time mapped onto
+         * the host clock (coll_watchdog.c) may land a few microseconds before the enqueue's host time */
+        if (st == FLIGHT_STARTED || st == FLIGHT_COMPLETED) t = t > r->t_sched ? t : r->t_sched;
+        if (st == FLIGHT_STARTED) r->t_start = t;
+        if (st == FLIGHT_COMPLETED) {
+            if (r->t_start < 0) r->t_start = t;
+            r->t_end = t > r->t_start ? t : r->t_start;
+        }
+        r->state = st;
     }
-    r->state = st;
+    pthread_mutex_unlock(&f->mu);
+}
+
+void tr_flight_set(dev_device *d, uint64_t id, flight_state st) { tr_flight_set_at(d, id, st, dev_clock_now(d)); }
+
+int tr_flight_rank(const dev_device *d) { return d->flight ? d->flight->rank : -1; }
+
+void tr_flight_dump(dev_device *d, const char *status) {
+    if (d->flight) write_dump(d, status, 0);
 }
 
 void tr_flight_watchdog(dev_device *d, const char *what) {
@@ -144,6 +174,7 @@ void tr_flight_watchdog(dev_device *d, const char *what) {
     fprintf(stderr, "twinrun: rank %d: watchdog: %s; dumping the flight recorder and aborting every communicator\n",
             f->rank, what);
     write_dump(d, "blocked", 0);
+    tr_cu_hang_release(); /* an injected GPU hang (TWINRUN_COLL_HANG) must not outlive the abort */
     for (int i = 0; i < f->ncomms; i++)
         if (f->live[i]) coll_abort(f->live[i]);
     const char *mode = getenv("TWINRUN_COLL_ON_TIMEOUT");

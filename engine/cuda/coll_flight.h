@@ -8,7 +8,11 @@
  * TWINRUN_FLIGHT_DIR (else /tmp) as flight_rank<R>.txt, aborts every communicator it has
  * (ncclCommAbort) and exits with status 1, as PyTorch's NCCL watchdog tears the process down;
  * TWINRUN_COLL_ON_TIMEOUT=return makes the call return COLL_TIMEOUT instead (coll_smoke's test).
- * With TWINRUN_FLIGHT_AT_EXIT=1 every rank also dumps when its device closes. */
+ * With TWINRUN_FLIGHT_AT_EXIT=1 every rank also dumps when its device closes.
+ *
+ * In asynchronous mode (coll_watchdog.h) the watchdog thread moves records on and dumps while the main
+ * thread appends: every function here is thread-safe (one mutex per rank's recorder). The timeout's
+ * end is then the watchdog's (tr_wd_fire), not tr_flight_watchdog. */
 #ifndef TWINRUN_ENGINE_CUDA_COLL_FLIGHT_H
 #define TWINRUN_ENGINE_CUDA_COLL_FLIGHT_H
 
@@ -30,6 +34,12 @@ uint64_t tr_flight_rec(dev_device *d, int comm, flight_op op, uint64_t seq, size
                        int peer, flight_state st);
 /* Moves a record on (started, completed, aborted), stamping the time. */
 void tr_flight_set(dev_device *d, uint64_t id, flight_state st);
+/* The same with the time given (seconds of dev_clock_now's clock: an event's time, coll_watchdog.c). */
+void tr_flight_set_at(dev_device *d, uint64_t id, flight_state st, double t);
+/* Writes the rank's dump now, with this status ("blocked" for a watchdog's end); nothing else. */
+void tr_flight_dump(dev_device *d, const char *status);
+/* The rank the recorder was created for (-1 before the first communicator), for messages. */
+int tr_flight_rank(const dev_device *d);
 /* A collective timed out (`what` says which): dump, abort all, exit, unless TWINRUN_COLL_ON_TIMEOUT=return. */
 void tr_flight_watchdog(dev_device *d, const char *what);
 

@@ -56,6 +56,13 @@ struct dev_device {
      * (and dumps it with TWINRUN_FLIGHT_AT_EXIT=1) through flight_free. */
     struct tr_cu_flight *flight;
     void (*flight_free)(dev_device *d);
+    /* coll_watchdog.c (asynchronous collectives), started with the first communicator: dev_free calls
+     * wd_quiesce first (no buffer is freed under a collective still running on a communicator's
+     * stream); dev_close calls wd_close before flight_free (thread stopped, works retired, so an exit
+     * dump has their final states). */
+    struct tr_cu_watchdog *wd;
+    void (*wd_quiesce)(dev_device *d);
+    void (*wd_close)(dev_device *d);
     /* gpu_profile.cu (TWINRUN_GPU_PROFILE=1): 0 not yet read, 1 off, 2 on; the tables when on. */
     int prof_mode;
     struct tr_cu_prof *prof;
@@ -64,6 +71,9 @@ struct dev_device {
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* True while the collectives' watchdog ends the process (coll_watchdog.h): dev_rank_abort waits then. */
+bool tr_cu_process_ending(void);
 
 /* The physical device of the process's device `ordinal` (dev_select.c: offset by the launcher's local
  * rank), or -1 with err. */

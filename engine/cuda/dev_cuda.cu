@@ -60,6 +60,10 @@ extern "C" void tr_cu_fail(const char *file, int line, const char *lib, const ch
 }
 
 extern "C" void dev_rank_abort(int code) {
+    /* The collectives' watchdog is ending the process (dump, abort, exit 1): a call of this thread that
+     * failed on an aborted communicator must not race its exit with another status. Bounded: with
+     * TWINRUN_COLL_ON_TIMEOUT=return the watchdog goes on, and this exit follows. */
+    for (int i = 0; i < 1000 && tr_cu_process_ending(); i++) usleep(10000);
     fflush(stdout);
     fflush(stderr);
     exit(code);
@@ -181,6 +185,7 @@ extern "C" dev_device *dev_open(int ordinal, size_t capacity, char *err, size_t 
 
 extern "C" void dev_close(dev_device *d) {
     if (!d) return;
+    if (d->wd_close) d->wd_close(d);
     if (d->flight_free) d->flight_free(d);
     CU_CHECK(cudaStreamSynchronize(d->default_stream.st));
     tr_prof_close(d);
@@ -249,6 +254,7 @@ extern "C" void dev_free(dev_device *d, void *p) {
     a->bytes = 0;
     d->tab_live--;
     d->tab_dead++;
+    if (d->wd_quiesce) d->wd_quiesce(d); /* asynchronous collectives still using p finish first */
     CU_CHECK(cudaFree(p));
 }
 
@@ -392,6 +398,8 @@ extern "C" void dev_wait_split(dev_device *d, double *wait, double *comm) {
     (void)d;
     *wait = *comm = 0.0; /* no per-call timing in the real build (dev.h) */
 }
+
+extern "C" void dev_step_mark(dev_device *d, int64_t iteration) { tr_prof_step(d, (long long)iteration); }
 
 extern "C" void dev_sleep(dev_device *d, double seconds) {
     (void)d;

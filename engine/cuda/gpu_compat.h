@@ -59,6 +59,9 @@
 #define cudaDeviceGetDefaultMemPool musaDeviceGetDefaultMemPool
 #define cudaMemPoolSetAttribute musaMemPoolSetAttribute
 #define cudaMemPoolAttrReleaseThreshold musaMemPoolAttrReleaseThreshold
+#define cudaMemPoolGetAttribute musaMemPoolGetAttribute
+#define cudaMemPoolAttrUsedMemHigh musaMemPoolAttrUsedMemHigh
+#define cudaMemPoolAttrReservedMemHigh musaMemPoolAttrReservedMemHigh
 #define cudaFreeAsync musaFreeAsync
 #define cudaStream_t musaStream_t
 #define cudaStreamCreateWithFlags musaStreamCreateWithFlags
@@ -74,6 +77,10 @@
 #define cudaEventRecord musaEventRecord
 #define cudaEventCreate musaEventCreate
 #define cudaEventSynchronize musaEventSynchronize
+#define cudaEventQuery musaEventQuery
+#define cudaHostAlloc musaHostAlloc
+#define cudaHostAllocMapped musaHostAllocMapped
+#define cudaHostGetDevicePointer musaHostGetDevicePointer
 #define cudaEventElapsedTime musaEventElapsedTime
 #define cudaFuncSetAttribute musaFuncSetAttribute
 #define cudaFuncAttributeMaxDynamicSharedMemorySize musaFuncAttributeMaxDynamicSharedMemorySize

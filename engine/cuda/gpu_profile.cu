@@ -14,14 +14,14 @@
 
 typedef struct prof_kind {
     char name[PROF_NAME];
-    unsigned long long calls;
-    double ms, max_ms;
+    unsigned long long calls, steady_calls;
+    double ms, max_ms, steady_ms; /* steady_*: the spans of the steady iterations (tr_prof_step) */
 } prof_kind;
 
 typedef struct prof_span {
     cudaEvent_t a, b; /* created on the slot's first use, reused after */
     int kind;
-    bool ended;
+    bool ended, steady;
 } prof_span;
 
 struct tr_cu_prof {
@@ -30,6 +30,10 @@ struct tr_cu_prof {
     prof_span ring[PROF_PENDING]; /* FIFO of spans not yet summed: [head, head + count) */
     unsigned head, count;
     unsigned long long dropped; /* spans not timed: more than PROF_KINDS kinds, or the ring full of open spans */
+    /* dev_step_mark: the iteration running now (0: none), the first counted as steady (the ones before
+     * are warm-up: the first launch of a kernel loads its module, cuBLASLt picks its algorithms), how
+     * many steady iterations began and the last of them */
+    long long step, first_steady, steady_steps, last_step;
 };
 
 extern "C" bool tr_prof_enabled(dev_device *d) {
@@ -39,6 +43,9 @@ extern "C" bool tr_prof_enabled(dev_device *d) {
         if (d->prof_mode == 2) {
             d->prof = (tr_cu_prof *)calloc(1, sizeof *d->prof);
             if (!d->prof) tr_fatal("out of host memory for TWINRUN_GPU_PROFILE's tables");
+            const char *skip = getenv("TWINRUN_GPU_PROFILE_SKIP");
+            d->prof->first_steady = 1 + (skip && *skip ? atoll(skip) : 1);
+            if (d->prof->first_steady < 1) d->prof->first_steady = 1;
         }
     }
     return d->prof_mode == 2;
@@ -64,6 +71,7 @@ static void resolve(tr_cu_prof *p, unsigned n) {
         k->calls++;
         k->ms += ms;
         if (ms > k->max_ms) k->max_ms = ms;
+        if (sp->steady) k->steady_calls++, k->steady_ms += ms;
         p->head = (p->head + 1) % PROF_PENDING;
         p->count--;
     }
@@ -85,6 +93,7 @@ extern "C" void *tr_prof_begin(dev_stream *s, const char *kind) {
     }
     sp->kind = k;
     sp->ended = false;
+    sp->steady = p->step >= p->first_steady;
     p->count++;
     CU_CHECK(cudaEventRecord(sp->a, tr_cu_stream(s)));
     return sp;
@@ -95,6 +104,31 @@ extern "C" void tr_prof_end(dev_stream *s, void *span) {
     prof_span *sp = (prof_span *)span;
     CU_CHECK(cudaEventRecord(sp->b, tr_cu_stream(s)));
     sp->ended = true;
+}
+
+extern "C" void tr_prof_step(dev_device *d, long long iteration) {
+    if (!tr_prof_enabled(d)) return;
+    tr_cu_prof *p = d->prof;
+    p->step = iteration;
+    if (iteration >= p->first_steady && iteration != p->last_step) p->steady_steps++, p->last_step = iteration;
+}
+
+/* What the device held besides the accounted allocations: the scratch pool's high-water marks
+ * (cudaMallocAsync, not counted by dev_alloc) and the driver's view of the whole GPU at the end. */
+static void print_memory(FILE *f, dev_device *d) {
+    cudaMemPool_t pool;
+    unsigned long long used_high = 0, reserved_high = 0;
+    if (cudaDeviceGetDefaultMemPool(&pool, d->ordinal) == cudaSuccess) {
+        (void)cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &used_high);
+        (void)cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &reserved_high);
+    }
+    size_t free_b = 0, total_b = 0;
+    (void)cudaMemGetInfo(&free_b, &total_b);
+    (void)cudaGetLastError();
+    fprintf(f,
+            "# memory: accounted peak %zu bytes (dev_alloc); scratch pool high %llu bytes used, %llu reserved; "
+            "device in use at the end %zu of %zu bytes (every process, the CUDA context included)\n",
+            d->peak, used_high, reserved_high, total_b - free_b, total_b);
 }
 
 extern "C" void tr_prof_close(dev_device *d) {
@@ -114,11 +148,18 @@ extern "C" void tr_prof_close(dev_device *d) {
     FILE *f = out ? out : stderr;
     fprintf(f, "twinrun GPU profile (TWINRUN_GPU_PROFILE=1) on %s: %d kinds, %.3f ms of stream time in spans%s\n",
             d->name, p->nkinds, total, p->dropped ? " (some spans dropped: more kinds than the table holds)" : "");
-    fprintf(f, "%12s %6s %10s %12s %12s  %s\n", "total_ms", "share", "calls", "mean_us", "max_us", "kind");
+    /* step_calls and step_ms: per steady iteration (the mean over them), what a calibration fits */
+    fprintf(f, "# steady iterations: %lld, from iteration %lld (TWINRUN_GPU_PROFILE_SKIP=%lld warm-up iterations)\n",
+            p->steady_steps, p->first_steady, p->first_steady - 1);
+    print_memory(f, d);
+    fprintf(f, "%12s %6s %10s %12s %12s %10s %12s  %s\n", "total_ms", "share", "calls", "mean_us", "max_us",
+            "step_calls", "step_ms", "kind");
+    const double n = p->steady_steps > 0 ? (double)p->steady_steps : 1.0;
     for (int i = 0; i < p->nkinds; i++) {
         const prof_kind *k = &p->kinds[order[i]];
-        fprintf(f, "%12.3f %5.1f%% %10llu %12.2f %12.2f  %s\n", k->ms, total > 0 ? 100.0 * k->ms / total : 0.0,
-                k->calls, k->calls ? 1000.0 * k->ms / (double)k->calls : 0.0, 1000.0 * k->max_ms, k->name);
+        fprintf(f, "%12.3f %5.1f%% %10llu %12.2f %12.2f %10.2f %12.4f  %s\n", k->ms,
+                total > 0 ? 100.0 * k->ms / total : 0.0, k->calls, k->calls ? 1000.0 * k->ms / (double)k->calls : 0.0,
+                1000.0 * k->max_ms, (double)k->steady_calls / n, k->steady_ms / n, k->name);
     }
     if (out) fclose(out);
     for (unsigned i = 0; i < PROF_PENDING; i++)

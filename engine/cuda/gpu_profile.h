@@ -23,6 +23,10 @@ void *tr_prof_begin(dev_stream *s, const char *kind);
 void tr_prof_end(dev_stream *s, void *span);
 /* True when TWINRUN_GPU_PROFILE is set to 1 for this device (read once). */
 bool tr_prof_enabled(dev_device *d);
+/* dev_step_mark: spans begun from here on belong to `iteration` (0: outside the iterations). The
+ * table's step_calls and step_ms columns sum the iterations after the first TWINRUN_GPU_PROFILE_SKIP
+ * (default 1: the warm-up) and divide by their number. */
+void tr_prof_step(dev_device *d, long long iteration);
 /* dev_close: waits for the pending spans, prints the table, frees the profiler. */
 void tr_prof_close(dev_device *d);
 

@@ -60,6 +60,23 @@ double tr_predict_mfu(const tr_predict *p) {
 
 static double gib(size_t b) { return (double)b / GIB; }
 
+int tr_predict_largest_micro_batch(const tr_predict *p, int *stage) {
+    int best = -1;
+    for (int i = 0; i < p->nstages && p->capacity && p->micro_batch > 0; i++) {
+        const tr_predict_stage *s = &p->stage[i];
+        if (!s->seen) continue;
+        const size_t fixed = s->parts[DEV_MEM_WEIGHTS] + s->parts[DEV_MEM_MAIN_GRADS] + s->parts[DEV_MEM_OPTIMIZER];
+        const double per = (double)(s->peak - fixed) / p->micro_batch; /* bytes a sample */
+        double fit = fixed >= p->capacity ? 0 : per > 0 ? (double)(p->capacity - fixed) / per : 1e6;
+        const int n = fit > 1e6 ? 1000000 : (int)fit;
+        if (best < 0 || n < best) {
+            best = n;
+            if (stage) *stage = i;
+        }
+    }
+    return best;
+}
+
 /* The table's unit: GiB, or MiB when every peak is below 1 GiB (a small config's table would read 0.00). */
 static double unit_of(const tr_predict *p, const char **name) {
     const size_t worst = tr_predict_max_peak(p, NULL);
@@ -101,6 +118,14 @@ void tr_predict_print(FILE *out, const tr_predict *p) {
                 "[predict] does not fit: stage %d needs %.2f GiB, %.2f GiB more than the %.2f GiB of a %s (lower "
                 "--micro-batch-size, add --recompute-granularity, or use more model parallelism)\n",
                 at, gib(worst), gib(worst - p->capacity), gib(p->capacity), p->device);
+    int lim = 0;
+    const int largest = tr_predict_largest_micro_batch(p, &lim);
+    if (largest >= 0)
+        fprintf(out,
+                "[predict] micro-batch %d; the largest that fits is about %d (stage %d: weights, main grads and "
+                "optimizer state stay, the rest grows with the micro-batch); `scenario plan` tries sizes and "
+                "recomputation exactly\n",
+                p->micro_batch, largest, lim);
     if (p->step_rank < 0) return;
     fprintf(out, "[predict] step time %.3f s (simulated on %s; the slowest rank, %d, in the last of %lld iterations)\n",
             p->step_time, p->device, p->step_rank, (long long)p->iterations);

@@ -40,6 +40,7 @@ typedef struct tr_predict {
     char device[64];         /* the spec's name ("H100") */
     size_t capacity;         /* bytes per rank */
     double peak_flops;       /* dense bf16 FLOP/s per device */
+    int micro_batch;         /* --micro-batch-size (0: unknown): the report's estimate of the largest that fits */
 } tr_predict;
 
 /* 0, or -1 when out of host memory. */
@@ -51,6 +52,10 @@ void tr_predict_add_rank(tr_predict *p, int stage, int rank, const dev_device *d
 
 /* Derived figures. */
 size_t tr_predict_max_peak(const tr_predict *p, int *stage);
+/* The largest micro-batch that would fit the capacity, estimated from this run: each stage's weights, main
+ * grads and optimizer state stay, the rest of its peak grows in proportion to the micro-batch. -1 when
+ * unknown (no capacity or micro-batch); *stage: the stage that limits it. */
+int tr_predict_largest_micro_batch(const tr_predict *p, int *stage);
 double tr_predict_tokens_per_s(const tr_predict *p);
 double tr_predict_mfu(const tr_predict *p); /* 0 when the step time or the peak is unknown */
 

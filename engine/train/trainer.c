@@ -406,6 +406,7 @@ static int iterate(rank_state *st, job *jb, rank_run *r) {
         optim_set_decoupled_lr(st->optim, dlr);
         if (r->reporter && it == r->pos.iteration + 1) /* start-up ends */
             jb->summary->first_iteration_wall = wall_seconds();
+        dev_step_mark(st->dev, it);
         double t0 = dev_clock_now(st->dev), busy0 = dev_busy_seconds(st->dev), bubble0, comm0;
         dev_wait_split(st->dev, &bubble0, &comm0);
         fault_step_begin(st->faults, it);
@@ -439,6 +440,7 @@ static int iterate(rank_state *st, job *jb, rank_run *r) {
             break;
         }
     }
+    dev_step_mark(st->dev, 0); /* what follows (the last save, evaluation, reports) is no iteration */
     return 0;
 }
 
@@ -586,6 +588,7 @@ int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *
         }
         jb.predict = predict;
         predict->tokens_per_step = (double)cfg->global_batch_size * cfg->seq_length;
+        predict->micro_batch = cfg->micro_batch_size;
     }
     tr_signal_guard sig;
     tr_signal_guard_begin(&sig, cfg->exit_signal_handler);

@@ -2,11 +2,13 @@
  *
  *   scenario run FILE.yaml|DIR ... [--work DIR] [--json FILE] [--junit FILE] [--trace FILE] [--log FILE]
  *   scenario check FILE.yaml ...
+ *   scenario plan FILE.yaml [--device NAME] [--micro-batches 1,2,4] [--recompute ...] [--layouts] ...
  *
  * `run` rehearses each scenario (a directory: every *.yaml in it, in name order), prints the
  * one-screen summary, and writes the JSON / JUnit / Perfetto reports asked for. Exit status: 0 when
  * every expectation of every scenario held, 1 when one did not, 2 when a scenario could not be
- * loaded or run (the message says where and how to fix it). */
+ * loaded or run (the message says where and how to fix it). `plan` searches micro-batch sizes and
+ * recomputation (runner/plan.h): exit 0 when one fits, 1 when none does, 2 on bad input. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runner/plan.h"
 #include "runner/report.h"
 #include "runner/runner.h"
 #include "runner/scenario.h"
@@ -24,6 +27,8 @@ static int usage(void) {
     fputs(
         "usage: scenario run FILE.yaml|DIR ... [--work DIR] [--json FILE] [--junit FILE] [--trace FILE] [--log FILE]\n"
         "       scenario check FILE.yaml ...\n"
+        "       scenario plan FILE.yaml [--device NAME] [--micro-batches 1,2,4] [--recompute none,selective,full]\n"
+        "                               [--layouts] [--all] [--headroom F] [--work DIR] [--json FILE]\n"
         "Rehearses each scenario on the twin (docs/scenarios.md). Exit 0: every expectation held; 1: one did not;\n"
         "2: a scenario could not be loaded or run.\n",
         stderr);
@@ -69,6 +74,7 @@ int main(int argc, char **argv) {
         tr_version_print(stdout, "scenario");
         return 0;
     }
+    if (argc >= 2 && !strcmp(argv[1], "plan")) return sc_plan_main(argc - 2, argv + 2);
     if (argc < 3 || (strcmp(argv[1], "run") && strcmp(argv[1], "check"))) return usage();
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines in order with the ranks' messages, also in a file */
     const bool run = !strcmp(argv[1], "run");

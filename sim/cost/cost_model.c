@@ -1,5 +1,7 @@
-/* Roofline for kernels and alpha-beta for collectives (see twin_cost.h). */
+/* Roofline (or a calibration's fitted efficiencies) for kernels and alpha-beta for collectives (see
+ * twin_cost.h). */
 #include <math.h>
+#include <string.h>
 
 #include "twin_cost.h"
 #include "twinrun/err.h"
@@ -10,6 +12,55 @@ double twin_kernel_seconds(const twin_device_spec *spec, double flops, double by
     const double peak = dt == TR_BF16 ? spec->bf16_flops : spec->fp32_flops;
     const double compute = flops / peak, memory = bytes / spec->mem_bandwidth;
     return spec->launch_overhead + (compute > memory ? compute : memory);
+}
+
+static const char *const kind_names[TWIN_K_COUNT] = {
+    [TWIN_K_GEMM] = "gemm",
+    [TWIN_K_GEMM_WGRAD] = "gemm_wgrad",
+    [TWIN_K_ATTENTION_FWD] = "attention_forward",
+    [TWIN_K_ATTENTION_BWD] = "attention_backward",
+    [TWIN_K_NORM_FWD] = "norm_forward",
+    [TWIN_K_NORM_BWD] = "norm_backward",
+    [TWIN_K_ROPE_FWD] = "rope_forward",
+    [TWIN_K_ROPE_BWD] = "rope_backward",
+    [TWIN_K_SWIGLU_FWD] = "swiglu_forward",
+    [TWIN_K_SWIGLU_BWD] = "swiglu_backward",
+    [TWIN_K_ADD] = "add",
+    [TWIN_K_SCALE] = "scale",
+    [TWIN_K_CAST] = "cast",
+    [TWIN_K_SUM_SQUARES] = "sum_squares",
+    [TWIN_K_ADAMW] = "adamw_update",
+    [TWIN_K_EMBEDDING_FWD] = "embedding_forward_slice",
+    [TWIN_K_EMBEDDING_BWD] = "embedding_backward_slice",
+    [TWIN_K_CE_MAX] = "ce_slice_max",
+    [TWIN_K_CE_SUMS] = "ce_slice_sums",
+    [TWIN_K_CE_LOSS] = "ce_loss_from_stats",
+    [TWIN_K_CE_BWD] = "ce_slice_backward",
+    [TWIN_K_XENT_FWD] = "cross_entropy_forward",
+    [TWIN_K_XENT_BWD] = "cross_entropy_backward",
+    [TWIN_K_MEMSET] = "memset",
+};
+
+const char *twin_kernel_kind_name(twin_kernel_kind kind) {
+    return (int)kind >= 0 && kind < TWIN_K_COUNT ? kind_names[kind] : NULL;
+}
+
+int twin_kernel_kind_find(const char *name) {
+    for (int k = 0; name && k < TWIN_K_COUNT; k++)
+        if (strcmp(name, kind_names[k]) == 0) return k;
+    return -1;
+}
+
+double twin_kernel_cost_seconds(const twin_device_spec *spec, const twin_kernel_cost *kc) {
+    TR_CHECK(spec != NULL && kc != NULL, "no device spec or launch for the kernel cost");
+    TR_CHECK((int)kc->kind >= 0 && kc->kind < TWIN_K_COUNT, "kernel cost of an unknown kind");
+    TR_CHECK(kc->flops >= 0 && kc->bytes >= 0, "kernel cost with negative FLOPs or bytes");
+    const twin_kernel_eff *e = spec->cal ? &spec->cal->kind[kc->kind] : NULL;
+    if (!e || e->flops_eff <= 0) /* not calibrated: the roofline; a memset cost nothing before calibration */
+        return kc->kind == TWIN_K_MEMSET ? 0.0 : twin_kernel_seconds(spec, kc->flops, kc->bytes, kc->dt);
+    const double peak = kc->dt == TR_BF16 ? spec->bf16_flops : spec->fp32_flops;
+    const double compute = kc->flops / (peak * e->flops_eff), memory = kc->bytes / (spec->mem_bandwidth * e->bytes_eff);
+    return e->latency + (e->additive ? compute + memory : compute > memory ? compute : memory);
 }
 
 static bool spans_nodes(const int *ranks, int n, int gpus_per_node) {

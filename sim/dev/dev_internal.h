@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "cost/cost_ledger.h"
 #include "predict/shape_heap.h"
 #include "sched/sched_internal.h"
 #include "twinrun/dev.h"
@@ -37,6 +38,7 @@ struct dev_device {
     size_t tag_peak[DEV_MEM_TAG_COUNT]; /* tag_used when `peak` was reached */
     bool shape_only;                    /* predict mode: sizes without memory (dev.h) */
     shape_heap shape;                   /* shape-only allocations */
+    twin_ledger *ledger;                /* TWINRUN_TWIN_PROFILE's, for one rank (cost_ledger.h) */
 };
 
 struct alloc_header {

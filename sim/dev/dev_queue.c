@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dev_internal.h"
+#include "twin_cost.h"
 #include "twin_defer.h"
 #include "twinrun/dev.h"
 #include "twinrun/err.h"
@@ -72,7 +73,10 @@ void dev_copy_d2d(dev_stream *s, void *dst, const void *src, size_t bytes) {
 }
 
 void dev_memset_zero(dev_stream *s, void *dst, size_t bytes) {
-    if (!bytes || s->dev->shape_only) return;
+    if (!bytes) return;
+    /* charged at launch, like a kernel (and in shape-only mode too) */
+    twin_cost_kernel(s, &(twin_kernel_cost){.kind = TWIN_K_MEMSET, .bytes = (double)bytes, .dt = TR_F32});
+    if (s->dev->shape_only) return;
     copy_args a = {dst, NULL, bytes};
     twin_rank_submit(s->dev->owner, memset_job, &a, sizeof a);
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost/cost_ledger.h"
 #include "dev_internal.h"
 #include "twinrun/dev.h"
 #include "twinrun/err.h"
@@ -37,6 +38,7 @@ dev_device *dev_open(int ordinal, size_t capacity, char *err, size_t errlen) {
                                                  : (size_t)((double)s->spec->mem_bytes * s->opt.capacity_scale);
     }
     d->default_stream.dev = d;
+    d->ledger = twin_ledger_open(d->owner->id);
     d->next_owned = d->owner->devices;
     if (d->next_owned) d->next_owned->prev_owned = d;
     d->owner->devices = d;
@@ -54,6 +56,7 @@ void dev_close(dev_device *d) {
     else d->owner->devices = d->next_owned;
     if (d->next_owned) d->next_owned->prev_owned = d->prev_owned;
     shape_heap_release(&d->shape);
+    twin_ledger_close(d->ledger, d->spec ? d->spec : twin_spec());
     free(d);
 }
 
@@ -222,12 +225,17 @@ void dev_sleep(dev_device *d, double seconds) {
     twin_sync(r); /* a blocking point: ranks with earlier clocks (and watchdogs) go first */
 }
 
-void twin_cost_kernel(dev_stream *s, double flops, double bytes, tr_dtype dt) {
+void dev_step_mark(dev_device *d, int64_t iteration) { twin_ledger_step(d->ledger, iteration); }
+
+void twin_cost_kernel(dev_stream *s, const twin_kernel_cost *kc) {
     dev_device *d = s->dev;
     const twin_device_spec *spec = d->spec ? d->spec : twin_spec();
+    const double seconds = twin_kernel_cost_seconds(spec, kc);
+    twin_ledger_kernel(d->ledger, spec, kc, seconds);
+    if (seconds <= 0) return; /* a memset on an uncalibrated spec: free, and no trace event */
     twin_rank *r = d->owner;
     const double t0 = r->now;
-    r->now += twin_kernel_seconds(spec, flops, bytes, dt) * twin_jitter(r->rng ^ (uint64_t)(r->now * 1e9));
+    r->now += seconds * twin_jitter(r->rng ^ (uint64_t)(r->now * 1e9));
     if (r->trace) twin_trace_compute(r->trace, t0, r->now);
 }
 

@@ -38,7 +38,7 @@ static void adamw_body(void *args) {
 
 void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad, float *m,
                        float *v, size_t n) {
-    kern_cost(s, 16.0 * n, (double)n * (16.0 + tr_dtype_size(grad.dt) + tr_dtype_size(model.dt)), TR_F32);
+    kern_cost(s, TWIN_K_ADAMW, 16.0 * n, (double)n * (16.0 + tr_dtype_size(grad.dt) + tr_dtype_size(model.dt)), TR_F32);
     kern_adamw_update_check(s, ad, master, model, grad, m, v, n);
     if (kern_shape_only(s)) return;
     if (n == 0) return;

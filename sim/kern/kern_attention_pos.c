@@ -50,12 +50,12 @@ static double causal_pairs(int Tq, int Tk) { return (double)Tq * ((double)Tk + 1
 
 /* The roofline charges of both directions for `pairs` visible (query, key) pairs. */
 static void forward_cost(dev_stream *s, double pairs, tr_buf q, int B, int Tq, int Tk, int NH, int KV, int D) {
-    kern_cost(s, 4.0 * B * NH * pairs * D, ((double)B * (2.0 * NH * Tq + 2.0 * KV * Tk) * D) * tr_dtype_size(q.dt),
-              q.dt);
+    kern_cost(s, TWIN_K_ATTENTION_FWD, 4.0 * B * NH * pairs * D,
+              ((double)B * (2.0 * NH * Tq + 2.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
 }
 
 static void backward_cost(dev_stream *s, double pairs, tr_buf q, int B, int Tq, int Tk, int NH, int KV, int D) {
-    kern_cost(s, 10.0 * B * NH * pairs * D, /* recompute + four products */
+    kern_cost(s, TWIN_K_ATTENTION_BWD, 10.0 * B * NH * pairs * D, /* recompute + four products */
               ((double)B * (4.0 * NH * Tq + 4.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
 }
 

@@ -50,7 +50,7 @@ static void max_body(void *args) {
 }
 
 void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V, int V_real) {
-    kern_cost(s, (double)N * V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
+    kern_cost(s, TWIN_K_CE_MAX, (double)N * V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
     kern_ce_slice_max_check(s, row_max, logits, N, V, V_real);
     if (kern_shape_only(s)) return;
     ce_slice_args a = {.logits = logits, .out0 = row_max, .N = N, .V = V, .V_real = V_real};
@@ -73,7 +73,7 @@ static void sums_body(void *args) {
 
 void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_logit, tr_buf logits, const float *row_max,
                         const int32_t *targets, int vocab_start, int N, int V, int V_real) {
-    kern_cost(s, 3.0 * N * (double)V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
+    kern_cost(s, TWIN_K_CE_SUMS, 3.0 * N * (double)V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
     kern_ce_slice_sums_check(s, sum_exp, target_logit, logits, row_max, targets, vocab_start, N, V, V_real);
     if (kern_shape_only(s)) return;
     kern_drain(s); /* the targets as the work before this launch left them */
@@ -98,7 +98,7 @@ static void loss_body(void *args) {
 
 void kern_ce_loss_from_stats(dev_stream *s, float *losses, const float *row_max, const float *sum_exp,
                              const float *target_logit, int N) {
-    kern_cost(s, 3.0 * N, 16.0 * N, TR_F32);
+    kern_cost(s, TWIN_K_CE_LOSS, 3.0 * N, 16.0 * N, TR_F32);
     kern_ce_loss_from_stats_check(s, losses, row_max, sum_exp, target_logit, N);
     if (kern_shape_only(s)) return;
     ce_slice_args a = {.out0 = losses, .row_max = row_max, .sum_exp = sum_exp, .target_logit = target_logit, .N = N};
@@ -123,7 +123,7 @@ static void backward_body(void *args) {
 
 void kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const float *row_max, const float *sum_exp,
                             const int32_t *targets, int vocab_start, const float *dloss, int N, int V, int V_real) {
-    kern_cost(s, 5.0 * N * (double)V, 2.0 * N * V * tr_dtype_size(logits.dt), TR_F32);
+    kern_cost(s, TWIN_K_CE_BWD, 5.0 * N * (double)V, 2.0 * N * V * tr_dtype_size(logits.dt), TR_F32);
     kern_ce_slice_backward_check(s, dlogits, logits, row_max, sum_exp, targets, vocab_start, dloss, N, V, V_real);
     if (kern_shape_only(s)) return;
     kern_drain(s);

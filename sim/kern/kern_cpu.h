@@ -30,12 +30,34 @@
 #include "twinrun/err.h"
 #include "twinrun/kern_check.h" /* the contract every kernel checks first: kern_X_check */
 
-/* Advances the simulated clock of the stream's rank by the kernel's roofline time: the FLOPs it
- * does and the bytes it moves, as a GPU would (the CPU's own time never enters). bf16 storage runs
- * at the tensor-core rate. */
-static inline void kern_cost(dev_stream *s, double flops, double bytes, tr_dtype dt) {
+/* Advances the simulated clock of the stream's rank by the kernel's cost (twin_cost.h): the FLOPs it
+ * does and the bytes it moves, as a GPU would (the CPU's own time never enters), under its kind (a
+ * calibrated spec has an efficiency per kind). bf16 storage runs at the tensor-core rate. */
+static inline void kern_cost(dev_stream *s, twin_kernel_kind kind, double flops, double bytes, tr_dtype dt) {
     /* negative sizes: the kernel's argument check (kern_X_check), just after, names the bad argument */
-    if (s && flops >= 0 && bytes >= 0) twin_cost_kernel(s, flops, bytes, dt);
+    if (s && flops >= 0 && bytes >= 0)
+        twin_cost_kernel(s, &(twin_kernel_cost){.kind = kind, .flops = flops, .bytes = bytes, .dt = dt});
+}
+
+/* kern_cost of a GEMM: bf16 inputs into an fp32 output are the weight gradients' class; the shape
+ * names the launch in the twin's profile. */
+static inline void kern_cost_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb,
+                                  float beta, double flops, double bytes) {
+    if (!s || flops < 0 || bytes < 0) return;
+    const bool wgrad = a.dt == TR_BF16 && c.dt == TR_F32;
+    twin_cost_kernel(s, &(twin_kernel_cost){.kind = wgrad ? TWIN_K_GEMM_WGRAD : TWIN_K_GEMM,
+                                            .flops = flops,
+                                            .bytes = bytes,
+                                            .dt = a.dt,
+                                            .m = m,
+                                            .n = n,
+                                            .k = k,
+                                            .ta = ta,
+                                            .tb = tb,
+                                            .accumulate = beta != 0.0f,
+                                            .a_dt = a.dt,
+                                            .b_dt = b.dt,
+                                            .c_dt = c.dt});
 }
 
 /* Predict mode: after its cost and its argument check a kernel returns here, before it reads or

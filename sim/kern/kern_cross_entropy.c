@@ -44,7 +44,7 @@ static void ce_forward_body(void *args) {
 }
 
 void kern_cross_entropy_forward(dev_stream *s, float *losses, tr_buf logits, const int32_t *targets, int N, int V) {
-    kern_cost(s, 4.0 * N * (double)V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
+    kern_cost(s, TWIN_K_XENT_FWD, 4.0 * N * (double)V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
     kern_cross_entropy_forward_check(s, losses, logits, targets, N, V);
     if (kern_shape_only(s)) return;
     kern_drain(s);                                           /* the targets as the work before this launch left them */
@@ -70,7 +70,7 @@ static void ce_backward_body(void *args) {
 
 void kern_cross_entropy_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const int32_t *targets,
                                  const float *dloss, int N, int V) {
-    kern_cost(s, 6.0 * N * (double)V, 2.0 * N * V * tr_dtype_size(logits.dt), TR_F32);
+    kern_cost(s, TWIN_K_XENT_BWD, 6.0 * N * (double)V, 2.0 * N * V * tr_dtype_size(logits.dt), TR_F32);
     kern_cross_entropy_backward_check(s, dlogits, logits, targets, dloss, N, V);
     if (kern_shape_only(s)) return;
     kern_drain(s);

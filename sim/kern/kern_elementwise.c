@@ -20,7 +20,8 @@ static void add_body(void *args) {
 }
 
 void kern_add(dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n) {
-    kern_cost(s, (double)n, (double)n * (tr_dtype_size(a.dt) + tr_dtype_size(b.dt) + tr_dtype_size(out.dt)), TR_F32);
+    kern_cost(s, TWIN_K_ADD, (double)n, (double)n * (tr_dtype_size(a.dt) + tr_dtype_size(b.dt) + tr_dtype_size(out.dt)),
+              TR_F32);
     kern_add_check(s, out, a, b, n);
     if (kern_shape_only(s)) return;
     if (n == 0) return;
@@ -34,7 +35,7 @@ static void scale_body(void *args) {
 }
 
 void kern_scale(dev_stream *s, tr_buf x, float alpha, size_t n) {
-    kern_cost(s, (double)n, 2.0 * n * tr_dtype_size(x.dt), TR_F32);
+    kern_cost(s, TWIN_K_SCALE, (double)n, 2.0 * n * tr_dtype_size(x.dt), TR_F32);
     kern_scale_check(s, x, alpha, n);
     if (kern_shape_only(s)) return;
     if (n == 0) return;
@@ -53,7 +54,7 @@ static void cast_body(void *args) {
 }
 
 void kern_cast(dev_stream *s, tr_buf dst, tr_buf src, size_t n) {
-    kern_cost(s, 0.0, (double)n * (tr_dtype_size(src.dt) + tr_dtype_size(dst.dt)), TR_F32);
+    kern_cost(s, TWIN_K_CAST, 0.0, (double)n * (tr_dtype_size(src.dt) + tr_dtype_size(dst.dt)), TR_F32);
     kern_cast_check(s, dst, src, n);
     if (kern_shape_only(s)) return;
     if (n == 0) return;
@@ -73,7 +74,7 @@ static void sum_squares_body(void *args) {
 }
 
 void kern_sum_squares(dev_stream *s, float *out, tr_buf x, size_t n) {
-    kern_cost(s, 2.0 * n, (double)n * tr_dtype_size(x.dt), TR_F32);
+    kern_cost(s, TWIN_K_SUM_SQUARES, 2.0 * n, (double)n * tr_dtype_size(x.dt), TR_F32);
     kern_sum_squares_check(s, out, x, n);
     if (kern_shape_only(s)) return;
     if (n == 0) return;

@@ -55,7 +55,7 @@ static void embedding_forward_body(void *args) {
 
 void kern_embedding_forward_slice(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int vocab_start, int N,
                                   int C, int V) {
-    kern_cost(s, 0.0, 2.0 * N * C * tr_dtype_size(out.dt), TR_F32);
+    kern_cost(s, TWIN_K_EMBEDDING_FWD, 0.0, 2.0 * N * C * tr_dtype_size(out.dt), TR_F32);
     kern_embedding_forward_slice_check(s, out, tokens, wte, vocab_start, N, C, V);
     if (kern_shape_only(s)) return;
     kern_drain(s); /* the ids as the work before this launch left them */
@@ -105,7 +105,7 @@ static void embedding_backward_body(void *args) {
 
 void kern_embedding_backward_slice(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int vocab_start,
                                    int N, int C, int V) {
-    kern_cost(s, (double)N * C, 3.0 * N * C * tr_dtype_size(dwte.dt), TR_F32);
+    kern_cost(s, TWIN_K_EMBEDDING_BWD, (double)N * C, 3.0 * N * C * tr_dtype_size(dwte.dt), TR_F32);
     kern_embedding_backward_slice_check(s, dwte, dout, tokens, vocab_start, N, C, V);
     if (kern_shape_only(s)) return;
     kern_drain(s);

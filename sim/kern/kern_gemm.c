@@ -195,10 +195,9 @@ static void gemm_body(void *args) {
 
 void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb, float alpha,
                float beta) {
-    kern_cost(s, 2.0 * m * n * (double)k,
-              (double)m * k * tr_dtype_size(a.dt) + (double)k * n * tr_dtype_size(b.dt) +
-                  (double)m * n * tr_dtype_size(c.dt) * (beta != 0.0f ? 2.0 : 1.0),
-              a.dt);
+    kern_cost_gemm(s, c, a, b, m, n, k, ta, tb, beta, 2.0 * m * n * (double)k,
+                   (double)m * k * tr_dtype_size(a.dt) + (double)k * n * tr_dtype_size(b.dt) +
+                       (double)m * n * tr_dtype_size(c.dt) * (beta != 0.0f ? 2.0 : 1.0));
     kern_gemm_check(s, c, a, b, m, n, k, ta, tb, alpha, beta);
     if (kern_shape_only(s)) return;
     gemm_args g = {c, a, b, m, n, k, ta, tb, alpha, beta};

@@ -59,7 +59,7 @@ static void norm_forward_body(void *args) {
 
 void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, float *mean, float *rstd, tr_buf inp,
                        tr_buf weight, tr_buf bias, int N, int C) {
-    kern_cost(s, 6.0 * N * (double)C, 2.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
+    kern_cost(s, TWIN_K_NORM_FWD, 6.0 * N * (double)C, 2.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
     kern_norm_forward_check(s, nd, out, mean, rstd, inp, weight, bias, N, C);
     if (kern_shape_only(s)) return;
     norm_args a = {.nd = *nd,
@@ -129,7 +129,7 @@ static void norm_backward_body(void *args) {
 
 void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight, tr_buf dbias, tr_buf dout,
                         tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N, int C) {
-    kern_cost(s, 12.0 * N * (double)C, 4.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
+    kern_cost(s, TWIN_K_NORM_BWD, 12.0 * N * (double)C, 4.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
     kern_norm_backward_check(s, nd, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
     if (kern_shape_only(s)) return;
     norm_args a = {.nd = *nd,

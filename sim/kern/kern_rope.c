@@ -64,7 +64,8 @@ static void rope_body(void *args) {
 
 void kern_rope_forward(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int T, int H,
                        int D) {
-    kern_cost(s, 6.0 * B * T * H * (double)rd->rot_dim, 2.0 * B * T * H * D * tr_dtype_size(x.dt), TR_F32);
+    kern_cost(s, TWIN_K_ROPE_FWD, 6.0 * B * T * H * (double)rd->rot_dim, 2.0 * B * T * H * D * tr_dtype_size(x.dt),
+              TR_F32);
     kern_rope_forward_check(s, rd, x, positions, B, T, H, D);
     if (kern_shape_only(s)) return;
     rope_args a = {*rd, x, positions, B, T, H, D, 1.0};
@@ -73,7 +74,8 @@ void kern_rope_forward(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const 
 
 void kern_rope_backward(dev_stream *s, const kern_rope_desc *rd, tr_buf dx, const int32_t *positions, int B, int T,
                         int H, int D) {
-    kern_cost(s, 6.0 * B * T * H * (double)rd->rot_dim, 2.0 * B * T * H * D * tr_dtype_size(dx.dt), TR_F32);
+    kern_cost(s, TWIN_K_ROPE_BWD, 6.0 * B * T * H * (double)rd->rot_dim, 2.0 * B * T * H * D * tr_dtype_size(dx.dt),
+              TR_F32);
     kern_rope_backward_check(s, rd, dx, positions, B, T, H, D);
     if (kern_shape_only(s)) return;
     rope_args a = {*rd, dx, positions, B, T, H, D, -1.0};

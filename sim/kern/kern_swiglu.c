@@ -24,7 +24,7 @@ static void swiglu_forward_body(void *args) {
 }
 
 void kern_swiglu_forward(dev_stream *s, tr_buf out, tr_buf h, int N, int F) {
-    kern_cost(s, 6.0 * N * (double)F, 3.0 * N * F * tr_dtype_size(h.dt), TR_F32);
+    kern_cost(s, TWIN_K_SWIGLU_FWD, 6.0 * N * (double)F, 3.0 * N * F * tr_dtype_size(h.dt), TR_F32);
     kern_swiglu_forward_check(s, out, h, N, F);
     if (kern_shape_only(s)) return;
     swiglu_args a = {.out = out, .h = h, .N = N, .F = F};
@@ -49,7 +49,7 @@ static void swiglu_backward_body(void *args) {
 }
 
 void kern_swiglu_backward(dev_stream *s, tr_buf dh, tr_buf dout, tr_buf h, int N, int F) {
-    kern_cost(s, 12.0 * N * (double)F, 5.0 * N * F * tr_dtype_size(h.dt), TR_F32);
+    kern_cost(s, TWIN_K_SWIGLU_BWD, 12.0 * N * (double)F, 5.0 * N * F * tr_dtype_size(h.dt), TR_F32);
     kern_swiglu_backward_check(s, dh, dout, h, N, F);
     if (kern_shape_only(s)) return;
     swiglu_args a = {.out = dh, .dout = dout, .h = h, .N = N, .F = F};

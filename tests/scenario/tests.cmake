@@ -97,3 +97,36 @@ add_test(NAME scenario_predict_70b COMMAND sh -c
   "start=$(date +%s); ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/predict_70b.yaml --work ${scn_work}; echo wall=$(( $(date +%s) - start ))s")
 set_tests_properties(scenario_predict_70b PROPERTIES LABELS "${labels};heavy" TIMEOUT 300
   PASS_REGULAR_EXPRESSION "\\[predict\\] fits: .*PASSED: 2/2 expectations.*wall=([0-9]|[1-5][0-9])s")
+
+# The planner (docs/prediction.md#the-planner) where the answer is known: 40 GiB cards force full
+# recomputation (without it, or selective, micro-batch 1 does not fit), full fits micro-batches 1-4 and
+# not 8, and micro-batch 1 is the fastest; every "yes" is under 95% of the capacity and every "no" over.
+# Its step, extrapolated from 2 and 3 micro-batches, is the one a shape-only run of the whole job gives.
+add_test(NAME scenario_plan COMMAND sh -c
+  "${scn} plan ${PROJECT_SOURCE_DIR}/tests/scenario/data/plan_8b_40g.yaml --work ${scn_work}/plan --json ${scn_work}/plan.json && ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/plan_8b_full.yaml --work ${scn_work} --json ${scn_work}/plan_full.json > /dev/null && python3 -c \"import json; p=json.load(open('${scn_work}/plan.json')); c=p['candidates']; b=c[p['best']]; assert (b['micro_batch'], b['recompute'], b['status']) == (1, 'full', 'yes'), b; st={(x['micro_batch'], x['recompute']): x['status'] for x in c}; assert st[(1,'none')]=='no' and st[(1,'selective')]=='no' and st[(4,'full')]=='yes' and st[(8,'full')]=='no', st; lim=0.95*p['capacity_bytes']; assert all((x['peak_bytes']<=lim)==(x['status']=='yes') for x in c if x['peak_bytes']), c; assert all(x['step_time_s'] >= b['step_time_s'] for x in c if x['status']=='yes'), c; d=json.load(open('${scn_work}/plan_full.json'))['predict']['step_time_s']; assert abs(d-b['step_time_s']) <= 1e-9*d, (d, b); print('plan ok', b['step_time_s'], d)\"")
+set_tests_properties(scenario_plan PROPERTIES LABELS "${labels}" TIMEOUT 120
+  PASS_REGULAR_EXPRESSION "\\* TP2 PP2 CP1 DP2 +1 full +16 .* yes .*best \\(\\*\\): TP2 PP2 CP1 DP2, micro-batch 1, full recomputation.*largest micro-batch that fits: no recomputation: none: micro-batch 1 does not fit.*full recomputation: 4 .*plan ok")
+
+# ... exit 1 when nothing fits; --layouts tries the factorisations of the 8 ranks and keeps the fastest
+# that fits, which beats the scenario's own layout (there full recomputation is needed).
+add_test(NAME scenario_plan_none_fits COMMAND sh -c
+  "${scn} plan ${PROJECT_SOURCE_DIR}/tests/scenario/data/plan_8b_40g.yaml --work ${scn_work}/plan --micro-batches 4,8 --recompute none,selective; echo exit=$?")
+set_tests_properties(scenario_plan_none_fits PROPERTIES LABELS "${labels}" TIMEOUT 120
+  PASS_REGULAR_EXPRESSION "best: none fits.*exit=1")
+add_test(NAME scenario_plan_layouts COMMAND sh -c
+  "${scn} plan ${PROJECT_SOURCE_DIR}/tests/scenario/data/plan_8b_40g.yaml --work ${scn_work}/plan --layouts --json ${scn_work}/plan_layouts.json && python3 -c \"import json; p=json.load(open('${scn_work}/plan_layouts.json')); c=p['candidates']; lays={(x['tp'],x['pp'],x['cp'],x['dp']) for x in c}; assert len(lays) >= 8 and all(a*b*d*e==8 for a,b,d,e in lays), lays; b=c[p['best']]; assert b['status']=='yes' and all(x['step_time_s']>=b['step_time_s'] for x in c if x['status']=='yes'), b; own=min(x['step_time_s'] for x in c if x['status']=='yes' and (x['tp'],x['pp'],x['cp'])==(2,2,1)); assert b['step_time_s'] < own, (b, own); print('layouts ok', len(lays))\"")
+set_tests_properties(scenario_plan_layouts PROPERTIES LABELS "${labels}" TIMEOUT 300 PASS_REGULAR_EXPRESSION "layouts ok")
+
+# Bad input: exit 2 with the reason.
+twinrun_expect(NAME scenario_plan_bad_option EXIT 2 OUTPUT "--guess is not an option.*usage: scenario plan" LABELS ${labels}
+  COMMAND ${scn} plan ${PROJECT_SOURCE_DIR}/tests/scenario/data/plan_8b_40g.yaml --guess 1)
+twinrun_expect(NAME scenario_plan_bad_recompute EXIT 2 OUTPUT "--recompute some: want a list of none, selective, full"
+  LABELS ${labels} COMMAND ${scn} plan ${PROJECT_SOURCE_DIR}/tests/scenario/data/plan_8b_40g.yaml --recompute some)
+twinrun_expect(NAME scenario_plan_bad_micro EXIT 2 OUTPUT "--micro-batches 1,0: want positive integers" LABELS ${labels}
+  COMMAND ${scn} plan ${PROJECT_SOURCE_DIR}/tests/scenario/data/plan_8b_40g.yaml --micro-batches 1,0)
+twinrun_expect(NAME scenario_plan_bad_headroom EXIT 2 OUTPUT "--headroom 1.5: want a fraction" LABELS ${labels}
+  COMMAND ${scn} plan ${PROJECT_SOURCE_DIR}/tests/scenario/data/plan_8b_40g.yaml --headroom 1.5)
+twinrun_expect(NAME scenario_plan_bad_device EXIT 2 OUTPUT "unknown device 'B200'" LABELS ${labels}
+  COMMAND ${scn} plan ${PROJECT_SOURCE_DIR}/tests/scenario/data/plan_8b_40g.yaml --device B200 --work ${scn_work}/plan)
+twinrun_expect(NAME scenario_plan_no_file EXIT 2 OUTPUT "nothing.yaml" LABELS ${labels}
+  COMMAND ${scn} plan ${PROJECT_SOURCE_DIR}/tests/scenario/data/nothing.yaml)

@@ -39,7 +39,7 @@ static void test_options_are_checked(void **state) {
     twin_options_default(&o);
     o.device = "B200";
     assert_int_equal(twin_run(2, noop, NULL, &o, &res, err, sizeof err), -1);
-    assert_non_null(strstr(err, "unknown device 'B200'; known: H100, H200, A100, MTT-S5000"));
+    assert_non_null(strstr(err, "unknown device 'B200'; known: H100, H200, A100, MTT-S5000, H100-cal"));
     twin_options_default(&o);
     assert_int_equal(twin_run(0, noop, NULL, &o, &res, err, sizeof err), -1);
     assert_non_null(strstr(err, "0 ranks"));
@@ -142,8 +142,11 @@ static void test_clocks_meet_at_collectives(void **state) {
 
 static void test_cost_model_formulas(void **state) {
     (void)state;
-    assert_int_equal(twin_device_spec_count(), 4);
-    for (int i = 0; i < 4; i++) {
+    /* the four datasheet specs and the H100 with the H200's calibration (docs/prediction.md) */
+    static const char *const names[] = {"H100", "H200", "A100", "MTT-S5000", "H100-cal"};
+    assert_int_equal(twin_device_spec_count(), 5);
+    for (int i = 0; i < 5; i++) assert_non_null(twin_device_spec_find(names[i]));
+    for (int i = 0; i < twin_device_spec_count(); i++) {
         const twin_device_spec *s = twin_device_spec_at(i);
         assert_true(s->bf16_flops > 0 && s->fp32_flops > 0 && s->mem_bandwidth > 0 && s->mem_bytes > 0);
         assert_true(s->link_bandwidth > s->net_bandwidth);
@@ -172,7 +175,7 @@ static int kernel_cost(int rank, void *arg) {
     double *t = arg;
     char err[128];
     dev_device *d = dev_open(0, 0, err, sizeof err);
-    twin_cost_kernel(dev_stream_default(d), 2e12, 0, TR_BF16);
+    twin_cost_kernel(dev_stream_default(d), &(twin_kernel_cost){.kind = TWIN_K_GEMM, .flops = 2e12, .dt = TR_BF16});
     *t = dev_clock_now(d);
     dev_close(d);
     return 0;

@@ -43,7 +43,11 @@ static int entry(int rank, void *arg) {
     dev_memset_zero(s, buf, 64);
     coll_status st = COLL_OK;
     for (int round = 0; round < ROUNDS && st == COLL_OK; round++) {
-        for (int k = 0; k < 3; k++) twin_cost_kernel(s, 1e9 * (rank + 1), 1e6, TR_BF16); /* one compute span */
+        for (int k = 0; k < 3; k++)
+            twin_cost_kernel(s, &(twin_kernel_cost){.kind = TWIN_K_GEMM,
+                                                    .flops = 1e9 * (rank + 1),
+                                                    .bytes = 1e6,
+                                                    .dt = TR_BF16}); /* one compute span */
         dev_sleep(d, 0.01 * (rank + 1)); /* ranks arrive at different times: the early ones wait */
         if (rank == HUNG_RANK && round == HANG_ROUND) twin_hang_forever();
         st = coll_all_reduce(world, s, buf, buf, 16, TR_F32, COLL_SUM);

@@ -22,3 +22,20 @@ if(VALGRIND AND CMAKE_C_COMPILER_ID STREQUAL "GNU")
   add_test(NAME twin_pool_helgrind COMMAND ${VALGRIND} --tool=helgrind --error-exitcode=9 $<TARGET_FILE:test_twin_pool>)
   set_tests_properties(twin_pool_helgrind PROPERTIES LABELS "twin;valgrind-skip" TIMEOUT 300) # exit 9: a race
 endif()
+
+# Issue 19's calibration (docs/prediction.md#calibration). The fit recovers known efficiencies from a
+# fixture, reads the old profile format, refuses bad input.
+twinrun_expect(NAME calib_fit_fixture EXIT 0 OUTPUT "test_fit_cost_model: ok" LABELS twin
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/twin/test_fit_cost_model.py ${PROJECT_SOURCE_DIR})
+# The H200 table built into the twin is the fit of the committed measurements (the twin replays their
+# flags in predict mode for its ledgers).
+add_test(NAME calib_fit_committed COMMAND sh -c
+  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} ci/fit_cost_model.py docs/results/calibration/h200-2026-12-02b --bin $<TARGET_FILE:train_llama3> --check sim/cost/calibration_h200.c --md-out ${CMAKE_CURRENT_BINARY_DIR}/calib_fit.md")
+set_tests_properties(calib_fit_committed PROPERTIES LABELS twin PASS_REGULAR_EXPRESSION "matches the fit of")
+# ci/gpu_calibrate.sh's dry run on the twin (a tiny model), end to end through predict_vs_measured.py: the
+# twin's own runs are what its predict mode predicts (step time and peak), so every target holds.
+# It returns three files (the device call's limit is 8), and the tarball holds the folder the scripts read.
+add_test(NAME calib_dry_run COMMAND sh -c
+  "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/calib_dry && rm -rf $D && TWINRUN_TWIN_DEVICE=H200 TWINRUN_CALIB_TINY=1 TWINRUN_CALIB_BIN=$<TARGET_FILE:train_llama3> TWINRUN_CALIB_WORK=$D/work ci/gpu_calibrate.sh $D/out && ls $D/out && mkdir $D/back && tar -xzf $D/out/gpu_calibrate.tar.gz -C $D/back && ${Python3_EXECUTABLE} ci/predict_vs_measured.py $D/back/calib --strict --bin $<TARGET_FILE:train_llama3>")
+set_tests_properties(calib_dry_run PROPERTIES LABELS twin
+  PASS_REGULAR_EXPRESSION "calibration.json\ngpu_calibrate.tar.gz\nsummary.txt\n.*tiny_seq64_mb2_full \\| [0-9.]+ \\| [0-9.]+ \\| [+-]0\\.0%.*targets missed: none")

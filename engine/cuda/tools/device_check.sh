@@ -4,7 +4,9 @@
 #   2. the GEMM-using tests again with TWINRUN_GEMM=blas (the GemmEx path MUSA uses) and =naive;
 #   3. compute-sanitizer memcheck/racecheck on a few kernel tests;
 #   4. kern_oracle: the twin's kernels vs the GPU's on large random shapes (+ determinism);
-#   5. coll_smoke: NCCL with 1 rank, and with 2 ranks (file rendezvous, a timeout) when 2 GPUs exist.
+#   5. coll_smoke: NCCL with 1 rank (asynchronous, synchronous, an injected hang the watchdog must end),
+#      and with 2 ranks (file rendezvous, a timeout) when 2 GPUs exist. Issue 17's fuller check of the
+#      asynchronous collectives and the watchdog: tools/async_check.sh.
 #
 # Usage (from the repository root): engine/cuda/tools/device_check.sh OUTDIR [DEBS_DIR]
 # DEBS_DIR (default .debs) holds .deb files of cmocka, cJSON and pkg-config for machines that lack
@@ -75,6 +77,11 @@ TWINRUN_RENDEZVOUS_DIR=$(mktemp -d)
 {
     timeout 120 "$B/bin/coll_smoke" 0 1
     echo "1 rank rc=$?"
+    TWINRUN_COLL_SYNC=1 timeout 120 "$B/bin/coll_smoke" 0 1
+    echo "1 rank synchronous rc=$?"
+    # an injected GPU hang: the watchdog thread must end the process with 1 (tools/async_check.sh times it)
+    TWINRUN_COLL_TIMEOUT_S=5 TWINRUN_FLIGHT_DIR=$OUT timeout 60 "$B/bin/coll_smoke" 0 1 hang
+    echo "1 rank hang rc=$? (want 1)"
     if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
         TWINRUN_RUN_ID=two timeout 120 "$B/bin/coll_smoke" 1 2 & p=$!
         TWINRUN_RUN_ID=two timeout 120 "$B/bin/coll_smoke" 0 2; r0=$?

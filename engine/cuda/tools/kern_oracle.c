@@ -24,10 +24,9 @@ TR_KERNELS(TWIN_KERNEL_DECLARE)
 
 /* The twin kernels' cost hook (sim/include/twin_cost.h), which the twin's device defines. The oracle runs
  * them with a NULL stream and no simulated clock, so kern_cost never calls this; it only has to link. */
-void twin_cost_kernel(dev_stream *s, double flops, double bytes, tr_dtype dt);
-void twin_cost_kernel(dev_stream *s, double flops, double bytes, tr_dtype dt) {
-    (void)s, (void)flops, (void)bytes, (void)dt;
-}
+struct twin_kernel_cost; /* sim/include/twin_cost.h: what a launch is; only passed through here */
+void twin_cost_kernel(dev_stream *s, const struct twin_kernel_cost *kc);
+void twin_cost_kernel(dev_stream *s, const struct twin_kernel_cost *kc) { (void)s, (void)kc; }
 /* and their predict-mode test (kern_shape_only), likewise never called with a NULL stream */
 bool twin_stream_shape_only(const dev_stream *s);
 bool twin_stream_shape_only(const dev_stream *s) {

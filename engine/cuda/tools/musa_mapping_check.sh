@@ -25,7 +25,7 @@ stub musa_runtime.h cuda_runtime.h '^#include <musa_runtime.h>' '^#ifdef GPU_COM
 stub mublas.h cublas_v2.h '^#include <mublas.h>' '^#endif'
 stub mccl.h nccl.h '^#include <mccl.h>' '^#endif'
 # Names that are macros in the CUDA headers, which gpu_compat.h redefines: stand them in with constants.
-for m in cudaStreamNonBlocking cudaEventDisableTiming; do
+for m in cudaStreamNonBlocking cudaEventDisableTiming cudaHostAllocMapped; do
     mu=musa${m#cuda}
     sed -i "s|^#define $mu $m\$|enum { stub_$m = $m };\\n#undef $m\\n#define $mu stub_$m|" "$T/musa_runtime.h"
 done

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct dev_device dev_device;
 typedef struct dev_stream dev_stream;
@@ -102,6 +103,11 @@ double dev_busy_seconds(dev_device *d);
  * (exposed communication). busy + wait + comm = dev_clock_now. The twin knows them exactly; the CUDA
  * build has no per-call timing and returns 0 for both. */
 void dev_wait_split(dev_device *d, double *wait, double *comm);
+/* The training loop marks where each iteration starts (iteration >= 1) and where the iterations end
+ * (0), so a backend's profiler can leave out the warm-up and the set-up around them: the GPU build's
+ * TWINRUN_GPU_PROFILE table and the twin's TWINRUN_TWIN_PROFILE ledger report a steady step. No
+ * effect on results or on the clock. */
+void dev_step_mark(dev_device *d, int64_t iteration);
 
 /* The one rank-fail path's last step: real mode exits the process with `code`; the twin ends
  * only the calling rank. Never returns. */
