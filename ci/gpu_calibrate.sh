@@ -20,11 +20,12 @@
 #   TWINRUN_CALIB_BIN (a train_llama3 already built: no build), TWINRUN_CALIB_TINY=1 (a tiny model and
 #   two configs: the dry run of this script on the twin build, TWINRUN_CALIB_BIN=build/twin/bin/train_llama3),
 #   TWINRUN_CALIB_STEPS (plain run's iterations, default 8), TWINRUN_CALIB_TIMEOUT (s per run, default 90),
-#   TWINRUN_CALIB_CONFIGS (a space-separated subset of the config names below).
+#   TWINRUN_CALIB_CONFIGS (a space-separated subset of the config names below), TWINRUN_CALIB_SET=holdout
+#   (three configs the fit did not use: the out-of-sample check).
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
-[ "${1:-}" = -h ] || [ "${1:-}" = --help ] && { sed -n '2,21p' "$0"; exit 0; }
+[ "${1:-}" = -h ] || [ "${1:-}" = --help ] && { sed -n '2,23p' "$0"; exit 0; }
 OUTDIR=${1:-${OUT:-/tmp/twinrun-calib}}
 WORK=${TWINRUN_CALIB_WORK:-$(mktemp -d /tmp/twinrun-calib-work.XXXXXX)}
 D=$WORK/calib
@@ -69,6 +70,10 @@ else
     # kinds (the issue: peaks with and without recompute)
     CONFIGS=("seq1024_mb4 1024 4 none" "seq4096_mb1 4096 1 none" "seq4096_mb4 4096 4 none"
         "seq8192_mb1 8192 1 none" "seq2048_mb8_selective 2048 8 selective" "seq4096_mb4_full 4096 4 full")
+    # TWINRUN_CALIB_SET=holdout: configs the fit never saw (other sequence lengths and batches), to check
+    # the calibrated model out of sample (ci/predict_vs_measured.py on their folder)
+    [ "${TWINRUN_CALIB_SET:-fit}" = holdout ] &&
+        CONFIGS=("seq2048_mb4 2048 4 none" "seq1024_mb8_selective 1024 8 selective" "seq8192_mb2_full 8192 2 full")
 fi
 if [ -n "${TWINRUN_CALIB_CONFIGS:-}" ]; then
     keep=()

@@ -26,8 +26,11 @@ jobs=$(nproc 2>/dev/null || echo 2)
 skip=" ${TWINRUN_SKIP:-} "
 skipped() { [[ "$skip" == *" $1 "* ]]; }
 t_all=$SECONDS
-names=() times=() results=()
+names=() times=() results=() free=()
 failed=0
+# free disk space in MiB where the build goes: every stage's line in the summary shows it, since a full
+# disk fails tests in ways that point elsewhere (a CI runner's disk is shared and sometimes nearly full)
+free_mib() { df -Pm . 2>/dev/null | awk 'NR == 2 { print $4 }'; }
 
 # run_stage NAME FUNCTION: runs one stage in a subshell with `set -e`, so its first failing command
 # ends the stage (not the whole run), then records its time and result.
@@ -39,6 +42,7 @@ run_stage() {
   rc=$?
   names+=("$name")
   times+=($((SECONDS - t0)))
+  free+=("$(free_mib)")
   if [ $rc -eq 0 ]; then
     results+=("passed")
   else
@@ -48,15 +52,15 @@ run_stage() {
     if [ "${TWINRUN_FAIL_FAST:-0}" = 1 ]; then summary; exit 1; fi
   fi
 }
-skip_stage() { names+=("$1"); times+=(0); results+=("skipped ($2)"); }
+skip_stage() { names+=("$1"); times+=(0); results+=("skipped ($2)"); free+=("$(free_mib)"); }
 
 summary() {
   echo
   echo "==== make test: summary ===="
-  printf '%-44s %9s  %s\n' "stage" "wall" "result"
+  printf '%-44s %9s %10s  %s\n' "stage" "wall" "disk free" "result"
   local i
   for i in "${!names[@]}"; do
-    printf '%-44s %6d:%02d  %s\n' "${names[$i]}" $((times[i] / 60)) $((times[i] % 60)) "${results[$i]}"
+    printf '%-44s %6d:%02d %7s MiB  %s\n' "${names[$i]}" $((times[i] / 60)) $((times[i] % 60)) "${free[$i]}" "${results[$i]}"
   done
   local t=$((SECONDS - t_all))
   printf '%-44s %6d:%02d\n' "total" $((t / 60)) $((t % 60))
@@ -167,6 +171,15 @@ stage_gcc_quick() {
   ctest_stage build/twin -LE 'heavy|slow'
 }
 
+# The whole run needs about TWINRUN_DISK_MIB of free disk (measured: docs/benchmarks.md); less is
+# said up front, since a full disk fails tests with messages about data caches and checkpoints.
+need_mib=${TWINRUN_DISK_MIB:-3072}
+have_mib=$(free_mib)
+echo "disk: ${have_mib:-?} MiB free here; make test needs about $need_mib MiB"
+if [ -n "$have_mib" ] && [ "$have_mib" -lt "$need_mib" ]; then
+  echo "WARNING: less free disk than make test needs; tests that write data caches or checkpoints may fail with"
+  echo "         'No space left on device' (free some space, or remove build/ trees of other presets)"
+fi
 run_stage "architecture: include boundaries, loops, guards; C style" stage_architecture
 if [ "${1:-}" = --quick ]; then
   run_stage "twin (gcc): build, tests less heavy and slow" stage_gcc_quick

@@ -275,7 +275,10 @@ int sc_plan(const scenario *s, const sc_plan_options *o, sc_plan_result *r, char
     snprintf(r->device, sizeof r->device, "%s", spec->name);
     r->headroom = o->headroom;
     r->world = s->nodes * s->gpus_per_node;
-    r->capacity = (size_t)((double)spec->mem_bytes * (s->capacity_scale > 0 ? s->capacity_scale : 1.0));
+    /* what a rank may allocate: the card's memory less what the runtime holds (the spec's measured figure),
+     * as a shape-only run's device has (sim/dev/dev_sim.c) */
+    r->capacity =
+        (size_t)((double)(spec->mem_bytes - spec->runtime_bytes) * (s->capacity_scale > 0 ? s->capacity_scale : 1.0));
 
     /* the job as written: its global batch and sequence, and that its flags parse */
     sc_job base;

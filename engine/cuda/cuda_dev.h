@@ -33,7 +33,8 @@ typedef struct tr_cu_alloc {
 struct dev_device {
     int ordinal;
     size_t capacity, used, peak;
-    int tag;                            /* dev_mem_tag of the next allocations */
+    size_t runtime_bytes; /* in use on the GPU when dev_open ran (the context, other processes): dev_info */
+    int tag;              /* dev_mem_tag of the next allocations */
     size_t tag_used[DEV_MEM_TAG_COUNT]; /* bytes in use per purpose */
     size_t tag_peak[DEV_MEM_TAG_COUNT]; /* tag_used when `peak` was reached */
     struct dev_stream default_stream;

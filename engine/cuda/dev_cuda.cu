@@ -172,6 +172,7 @@ extern "C" dev_device *dev_open(int ordinal, size_t capacity, char *err, size_t 
     }
     d->ordinal = ordinal;
     d->capacity = capacity && capacity < free_b ? capacity : free_b;
+    d->runtime_bytes = total_b - free_b; /* the context just created, and whatever else holds the GPU */
     snprintf(d->name, sizeof d->name, "%.63s", prop.name);
     d->default_stream.dev = d;
     if ((e = cudaStreamCreateWithFlags(&d->default_stream.st, cudaStreamNonBlocking)) != cudaSuccess) {
@@ -202,6 +203,7 @@ extern "C" void dev_get_info(const dev_device *d, dev_info *out) {
     snprintf(out->name, sizeof out->name, "%.63s", d->name);
     snprintf(out->backend, sizeof out->backend, "%s", TWINRUN_GPU_BACKEND);
     out->capacity = d->capacity;
+    out->runtime_bytes = d->runtime_bytes;
     if (cudaGetDeviceCount(&out->count) != cudaSuccess) out->count = 0;
 }
 
@@ -237,6 +239,7 @@ extern "C" void *dev_alloc(dev_device *d, size_t bytes, const char *what) {
         d->peak = d->used;
         memcpy(d->tag_peak, d->tag_used, sizeof d->tag_peak);
     }
+    tr_prof_mem(d, what);
     return p;
 }
 

@@ -34,6 +34,13 @@ struct tr_cu_prof {
      * are warm-up: the first launch of a kernel loads its module, cuBLASLt picks its algorithms), how
      * many steady iterations began and the last of them */
     long long step, first_steady, steady_steps, last_step;
+    /* tr_prof_mem: the driver's view of the GPU (cudaMemGetInfo) beside the accounted bytes, sampled
+     * after every span and allocation, to find device memory that dev_alloc does not see (the CUDA
+     * context, libraries' buffers, the scratch pool): at the first sample, and where the gap and the
+     * driver's own use were largest */
+    bool mem_sampled;
+    size_t mem_first_gap, mem_gap_max, mem_in_use_max, mem_used_at_max;
+    char mem_gap_at[PROF_NAME + 32];
 };
 
 extern "C" bool tr_prof_enabled(dev_device *d) {
@@ -99,18 +106,36 @@ extern "C" void *tr_prof_begin(dev_stream *s, const char *kind) {
     return sp;
 }
 
+extern "C" void tr_prof_mem(dev_device *d, const char *what) {
+    if (!tr_prof_enabled(d)) return;
+    tr_cu_prof *p = d->prof;
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    const size_t in_use = total_b - free_b, gap = in_use > d->used ? in_use - d->used : 0;
+    if (!p->mem_sampled) p->mem_sampled = true, p->mem_first_gap = gap;
+    if (gap > p->mem_gap_max) {
+        p->mem_gap_max = gap;
+        snprintf(p->mem_gap_at, sizeof p->mem_gap_at, "%s, iteration %lld", what, p->step);
+    }
+    if (in_use > p->mem_in_use_max) p->mem_in_use_max = in_use, p->mem_used_at_max = d->used;
+}
+
 extern "C" void tr_prof_end(dev_stream *s, void *span) {
     if (!span) return;
     prof_span *sp = (prof_span *)span;
     CU_CHECK(cudaEventRecord(sp->b, tr_cu_stream(s)));
     sp->ended = true;
+    tr_prof_mem(s->dev, s->dev->prof->kinds[sp->kind].name);
 }
 
 extern "C" void tr_prof_step(dev_device *d, long long iteration) {
     if (!tr_prof_enabled(d)) return;
     tr_cu_prof *p = d->prof;
     p->step = iteration;
-    if (iteration >= p->first_steady && iteration != p->last_step) p->steady_steps++, p->last_step = iteration;
+    if (iteration >= p->first_steady && iteration != p->last_step) p->steady_steps++, p->last_step = iteration;    tr_prof_mem(d, "the iteration's start");
 }
 
 /* What the device held besides the accounted allocations: the scratch pool's high-water marks
@@ -129,6 +154,13 @@ static void print_memory(FILE *f, dev_device *d) {
             "# memory: accounted peak %zu bytes (dev_alloc); scratch pool high %llu bytes used, %llu reserved; "
             "device in use at the end %zu of %zu bytes (every process, the CUDA context included)\n",
             d->peak, used_high, reserved_high, total_b - free_b, total_b);
+    const tr_cu_prof *p = d->prof;
+    if (p->mem_sampled)
+        fprintf(f,
+                "# memory beyond dev_alloc (cudaMemGetInfo minus accounted, sampled after every span and "
+                "allocation): %zu bytes at the first sample, at most %zu bytes (after %s); the driver's peak %zu "
+                "bytes with %zu accounted\n",
+                p->mem_first_gap, p->mem_gap_max, p->mem_gap_at, p->mem_in_use_max, p->mem_used_at_max);
 }
 
 extern "C" void tr_prof_close(dev_device *d) {

@@ -27,6 +27,9 @@ bool tr_prof_enabled(dev_device *d);
  * table's step_calls and step_ms columns sum the iterations after the first TWINRUN_GPU_PROFILE_SKIP
  * (default 1: the warm-up) and divide by their number. */
 void tr_prof_step(dev_device *d, long long iteration);
+/* Samples the driver's memory use beside the accounted bytes after `what` (profiling only; the gap
+ * and its largest value go into the table's header). */
+void tr_prof_mem(dev_device *d, const char *what);
 /* dev_close: waits for the pending spans, prints the table, frees the profiler. */
 void tr_prof_close(dev_device *d);
 

@@ -89,6 +89,11 @@ void tr_predict_print(FILE *out, const tr_predict *p) {
             "[predict] shape-only run: %d ranks on %s, %.2f GiB each; the kernels computed nothing and charged "
             "the cost model's time\n",
             p->world, p->device, gib(p->capacity));
+    if (p->runtime)
+        fprintf(out,
+                "[predict] capacity: what a rank may allocate; the runtime (CUDA context, libraries) holds %.2f GiB "
+                "more, so a device shows about the peak + %.2f GiB in nvidia-smi\n",
+                gib(p->runtime), gib(p->runtime));
     const char *uname;
     const double u = unit_of(p, &uname);
     fprintf(out, "[predict] device memory per rank at its peak, %s (each stage: its rank with the largest peak)\n",
@@ -155,6 +160,7 @@ int tr_predict_write_json(const char *path, const tr_predict *p, char *err, size
     }
     cJSON_AddStringToObject(root, "device", p->device);
     cJSON_AddNumberToObject(root, "capacity_bytes", (double)p->capacity);
+    cJSON_AddNumberToObject(root, "runtime_bytes", (double)p->runtime);
     cJSON_AddNumberToObject(root, "step_time_s", p->step_time);
     cJSON_AddNumberToObject(root, "tokens_per_s", tr_predict_tokens_per_s(p));
     cJSON_AddNumberToObject(root, "mfu", tr_predict_mfu(p));

@@ -38,7 +38,8 @@ typedef struct tr_predict {
     double flops_per_step;   /* model FLOPs of one iteration (the TFLOP/s column's formula) */
     double tokens_per_step;  /* global batch x sequence length */
     char device[64];         /* the spec's name ("H100") */
-    size_t capacity;         /* bytes per rank */
+    size_t capacity;         /* bytes per rank the engine may allocate (the device's memory less runtime) */
+    size_t runtime;          /* bytes per rank the runtime holds beside them (CUDA context, libraries) */
     double peak_flops;       /* dense bf16 FLOP/s per device */
     int micro_batch;         /* --micro-batch-size (0: unknown): the report's estimate of the largest that fits */
 } tr_predict;
@@ -60,9 +61,9 @@ double tr_predict_tokens_per_s(const tr_predict *p);
 double tr_predict_mfu(const tr_predict *p); /* 0 when the step time or the peak is unknown */
 
 void tr_predict_print(FILE *out, const tr_predict *p);
-/* The JSON report (docs/prediction.md): exactly device, capacity_bytes, step_time_s, tokens_per_s, mfu and
- * stages[{stage, weights, main_grads, optimizer, activations, workspace, comm_buffers, peak}]. 0, or -1
- * with err. */
+/* The JSON report (docs/prediction.md): exactly device, capacity_bytes, runtime_bytes, step_time_s,
+ * tokens_per_s, mfu and stages[{stage, weights, main_grads, optimizer, activations, workspace, comm_buffers,
+ * peak}]. 0, or -1 with err. */
 int tr_predict_write_json(const char *path, const tr_predict *p, char *err, size_t errlen);
 
 #endif

@@ -502,6 +502,7 @@ static void predict_add(tr_predict *p, const rank_state *st, const rank_run *r) 
         dev_get_info(st->dev, &info);
         snprintf(p->device, sizeof p->device, "%s", info.simulated[0] ? info.simulated : info.name);
         p->capacity = info.capacity;
+        p->runtime = info.runtime_bytes;
         p->peak_flops = info.peak_bf16_flops;
         p->flops_per_step = r->flops; /* needs the padded vocabulary, which the model knows */
     }

@@ -1,6 +1,6 @@
 /* scenario: rehearse cluster jobs on the twin.
  *
- *   scenario run FILE.yaml|DIR ... [--work DIR] [--json FILE] [--junit FILE] [--trace FILE] [--log FILE]
+ *   scenario run FILE.yaml|DIR ... [--work DIR] [--json FILE] [--junit FILE] [--trace FILE] [--log FILE] [--clean]
  *   scenario check FILE.yaml ...
  *   scenario plan FILE.yaml [--device NAME] [--micro-batches 1,2,4] [--recompute ...] [--layouts] ...
  *
@@ -26,6 +26,7 @@
 static int usage(void) {
     fputs(
         "usage: scenario run FILE.yaml|DIR ... [--work DIR] [--json FILE] [--junit FILE] [--trace FILE] [--log FILE]\n"
+        "                    [--clean]   (after a scenario passed: drop its checkpoints and data cache)\n"
         "       scenario check FILE.yaml ...\n"
         "       scenario plan FILE.yaml [--device NAME] [--micro-batches 1,2,4] [--recompute none,selective,full]\n"
         "                               [--layouts] [--all] [--headroom F] [--work DIR] [--json FILE]\n"
@@ -79,6 +80,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines in order with the ranks' messages, also in a file */
     const bool run = !strcmp(argv[1], "run");
     const char *work = "build/scenarios", *json = NULL, *junit = NULL, *trace = NULL, *logp = NULL;
+    bool clean = false;
     char **files = NULL;
     int nfiles = 0;
     for (int i = 2; i < argc; i++) {
@@ -89,7 +91,9 @@ int main(int argc, char **argv) {
                             : !strcmp(a, "--trace") ? &trace
                             : !strcmp(a, "--log")   ? &logp
                                                     : NULL;
-        if (slot) {
+        if (!strcmp(a, "--clean")) {
+            clean = true;
+        } else if (slot) {
             if (i + 1 >= argc) return fprintf(stderr, "scenario: %s needs a value\n", a), 2;
             *slot = argv[++i];
         } else if (a[0] == '-') {
@@ -139,6 +143,7 @@ int main(int argc, char **argv) {
         } else {
             report_text(stdout, &reports[nrep]);
             if (!reports[nrep].passed && status == 0) status = 1;
+            if (clean && reports[nrep].passed && sc_work_clean(dir)) status = 2;
             views[nrep] = &reports[nrep];
             nrep++;
         }

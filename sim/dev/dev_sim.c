@@ -33,6 +33,7 @@ dev_device *dev_open(int ordinal, size_t capacity, char *err, size_t errlen) {
     d->capacity = capacity;
     if (s) {
         d->spec = s->spec;
+        d->capacity_from_spec = !capacity && !s->opt.device_capacity;
         if (!capacity)
             d->capacity = s->opt.device_capacity ? s->opt.device_capacity
                                                  : (size_t)((double)s->spec->mem_bytes * s->opt.capacity_scale);
@@ -78,6 +79,7 @@ void dev_get_info(const dev_device *d, dev_info *out) {
     out->count = twin_gpus_per_node();
     snprintf(out->simulated, sizeof out->simulated, "%s", (d->spec ? d->spec : twin_spec())->name);
     out->peak_bf16_flops = (d->spec ? d->spec : twin_spec())->bf16_flops;
+    if (d->shape_only && d->capacity_from_spec && d->spec) out->runtime_bytes = d->spec->runtime_bytes;
 }
 
 /* The bytes of one allocation (n > 0) or free (n < 0) under its purpose; the parts at the peak. */
@@ -170,6 +172,12 @@ int dev_set_shape_only(dev_device *d, char *err, size_t errlen) {
                        "predict mode runs every rank in one process: drop the launcher (mpirun, torchrun) and "
                        "TWINRUN_RANKS_PER_PROCESS, and set only WORLD_SIZE");
     d->shape_only = true;
+    /* A prediction answers "will it fit on the real device": there the CUDA context and libraries hold
+     * part of the memory before the engine allocates (the spec's runtime_bytes, measured), so the rank may
+     * allocate the rest, as the real build's capacity is the memory free when it opens the device. A
+     * rehearsal at shrunk widths keeps the whole (its report's "of 80.00 GiB" stays the card's size). */
+    if (d->capacity_from_spec && d->spec && s)
+        d->capacity = (size_t)((double)(d->spec->mem_bytes - d->spec->runtime_bytes) * s->opt.capacity_scale);
     return 0;
 }
 

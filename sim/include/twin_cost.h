@@ -89,6 +89,8 @@ typedef struct twin_device_spec {
     double fp32_flops;           /* non-tensor fp32 peak, FLOP/s */
     double mem_bandwidth;        /* HBM, bytes/s */
     size_t mem_bytes;            /* device memory */
+    size_t runtime_bytes;        /* of it, what the runtime holds beside the engine's allocations (the CUDA
+                                  * context, libraries, the scratch pool): predict mode's capacity leaves it out */
     double link_bandwidth;       /* intra-node GPU-to-GPU, one direction, bytes/s */
     double link_latency;         /* intra-node per-hop latency, seconds */
     double net_bandwidth;        /* inter-node per GPU (one NIC per GPU), one direction, bytes/s */

@@ -46,4 +46,7 @@ run resume 1 --train-iters 8 --load "$work/save"
 grep -q "loaded checkpoint from $work/save at iteration 6" "$work/resume.log" || fail "resume did not load"
 "$bin/ckpt" export "$work/save" --hf "$work/hf" >"$work/export.log" 2>&1 || fail "ckpt export: $(cat "$work/export.log")"
 grep -q '"attention_bias":[[:space:]]*true' "$work/hf/config.json" || fail "config.json lacks attention_bias true"
+# a passed run leaves no data cache or checkpoints behind (~150 MB a mock-data configuration): the
+# test tree must fit a CI runner's disk; a failed run keeps everything for a post-mortem
+rm -rf "$work/cache" "$work/save"
 echo "biases: every layout within 1e-5 of one rank; checkpoint resumed across layouts and exported"

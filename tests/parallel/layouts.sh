@@ -40,4 +40,7 @@ for lay in "2 1 1 1" "1 2 1 1" "1 1 2 1" "1 1 1 2" "2 2 1 2" "2 2 2 2" "4 2 1 2"
         python3 "$src/ci/compare_metrics.py" "$work/$name.jsonl" "$work/base.jsonl" 1e-5 || fail=1
     done
 done
+# a passed run leaves no data cache or checkpoints behind (~150 MB a mock-data configuration): the
+# test tree must fit a CI runner's disk; a failed run keeps everything for a post-mortem
+[ $fail -ne 0 ] || rm -rf "$work/cache"
 exit $fail

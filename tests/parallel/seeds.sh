@@ -215,4 +215,7 @@ llama3_8b_mock | llama3_8b_real)
     ls "$CHECKPOINT_PATH"/iter_0000003 >/dev/null 2>&1 || fail "no final checkpoint" ;;
 *) echo "unknown case $case"; exit 2 ;;
 esac
+# a passed run leaves no data cache or checkpoints behind (~150 MB a mock-data configuration): the
+# test tree must fit a CI runner's disk; a failed run keeps everything for a post-mortem
+rm -rf "$work/$case"/cache "$work/$case"/benchmark_cache_* "$work/$case"/checkpoints
 echo "ok ($case)"

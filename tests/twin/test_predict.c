@@ -214,12 +214,16 @@ static void test_predict_json(void **state) {
     text[n] = 0;
     cJSON *root = cJSON_Parse(text);
     assert_non_null(root);
-    static const char *const top[] = {"device", "capacity_bytes", "step_time_s", "tokens_per_s", "mfu", "stages"};
-    assert_int_equal(cJSON_GetArraySize(root), 6);
-    for (size_t i = 0; i < 6; i++)
+    static const char *const top[] = {"device", "capacity_bytes", "runtime_bytes", "step_time_s", "tokens_per_s",
+                                      "mfu",    "stages"};
+    assert_int_equal(cJSON_GetArraySize(root), 7);
+    for (size_t i = 0; i < 7; i++)
         if (!cJSON_GetObjectItemCaseSensitive(root, top[i])) fail_msg("no \"%s\" in %s", top[i], text);
     assert_string_equal(cJSON_GetObjectItem(root, "device")->valuestring, "H100");
-    assert_true(cJSON_GetObjectItem(root, "capacity_bytes")->valuedouble == (double)(80ull << 30));
+    /* the card's 80 GiB: what the runtime holds (the spec's measured figure, > 0) and what ranks may allocate */
+    const double runtime = cJSON_GetObjectItem(root, "runtime_bytes")->valuedouble;
+    assert_true(runtime > 0 && runtime < (double)(8ull << 30));
+    assert_true(cJSON_GetObjectItem(root, "capacity_bytes")->valuedouble + runtime == (double)(80ull << 30));
     const double step = cJSON_GetObjectItem(root, "step_time_s")->valuedouble;
     const double tps = cJSON_GetObjectItem(root, "tokens_per_s")->valuedouble;
     const double mfu = cJSON_GetObjectItem(root, "mfu")->valuedouble;

@@ -22,7 +22,7 @@ count() { n=$(grep -c -e "$1" "$out"); [ "$n" -eq "$2" ] || fail "'$1' printed $
 tiny="--num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --group-query-attention
  --num-query-groups 2 --seq-length 16 --max-position-embeddings 16 --position-embedding-type rope
  --normalization RMSNorm --attention-dropout 0 --hidden-dropout 0 --vocab-size 256 --micro-batch-size 1
- --train-iters 2 --lr 1e-3 --mock-data --data-cache-path $work/cache --eval-iters 0 --log-interval 1"
+ --train-iters 2 --lr 1e-3 --mock-data --data-cache-path $work/$case.cache --eval-iters 0 --log-interval 1"
 
 llama="--swiglu --untie-embeddings-and-output-weights --disable-bias-linear"
 
@@ -107,7 +107,7 @@ resume_no_eval)
     rm -rf "$work/noeval_save"
     cp "$src/tests/data/megatron_data/gpt_u16_seq64/corpus."* "$work/"
     data="${tiny% --mock-data*} --data-path $work/corpus --split 99,1,0 --vocab-size 32000 --seq-length 256
-     --max-position-embeddings 256 --data-cache-path $work/noeval_cache --log-interval 1"
+     --max-position-embeddings 256 --data-cache-path $work/$case.noeval_cache --log-interval 1"
     # shellcheck disable=SC2086
     expect_rc 0 "$bin/train_llama3" $data $llama --eval-interval 2 --eval-iters 4 --train-iters 2 \
         --save "$work/noeval_save" --save-interval 2
@@ -162,7 +162,7 @@ export)
     expect_rc 0 "$bin/train_llama3" $tiny $llama --train-iters 1 --load "$work/export_save" --finetune \
         --metrics-jsonl "$work/export_a.jsonl"
     expect_rc 0 "$bin/train_llama3" --hf-load "$work/export_hf" --seq-length 16 --micro-batch-size 1 --lr 1e-3 \
-        --mock-data --data-cache-path "$work/cache" --eval-iters 0 --attention-dropout 0 --hidden-dropout 0 \
+        --mock-data --data-cache-path "$work/$case.cache" --eval-iters 0 --attention-dropout 0 --hidden-dropout 0 \
         --train-iters 1 --metrics-jsonl "$work/export_b.jsonl"
     cmp "$work/export_a.jsonl" "$work/export_b.jsonl" >"$out" 2>&1 || fail "HF export trains differently" ;;
 banner)
@@ -181,4 +181,7 @@ banner)
     count "^ > number of parameters on (tensor, pipeline) model parallel rank ([01], [01]): [0-9]*$" 4 ;;
 *) echo "unknown case $case"; exit 2 ;;
 esac
+# a passed case leaves no data cache behind (~150 MB a mock-data configuration: the test tree must fit
+# a CI runner's disk); each case has its own, as the cases run at the same time
+rm -rf "$work/$case.cache" "$work/$case.noeval_cache"
 echo "ok ($case)"

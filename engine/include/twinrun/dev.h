@@ -28,6 +28,9 @@ typedef struct dev_info {
                            * kernels and collectives against ("H100"): such figures must say so */
     double peak_bf16_flops; /* dense bf16 tensor-core peak, FLOP/s, that MFU is measured against: the twin's
                              * spec's; 0 when the backend does not know it (the CUDA build) */
+    size_t runtime_bytes;   /* device memory held beside this rank's allocations and outside its capacity: the
+                             * CUDA context, libraries' state (a GPU: in use when the device was opened; the
+                             * twin's predict mode: its spec's measured figure; otherwise 0) */
 } dev_info;
 
 /* Opens device `ordinal` for one rank. capacity == 0 means the device's own memory size

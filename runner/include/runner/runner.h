@@ -26,4 +26,8 @@ int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char 
  * it first; `scenario check` too. */
 int scenario_check_faults(const scenario *s, char *err, size_t errlen);
 
+/* Removes WORK_DIR/checkpoints and WORK_DIR/data_cache (what `scenario run --clean` drops after a
+ * scenario passed; reports and logs stay). 0, or -1 with the reason on stderr. */
+int sc_work_clean(const char *work_dir);
+
 #endif
