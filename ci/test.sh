@@ -78,18 +78,26 @@ ctest_stage() {
   return $rc
 }
 
+# TWINRUN_TWIN_THREADS=1 in the stages that run ctest or valgrind (exported in each of them): the
+# twin's worker pool (docs/twin.md#threads) would only add queueing and contention there, since
+# `ctest -j$(nproc)` (and memcheck.py's nproc programs at a time) already keep every core busy. `make
+# run` (ci/run_main.sh) keeps the default, where the flagship alone should use the cores. The tests that
+# are about the pool (test_twin_pool, twin_threads_identical, twin_pool_helgrind) set their own counts.
+
 stage_architecture() {
   python3 ci/check_boundaries.py
   ci/check_format.sh
 }
 
 stage_gcc() {
+  export TWINRUN_TWIN_THREADS=1 # ctest -j fills the cores: no worker pool (see above stage_architecture)
   cmake --preset twin >/dev/null
   cmake --build build/twin -j"$jobs"
   ctest_stage build/twin
 }
 
 stage_clang() {
+  export TWINRUN_TWIN_THREADS=1 # ctest -j fills the cores: no worker pool (see above stage_architecture)
   cmake --preset twin-clang >/dev/null
   cmake --build build/twin-clang -j"$jobs"
   # less `heavy` and `slow` (tests/CMakeLists.txt): sweeps of the same code at more layouts and ranks,
@@ -101,6 +109,7 @@ stage_clang() {
 }
 
 stage_valgrind() {
+  export TWINRUN_TWIN_THREADS=1 # memcheck.py runs nproc programs at a time: no worker pool (see above)
   python3 ci/memcheck.py build/twin
 }
 
@@ -132,6 +141,7 @@ stage_fuzz() {
 }
 
 stage_coverage() {
+  export TWINRUN_TWIN_THREADS=1 # ctest -j fills the cores: no worker pool (see above stage_architecture)
   cmake --preset coverage >/dev/null
   cmake --build build/coverage -j"$jobs"
   ctest_stage build/coverage -LE heavy
@@ -155,6 +165,7 @@ stage_flash_emu() {
 }
 
 stage_gcc_quick() {
+  export TWINRUN_TWIN_THREADS=1 # ctest -j fills the cores: no worker pool (see above stage_architecture)
   cmake --preset twin >/dev/null
   cmake --build build/twin -j"$jobs"
   ctest_stage build/twin -LE 'heavy|slow'

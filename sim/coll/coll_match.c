@@ -108,6 +108,17 @@ static void record(coll_pending *p) {
     p->flight_id = flight_ring_add(&r->flight, &rec);
 }
 
+/* Every member's device work issued before it arrived has run (sched/pool.h): the data moves now. */
+static void drain_members(coll_pending *const *members, int n) {
+    const twin_sched *s = twin_sched_get();
+    if (!s || !s->pool) return; /* one thread: the work ran at launch */
+    twin_rank *few[16], **ranks = n <= 16 ? few : malloc(sizeof *ranks * (size_t)n);
+    TR_CHECK(ranks != NULL, "out of host memory for a collective's members");
+    for (int m = 0; m < n; m++) ranks[m] = members[m]->rank;
+    twin_ranks_drain(ranks, n);
+    if (ranks != few) free(ranks);
+}
+
 static void complete_instance(coll_group *g, coll_instance *inst) {
     double start = 0;
     for (int m = 0; m < g->size; m++) start = fmax(start, inst->members[m]->arrival);
@@ -115,6 +126,7 @@ static void complete_instance(coll_group *g, coll_instance *inst) {
     double cost = twin_coll_seconds(twin_spec(), twin_gpus_per_node(), cost_kind(inst->desc.op), g->ranks, g->size,
                                     (double)bytes);
     const double end = start + cost * twin_jitter(g->uid ^ twin_mix64(inst->seq));
+    if (inst->desc.count && inst->desc.op != FLIGHT_BARRIER) drain_members(inst->members, g->size);
     coll_exec(g, inst);
     if (twin_logging())
         twin_log("%.9f done %s %016llx seq %llu %s count %zu hash %016llx", end, g->name, (unsigned long long)g->uid,
@@ -199,6 +211,7 @@ static void post_p2p(coll_pending *p) {
     const double start = fmax(p->arrival, q->arrival);
     const double end = start + twin_coll_seconds(twin_spec(), twin_gpus_per_node(), TWIN_COST_P2P, pair, 2, bytes) *
                                    twin_jitter(g->uid ^ twin_mix64(send->seq * 2 + 1) ^ (uint64_t)pair[0] << 32);
+    if (p->desc.count) drain_members((coll_pending *const[]){p, q}, 2);
     coll_exec_p2p(send, recv);
     twin_log("%.9f done %s %016llx p2p %d->%d seq %llu count %zu", end, g->name, (unsigned long long)g->uid,
              g->ranks[send->comm->group_rank], g->ranks[recv->comm->group_rank], (unsigned long long)send->seq,

@@ -1,5 +1,6 @@
-/* The twin's device: host memory with a per-rank capacity and peak accounting, streams that run
- * work synchronously in issue order, and the owning rank's simulated clock.
+/* The twin's device: host memory with a per-rank capacity and peak accounting, streams whose work
+ * runs in issue order (at launch, or on the rank's queue with a worker pool: dev_queue.c), and the
+ * owning rank's simulated clock.
  *
  * A device belongs to the rank that opened it (inside twin_run, the running coroutine; outside,
  * the implicit rank 0). Each allocation carries a header with its size and list links, so
@@ -12,53 +13,9 @@
 #include <string.h>
 
 #include "cost/cost_ledger.h"
-#include "predict/shape_heap.h"
-#include "sched/sched_internal.h"
+#include "dev_internal.h"
 #include "twinrun/dev.h"
 #include "twinrun/err.h"
-
-#define DEV_SIM_ALIGN 64
-
-struct dev_stream {
-    dev_device *dev;
-};
-
-struct dev_event {
-    dev_device *dev;
-    double time; /* simulated time at record */
-};
-
-typedef struct alloc_header alloc_header;
-
-struct dev_device {
-    int ordinal;
-    twin_rank *owner;
-    const twin_device_spec *spec; /* NULL for the implicit rank's plain twin-cpu device */
-    size_t capacity;              /* 0 = unlimited */
-    size_t used, peak;
-    struct dev_stream default_stream;
-    alloc_header *allocs; /* live allocations, newest first */
-    dev_device *next_owned, *prev_owned;
-    char last_error[256];
-    dev_mem_tag tag;                    /* purpose of the next allocations */
-    size_t tag_used[DEV_MEM_TAG_COUNT]; /* bytes in use per purpose */
-    size_t tag_peak[DEV_MEM_TAG_COUNT]; /* tag_used when `peak` was reached */
-    bool shape_only;                    /* predict mode: sizes without memory (dev.h) */
-    bool capacity_from_spec;            /* capacity is the spec's memory (not set by the caller) */
-    shape_heap shape;                   /* shape-only allocations */
-    twin_ledger *ledger;                /* TWINRUN_TWIN_PROFILE's, for one rank (cost_ledger.h) */
-};
-
-struct alloc_header {
-    size_t bytes;
-    uint64_t magic;
-    alloc_header *prev, *next;
-    int tag; /* dev_mem_tag at allocation */
-    char pad[DEV_SIM_ALIGN - sizeof(size_t) - sizeof(uint64_t) - 2 * sizeof(void *) - sizeof(int)];
-};
-_Static_assert(sizeof(alloc_header) == DEV_SIM_ALIGN, "allocation header keeps user memory 64-byte aligned");
-
-#define ALLOC_MAGIC 0x7477696e72756eULL /* "twinrun" */
 
 dev_device *dev_open(int ordinal, size_t capacity, char *err, size_t errlen) {
     if (ordinal < 0) {
@@ -171,6 +128,8 @@ void *dev_alloc(dev_device *d, size_t bytes, const char *what) {
     return h + 1;
 }
 
+static void free_job(void *args) { free(*(void **)args); }
+
 void dev_free(dev_device *d, void *p) {
     if (!p) return;
     if (d->shape_only) {
@@ -188,7 +147,8 @@ void dev_free(dev_device *d, void *p) {
     else if (d->allocs == h) d->allocs = h->next;
     if (h->next) h->next->prev = h->prev;
     account(d, h->bytes, h->tag, -1);
-    free(h);
+    /* the accounting is now; the memory goes back after the work queued before the free has run */
+    twin_rank_submit(d->owner, free_job, &h, sizeof h);
 }
 
 size_t dev_mem_used(const dev_device *d) { return d->used; }
@@ -239,7 +199,7 @@ void dev_stream_destroy(dev_stream *s) {
     if (s && s != &s->dev->default_stream) free(s);
 }
 
-void dev_stream_sync(dev_stream *s) { (void)s; }
+void dev_stream_sync(dev_stream *s) { twin_rank_drain(s->dev->owner); }
 dev_device *dev_stream_device(dev_stream *s) { return s->dev; }
 
 dev_event *dev_event_create(dev_device *d) {
@@ -252,23 +212,6 @@ dev_event *dev_event_create(dev_device *d) {
 void dev_event_destroy(dev_event *e) { free(e); }
 void dev_event_record(dev_event *e, dev_stream *s) { e->time = s->dev->owner->now; }
 void dev_stream_wait_event(dev_stream *s, dev_event *e) { (void)s, (void)e; }
-
-/* Shape-only: device memory holds nothing, so reads give zeros and writes vanish. */
-void dev_copy_h2d(dev_stream *s, void *dst, const void *src, size_t bytes) {
-    if (bytes && !s->dev->shape_only) memcpy(dst, src, bytes);
-}
-void dev_copy_d2h(dev_stream *s, void *dst, const void *src, size_t bytes) {
-    if (!bytes) return;
-    if (s->dev->shape_only) memset(dst, 0, bytes);
-    else memcpy(dst, src, bytes);
-}
-void dev_copy_d2d(dev_stream *s, void *dst, const void *src, size_t bytes) {
-    if (bytes && !s->dev->shape_only) memmove(dst, src, bytes);
-}
-void dev_memset_zero(dev_stream *s, void *dst, size_t bytes) {
-    if (bytes) twin_cost_kernel(s, &(twin_kernel_cost){.kind = TWIN_K_MEMSET, .bytes = (double)bytes, .dt = TR_F32});
-    if (bytes && !s->dev->shape_only) memset(dst, 0, bytes);
-}
 
 double dev_clock_now(dev_device *d) { return d->owner->now; }
 
@@ -307,6 +250,12 @@ void twin_cost_kernel(dev_stream *s, const twin_kernel_cost *kc) {
 _Noreturn void dev_rank_abort(int code) {
     fflush(stdout);
     fflush(stderr);
+    if (twin_pool_in_job()) { /* deferred work belongs to no running rank: nothing smaller can end */
+        fputs("twinrun: fatal: the failure above was in a kernel's deferred work (twin worker pool): the process "
+              "ends\n",
+              stderr);
+        _Exit(code);
+    }
     twin_sched *s = twin_sched_get();
     if (s && s->current) twin_rank_finish(s->current, RANK_FAILED, code);
     exit(code);
@@ -314,7 +263,7 @@ _Noreturn void dev_rank_abort(int code) {
 
 void dev_rank_note(const char *msg) {
     twin_sched *s = twin_sched_get();
-    if (!s || !s->current || !msg) return;
+    if (!s || !s->current || !msg || twin_pool_in_job()) return;
     free(s->current->fail_msg);
     s->current->fail_msg = strdup(msg);
 }

@@ -59,6 +59,11 @@ typedef struct twin_options {
                                    consecutive ranks; 0 = nranks (process p hosts one block from p x nranks) */
     const struct twin_remote *remote; /* with world_size > nranks: the job's other processes (sim/multiproc,
                                    which the twin's launch starts); required then, ignored otherwise */
+    int threads;                      /* threads for the ranks' device work (docs/twin.md#threads): 1 = this one
+                                   (kernels run at launch); N > 1 = N - 1 workers beside the scheduler's
+                                   thread; 0 = TWINRUN_TWIN_THREADS, else the online CPUs (the default);
+                                   -1 = "lazy": work is queued and runs only where the host must see it (a
+                                   check). Results, clocks, traces and reports never depend on it. */
 } twin_options;
 
 void twin_options_default(twin_options *o);

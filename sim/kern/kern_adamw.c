@@ -6,18 +6,24 @@
 #include "kern_cpu.h"
 #include "twinrun/kern.h"
 
-void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad, float *m,
-                       float *v, size_t n) {
-    kern_cost(s, TWIN_K_ADAMW, 16.0 * n, (double)n * (16.0 + tr_dtype_size(grad.dt) + tr_dtype_size(model.dt)), TR_F32);
-    kern_adamw_update_check(s, ad, master, model, grad, m, v, n);
-    if (kern_shape_only(s)) return;
-    if (n == 0) return;
+typedef struct adamw_args {
+    kern_adamw_desc ad;    /* copied: the caller's descriptor may be gone when the body runs */
+    float *master, *m, *v; /* [n] fp32 */
+    tr_buf model, grad;    /* [n] */
+    size_t n;
+} adamw_args;
+
+static void adamw_body(void *args) {
+    const adamw_args *a = args;
+    const kern_adamw_desc *ad = &a->ad;
+    float *master = a->master, *m = a->m, *v = a->v;
+    const tr_buf model = a->model, grad = a->grad;
     const bool write_model = model.p != NULL && model.p != (void *)master;
 
     const double b1 = ad->beta1, b2 = ad->beta2, lr = ad->lr, eps = ad->eps;
     const double bc1 = 1.0 - pow(b1, (double)ad->step), bc2 = 1.0 - pow(b2, (double)ad->step);
     const double decay = 1.0 - lr * (double)ad->weight_decay;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < a->n; i++) {
         const double g = (double)ld(grad, i) * (double)ad->grad_scale;
         const float mi = (float)(b1 * (double)m[i] + (1.0 - b1) * g);
         const float vi = (float)(b2 * (double)v[i] + (1.0 - b2) * g * g);
@@ -28,4 +34,14 @@ void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, 
         master[i] = w;
         if (write_model) st(model, i, w);
     }
+}
+
+void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad, float *m,
+                       float *v, size_t n) {
+    kern_cost(s, TWIN_K_ADAMW, 16.0 * n, (double)n * (16.0 + tr_dtype_size(grad.dt) + tr_dtype_size(model.dt)), TR_F32);
+    kern_adamw_update_check(s, ad, master, model, grad, m, v, n);
+    if (kern_shape_only(s)) return;
+    if (n == 0) return;
+    adamw_args a = {*ad, master, m, v, model, grad, n};
+    kern_submit(s, adamw_body, &a, sizeof a);
 }

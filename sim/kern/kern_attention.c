@@ -2,6 +2,7 @@
  * kern_attention_pos.c with q_pos = k_pos = 0..T-1 (query t sees keys j <= t). The numerics, the
  * reduction order and the roofline cost are documented there; they are those this file had before
  * the positional kernels existed, so the results are the same bits. */
+#include "kern_attention.h"
 #include "kern_cpu.h"
 #include "twinrun/kern.h"
 
@@ -20,17 +21,26 @@ static const int32_t unread_positions[1];
 void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B, int T, int NH,
                             int KV, int D) {
     kern_attention_forward_check(s, out, lse, q, k, v, B, T, NH, KV, D);
-    int32_t *pos = kern_shape_only(s) ? NULL : natural_positions(T);
-    const int32_t *p = pos ? pos : unread_positions;
-    kern_attention_forward_pos(s, out, lse, q, k, v, p, p, B, T, T, NH, KV, D);
+    if (kern_shape_only(s)) { /* the cost only, and nothing queued */
+        kern_attention_forward_pos(s, out, lse, q, k, v, unread_positions, unread_positions, B, T, T, NH, KV, D);
+        return;
+    }
+    int32_t *pos = natural_positions(T);
+    kern_attention_forward_pos_check(s, out, lse, q, k, v, pos, pos, B, T, T, NH, KV, D);
+    twin_attention_forward_at(s, out, lse, q, k, v, pos, pos, B, T, T, NH, KV, D); /* host positions: no drain */
     free(pos);
 }
 
 void kern_attention_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k, tr_buf v,
                              tr_buf out, const float *lse, int B, int T, int NH, int KV, int D) {
     kern_attention_backward_check(s, dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, KV, D);
-    int32_t *pos = kern_shape_only(s) ? NULL : natural_positions(T);
-    const int32_t *p = pos ? pos : unread_positions;
-    kern_attention_backward_pos(s, dq, dk, dv, dout, q, k, v, out, lse, p, p, B, T, T, NH, KV, D);
+    if (kern_shape_only(s)) {
+        kern_attention_backward_pos(s, dq, dk, dv, dout, q, k, v, out, lse, unread_positions, unread_positions, B, T, T,
+                                    NH, KV, D);
+        return;
+    }
+    int32_t *pos = natural_positions(T);
+    kern_attention_backward_pos_check(s, dq, dk, dv, dout, q, k, v, out, lse, pos, pos, B, T, T, NH, KV, D);
+    twin_attention_backward_at(s, dq, dk, dv, dout, q, k, v, lse, pos, pos, B, T, T, NH, KV, D);
     free(pos);
 }

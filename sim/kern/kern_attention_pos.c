@@ -17,6 +17,7 @@
  * query of this call sees gets dk = dv = 0 (context parallelism sums the ranks' dk/dv). */
 #include <math.h>
 
+#include "kern_attention.h"
 #include "kern_cpu.h"
 #include "twinrun/kern.h"
 
@@ -46,6 +47,17 @@ static double visible_pairs(const int32_t *q_pos, const int32_t *k_pos, int Tq, 
  * parallel rank's two chunks (llama_cp_position: chunks r and 2CP-1-r of Tq/2 queries each, keys of the
  * whole sequence) see Tq(Tk+1)/2 as well, exactly. */
 static double causal_pairs(int Tq, int Tk) { return (double)Tq * ((double)Tk + 1.0) / 2.0; }
+
+/* The roofline charges of both directions for `pairs` visible (query, key) pairs. */
+static void forward_cost(dev_stream *s, double pairs, tr_buf q, int B, int Tq, int Tk, int NH, int KV, int D) {
+    kern_cost(s, TWIN_K_ATTENTION_FWD, 4.0 * B * NH * pairs * D,
+              ((double)B * (2.0 * NH * Tq + 2.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
+}
+
+static void backward_cost(dev_stream *s, double pairs, tr_buf q, int B, int Tq, int Tk, int NH, int KV, int D) {
+    kern_cost(s, TWIN_K_ATTENTION_BWD, 10.0 * B * NH * pairs * D, /* recompute + four products */
+              ((double)B * (4.0 * NH * Tq + 4.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
+}
 
 /* Widen the [T, D] slice of head `head` (of H) in batch b of x [B, T, H, D] into dst [T, D]. */
 static void load_head(double *dst, tr_buf x, int b, int head, int T, int H, int D) {
@@ -85,16 +97,36 @@ static double visible_scores(double *scores, const double *q, const double *kh, 
     return mx;
 }
 
-void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
-                                const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
-                                int D) {
-    kern_attention_forward_pos_check(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
-    const bool shape = kern_shape_only(s); /* positions are device memory: not readable then */
-    if (!shape) check_positions(q_pos, k_pos, Tq, Tk, "attention forward");
-    kern_cost(s, TWIN_K_ATTENTION_FWD,
-              4.0 * B * NH * (shape ? causal_pairs(Tq, Tk) : visible_pairs(q_pos, k_pos, Tq, Tk)) * D,
-              ((double)B * (2.0 * NH * Tq + 2.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
-    if (shape) return;
+/* Both directions' arguments, then the positions themselves: q_pos [Tq], k_pos [Tk] int32, copied at
+ * launch (they were read there for the check and the cost) so the body never reads the caller's. */
+typedef struct attn_args {
+    tr_buf out, q, k, v, dq, dk, dv, dout; /* q, out, dq, dout [B, Tq, NH, D]; k, v, dk, dv [B, Tk, KV, D] */
+    float *lse_out;                        /* [B, NH, Tq] the forward writes */
+    const float *lse;                      /* [B, NH, Tq] the backward reads */
+    int B, Tq, Tk, NH, KV, D;
+} attn_args;
+
+static const int32_t *q_pos_of(const attn_args *a) { return (const int32_t *)(a + 1); }
+static const int32_t *k_pos_of(const attn_args *a) { return q_pos_of(a) + a->Tq; }
+
+/* Submits body on a copy of a followed by the positions. */
+static void submit_with_positions(dev_stream *s, twin_job_fn *body, const attn_args *a, const int32_t *q_pos,
+                                  const int32_t *k_pos) {
+    const size_t bytes = sizeof *a + sizeof(int32_t) * ((size_t)a->Tq + (size_t)a->Tk);
+    attn_args *copy = kern_scratch(bytes, 1, "attention arguments");
+    *copy = *a;
+    memcpy((int32_t *)(copy + 1), q_pos, sizeof(int32_t) * (size_t)a->Tq);
+    memcpy((int32_t *)(copy + 1) + a->Tq, k_pos, sizeof(int32_t) * (size_t)a->Tk);
+    kern_submit(s, body, copy, bytes);
+    free(copy);
+}
+
+static void attention_forward_body(void *args) {
+    const attn_args *a = args;
+    const tr_buf out = a->out, q = a->q, k = a->k, v = a->v;
+    float *lse = a->lse_out;
+    const int32_t *q_pos = q_pos_of(a), *k_pos = k_pos_of(a);
+    const int B = a->B, Tq = a->Tq, Tk = a->Tk, NH = a->NH, KV = a->KV, D = a->D;
     const int heads_per_group = NH / KV;
     const double scale = 1.0 / sqrt((double)D);
     const size_t QD = (size_t)Tq * (size_t)D, KD = (size_t)Tk * (size_t)D;
@@ -138,18 +170,34 @@ void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q,
     free(kh);
 }
 
-void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
-                                 tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos, const int32_t *k_pos,
-                                 int B, int Tq, int Tk, int NH, int KV, int D) {
-    /* out is not read: see the header comment, sum p*dp is formed exactly instead */
-    kern_attention_backward_pos_check(s, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
-    const bool shape = kern_shape_only(s);
-    if (!shape) check_positions(q_pos, k_pos, Tq, Tk, "attention backward");
-    kern_cost(s, TWIN_K_ATTENTION_BWD,
-              10.0 * B * NH * (shape ? causal_pairs(Tq, Tk) : visible_pairs(q_pos, k_pos, Tq, Tk)) *
-                  D, /* recompute + four products */
-              ((double)B * (4.0 * NH * Tq + 4.0 * KV * Tk) * D) * tr_dtype_size(q.dt), q.dt);
-    if (shape) return;
+void twin_attention_forward_at(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
+                               const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
+                               int D) {
+    check_positions(q_pos, k_pos, Tq, Tk, "attention forward");
+    forward_cost(s, visible_pairs(q_pos, k_pos, Tq, Tk), q, B, Tq, Tk, NH, KV, D);
+    const attn_args a = {
+        .out = out, .q = q, .k = k, .v = v, .lse_out = lse, .B = B, .Tq = Tq, .Tk = Tk, .NH = NH, .KV = KV, .D = D};
+    submit_with_positions(s, attention_forward_body, &a, q_pos, k_pos);
+}
+
+void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
+                                const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
+                                int D) {
+    kern_attention_forward_pos_check(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
+    if (kern_shape_only(s)) { /* positions are device memory, not readable then: only the cost */
+        forward_cost(s, causal_pairs(Tq, Tk), q, B, Tq, Tk, NH, KV, D);
+        return;
+    }
+    kern_drain(s); /* the positions as the work before this launch left them */
+    twin_attention_forward_at(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
+}
+
+static void attention_backward_body(void *args) {
+    const attn_args *a = args;
+    const tr_buf dq = a->dq, dk = a->dk, dv = a->dv, dout = a->dout, q = a->q, k = a->k, v = a->v;
+    const float *lse = a->lse;
+    const int32_t *q_pos = q_pos_of(a), *k_pos = k_pos_of(a);
+    const int B = a->B, Tq = a->Tq, Tk = a->Tk, NH = a->NH, KV = a->KV, D = a->D;
     const int heads_per_group = NH / KV;
     const double scale = 1.0 / sqrt((double)D);
     const size_t QD = (size_t)Tq * (size_t)D, KD = (size_t)Tk * (size_t)D;
@@ -217,4 +265,39 @@ void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv,
     free(dkh);
     free(vh);
     free(kh);
+}
+
+void twin_attention_backward_at(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
+                                tr_buf v, const float *lse, const int32_t *q_pos, const int32_t *k_pos, int B, int Tq,
+                                int Tk, int NH, int KV, int D) {
+    check_positions(q_pos, k_pos, Tq, Tk, "attention backward");
+    backward_cost(s, visible_pairs(q_pos, k_pos, Tq, Tk), q, B, Tq, Tk, NH, KV, D);
+    const attn_args a = {.dq = dq,
+                         .dk = dk,
+                         .dv = dv,
+                         .dout = dout,
+                         .q = q,
+                         .k = k,
+                         .v = v,
+                         .lse = lse,
+                         .B = B,
+                         .Tq = Tq,
+                         .Tk = Tk,
+                         .NH = NH,
+                         .KV = KV,
+                         .D = D};
+    submit_with_positions(s, attention_backward_body, &a, q_pos, k_pos);
+}
+
+void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
+                                 tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos, const int32_t *k_pos,
+                                 int B, int Tq, int Tk, int NH, int KV, int D) {
+    /* out is not read: see the header comment, sum p*dp is formed exactly instead */
+    kern_attention_backward_pos_check(s, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
+    if (kern_shape_only(s)) {
+        backward_cost(s, causal_pairs(Tq, Tk), q, B, Tq, Tk, NH, KV, D);
+        return;
+    }
+    kern_drain(s); /* the positions as the work before this launch left them */
+    twin_attention_backward_at(s, dq, dk, dv, dout, q, k, v, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
 }

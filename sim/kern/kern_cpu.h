@@ -6,8 +6,16 @@
  *   fixed, documented order, and the result is rounded once, double -> fp32 -> storage type,
  *   at the store. A product of two fp32 values is exact in double, so a double accumulator
  *   stays far inside the 1e-5 (logits) / 1e-4 (grads) tolerances against a float64 reference;
- * - no threads, no reassociation (-ffp-contract=off, no fast-math): same inputs, same bits.
- * In the twin, device memory is host memory, so kernels dereference the pointers they get. */
+ * - no threads inside a kernel, no reassociation (-ffp-contract=off, no fast-math): same inputs, same bits.
+ * In the twin, device memory is host memory, so kernels dereference the pointers they get.
+ *
+ * Each kernel is a launch and a body. The launch (kern_X itself) charges the simulated time
+ * (kern_cost), checks the arguments (kern_X_check), and hands the body an argument struct through
+ * kern_submit; the body may run later on a worker thread (twin_defer.h), so it reads only its struct
+ * and device memory. A check that reads device memory (token ids, targets, positions) runs at launch
+ * after kern_drain, so a bad id still ends the rank that launched the kernel, at the same point. In
+ * predict (shape-only) mode the launch returns after its check (kern_shape_only): no drain, no body, no
+ * queued work; device memory is only addresses then. */
 #ifndef TWINRUN_SIM_KERN_KERN_CPU_H
 #define TWINRUN_SIM_KERN_KERN_CPU_H
 
@@ -17,6 +25,7 @@
 #include <string.h>
 
 #include "twin_cost.h"
+#include "twin_defer.h"
 #include "twinrun/dtype.h"
 #include "twinrun/err.h"
 #include "twinrun/kern_check.h" /* the contract every kernel checks first: kern_X_check */
@@ -52,8 +61,21 @@ static inline void kern_cost_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, i
 }
 
 /* Predict mode: after its cost and its argument check a kernel returns here, before it reads or
- * writes device memory (which is only addresses then) or takes host scratch. */
+ * writes device memory (which is only addresses then) or takes host scratch, and before
+ * it submits anything (kern_submit): in shape-only mode nothing is queued. */
 static inline bool kern_shape_only(dev_stream *s) { return s && twin_stream_shape_only(s); }
+
+/* Runs body(args) after the work issued before it on s's device; args (size bytes) is copied. A NULL
+ * stream (the GPU build's kern_oracle) runs it now. */
+static inline void kern_submit(dev_stream *s, twin_job_fn *body, void *args, size_t size) {
+    if (s) twin_kern_submit(s, body, args, size);
+    else body(args);
+}
+
+/* Before a launch reads device memory: the work issued before it has run. */
+static inline void kern_drain(dev_stream *s) {
+    if (s) twin_kern_drain(s);
+}
 
 static inline float ld(tr_buf b, size_t i) {
     switch (b.dt) {

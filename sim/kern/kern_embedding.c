@@ -18,12 +18,18 @@ static void check_tokens(const int32_t *tokens, int N, int V, const char *who) {
 
 void kern_embedding_forward(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int N, int C, int V) {
     kern_embedding_forward_check(s, out, tokens, wte, N, C, V);
-    if (!kern_shape_only(s)) check_tokens(tokens, N, V, "embedding forward"); /* tokens: device memory */
+    if (!kern_shape_only(s)) { /* tokens: device memory, only an address in predict mode */
+        kern_drain(s);         /* the ids as the work before this launch left them */
+        check_tokens(tokens, N, V, "embedding forward");
+    }
     kern_embedding_forward_slice(s, out, tokens, wte, 0, N, C, V);
 }
 
 void kern_embedding_backward(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int N, int C, int V) {
     kern_embedding_backward_check(s, dwte, dout, tokens, N, C, V);
-    if (!kern_shape_only(s)) check_tokens(tokens, N, V, "embedding backward");
+    if (!kern_shape_only(s)) {
+        kern_drain(s);
+        check_tokens(tokens, N, V, "embedding backward");
+    }
     kern_embedding_backward_slice(s, dwte, dout, tokens, 0, N, C, V);
 }

@@ -31,21 +31,37 @@ static void check_tokens(const int32_t *tokens, int N, const char *who) {
     }
 }
 
+/* Both directions' arguments. */
+typedef struct embed_args {
+    tr_buf out, wte;       /* forward: out [N, C], wte [V, C]; backward: dwte in wte, dout in out */
+    const int32_t *tokens; /* [N] device */
+    int vocab_start, N, C, V;
+} embed_args;
+
+static void embedding_forward_body(void *args) {
+    const embed_args *a = args;
+    const int32_t *tokens = a->tokens;
+    const int vocab_start = a->vocab_start, N = a->N, C = a->C, V = a->V;
+    for (int n = 0; n < N; n++) {
+        const size_t dst = (size_t)n * (size_t)C;
+        if (!in_slice(tokens[n], vocab_start, V)) {
+            for (int c = 0; c < C; c++) st(a->out, dst + (size_t)c, 0.0f);
+            continue;
+        }
+        const size_t src = (size_t)(tokens[n] - vocab_start) * (size_t)C;
+        for (int c = 0; c < C; c++) st(a->out, dst + (size_t)c, ld(a->wte, src + (size_t)c));
+    }
+}
+
 void kern_embedding_forward_slice(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int vocab_start, int N,
                                   int C, int V) {
     kern_cost(s, TWIN_K_EMBEDDING_FWD, 0.0, 2.0 * N * C * tr_dtype_size(out.dt), TR_F32);
     kern_embedding_forward_slice_check(s, out, tokens, wte, vocab_start, N, C, V);
     if (kern_shape_only(s)) return;
+    kern_drain(s); /* the ids as the work before this launch left them */
     check_tokens(tokens, N, "embedding forward");
-    for (int n = 0; n < N; n++) {
-        const size_t dst = (size_t)n * (size_t)C;
-        if (!in_slice(tokens[n], vocab_start, V)) {
-            for (int c = 0; c < C; c++) st(out, dst + (size_t)c, 0.0f);
-            continue;
-        }
-        const size_t src = (size_t)(tokens[n] - vocab_start) * (size_t)C;
-        for (int c = 0; c < C; c++) st(out, dst + (size_t)c, ld(wte, src + (size_t)c));
-    }
+    embed_args a = {out, wte, tokens, vocab_start, N, C, V};
+    kern_submit(s, embedding_forward_body, &a, sizeof a);
 }
 
 typedef struct token_row {
@@ -60,12 +76,11 @@ static int token_row_cmp(const void *pa, const void *pb) {
     return (a->n > b->n) - (a->n < b->n);
 }
 
-void kern_embedding_backward_slice(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int vocab_start,
-                                   int N, int C, int V) {
-    kern_cost(s, TWIN_K_EMBEDDING_BWD, (double)N * C, 3.0 * N * C * tr_dtype_size(dwte.dt), TR_F32);
-    kern_embedding_backward_slice_check(s, dwte, dout, tokens, vocab_start, N, C, V);
-    if (kern_shape_only(s)) return;
-    check_tokens(tokens, N, "embedding backward");
+static void embedding_backward_body(void *args) {
+    const embed_args *a = args;
+    const tr_buf dwte = a->wte, dout = a->out;
+    const int32_t *tokens = a->tokens;
+    const int vocab_start = a->vocab_start, N = a->N, C = a->C, V = a->V;
 
     token_row *rows = kern_scratch((size_t)N, sizeof *rows, "embedding row order"); /* [<= N] */
     int count = 0;
@@ -86,4 +101,15 @@ void kern_embedding_backward_slice(dev_stream *s, tr_buf dwte, tr_buf dout, cons
     }
     free(acc);
     free(rows);
+}
+
+void kern_embedding_backward_slice(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int vocab_start,
+                                   int N, int C, int V) {
+    kern_cost(s, TWIN_K_EMBEDDING_BWD, (double)N * C, 3.0 * N * C * tr_dtype_size(dwte.dt), TR_F32);
+    kern_embedding_backward_slice_check(s, dwte, dout, tokens, vocab_start, N, C, V);
+    if (kern_shape_only(s)) return;
+    kern_drain(s);
+    check_tokens(tokens, N, "embedding backward");
+    embed_args a = {dout, dwte, tokens, vocab_start, N, C, V};
+    kern_submit(s, embedding_backward_body, &a, sizeof a);
 }

@@ -138,14 +138,19 @@ __attribute__((target("avx2"))) static void gemm_micro_8(double *acc, size_t ldc
 }
 #endif
 
-void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb, float alpha,
-               float beta) {
-    kern_cost_gemm(s, c, a, b, m, n, k, ta, tb, beta, 2.0 * m * n * (double)k,
-                   (double)m * k * tr_dtype_size(a.dt) + (double)k * n * tr_dtype_size(b.dt) +
-                       (double)m * n * tr_dtype_size(c.dt) * (beta != 0.0f ? 2.0 : 1.0));
-    kern_gemm_check(s, c, a, b, m, n, k, ta, tb, alpha, beta);
-    if (kern_shape_only(s)) return;
-    const size_t M = (size_t)m, N = (size_t)n, K = (size_t)k; /* all > 0: kern_gemm_check */
+typedef struct gemm_args {
+    tr_buf c, a, b; /* c [m, n], op(a) [m, k], op(b) [k, n] */
+    int m, n, k;
+    bool ta, tb;
+    float alpha, beta;
+} gemm_args;
+
+static void gemm_body(void *args) {
+    const gemm_args *g = args;
+    const tr_buf c = g->c, a = g->a, b = g->b;
+    const bool ta = g->ta, tb = g->tb;
+    const float alpha = g->alpha, beta = g->beta;
+    const size_t M = (size_t)g->m, N = (size_t)g->n, K = (size_t)g->k; /* all > 0: kern_gemm_check */
 
     /* The micro-kernel for this CPU; both give the same bits (see the top of the file). */
     gemm_micro_fn *micro = gemm_micro_4;
@@ -186,4 +191,15 @@ void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k,
     free(acc);
     free(ap);
     free(bp);
+}
+
+void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb, float alpha,
+               float beta) {
+    kern_cost_gemm(s, c, a, b, m, n, k, ta, tb, beta, 2.0 * m * n * (double)k,
+                   (double)m * k * tr_dtype_size(a.dt) + (double)k * n * tr_dtype_size(b.dt) +
+                       (double)m * n * tr_dtype_size(c.dt) * (beta != 0.0f ? 2.0 : 1.0));
+    kern_gemm_check(s, c, a, b, m, n, k, ta, tb, alpha, beta);
+    if (kern_shape_only(s)) return;
+    gemm_args g = {c, a, b, m, n, k, ta, tb, alpha, beta};
+    kern_submit(s, gemm_body, &g, sizeof g);
 }

@@ -6,14 +6,28 @@
 #include "twinrun/kern.h"
 #include "twinrun/kern_check.h"
 
+typedef struct init_args {
+    kern_init_desc d; /* copied: the caller's descriptor may be gone when the body runs */
+    float *out;       /* [n] */
+    size_t n;
+} init_args;
+
+static void init_body(void *args) {
+    const init_args *a = args;
+    const kern_init_desc *d = &a->d;
+    for (size_t i = 0; i < a->n; i++)
+        a->out[i] = d->normal ? (float)tr_init_normal_double(
+                                    d->key,
+                                    tr_init_global_index((uint64_t)d->first + i, d->cols, d->gcols, d->col0, d->nseg,
+                                                         d->seg_local1, d->seg_global0, d->seg_global1),
+                                    d->std)
+                              : d->constant;
+}
+
 void kern_init_param(dev_stream *s, const kern_init_desc *d, float *out, size_t n) {
     kern_init_param_check(s, d, out, n);
     if (kern_shape_only(s)) return;
-    for (size_t i = 0; i < n; i++)
-        out[i] = d->normal ? (float)tr_init_normal_double(
-                                 d->key,
-                                 tr_init_global_index((uint64_t)d->first + i, d->cols, d->gcols, d->col0, d->nseg,
-                                                      d->seg_local1, d->seg_global0, d->seg_global1),
-                                 d->std)
-                           : d->constant;
+    if (n == 0) return;
+    init_args a = {*d, out, n};
+    kern_submit(s, init_body, &a, sizeof a);
 }

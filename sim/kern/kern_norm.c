@@ -15,11 +15,21 @@ static double gamma_of(const kern_norm_desc *nd, tr_buf weight, size_t c) {
     return nd->zero_centered_gamma ? 1.0 + w : w;
 }
 
-void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, float *mean, float *rstd, tr_buf inp,
-                       tr_buf weight, tr_buf bias, int N, int C) {
-    kern_cost(s, TWIN_K_NORM_FWD, 6.0 * N * (double)C, 2.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
-    kern_norm_forward_check(s, nd, out, mean, rstd, inp, weight, bias, N, C);
-    if (kern_shape_only(s)) return;
+/* Both directions' arguments (forward: out, mean, rstd written; backward: dinp, dweight, dbias). */
+typedef struct norm_args {
+    kern_norm_desc nd; /* copied: the caller's descriptor may be gone when the body runs */
+    tr_buf out, inp, weight, bias, dinp, dweight, dbias, dout; /* [N, C] or [C] */
+    float *mean_out, *rstd_out;                                /* [N] the forward writes */
+    const float *mean, *rstd;                                  /* [N] the backward reads */
+    int N, C;
+} norm_args;
+
+static void norm_forward_body(void *args) {
+    const norm_args *a = args;
+    const kern_norm_desc *nd = &a->nd;
+    const tr_buf out = a->out, inp = a->inp, weight = a->weight, bias = a->bias;
+    float *mean = a->mean_out, *rstd = a->rstd_out;
+    const int N = a->N, C = a->C;
     const bool layer = nd->kind == KERN_NORM_LAYER;
 
     const size_t Cz = (size_t)C;
@@ -47,11 +57,30 @@ void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, floa
     free(x);
 }
 
-void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight, tr_buf dbias, tr_buf dout,
-                        tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N, int C) {
-    kern_cost(s, TWIN_K_NORM_BWD, 12.0 * N * (double)C, 4.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
-    kern_norm_backward_check(s, nd, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, float *mean, float *rstd, tr_buf inp,
+                       tr_buf weight, tr_buf bias, int N, int C) {
+    kern_cost(s, TWIN_K_NORM_FWD, 6.0 * N * (double)C, 2.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
+    kern_norm_forward_check(s, nd, out, mean, rstd, inp, weight, bias, N, C);
     if (kern_shape_only(s)) return;
+    norm_args a = {.nd = *nd,
+                   .out = out,
+                   .inp = inp,
+                   .weight = weight,
+                   .bias = bias,
+                   .mean_out = mean,
+                   .rstd_out = rstd,
+                   .N = N,
+                   .C = C};
+    kern_submit(s, norm_forward_body, &a, sizeof a);
+}
+
+static void norm_backward_body(void *args) {
+    const norm_args *a = args;
+    const kern_norm_desc *nd = &a->nd;
+    const tr_buf dinp = a->dinp, dweight = a->dweight, dbias = a->dbias, dout = a->dout, inp = a->inp,
+                 weight = a->weight;
+    const float *mean = a->mean, *rstd = a->rstd;
+    const int N = a->N, C = a->C;
     const bool layer = nd->kind == KERN_NORM_LAYER;
 
     const size_t Cz = (size_t)C;
@@ -96,4 +125,23 @@ void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr
     free(dw);
     free(g);
     free(xhat);
+}
+
+void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight, tr_buf dbias, tr_buf dout,
+                        tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N, int C) {
+    kern_cost(s, TWIN_K_NORM_BWD, 12.0 * N * (double)C, 4.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
+    kern_norm_backward_check(s, nd, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+    if (kern_shape_only(s)) return;
+    norm_args a = {.nd = *nd,
+                   .dinp = dinp,
+                   .dweight = dweight,
+                   .dbias = dbias,
+                   .dout = dout,
+                   .inp = inp,
+                   .weight = weight,
+                   .mean = mean,
+                   .rstd = rstd,
+                   .N = N,
+                   .C = C};
+    kern_submit(s, norm_backward_body, &a, sizeof a);
 }

@@ -49,13 +49,27 @@ static void rope_apply(const kern_rope_desc *rd, tr_buf x, const int32_t *positi
     free(inv_freq);
 }
 
+typedef struct rope_args {
+    kern_rope_desc rd;        /* copied: the caller's descriptor may be gone when the body runs */
+    tr_buf x;                 /* [B, T, H, D] */
+    const int32_t *positions; /* [B*T] device, or NULL for bt % T */
+    int B, T, H, D;
+    double sign;
+} rope_args;
+
+static void rope_body(void *args) {
+    const rope_args *a = args;
+    rope_apply(&a->rd, a->x, a->positions, a->B, a->T, a->H, a->D, a->sign);
+}
+
 void kern_rope_forward(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int T, int H,
                        int D) {
     kern_cost(s, TWIN_K_ROPE_FWD, 6.0 * B * T * H * (double)rd->rot_dim, 2.0 * B * T * H * D * tr_dtype_size(x.dt),
               TR_F32);
     kern_rope_forward_check(s, rd, x, positions, B, T, H, D);
     if (kern_shape_only(s)) return;
-    rope_apply(rd, x, positions, B, T, H, D, 1.0);
+    rope_args a = {*rd, x, positions, B, T, H, D, 1.0};
+    kern_submit(s, rope_body, &a, sizeof a);
 }
 
 void kern_rope_backward(dev_stream *s, const kern_rope_desc *rd, tr_buf dx, const int32_t *positions, int B, int T,
@@ -64,5 +78,6 @@ void kern_rope_backward(dev_stream *s, const kern_rope_desc *rd, tr_buf dx, cons
               TR_F32);
     kern_rope_backward_check(s, rd, dx, positions, B, T, H, D);
     if (kern_shape_only(s)) return;
-    rope_apply(rd, dx, positions, B, T, H, D, -1.0);
+    rope_args a = {*rd, dx, positions, B, T, H, D, -1.0};
+    kern_submit(s, rope_body, &a, sizeof a);
 }

@@ -6,11 +6,16 @@
 
 static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
-void kern_swiglu_forward(dev_stream *s, tr_buf out, tr_buf h, int N, int F) {
-    kern_cost(s, TWIN_K_SWIGLU_FWD, 6.0 * N * (double)F, 3.0 * N * F * tr_dtype_size(h.dt), TR_F32);
-    kern_swiglu_forward_check(s, out, h, N, F);
-    if (kern_shape_only(s)) return;
-    const size_t Fz = (size_t)F;
+typedef struct swiglu_args {
+    tr_buf out, h, dout; /* out / dout [N, F]; h (and dh, in out) [N, 2F]: gate then up */
+    int N, F;
+} swiglu_args;
+
+static void swiglu_forward_body(void *args) {
+    const swiglu_args *a = args;
+    const tr_buf out = a->out, h = a->h;
+    const int N = a->N;
+    const size_t Fz = (size_t)a->F;
     for (size_t n = 0; n < (size_t)N; n++)
         for (size_t i = 0; i < Fz; i++) {
             const double gate = ld(h, n * 2 * Fz + i), up = ld(h, n * 2 * Fz + Fz + i);
@@ -18,11 +23,19 @@ void kern_swiglu_forward(dev_stream *s, tr_buf out, tr_buf h, int N, int F) {
         }
 }
 
-void kern_swiglu_backward(dev_stream *s, tr_buf dh, tr_buf dout, tr_buf h, int N, int F) {
-    kern_cost(s, TWIN_K_SWIGLU_BWD, 12.0 * N * (double)F, 5.0 * N * F * tr_dtype_size(h.dt), TR_F32);
-    kern_swiglu_backward_check(s, dh, dout, h, N, F);
+void kern_swiglu_forward(dev_stream *s, tr_buf out, tr_buf h, int N, int F) {
+    kern_cost(s, TWIN_K_SWIGLU_FWD, 6.0 * N * (double)F, 3.0 * N * F * tr_dtype_size(h.dt), TR_F32);
+    kern_swiglu_forward_check(s, out, h, N, F);
     if (kern_shape_only(s)) return;
-    const size_t Fz = (size_t)F;
+    swiglu_args a = {.out = out, .h = h, .N = N, .F = F};
+    kern_submit(s, swiglu_forward_body, &a, sizeof a);
+}
+
+static void swiglu_backward_body(void *args) {
+    const swiglu_args *a = args;
+    const tr_buf dh = a->out, dout = a->dout, h = a->h;
+    const int N = a->N;
+    const size_t Fz = (size_t)a->F;
     for (size_t n = 0; n < (size_t)N; n++)
         for (size_t i = 0; i < Fz; i++) {
             /* Both halves of the pair are read before either is written, so dh may alias h. */
@@ -33,4 +46,12 @@ void kern_swiglu_backward(dev_stream *s, tr_buf dh, tr_buf dout, tr_buf h, int N
             st_d(dh, ig, g * up * sg * (1.0 + gate * (1.0 - sg)));
             st_d(dh, iu, g * gate * sg);
         }
+}
+
+void kern_swiglu_backward(dev_stream *s, tr_buf dh, tr_buf dout, tr_buf h, int N, int F) {
+    kern_cost(s, TWIN_K_SWIGLU_BWD, 12.0 * N * (double)F, 5.0 * N * F * tr_dtype_size(h.dt), TR_F32);
+    kern_swiglu_backward_check(s, dh, dout, h, N, F);
+    if (kern_shape_only(s)) return;
+    swiglu_args a = {.out = dh, .dout = dout, .h = h, .N = N, .F = F};
+    kern_submit(s, swiglu_backward_body, &a, sizeof a);
 }

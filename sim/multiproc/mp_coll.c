@@ -166,8 +166,21 @@ static uint64_t member_bytes(const mp_job *J, const coll_desc *d, const coll_gro
     return 0;
 }
 
+/* This process's members' device work issued before they arrived has run (sched/pool.h): their
+ * send buffers are final and their receive buffers free to write. */
+static void drain_local(const mp_inst *x) {
+    twin_rank *few[16] = {0}, **ranks = x->n <= 16 ? few : malloc(sizeof *ranks * (size_t)x->n);
+    TR_CHECK(ranks != NULL, "out of host memory for a collective's members");
+    int k = 0;
+    for (int i = 0; i < x->n; i++)
+        if (x->pend[i]) ranks[k++] = x->pend[i]->rank;
+    twin_ranks_drain(ranks, k);
+    if (ranks != few) free(ranks);
+}
+
 /* This process's members have all arrived: hand their arrivals and data to the other processes. */
 static void send_local(mp_job *J, mp_inst *x) {
+    if (x->desc.count) drain_local(x);
     const coll_group *g = x->g;
     const coll_desc *d = &x->desc;
     const bool p2p = x->key.a >= 0;
@@ -253,7 +266,8 @@ static void exec(const mp_job *J, mp_inst *x) {
     const coll_desc *d = &x->desc;
     const int n = x->n, self = J->cfg.proc;
     const size_t count = d->count, esz = tr_dtype_size(d->dt);
-    if (x->key.a >= 0) { /* send/recv: only a local receiver takes data */
+    if (count) drain_local(x); /* drained for send_local already, unless a rank issued work since: cheap */
+    if (x->key.a >= 0) {       /* send/recv: only a local receiver takes data */
         if (x->pend[1] && count) memmove(x->pend[1]->recv, x->src[0], count * esz);
         return;
     }

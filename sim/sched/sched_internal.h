@@ -9,6 +9,7 @@
 
 #include "ctx.h"
 #include "flight/flight.h"
+#include "pool.h"
 #include "rank_heap.h"
 #include "stack.h"
 #include "trace/trace.h"
@@ -53,6 +54,7 @@ typedef struct twin_rank {
     /* coll_group_start/end nesting and the operations queued inside */
     int group_depth;
     struct coll_pending *group_first, *group_last;
+    twin_queue queue; /* deferred device work (pool.h); empty and unused without a pool */
 } twin_rank;
 
 struct coll_registry;
@@ -112,6 +114,7 @@ typedef struct twin_sched {
     struct coll_registry *groups;
     twin_trace *trace; /* NULL without opt.trace_path */
     FILE *trace_file;
+    twin_pool *pool; /* NULL: one thread, device work runs at launch (opt.threads, sched_pool.c) */
 } twin_sched;
 
 /* ranks[i]'s global rank, and back (chunk k of this process is the job's chunk k x nprocs + proc). */
@@ -143,6 +146,19 @@ coll_status twin_wait(twin_rank *r, const char *what);
 _Noreturn void twin_rank_finish(twin_rank *r, rank_state how, int code);
 /* One of r's collectives finished at time t with status st. */
 void twin_op_done(twin_rank *r, double t, coll_status st);
+
+/* Deferred device work (pool.h, sched_pool.c). twin_rank_submit queues fn(args) on r's queue, or runs
+ * it now without a pool (one thread, or outside twin_run). The drains return when every job queued
+ * for the ranks has run: call them on the scheduler thread before the host reads or writes a rank's
+ * memory. twin_threads_resolve: the pool's thread count for opt (1 = no pool; 0 = queue but run only
+ * at drains, the "lazy" check); -1 with a message for a bad TWINRUN_TWIN_THREADS. */
+void twin_rank_submit(twin_rank *r, twin_job_fn *fn, void *args, size_t size);
+/* With a pool only: queues fn on a copy of args followed by one of tail[0..tail_size). */
+void twin_rank_submit_with(twin_rank *r, twin_job_fn *fn, const void *args, size_t size, const void *tail,
+                           size_t tail_size);
+void twin_rank_drain(twin_rank *r);
+void twin_ranks_drain(twin_rank *const *rs, int n);
+int twin_threads_resolve(const twin_options *o, int nranks, char *err, size_t errlen);
 
 /* Seeded jitter factor in [1, 1 + cost_jitter) for a cost identified by key. */
 double twin_jitter(uint64_t key);

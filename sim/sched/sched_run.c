@@ -76,6 +76,7 @@ static void rank_body(void *p) {
 static void release_rank(twin_rank *r) {
     coll_twin_reclaim(r);
     dev_twin_reclaim(r);
+    twin_rank_drain(r); /* its queued work, then the frees the reclaim queued behind it */
     twin_stack_free(&r->stack);
 }
 
@@ -149,6 +150,8 @@ static void run_loop(twin_sched *s) {
         if (!deadlock_check(s)) break;
     }
     if (s->xproc) s->remote->run_end(s->remote->job, s);
+    if (s->pool) /* ranks the watchdog's abort ended (end_on_abort) still hold queued work */
+        for (int i = 0; i < s->nranks; i++) twin_rank_drain(&s->ranks[i]);
     for (int i = 0; i < s->nranks; i++) {
         twin_rank *r = &s->ranks[i];
         if (r->state != RANK_BLOCKED) continue;
@@ -186,6 +189,8 @@ static int setup(twin_sched *s, int nranks, const twin_options *o, char *err, si
     s->opt = *o;
     s->spec = twin_device_spec_find(o->device);
     s->watchdog_rank = s->blamed_rank = -1;
+    const int threads = twin_threads_resolve(o, nranks, err, errlen);
+    if (threads < 0) return -1;
     s->report_stream = open_memstream(&s->report, &s->report_len);
     s->ranks = calloc((size_t)nranks, sizeof *s->ranks);
     if (!s->report_stream || !s->ranks || rank_heap_init(&s->heap, s->world)) /* keyed by global rank */
@@ -216,10 +221,14 @@ static int setup(twin_sched *s, int nranks, const twin_options *o, char *err, si
         twin_ctx_init(&r->ctx, r->stack.usable, r->stack.usable_size, rank_body, r);
         rank_heap_set(&s->heap, r->id, 0.0);
     }
+    /* 1 thread: no pool, kernels run at launch; 0 ("lazy"): queues that only drains run */
+    if (threads != 1 && !(s->pool = twin_pool_create(threads - 1)))
+        return tr_errf(err, errlen, "twin_run: cannot start %d worker threads", threads - 1);
     return 0;
 }
 
 static void teardown(twin_sched *s) {
+    twin_pool_destroy(s->pool); /* every queue is empty: each rank was drained when it ended */
     if (s->ranks)
         for (int i = 0; i < s->nranks; i++) {
             twin_stack_free(&s->ranks[i].stack);

@@ -149,6 +149,47 @@ static void test_peak_agrees_cp2_pp2_recompute(void **state) {
                     2);
 }
 
+/* The worker pool (docs/twin.md#threads) gets nothing from a shape-only device: every kernel returns
+ * after its check, before it would queue (twin_kern_submit refuses a shape-only device, so one that
+ * queued would fail its rank), and copies do nothing. The prediction is the same at 1 thread, 2 and
+ * "lazy" (queued work runs only at drains), to the bit. */
+static void test_predict_same_with_pool(void **state) {
+    (void)state;
+    const char *was = getenv("TWINRUN_TWIN_THREADS");
+    char *saved = was ? strdup(was) : NULL;
+    static const char *const threads[] = {"1", "2", "lazy"};
+    tr_predict first = {0};
+    for (size_t k = 0; k < sizeof threads / sizeof threads[0]; k++) {
+        setenv("TWINRUN_TWIN_THREADS", threads[k], 1);
+        char err[2048] = "";
+        tr_config c;
+        assert_int_equal(prepare(&c, 8,
+                                 "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel "
+                                 "--use-distributed-optimizer --bf16 --global-batch-size 8 --predict",
+                                 err, sizeof err),
+                         0);
+        tr_predict p = {0};
+        tr_train_summary sum = {.predict = &p};
+        if (run(&c, 8, &sum, err, sizeof err)) fail_msg("threads %s: predict run: %s", threads[k], err);
+        assert_int_equal(p.ranks, 8);
+        if (k == 0) {
+            first = p;
+            continue;
+        }
+        assert_int_equal(p.nstages, first.nstages);
+        assert_true(p.step_time == first.step_time);
+        for (int st = 0; st < p.nstages; st++) {
+            assert_int_equal(p.stage[st].peak, first.stage[st].peak);
+            assert_true(memcmp(&p.stage[st].time, &first.stage[st].time, sizeof p.stage[st].time) == 0);
+        }
+        tr_predict_free(&p);
+    }
+    tr_predict_free(&first);
+    if (saved) setenv("TWINRUN_TWIN_THREADS", saved, 1);
+    else unsetenv("TWINRUN_TWIN_THREADS");
+    free(saved);
+}
+
 /* The JSON report: exactly the documented keys, parts summing to each stage's peak, the figures
  * consistent with each other. */
 static void test_predict_json(void **state) {
@@ -250,6 +291,7 @@ int main(void) {
         cmocka_unit_test(test_shape_only_device),
         cmocka_unit_test(test_peak_agrees_tp2_pp2_dp2),
         cmocka_unit_test(test_peak_agrees_cp2_pp2_recompute),
+        cmocka_unit_test(test_predict_same_with_pool),
         cmocka_unit_test(test_predict_json),
         cmocka_unit_test(test_bad_flag_combinations),
     };

@@ -34,6 +34,16 @@ bool twin_stream_shape_only(const dev_stream *s) {
     return false;
 }
 
+/* Likewise the twin's deferred work (sim/include/twin_defer.h): with a NULL stream the kernels run their
+ * math at once (kern_submit) and never drain. */
+void twin_kern_submit(dev_stream *s, void (*fn)(void *), void *args, size_t size);
+void twin_kern_submit(dev_stream *s, void (*fn)(void *), void *args, size_t size) {
+    (void)s, (void)size;
+    fn(args);
+}
+void twin_kern_drain(dev_stream *s);
+void twin_kern_drain(dev_stream *s) { (void)s; }
+
 /* ---- tensors held twice: host (twin) and device (GPU), from one initial value ----------------- */
 
 static dev_device *g_dev;
