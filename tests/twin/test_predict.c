@@ -79,8 +79,8 @@ static int prepare(tr_config *c, int world, const char *extra, char *err, size_t
              "--num-query-groups 4 --seq-length 32 --max-position-embeddings 32 --position-embedding-type rope "
              "--normalization RMSNorm --swiglu --untie-embeddings-and-output-weights --disable-bias-linear "
              "--attention-dropout 0 --hidden-dropout 0 --vocab-size 512 --micro-batch-size 1 --train-iters 2 "
-             "--lr 1e-3 --mock-data --data-cache-path /tmp/twinrun_test_predict_%d --log-interval 1 --eval-iters 0 %s",
-             (int)getpid(), extra);
+             "--lr 1e-3 --mock-data --log-interval 1 --eval-iters 0 %s",
+             extra); /* no --data-cache-path: the mock indices stay in memory (a cache left 99 MB in /tmp per run) */
     char *argv[128];
     int argc = 0;
     for (char *tok = strtok(text, " "); tok && argc < 128; tok = strtok(NULL, " ")) argv[argc++] = tok;
