@@ -145,7 +145,12 @@ stage_coverage() {
   cmake --preset coverage >/dev/null
   cmake --build build/coverage -j"$jobs"
   ctest_stage build/coverage -LE heavy
-  gcovr -r . --object-directory build/coverage --filter 'engine/' --filter 'sim/' --filter 'fault/' --filter 'runner/' \
+  # --gcov-ignore-parse-errors: threads (the worker pool's tests, the rendezvous store's server) update
+  # the same counters without atomics; a lost update makes gcov derive a negative count for another arc
+  # ("branch 1 taken -1"), which gcovr otherwise refuses (a make test failed so); the line is skipped
+  # and reported on stderr, the rest counted
+  gcovr -r . --object-directory build/coverage --gcov-ignore-parse-errors \
+    --filter 'engine/' --filter 'sim/' --filter 'fault/' --filter 'runner/' \
     --exclude 'engine/cuda/' --print-summary --txt build/coverage/coverage.txt \
     --json-summary build/coverage/coverage_summary.json
   python3 ci/coverage_by_folder.py build/coverage/coverage_summary.json
