@@ -60,11 +60,7 @@ struct mp_job {
     bool quiet; /* waiting with nothing to run, counts unchanged since the last report */
     bool reported;
     uint64_t rep_sent, rep_recv;
-    unsigned char *idle; /* process 0: [nprocs] reported idle, with these counts */
-    uint64_t *isent, *irecv;
-    uint64_t round;
-    bool confirming;
-    int oks;
+    struct mp_quiet_tally *tally; /* process 0: the reports and the round in progress; NULL until the first */
     struct mp_meetings *meetings; /* mp_coll.c: meetings in progress; NULL until the first */
 };
 
@@ -102,6 +98,28 @@ void mp_job_update_gone(mp_job *J);
  * declares the job stuck once every process waits and every message sent has arrived — the
  * deadlock of one process, across processes, found at once instead of by the wall-clock watchdog. */
 bool mp_job_counts(mp_msg_type t); /* does a message of this type wake its receiver? */
+/* Process 0's tally, apart from the messages (tests/twin/test_twin_xproc_quiet.c drives it): each
+ * process's latest report, and the round in progress with the counts it summed. A round confirms
+ * only those: a process may report again (it worked in between) after the sum and before it
+ * answers, and its answer then repeats the newer counts, which were never summed. */
+typedef struct mp_quiet_tally {
+    int nprocs;
+    unsigned char *idle;     /* [nprocs] reported idle, with these counts */
+    uint64_t *isent, *irecv; /* [nprocs] the latest reports (one allocation with csent, crecv) */
+    uint64_t *csent, *crecv; /* [nprocs] the reports the round in progress summed */
+    uint64_t round;
+    bool confirming;
+    int oks;
+} mp_quiet_tally;
+mp_quiet_tally *mp_quiet_tally_new(int nprocs);
+void mp_quiet_tally_free(mp_quiet_tally *t);
+void mp_quiet_note(mp_quiet_tally *t, int p, uint64_t sent, uint64_t recv); /* process p's report */
+/* Every process has reported and the sums agree: starts round t->round (true), whose confirmations
+ * must repeat the counts summed now. False while a round is on, or when the job may still move. */
+bool mp_quiet_start(mp_quiet_tally *t);
+/* Process p's answer to `round`: quiet or not, with the counts it confirms. True when this answer
+ * completes the round: every process confirmed what was summed, so the job can never move again. */
+bool mp_quiet_answer(mp_quiet_tally *t, int p, uint64_t round, bool yes, uint64_t sent, uint64_t recv);
 /* Is it a message of the sender's ranks (a contribution, a rank's failure), never sent after its
  * goodbye? Those are what a peer must have received before it judges the sender gone. */
 bool mp_job_ranks_message(mp_msg_type t);

@@ -6,7 +6,8 @@
  * anything since its report has other counts, so a round never confirms a job that still moves.
  * A confirmation carries the counts it confirms: a process may have worked and reported again
  * after process 0 summed its older report (a message then still on its way), and only the counts
- * that were summed may be confirmed. */
+ * that were summed may be confirmed — the round keeps them (mp_quiet_tally's csent, crecv), since
+ * the newer report replaces the older one in the tally before the answer comes. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,46 +28,78 @@ static void stuck(mp_job *J) {
                  "its way (each waits for another); aborting the job");
 }
 
-static void answer(mp_job *J, int p, uint64_t round, bool yes, uint64_t sent, uint64_t recv) {
-    if (!J->confirming || round != J->round || J->aborting) return;
-    if (!yes || sent != J->isent[p] || recv != J->irecv[p]) {
-        J->confirming = false; /* retried at process 0's next wait */
-        return;
+mp_quiet_tally *mp_quiet_tally_new(int nprocs) {
+    mp_quiet_tally *t = calloc(1, sizeof *t);
+    TR_CHECK(t != NULL, "out of host memory for the quiescence counts");
+    t->nprocs = nprocs;
+    t->idle = calloc((size_t)nprocs, 1);
+    t->isent = calloc((size_t)nprocs * 4, sizeof *t->isent); /* the four count arrays in one block */
+    TR_CHECK(t->idle && t->isent, "out of host memory for the quiescence counts");
+    t->irecv = t->isent + nprocs;
+    t->csent = t->irecv + nprocs;
+    t->crecv = t->csent + nprocs;
+    return t;
+}
+
+void mp_quiet_tally_free(mp_quiet_tally *t) {
+    if (!t) return;
+    free(t->idle);
+    free(t->isent);
+    free(t);
+}
+
+void mp_quiet_note(mp_quiet_tally *t, int p, uint64_t sent, uint64_t recv) {
+    t->idle[p] = 1;
+    t->isent[p] = sent;
+    t->irecv[p] = recv;
+}
+
+bool mp_quiet_start(mp_quiet_tally *t) {
+    if (t->confirming) return false;
+    uint64_t sent = 0, recv = 0;
+    for (int p = 0; p < t->nprocs; p++) {
+        if (!t->idle[p]) return false;
+        sent += t->isent[p];
+        recv += t->irecv[p];
     }
-    if (++J->oks < J->cfg.nprocs) return;
-    J->confirming = false;
+    if (sent != recv) return false;
+    /* what the confirmations must repeat: a report that comes in later (isent, irecv) was not summed */
+    memcpy(t->csent, t->isent, sizeof *t->csent * (size_t)t->nprocs);
+    memcpy(t->crecv, t->irecv, sizeof *t->crecv * (size_t)t->nprocs);
+    t->confirming = true;
+    t->round++;
+    t->oks = 0;
+    return true;
+}
+
+bool mp_quiet_answer(mp_quiet_tally *t, int p, uint64_t round, bool yes, uint64_t sent, uint64_t recv) {
+    if (!t->confirming || round != t->round) return false;
+    if (!yes || sent != t->csent[p] || recv != t->crecv[p]) {
+        t->confirming = false; /* retried at process 0's next wait */
+        return false;
+    }
+    if (++t->oks < t->nprocs) return false;
+    t->confirming = false;
+    return true;
+}
+
+static void answer(mp_job *J, int p, uint64_t round, bool yes, uint64_t sent, uint64_t recv) {
+    if (J->aborting || !mp_quiet_answer(J->tally, p, round, yes, sent, recv)) return;
     for (int q = 1; q < J->cfg.nprocs; q++) mp_job_send(J, q, MP_STUCK, 0, NULL, 0);
-    (void)p;
     stuck(J);
 }
 
 /* Process 0: every process idle and every message arrived? Then ask them to confirm. */
 static void check(mp_job *J) {
-    if (J->confirming || J->aborting) return;
-    uint64_t sent = 0, recv = 0;
-    for (int p = 0; p < J->cfg.nprocs; p++) {
-        if (!J->idle[p]) return;
-        sent += J->isent[p];
-        recv += J->irecv[p];
-    }
-    if (sent != recv) return;
-    J->confirming = true;
-    J->round++;
-    J->oks = 0;
-    for (int p = 1; p < J->cfg.nprocs; p++) mp_job_send(J, p, MP_CONFIRM, (int64_t)J->round, NULL, 0);
-    answer(J, 0, J->round, still_quiet(J), J->rep_sent, J->rep_recv);
+    if (J->aborting || !mp_quiet_start(J->tally)) return;
+    const uint64_t round = J->tally->round;
+    for (int p = 1; p < J->cfg.nprocs; p++) mp_job_send(J, p, MP_CONFIRM, (int64_t)round, NULL, 0);
+    answer(J, 0, round, still_quiet(J), J->rep_sent, J->rep_recv);
 }
 
 static void note(mp_job *J, int p, uint64_t sent, uint64_t recv) {
-    if (!J->idle) {
-        J->idle = calloc((size_t)J->cfg.nprocs, 1);
-        J->isent = calloc((size_t)J->cfg.nprocs, sizeof *J->isent);
-        J->irecv = calloc((size_t)J->cfg.nprocs, sizeof *J->irecv);
-        TR_CHECK(J->idle && J->isent && J->irecv, "out of host memory for the quiescence counts");
-    }
-    J->idle[p] = 1;
-    J->isent[p] = sent;
-    J->irecv[p] = recv;
+    if (!J->tally) J->tally = mp_quiet_tally_new(J->cfg.nprocs);
+    mp_quiet_note(J->tally, p, sent, recv);
 }
 
 void mp_job_quiet_enter(mp_job *J) {
@@ -85,7 +118,7 @@ void mp_job_quiet_enter(mp_job *J) {
             mp_job_send(J, 0, MP_IDLE, (int64_t)J->rep_sent, b, 8);
         }
     }
-    if (J->cfg.proc == 0 && J->idle) check(J);
+    if (J->cfg.proc == 0 && J->tally) check(J);
 }
 
 void mp_job_quiet_message(mp_job *J, const mp_msg *m) {

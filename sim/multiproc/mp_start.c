@@ -182,8 +182,6 @@ void mp_stop(mp_job *J, bool ok) {
     }
     free(J->peers);
     free(J->gone);
-    free(J->idle);
-    free(J->isent);
-    free(J->irecv);
+    mp_quiet_tally_free(J->tally);
     free(J);
 }
