@@ -3,6 +3,8 @@
 # (cmocka, cJSON, pkg-config, zlib, libyaml; unpacked under /tmp, never into /), NCCL from the
 # Python wheel when the toolkit has none, and NVLink multicast kept off (the machine's rule).
 # Sets CMAKE_EXTRA (an array) for the configure step. Sourced by engine/cuda/tools/device_check.sh too.
+# gpu_build DIR LOG [TARGET...]: configures the cuda backend (Release, sm_90) in DIR and builds the
+# targets (every target without any), the output into LOG; its status is the build's.
 export NCCL_NVLS_ENABLE=0
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 CMAKE_EXTRA=()
@@ -24,3 +26,11 @@ if [ ! -e "$(dirname "$NVCC")/../include/nccl.h" ]; then
         export LD_LIBRARY_PATH=$NR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     fi
 fi
+gpu_build() {
+    local b=$1 log=$2 t=()
+    shift 2
+    for x in "$@"; do t+=(--target "$x"); done
+    { cmake -S . -B "$b" -DTWINRUN_BACKEND=cuda -DCMAKE_C_COMPILER=gcc -DCMAKE_CUDA_COMPILER="$NVCC" \
+        -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release "${CMAKE_EXTRA[@]}" &&
+        cmake --build "$b" -j"$(nproc)" "${t[@]}"; } >"$log" 2>&1
+}

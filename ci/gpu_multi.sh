@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
-# The multi-GPU checks, in one call on a machine with 2 GPUs (device tool kind nvidia-h200-x2):
+# The multi-GPU checks, in one call on a machine with 2 GPUs or more (device tool kind nvidia-h200-x2):
 #   1. build the cuda preset;
-#   2. each layout of ci/multi_layouts.sh (1 GPU; TP=2; DP=2 with the distributed optimizer; PP=2),
+#   2. each layout of ci/multi_layouts.sh for the machine's GPU count (2: 1 GPU; TP=2; DP=2 with the
+#      distributed optimizer; PP=2; 4 and 8 GPUs add TP2DP2, TP2PP2, ...: multi_layouts_for),
 #      launched by scripts/launch_llama3.sh (node-level env -> per-GPU torchrun-style variables ->
-#      TCP rendezvous -> NCCL), 20 fp32 steps: each 2-GPU run vs the 1-GPU run within 1e-5, each GPU
-#      run vs the twin's run of the same layout within 1e-5, and the collective traces (flight
+#      TCP rendezvous -> NCCL), 20 fp32 steps: each multi-GPU run vs the 1-GPU run within 1e-5, each
+#      GPU run vs the twin's run of the same layout within 1e-5, and the collective traces (flight
 #      dumps) of GPU and twin identical;
-#   3. TP=2 again under mpirun, where the machine has it;
-#   4. an injected hang (TWINRUN_FAULTS) on rank 1 of DP=2 with --distributed-timeout-minutes 0.25:
+#   3. an injected hang (TWINRUN_FAULTS) on rank 1 of DP=2 with --distributed-timeout-minutes 0.25:
 #      the watchdog must end the job non-zero within the timeout, and blame must name rank 1;
+#   4. TP=2 again under mpirun, where the machine has it;
 #   5. TensorBoard's own reader on the 1-GPU run's event file; the 50-step twin-vs-GPU run with its
 #      trace; coll_smoke with 2 ranks; ctest -L gpu.
 # Usage: ci/gpu_multi.sh OUTDIR [DEBS_DIR] [TWIN_DIR]   (TWIN_DIR: .gpu_inputs, from ci/twin_metrics.sh
 # and ci/twin_multi.sh on the CPU machine). Summary on stdout; logs in OUTDIR/gpu_multi_logs.tar.gz.
+# Environment (ci/gpu_multi_bench.sh sets them): MULTI_LAYOUTS (the layouts of step 2, default by the
+#   GPU count nvidia-smi lists), TWINRUN_MULTI_ONLY=layouts (steps 2 and 3 only), TWINRUN_MULTI_BIN (a
+#   train_llama3 already built, blame beside it: no build), TWINRUN_MULTI_BACKEND (cuda; twin: the dry
+#   run of steps 2-3 on the twin build), TWINRUN_MULTI_WORK (scratch folder, default /tmp/gpu_multi).
 set -u
 OUT=$(mkdir -p "${1:-/tmp/twinrun-gpu}" && cd "${1:-/tmp/twinrun-gpu}" && pwd)
 DEBS=${2:-.debs}
 TWIN=$(cd "${3:-.gpu_inputs}" && pwd)
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 B=${TWINRUN_GPU_BUILD:-/tmp/build-cuda-dev}
-W=/tmp/gpu_multi
+W=${TWINRUN_MULTI_WORK:-/tmp/gpu_multi}
+BACKEND=${TWINRUN_MULTI_BACKEND:-cuda}
+ONLY=${TWINRUN_MULTI_ONLY:-}
 rm -rf "$W"
 mkdir -p "$W"
 log() { echo "== $*"; }
@@ -28,41 +35,74 @@ check() { # check NAME COMMAND...: runs it, counts it
     if "${@:2}" >"$W/check.txt" 2>&1; then pass=$((pass + 1)); echo "ok   $1: $(tail -1 "$W/check.txt")"
     else fail=$((fail + 1)); echo "FAIL $1:"; tail -8 "$W/check.txt" | sed 's/^/    /'; fi
 }
-
-log machine
-nvidia-smi -L
-nvidia-smi topo -m 2>/dev/null | head -4
-echo "mpirun: $(command -v mpirun || echo none)"; command -v mpirun >/dev/null && mpirun --version 2>&1 | head -1
-python3 -c 'import tensorboard; print("tensorboard", tensorboard.__version__)' 2>&1 | tail -1
-
-log build
-cd "$REPO" || exit 1
-DEBS=$DEBS . ci/gpu_env.sh
-t0=$(date +%s)
-{ cmake -S . -B "$B" -DTWINRUN_BACKEND=cuda -DCMAKE_C_COMPILER=gcc -DCMAKE_CUDA_COMPILER="$NVCC" \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release "${CMAKE_EXTRA[@]}" && cmake --build "$B" -j"$(nproc)"; } \
-    >"$W/build.log" 2>&1 || { tail -30 "$W/build.log"; exit 1; }
-echo "built in $(($(date +%s) - t0)) s"
-BIN=$B/bin/train_llama3
-
-log "layouts through scripts/launch_llama3.sh (torchrun-style variables, TCP rendezvous)"
+finish() { # the summary line, the logs' tarball, the exit status
+    log "summary: $pass passed, $fail failed"
+    tar czf "$OUT/gpu_multi_logs.tar.gz" -C "$(dirname "$W")" --exclude='*/checkpoints' --exclude='*/benchmark_cache_*' \
+        --exclude='cache_*' "$(basename "$W")" 2>/dev/null
+    [ "$fail" -eq 0 ]
+    exit
+}
 # shellcheck source=ci/multi_layouts.sh
-. ci/multi_layouts.sh
-for l in L1 TP2 DP2 PP2; do
+. "$REPO/ci/multi_layouts.sh"
+ngpu=$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU')
+LAYOUTS=${MULTI_LAYOUTS:-$(multi_layouts_for "$ngpu")}
+
+if [ -z "$ONLY" ]; then
+    log machine
+    nvidia-smi -L
+    nvidia-smi topo -m 2>/dev/null | head -4
+    echo "mpirun: $(command -v mpirun || echo none)"; command -v mpirun >/dev/null && mpirun --version 2>&1 | head -1
+    python3 -c 'import tensorboard; print("tensorboard", tensorboard.__version__)' 2>&1 | tail -1
+fi
+
+cd "$REPO" || exit 1
+if [ -n "${TWINRUN_MULTI_BIN:-}" ]; then
+    BIN=$TWINRUN_MULTI_BIN
+    B=$(cd "$(dirname "$BIN")/.." && pwd)
+else
+    log build
+    DEBS=$DEBS . ci/gpu_env.sh
     t0=$(date +%s)
-    run_layout $l "$W/multi" TWINRUN_BACKEND=cuda TRAIN_BIN="$BIN"
+    gpu_build "$B" "$W/build.log" || { tail -30 "$W/build.log"; exit 1; }
+    echo "built in $(($(date +%s) - t0)) s"
+    BIN=$B/bin/train_llama3
+fi
+
+log "layouts through scripts/launch_llama3.sh (torchrun-style variables, TCP rendezvous): $LAYOUTS"
+for l in $LAYOUTS; do
+    t0=$(date +%s)
+    run_layout "$l" "$W/multi" TWINRUN_BACKEND="$BACKEND" TRAIN_BIN="$BIN"
     rc=$?
     echo "$l: exit $rc in $(($(date +%s) - t0)) s; $(grep -c iteration "$W/multi/$l/console.txt") log lines"
+    rm -rf "$W/multi/$l"/benchmark_cache_* # the mock data's indexes (~75 MB), which nothing reads again
     [ $rc -eq 0 ] || tail -15 "$W/multi/$l/console.txt"
 done
-for l in TP2 DP2 PP2; do
+for l in $LAYOUTS; do
+    [ "$l" = L1 ] && continue
     check "$l vs 1 GPU (fp32, 1e-5)" python3 ci/compare_metrics.py "$W/multi/$l/metrics.jsonl" "$W/multi/L1/metrics.jsonl" 1e-5
 done
-for l in L1 TP2 DP2 PP2; do
+for l in $LAYOUTS; do
     check "$l GPU vs twin (fp32, 1e-5)" python3 ci/compare_metrics.py "$W/multi/$l/metrics.jsonl" "$TWIN/multi/$l/metrics.jsonl" 1e-5
     check "$l collective trace GPU vs twin" python3 ci/compare_flight.py "$W/multi/$l/flight" "$TWIN/multi/$l/flight"
 done
 grep -h "throughput per GPU" "$W/multi/TP2/console.txt" | tail -1
+
+log "injected hang on rank 1 of DP=2, --distributed-timeout-minutes 0.25"
+t0=$(date +%s)
+run_layout DP2 "$W/hang" TWINRUN_BACKEND="$BACKEND" TRAIN_BIN="$BIN" TWINRUN_FLIGHT_AT_EXIT=0 \
+    TWINRUN_FAULTS="hang@3:rank=1,group=dp_cp,op=all_reduce" DISTRIBUTED_TIMEOUT_MINUTES=0.25 KILL_GRACE_SECONDS=3
+rc=$?
+took=$(($(date +%s) - t0))
+rm -rf "$W"/hang/DP2/benchmark_cache_*
+echo "hang job: exit $rc after $took s (timeout 15 s + start-up)"
+grep -h "watchdog\|fault injected\|flight recorder dumped\|exiting after\|训练失败" "$W/hang/DP2/console.txt" "$W"/hang/DP2/logs/*.log | sort -u
+check "hang: job exits non-zero" test $rc -ne 0
+check "hang: within the timeout (< 90 s in all)" test "$took" -lt 90
+"$B/bin/blame" "$W"/hang/DP2/flight/flight_rank*.txt >"$W/hang/blame.txt" 2>&1
+cat "$W/hang/blame.txt"
+check "hang: blame names rank 1" grep -q "stopped first: rank 1" "$W/hang/blame.txt"
+
+[ "$ONLY" = layouts ] && finish
 
 log "TP=2 under mpirun"
 if command -v mpirun >/dev/null; then
@@ -77,20 +117,6 @@ if command -v mpirun >/dev/null; then
 else
     echo "no mpirun on this machine: only torchrun-style launches were possible"
 fi
-
-log "injected hang on rank 1 of DP=2, --distributed-timeout-minutes 0.25"
-t0=$(date +%s)
-run_layout DP2 "$W/hang" TWINRUN_BACKEND=cuda TRAIN_BIN="$BIN" TWINRUN_FLIGHT_AT_EXIT=0 \
-    TWINRUN_FAULTS="hang@3:rank=1,group=dp_cp,op=all_reduce" DISTRIBUTED_TIMEOUT_MINUTES=0.25 KILL_GRACE_SECONDS=3
-rc=$?
-took=$(($(date +%s) - t0))
-echo "hang job: exit $rc after $took s (timeout 15 s + start-up)"
-grep -h "watchdog\|fault injected\|flight recorder dumped\|exiting after\|训练失败" "$W/hang/DP2/console.txt" "$W"/hang/DP2/logs/*.log | sort -u
-check "hang: job exits non-zero" test $rc -ne 0
-check "hang: within the timeout (< 90 s in all)" test "$took" -lt 90
-"$B/bin/blame" "$W"/hang/DP2/flight/flight_rank*.txt >"$W/hang/blame.txt" 2>&1
-cat "$W/hang/blame.txt"
-check "hang: blame names rank 1" grep -q "stopped first: rank 1" "$W/hang/blame.txt"
 
 log "TensorBoard's reader on the 1-GPU run"
 check "EventAccumulator reads the event file" python3 ci/read_tensorboard.py "$W/multi/L1/L1/tensorboard"
@@ -123,7 +149,4 @@ log "ctest -L gpu"
 timeout 240 ctest --test-dir "$B" -L gpu --output-on-failure --timeout 120 -j8 >"$W/ctest.log" 2>&1
 grep -E "tests passed|Failed|\*\*\*|Not Run|Timeout" "$W/ctest.log"
 
-log "summary: $pass passed, $fail failed"
-tar czf "$OUT/gpu_multi_logs.tar.gz" -C /tmp --exclude='*/checkpoints' --exclude='*/benchmark_cache_*' \
-    --exclude='cache_*' gpu_multi 2>/dev/null
-[ "$fail" -eq 0 ]
+finish

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The twin's side of the multi-GPU checks (ci/gpu_multi.sh), on the CPU machine: each layout of
 # ci/multi_layouts.sh run by the twin through scripts/launch_llama3.sh, metrics and flight dumps
-# into DIR (default .gpu_inputs/multi), to be carried to the GPU machine.
+# into DIR (default .gpu_inputs/multi), to be carried to the GPU machine. MULTI_LAYOUTS: the layouts
+# (default: those of 8 GPUs, which include those of 2 and 4: multi_layouts_for).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${1:-$REPO/.gpu_inputs/multi}
@@ -10,8 +11,8 @@ case $DIR in /*) ;; *) DIR=$PWD/$DIR ;; esac
 # shellcheck source=ci/multi_layouts.sh
 . "$REPO/ci/multi_layouts.sh"
 mkdir -p "$DIR"
-for l in L1 TP2 DP2 PP2; do
-    run_layout $l "$DIR" TWINRUN_BACKEND=twin TRAIN_BIN="$BIN" || { cat "$DIR/$l/console.txt"; exit 1; }
+for l in ${MULTI_LAYOUTS:-$(multi_layouts_for 8)}; do
+    run_layout "$l" "$DIR" TWINRUN_BACKEND=twin TRAIN_BIN="$BIN" || { cat "$DIR/$l/console.txt"; exit 1; }
     rm -rf "$DIR/$l/$l/checkpoints" "$DIR/$l"/benchmark_cache_*
     echo "twin $l: $(wc -l <"$DIR/$l/metrics.jsonl") iterations, $(ls "$DIR/$l/flight" | wc -l) flight dumps"
 done
