@@ -312,8 +312,14 @@ static const tr_flag FLAGS[] = {
     {"--use-distributed-optimizer", TR_K_BOOL, TR_SEC_PARALLEL, F(use_distributed_optimizer), .def = "off",
      .help = "shard fp32 master weights and optimizer state across data-parallel ranks"},
     {"--overlap-grad-reduce", TR_K_BOOL, TR_SEC_PARALLEL, F(overlap_grad_reduce), .def = "off",
+     .status = TR_ST_ACCEPTED,
+     .reason = "the same results either way; twinrun does not overlap yet: the gradients are reduced after the "
+               "backward pass (on their own stream on a GPU)",
      .help = "overlap the gradient reduce-scatter/all-reduce with the backward pass"},
     {"--overlap-param-gather", TR_K_BOOL, TR_SEC_PARALLEL, F(overlap_param_gather), .def = "off",
+     .status = TR_ST_ACCEPTED,
+     .reason = "the same results either way; twinrun does not overlap yet: the parameters are gathered after the "
+               "optimizer step",
      .help = "overlap the parameter all-gather with the next forward pass"},
     {"--distributed-timeout-minutes", TR_K_DOUBLE, TR_SEC_PARALLEL, F(distributed_timeout_minutes), GT(0),
      .metavar = "MIN", .def = "10", .help = "collective watchdog timeout"},
