@@ -108,15 +108,27 @@ static inline void *kern_scratch(size_t count, size_t elem_size, const char *wha
     return p;
 }
 
-/* n consecutive elements of b starting at element off, widened to double. */
-static inline void ld_row_d(double *dst, tr_buf b, size_t off, size_t n) {
-    if (b.dt == TR_F32) {
+/* n elements of b starting at element off, widened to double into dst[0], dst[step], ...: the dtype
+ * test once per row, not per element (the values are ld()'s: bf16 -> fp32 -> double, all exact). */
+static inline void ld_row_strided_d(double *dst, size_t step, tr_buf b, size_t off, size_t n) {
+    switch (b.dt) {
+    case TR_F32: {
         const float *src = (const float *)b.p + off;
-        for (size_t i = 0; i < n; i++) dst[i] = src[i];
-    } else {
-        for (size_t i = 0; i < n; i++) dst[i] = ld(b, off + i);
+        for (size_t i = 0; i < n; i++) dst[i * step] = src[i];
+        return;
     }
+    case TR_BF16: {
+        const uint16_t *src = (const uint16_t *)b.p + off;
+        for (size_t i = 0; i < n; i++) dst[i * step] = tr_bf16_to_f32(src[i]);
+        return;
+    }
+    case TR_I32: break;
+    }
+    tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(b.dt));
 }
+
+/* n consecutive elements of b starting at element off, widened to double. */
+static inline void ld_row_d(double *dst, tr_buf b, size_t off, size_t n) { ld_row_strided_d(dst, 1, b, off, n); }
 
 /* A whole tensor of n elements widened into fresh double scratch. */
 static inline double *ld_all_d(tr_buf b, size_t n, const char *what) {
