@@ -69,11 +69,15 @@ static void pack_strips(double *dst, tr_buf x, size_t lane_stride, size_t depth_
     }
 }
 
-/* x + y with x the first source: where both are NaN the sum is x's NaN (x86), so a NaN gradient
- * accumulated over a NaN one (beta = 1) keeps the sign it had with the scalar loop; pinned in asm as
- * madd_2 pins the micro-kernel's. */
-static inline double add_x_first(double x, double y) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define GEMM_X86_ASM 1
+#endif
+
+/* x + y and x * y with x the first source: where both are NaN the result is x's NaN (x86), so a NaN
+ * gradient accumulated over a NaN one (beta = 1) keeps the sign it had with the scalar loop; pinned in
+ * asm as madd_2 pins the micro-kernel's. */
+static inline double add_x_first(double x, double y) {
+#ifdef GEMM_X86_ASM
     __asm__("addsd %1, %0" : "+x"(x) : "x"(y));
     return x;
 #else
@@ -81,27 +85,78 @@ static inline double add_x_first(double x, double y) {
 #endif
 }
 
+#ifdef GEMM_X86_ASM
+static inline __m128d add2_x_first(__m128d x, __m128d y) {
+    __asm__("addpd %1, %0" : "+x"(x) : "x"(y));
+    return x;
+}
+static inline __m128d mul2_x_first(__m128d x, __m128d y) {
+    __asm__("mulpd %1, %0" : "+x"(x) : "x"(y));
+    return x;
+}
+
+/* Four fp32 values to bf16, tr_f32_to_bf16 lane by lane: a NaN keeps its top 16 bits, made quiet;
+ * anything else rounds to nearest-even on the top 16 bits. The four results in the low 64 bits. */
+static inline __m128i bf16x4_of(__m128 f) {
+    const __m128i u = _mm_castps_si128(f), top = _mm_srli_epi32(u, 16);
+    const __m128i nan = _mm_cmpgt_epi32(_mm_and_si128(u, _mm_set1_epi32(0x7fffffff)), _mm_set1_epi32(0x7f800000));
+    const __m128i quiet = _mm_or_si128(top, _mm_set1_epi32(0x40));
+    const __m128i rounded = _mm_srli_epi32(
+        _mm_add_epi32(_mm_add_epi32(u, _mm_set1_epi32(0x7fff)), _mm_and_si128(top, _mm_set1_epi32(1))), 16);
+    const __m128i r = _mm_or_si128(_mm_and_si128(nan, quiet), _mm_andnot_si128(nan, rounded)); /* each < 2^16 */
+    const __m128i s = _mm_srai_epi32(_mm_slli_epi32(r, 16), 16); /* sign-extended: packs keeps the 16 bits */
+    return _mm_packs_epi32(s, s);
+}
+
+/* alpha * acc[0..4) (+ beta * old), in double, rounded to fp32 (cvtpd2ps: cvtsd2ss lane by lane). */
+static inline __m128 epilogue4(const double *acc, __m128d al, __m128d be, bool with_old, __m128d old_lo,
+                               __m128d old_hi) {
+    __m128d lo = mul2_x_first(_mm_loadu_pd(acc), al), hi = mul2_x_first(_mm_loadu_pd(acc + 2), al);
+    if (with_old) lo = add2_x_first(lo, mul2_x_first(old_lo, be)), hi = add2_x_first(hi, mul2_x_first(old_hi, be));
+    return _mm_movelh_ps(_mm_cvtpd_ps(lo), _mm_cvtpd_ps(hi));
+}
+#endif
+
 /* The epilogue of one row of the tile: c[i] = alpha * acc[i] + beta * c[i] for i < n, in double,
  * rounded once at the store (double -> fp32, then fp32 -> bf16 for a bf16 c: st_d's rounding). The
- * dtype and beta tests are out of the loop; beta == 0 leaves the old c unread. */
+ * dtype and beta tests are out of the loop; beta == 0 leaves the old c unread. Four elements at a time
+ * on x86-64 (SSE2), the same operations lane by lane as the scalar tail. */
 static void store_row(tr_buf c, size_t off, const double *acc, size_t n, float alpha, float beta) {
     const double al = alpha, be = beta;
+    const bool with_old = beta != 0.0f;
+    size_t i = 0;
+#ifdef GEMM_X86_ASM
+    const __m128d al2 = _mm_set1_pd(al), be2 = _mm_set1_pd(be);
+    __m128d old_lo = _mm_setzero_pd(), old_hi = old_lo;
+#endif
     switch (c.dt) {
     case TR_F32: {
         float *dst = (float *)c.p + off;
-        if (beta != 0.0f)
-            for (size_t i = 0; i < n; i++) dst[i] = (float)add_x_first(acc[i] * al, (double)dst[i] * be);
+#ifdef GEMM_X86_ASM
+        for (; i + 4 <= n; i += 4) {
+            if (with_old) widen4_f32(dst + i, &old_lo, &old_hi);
+            _mm_storeu_ps(dst + i, epilogue4(acc + i, al2, be2, with_old, old_lo, old_hi));
+        }
+#endif
+        if (with_old)
+            for (; i < n; i++) dst[i] = (float)add_x_first(acc[i] * al, (double)dst[i] * be);
         else
-            for (size_t i = 0; i < n; i++) dst[i] = (float)(acc[i] * al);
+            for (; i < n; i++) dst[i] = (float)(acc[i] * al);
         return;
     }
     case TR_BF16: {
         uint16_t *dst = (uint16_t *)c.p + off;
-        if (beta != 0.0f)
-            for (size_t i = 0; i < n; i++)
+#ifdef GEMM_X86_ASM
+        for (; i + 4 <= n; i += 4) {
+            if (with_old) widen4_bf16(dst + i, &old_lo, &old_hi);
+            _mm_storel_epi64((__m128i *)(dst + i), bf16x4_of(epilogue4(acc + i, al2, be2, with_old, old_lo, old_hi)));
+        }
+#endif
+        if (with_old)
+            for (; i < n; i++)
                 dst[i] = tr_f32_to_bf16((float)add_x_first(acc[i] * al, (double)tr_bf16_to_f32(dst[i]) * be));
         else
-            for (size_t i = 0; i < n; i++) dst[i] = tr_f32_to_bf16((float)(acc[i] * al));
+            for (; i < n; i++) dst[i] = tr_f32_to_bf16((float)(acc[i] * al));
         return;
     }
     case TR_I32: break;
