@@ -133,30 +133,28 @@ static inline void store4_strided_d(double *dst, size_t step, __m128d lo, __m128
 }
 #endif
 
-/* n elements of b starting at element off, widened to double into dst[0], dst[step], ...: the dtype
- * test once per row, not per element, four elements at a time where SSE2 is (the values are ld()'s:
- * bf16 -> fp32 -> double, all exact). */
-static inline void ld_row_strided_d(double *dst, size_t step, tr_buf b, size_t off, size_t n) {
+/* n elements at src (fp32, or bf16 where bf16) widened to double into dst[0], dst[step], ...: four at
+ * a time where SSE2 is. Called with a constant bf16, so the test folds out of the loops. */
+static inline void widen_row_d(double *dst, size_t step, const void *src, size_t n, bool bf16) {
+    const float *f = src;
+    const uint16_t *h = src;
     size_t i = 0;
+#ifdef __SSE2__
+    for (__m128d lo, hi; i + 4 <= n; i += 4) {
+        if (bf16) widen4_bf16(h + i, &lo, &hi);
+        else widen4_f32(f + i, &lo, &hi);
+        store4_strided_d(dst + i * step, step, lo, hi);
+    }
+#endif
+    for (; i < n; i++) dst[i * step] = bf16 ? tr_bf16_to_f32(h[i]) : f[i];
+}
+
+/* n elements of b starting at element off, widened to double into dst[0], dst[step], ...: the dtype
+ * test once per row, not per element (the values are ld()'s: bf16 -> fp32 -> double, all exact). */
+static inline void ld_row_strided_d(double *dst, size_t step, tr_buf b, size_t off, size_t n) {
     switch (b.dt) {
-    case TR_F32: {
-        const float *src = (const float *)b.p + off;
-#ifdef __SSE2__
-        for (__m128d lo, hi; i + 4 <= n; i += 4)
-            widen4_f32(src + i, &lo, &hi), store4_strided_d(dst + i * step, step, lo, hi);
-#endif
-        for (; i < n; i++) dst[i * step] = src[i];
-        return;
-    }
-    case TR_BF16: {
-        const uint16_t *src = (const uint16_t *)b.p + off;
-#ifdef __SSE2__
-        for (__m128d lo, hi; i + 4 <= n; i += 4)
-            widen4_bf16(src + i, &lo, &hi), store4_strided_d(dst + i * step, step, lo, hi);
-#endif
-        for (; i < n; i++) dst[i * step] = tr_bf16_to_f32(src[i]);
-        return;
-    }
+    case TR_F32: widen_row_d(dst, step, (const float *)b.p + off, n, false); return;
+    case TR_BF16: widen_row_d(dst, step, (const uint16_t *)b.p + off, n, true); return;
     case TR_I32: break;
     }
     tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(b.dt));
