@@ -20,6 +20,7 @@
  * ranks), 54% of its CPU time was the scalar load-multiply-add-store loop over the accumulator
  * (docs/benchmarks.md, "Where the flagship's time goes"). */
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "kern_cpu.h"
 #include "twinrun/kern.h"
@@ -37,33 +38,130 @@ enum {
 typedef double v2d __attribute__((vector_size(16)));
 typedef double v2d_u __attribute__((vector_size(16), aligned(8)));
 
-/* One element of a float tensor as double, the dtype test hoisted by the caller (bf16: widening is
- * exact, as ld() does). */
-static inline double elem_d(const void *p, bool bf16, size_t i) {
-    return bf16 ? (double)tr_bf16_to_f32(((const uint16_t *)p)[i]) : (double)((const float *)p)[i];
-}
-
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 /* Packs lanes [l0, l0 + nl) of x, each k deep, as strips of w lanes:
  * dst[(ll / w) * k * w + p * w + ll % w] = x[(l0 + ll) * lane_stride + p * depth_stride], zeros for
  * ll in [nl, round_up(nl, w)). op(a)'s lanes are its rows (strips of GEMM_MR), op(b)'s its columns
- * (strips of nr); one of the two strides is 1, and the loop runs along it so reads stay contiguous. */
+ * (strips of nr); one of the two strides is 1, and the loop runs along it so reads stay contiguous,
+ * a run of elements at a time with the dtype test out of the loop (ld_row_strided_d). */
 static void pack_strips(double *dst, tr_buf x, size_t lane_stride, size_t depth_stride, size_t l0, size_t nl, size_t k,
                         size_t w) {
-    const bool bf16 = x.dt == TR_BF16;
     const size_t nlp = round_up(nl, w);
-    if (depth_stride == 1) {
+    if (depth_stride == 1) { /* a lane is a contiguous run of x: into column ll % w of its strip */
         for (size_t ll = 0; ll < nlp; ll++) {
             double *d = dst + ll / w * k * w + ll % w;
-            for (size_t p = 0; p < k; p++) d[p * w] = ll < nl ? elem_d(x.p, bf16, (l0 + ll) * lane_stride + p) : 0.0;
+            if (ll < nl) ld_row_strided_d(d, w, x, (l0 + ll) * lane_stride, k);
+            else
+                for (size_t p = 0; p < k; p++) d[p * w] = 0.0;
         }
         return;
     }
-    for (size_t p = 0; p < k; p++)
-        for (size_t ll = 0; ll < nlp; ll++)
-            dst[ll / w * k * w + p * w + ll % w] =
-                ll < nl ? elem_d(x.p, bf16, (l0 + ll) * lane_stride + p * depth_stride) : 0.0;
+    /* lane_stride == 1: depth p of x is a contiguous run across the lanes, w of them per strip */
+    for (size_t p = 0; p < k; p++) {
+        const size_t off = l0 + p * depth_stride;
+        for (size_t s = 0; s < nlp; s += w) {
+            double *d = dst + s * k + p * w;
+            const size_t n = nl - s < w ? nl - s : w;
+            ld_row_d(d, x, off + s, n);
+            for (size_t ll = n; ll < w; ll++) d[ll] = 0.0;
+        }
+    }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define GEMM_X86_ASM 1
+#endif
+
+/* x + y and x * y with x the first source: where both are NaN the result is x's NaN (x86), so a NaN
+ * gradient accumulated over a NaN one (beta = 1) keeps the sign it had with the scalar loop; pinned in
+ * asm as madd_2 pins the micro-kernel's. */
+static inline double add_x_first(double x, double y) {
+#ifdef GEMM_X86_ASM
+    __asm__("addsd %1, %0" : "+x"(x) : "x"(y));
+    return x;
+#else
+    return x + y;
+#endif
+}
+
+#ifdef GEMM_X86_ASM
+static inline __m128d add2_x_first(__m128d x, __m128d y) {
+    __asm__("addpd %1, %0" : "+x"(x) : "x"(y));
+    return x;
+}
+static inline __m128d mul2_x_first(__m128d x, __m128d y) {
+    __asm__("mulpd %1, %0" : "+x"(x) : "x"(y));
+    return x;
+}
+
+/* Four fp32 values to bf16, tr_f32_to_bf16 lane by lane: a NaN keeps its top 16 bits, made quiet;
+ * anything else rounds to nearest-even on the top 16 bits. The four results in the low 64 bits. */
+static inline __m128i bf16x4_of(__m128 f) {
+    const __m128i u = _mm_castps_si128(f), top = _mm_srli_epi32(u, 16);
+    const __m128i nan = _mm_cmpgt_epi32(_mm_and_si128(u, _mm_set1_epi32(0x7fffffff)), _mm_set1_epi32(0x7f800000));
+    const __m128i quiet = _mm_or_si128(top, _mm_set1_epi32(0x40));
+    const __m128i rounded = _mm_srli_epi32(
+        _mm_add_epi32(_mm_add_epi32(u, _mm_set1_epi32(0x7fff)), _mm_and_si128(top, _mm_set1_epi32(1))), 16);
+    const __m128i r = _mm_or_si128(_mm_and_si128(nan, quiet), _mm_andnot_si128(nan, rounded)); /* each < 2^16 */
+    const __m128i s = _mm_srai_epi32(_mm_slli_epi32(r, 16), 16); /* sign-extended: packs keeps the 16 bits */
+    return _mm_packs_epi32(s, s);
+}
+
+/* alpha * acc[0..4) (+ beta * old), in double, rounded to fp32 (cvtpd2ps: cvtsd2ss lane by lane). */
+static inline __m128 epilogue4(const double *acc, __m128d al, __m128d be, bool with_old, __m128d old_lo,
+                               __m128d old_hi) {
+    __m128d lo = mul2_x_first(_mm_loadu_pd(acc), al), hi = mul2_x_first(_mm_loadu_pd(acc + 2), al);
+    if (with_old) lo = add2_x_first(lo, mul2_x_first(old_lo, be)), hi = add2_x_first(hi, mul2_x_first(old_hi, be));
+    return _mm_movelh_ps(_mm_cvtpd_ps(lo), _mm_cvtpd_ps(hi));
+}
+#endif
+
+/* The epilogue of one row of the tile: c[i] = alpha * acc[i] + beta * c[i] for i < n, in double,
+ * rounded once at the store (double -> fp32, then fp32 -> bf16 for a bf16 c: st_d's rounding). The
+ * dtype and beta tests are out of the loop; beta == 0 leaves the old c unread. Four elements at a time
+ * on x86-64 (SSE2), the same operations lane by lane as the scalar tail. */
+static void store_row(tr_buf c, size_t off, const double *acc, size_t n, float alpha, float beta) {
+    const double al = alpha, be = beta;
+    const bool with_old = beta != 0.0f;
+    size_t i = 0;
+#ifdef GEMM_X86_ASM
+    const __m128d al2 = _mm_set1_pd(al), be2 = _mm_set1_pd(be);
+    __m128d old_lo = _mm_setzero_pd(), old_hi = old_lo;
+#endif
+    switch (c.dt) {
+    case TR_F32: {
+        float *dst = (float *)c.p + off;
+#ifdef GEMM_X86_ASM
+        for (; i + 4 <= n; i += 4) {
+            if (with_old) widen4_f32(dst + i, &old_lo, &old_hi);
+            _mm_storeu_ps(dst + i, epilogue4(acc + i, al2, be2, with_old, old_lo, old_hi));
+        }
+#endif
+        if (with_old)
+            for (; i < n; i++) dst[i] = (float)add_x_first(acc[i] * al, (double)dst[i] * be);
+        else
+            for (; i < n; i++) dst[i] = (float)(acc[i] * al);
+        return;
+    }
+    case TR_BF16: {
+        uint16_t *dst = (uint16_t *)c.p + off;
+#ifdef GEMM_X86_ASM
+        for (; i + 4 <= n; i += 4) {
+            if (with_old) widen4_bf16(dst + i, &old_lo, &old_hi);
+            _mm_storel_epi64((__m128i *)(dst + i), bf16x4_of(epilogue4(acc + i, al2, be2, with_old, old_lo, old_hi)));
+        }
+#endif
+        if (with_old)
+            for (; i < n; i++)
+                dst[i] = tr_f32_to_bf16((float)add_x_first(acc[i] * al, (double)tr_bf16_to_f32(dst[i]) * be));
+        else
+            for (; i < n; i++) dst[i] = tr_f32_to_bf16((float)(acc[i] * al));
+        return;
+    }
+    case TR_I32: break;
+    }
+    tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(c.dt));
 }
 
 /* A micro-kernel: the GEMM_MR x nr block acc (row stride ldc) += ap [kb, MR] x bp [kb, nr] over p
@@ -179,13 +277,7 @@ static void gemm_body(void *args) {
                     for (size_t jj = 0; jj < ntp; jj += nr)
                         micro(acc + ii * ntp + jj, ntp, ap + ii * K + p0 * GEMM_MR, bp + jj * K + p0 * nr, kb, p0 == 0);
             }
-            for (size_t i = 0; i < mt; i++)
-                for (size_t j = 0; j < nt; j++) {
-                    const size_t idx = (i0 + i) * N + j0 + j;
-                    double v = (double)alpha * acc[i * ntp + j];
-                    if (beta != 0.0f) v += (double)beta * (double)ld(c, idx); /* beta == 0: old c unread */
-                    st_d(c, idx, v);
-                }
+            for (size_t i = 0; i < mt; i++) store_row(c, (i0 + i) * N + j0, acc + i * ntp, nt, alpha, beta);
         }
     }
     free(acc);
