@@ -59,11 +59,15 @@ extern "C" void tr_cu_fail(const char *file, int line, const char *lib, const ch
     dev_rank_abort(TR_EXIT_FATAL);
 }
 
-extern "C" void dev_rank_abort(int code) {
-    /* The collectives' watchdog is ending the process (dump, abort, exit 1): a call of this thread that
-     * failed on an aborted communicator must not race its exit with another status. Bounded: with
-     * TWINRUN_COLL_ON_TIMEOUT=return the watchdog goes on, and this exit follows. */
+/* The collectives' watchdog is ending the process (dump, abort, exit 1): this thread must not race
+ * its exit with another status or go on as if its work had finished. Bounded: with
+ * TWINRUN_COLL_ON_TIMEOUT=return the watchdog goes on, and so does the caller. */
+static void wait_while_process_ends(void) {
     for (int i = 0; i < 1000 && tr_cu_process_ending(); i++) usleep(10000);
+}
+
+extern "C" void dev_rank_abort(int code) {
+    wait_while_process_ends(); /* a call that failed on an aborted communicator */
     fflush(stdout);
     fflush(stderr);
     exit(code);
@@ -334,7 +338,12 @@ extern "C" void dev_stream_destroy(dev_stream *s) {
     free(s);
 }
 
-extern "C" void dev_stream_sync(dev_stream *s) { CU_CHECK(cudaStreamSynchronize(tr_cu_stream(s))); }
+extern "C" void dev_stream_sync(dev_stream *s) {
+    CU_CHECK(cudaStreamSynchronize(tr_cu_stream(s)));
+    /* the watchdog releases an injected GPU hang (TWINRUN_COLL_HANG) so that its abort is not held up:
+     * the stream then completes, which a real hang never does — the caller must see a hang, not a result */
+    wait_while_process_ends();
+}
 extern "C" dev_device *dev_stream_device(dev_stream *s) { return s->dev; }
 
 extern "C" dev_event *dev_event_create(dev_device *d) {
