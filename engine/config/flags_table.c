@@ -312,14 +312,12 @@ static const tr_flag FLAGS[] = {
     {"--use-distributed-optimizer", TR_K_BOOL, TR_SEC_PARALLEL, F(use_distributed_optimizer), .def = "off",
      .help = "shard fp32 master weights and optimizer state across data-parallel ranks"},
     {"--overlap-grad-reduce", TR_K_BOOL, TR_SEC_PARALLEL, F(overlap_grad_reduce), .def = "off",
-     .status = TR_ST_ACCEPTED,
-     .reason = "the same results either way; twinrun does not overlap yet: the gradients are reduced after the "
-               "backward pass (on their own stream on a GPU)",
-     .help = "overlap the gradient reduce-scatter/all-reduce with the backward pass"},
+     .help = "reduce the gradients in buckets (--ddp-bucket-size), each as soon as the backward pass has written "
+             "it, on a stream of its own beside the backward pass"},
     {"--overlap-param-gather", TR_K_BOOL, TR_SEC_PARALLEL, F(overlap_param_gather), .def = "off",
      .status = TR_ST_ACCEPTED,
-     .reason = "the same results either way; twinrun does not overlap yet: the parameters are gathered after the "
-               "optimizer step",
+     .reason = "the same results either way; the parameters are all-gathered bucket by bucket after the "
+               "optimizer step, not yet ahead of the next forward pass",
      .help = "overlap the parameter all-gather with the next forward pass"},
     {"--distributed-timeout-minutes", TR_K_DOUBLE, TR_SEC_PARALLEL, F(distributed_timeout_minutes), GT(0),
      .metavar = "MIN", .def = "10", .help = "collective watchdog timeout"},
@@ -356,9 +354,9 @@ static const tr_flag FLAGS[] = {
     {"--tp-comm-overlap", TR_K_BOOL, TR_SEC_PARALLEL, .def = "off", .status = TR_ST_WARNED,
      .reason = "overlap of TP communication with GEMMs is not implemented; results are the same, only slower",
      .help = "overlap TP communication with GEMMs (Transformer Engine userbuffers)"},
-    {"--ddp-bucket-size", TR_K_INT, TR_SEC_PARALLEL, GE(1), .metavar = "N", .def = "auto", .status = TR_ST_ACCEPTED,
-     .reason = "twinrun chooses its own gradient buckets; the result does not depend on it",
-     .help = "elements per gradient bucket"},
+    {"--ddp-bucket-size", TR_K_INT64, TR_SEC_PARALLEL, F(ddp_bucket_size), GE(1), .metavar = "N",
+     .def = "max(40000000, 1000000 x DP)",
+     .help = "elements per gradient bucket with --overlap-grad-reduce (without it: one bucket, as Megatron)"},
 
     /* ---- data ------------------------------------------------------------------------------- */
     {"--data-path", TR_K_LIST, TR_SEC_DATA, F(data_path), .metavar = "[W] PREFIX ...", .def = "none",

@@ -69,7 +69,17 @@ typedef struct llama_layout {
     /* The distributed optimizer's data-parallel shards (DP x CP) and this rank's (opt_shards <= 1:
      * one): a bf16 model keeps the fp32 master weights of its shard only. */
     int opt_shards, opt_shard;
+    /* Gradient buckets (Megatron's DDP bucket_size, --ddp-bucket-size with --overlap-grad-reduce):
+     * parameters grouped from the last one back into buckets of at least this many elements, each
+     * reduced over data parallelism as soon as the backward pass has written it; 0: one bucket. */
+    size_t bucket_elems;
 } llama_layout;
+
+/* One contiguous part of a rank's distributed-optimizer shard: parameter-buffer elements
+ * [begin, begin + len), kept at [local, local + len) of the rank's sharded buffers (master, moments). */
+typedef struct llama_seg {
+    size_t begin, len, local;
+} llama_seg;
 
 /* Model dimensions, derived once from the config and the layout. */
 typedef struct llama_dims {
@@ -131,6 +141,9 @@ typedef struct llama_acts {
 /* Where the model hands a tensor to an observer (the trainer's NaN/Inf checks and fault injection):
  * a layer's output in the forward pass, the losses, and a layer's input gradient in the backward. */
 typedef enum llama_site { LLAMA_SITE_ACTIVATION = 0, LLAMA_SITE_LOSS, LLAMA_SITE_GRADIENT } llama_site;
+/* Called by the backward pass with the lowest offset whose gradients it has finished (every element at
+ * or above it holds this micro-batch's final gradient); NULL: nobody listens. */
+typedef void (*llama_grads_done_fn)(void *arg, size_t watermark);
 /* layer is global (0-based; -1 for the loss), x the tensor of n elements, micro the micro-batch. */
 typedef void (*llama_site_fn)(void *arg, llama_site site, int layer, int micro, tr_buf x, size_t n);
 
@@ -147,8 +160,12 @@ typedef struct llama_model {
     llama_param *params_tab;
     llama_layer_params *layer;             /* [nl] */
     int p_embed, p_lnf_w, p_lnf_b, p_head; /* -1 where this stage has none */
-    size_t total;                          /* elements in the parameter buffers (the table) */
-    size_t total_alloc;                    /* allocated elements: total rounded up for sharding (pad_to) */
+    size_t total;         /* elements in the parameter buffers: the end of the last parameter (with buckets,
+                           the padding between them included) */
+    size_t total_alloc;   /* allocated elements: total rounded up for sharding (pad_to) */
+    size_t param_elems;   /* parameters' elements (total less the padding between buckets) */
+    int nbuckets;         /* gradient buckets: [bucket_begin[k], bucket_begin[k + 1]) of the buffers, ascending */
+    size_t *bucket_begin; /* [nbuckets + 1], the last total_alloc; each bucket a multiple of the shards */
 
     void *ones;    /* [B*T] act_dt ones: a bias is a rank-1 product (ones x bias), its gradient dy^T x ones */
     void *params;  /* [total_alloc] act_dt */
@@ -161,15 +178,17 @@ typedef struct llama_model {
     llama_acts *acts; /* [layout.slots] */
     /* Activation recomputation (--recompute-granularity, engine/model/llama_acts.c). */
     tr_recompute recompute;
-    int *act_index;         /* [nl] >= 0: layer l's index in a slot's per-layer arrays; -1: recomputed */
-    int *ws_index;          /* [nl] a recomputed layer's index in the workspace */
-    int *unit_start;        /* [nl] first local layer of a recomputed layer's unit (recomputed together) */
-    int n_stored, n_ws;     /* per-layer entries of each slot, and of the workspace */
-    llama_acts ws;          /* recomputed layers' activations (full), or the core attention's (selective): one
+    int *act_index;                 /* [nl] >= 0: layer l's index in a slot's per-layer arrays; -1: recomputed */
+    int *ws_index;                  /* [nl] a recomputed layer's index in the workspace */
+    int *unit_start;                /* [nl] first local layer of a recomputed layer's unit (recomputed together) */
+    int n_stored, n_ws;             /* per-layer entries of each slot, and of the workspace */
+    llama_acts ws;                  /* recomputed layers' activations (full), or the core attention's (selective): one
                           set for every slot, rebuilt just before the backward that reads them */
-    size_t act_bytes;       /* activation storage allocated (every slot and the workspace) */
-    size_t act_bytes_plain; /* what it would be without recomputation */
-    llama_site_fn site;     /* NULL = nobody watches */
+    size_t act_bytes;               /* activation storage allocated (every slot and the workspace) */
+    size_t act_bytes_plain;         /* what it would be without recomputation */
+    llama_grads_done_fn grads_done; /* NULL = nobody listens (train/grad_buckets.c on the last micro-batch) */
+    void *grads_done_arg;
+    llama_site_fn site; /* NULL = nobody watches */
     void *site_arg;
     int site_micro; /* the micro-batch the caller is running, for the observer */
     /* gradient scratch for the backward pass of one micro-batch */
@@ -256,8 +275,29 @@ size_t llama_global_index(const llama_param *p, size_t e);
 /* True when master holds only the optimizer's shard of the parameter buffers (bf16 training with the
  * distributed optimizer): then the whole fp32 weights exist on no single rank. */
 bool llama_master_sharded(const llama_model *m);
-/* Elements of master that are parameters (its shard less the padding past `total`). */
+/* Elements of master that are parameters (its shard less the padding past `total`; with several
+ * buckets the whole shard, padding between its segments included). */
 size_t llama_master_count(const llama_model *m);
+
+/* Gradient buckets (engine/model/llama_buckets.c). Plans them over the table (offsets assigned in the
+ * forward order) for `shards` optimizer shards: with lay->bucket_elems > 0 each bucket is padded to a
+ * multiple of shards and the offsets move past the padding; otherwise one bucket, the offsets as they
+ * were. Sets nbuckets, bucket_begin, total (the span), param_elems and total_alloc (a multiple of
+ * pad_to). -1 with err when out of host memory. */
+int llama_plan_buckets(llama_model *m, size_t pad_to, int shards, char *err, size_t errlen);
+/* Shard `shard` of `shards` in bucket k: the bucket's shard-th slice of len/shards elements. */
+llama_seg llama_shard_seg(const llama_model *m, int shards, int shard, int k);
+/* The bucket that holds parameter-buffer element e. */
+int llama_bucket_of(const llama_model *m, size_t e);
+/* Where element e of the parameter buffer lives in master, from its start (whole master: e itself; a
+ * sharded one: in this rank's segment of e's bucket, which must hold e). */
+size_t llama_master_index(const llama_model *m, size_t e);
+/* Reduces over TP the gradients of the TP-replicated parameters that need it (sequence parallelism,
+ * or partial gradients) whose offsets lie in [lo, hi). */
+void llama_sp_reduce_norm_grads_range(llama_model *m, size_t lo, size_t hi);
+/* The lowest parameter offset of local layer l (the backward pass writes a layer's gradients last to
+ * first, so once layer l is done every gradient from here up is final, but for TP reductions). */
+size_t llama_layer_first_offset(const llama_model *m, int l);
 
 /* Fills master/params with the layout-independent initialisation (params whole, master its shard). */
 void llama_init_params(llama_model *m, uint64_t seed, double init_method_std);

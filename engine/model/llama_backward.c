@@ -54,18 +54,27 @@ static tr_buf all_rows(const llama_model *m, tr_buf dres) {
     return full;
 }
 
-void llama_sp_reduce_norm_grads(llama_model *m) {
+void llama_sp_reduce_norm_grads(llama_model *m) { llama_sp_reduce_norm_grads_range(m, 0, m->total); }
+
+void llama_sp_reduce_norm_grads_range(llama_model *m, size_t lo, size_t hi) {
     if (m->layout.tp == 1) return;
     tr_dtype dt = m->dims.grad_dt;
     for (int i = 0; i < m->nparams; i++) {
         const llama_param *p = &m->params_tab[i];
         if (!p->place.tp_replicated || (!m->dims.sp && !p->place.tp_partial_grad)) continue;
+        if (p->offset < lo || p->offset >= hi) continue;
         void *g = (char *)m->grads + p->offset * tr_dtype_size(dt);
         coll_all_reduce(m->tp_comm, m->stream, g, g, p->numel, dt, COLL_SUM);
     }
 }
 
 void *llama_stage_grad(llama_model *m) { return m->g.dresid; }
+
+/* Tells the listener (gradient buckets with --overlap-grad-reduce) that every gradient at or above
+ * `watermark` is final for this micro-batch. */
+static void grads_done(llama_model *m, size_t watermark) {
+    if (m->grads_done) m->grads_done(m->grads_done_arg, watermark);
+}
 
 /* Full recomputation: the forward of the unit that ends at local layer `last`, from the unit's kept
  * input, into the workspace: the same kernels on the same inputs, so the same bits as the first time. */
@@ -100,6 +109,7 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
         kern_norm_backward(s, &dm->norm, dres, grad(m, m->p_lnf_w), grad(m, m->p_lnf_b), dln,
                            act(m, A->resid, (size_t)dm->nl * NlC), llama_weight(m, m->p_lnf_w), A->lnf_mean,
                            A->lnf_rstd, Nl, C);
+        grads_done(m, m->params_tab[m->p_lnf_w].offset); /* the output layer and the final norm */
     }
 
     tr_buf dq = act(m, m->g.dq, 0), dk = act(m, m->g.dk, 0), dv = act(m, m->g.dv, 0);
@@ -157,10 +167,12 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
         kern_norm_backward(s, &dm->norm, dres, grad(m, lp->ln1_w), grad(m, lp->ln1_b), dln, v.x,
                            llama_weight(m, lp->ln1_w), v.ln1_mean, v.ln1_rstd, Nl, C);
         if (m->site) m->site(m->site_arg, LLAMA_SITE_GRADIENT, dm->l0 + l, m->site_micro, dres, NlC);
+        grads_done(m, llama_layer_first_offset(m, l));
     }
     if (dm->first)
         kern_embedding_backward_slice(s, grad(m, m->p_embed), all_rows(m, dres), A->tokens, dm->vocab_start, N, C,
                                       dm->Vl);
+    grads_done(m, 0);
 }
 
 void llama_backward(llama_model *m, const float *dloss) { llama_backward_slot(m, 0, dloss); }

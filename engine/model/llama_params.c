@@ -379,9 +379,11 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     m->tp_comm = tp_comm;
     build_table(m);
     const llama_dims *dm = &m->dims;
-    if (pad_to < 1) pad_to = 1;
-    m->total_alloc = (m->total + pad_to - 1) / pad_to * pad_to;
     const int shards = lay->opt_shards > 1 ? lay->opt_shards : 1;
+    if (llama_plan_buckets(m, pad_to, shards, err, errlen)) {
+        llama_destroy(m);
+        return NULL;
+    }
     if (m->total_alloc % (size_t)shards || lay->opt_shard < 0 || (shards > 1 && lay->opt_shard >= shards)) {
         tr_errf(err, errlen, "optimizer shard %d of %d of a parameter buffer padded to %zu elements", lay->opt_shard,
                 shards, m->total_alloc);
@@ -496,7 +498,7 @@ llama_model *llama_create_table(const tr_config *cfg, const llama_layout *lay, c
         return NULL;
     }
     build_table(m);
-    m->total_alloc = m->total;
+    m->param_elems = m->total_alloc = m->total;
     return m;
 }
 
@@ -511,6 +513,7 @@ void llama_destroy(llama_model *m) {
         free(m->act_index), free(m->ws_index), free(m->unit_start);
         free(m->params_tab);
         free(m->layer);
+        free(m->bucket_begin);
         free(m);
         return;
     }
@@ -526,6 +529,7 @@ void llama_destroy(llama_model *m) {
     free(m->acts);
     free(m->params_tab);
     free(m->layer);
+    free(m->bucket_begin);
     free(m);
 }
 
@@ -552,6 +556,7 @@ float llama_init_value(uint64_t seed, const char *name, size_t e, llama_init_kin
 bool llama_master_sharded(const llama_model *m) { return m->master_len < m->total_alloc; }
 
 size_t llama_master_count(const llama_model *m) {
+    if (m->nbuckets > 1 && llama_master_sharded(m)) return m->master_len; /* padding between its segments too */
     if (m->master_begin >= m->total) return 0;
     return m->total - m->master_begin < m->master_len ? m->total - m->master_begin : m->master_len;
 }
@@ -570,14 +575,20 @@ static void fill_master(llama_model *m, master_fill_fn fill, void *ctx) {
         llama_sync_params(m);
         return;
     }
-    const size_t len = m->master_len, shards = m->total_alloc / len, own = m->master_begin / len;
+    const int shards = (int)(m->total_alloc / m->master_len), own = m->layout.opt_shard;
     const tr_buf params = tr_buf_make(m->params, m->dims.act_dt); /* [total_alloc] */
-    for (size_t k = 1; k <= shards; k++) {
-        const size_t lo = (own + k) % shards * len; /* k == shards: the own shard, last */
-        const size_t n = lo >= m->total ? 0 : m->total - lo < len ? m->total - lo : len;
-        dev_memset_zero(m->stream, m->master, len * 4); /* the padding past total stays zero */
-        fill(m, ctx, lo, n, m->master);
-        kern_cast(m->stream, tr_buf_at(params, lo), tr_buf_f32(m->master), len);
+    for (int k = 1; k <= shards; k++) {
+        const int sh = (own + k) % shards;                        /* k == shards: the own shard, last */
+        dev_memset_zero(m->stream, m->master, m->master_len * 4); /* the padding stays zero */
+        for (int b = 0; b < m->nbuckets; b++) {                   /* the shard's segment of each bucket */
+            const llama_seg sg = llama_shard_seg(m, shards, sh, b);
+            const size_t n = sg.begin >= m->total ? 0 : m->total - sg.begin < sg.len ? m->total - sg.begin : sg.len;
+            fill(m, ctx, sg.begin, n, m->master + sg.local);
+        }
+        for (int b = 0; b < m->nbuckets; b++) {
+            const llama_seg sg = llama_shard_seg(m, shards, sh, b);
+            kern_cast(m->stream, tr_buf_at(params, sg.begin), tr_buf_f32(m->master + sg.local), sg.len);
+        }
     }
 }
 
@@ -631,9 +642,18 @@ void llama_set_master(llama_model *m, const float *host) {
 }
 
 void llama_sync_params(llama_model *m) {
-    if (m->params != m->master)
-        kern_cast(m->stream, tr_buf_at(tr_buf_make(m->params, m->dims.act_dt), m->master_begin), tr_buf_f32(m->master),
-                  llama_master_count(m));
+    if (m->params == m->master) return;
+    const tr_buf params = tr_buf_make(m->params, m->dims.act_dt);
+    if (!llama_master_sharded(m)) {
+        kern_cast(m->stream, params, tr_buf_f32(m->master), m->total);
+        return;
+    }
+    const int shards = (int)(m->total_alloc / m->master_len);
+    for (int b = 0; b < m->nbuckets; b++) { /* this rank's segment of each bucket, less padding past total */
+        const llama_seg sg = llama_shard_seg(m, shards, m->layout.opt_shard, b);
+        const size_t n = sg.begin >= m->total ? 0 : m->total - sg.begin < sg.len ? m->total - sg.begin : sg.len;
+        if (n) kern_cast(m->stream, tr_buf_at(params, sg.begin), tr_buf_f32(m->master + sg.local), n);
+    }
 }
 
 void llama_get_master(llama_model *m, float *host) {

@@ -29,21 +29,31 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_gr
     int dp, pos;
     optim_shard_of(cfg, grid, &dp, &pos);
     o->distributed = dp > 1;
+    o->nseg = o->distributed ? model->nbuckets : 1;
+    o->segs = calloc((size_t)(o->nseg > 0 ? o->nseg : 1), sizeof *o->segs);
+    if (!o->segs) {
+        tr_errf(err, errlen, "out of host memory");
+        free(o);
+        return NULL;
+    }
     if (o->distributed) {
-        if (model->total_alloc % (size_t)dp) {
-            tr_errf(err, errlen, "parameter buffer of %zu elements is not padded to DP %d", model->total_alloc, dp);
-            free(o);
-            return NULL;
-        }
+        for (int k = 0; k < model->nbuckets; k++)
+            if ((model->bucket_begin[k + 1] - model->bucket_begin[k]) % (size_t)dp) {
+                tr_errf(err, errlen, "gradient bucket %d of the parameter buffer is not padded to DP %d", k, dp);
+                optim_destroy(o, model);
+                return NULL;
+            }
+        for (int k = 0; k < o->nseg; k++) o->segs[k] = llama_shard_seg(model, dp, pos, k);
         o->shard_len = model->total_alloc / (size_t)dp;
-        o->shard_begin = (size_t)pos * o->shard_len;
+        o->shard_begin = o->segs[0].begin;
     } else {
+        o->segs[0] = (llama_seg){0, model->total, 0};
         o->shard_begin = 0;
         o->shard_len = model->total;
     }
     /* a sharded master (bf16 with the distributed optimizer) must be exactly the shard this rank updates */
     if (llama_master_sharded(model) &&
-        (!o->distributed || model->master_begin != o->shard_begin || model->master_len != o->shard_len)) {
+        (!o->distributed || model->layout.opt_shard != pos || model->master_len != o->shard_len)) {
         tr_errf(err, errlen,
                 "the model keeps master weights [%zu, +%zu) but the optimizer updates [%zu, +%zu): build the model "
                 "with the optimizer's shard (llama_layout.opt_shards, opt_shard)",
@@ -67,49 +77,113 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_gr
     }
     dev_memset_zero(model->stream, o->m, bytes);
     dev_memset_zero(model->stream, o->v, bytes);
+    if (cfg->overlap_grad_reduce && grid && grid->size[TR_AXIS_DP] * grid->size[TR_AXIS_CP] > 1) {
+        o->comm = dev_stream_create(model->dev);
+        o->ready = dev_event_create(model->dev);
+        o->done = dev_event_create(model->dev);
+    }
+    o->launched_from = model->nbuckets;
     return o;
 }
 
 void optim_destroy(tr_optimizer *o, llama_model *model) {
     if (!o) return;
+    if (o->comm) dev_stream_sync(o->comm);
+    dev_event_destroy(o->ready);
+    dev_event_destroy(o->done);
+    dev_stream_destroy(o->comm);
     dev_free(model->dev, o->m);
     dev_free(model->dev, o->v);
     dev_free(model->dev, o->norm_accum);
+    free(o->segs);
     free(o);
 }
 
-/* The gradients of this rank's shard, from its start: [shard_len] grad_dt. */
-static tr_buf shard_grads(const tr_optimizer *o, const llama_model *model) {
-    return tr_buf_at(tr_buf_make(model->grads, model->dims.grad_dt), o->shard_begin);
+llama_seg optim_seg_of(const tr_optimizer *o, const llama_model *model, size_t e) {
+    return o->distributed ? o->segs[llama_bucket_of(model, e)] : o->segs[0];
 }
 
-void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr, float scale) {
-    tr_buf g = tr_buf_make(model->grads, model->dims.grad_dt);
+/* Element `e` of a device buffer of type dt. */
+static void *elem(void *base, tr_dtype dt, size_t e) { return (char *)base + e * tr_dtype_size(dt); }
+
+/* Bucket k's reduction over data parallelism on stream s: reduce-scatter into this rank's segment of it,
+ * or all-reduce of its parameters. */
+static void reduce_bucket(tr_optimizer *o, llama_model *model, const tr_groups *gr, int k, dev_stream *s) {
+    const tr_dtype dt = model->dims.grad_dt;
+    const size_t b = model->bucket_begin[k];
     if (o->distributed) {
         /* in place, as Megatron does: the shard's reduced gradients land in the shard's own region of
          * the gradient buffer (NCCL's in-place reduce-scatter, recv = send + rank * count), so no second
-         * gradient buffer exists; the rest of the buffer keeps this rank's unreduced gradients, which
+         * gradient buffer exists; the rest of the bucket keeps this rank's unreduced gradients, which
          * nothing reads before the next step zeroes them */
-        const tr_buf mine = shard_grads(o, model);
-        coll_reduce_scatter(gr->dp_cp, model->stream, model->grads, mine.p, o->shard_len, g.dt, COLL_SUM);
-        if (scale != 1.0f) kern_scale(model->stream, mine, scale, o->shard_len);
+        coll_reduce_scatter(gr->dp_cp, s, elem(model->grads, dt, b), elem(model->grads, dt, o->segs[k].begin),
+                            o->segs[k].len, dt, COLL_SUM);
         return;
     }
-    if (gr && coll_comm_size(gr->dp_cp) > 1)
-        coll_all_reduce(gr->dp_cp, model->stream, model->grads, model->grads, model->total, g.dt, COLL_SUM);
-    if (scale != 1.0f) kern_scale(model->stream, g, scale, model->total);
+    const size_t e = model->bucket_begin[k + 1] < model->total ? model->bucket_begin[k + 1] : model->total;
+    if (gr && coll_comm_size(gr->dp_cp) > 1 && e > b)
+        coll_all_reduce(gr->dp_cp, s, elem(model->grads, dt, b), elem(model->grads, dt, b), e - b, dt, COLL_SUM);
 }
 
-/* The parts of this rank's shard [lo, hi) that each parameter covers, relative to lo, with the
+/* Starts the reductions of the buckets not started yet that begin at or above `from`, last first (the
+ * order the backward pass finishes them in, the same on every rank). */
+static void launch_buckets_from(tr_optimizer *o, llama_model *model, const tr_groups *gr, size_t from) {
+    while (o->launched_from > 0 && model->bucket_begin[o->launched_from - 1] >= from) {
+        const int k = --o->launched_from;
+        dev_stream *s = model->stream;
+        if (o->comm) { /* after everything the model's stream has queued: the bucket's last gradient */
+            dev_event_record(o->ready, model->stream);
+            dev_stream_wait_event(o->comm, o->ready);
+            s = o->comm;
+        }
+        reduce_bucket(o, model, gr, k, s);
+    }
+}
+
+/* The backward pass finished every gradient at or above `watermark` (llama_grads_done_fn). */
+static void on_grads_done(void *arg, size_t watermark) {
+    tr_optimizer *o = arg;
+    llama_model *m = o->armed;
+    if (watermark >= o->tp_from) return;
+    llama_sp_reduce_norm_grads_range(m, watermark, o->tp_from); /* TP first, then DP: the order without overlap */
+    o->tp_from = watermark;
+    launch_buckets_from(o, m, o->armed_groups, watermark);
+}
+
+void optim_arm_overlap(tr_optimizer *o, llama_model *model, const tr_groups *gr) {
+    if (!o || !o->comm) return;
+    o->armed = model, o->armed_groups = gr, o->tp_from = model->total;
+    model->grads_done = on_grads_done, model->grads_done_arg = o;
+}
+
+size_t optim_disarm_overlap(tr_optimizer *o, llama_model *model) {
+    if (!o || model->grads_done != on_grads_done) return model->total;
+    model->grads_done = NULL, model->grads_done_arg = NULL;
+    return o->tp_from;
+}
+
+void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr, float scale) {
+    launch_buckets_from(o, model, gr, 0);
+    o->launched_from = model->nbuckets; /* the next step starts again */
+    if (o->comm) {                      /* the model's stream reads the reduced gradients next */
+        dev_event_record(o->done, o->comm);
+        dev_stream_wait_event(model->stream, o->done);
+    }
+    if (scale == 1.0f) return;
+    const tr_buf g = tr_buf_make(model->grads, model->dims.grad_dt);
+    for (int k = 0; k < o->nseg; k++) kern_scale(model->stream, tr_buf_at(g, o->segs[k].begin), scale, o->segs[k].len);
+}
+
+/* The parts of segment sg of this rank's shard that each parameter covers, relative to sg.begin, with the
  * parameter's weight decay; TP-replicated parameters left out when !replicated; of the parameters of
  * `which` group. Returns the count; *out (freed by the caller) has one range per parameter at most. */
 typedef enum ranges_of { RANGES_ALL, RANGES_MAIN, RANGES_DECOUPLED } ranges_of;
 
-static int shard_ranges(const tr_optimizer *o, const llama_model *model, bool replicated, ranges_of which,
-                        kern_range **out) {
+static int seg_ranges(const llama_model *model, llama_seg sg, double weight_decay, bool replicated, ranges_of which,
+                      kern_range **out) {
     kern_range *r = malloc(sizeof *r * (size_t)(model->nparams > 0 ? model->nparams : 1));
     TR_CHECK(r != NULL, "out of host memory for the optimizer's parameter ranges");
-    const size_t lo = o->shard_begin, hi = o->shard_begin + o->shard_len;
+    const size_t lo = sg.begin, hi = sg.begin + sg.len;
     int n = 0;
     for (int i = 0; i < model->nparams; i++) {
         const llama_param *p = &model->params_tab[i];
@@ -118,7 +192,7 @@ static int shard_ranges(const tr_optimizer *o, const llama_model *model, bool re
         if ((which == RANGES_MAIN && dec) || (which == RANGES_DECOUPLED && !dec)) continue;
         size_t b = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
         if (b >= e) continue;
-        r[n++] = (kern_range){b - lo, e - lo, p->no_weight_decay ? 0.0f : (float)o->weight_decay};
+        r[n++] = (kern_range){b - lo, e - lo, p->no_weight_decay ? 0.0f : (float)weight_decay};
     }
     *out = r;
     return n;
@@ -127,12 +201,13 @@ static int shard_ranges(const tr_optimizer *o, const llama_model *model, bool re
 double optim_grad_norm(tr_optimizer *o, llama_model *model, const tr_grid *grid, const tr_groups *gr) {
     dev_memset_zero(model->stream, o->norm_accum, sizeof(float));
     const bool tp_leader = !grid || grid->coord[TR_AXIS_TP] == 0;
-    const tr_buf g = shard_grads(o, model); /* indexed from the shard's start */
-    kern_range *ranges;
-    const int nr =
-        shard_ranges(o, model, tp_leader, RANGES_ALL, &ranges); /* replicated ones counted once, on TP rank 0 */
-    kern_sum_squares_ranges(model->stream, o->norm_accum, g, ranges, nr);
-    free(ranges);
+    const tr_buf grads = tr_buf_make(model->grads, model->dims.grad_dt);
+    for (int k = 0; k < o->nseg; k++) { /* replicated parameters counted once, on TP rank 0 */
+        kern_range *ranges;
+        const int nr = seg_ranges(model, o->segs[k], o->weight_decay, tp_leader, RANGES_ALL, &ranges);
+        kern_sum_squares_ranges(model->stream, o->norm_accum, tr_buf_at(grads, o->segs[k].begin), ranges, nr);
+        free(ranges);
+    }
     if (gr) {
         /* TP and PP ranks hold different parameters; distributed DP ranks different shards */
         coll_all_reduce(gr->tp, model->stream, o->norm_accum, o->norm_accum, 1, TR_F32, COLL_SUM);
@@ -155,11 +230,10 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
         double c = o->clip_grad / (grad_norm + 1.0e-6);
         if (c < 1.0) coeff = c;
     }
-    const size_t lo = o->shard_begin;
-    /* every parameter of the shard in one multi-tensor update, each with its weight decay; with
-     * --decoupled-lr the input embedding and output layer are a second update at their own lr */
-    const tr_buf g = shard_grads(o, model);
-    float *master = model->master + (lo - model->master_begin); /* the shard's, whole or sharded master */
+    /* every parameter of each segment of the shard in one multi-tensor update, each with its weight
+     * decay; with --decoupled-lr the input embedding and output layer are a second update at their lr */
+    const tr_buf grads = tr_buf_make(model->grads, model->dims.grad_dt);
+    const tr_buf params = tr_buf_make(model->params, model->dims.act_dt);
     const bool decoupled = o->decoupled_lr >= 0;
     for (int group = 0; group < (decoupled ? 2 : 1); group++) {
         kern_adamw_desc ad = {
@@ -170,21 +244,27 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
             .grad_scale = (float)coeff,
             .step = o->step,
         };
-        kern_range *ranges;
-        const int nr = shard_ranges(o, model, true,
-                                    !decoupled ? RANGES_ALL
-                                    : group    ? RANGES_DECOUPLED
-                                               : RANGES_MAIN,
-                                    &ranges);
-        kern_adamw_update_ranges(model->stream, &ad, ranges, nr, master,
-                                 tr_buf_at(tr_buf_make(model->params, model->dims.act_dt), lo), g, o->m, o->v);
-        free(ranges);
+        for (int k = 0; k < o->nseg; k++) {
+            const llama_seg sg = o->segs[k];
+            kern_range *ranges;
+            const int nr = seg_ranges(model, sg, o->weight_decay, true,
+                                      !decoupled ? RANGES_ALL
+                                      : group    ? RANGES_DECOUPLED
+                                                 : RANGES_MAIN,
+                                      &ranges);
+            /* the segment's master: whole or sharded, the same elements */
+            float *master = model->master + llama_master_index(model, sg.begin);
+            kern_adamw_update_ranges(model->stream, &ad, ranges, nr, master, tr_buf_at(params, sg.begin),
+                                     tr_buf_at(grads, sg.begin), o->m + sg.local, o->v + sg.local);
+            free(ranges);
+        }
     }
     if (o->distributed) {
         /* every DP rank gets every shard's update in the compute type (in fp32 the params are the
-         * master); the fp32 master of a bf16 model stays sharded */
-        tr_dtype dt = model->dims.act_dt;
-        size_t es = tr_dtype_size(dt);
-        coll_all_gather(gr->dp_cp, model->stream, (char *)model->params + lo * es, model->params, o->shard_len, dt);
+         * master), bucket by bucket; the fp32 master of a bf16 model stays sharded */
+        const tr_dtype dt = model->dims.act_dt;
+        for (int k = 0; k < o->nseg; k++)
+            coll_all_gather(gr->dp_cp, model->stream, elem(model->params, dt, o->segs[k].begin),
+                            elem(model->params, dt, model->bucket_begin[k]), o->segs[k].len, dt);
     }
 }

@@ -1,10 +1,15 @@
 /* AdamW with Megatron's rules: no weight decay on 1-D parameters, global-norm clipping
  * (coefficient max_norm / (norm + 1e-6) when below 1), fp32 state and master weights.
  *
- * With --use-distributed-optimizer each data-parallel rank owns a contiguous shard of the
- * parameter buffer: gradients are reduce-scattered into it (in place, into the shard's region of the
- * gradient buffer), Adam's moments and, in bf16 training, the fp32 master weights exist only for it,
- * and the updated parameters are all-gathered in the compute type (Megatron's distributed optimizer).
+ * With --use-distributed-optimizer each data-parallel rank owns a shard of the parameter buffer, one
+ * slice of every gradient bucket (one contiguous slice without --overlap-grad-reduce): gradients are
+ * reduce-scattered into it bucket by bucket (in place, into the shard's region of the gradient buffer),
+ * Adam's moments and, in bf16 training, the fp32 master weights exist only for it, and the updated
+ * parameters are all-gathered in the compute type (Megatron's distributed optimizer).
+ *
+ * With --overlap-grad-reduce each bucket's reduction starts on a stream of its own as soon as the last
+ * micro-batch's backward pass has written the bucket (optim_arm_overlap), ordered after that work by an
+ * event; optim_reduce_grads starts the rest and makes the model's stream wait for them all.
  *
  * Static memory per parameter of a rank, with DP = data x context parallel ranks:
  *   bf16, distributed:      2 (bf16 params) + 4 (fp32 grads, 2 with --grad-reduce-in-bf16) + 12/DP
@@ -22,11 +27,20 @@
 
 typedef struct tr_optimizer {
     bool distributed;
-    size_t shard_begin, shard_len; /* elements of the parameter buffer this rank updates */
-    float *m, *v;                  /* [shard_len] fp32 moments */
-    size_t state_bytes;            /* device memory m and v took (the device's count) */
-    float *norm_accum;             /* [1] fp32 on the device */
-    int step;                      /* updates taken */
+    size_t shard_begin, shard_len; /* the first element this rank updates; how many (its segments') */
+    int nseg;                      /* this rank's shard: one segment per bucket (distributed), else one */
+    llama_seg *segs;               /* [nseg] */
+    /* --overlap-grad-reduce */
+    dev_stream *comm;        /* the buckets' reductions (NULL: on the model's stream, after the backward) */
+    dev_event *ready, *done; /* model stream -> comm (a bucket written), comm -> model (all reduced) */
+    int launched_from;       /* buckets [launched_from, nbuckets) started this step */
+    size_t tp_from;          /* TP-replicated gradients at offsets >= this were reduced over TP */
+    llama_model *armed;      /* the model whose backward pass calls back (optim_arm_overlap) */
+    const tr_groups *armed_groups;
+    float *m, *v;       /* [shard_len] fp32 moments */
+    size_t state_bytes; /* device memory m and v took (the device's count) */
+    float *norm_accum;  /* [1] fp32 on the device */
+    int step;           /* updates taken */
     double beta1, beta2, eps, weight_decay, clip_grad;
     double decoupled_lr; /* this step's lr of the embedding and output layer; < 0: the step's lr */
 } tr_optimizer;
@@ -46,6 +60,16 @@ void optim_destroy(tr_optimizer *o, llama_model *model);
  * of the gradient buffer when distributed), multiplied by `scale` (1/DP for Megatron's average,
  * 1/tokens with per-token loss). */
 void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr, float scale);
+
+/* Before the last micro-batch's backward pass: with --overlap-grad-reduce, its callbacks reduce the
+ * TP-replicated gradients and start each bucket's reduction as soon as it is written; otherwise nothing. */
+void optim_arm_overlap(tr_optimizer *o, llama_model *model, const tr_groups *gr);
+/* After it: no more callbacks. The TP-replicated gradients below the returned offset still need their
+ * TP reduction (llama_sp_reduce_norm_grads_range(model, 0, it)); model->total when nothing was armed. */
+size_t optim_disarm_overlap(tr_optimizer *o, llama_model *model);
+/* This rank's segment of the bucket that holds parameter-buffer element e (its whole range when not
+ * distributed). */
+llama_seg optim_seg_of(const tr_optimizer *o, const llama_model *model, size_t e);
 
 /* L2 norm of all gradients of the whole model (before clipping), the same on every rank: each
  * rank sums the squares it owns (TP-replicated parameters once, its shard when distributed) and the

@@ -123,7 +123,7 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
      * rank writes its part of, as flat ranges that a reader reassembles like whole tensors */
     const bool writer = g->coord[TR_AXIS_DP] == 0 && g->coord[TR_AXIS_CP] == 0;
     const bool master_sharded = llama_master_sharded(m);
-    float *master = download(m, m->master, llama_master_count(m)); /* from element master_begin */
+    float *master = download(m, m->master, llama_master_count(m)); /* indexed by llama_master_index */
     float *mh = download(m, o->m, o->shard_len), *vh = download(m, o->v, o->shard_len);
     blobs bs = {.cap = 6 * m->nparams};
     bs.b = calloc((size_t)bs.cap, sizeof *bs.b);
@@ -138,9 +138,10 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
             const piece *pc = &pcs[k];
             size_t first = p->offset + pc->local_off;
             ckpt_place part = pc->slice;
-            if (o->distributed) part = shard_part(p, pc, o->shard_begin, o->shard_begin + o->shard_len, &first);
+            const llama_seg sg = optim_seg_of(o, m, p->offset); /* a parameter lies in one bucket */
+            if (o->distributed) part = shard_part(p, pc, sg.begin, sg.begin + sg.len, &first);
             if (master_sharded) {
-                if (part.n > 0) add_blob(&bs, "", pc, master + (first - m->master_begin), part);
+                if (part.n > 0) add_blob(&bs, "", pc, master + llama_master_index(m, first), part);
             } else if (writer) {
                 add_blob(&bs, "", pc, master + p->offset + pc->local_off, pc->slice);
             }
@@ -150,8 +151,8 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
                 add_blob(&bs, "optim.exp_avg_sq/", pc, vh + p->offset + pc->local_off, pc->slice);
             } else {
                 if (part.n == 0) continue;
-                add_blob(&bs, "optim.exp_avg/", pc, mh + (first - o->shard_begin), part);
-                add_blob(&bs, "optim.exp_avg_sq/", pc, vh + (first - o->shard_begin), part);
+                add_blob(&bs, "optim.exp_avg/", pc, mh + sg.local + (first - sg.begin), part);
+                add_blob(&bs, "optim.exp_avg_sq/", pc, vh + sg.local + (first - sg.begin), part);
             }
         }
     }
@@ -260,14 +261,16 @@ int tr_ckpt_load_from(ckpt_reader *rd, llama_model *m, tr_optimizer *o, const tr
             if (rc || !with_optim) continue;
             size_t first = p->offset + pc->local_off;
             ckpt_place want = pc->slice;
+            const llama_seg sg = optim_seg_of(o, m, p->offset); /* a parameter lies in one bucket */
             if (o->distributed) {
-                want = shard_part(p, pc, o->shard_begin, o->shard_begin + o->shard_len, &first);
+                want = shard_part(p, pc, sg.begin, sg.begin + sg.len, &first);
                 if (want.n == 0) continue;
             }
+            const size_t at = sg.local + (first - sg.begin);
             snprintf(name, sizeof name, "optim.exp_avg/%s", pc->name);
-            rc = ckpt_read(rd, name, CKPT_F32, want, mh + (first - o->shard_begin), err, errlen);
+            rc = ckpt_read(rd, name, CKPT_F32, want, mh + at, err, errlen);
             snprintf(name, sizeof name, "optim.exp_avg_sq/%s", pc->name);
-            if (!rc) rc = ckpt_read(rd, name, CKPT_F32, want, vh + (first - o->shard_begin), err, errlen);
+            if (!rc) rc = ckpt_read(rd, name, CKPT_F32, want, vh + at, err, errlen);
         }
     }
     if (!rc) {

@@ -6,7 +6,7 @@ void tr_memory_report_of(tr_memory_report *r, const llama_model *m, const tr_opt
     r->weights = m->weight_bytes;
     r->gradients = m->grad_bytes;
     r->optimizer = o->state_bytes;
-    r->params = m->total;
+    r->params = m->param_elems;
     r->act_bytes = (int)tr_dtype_size(dm->act_dt), r->grad_bytes = (int)tr_dtype_size(dm->grad_dt);
     r->state_bytes = m->master != m->params ? 12 : 8;
     r->distributed = o->distributed;
@@ -16,6 +16,13 @@ void tr_memory_report_of(tr_memory_report *r, const llama_model *m, const tr_opt
     r->activations = r->peak > fixed ? r->peak - fixed : 0;
     r->recompute = m->recompute;
     r->act_storage = m->act_bytes, r->act_storage_plain = m->act_bytes_plain;
+    r->nbuckets = m->nbuckets, r->overlap = o->comm != NULL;
+    r->bucket_min = r->bucket_max = 0;
+    for (int k = 0; k < m->nbuckets; k++) {
+        const size_t n = m->bucket_begin[k + 1] - m->bucket_begin[k];
+        if (k == 0 || n < r->bucket_min) r->bucket_min = n;
+        if (n > r->bucket_max) r->bucket_max = n;
+    }
 }
 
 double tr_memory_formula_per_param(const tr_memory_report *r) {
@@ -57,6 +64,13 @@ void tr_memory_report_print(FILE *out, int rank, const tr_memory_report *r, doub
             r->grad_bytes, r->state_bytes, r->dp, tr_memory_formula_per_param(r),
             r->distributed ? " (distributed optimizer)" : "", r->distributed ? "6 + 12/DP" : "18",
             tr_megatron_per_param(r->distributed, r->dp));
+    if (r->nbuckets > 1) /* Megatron's DDP logs its buckets too */
+        fprintf(out,
+                "[memory] rank %d: %d gradient buckets of %zu to %zu elements (padding included), reduced over data "
+                "parallelism %s\n",
+                rank, r->nbuckets, r->bucket_min, r->bucket_max,
+                r->overlap ? "as the backward pass writes them, on a stream of their own"
+                           : "after the backward pass (one data-parallel rank: nothing to overlap)");
     if (r->recompute != TR_RECOMPUTE_NONE) /* in kB: the saving of a small model must not print as 0.00 */
         fprintf(out,
                 "[memory] rank %d: activation recompute (%s): activations kept %.1f kB instead of %.1f kB, "

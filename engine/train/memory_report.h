@@ -21,11 +21,14 @@ typedef struct tr_memory_report {
      * optimizer's DP x CP shards (1 without it) */
     int act_bytes, grad_bytes, state_bytes, dp;
     bool distributed;
-    size_t activations;       /* activation slots and backward scratch */
-    size_t peak;              /* the device's peak */
-    tr_recompute recompute;   /* --recompute-granularity */
-    size_t act_storage;       /* activations kept for the backward (every slot, the recompute workspace) */
-    size_t act_storage_plain; /* what they would take without recomputation */
+    size_t activations;            /* activation slots and backward scratch */
+    size_t peak;                   /* the device's peak */
+    tr_recompute recompute;        /* --recompute-granularity */
+    size_t act_storage;            /* activations kept for the backward (every slot, the recompute workspace) */
+    size_t act_storage_plain;      /* what they would take without recomputation */
+    int nbuckets;                  /* gradient buckets (one without --overlap-grad-reduce) */
+    bool overlap;                  /* their reductions overlap the backward pass */
+    size_t bucket_min, bucket_max; /* elements per bucket, padding included */
 } tr_memory_report;
 
 /* Weights, gradients and optimizer state as the device counted their allocations. */

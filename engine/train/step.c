@@ -115,6 +115,9 @@ typedef struct run_state {
     double loss_sum, tok_sum;
     tr_batch_fn next;
     void *ctx;
+    tr_optimizer *o;         /* NULL: gradients only */
+    const tr_groups *gr;     /* NULL: one rank */
+    size_t tp_unreduced_end; /* TP-replicated gradients below this still need their TP reduction */
 } run_state;
 
 static int load_batch(run_state *st, int micro, char *err, size_t errlen) {
@@ -166,7 +169,12 @@ static void backward(run_state *st, int micro) {
         double w = st->cfg->calculate_per_token_loss ? 1.0 : (mb_tok > 0 ? 1.0 / (mb_tok * st->num_micro) : 0.0);
         for (int n = 0; n < N; n++) st->b.dloss[n] = (float)(mask[n] * w);
     }
+    /* the last micro-batch writes the final gradients: with --overlap-grad-reduce each bucket's
+     * reduction starts as soon as it is written */
+    const bool last = micro == st->num_micro - 1;
+    if (last) optim_arm_overlap(st->o, st->m, st->gr);
     llama_backward_slot(st->m, slot, st->b.dloss);
+    if (last) st->tp_unreduced_end = optim_disarm_overlap(st->o, st->m);
 }
 
 /* The step's one read of the losses: every micro-batch's, summed with their masks in micro-batch
@@ -201,7 +209,15 @@ static void reduce_loss(llama_model *m, const tr_parallel *par, float *dbuf, dou
 
 int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_parallel *par, int num_micro,
                            tr_batch_fn next, void *ctx, tr_step_result *res, char *err, size_t errlen) {
-    run_state st = {.m = m, .cfg = cfg, .num_micro = num_micro, .next = next, .ctx = ctx, .dp_total = 1};
+    run_state st = {.m = m,
+                    .cfg = cfg,
+                    .num_micro = num_micro,
+                    .next = next,
+                    .ctx = ctx,
+                    .dp_total = 1,
+                    .o = o,
+                    .gr = par ? par->groups : NULL,
+                    .tp_unreduced_end = m->total};
     const int N = m->dims.B * m->dims.T;
     if (batches_init(&st.b, N, m->layout.slots)) {
         batches_free(&st.b);
@@ -257,7 +273,7 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
     batches_free(&st.b);
     if (st.scalar) dev_free(m->dev, st.scalar);
     if (!rc) {
-        llama_sp_reduce_norm_grads(m);
+        llama_sp_reduce_norm_grads_range(m, 0, st.tp_unreduced_end); /* what the buckets' callbacks left */
         read_losses(&st, num_micro);
         reduce_loss(m, par, st.loss_dev + nhist, &st.loss_sum, &st.tok_sum);
     }

@@ -111,6 +111,11 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
                         .slots = g->size[TR_AXIS_PP] - g->coord[TR_AXIS_PP]};
     optim_shard_of(cfg, g, &lay.opt_shards, &lay.opt_shard); /* a bf16 model's master: the shard only */
     size_t pad = cfg->use_distributed_optimizer ? (size_t)dp_total : 1;
+    /* Megatron's DDP: buckets only with --overlap-grad-reduce, of max(40M, 1M x DP) elements by default */
+    if (cfg->overlap_grad_reduce)
+        lay.bucket_elems = cfg->ddp_bucket_size > 0                  ? (size_t)cfg->ddp_bucket_size
+                           : (size_t)dp_total * 1000000u > 40000000u ? (size_t)dp_total * 1000000u
+                                                                     : 40000000u;
     st->model = llama_create_shard(cfg, &lay, pad, st->groups.tp, lay.cp > 1 ? st->groups.cp : NULL, st->dev,
                                    dev_stream_default(st->dev), err, errlen);
     if (!st->model) return TR_EXIT_USAGE;

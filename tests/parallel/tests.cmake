@@ -68,3 +68,9 @@ add_test(NAME parallel_memory_formula COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/par
 set_tests_properties(parallel_memory_formula PROPERTIES LABELS "${labels}" TIMEOUT 300
   PASS_REGULAR_EXPRESSION "memory formula: OK")
 endif()
+
+# Gradient buckets and --overlap-grad-reduce (issue 17): equal to no buckets and to one rank, resume
+# bit-exact, the checkpoint loads without buckets.
+add_test(NAME parallel_overlap COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/parallel/overlap.sh ${PROJECT_BINARY_DIR}/bin
+  ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/parallel_overlap)
+set_tests_properties(parallel_overlap PROPERTIES LABELS "${labels}" TIMEOUT 600)

@@ -77,6 +77,7 @@ typedef struct tr_config {
     /* parallelism */
     int tensor_model_parallel_size, pipeline_model_parallel_size, context_parallel_size;
     bool sequence_parallel, use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather;
+    int64_t ddp_bucket_size; /* elements per gradient bucket with --overlap-grad-reduce; 0 = Megatron's default */
 
     /* data */
     int n_data_path;
