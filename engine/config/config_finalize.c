@@ -26,6 +26,11 @@ int tr_config_finalize(tr_config *cfg, int world, char *err, size_t errlen) {
     if (!cfg->disable_bias_linear)
         tr_config_warn(cfg, "linear layers have biases (Megatron's default without --disable-bias-linear); Llama 3 "
                             "itself has none");
+    if (cfg->ddp_bucket_size > 0 && !cfg->overlap_grad_reduce)
+        tr_config_warn(cfg,
+                       "--ddp-bucket-size %lld ignored: without --overlap-grad-reduce the gradients are one "
+                       "bucket, as in Megatron",
+                       (long long)cfg->ddp_bucket_size);
     /* the seed's flags, --save and all, should predict as they are: a shape-only run has no weights to save */
     if (cfg->predict && cfg->save[0]) {
         tr_config_warn(cfg, "--predict writes no checkpoint (device memory holds no values): --save %s ignored",

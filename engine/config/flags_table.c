@@ -315,10 +315,8 @@ static const tr_flag FLAGS[] = {
      .help = "reduce the gradients in buckets (--ddp-bucket-size), each as soon as the backward pass has written "
              "it, on a stream of its own beside the backward pass"},
     {"--overlap-param-gather", TR_K_BOOL, TR_SEC_PARALLEL, F(overlap_param_gather), .def = "off",
-     .status = TR_ST_ACCEPTED,
-     .reason = "the same results either way; the parameters are all-gathered bucket by bucket after the "
-               "optimizer step, not yet ahead of the next forward pass",
-     .help = "overlap the parameter all-gather with the next forward pass"},
+     .help = "all-gather the updated parameters bucket by bucket beside the next forward pass, which waits for "
+             "each bucket before it reads it (needs --use-distributed-optimizer and --overlap-grad-reduce)"},
     {"--distributed-timeout-minutes", TR_K_DOUBLE, TR_SEC_PARALLEL, F(distributed_timeout_minutes), GT(0),
      .metavar = "MIN", .def = "10", .help = "collective watchdog timeout"},
     {"--distributed-backend", TR_K_ENUM, TR_SEC_PARALLEL, .choices = DIST_BACKEND, .metavar = "NAME", .def = "nccl",

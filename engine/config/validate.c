@@ -277,6 +277,13 @@ static int check_features(const tr_config *c, tr_errlist *el) {
     if (c->use_checkpoint_args && !c->load[0])
         tr_errlist_add(el, "--use-checkpoint-args takes the model flags from the checkpoint: give --load DIR too");
     check_predict(c, el);
+    /* Megatron's rules (validate_args): the parameter gather overlaps the distributed optimizer's buckets */
+    if (c->overlap_param_gather && !c->use_distributed_optimizer)
+        tr_errlist_add(el, "--overlap-param-gather gathers the distributed optimizer's shards: add "
+                           "--use-distributed-optimizer, or drop --overlap-param-gather");
+    if (c->overlap_param_gather && !c->overlap_grad_reduce)
+        tr_errlist_add(el,
+                       "--overlap-param-gather works on --overlap-grad-reduce's buckets: add --overlap-grad-reduce");
     if (c->deterministic_mode) {
         /* Megatron's rule (validate_args): NCCL must be pinned to an algorithm whose reductions have a
          * fixed order; NVLS (NVLink SHARP) reduces in the switch */

@@ -144,6 +144,9 @@ typedef enum llama_site { LLAMA_SITE_ACTIVATION = 0, LLAMA_SITE_LOSS, LLAMA_SITE
 /* Called by the backward pass with the lowest offset whose gradients it has finished (every element at
  * or above it holds this micro-batch's final gradient); NULL: nobody listens. */
 typedef void (*llama_grads_done_fn)(void *arg, size_t watermark);
+/* Called by the forward pass before it reads the parameters below offset `end` (their all-gather may
+ * still be in flight: --overlap-param-gather); NULL: nobody listens. */
+typedef void (*llama_params_needed_fn)(void *arg, size_t end);
 /* layer is global (0-based; -1 for the loss), x the tensor of n elements, micro the micro-batch. */
 typedef void (*llama_site_fn)(void *arg, llama_site site, int layer, int micro, tr_buf x, size_t n);
 
@@ -188,6 +191,8 @@ typedef struct llama_model {
     size_t act_bytes_plain;         /* what it would be without recomputation */
     llama_grads_done_fn grads_done; /* NULL = nobody listens (train/grad_buckets.c on the last micro-batch) */
     void *grads_done_arg;
+    llama_params_needed_fn params_needed; /* NULL = nobody listens (optimizer, --overlap-param-gather) */
+    void *params_needed_arg;
     llama_site_fn site; /* NULL = nobody watches */
     void *site_arg;
     int site_micro; /* the micro-batch the caller is running, for the observer */

@@ -119,6 +119,12 @@ void llama_core_attention(llama_model *m, const llama_layer_view *v, bool gather
     }
 }
 
+/* Every parameter below `end` is read next: the listener (--overlap-param-gather) makes the model's stream
+ * wait for their all-gather. */
+static void params_needed(llama_model *m, size_t end) {
+    if (m->params_needed) m->params_needed(m->params_needed_arg, end);
+}
+
 void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const int32_t *targets,
                         const int32_t *positions) {
     const llama_dims *dm = &m->dims;
@@ -141,6 +147,7 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
     const int32_t *pos = positions ? A->positions : NULL;
 
     if (dm->first) {
+        params_needed(m, m->params_tab[m->p_embed].offset + m->params_tab[m->p_embed].numel);
         tr_buf x0 = act(m, A->resid, 0), e = partial_out(m, x0);
         kern_embedding_forward_slice(s, e, A->tokens, llama_weight(m, m->p_embed), dm->vocab_start, N, C, dm->Vl);
         tp_rows(m, x0, e);
@@ -149,6 +156,7 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
     for (int l = 0; l < dm->nl; l++) {
         llama_layer_view v;
         llama_layer_view_of(m, slot, l, &v);
+        params_needed(m, l + 1 < dm->nl ? llama_layer_first_offset(m, l + 1) : m->total);
         llama_layer_forward(m, &v, l, pos);
         if (m->site) m->site(m->site_arg, LLAMA_SITE_ACTIVATION, dm->l0 + l, m->site_micro, v.xout, (size_t)dm->Nl * C);
     }

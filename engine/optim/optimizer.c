@@ -81,14 +81,29 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_gr
         o->comm = dev_stream_create(model->dev);
         o->ready = dev_event_create(model->dev);
         o->done = dev_event_create(model->dev);
+        /* Megatron's rule: the parameter gather overlaps only with the distributed optimizer's buckets */
+        if (cfg->overlap_param_gather && o->distributed) {
+            o->overlap_gather = true;
+            o->stepped = dev_event_create(model->dev);
+            o->gathered = calloc((size_t)model->nbuckets, sizeof *o->gathered);
+            TR_CHECK(o->gathered != NULL, "out of host memory for the parameter-gather events");
+            for (int k = 0; k < model->nbuckets; k++) o->gathered[k] = dev_event_create(model->dev);
+        }
     }
+    o->armed = model;
     o->launched_from = model->nbuckets;
+    o->gather_waited = model->nbuckets;
     return o;
 }
 
 void optim_destroy(tr_optimizer *o, llama_model *model) {
     if (!o) return;
     if (o->comm) dev_stream_sync(o->comm);
+    if (model->params_needed_arg == o) model->params_needed = NULL, model->params_needed_arg = NULL;
+    if (o->gathered)
+        for (int k = 0; k < model->nbuckets; k++) dev_event_destroy(o->gathered[k]);
+    free(o->gathered);
+    dev_event_destroy(o->stepped);
     dev_event_destroy(o->ready);
     dev_event_destroy(o->done);
     dev_stream_destroy(o->comm);
@@ -148,6 +163,16 @@ static void on_grads_done(void *arg, size_t watermark) {
     llama_sp_reduce_norm_grads_range(m, watermark, o->tp_from); /* TP first, then DP: the order without overlap */
     o->tp_from = watermark;
     launch_buckets_from(o, m, o->armed_groups, watermark);
+}
+
+/* The forward pass reads the parameters below `end` next (llama_params_needed_fn): the model's stream
+ * waits for the all-gathers of the buckets that hold them. */
+static void on_params_needed(void *arg, size_t end) {
+    tr_optimizer *o = arg;
+    llama_model *m = o->armed;
+    while (o->gather_waited < m->nbuckets && m->bucket_begin[o->gather_waited] < end)
+        dev_stream_wait_event(m->stream, o->gathered[o->gather_waited++]);
+    if (o->gather_waited == m->nbuckets) m->params_needed = NULL, m->params_needed_arg = NULL;
 }
 
 void optim_arm_overlap(tr_optimizer *o, llama_model *model, const tr_groups *gr) {
@@ -261,10 +286,28 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
     }
     if (o->distributed) {
         /* every DP rank gets every shard's update in the compute type (in fp32 the params are the
-         * master), bucket by bucket; the fp32 master of a bf16 model stays sharded */
+         * master), bucket by bucket; the fp32 master of a bf16 model stays sharded. With
+         * --overlap-param-gather on the buckets' stream, each bucket's end an event the next forward
+         * pass waits for just before it reads that bucket (on_params_needed) */
         const tr_dtype dt = model->dims.act_dt;
-        for (int k = 0; k < o->nseg; k++)
-            coll_all_gather(gr->dp_cp, model->stream, elem(model->params, dt, o->segs[k].begin),
+        dev_stream *s = model->stream;
+        if (o->overlap_gather) {
+            dev_event_record(o->stepped, model->stream);
+            dev_stream_wait_event(o->comm, o->stepped);
+            s = o->comm;
+        }
+        for (int k = 0; k < o->nseg; k++) {
+            coll_all_gather(gr->dp_cp, s, elem(model->params, dt, o->segs[k].begin),
                             elem(model->params, dt, model->bucket_begin[k]), o->segs[k].len, dt);
+            if (o->overlap_gather) dev_event_record(o->gathered[k], o->comm);
+        }
+        if (o->overlap_gather) {
+            o->gather_waited = 0;
+            model->params_needed = on_params_needed, model->params_needed_arg = o;
+        }
     }
+}
+
+void optim_params_ready(tr_optimizer *o, llama_model *model) {
+    if (o && o->overlap_gather && o->gather_waited < model->nbuckets) on_params_needed(o, model->total_alloc);
 }

@@ -9,7 +9,9 @@
  *
  * With --overlap-grad-reduce each bucket's reduction starts on a stream of its own as soon as the last
  * micro-batch's backward pass has written the bucket (optim_arm_overlap), ordered after that work by an
- * event; optim_reduce_grads starts the rest and makes the model's stream wait for them all.
+ * event; optim_reduce_grads starts the rest and makes the model's stream wait for them all. With
+ * --overlap-param-gather too, the updated parameters are all-gathered on that stream bucket by bucket,
+ * and the next forward pass waits for each bucket just before it reads it.
  *
  * Static memory per parameter of a rank, with DP = data x context parallel ranks:
  *   bf16, distributed:      2 (bf16 params) + 4 (fp32 grads, 2 with --grad-reduce-in-bf16) + 12/DP
@@ -37,10 +39,16 @@ typedef struct tr_optimizer {
     size_t tp_from;          /* TP-replicated gradients at offsets >= this were reduced over TP */
     llama_model *armed;      /* the model whose backward pass calls back (optim_arm_overlap) */
     const tr_groups *armed_groups;
-    float *m, *v;       /* [shard_len] fp32 moments */
-    size_t state_bytes; /* device memory m and v took (the device's count) */
-    float *norm_accum;  /* [1] fp32 on the device */
-    int step;           /* updates taken */
+    /* --overlap-param-gather: the step's all-gathers run on comm, bucket k's done at gathered[k]; the
+     * next forward pass waits for each bucket before it reads it (buckets below gather_waited done) */
+    bool overlap_gather;
+    dev_event *stepped;   /* the update written: comm may gather */
+    dev_event **gathered; /* [nbuckets] */
+    int gather_waited;    /* buckets [0, gather_waited) waited for; nbuckets: nothing in flight */
+    float *m, *v;         /* [shard_len] fp32 moments */
+    size_t state_bytes;   /* device memory m and v took (the device's count) */
+    float *norm_accum;    /* [1] fp32 on the device */
+    int step;             /* updates taken */
     double beta1, beta2, eps, weight_decay, clip_grad;
     double decoupled_lr; /* this step's lr of the embedding and output layer; < 0: the step's lr */
 } tr_optimizer;
@@ -67,6 +75,10 @@ void optim_arm_overlap(tr_optimizer *o, llama_model *model, const tr_groups *gr)
 /* After it: no more callbacks. The TP-replicated gradients below the returned offset still need their
  * TP reduction (llama_sp_reduce_norm_grads_range(model, 0, it)); model->total when nothing was armed. */
 size_t optim_disarm_overlap(tr_optimizer *o, llama_model *model);
+/* With --overlap-param-gather, the step's parameter all-gathers may still be running: makes the model's
+ * stream wait for all of them. Call before anything but the training forward pass reads the parameters
+ * (checkpoints, evaluation, digests); a no-op otherwise. */
+void optim_params_ready(tr_optimizer *o, llama_model *model);
 /* This rank's segment of the bucket that holds parameter-buffer element e (its whole range when not
  * distributed). */
 llama_seg optim_seg_of(const tr_optimizer *o, const llama_model *model, size_t e);

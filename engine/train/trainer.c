@@ -175,6 +175,7 @@ static int save(rank_state *st, job *jb, const tr_config *cfg, const tr_lr_sched
                 int rank, char *err, size_t errlen) {
     const ckpt_io *io = fault_ckpt_io(st->faults, now->iteration, ckpt_io_posix());
     int culprit;
+    optim_params_ready(st->optim, st->model); /* --overlap-param-gather: the last step's gathers first */
     if (!tr_ckpt_save(st->model, st->optim, cfg, &st->grid, &st->groups, sched, now, io, &culprit, err, errlen))
         return 0;
     st->agreed_error = culprit != rank;
@@ -542,6 +543,7 @@ static int train_rank(int rank, int world, void *arg) {
     if (r.reporter) sum->consumed_samples = r.consumed, sum->reported = true;
     if (st.dev && dev_mem_peak(st.dev) > jb->peak) jb->peak = dev_mem_peak(st.dev);
     /* predict mode: the weights are only addresses (and the digest's host copy would be full size) */
+    if (st.optim && st.model) optim_params_ready(st.optim, st.model); /* --overlap-param-gather's last gathers */
     if (!rc && sum->weight_digest && !jb->cfg->predict) sum->weight_digest[rank] = weight_digest(st.model);
     if (!rc && jb->predict) predict_add(jb->predict, &st, &r);
     if (r.reporter && st.dev) {

@@ -16,6 +16,7 @@ base="--num-layers 4 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads
  --lr-decay-style cosine --mock-data --data-cache-path $work/cache --log-interval 1 --eval-iters 0"
 par="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel"
 buckets="--overlap-grad-reduce --ddp-bucket-size 1500"
+gather="$buckets --overlap-param-gather"
 fail() { echo "FAIL: $*"; exit 1; }
 
 run() { # name world iters flags...
@@ -46,16 +47,21 @@ for dt in fp32 bf16; do
         ! grep -q "gradient buckets" "$work/nob_${opt}_$dt.log" || fail "nob_${opt}_$dt: buckets without the flag"
         echo "$dt $opt: $n buckets, same as without them and as one rank"
     done
+    # the updated parameters gathered bucket by bucket beside the next forward pass
+    # shellcheck disable=SC2086
+    run "bg_$dt" 8 6 $f $par --use-distributed-optimizer $buckets --overlap-param-gather
+    same "$work/bg_$dt.jsonl" "$work/nob_dist_$dt.jsonl" 1e-5 "$dt: --overlap-param-gather differs from no buckets"
+    echo "$dt: --overlap-param-gather the same"
 done
 
 # resume: 3 + 3 steps with buckets equal 6 straight, bit for bit; the checkpoint also loads without buckets
 # shellcheck disable=SC2086
-run half 8 6 --bf16 $par --use-distributed-optimizer $buckets --exit-interval 3 --save "$work/b.ckpt" --save-interval 100
+run half 8 6 --bf16 $par --use-distributed-optimizer $gather --exit-interval 3 --save "$work/b.ckpt" --save-interval 100
 # shellcheck disable=SC2086
-run resumed 8 6 --bf16 $par --use-distributed-optimizer $buckets --load "$work/b.ckpt"
+run resumed 8 6 --bf16 $par --use-distributed-optimizer $gather --load "$work/b.ckpt"
 strip() { sed -E 's/"(elapsed_ms_per_iter|tflops_per_gpu)":[^,]*,//g' "$1"; }
 strip "$work/resumed.jsonl" >"$work/resumed.bits"
-strip "$work/b_dist_bf16.jsonl" | tail -n 3 >"$work/straight.bits"
+strip "$work/bg_bf16.jsonl" | tail -n 3 >"$work/straight.bits"
 cmp "$work/resumed.bits" "$work/straight.bits" || fail "resume with buckets is not bit-exact"
 # shellcheck disable=SC2086
 run cross 8 6 --bf16 $par --use-distributed-optimizer --load "$work/b.ckpt"

@@ -223,6 +223,42 @@ static void test_seed_001_multi_node_template(void **state) {
     free(c);
 }
 
+/* Megatron's rules for the DDP overlap flags, each error naming the flag to add. */
+static void test_overlap_flag_rules(void **state) {
+    (void)state;
+    char err[ERRLEN];
+    tr_config *c = cfg_new();
+    const char *base = "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+                       "--max-position-embeddings 32 --micro-batch-size 1 --train-iters 2 --mock-data --vocab-size 128 "
+                       "--disable-bias-linear --attention-dropout 0 --hidden-dropout 0 --lr 1e-3 ";
+    char line[512];
+    snprintf(line, sizeof line, "%s--overlap-param-gather --overlap-grad-reduce", base);
+    assert_ok(parse_line(c, line, err), err);
+    assert_error(tr_config_validate(c, 2, err, ERRLEN), err, "add --use-distributed-optimizer");
+    free(c);
+    c = cfg_new();
+    snprintf(line, sizeof line, "%s--overlap-param-gather --use-distributed-optimizer", base);
+    assert_ok(parse_line(c, line, err), err);
+    assert_error(tr_config_validate(c, 2, err, ERRLEN), err, "add --overlap-grad-reduce");
+    free(c);
+    c = cfg_new();
+    snprintf(line, sizeof line,
+             "%s--overlap-param-gather --use-distributed-optimizer --overlap-grad-reduce "
+             "--ddp-bucket-size 1000",
+             base);
+    assert_ok(parse_line(c, line, err), err);
+    assert_ok(tr_config_finalize(c, 2, err, ERRLEN), err);
+    assert_int_equal(c->ddp_bucket_size, 1000);
+    assert_int_equal(c->n_warnings, 0);
+    free(c);
+    c = cfg_new(); /* a bucket size without buckets: said, not silently ignored */
+    snprintf(line, sizeof line, "%s--ddp-bucket-size 1000", base);
+    assert_ok(parse_line(c, line, err), err);
+    assert_ok(tr_config_finalize(c, 2, err, ERRLEN), err);
+    assert_non_null(strstr(c->warnings, "--ddp-bucket-size 1000 ignored"));
+    free(c);
+}
+
 /* Seed 000 (Llama3-70B on 1024 MTT S5000 cards): MODEL_ARGS and PARALLEL_ARGS verbatim with
  * TP 8 PP 8 CP 1; the launch script's other flags (not shown in the guide) with realistic values. */
 #define SEED000_MODEL_ARGS                                                                                             \
@@ -1164,6 +1200,7 @@ int main(void) {
         cmocka_unit_test(test_seed_001_llama3_8b_real_data_fp8),
         cmocka_unit_test(test_seed_001_llama3_8b_mock_fast_test),
         cmocka_unit_test(test_seed_001_multi_node_template),
+        cmocka_unit_test(test_overlap_flag_rules),
         cmocka_unit_test(test_seed_000_llama3_70b_1024_cards),
         cmocka_unit_test(test_defaults_are_megatrons),
         cmocka_unit_test(test_equals_form),
