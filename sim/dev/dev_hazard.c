@@ -26,12 +26,13 @@ static void describe_buffer(const dev_device *d, uintptr_t lo, uintptr_t hi, cha
     for (const alloc_header *h = d->allocs; h; h = h->next) {
         const uintptr_t base = (uintptr_t)(h + 1);
         if (lo >= base && lo < base + h->bytes) {
-            snprintf(buf, n, "bytes [%zu, %zu) of a %s allocation of %zu bytes at %p", (size_t)(lo - base),
-                     (size_t)(hi - base), dev_mem_tag_name((dev_mem_tag)h->tag), h->bytes, (void *)base);
+            /* no address: reports are byte-identical run to run */
+            snprintf(buf, n, "bytes [%zu, %zu) of a %s allocation of %zu bytes", (size_t)(lo - base),
+                     (size_t)(hi - base), dev_mem_tag_name((dev_mem_tag)h->tag), h->bytes);
             return;
         }
     }
-    snprintf(buf, n, "%zu bytes at %p", (size_t)(hi - lo), (void *)lo); /* shape-only, or host memory */
+    snprintf(buf, n, "%zu bytes outside its allocations", (size_t)(hi - lo)); /* shape-only mode */
 }
 
 static void describe_op(const char *what, const char *detail, char *buf, size_t n) {
@@ -70,7 +71,8 @@ static void check_slot(dev_device *d, int a, int b, const char *what, const char
     }
 }
 
-static twin_op_rec *append(stream_slot *sl) {
+static twin_op_rec *append(dev_device *d, stream_slot *sl) {
+    if (sl->n - sl->head >= TWIN_STREAM_OPS_MAX) twin_streams_prune(d);
     if (sl->n - sl->head >= TWIN_STREAM_OPS_MAX) sl->head++, sl->dropped++; /* bounded: the oldest goes */
     if (sl->head && sl->n == sl->cap) {                                     /* compact before growing */
         memmove(sl->ops, sl->ops + sl->head, (sl->n - sl->head) * sizeof *sl->ops);
@@ -100,7 +102,7 @@ void twin_stream_op(dev_stream *s, const char *what, const char *detail, const t
     for (int b = 0; b < TWIN_STREAMS_MAX; b++)
         if (b != a) check_slot(d, a, b, what, detail, keep, m);
     stream_slot *sl = &d->streams->slot[a];
-    twin_op_rec *x = append(sl);
+    twin_op_rec *x = append(d, sl);
     x->seq = ++sl->seq;
     x->what = what;
     x->detail = detail;

@@ -67,7 +67,8 @@ void dev_stream_destroy(dev_stream *s) {
 }
 
 void dev_stream_set_name(dev_stream *s, const char *name) {
-    stream_slot *sl = &table(s->dev)->slot[s->id];
+    if (!s->dev->streams) return; /* the default stream alone: no report can name it */
+    stream_slot *sl = &s->dev->streams->slot[s->id];
     snprintf(sl->name, sizeof sl->name, "%s", name ? name : "");
 }
 

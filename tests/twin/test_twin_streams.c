@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "dev/dev_streams.h" /* white box: the pending operations, for the memory bound */
 #include "twin.h"
 #include "twinrun/coll.h"
 #include "twinrun/dev.h"
@@ -87,13 +88,16 @@ static int write_after_read(int rank, void *arg) {
     return 0;
 }
 
-static void run_one(int (*entry)(int, void *), clocks *k, twin_result *res) {
+static void run_threads(int (*entry)(int, void *), clocks *k, twin_result *res, int threads) {
     twin_options o;
     twin_options_default(&o);
     o.quiet = true;
+    o.threads = threads;
     char err[256];
     assert_int_equal(twin_run(1, entry, k, &o, res, err, sizeof err), 0);
 }
+
+static void run_one(int (*entry)(int, void *), clocks *k, twin_result *res) { run_threads(entry, k, res, 1); }
 
 static void expect_in(const char *text, const char *want) {
     if (!strstr(text, want)) fail_msg("'%s' lacks '%s'", text, want);
@@ -111,6 +115,83 @@ static void test_event_wait_orders_and_overlaps(void **state) {
     assert_true(k.t_wait >= k.t_default);
     assert_true(k.t_wait < 1.5 * k.one_kernel);
     assert_true(k.value == 2.0f);
+    twin_result_free(&res);
+}
+
+/* The same clocks, result and report with a worker pool (2 threads) and lazily queued work. */
+static void test_any_thread_count(void **state) {
+    (void)state;
+    for (int m = WITH_EVENT; m <= NO_EVENT; m++) {
+        clocks one = {.m = (mode)m};
+        twin_result res1;
+        run_one(read_after_write, &one, &res1);
+        for (int threads = -1; threads <= 2; threads += 3) {
+            clocks k = {.m = (mode)m};
+            twin_result res;
+            run_threads(read_after_write, &k, &res, threads);
+            assert_memory_equal(&k, &one, sizeof k);
+            assert_string_equal(res.report, res1.report);
+            twin_result_free(&res);
+        }
+        twin_result_free(&res1);
+    }
+}
+
+typedef struct bound_case {
+    size_t most_pending; /* the largest number of unsettled operations seen on any stream */
+    float value;
+} bound_case;
+
+static size_t pending(dev_device *d) {
+    size_t most = 0;
+    for (int i = 0; i < TWIN_STREAMS_MAX; i++) {
+        const stream_slot *sl = &d->streams->slot[i];
+        if (sl->n - sl->head > most) most = sl->n - sl->head;
+    }
+    return most;
+}
+
+/* A step loop as an overlapped gradient reduction would run it: the side stream waits for the
+ * gradient, works on it, the default stream waits for that. Recorded operations settle every step. */
+static int step_loop(int rank, void *arg) {
+    (void)rank;
+    bound_case *bc = arg;
+    char err[128];
+    dev_device *d = dev_open(0, 0, err, sizeof err);
+    dev_stream *def = dev_stream_default(d), *side = dev_stream_create(d);
+    float *g = dev_alloc(d, 1024 * sizeof(float), "g");
+    dev_memset_zero(def, g, 1024 * sizeof(float));
+    dev_event *ready = dev_event_create(d), *done = dev_event_create(d);
+    const float one = 1.0f;
+    for (int step = 0; step < 10000; step++) {
+        dev_copy_h2d(def, g, &one, sizeof one);
+        dev_event_record(ready, def);
+        dev_stream_wait_event(side, ready);
+        kern_scale(side, tr_buf_make(g, TR_F32), 2.0f, 1024);
+        dev_event_record(done, side);
+        dev_stream_wait_event(def, done);
+        const size_t p = pending(d);
+        if (p > bc->most_pending) bc->most_pending = p;
+    }
+    dev_copy_d2h(def, &bc->value, g, sizeof bc->value);
+    dev_event_destroy(ready);
+    dev_event_destroy(done);
+    dev_close(d); /* the side stream goes with its device */
+    return 0;
+}
+
+static void test_recorded_operations_stay_bounded(void **state) {
+    (void)state;
+    twin_options o;
+    twin_options_default(&o);
+    o.quiet = true;
+    char err[256];
+    twin_result res;
+    bound_case bc = {0};
+    assert_int_equal(twin_run(1, step_loop, &bc, &o, &res, err, sizeof err), 0);
+    assert_int_equal(res.rank_end[0], TWIN_RANK_EXITED);
+    assert_true(bc.value == 2.0f);
+    assert_true(bc.most_pending <= 2);
     twin_result_free(&res);
 }
 
@@ -229,6 +310,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_event_wait_orders_and_overlaps),
         cmocka_unit_test(test_missing_wait_is_a_race),
+        cmocka_unit_test(test_any_thread_count),
+        cmocka_unit_test(test_recorded_operations_stay_bounded),
         cmocka_unit_test(test_sync_orders_too),
         cmocka_unit_test(test_write_after_read),
         cmocka_unit_test(test_collective_on_a_side_stream),
