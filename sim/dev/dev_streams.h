@@ -11,7 +11,7 @@
 #include "twin_stream.h"
 
 enum {
-    TWIN_OP_ACCESS_MAX = 8,     /* ranges one operation declares (AdamW: five) */
+    TWIN_OP_ACCESS_MAX = 12,    /* ranges one operation declares (attention_backward_pos: ten) */
     TWIN_STREAM_OPS_MAX = 4096, /* pending operations kept per stream; older ones are dropped (counted) */
 };
 

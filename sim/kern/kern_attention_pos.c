@@ -184,6 +184,15 @@ void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q,
                                 const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
                                 int D) {
     kern_attention_forward_pos_check(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
+    kern_access(s, "kernel attention_forward_pos",
+                (const twin_access[]){{out.p, kern_bytes(out, (size_t)B * (size_t)Tq * (size_t)NH * (size_t)D), true},
+                                      {lse, (size_t)B * (size_t)NH * (size_t)Tq * sizeof(float), true},
+                                      {q.p, kern_bytes(q, (size_t)B * (size_t)Tq * (size_t)NH * (size_t)D), false},
+                                      {k.p, kern_bytes(k, (size_t)B * (size_t)Tk * (size_t)KV * (size_t)D), false},
+                                      {v.p, kern_bytes(v, (size_t)B * (size_t)Tk * (size_t)KV * (size_t)D), false},
+                                      {q_pos, (size_t)Tq * sizeof(int32_t), false},
+                                      {k_pos, (size_t)Tk * sizeof(int32_t), false}},
+                7);
     if (kern_shape_only(s)) { /* positions are device memory, not readable then: only the cost */
         forward_cost(s, causal_pairs(Tq, Tk), q, B, Tq, Tk, NH, KV, D);
         return;
@@ -294,6 +303,19 @@ void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv,
                                  int B, int Tq, int Tk, int NH, int KV, int D) {
     /* out is not read: see the header comment, sum p*dp is formed exactly instead */
     kern_attention_backward_pos_check(s, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
+    kern_access(
+        s, "kernel attention_backward_pos",
+        (const twin_access[]){{dq.p, kern_bytes(dq, (size_t)B * (size_t)Tq * (size_t)NH * (size_t)D), true},
+                              {dk.p, kern_bytes(dk, (size_t)B * (size_t)Tk * (size_t)KV * (size_t)D), true},
+                              {dv.p, kern_bytes(dv, (size_t)B * (size_t)Tk * (size_t)KV * (size_t)D), true},
+                              {dout.p, kern_bytes(dout, (size_t)B * (size_t)Tq * (size_t)NH * (size_t)D), false},
+                              {q.p, kern_bytes(q, (size_t)B * (size_t)Tq * (size_t)NH * (size_t)D), false},
+                              {k.p, kern_bytes(k, (size_t)B * (size_t)Tk * (size_t)KV * (size_t)D), false},
+                              {v.p, kern_bytes(v, (size_t)B * (size_t)Tk * (size_t)KV * (size_t)D), false},
+                              {lse, (size_t)B * (size_t)NH * (size_t)Tq * sizeof(float), false},
+                              {q_pos, (size_t)Tq * sizeof(int32_t), false},
+                              {k_pos, (size_t)Tk * sizeof(int32_t), false}},
+        10);
     if (kern_shape_only(s)) {
         backward_cost(s, causal_pairs(Tq, Tk), q, B, Tq, Tk, NH, KV, D);
         return;
