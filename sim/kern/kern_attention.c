@@ -21,17 +21,12 @@ static const int32_t unread_positions[1];
 void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B, int T, int NH,
                             int KV, int D) {
     kern_attention_forward_check(s, out, lse, q, k, v, B, T, NH, KV, D);
-    kern_access(s, "kernel attention_forward",
-                (const twin_access[]){{out.p, kern_bytes(out, (size_t)B * (size_t)T * (size_t)NH * (size_t)D), true},
-                                      {lse, (size_t)B * (size_t)NH * (size_t)T * sizeof(float), true},
-                                      {q.p, kern_bytes(q, (size_t)B * (size_t)T * (size_t)NH * (size_t)D), false},
-                                      {k.p, kern_bytes(k, (size_t)B * (size_t)T * (size_t)KV * (size_t)D), false},
-                                      {v.p, kern_bytes(v, (size_t)B * (size_t)T * (size_t)KV * (size_t)D), false}},
-                5);
     if (kern_shape_only(s)) { /* the cost only, and nothing queued */
         kern_attention_forward_pos(s, out, lse, q, k, v, unread_positions, unread_positions, B, T, T, NH, KV, D);
         return;
     }
+    /* (the shape-only branch above declares through kern_attention_forward_pos) */
+    twin_attention_forward_access(s, "kernel attention_forward", out, lse, q, k, v, NULL, NULL, B, T, T, NH, KV, D);
     int32_t *pos = natural_positions(T);
     kern_attention_forward_pos_check(s, out, lse, q, k, v, pos, pos, B, T, T, NH, KV, D);
     twin_attention_forward_at(s, out, lse, q, k, v, pos, pos, B, T, T, NH, KV, D); /* host positions: no drain */
@@ -41,21 +36,13 @@ void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_
 void kern_attention_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k, tr_buf v,
                              tr_buf out, const float *lse, int B, int T, int NH, int KV, int D) {
     kern_attention_backward_check(s, dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, KV, D);
-    kern_access(s, "kernel attention_backward",
-                (const twin_access[]){{dq.p, kern_bytes(dq, (size_t)B * (size_t)T * (size_t)NH * (size_t)D), true},
-                                      {dk.p, kern_bytes(dk, (size_t)B * (size_t)T * (size_t)KV * (size_t)D), true},
-                                      {dv.p, kern_bytes(dv, (size_t)B * (size_t)T * (size_t)KV * (size_t)D), true},
-                                      {dout.p, kern_bytes(dout, (size_t)B * (size_t)T * (size_t)NH * (size_t)D), false},
-                                      {q.p, kern_bytes(q, (size_t)B * (size_t)T * (size_t)NH * (size_t)D), false},
-                                      {k.p, kern_bytes(k, (size_t)B * (size_t)T * (size_t)KV * (size_t)D), false},
-                                      {v.p, kern_bytes(v, (size_t)B * (size_t)T * (size_t)KV * (size_t)D), false},
-                                      {lse, (size_t)B * (size_t)NH * (size_t)T * sizeof(float), false}},
-                8);
     if (kern_shape_only(s)) {
         kern_attention_backward_pos(s, dq, dk, dv, dout, q, k, v, out, lse, unread_positions, unread_positions, B, T, T,
                                     NH, KV, D);
         return;
     }
+    twin_attention_backward_access(s, "kernel attention_backward", dq, dk, dv, dout, q, k, v, lse, NULL, NULL, B, T, T,
+                                   NH, KV, D);
     int32_t *pos = natural_positions(T);
     kern_attention_backward_pos_check(s, dq, dk, dv, dout, q, k, v, out, lse, pos, pos, B, T, T, NH, KV, D);
     twin_attention_backward_at(s, dq, dk, dv, dout, q, k, v, lse, pos, pos, B, T, T, NH, KV, D);

@@ -88,13 +88,18 @@ static int write_after_read(int rank, void *arg) {
     return 0;
 }
 
-static void run_threads(int (*entry)(int, void *), clocks *k, twin_result *res, int threads) {
+/* nranks ranks of entry(arg), quiet, on `threads` (twin_options.threads); the run must happen. */
+static void run_ranks(int nranks, int (*entry)(int, void *), void *arg, int threads, twin_result *res) {
     twin_options o;
     twin_options_default(&o);
     o.quiet = true;
     o.threads = threads;
     char err[256];
-    assert_int_equal(twin_run(1, entry, k, &o, res, err, sizeof err), 0);
+    assert_int_equal(twin_run(nranks, entry, arg, &o, res, err, sizeof err), 0);
+}
+
+static void run_threads(int (*entry)(int, void *), clocks *k, twin_result *res, int threads) {
+    run_ranks(1, entry, k, threads, res);
 }
 
 static void run_one(int (*entry)(int, void *), clocks *k, twin_result *res) { run_threads(entry, k, res, 1); }
@@ -182,13 +187,9 @@ static int step_loop(int rank, void *arg) {
 
 static void test_recorded_operations_stay_bounded(void **state) {
     (void)state;
-    twin_options o;
-    twin_options_default(&o);
-    o.quiet = true;
-    char err[256];
     twin_result res;
     bound_case bc = {0};
-    assert_int_equal(twin_run(1, step_loop, &bc, &o, &res, err, sizeof err), 0);
+    run_ranks(1, step_loop, &bc, 1, &res);
     assert_int_equal(res.rank_end[0], TWIN_RANK_EXITED);
     assert_true(bc.value == 2.0f);
     assert_true(bc.most_pending <= 2);
@@ -279,13 +280,9 @@ static int reduce_on_side(int rank, void *arg) {
 
 static void test_collective_on_a_side_stream(void **state) {
     (void)state;
-    twin_options o;
-    twin_options_default(&o);
-    o.quiet = true;
-    char err[256];
     twin_result res;
     coll_case cc = {.wait = true};
-    assert_int_equal(twin_run(2, reduce_on_side, &cc, &o, &res, err, sizeof err), 0);
+    run_ranks(2, reduce_on_side, &cc, 1, &res);
     for (int r = 0; r < 2; r++) {
         assert_int_equal(res.rank_end[r], TWIN_RANK_EXITED);
         assert_true(cc.sum[r] == 3.0f);
@@ -298,7 +295,7 @@ static void test_collective_on_a_side_stream(void **state) {
     twin_result_free(&res);
 
     cc = (coll_case){.wait = false};
-    assert_int_equal(twin_run(2, reduce_on_side, &cc, &o, &res, err, sizeof err), 0);
+    run_ranks(2, reduce_on_side, &cc, 1, &res);
     assert_int_equal(res.rank_end[0], TWIN_RANK_FAILED);
     expect_in(res.messages[0], "kernel cast on stream 'default' reads bytes [0, 4) of a workspace allocation of "
                                "262144 bytes");
