@@ -21,14 +21,14 @@ static bool overlap(const twin_access *a, const twin_access *b, uintptr_t *lo, u
     return *lo < *hi;
 }
 
-/* "a main_grads allocation of 4096 bytes, bytes [64, 128)": the allocation holding [lo, hi). */
+/* "bytes [64, 128) of a 4096-byte main_grads allocation": the allocation holding [lo, hi). */
 static void describe_buffer(const dev_device *d, uintptr_t lo, uintptr_t hi, char *buf, size_t n) {
     for (const alloc_header *h = d->allocs; h; h = h->next) {
         const uintptr_t base = (uintptr_t)(h + 1);
         if (lo >= base && lo < base + h->bytes) {
             /* no address: reports are byte-identical run to run */
-            snprintf(buf, n, "bytes [%zu, %zu) of a %s allocation of %zu bytes", (size_t)(lo - base),
-                     (size_t)(hi - base), dev_mem_tag_name((dev_mem_tag)h->tag), h->bytes);
+            snprintf(buf, n, "bytes [%zu, %zu) of a %zu-byte %s allocation", (size_t)(lo - base), (size_t)(hi - base),
+                     h->bytes, dev_mem_tag_name((dev_mem_tag)h->tag));
             return;
         }
     }

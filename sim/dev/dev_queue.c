@@ -43,12 +43,13 @@ static bool pooled(void) {
     return s && s->pool;
 }
 
-/* Shape-only (predict) mode: device memory holds nothing, so reads give zeros and writes vanish; nothing
- * is queued (a shape-only device's queue stays empty: its kernels compute nothing either). */
 /* The hazard check's view of a copy (dev_hazard.c): the device bytes it reads and writes. */
 static void declare(dev_stream *s, const char *what, const void *dst, const void *src, size_t bytes) {
     twin_stream_op(s, what, NULL, (const twin_access[]){{dst, bytes, true}, {src, bytes, false}}, src ? 2 : 1);
 }
+
+/* Shape-only (predict) mode: device memory holds nothing, so reads give zeros and writes vanish; nothing
+ * is queued (a shape-only device's queue stays empty: its kernels compute nothing either). */
 
 void dev_copy_h2d(dev_stream *s, void *dst, const void *src, size_t bytes) {
     if (!bytes || s->dev->shape_only) return;

@@ -204,8 +204,8 @@ static void test_missing_wait_is_a_race(void **state) {
     assert_int_equal(res.rank_end[0], TWIN_RANK_FAILED);
     const char *msg = res.messages[0];
     assert_non_null(msg);
-    expect_in(msg, "stream race on rank 0: kernel add on stream 'default' reads bytes [0, 262144) of a main_grads "
-                   "allocation of 262144 bytes");
+    expect_in(msg, "stream race on rank 0: kernel add on stream 'default' reads bytes [0, 262144) of a 262144-byte "
+                   "main_grads allocation");
     expect_in(msg, "which kernel scale on stream 'dp_grads' (its operation 1) writes with no event between them");
     expect_in(msg, "Record an event on 'dp_grads' after kernel scale and dev_stream_wait_event on 'default'");
     expect_in(res.report, "stream race on rank 0");
@@ -229,12 +229,45 @@ static void test_write_after_read(void **state) {
     twin_result res;
     run_one(write_after_read, &k, &res);
     assert_int_equal(res.rank_end[0], TWIN_RANK_FAILED);
-    expect_in(res.messages[0], "memset on stream 'stream 1' writes bytes [4096, 8192) of a workspace allocation");
+    expect_in(res.messages[0],
+              "memset on stream 'stream 1' writes bytes [4096, 8192) of a 262144-byte workspace allocation");
     expect_in(res.messages[0], "which kernel cast on stream 'default' (its operation 2) reads");
     twin_result_free(&res);
     k.m = WAR_WITH_EVENT;
     run_one(write_after_read, &k, &res);
     assert_int_equal(res.rank_end[0], TWIN_RANK_EXITED);
+    twin_result_free(&res);
+}
+
+/* Beyond the gradient path: a SwiGLU on the side stream, a GEMM on the default stream reading its
+ * output with no event between them. */
+static int swiglu_then_gemm(int rank, void *arg) {
+    (void)rank, (void)arg;
+    enum { ROWS = 4, F = 8 };
+    char err[128];
+    dev_device *d = dev_open(0, 0, err, sizeof err);
+    dev_stream *def = dev_stream_default(d), *side = dev_stream_create(d);
+    dev_mem_tag_set(d, DEV_MEM_ACTIVATIONS);
+    float *h = dev_alloc(d, ROWS * 2 * F * sizeof(float), "h"), *act = dev_alloc(d, ROWS * F * sizeof(float), "act");
+    float *w = dev_alloc(d, F * F * sizeof(float), "w"), *y = dev_alloc(d, ROWS * F * sizeof(float), "y");
+    dev_memset_zero(def, h, ROWS * 2 * F * sizeof(float));
+    dev_memset_zero(def, w, F * F * sizeof(float));
+    dev_stream_sync(def);
+    kern_swiglu_forward(side, tr_buf_make(act, TR_F32), tr_buf_make(h, TR_F32), ROWS, F);
+    kern_gemm(def, tr_buf_make(y, TR_F32), tr_buf_make(act, TR_F32), tr_buf_make(w, TR_F32), ROWS, F, F, false, false,
+              1.0f, 0.0f);
+    dev_close(d);
+    return 0;
+}
+
+static void test_other_kernels_declare_too(void **state) {
+    (void)state;
+    twin_result res;
+    run_ranks(1, swiglu_then_gemm, NULL, 1, &res);
+    assert_int_equal(res.rank_end[0], TWIN_RANK_FAILED);
+    expect_in(res.messages[0],
+              "kernel gemm on stream 'default' reads bytes [0, 128) of a 128-byte activations allocation");
+    expect_in(res.messages[0], "which kernel swiglu_forward on stream 'stream 1' (its operation 1) writes");
     twin_result_free(&res);
 }
 
@@ -297,8 +330,8 @@ static void test_collective_on_a_side_stream(void **state) {
     cc = (coll_case){.wait = false};
     run_ranks(2, reduce_on_side, &cc, 1, &res);
     assert_int_equal(res.rank_end[0], TWIN_RANK_FAILED);
-    expect_in(res.messages[0], "kernel cast on stream 'default' reads bytes [0, 4) of a workspace allocation of "
-                               "262144 bytes");
+    expect_in(res.messages[0], "kernel cast on stream 'default' reads bytes [0, 4) of a 262144-byte workspace "
+                               "allocation");
     expect_in(res.messages[0], "which all_reduce on 'dp' on stream 'dp_grads' (its operation 1) writes");
     twin_result_free(&res);
 }
@@ -311,6 +344,7 @@ int main(void) {
         cmocka_unit_test(test_recorded_operations_stay_bounded),
         cmocka_unit_test(test_sync_orders_too),
         cmocka_unit_test(test_write_after_read),
+        cmocka_unit_test(test_other_kernels_declare_too),
         cmocka_unit_test(test_collective_on_a_side_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
