@@ -324,6 +324,8 @@ extern "C" cudaStream_t tr_cu_stream(dev_stream *s) {
 
 extern "C" dev_stream *dev_stream_default(dev_device *d) { return &d->default_stream; }
 
+extern "C" void dev_stream_set_name(dev_stream *s, const char *name) { (void)s, (void)name; }
+
 extern "C" dev_stream *dev_stream_create(dev_device *d) {
     dev_stream *s = (dev_stream *)calloc(1, sizeof *s);
     if (!s) tr_fatal("out of host memory creating a stream");

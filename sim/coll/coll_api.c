@@ -1,5 +1,6 @@
 /* The coll.h seam over the twin: argument checks, launch, wait. Outside a group a call returns
- * when its collective has completed (the twin's streams are synchronous); inside
+ * when its collective has completed (on a side stream: when every member has launched it, the
+ * transfer goes on the stream's clock; the data moves then either way); inside
  * coll_group_start/end calls launch at once and coll_group_end waits for all of them, so a
  * pipeline stage can post a send and a receive together as NCCL users do. */
 #include <stddef.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "coll_internal.h"
+#include "twin_stream.h"
 #include "twinrun/err.h"
 
 static void check_common(coll_comm *c, dev_stream *s, const char *what) {
@@ -62,7 +64,21 @@ static coll_status end_if_aborted(twin_rank *r, coll_status st) {
     twin_rank_finish(r, RANK_KILLED, -1);
 }
 
-static coll_status launch(coll_comm *c, coll_desc desc, const void *send, void *recv) {
+/* The bytes a call reads (send) and writes (recv), for the stream hazard check: count elements, or
+ * the group's size times that for all-gather's output and reduce-scatter's input. */
+static void declare(coll_comm *c, dev_stream *s, coll_desc desc, const void *send, void *recv) {
+    if (!s || desc.op == FLIGHT_BARRIER) return;
+    const size_t block = desc.count * tr_dtype_size(desc.dt), all = block * (size_t)c->g->size;
+    size_t in = block, out = block;
+    if (desc.op == FLIGHT_ALL_GATHER) out = all;
+    if (desc.op == FLIGHT_REDUCE_SCATTER) in = all;
+    if (desc.op == FLIGHT_BROADCAST && desc.peer != c->group_rank) send = NULL; /* a receiver only writes */
+    if (desc.op == FLIGHT_BROADCAST && desc.peer == c->group_rank) recv = NULL; /* the root only reads */
+    twin_stream_op(s, flight_op_name(desc.op), c->g->name, (const twin_access[]){{send, in, false}, {recv, out, true}},
+                   2);
+}
+
+static coll_status launch(coll_comm *c, dev_stream *s, coll_desc desc, const void *send, void *recv) {
     twin_rank *r = c->owner;
     if (c->observer && !c->in_observer) {
         c->in_observer = true;
@@ -74,6 +90,7 @@ static coll_status launch(coll_comm *c, coll_desc desc, const void *send, void *
      * later calls arrive with its first, below, so they must not yield in between) */
     if (!r->group_first) twin_sync(r);
     if (c->g->aborted) return end_if_aborted(r, COLL_ABORTED);
+    declare(c, s, desc, send, recv);
     coll_pending local, *p = &local;
     if (r->group_depth) {
         p = malloc(sizeof *p);
@@ -88,7 +105,9 @@ static coll_status launch(coll_comm *c, coll_desc desc, const void *send, void *
     /* A group launches together (ncclGroupEnd): every call in it arrives when the first did, whatever
      * completed in between, so clocks never depend on which peer the scheduler ran first (the
      * multi-process twin relies on that: docs/multiprocess.md). */
-    p->arrival = r->group_first ? r->group_first->arrival : r->now;
+    p->side = s && twin_stream_is_side(s) ? s : NULL;
+    p->arrival = r->group_first ? r->group_first->arrival : p->side ? twin_stream_start(s) : r->now;
+    p->host_arrival = r->group_first ? r->group_first->host_arrival : r->now;
     p->heap_owned = r->group_depth > 0;
     if (desc.op == FLIGHT_SEND || desc.op == FLIGHT_RECV) {
         uint64_t **counter = desc.op == FLIGHT_SEND ? &c->p2p_send : &c->p2p_recv;
@@ -117,14 +136,14 @@ coll_status coll_all_reduce(coll_comm *c, dev_stream *s, const void *send, void 
     check_common(c, s, "all_reduce");
     check_buffers(c, "all_reduce", send, recv, count, dt);
     check_redop(c, "all_reduce", op);
-    return launch(c, (coll_desc){FLIGHT_ALL_REDUCE, count, dt, (int)op, -1}, send, recv);
+    return launch(c, s, (coll_desc){FLIGHT_ALL_REDUCE, count, dt, (int)op, -1}, send, recv);
 }
 
 coll_status coll_all_gather(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count, tr_dtype dt) {
     check_common(c, s, "all_gather");
     check_buffers(c, "all_gather", send, recv, count, dt);
     check_in_place(c, "all_gather", recv, send, count, dt);
-    return launch(c, (coll_desc){FLIGHT_ALL_GATHER, count, dt, -1, -1}, send, recv);
+    return launch(c, s, (coll_desc){FLIGHT_ALL_GATHER, count, dt, -1, -1}, send, recv);
 }
 
 coll_status coll_reduce_scatter(coll_comm *c, dev_stream *s, const void *send, void *recv, size_t count, tr_dtype dt,
@@ -133,14 +152,14 @@ coll_status coll_reduce_scatter(coll_comm *c, dev_stream *s, const void *send, v
     check_buffers(c, "reduce_scatter", send, recv, count, dt);
     check_in_place(c, "reduce_scatter", send, recv, count, dt);
     check_redop(c, "reduce_scatter", op);
-    return launch(c, (coll_desc){FLIGHT_REDUCE_SCATTER, count, dt, (int)op, -1}, send, recv);
+    return launch(c, s, (coll_desc){FLIGHT_REDUCE_SCATTER, count, dt, (int)op, -1}, send, recv);
 }
 
 coll_status coll_broadcast(coll_comm *c, dev_stream *s, void *buf, size_t count, tr_dtype dt, int root) {
     check_common(c, s, "broadcast");
     check_buffers(c, "broadcast", buf, buf, count, dt);
     check_peer(c, "broadcast root", root);
-    return launch(c, (coll_desc){FLIGHT_BROADCAST, count, dt, -1, root}, buf, buf);
+    return launch(c, s, (coll_desc){FLIGHT_BROADCAST, count, dt, -1, root}, buf, buf);
 }
 
 coll_status coll_send(coll_comm *c, dev_stream *s, const void *buf, size_t count, tr_dtype dt, int peer) {
@@ -148,7 +167,7 @@ coll_status coll_send(coll_comm *c, dev_stream *s, const void *buf, size_t count
     check_buffers(c, "send", buf, buf, count, dt);
     check_peer(c, "send", peer);
     if (peer == c->group_rank) tr_fatal("send on '%s' to itself (group rank %d)", c->g->name, peer);
-    return launch(c, (coll_desc){FLIGHT_SEND, count, dt, -1, peer}, buf, NULL);
+    return launch(c, s, (coll_desc){FLIGHT_SEND, count, dt, -1, peer}, buf, NULL);
 }
 
 coll_status coll_recv(coll_comm *c, dev_stream *s, void *buf, size_t count, tr_dtype dt, int peer) {
@@ -156,12 +175,12 @@ coll_status coll_recv(coll_comm *c, dev_stream *s, void *buf, size_t count, tr_d
     check_buffers(c, "recv", buf, buf, count, dt);
     check_peer(c, "recv", peer);
     if (peer == c->group_rank) tr_fatal("recv on '%s' from itself (group rank %d)", c->g->name, peer);
-    return launch(c, (coll_desc){FLIGHT_RECV, count, dt, -1, peer}, NULL, buf);
+    return launch(c, s, (coll_desc){FLIGHT_RECV, count, dt, -1, peer}, NULL, buf);
 }
 
 coll_status coll_barrier(coll_comm *c, dev_stream *s) {
     check_common(c, s, "barrier");
-    return launch(c, (coll_desc){FLIGHT_BARRIER, 0, TR_F32, -1, -1}, NULL, NULL);
+    return launch(c, s, (coll_desc){FLIGHT_BARRIER, 0, TR_F32, -1, -1}, NULL, NULL);
 }
 
 void coll_group_start(void) { twin_self()->group_depth++; }

@@ -31,6 +31,11 @@ struct coll_pending {
     void *recv;
     double arrival;
     double xfer_start; /* when the last peer arrived and data moved (for the trace); set at completion */
+    /* On a side stream (twin_stream.h) `arrival` is the stream's start and the host's clock waits only
+     * for the last member's host to launch (host_wake, the max of the members' host_arrival), not for
+     * the transfer: that goes on the stream's clock. NULL side: the default stream, as always. */
+    struct dev_stream *side;
+    double host_arrival, host_wake;
     uint64_t seq;
     uint64_t flight_id;
     bool recorded;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "coll_internal.h"
+#include "twin_stream.h"
 #include "twinrun/err.h"
 
 static void describe(char *buf, size_t n, const coll_desc *d) {
@@ -82,6 +83,15 @@ void coll_finish(coll_pending *p, double t, coll_status st) {
         }
     }
     if (p->rank->trace) trace_finish(p, t, st);
+    if (p->side) {
+        /* the transfer ends on the stream's clock; the host waited for the members' hosts only, and
+         * that is waiting, not communication (twin_stream.h) */
+        twin_stream_advance(p->side, t);
+        const double host = st == COLL_OK ? fmax(p->host_wake, p->rank->now) : t;
+        if (host > p->rank->now) p->rank->wait_seconds += host - p->rank->now;
+        twin_op_done(p->rank, host, st);
+        return;
+    }
     /* of the clock's advance to t, the part spent before the last peer arrived (a pipeline's bubble,
      * or a rank ahead of its group) is waiting; the rest, the transfer, is communication (dev_wait_split) */
     if (p->xfer_start > p->rank->now) p->rank->wait_seconds += fmin(p->xfer_start, t) - p->rank->now;
@@ -120,8 +130,11 @@ static void drain_members(coll_pending *const *members, int n) {
 }
 
 static void complete_instance(coll_group *g, coll_instance *inst) {
-    double start = 0;
-    for (int m = 0; m < g->size; m++) start = fmax(start, inst->members[m]->arrival);
+    double start = 0, host_wake = 0;
+    for (int m = 0; m < g->size; m++) {
+        start = fmax(start, inst->members[m]->arrival);
+        host_wake = fmax(host_wake, inst->members[m]->host_arrival);
+    }
     const size_t bytes = inst->desc.count * tr_dtype_size(inst->desc.dt);
     double cost = twin_coll_seconds(twin_spec(), twin_gpus_per_node(), cost_kind(inst->desc.op), g->ranks, g->size,
                                     (double)bytes);
@@ -138,6 +151,7 @@ static void complete_instance(coll_group *g, coll_instance *inst) {
     *slot = inst->next;
     for (int m = 0; m < g->size; m++) {
         inst->members[m]->xfer_start = start;
+        inst->members[m]->host_wake = host_wake;
         coll_finish(inst->members[m], end, COLL_OK);
     }
     free(inst->members);
@@ -217,6 +231,7 @@ static void post_p2p(coll_pending *p) {
              g->ranks[send->comm->group_rank], g->ranks[recv->comm->group_rank], (unsigned long long)send->seq,
              send->desc.count);
     p->xfer_start = q->xfer_start = start;
+    p->host_wake = q->host_wake = fmax(p->host_arrival, q->host_arrival);
     coll_finish(q, end, COLL_OK);
     coll_finish(p, end, COLL_OK);
 }

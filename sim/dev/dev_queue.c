@@ -7,6 +7,7 @@
 #include "dev_internal.h"
 #include "twin_cost.h"
 #include "twin_defer.h"
+#include "twin_stream.h"
 #include "twinrun/dev.h"
 #include "twinrun/err.h"
 
@@ -42,10 +43,17 @@ static bool pooled(void) {
     return s && s->pool;
 }
 
+/* The hazard check's view of a copy (dev_hazard.c): the device bytes it reads and writes. */
+static void declare(dev_stream *s, const char *what, const void *dst, const void *src, size_t bytes) {
+    twin_stream_op(s, what, NULL, (const twin_access[]){{dst, bytes, true}, {src, bytes, false}}, src ? 2 : 1);
+}
+
 /* Shape-only (predict) mode: device memory holds nothing, so reads give zeros and writes vanish; nothing
  * is queued (a shape-only device's queue stays empty: its kernels compute nothing either). */
+
 void dev_copy_h2d(dev_stream *s, void *dst, const void *src, size_t bytes) {
     if (!bytes || s->dev->shape_only) return;
+    declare(s, "copy h2d", dst, NULL, bytes);
     twin_rank *r = s->dev->owner;
     if (!pooled() || bytes > H2D_QUEUED_MAX) {
         twin_rank_drain(r);
@@ -60,20 +68,25 @@ void dev_copy_d2h(dev_stream *s, void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     if (s->dev->shape_only) {
         memset(dst, 0, bytes);
+        twin_stream_host_wait(s);
         return;
     }
+    twin_stream_op(s, "copy d2h", NULL, &(twin_access){src, bytes, false}, 1);
     twin_rank_drain(s->dev->owner); /* the host reads it now */
     memcpy(dst, src, bytes);
+    twin_stream_host_wait(s); /* as cudaMemcpy: the host has waited for the stream */
 }
 
 void dev_copy_d2d(dev_stream *s, void *dst, const void *src, size_t bytes) {
     if (!bytes || s->dev->shape_only) return;
+    declare(s, "copy d2d", dst, src, bytes);
     copy_args a = {dst, src, bytes};
     twin_rank_submit(s->dev->owner, d2d_job, &a, sizeof a);
 }
 
 void dev_memset_zero(dev_stream *s, void *dst, size_t bytes) {
     if (!bytes) return;
+    declare(s, "memset", dst, NULL, bytes);
     /* charged at launch, like a kernel (and in shape-only mode too) */
     twin_cost_kernel(s, &(twin_kernel_cost){.kind = TWIN_K_MEMSET, .bytes = (double)bytes, .dt = TR_F32});
     if (s->dev->shape_only) return;

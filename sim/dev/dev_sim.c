@@ -1,6 +1,6 @@
-/* The twin's device: host memory with a per-rank capacity and peak accounting, streams whose work
- * runs in issue order (at launch, or on the rank's queue with a worker pool: dev_queue.c), and the
- * owning rank's simulated clock.
+/* The twin's device: host memory with a per-rank capacity and peak accounting, work that runs in
+ * issue order (at launch, or on the rank's queue with a worker pool: dev_queue.c), and the owning
+ * rank's simulated clock, which the default stream keeps (side streams: dev_streams.c).
  *
  * A device belongs to the rank that opened it (inside twin_run, the running coroutine; outside,
  * the implicit rank 0). Each allocation carries a header with its size and list links, so
@@ -14,6 +14,7 @@
 
 #include "cost/cost_ledger.h"
 #include "dev_internal.h"
+#include "twin_stream.h"
 #include "twinrun/dev.h"
 #include "twinrun/err.h"
 
@@ -57,6 +58,7 @@ void dev_close(dev_device *d) {
     else d->owner->devices = d->next_owned;
     if (d->next_owned) d->next_owned->prev_owned = d->prev_owned;
     shape_heap_release(&d->shape);
+    twin_streams_free(d);
     twin_ledger_close(d->ledger, d->spec ? d->spec : twin_spec());
     free(d);
 }
@@ -138,10 +140,13 @@ void dev_free(dev_device *d, void *p) {
         TR_CHECK(shape_heap_free(&d->shape, p, &bytes, &tag),
                  "dev_free of a pointer dev_alloc did not return (double free?)");
         account(d, bytes, tag, -1);
+        twin_streams_forget(d, p, bytes);
         return;
     }
     alloc_header *h = (alloc_header *)p - 1;
     TR_CHECK(h->magic == ALLOC_MAGIC, "dev_free of a pointer dev_alloc did not return (double free?)");
+    /* the hazard check forgets the memory: an allocation at the same address later is other memory */
+    twin_streams_forget(d, p, h->bytes);
     h->magic = 0;
     if (h->prev) h->prev->next = h->next;
     else if (d->allocs == h) d->allocs = h->next;
@@ -186,33 +191,6 @@ bool twin_stream_shape_only(const dev_stream *s) { return s->dev->shape_only; }
 size_t dev_mem_peak(const dev_device *d) { return d->peak; }
 const char *dev_last_error(const dev_device *d) { return d->last_error; }
 
-dev_stream *dev_stream_default(dev_device *d) { return &d->default_stream; }
-
-dev_stream *dev_stream_create(dev_device *d) {
-    dev_stream *s = calloc(1, sizeof *s);
-    TR_CHECK(s != NULL, "out of host memory creating a stream");
-    s->dev = d;
-    return s;
-}
-
-void dev_stream_destroy(dev_stream *s) {
-    if (s && s != &s->dev->default_stream) free(s);
-}
-
-void dev_stream_sync(dev_stream *s) { twin_rank_drain(s->dev->owner); }
-dev_device *dev_stream_device(dev_stream *s) { return s->dev; }
-
-dev_event *dev_event_create(dev_device *d) {
-    dev_event *e = calloc(1, sizeof *e);
-    TR_CHECK(e != NULL, "out of host memory creating an event");
-    e->dev = d;
-    return e;
-}
-
-void dev_event_destroy(dev_event *e) { free(e); }
-void dev_event_record(dev_event *e, dev_stream *s) { e->time = s->dev->owner->now; }
-void dev_stream_wait_event(dev_stream *s, dev_event *e) { (void)s, (void)e; }
-
 double dev_clock_now(dev_device *d) { return d->owner->now; }
 
 double dev_busy_seconds(dev_device *d) { return d->owner->now - d->owner->coll_seconds; }
@@ -242,6 +220,11 @@ void twin_cost_kernel(dev_stream *s, const twin_kernel_cost *kc) {
     twin_ledger_kernel(d->ledger, spec, kc, seconds);
     if (seconds <= 0) return; /* a memset on an uncalibrated spec: free, and no trace event */
     twin_rank *r = d->owner;
+    if (s->id) { /* a side stream: its own clock; the host's stays (dev_streams.c). Not traced yet. */
+        const double t0 = twin_stream_start(s);
+        s->clock = t0 + seconds * twin_jitter(r->rng ^ (uint64_t)(t0 * 1e9));
+        return;
+    }
     const double t0 = r->now;
     r->now += seconds * twin_jitter(r->rng ^ (uint64_t)(r->now * 1e9));
     if (r->trace) twin_trace_compute(r->trace, t0, r->now);

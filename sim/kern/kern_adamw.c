@@ -40,6 +40,13 @@ void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, 
                        float *v, size_t n) {
     kern_cost(s, TWIN_K_ADAMW, 16.0 * n, (double)n * (16.0 + tr_dtype_size(grad.dt) + tr_dtype_size(model.dt)), TR_F32);
     kern_adamw_update_check(s, ad, master, model, grad, m, v, n);
+    kern_access(s, "kernel adamw",
+                (const twin_access[]){{master, n * sizeof *master, true},
+                                      {m, n * sizeof *m, true},
+                                      {v, n * sizeof *v, true},
+                                      {model.p, kern_bytes(model, n), true},
+                                      {grad.p, kern_bytes(grad, n), false}},
+                5);
     if (kern_shape_only(s)) return;
     if (n == 0) return;
     adamw_args a = {*ad, master, m, v, model, grad, n};

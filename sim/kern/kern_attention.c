@@ -25,6 +25,8 @@ void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_
         kern_attention_forward_pos(s, out, lse, q, k, v, unread_positions, unread_positions, B, T, T, NH, KV, D);
         return;
     }
+    /* (the shape-only branch above declares through kern_attention_forward_pos) */
+    twin_attention_forward_access(s, "kernel attention_forward", out, lse, q, k, v, NULL, NULL, B, T, T, NH, KV, D);
     int32_t *pos = natural_positions(T);
     kern_attention_forward_pos_check(s, out, lse, q, k, v, pos, pos, B, T, T, NH, KV, D);
     twin_attention_forward_at(s, out, lse, q, k, v, pos, pos, B, T, T, NH, KV, D); /* host positions: no drain */
@@ -39,6 +41,8 @@ void kern_attention_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_
                                     NH, KV, D);
         return;
     }
+    twin_attention_backward_access(s, "kernel attention_backward", dq, dk, dv, dout, q, k, v, lse, NULL, NULL, B, T, T,
+                                   NH, KV, D);
     int32_t *pos = natural_positions(T);
     kern_attention_backward_pos_check(s, dq, dk, dv, dout, q, k, v, out, lse, pos, pos, B, T, T, NH, KV, D);
     twin_attention_backward_at(s, dq, dk, dv, dout, q, k, v, lse, pos, pos, B, T, T, NH, KV, D);

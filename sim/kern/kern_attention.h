@@ -17,4 +17,12 @@ void twin_attention_backward_at(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, 
                                 tr_buf v, const float *lse, const int32_t *q_pos, const int32_t *k_pos, int B, int Tq,
                                 int Tk, int NH, int KV, int D);
 
+/* kern_access of the forward and backward kernels' tensors (positions NULL: host memory). */
+void twin_attention_forward_access(dev_stream *s, const char *what, tr_buf out, const float *lse, tr_buf q, tr_buf k,
+                                   tr_buf v, const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH,
+                                   int KV, int D);
+void twin_attention_backward_access(dev_stream *s, const char *what, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout,
+                                    tr_buf q, tr_buf k, tr_buf v, const float *lse, const int32_t *q_pos,
+                                    const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D);
+
 #endif

@@ -180,10 +180,49 @@ void twin_attention_forward_at(dev_stream *s, tr_buf out, float *lse, tr_buf q, 
     submit_with_positions(s, attention_forward_body, &a, q_pos, k_pos);
 }
 
+/* The tensors attention reads and writes, for the stream hazard check (kern_access); positions NULL
+ * when they are host memory (the causal kernels' own table). */
+void twin_attention_forward_access(dev_stream *s, const char *what, tr_buf out, const float *lse, tr_buf q, tr_buf k,
+                                   tr_buf v, const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH,
+                                   int KV, int D) {
+    const size_t qn = (size_t)B * (size_t)Tq * (size_t)NH * (size_t)D,
+                 kn = (size_t)B * (size_t)Tk * (size_t)KV * (size_t)D;
+    kern_access(s, what,
+                (const twin_access[]){{out.p, kern_bytes(out, qn), true},
+                                      {lse, (size_t)B * (size_t)NH * (size_t)Tq * sizeof(float), true},
+                                      {q.p, kern_bytes(q, qn), false},
+                                      {k.p, kern_bytes(k, kn), false},
+                                      {v.p, kern_bytes(v, kn), false},
+                                      {q_pos, (size_t)Tq * sizeof(int32_t), false},
+                                      {k_pos, (size_t)Tk * sizeof(int32_t), false}},
+                7);
+}
+
+void twin_attention_backward_access(dev_stream *s, const char *what, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout,
+                                    tr_buf q, tr_buf k, tr_buf v, const float *lse, const int32_t *q_pos,
+                                    const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D) {
+    const size_t qn = (size_t)B * (size_t)Tq * (size_t)NH * (size_t)D,
+                 kn = (size_t)B * (size_t)Tk * (size_t)KV * (size_t)D;
+    kern_access(s, what,
+                (const twin_access[]){{dq.p, kern_bytes(dq, qn), true},
+                                      {dk.p, kern_bytes(dk, kn), true},
+                                      {dv.p, kern_bytes(dv, kn), true},
+                                      {dout.p, kern_bytes(dout, qn), false},
+                                      {q.p, kern_bytes(q, qn), false},
+                                      {k.p, kern_bytes(k, kn), false},
+                                      {v.p, kern_bytes(v, kn), false},
+                                      {lse, (size_t)B * (size_t)NH * (size_t)Tq * sizeof(float), false},
+                                      {q_pos, (size_t)Tq * sizeof(int32_t), false},
+                                      {k_pos, (size_t)Tk * sizeof(int32_t), false}},
+                10);
+}
+
 void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
                                 const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV,
                                 int D) {
     kern_attention_forward_pos_check(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
+    twin_attention_forward_access(s, "kernel attention_forward_pos", out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV,
+                                  D);
     if (kern_shape_only(s)) { /* positions are device memory, not readable then: only the cost */
         forward_cost(s, causal_pairs(Tq, Tk), q, B, Tq, Tk, NH, KV, D);
         return;
@@ -294,6 +333,8 @@ void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv,
                                  int B, int Tq, int Tk, int NH, int KV, int D) {
     /* out is not read: see the header comment, sum p*dp is formed exactly instead */
     kern_attention_backward_pos_check(s, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
+    twin_attention_backward_access(s, "kernel attention_backward_pos", dq, dk, dv, dout, q, k, v, lse, q_pos, k_pos, B,
+                                   Tq, Tk, NH, KV, D);
     if (kern_shape_only(s)) {
         backward_cost(s, causal_pairs(Tq, Tk), q, B, Tq, Tk, NH, KV, D);
         return;

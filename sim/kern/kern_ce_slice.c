@@ -52,6 +52,10 @@ static void max_body(void *args) {
 void kern_ce_slice_max(dev_stream *s, float *row_max, tr_buf logits, int N, int V, int V_real) {
     kern_cost(s, TWIN_K_CE_MAX, (double)N * V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
     kern_ce_slice_max_check(s, row_max, logits, N, V, V_real);
+    kern_access(s, "kernel ce_slice_max",
+                (const twin_access[]){{row_max, (size_t)N * sizeof(float), true},
+                                      {logits.p, kern_bytes(logits, (size_t)N * (size_t)V), false}},
+                2);
     if (kern_shape_only(s)) return;
     ce_slice_args a = {.logits = logits, .out0 = row_max, .N = N, .V = V, .V_real = V_real};
     kern_submit(s, max_body, &a, sizeof a);
@@ -75,6 +79,13 @@ void kern_ce_slice_sums(dev_stream *s, float *sum_exp, float *target_logit, tr_b
                         const int32_t *targets, int vocab_start, int N, int V, int V_real) {
     kern_cost(s, TWIN_K_CE_SUMS, 3.0 * N * (double)V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
     kern_ce_slice_sums_check(s, sum_exp, target_logit, logits, row_max, targets, vocab_start, N, V, V_real);
+    kern_access(s, "kernel ce_slice_sums",
+                (const twin_access[]){{sum_exp, (size_t)N * sizeof(float), true},
+                                      {target_logit, (size_t)N * sizeof(float), true},
+                                      {logits.p, kern_bytes(logits, (size_t)N * (size_t)V), false},
+                                      {row_max, (size_t)N * sizeof(float), false},
+                                      {targets, (size_t)N * sizeof(int32_t), false}},
+                5);
     if (kern_shape_only(s)) return;
     kern_drain(s); /* the targets as the work before this launch left them */
     check_targets(targets, N, "cross entropy (vocab slice)");
@@ -100,6 +111,12 @@ void kern_ce_loss_from_stats(dev_stream *s, float *losses, const float *row_max,
                              const float *target_logit, int N) {
     kern_cost(s, TWIN_K_CE_LOSS, 3.0 * N, 16.0 * N, TR_F32);
     kern_ce_loss_from_stats_check(s, losses, row_max, sum_exp, target_logit, N);
+    kern_access(s, "kernel ce_loss_from_stats",
+                (const twin_access[]){{losses, (size_t)N * sizeof(float), true},
+                                      {row_max, (size_t)N * sizeof(float), false},
+                                      {sum_exp, (size_t)N * sizeof(float), false},
+                                      {target_logit, (size_t)N * sizeof(float), false}},
+                4);
     if (kern_shape_only(s)) return;
     ce_slice_args a = {.out0 = losses, .row_max = row_max, .sum_exp = sum_exp, .target_logit = target_logit, .N = N};
     kern_submit(s, loss_body, &a, sizeof a);
@@ -125,6 +142,14 @@ void kern_ce_slice_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, const 
                             const int32_t *targets, int vocab_start, const float *dloss, int N, int V, int V_real) {
     kern_cost(s, TWIN_K_CE_BWD, 5.0 * N * (double)V, 2.0 * N * V * tr_dtype_size(logits.dt), TR_F32);
     kern_ce_slice_backward_check(s, dlogits, logits, row_max, sum_exp, targets, vocab_start, dloss, N, V, V_real);
+    kern_access(s, "kernel ce_slice_backward",
+                (const twin_access[]){{dlogits.p, kern_bytes(dlogits, (size_t)N * (size_t)V), true},
+                                      {logits.p, kern_bytes(logits, (size_t)N * (size_t)V), false},
+                                      {row_max, (size_t)N * sizeof(float), false},
+                                      {sum_exp, (size_t)N * sizeof(float), false},
+                                      {targets, (size_t)N * sizeof(int32_t), false},
+                                      {dloss, (size_t)N * sizeof(float), false}},
+                6);
     if (kern_shape_only(s)) return;
     kern_drain(s);
     check_targets(targets, N, "cross entropy backward (vocab slice)");

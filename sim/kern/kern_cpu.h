@@ -29,6 +29,7 @@
 
 #include "twin_cost.h"
 #include "twin_defer.h"
+#include "twin_stream.h"
 #include "twinrun/dtype.h"
 #include "twinrun/err.h"
 #include "twinrun/kern_check.h" /* the contract every kernel checks first: kern_X_check */
@@ -62,6 +63,16 @@ static inline void kern_cost_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, i
                                             .b_dt = b.dt,
                                             .c_dt = c.dt});
 }
+
+/* The device ranges a launch reads and writes, for the twin's stream hazard check (twin_stream.h),
+ * after its argument check. A NULL stream (the GPU build's kern_oracle) has nothing to check. Kernels
+ * that declare nothing are not checked (docs/twin.md#streams lists which do). */
+static inline void kern_access(dev_stream *s, const char *what, const twin_access *acc, int n) {
+    if (s) twin_stream_op(s, what, NULL, acc, n);
+}
+
+/* Bytes of n elements of b's type. */
+static inline size_t kern_bytes(tr_buf b, size_t n) { return n * tr_dtype_size(b.dt); }
 
 /* Predict mode: after its cost and its argument check a kernel returns here, before it reads or
  * writes device memory (which is only addresses then) or takes host scratch, and before

@@ -46,6 +46,11 @@ static void ce_forward_body(void *args) {
 void kern_cross_entropy_forward(dev_stream *s, float *losses, tr_buf logits, const int32_t *targets, int N, int V) {
     kern_cost(s, TWIN_K_XENT_FWD, 4.0 * N * (double)V, (double)N * V * tr_dtype_size(logits.dt), TR_F32);
     kern_cross_entropy_forward_check(s, losses, logits, targets, N, V);
+    kern_access(s, "kernel cross_entropy_forward",
+                (const twin_access[]){{losses, (size_t)N * sizeof(float), true},
+                                      {logits.p, kern_bytes(logits, (size_t)N * (size_t)V), false},
+                                      {targets, (size_t)N * sizeof(int32_t), false}},
+                3);
     if (kern_shape_only(s)) return;
     kern_drain(s);                                           /* the targets as the work before this launch left them */
     for (int n = 0; n < N; n++) check_target(targets, n, V); /* all before any work, as in the backward */
@@ -72,6 +77,12 @@ void kern_cross_entropy_backward(dev_stream *s, tr_buf dlogits, tr_buf logits, c
                                  const float *dloss, int N, int V) {
     kern_cost(s, TWIN_K_XENT_BWD, 6.0 * N * (double)V, 2.0 * N * V * tr_dtype_size(logits.dt), TR_F32);
     kern_cross_entropy_backward_check(s, dlogits, logits, targets, dloss, N, V);
+    kern_access(s, "kernel cross_entropy_backward",
+                (const twin_access[]){{dlogits.p, kern_bytes(dlogits, (size_t)N * (size_t)V), true},
+                                      {logits.p, kern_bytes(logits, (size_t)N * (size_t)V), false},
+                                      {targets, (size_t)N * sizeof(int32_t), false},
+                                      {dloss, (size_t)N * sizeof(float), false}},
+                4);
     if (kern_shape_only(s)) return;
     kern_drain(s);
     for (int n = 0; n < N; n++) check_target(targets, n, V);

@@ -23,6 +23,10 @@ void kern_add(dev_stream *s, tr_buf out, tr_buf a, tr_buf b, size_t n) {
     kern_cost(s, TWIN_K_ADD, (double)n, (double)n * (tr_dtype_size(a.dt) + tr_dtype_size(b.dt) + tr_dtype_size(out.dt)),
               TR_F32);
     kern_add_check(s, out, a, b, n);
+    kern_access(s, "kernel add",
+                (const twin_access[]){
+                    {out.p, kern_bytes(out, n), true}, {a.p, kern_bytes(a, n), false}, {b.p, kern_bytes(b, n), false}},
+                3);
     if (kern_shape_only(s)) return;
     if (n == 0) return;
     elem_args e = {.out = out, .x = a, .y = b, .n = n};
@@ -37,6 +41,7 @@ static void scale_body(void *args) {
 void kern_scale(dev_stream *s, tr_buf x, float alpha, size_t n) {
     kern_cost(s, TWIN_K_SCALE, (double)n, 2.0 * n * tr_dtype_size(x.dt), TR_F32);
     kern_scale_check(s, x, alpha, n);
+    kern_access(s, "kernel scale", &(twin_access){x.p, kern_bytes(x, n), true}, 1);
     if (kern_shape_only(s)) return;
     if (n == 0) return;
     elem_args e = {.out = x, .alpha = alpha, .n = n};
@@ -56,6 +61,8 @@ static void cast_body(void *args) {
 void kern_cast(dev_stream *s, tr_buf dst, tr_buf src, size_t n) {
     kern_cost(s, TWIN_K_CAST, 0.0, (double)n * (tr_dtype_size(src.dt) + tr_dtype_size(dst.dt)), TR_F32);
     kern_cast_check(s, dst, src, n);
+    kern_access(s, "kernel cast",
+                (const twin_access[]){{dst.p, kern_bytes(dst, n), true}, {src.p, kern_bytes(src, n), false}}, 2);
     if (kern_shape_only(s)) return;
     if (n == 0) return;
     elem_args e = {.out = dst, .x = src, .n = n};
@@ -76,6 +83,8 @@ static void sum_squares_body(void *args) {
 void kern_sum_squares(dev_stream *s, float *out, tr_buf x, size_t n) {
     kern_cost(s, TWIN_K_SUM_SQUARES, 2.0 * n, (double)n * tr_dtype_size(x.dt), TR_F32);
     kern_sum_squares_check(s, out, x, n);
+    kern_access(s, "kernel sum_squares",
+                (const twin_access[]){{out, sizeof *out, true}, {x.p, kern_bytes(x, n), false}}, 2);
     if (kern_shape_only(s)) return;
     if (n == 0) return;
     elem_args e = {.sum = out, .x = x, .n = n};

@@ -18,6 +18,11 @@ static void check_tokens(const int32_t *tokens, int N, int V, const char *who) {
 
 void kern_embedding_forward(dev_stream *s, tr_buf out, const int32_t *tokens, tr_buf wte, int N, int C, int V) {
     kern_embedding_forward_check(s, out, tokens, wte, N, C, V);
+    kern_access(s, "kernel embedding_forward",
+                (const twin_access[]){{out.p, kern_bytes(out, (size_t)N * (size_t)C), true},
+                                      {tokens, (size_t)N * sizeof(int32_t), false},
+                                      {wte.p, kern_bytes(wte, (size_t)V * (size_t)C), false}},
+                3);
     if (!kern_shape_only(s)) { /* tokens: device memory, only an address in predict mode */
         kern_drain(s);         /* the ids as the work before this launch left them */
         check_tokens(tokens, N, V, "embedding forward");
@@ -27,6 +32,11 @@ void kern_embedding_forward(dev_stream *s, tr_buf out, const int32_t *tokens, tr
 
 void kern_embedding_backward(dev_stream *s, tr_buf dwte, tr_buf dout, const int32_t *tokens, int N, int C, int V) {
     kern_embedding_backward_check(s, dwte, dout, tokens, N, C, V);
+    kern_access(s, "kernel embedding_backward",
+                (const twin_access[]){{dwte.p, kern_bytes(dwte, (size_t)V * (size_t)C), true},
+                                      {dout.p, kern_bytes(dout, (size_t)N * (size_t)C), false},
+                                      {tokens, (size_t)N * sizeof(int32_t), false}},
+                3);
     if (!kern_shape_only(s)) {
         kern_drain(s);
         check_tokens(tokens, N, V, "embedding backward");

@@ -57,6 +57,11 @@ void kern_embedding_forward_slice(dev_stream *s, tr_buf out, const int32_t *toke
                                   int C, int V) {
     kern_cost(s, TWIN_K_EMBEDDING_FWD, 0.0, 2.0 * N * C * tr_dtype_size(out.dt), TR_F32);
     kern_embedding_forward_slice_check(s, out, tokens, wte, vocab_start, N, C, V);
+    kern_access(s, "kernel embedding_forward_slice",
+                (const twin_access[]){{out.p, kern_bytes(out, (size_t)N * (size_t)C), true},
+                                      {tokens, (size_t)N * sizeof(int32_t), false},
+                                      {wte.p, kern_bytes(wte, (size_t)V * (size_t)C), false}},
+                3);
     if (kern_shape_only(s)) return;
     kern_drain(s); /* the ids as the work before this launch left them */
     check_tokens(tokens, N, "embedding forward");
@@ -107,6 +112,11 @@ void kern_embedding_backward_slice(dev_stream *s, tr_buf dwte, tr_buf dout, cons
                                    int N, int C, int V) {
     kern_cost(s, TWIN_K_EMBEDDING_BWD, (double)N * C, 3.0 * N * C * tr_dtype_size(dwte.dt), TR_F32);
     kern_embedding_backward_slice_check(s, dwte, dout, tokens, vocab_start, N, C, V);
+    kern_access(s, "kernel embedding_backward_slice",
+                (const twin_access[]){{dwte.p, kern_bytes(dwte, (size_t)V * (size_t)C), true},
+                                      {dout.p, kern_bytes(dout, (size_t)N * (size_t)C), false},
+                                      {tokens, (size_t)N * sizeof(int32_t), false}},
+                3);
     if (kern_shape_only(s)) return;
     kern_drain(s);
     check_tokens(tokens, N, "embedding backward");

@@ -291,6 +291,11 @@ void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k,
                    (double)m * k * tr_dtype_size(a.dt) + (double)k * n * tr_dtype_size(b.dt) +
                        (double)m * n * tr_dtype_size(c.dt) * (beta != 0.0f ? 2.0 : 1.0));
     kern_gemm_check(s, c, a, b, m, n, k, ta, tb, alpha, beta);
+    kern_access(s, "kernel gemm",
+                (const twin_access[]){{c.p, kern_bytes(c, (size_t)m * (size_t)n), true},
+                                      {a.p, kern_bytes(a, (size_t)m * (size_t)k), false},
+                                      {b.p, kern_bytes(b, (size_t)k * (size_t)n), false}},
+                3);
     if (kern_shape_only(s)) return;
     gemm_args g = {c, a, b, m, n, k, ta, tb, alpha, beta};
     kern_submit(s, gemm_body, &g, sizeof g);

@@ -26,6 +26,7 @@ static void init_body(void *args) {
 
 void kern_init_param(dev_stream *s, const kern_init_desc *d, float *out, size_t n) {
     kern_init_param_check(s, d, out, n);
+    kern_access(s, "kernel init_param", &(twin_access){out, n * sizeof *out, true}, 1);
     if (kern_shape_only(s)) return;
     if (n == 0) return;
     init_args a = {*d, out, n};

@@ -61,6 +61,14 @@ void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, floa
                        tr_buf weight, tr_buf bias, int N, int C) {
     kern_cost(s, TWIN_K_NORM_FWD, 6.0 * N * (double)C, 2.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
     kern_norm_forward_check(s, nd, out, mean, rstd, inp, weight, bias, N, C);
+    kern_access(s, "kernel norm_forward",
+                (const twin_access[]){{out.p, kern_bytes(out, (size_t)N * (size_t)C), true},
+                                      {mean, (size_t)N * sizeof(float), true},
+                                      {rstd, (size_t)N * sizeof(float), true},
+                                      {inp.p, kern_bytes(inp, (size_t)N * (size_t)C), false},
+                                      {weight.p, kern_bytes(weight, (size_t)C), false},
+                                      {bias.p, kern_bytes(bias, (size_t)C), false}},
+                6);
     if (kern_shape_only(s)) return;
     norm_args a = {.nd = *nd,
                    .out = out,
@@ -131,6 +139,16 @@ void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr
                         tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N, int C) {
     kern_cost(s, TWIN_K_NORM_BWD, 12.0 * N * (double)C, 4.0 * N * C * tr_dtype_size(inp.dt), TR_F32);
     kern_norm_backward_check(s, nd, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+    kern_access(s, "kernel norm_backward",
+                (const twin_access[]){{dinp.p, kern_bytes(dinp, (size_t)N * (size_t)C), true},
+                                      {dweight.p, kern_bytes(dweight, (size_t)C), true},
+                                      {dbias.p, kern_bytes(dbias, (size_t)C), true},
+                                      {dout.p, kern_bytes(dout, (size_t)N * (size_t)C), false},
+                                      {inp.p, kern_bytes(inp, (size_t)N * (size_t)C), false},
+                                      {weight.p, kern_bytes(weight, (size_t)C), false},
+                                      {mean, (size_t)N * sizeof(float), false},
+                                      {rstd, (size_t)N * sizeof(float), false}},
+                8);
     if (kern_shape_only(s)) return;
     norm_args a = {.nd = *nd,
                    .dinp = dinp,

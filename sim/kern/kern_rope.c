@@ -67,6 +67,10 @@ void kern_rope_forward(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const 
     kern_cost(s, TWIN_K_ROPE_FWD, 6.0 * B * T * H * (double)rd->rot_dim, 2.0 * B * T * H * D * tr_dtype_size(x.dt),
               TR_F32);
     kern_rope_forward_check(s, rd, x, positions, B, T, H, D);
+    kern_access(s, "kernel rope_forward",
+                (const twin_access[]){{x.p, kern_bytes(x, (size_t)B * (size_t)T * (size_t)H * (size_t)D), true},
+                                      {positions, (size_t)B * (size_t)T * sizeof(int32_t), false}},
+                2);
     if (kern_shape_only(s)) return;
     rope_args a = {*rd, x, positions, B, T, H, D, 1.0};
     kern_submit(s, rope_body, &a, sizeof a);
@@ -77,6 +81,10 @@ void kern_rope_backward(dev_stream *s, const kern_rope_desc *rd, tr_buf dx, cons
     kern_cost(s, TWIN_K_ROPE_BWD, 6.0 * B * T * H * (double)rd->rot_dim, 2.0 * B * T * H * D * tr_dtype_size(dx.dt),
               TR_F32);
     kern_rope_backward_check(s, rd, dx, positions, B, T, H, D);
+    kern_access(s, "kernel rope_backward",
+                (const twin_access[]){{dx.p, kern_bytes(dx, (size_t)B * (size_t)T * (size_t)H * (size_t)D), true},
+                                      {positions, (size_t)B * (size_t)T * sizeof(int32_t), false}},
+                2);
     if (kern_shape_only(s)) return;
     rope_args a = {*rd, dx, positions, B, T, H, D, -1.0};
     kern_submit(s, rope_body, &a, sizeof a);

@@ -26,6 +26,10 @@ static void swiglu_forward_body(void *args) {
 void kern_swiglu_forward(dev_stream *s, tr_buf out, tr_buf h, int N, int F) {
     kern_cost(s, TWIN_K_SWIGLU_FWD, 6.0 * N * (double)F, 3.0 * N * F * tr_dtype_size(h.dt), TR_F32);
     kern_swiglu_forward_check(s, out, h, N, F);
+    kern_access(s, "kernel swiglu_forward",
+                (const twin_access[]){{out.p, kern_bytes(out, (size_t)N * (size_t)F), true},
+                                      {h.p, kern_bytes(h, (size_t)N * (size_t)2 * F), false}},
+                2);
     if (kern_shape_only(s)) return;
     swiglu_args a = {.out = out, .h = h, .N = N, .F = F};
     kern_submit(s, swiglu_forward_body, &a, sizeof a);
@@ -51,6 +55,11 @@ static void swiglu_backward_body(void *args) {
 void kern_swiglu_backward(dev_stream *s, tr_buf dh, tr_buf dout, tr_buf h, int N, int F) {
     kern_cost(s, TWIN_K_SWIGLU_BWD, 12.0 * N * (double)F, 5.0 * N * F * tr_dtype_size(h.dt), TR_F32);
     kern_swiglu_backward_check(s, dh, dout, h, N, F);
+    kern_access(s, "kernel swiglu_backward",
+                (const twin_access[]){{dh.p, kern_bytes(dh, (size_t)N * (size_t)2 * F), true},
+                                      {dout.p, kern_bytes(dout, (size_t)N * (size_t)F), false},
+                                      {h.p, kern_bytes(h, (size_t)N * (size_t)2 * F), false}},
+                3);
     if (kern_shape_only(s)) return;
     swiglu_args a = {.out = dh, .dout = dout, .h = h, .N = N, .F = F};
     kern_submit(s, swiglu_backward_body, &a, sizeof a);

@@ -2,9 +2,10 @@
  *
  * Resolved at link time: sim/dev/dev_sim.c (twin: host memory with a per-rank capacity and a simulated
  * clock) or engine/cuda/dev_cuda.cu (CUDA/MUSA runtime). Engine code never dereferences a device
- * pointer on the host; it copies through these calls. The twin runs each piece of work when it is
- * enqueued, so its stream sync and event wait have nothing to wait for (streams as ordered queues
- * with cross-stream hazard checks are DESIGN.md's plan, not built yet).
+ * pointer on the host; it copies through these calls. The twin still runs each piece of work in issue
+ * order, but it times every stream on a clock of its own and orders streams only by events, and it
+ * reports work on one stream that touches memory another stream's unordered work writes (a stream
+ * race: docs/twin.md#streams).
  *
  * Errors: allocation failure returns NULL after recording a message (dev_last_error); every other
  * failure is fatal for the rank and goes through dev_rank_abort. */
@@ -80,6 +81,9 @@ dev_stream *dev_stream_create(dev_device *d);
 void dev_stream_destroy(dev_stream *s);
 void dev_stream_sync(dev_stream *s); /* host waits until the stream's work is done */
 dev_device *dev_stream_device(dev_stream *s);
+/* A name for reports (the twin's stream-race messages); copied. Optional: unnamed streams are
+ * "default" and "stream N". The CUDA build ignores it. */
+void dev_stream_set_name(dev_stream *s, const char *name);
 
 dev_event *dev_event_create(dev_device *d);
 void dev_event_destroy(dev_event *e);
