@@ -45,6 +45,7 @@ typedef struct tr_optimizer {
     dev_event *stepped;   /* the update written: comm may gather */
     dev_event **gathered; /* [nbuckets] */
     int gather_waited;    /* buckets [0, gather_waited) waited for; nbuckets: nothing in flight */
+    bool test_skip_wait;  /* TWINRUN_TEST_SKIP_WAIT=grad-reduce: the model's stream skips its wait (a test) */
     float *m, *v;         /* [shard_len] fp32 moments */
     size_t state_bytes;   /* device memory m and v took (the device's count) */
     float *norm_accum;    /* [1] fp32 on the device */
