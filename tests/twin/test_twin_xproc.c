@@ -218,6 +218,13 @@ static int child(int proc, int port, scenario what, const char *out) {
     return rc < 0 ? 101 : rc;
 }
 
+#ifdef TWINRUN_COVERAGE
+/* libgcov (coverage builds): a child starts from zero counters (not the parent's counts so far, which the
+ * parent writes itself) and writes them before _exit, which skips the atexit handler that would */
+void __gcov_reset(void);
+void __gcov_dump(void);
+#endif
+
 /* Runs the job as NPROCS processes; codes[p] their exit codes, texts[p] what they wrote. */
 static void run_job(scenario what, int codes[NPROCS], char *texts[NPROCS]) {
     const int port = 20000 + (int)(getpid() % 20000);
@@ -228,7 +235,16 @@ static void run_job(scenario what, int codes[NPROCS], char *texts[NPROCS]) {
         snprintf(paths[p], sizeof paths[p], "/tmp/twin_xproc_%ld_%d.txt", (long)getpid(), p);
         pids[p] = fork();
         assert_true(pids[p] >= 0);
-        if (pids[p] == 0) _exit(child(p, port, what, paths[p]));
+        if (pids[p] == 0) {
+#ifdef TWINRUN_COVERAGE
+            __gcov_reset();
+#endif
+            const int rc = child(p, port, what, paths[p]);
+#ifdef TWINRUN_COVERAGE
+            __gcov_dump();
+#endif
+            _exit(rc);
+        }
     }
     for (int p = 0; p < NPROCS; p++) {
         int st;
