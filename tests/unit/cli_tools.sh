@@ -1,7 +1,7 @@
 #!/bin/sh
-# The tool programs besides train_llama3 (engine/cli, sim/cli), run the way a user would: their happy
-# paths on tiny inputs and every input error with its message and exit status (0 ok, 1 a failure, 2 a
-# usage error). Usage: cli_tools.sh BIN_DIR WORK_DIR CASE
+# The tool programs besides train_llama3 (engine/cli, sim/cli), and train_llama3's --tokens-file, run the
+# way a user would: their happy paths on tiny inputs and every input error with its message and exit
+# status (0 ok, 1 a failure, 2 a usage error). Usage: cli_tools.sh BIN_DIR WORK_DIR CASE
 set -u
 bin=$(cd "$1" && pwd) work=$2/$3 case=$3
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
@@ -188,6 +188,51 @@ launch_check_errors)
     # one rank alone has nobody to meet: it says who it is and exits 0
     expect_rc 0 env -u MASTER_ADDR -u MASTER_PORT -u WORLD_SIZE -u RANK "$bin/launch_check" 5
     hasF "launch_check: rank 0 of 1 (local rank 0) on " ;;
+tokens_file)
+    # train_llama3 --tokens-file: raw int32 [iterations, global batch, seq+1]; the same samples at DP 1 and
+    # DP 2 (each rank reads its own micro-batch) give the same losses, and so does a run resumed from a
+    # checkpoint; a file too short, of the wrong size, missing, or next to another data source is refused
+    python3 -c "
+import struct
+v = [(i * 7 + 3) % 64 for i in range(2 * 2 * 9)]  # 2 iterations x global batch 2 x (seq 8 + 1), ids < 64
+open('tok.bin', 'wb').write(struct.pack('<%di' % len(v), *v))
+open('odd.bin', 'wb').write(struct.pack('<5i', 1, 2, 3, 4, 5))" || fail "could not write the token files"
+    tiny="--num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --seq-length 8
+ --max-position-embeddings 8 --vocab-size 64 --micro-batch-size 1 --global-batch-size 2 --lr 1e-3 --eval-iters 0
+ --log-interval 1 --swiglu --untie-embeddings-and-output-weights --position-embedding-type rope
+ --disable-bias-linear --normalization RMSNorm"
+    # shellcheck disable=SC2086
+    expect_rc 0 env -u WORLD_SIZE -u RANK "$bin/train_llama3" $tiny --train-iters 2 --tokens-file tok.bin
+    has "iteration  *2/  *2 | consumed samples:  *4 |"
+    has "^\[after training\] 1 ranks, 2 iterations, 4 samples, lm loss "
+    dp1=$(grep "^\[after training\]" "$out" | sed 's/.*lm loss \([^,]*\),.*/\1/') # "first -> last"
+    # shellcheck disable=SC2086
+    expect_rc 0 env WORLD_SIZE=2 "$bin/train_llama3" $tiny --train-iters 2 --tokens-file tok.bin
+    has "^\[after training\] 2 ranks, 2 iterations, 4 samples, lm loss "
+    dp2=$(grep "^\[after training\]" "$out" | sed 's/.*lm loss \([^,]*\),.*/\1/')
+    [ -n "$dp1" ] && [ "$dp1" = "$dp2" ] || fail "DP 1 losses '$dp1', DP 2 '$dp2': not the same samples"
+    # stopped after iteration 1 and resumed from its checkpoint: iteration 2 reads the file's second block
+    # shellcheck disable=SC2086
+    expect_rc 0 env -u WORLD_SIZE -u RANK "$bin/train_llama3" $tiny --train-iters 2 --tokens-file tok.bin --save ck \
+        --save-interval 1 --exit-interval 1
+    hasF "saved checkpoint at iteration 1 to ck"
+    # shellcheck disable=SC2086
+    expect_rc 0 env -u WORLD_SIZE -u RANK "$bin/train_llama3" $tiny --train-iters 2 --tokens-file tok.bin --load ck
+    has "^\[after training\] 1 ranks, 2 iterations, 4 samples, lm loss "
+    resumed=$(grep "^\[after training\]" "$out" | sed 's/.*-> \([^,]*\),.*/\1/')
+    [ "$resumed" = "${dp1#*-> }" ] || fail "resumed iteration 2 has lm loss '$resumed', uninterrupted '${dp1#*-> }'"
+    # shellcheck disable=SC2086
+    expect_rc 1 env -u WORLD_SIZE -u RANK "$bin/train_llama3" $tiny --train-iters 3 --tokens-file tok.bin
+    hasF "train_llama3: rank 0: tok.bin holds 2 iterations of 2 samples and is used up; lower --train-iters"
+    # shellcheck disable=SC2086
+    expect_rc 2 env -u WORLD_SIZE -u RANK "$bin/train_llama3" $tiny --train-iters 2 --tokens-file odd.bin
+    hasF "--tokens-file odd.bin: 20 bytes is not a whole number of int32 [global batch 2, seq+1 9] blocks"
+    # shellcheck disable=SC2086
+    expect_rc 2 env -u WORLD_SIZE -u RANK "$bin/train_llama3" $tiny --train-iters 2 --tokens-file missing.bin
+    hasF "--tokens-file missing.bin: cannot open"
+    # shellcheck disable=SC2086
+    expect_rc 2 env -u WORLD_SIZE -u RANK "$bin/train_llama3" $tiny --train-iters 2 --tokens-file tok.bin --mock-data
+    hasF "give one data source: --data-path, --mock-data or --tokens-file, not several" ;;
 *)
     echo "cli_tools.sh: unknown case '$case'"
     exit 2 ;;

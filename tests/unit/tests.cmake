@@ -61,9 +61,11 @@ if(TWINRUN_BACKEND STREQUAL "twin")
   set_tests_properties(cli_parity_preempt PROPERTIES LABELS "${labels}")
 endif()
 
-# The tool programs (dataset, bench_data, ckpt's and launch_check's input errors; bench_twin on the twin):
+# The tool programs (dataset, bench_data, ckpt's and launch_check's input errors; bench_twin on the twin;
+# train_llama3 --tokens-file):
 # happy paths on tiny inputs, every input error with its message. tests/unit/cli_tools.sh holds the cases.
-set(cli_tools_cases dataset_preprocess dataset_errors dataset_samples bench_data ckpt_errors launch_check_errors)
+set(cli_tools_cases dataset_preprocess dataset_errors dataset_samples bench_data ckpt_errors launch_check_errors
+  tokens_file)
 if(TWINRUN_BACKEND STREQUAL "twin")
   list(APPEND cli_tools_cases bench_twin)
 endif()
