@@ -4,20 +4,11 @@
 # status (0 ok, 1 a failure, 2 a usage error). Usage: cli_tools.sh BIN_DIR WORK_DIR CASE
 set -u
 bin=$(cd "$1" && pwd) work=$2/$3 case=$3
+src=$(cd "$(dirname "$0")/../.." && pwd) # the source tree: tests/unit/cli_tools.sh
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 out=$work/out
 
-fail() { echo "FAIL ($case): $*"; echo "---- output ----"; cat "$out" 2>/dev/null; exit 1; }
-# expect_rc CODE CMD...: runs CMD with stdout and stderr in $out, fails unless it exits with CODE
-expect_rc() {
-    want=$1; shift
-    "$@" >"$out" 2>&1
-    got=$?
-    [ "$got" -eq "$want" ] || fail "exit status $got, expected $want: $*"
-}
-has() { grep -q -e "$1" "$out" || fail "output lacks: $1"; }
-hasF() { grep -q -F -e "$1" "$out" || fail "output lacks: $1"; }
-lacks() { ! grep -q -e "$1" "$out" || fail "output has: $1"; }
+. "$src/tests/common/expect.sh" # fail, expect_rc, has, hasF, lacks
 
 # three documents (a blank line between: skipped), 3 + 2 + 10 token ids below 100
 docs() {
