@@ -7,8 +7,8 @@
 #      (tests labelled `heavy` — the 1024-rank rehearsal, fault campaigns — or `slow` run in stage 1 only)
 #   3. valgrind memcheck over every test program
 #   4. libFuzzer targets (clang, ASan/UBSan), each run briefly over its seed corpus
-#   5. coverage build, tests again, gcovr summary (the layout sweep runs in its short form there:
-#      tests/parallel/tests.cmake)
+#   5. coverage build, tests again, gcovr summary and line coverage per folder and per top folder
+#      (ci/coverage_by_folder.py; the layout sweep runs in its short form there: tests/parallel/tests.cmake)
 #   6. cuda preset compiles (where nvcc exists; it runs on the GPU machine, not here), and the MUSA code
 #      paths against stub headers (engine/cuda/tools/musa_mapping_check.sh); the flash-attention
 #      kernels run on the CPU with emulated warps (flash_emu, g++ only)

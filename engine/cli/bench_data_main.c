@@ -76,7 +76,10 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (docs < 1 || seq < 2 || corpus_docs < 1 || mbs < 1) return 2;
+    if (docs < 1 || seq < 2 || corpus_docs < 1 || mbs < 1) {
+        fprintf(stderr, "bench_data: --docs, --corpus-docs and --mbs must be at least 1, --seq-length at least 2\n");
+        return 2;
+    }
     /* 1. index building */
     int32_t *len = malloc((size_t)docs * 4);
     if (!len) return 1;

@@ -89,7 +89,7 @@ static int dial(const char *host, int port, double deadline, double timeout_s, c
             freeaddrinfo(res);
         }
         if (now() >= deadline)
-            return tr_errf(err, errlen, "rendezvous: could not reach %s:%d within %.0f s: %s", host, port, timeout_s,
+            return tr_errf(err, errlen, "rendezvous: could not reach %s:%d within %g s: %s", host, port, timeout_s,
                            last);
         if (!noted && now() - t0 > 10.0) {
             fprintf(stderr, "twinrun: still waiting for the rendezvous at %s:%d (%s)\n", host, port, last);

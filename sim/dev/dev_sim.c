@@ -230,6 +230,10 @@ void twin_cost_kernel(dev_stream *s, const twin_kernel_cost *kc) {
     if (r->trace) twin_trace_compute(r->trace, t0, r->now);
 }
 
+#ifdef TWINRUN_COVERAGE
+void __gcov_dump(void); /* libgcov (coverage builds): _Exit skips the atexit handler that writes the counters */
+#endif
+
 _Noreturn void dev_rank_abort(int code) {
     fflush(stdout);
     fflush(stderr);
@@ -237,6 +241,9 @@ _Noreturn void dev_rank_abort(int code) {
         fputs("twinrun: fatal: the failure above was in a kernel's deferred work (twin worker pool): the process "
               "ends\n",
               stderr);
+#ifdef TWINRUN_COVERAGE
+        __gcov_dump();
+#endif
         _Exit(code);
     }
     twin_sched *s = twin_sched_get();

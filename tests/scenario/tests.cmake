@@ -23,6 +23,26 @@ twinrun_expect(NAME scenario_campaign_64 EXIT 0 OUTPUT "campaign: every blame co
   LABELS ${labels} heavy PROPERTIES TIMEOUT 900
   COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_64.yaml --work ${scn_work} --clean)
 
+# The same campaign code at 4 ranks, in every stage (coverage included): 4 trials of 4 fault kinds, each
+# detected, blamed right and recovered bit-identically.
+twinrun_expect(NAME scenario_campaign_small EXIT 0
+  OUTPUT "campaign: 4 trials, 4 fired, 4 detected, 4 attributed, 4 continuity, 4 recovered.*per kind \\(ok/trials\\): node_crash 1/1 nan 1/1 coll_mismatch 1/1 ckpt_enospc 1/1.*PASSED: 6/6 expectations"
+  LABELS ${labels} PROPERTIES TIMEOUT 300
+  COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_small.yaml --work ${scn_work} --clean)
+
+# `scenario check` says what each good file sets up; the program's usage errors, each with its message.
+twinrun_expect(NAME scenario_check_ok EXIT 0 LABELS ${labels}
+  OUTPUT "faults_8rank.yaml: ok \\(8 ranks: 2 nodes x 4 H100. TP2 PP2 CP1 DP2. 6 faults\\)\n.*campaign_small.yaml: ok \\(4 ranks: 4 nodes x 1 H100. TP1 PP2 CP1 DP2. 0 faults, a campaign\\)"
+  COMMAND ${scn} check ${PROJECT_SOURCE_DIR}/scenarios/faults_8rank.yaml ${CMAKE_CURRENT_SOURCE_DIR}/scenario/data/campaign_small.yaml)
+twinrun_expect(NAME scenario_cli_usage EXIT 2 OUTPUT "^usage: scenario run FILE.yaml.DIR" LABELS ${labels} COMMAND ${scn})
+twinrun_expect(NAME scenario_cli_unknown_option EXIT 2 OUTPUT "scenario: unknown option --bogus\nusage: " LABELS ${labels}
+  COMMAND ${scn} run --bogus)
+twinrun_expect(NAME scenario_cli_missing_value EXIT 2 OUTPUT "scenario: --work needs a value" LABELS ${labels}
+  COMMAND ${scn} run ${CMAKE_CURRENT_SOURCE_DIR}/scenario/data/minimal.yaml --work)
+# a folder without *.yaml (tests/scenario holds only data/ and sources)
+twinrun_expect(NAME scenario_cli_no_files EXIT 2 OUTPUT "scenario: no scenario files given \\(a directory had no .\\.yaml\\?\\)"
+  LABELS ${labels} COMMAND ${scn} run ${CMAKE_CURRENT_SOURCE_DIR}/scenario --work ${scn_work})
+
 # `scenario check` refuses a bad file with FILE:LINE:COL and exit status 2.
 add_test(NAME scenario_check_bad COMMAND sh -c
   "${scn} check ${PROJECT_SOURCE_DIR}/tests/scenario/data/bad_alias.yaml; echo exit=$?")
@@ -36,9 +56,9 @@ twinrun_expect(NAME scenario_thousand_card EXIT 0 OUTPUT "PASSED: [0-9]+/[0-9]+ 
 
 # One scenario per fault kind (a folder run: every *.yaml in name order, one JUnit report).
 add_test(NAME scenario_fault_kinds COMMAND sh -c
-  "${scn} run ${PROJECT_SOURCE_DIR}/scenarios/faults --work ${scn_work} --clean --junit ${scn_work}/kinds.xml && grep -c '<testsuite ' ${scn_work}/kinds.xml")
+  "${scn} run ${PROJECT_SOURCE_DIR}/scenarios/faults --work ${scn_work} --clean --junit ${scn_work}/kinds.xml --json ${scn_work}/kinds.json && grep -c '<testsuite ' ${scn_work}/kinds.xml && python3 -c \"import json; r=json.load(open('${scn_work}/kinds.json')); assert all(x['passed'] for x in r), [x['name'] for x in r if not x['passed']]; print(len(r), 'JSON reports, every one passed')\"")
 set_tests_properties(scenario_fault_kinds PROPERTIES LABELS "${labels}" TIMEOUT 900
-  PASS_REGULAR_EXPRESSION "fault_version_skew.*PASSED: [0-9]+/[0-9]+ expectations\n16\n" FAIL_REGULAR_EXPRESSION "FAILED")
+  PASS_REGULAR_EXPRESSION "fault_version_skew.*PASSED: [0-9]+/[0-9]+ expectations\n16\n16 JSON reports, every one passed\n" FAIL_REGULAR_EXPRESSION "FAILED")
 
 # The 8B seed's two-node layout. `valgrind-skip`: since its CLI check runs the program itself, ci/memcheck.py
 # would run this 16-rank rehearsal under valgrind (most of an hour); scenario_runner_memcheck covers the runner.

@@ -7,16 +7,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd) # the source tree: tests/unit/cli_parit
 mkdir -p "$work" && cd "$work" || exit 1
 out=$work/$case.out
 
-fail() { echo "FAIL ($case): $*"; echo "---- output ----"; cat "$out" 2>/dev/null; exit 1; }
-# expect_rc CODE CMD...: runs CMD with stdout and stderr in $out, fails unless it exits with CODE
-expect_rc() {
-    want=$1; shift
-    "$@" >"$out" 2>&1
-    got=$?
-    [ "$got" -eq "$want" ] || fail "exit status $got, expected $want: $*"
-}
-has() { grep -q -e "$1" "$out" || fail "output lacks: $1"; }
-count() { n=$(grep -c -e "$1" "$out"); [ "$n" -eq "$2" ] || fail "'$1' printed $n times, expected $2"; }
+. "$src/tests/common/expect.sh" # fail, expect_rc, has, count
 
 # a tiny Llama every case starts from (the model flags of the seeds, shrunk)
 tiny="--num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --group-query-attention

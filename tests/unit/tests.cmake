@@ -60,3 +60,17 @@ if(TWINRUN_BACKEND STREQUAL "twin")
     ${CMAKE_CURRENT_BINARY_DIR}/cli_parity preempt)
   set_tests_properties(cli_parity_preempt PROPERTIES LABELS "${labels}")
 endif()
+
+# The tool programs (dataset, bench_data, ckpt's and launch_check's input errors; bench_twin on the twin;
+# train_llama3 --tokens-file):
+# happy paths on tiny inputs, every input error with its message. tests/unit/cli_tools.sh holds the cases.
+set(cli_tools_cases dataset_preprocess dataset_errors dataset_samples bench_data ckpt_errors launch_check_errors
+  tokens_file)
+if(TWINRUN_BACKEND STREQUAL "twin")
+  list(APPEND cli_tools_cases bench_twin)
+endif()
+foreach(case ${cli_tools_cases})
+  add_test(NAME cli_tools_${case} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/cli_tools.sh ${bin}
+    ${CMAKE_CURRENT_BINARY_DIR}/cli_tools ${case})
+  set_tests_properties(cli_tools_${case} PROPERTIES LABELS "${labels}" PASS_REGULAR_EXPRESSION "cli_tools ${case}: ok")
+endforeach()
