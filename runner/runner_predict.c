@@ -16,6 +16,7 @@ void sc_predict_run(sc_job *j, const sc_run_options *o, sc_report *r) {
              (int)sizeof j->cfg->predict_json - 16, o->work_dir);
     j->predict = &p;
     if (o->progress) fprintf(o->progress, "  predict: shape-only run of %d ranks ...\n", j->world);
+    j->opt.trace_path = o->trace_path; /* --trace: the predicted timeline (ranks 0-63 unless told) */
     sc_run run;
     sc_job_run(j, &run);
     j->predict = NULL;

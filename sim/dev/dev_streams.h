@@ -11,8 +11,10 @@
 #include "twin_stream.h"
 
 enum {
-    TWIN_OP_ACCESS_MAX = 12,    /* ranges one operation declares (attention_backward_pos: ten) */
-    TWIN_STREAM_OPS_MAX = 4096, /* pending operations kept per stream; older ones are dropped (counted) */
+    TWIN_OP_ACCESS_MAX = 12, /* ranges one operation declares (attention_backward_pos: ten) */
+    /* pending operations kept per stream; older ones are dropped (counted). A full stream's array is at
+     * most twice this (amortised compaction), ~300 bytes an operation: 1.2 MB a stream at 2048 */
+    TWIN_STREAM_OPS_MAX = 2048,
 };
 
 typedef struct twin_op_rec {
