@@ -9,10 +9,10 @@
 #include "kern_optim_common.cuh"
 
 __global__ void k_adamw(float *master, tr_buf model, bool write_model, tr_buf grad, float *m, float *v, size_t n,
-                        double b1, double b2, double lr, double eps, double decay, double bc1, double bc2,
+                        double b1, double b2, double lr, double eps, double decay, double ibc1, double ibc2,
                         double grad_scale) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        adamw_element(i, master, model, write_model, grad, m, v, b1, b2, lr, eps, decay, bc1, bc2, grad_scale);
+        adamw_element(i, master, model, write_model, grad, m, v, b1, b2, lr, eps, decay, ibc1, ibc2, grad_scale);
 }
 
 extern "C" void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad,
@@ -22,9 +22,9 @@ extern "C" void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, floa
     if (n == 0) return;
     const bool write_model = model.p != NULL && model.p != (void *)master;
     const double b1 = ad->beta1, b2 = ad->beta2, lr = ad->lr;
-    const double bc1 = 1.0 - pow(b1, (double)ad->step), bc2 = 1.0 - pow(b2, (double)ad->step);
+    const double ibc1 = 1.0 / (1.0 - pow(b1, (double)ad->step)), ibc2 = 1.0 / (1.0 - pow(b2, (double)ad->step));
     const double decay = 1.0 - lr * (double)ad->weight_decay;
     k_adamw<<<grid_for(n), TR_BLOCK, 0, tr_cu_stream(s)>>>(master, model, write_model, grad, m, v, n, b1, b2, lr,
-                                                           (double)ad->eps, decay, bc1, bc2, (double)ad->grad_scale);
+                                                           (double)ad->eps, decay, ibc1, ibc2, (double)ad->grad_scale);
     CU_CHECK_LAUNCH("k_adamw");
 }

@@ -62,7 +62,7 @@ __global__ void k_sumsq_tiles(float *partial, tr_buf x, range_chunk rc) {
 }
 
 __global__ void k_adamw_tiles(float *master, tr_buf model, bool write_model, tr_buf grad, float *m, float *v,
-                              range_chunk rc, double b1, double b2, double lr, double eps, double bc1, double bc2,
+                              range_chunk rc, double b1, double b2, double lr, double eps, double ibc1, double ibc2,
                               double grad_scale) {
     const int r = range_of_tile(rc, blockIdx.x);
     const unsigned long long len = rc.vstart[r + 1] - rc.vstart[r];
@@ -86,7 +86,7 @@ __global__ void k_adamw_tiles(float *master, tr_buf model, bool write_model, tr_
         const unsigned long long off = off0 + (unsigned long long)k * TR_BLOCK + threadIdx.x;
         if (off < len) {
             const size_t i = base + (size_t)off;
-            adamw_math(g[k], &mi[k], &vi[k], &w[k], b1, b2, lr, eps, decay, bc1, bc2, grad_scale);
+            adamw_math(g[k], &mi[k], &vi[k], &w[k], b1, b2, lr, eps, decay, ibc1, ibc2, grad_scale);
             m[i] = mi[k];
             v[i] = vi[k];
             master[i] = w[k];
@@ -142,13 +142,13 @@ extern "C" void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *a
     if (nranges == 0) return;
     const bool write_model = model.p != NULL && model.p != (void *)master;
     const double b1 = ad->beta1, b2 = ad->beta2, lr = ad->lr;
-    const double bc1 = 1.0 - pow(b1, (double)ad->step), bc2 = 1.0 - pow(b2, (double)ad->step);
+    const double ibc1 = 1.0 / (1.0 - pow(b1, (double)ad->step)), ibc2 = 1.0 / (1.0 - pow(b2, (double)ad->step));
     range_chunk rc;
     for (int r0 = 0; r0 < nranges; r0 += TR_RANGE_CHUNK) {
         const unsigned long long total = chunk_of(&rc, ranges, nranges, r0, TR_BLOCK * TR_ADAMW_PER_THREAD);
         if (total == 0) continue;
         k_adamw_tiles<<<rc.tile0[rc.n], TR_BLOCK, 0, tr_cu_stream(s)>>>(
-            master, model, write_model, grad, m, v, rc, b1, b2, lr, (double)ad->eps, bc1, bc2, (double)ad->grad_scale);
+            master, model, write_model, grad, m, v, rc, b1, b2, lr, (double)ad->eps, ibc1, ibc2, (double)ad->grad_scale);
         CU_CHECK_LAUNCH("k_adamw_tiles");
     }
 }

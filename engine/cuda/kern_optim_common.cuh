@@ -8,14 +8,16 @@
 #include "kern_common.cuh"
 
 /* One decoupled AdamW update, as the twin computes it: in double from the fp32 state, m, v and
- * master rounded to fp32 once. decay = 1 - lr * weight_decay, bc1/bc2 the bias corrections. g is the
- * gradient as stored (fp32, or bf16 widened), before grad_scale. */
+ * master rounded to fp32 once. decay = 1 - lr * weight_decay, ibc1/ibc2 the reciprocals of the bias
+ * corrections (the twin divides by them: a multiply is an ulp of a double away, far below the fp32
+ * rounding that follows, and two double divisions an element fewer kept the kernel off the FP64 units'
+ * limit). g is the gradient as stored (fp32, or bf16 widened), before grad_scale. */
 __device__ __forceinline__ void adamw_math(float g32, float *mi, float *vi, float *w, double b1, double b2, double lr,
-                                           double eps, double decay, double bc1, double bc2, double grad_scale) {
+                                           double eps, double decay, double ibc1, double ibc2, double grad_scale) {
     const double g = (double)g32 * grad_scale;
     const float m1 = (float)(b1 * (double)*mi + (1.0 - b1) * g);
     const float v1 = (float)(b2 * (double)*vi + (1.0 - b2) * g * g);
-    const double mhat = (double)m1 / bc1, vhat = (double)v1 / bc2;
+    const double mhat = (double)m1 * ibc1, vhat = (double)v1 * ibc2;
     *w = (float)((double)*w * decay - lr * mhat / (sqrt(vhat) + eps));
     *mi = m1;
     *vi = v1;
@@ -24,9 +26,9 @@ __device__ __forceinline__ void adamw_math(float g32, float *mi, float *vi, floa
 /* Element i of a decoupled AdamW step (adamw_math on the buffers). */
 __device__ __forceinline__ void adamw_element(size_t i, float *master, tr_buf model, bool write_model, tr_buf grad,
                                               float *m, float *v, double b1, double b2, double lr, double eps,
-                                              double decay, double bc1, double bc2, double grad_scale) {
+                                              double decay, double ibc1, double ibc2, double grad_scale) {
     float mi = m[i], vi = v[i], w = master[i];
-    adamw_math(ldf(grad, i), &mi, &vi, &w, b1, b2, lr, eps, decay, bc1, bc2, grad_scale);
+    adamw_math(ldf(grad, i), &mi, &vi, &w, b1, b2, lr, eps, decay, ibc1, ibc2, grad_scale);
     m[i] = mi;
     v[i] = vi;
     master[i] = w;
