@@ -27,7 +27,16 @@ static bool drawable(const scenario *s, fault_kind k) {
     if ((k == FAULT_CKPT_ENOSPC || k == FAULT_CKPT_CRASH || k == FAULT_CKPT_CORRUPT) && s->save_interval <= 0)
         return false;
     if (k == FAULT_CKPT_CORRUPT && s->keep_last == 1) return false;
+    /* blame compares the nodes' versions: with two nodes a skewed one and a good one split evenly */
+    if (k == FAULT_VERSION_SKEW && s->nodes < 3) return false;
     return true;
+}
+
+/* A rank that writes a checkpoint shard without the distributed optimizer (with it every rank writes its
+ * part of the moments): data- and context-parallel rank 0 of a (TP, PP) position; grid order TP, CP, DP, PP. */
+static int shard_writer(const scenario *s, uint64_t *rng) {
+    const int tp = (int)pick(rng, 0, s->tp - 1), pp = (int)pick(rng, 0, s->pp - 1);
+    return pp * s->tp * s->cp * s->dp + tp;
 }
 
 static void draw(const sc_job *j, const scenario *s, uint64_t *rng, fault_spec *f) {
@@ -68,6 +77,7 @@ static void draw(const sc_job *j, const scenario *s, uint64_t *rng, fault_spec *
         /* a step with a save, before the last iteration so there is something to resume */
         int64_t n = (hi - 1) / s->save_interval;
         f->step = n >= 1 ? s->save_interval * pick(rng, 1, n) : s->save_interval;
+        if (!s->distributed_optimizer) f->rank = shard_writer(s, rng); /* a rank without a shard has no write to fail */
         break;
     }
     case FAULT_STRAGGLER: f->factor = 3.0 + (double)pick(rng, 0, 5); break;

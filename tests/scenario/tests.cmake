@@ -30,6 +30,12 @@ twinrun_expect(NAME scenario_campaign_small EXIT 0
   LABELS ${labels} PROPERTIES TIMEOUT 300
   COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_small.yaml --work ${scn_work} --clean)
 
+# Checkpoint faults go to ranks that write a shard: seed 2 drew ckpt_crash for a rank without one.
+twinrun_expect(NAME scenario_campaign_writer EXIT 0
+  OUTPUT "campaign: 4 trials, 4 fired, 4 detected, 4 attributed, 4 continuity, 4 recovered.*PASSED"
+  LABELS ${labels} PROPERTIES TIMEOUT 300
+  COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_writer.yaml --work ${scn_work} --clean)
+
 # `scenario check` says what each good file sets up; the program's usage errors, each with its message.
 twinrun_expect(NAME scenario_check_ok EXIT 0 LABELS ${labels}
   OUTPUT "faults_8rank.yaml: ok \\(8 ranks: 2 nodes x 4 H100. TP2 PP2 CP1 DP2. 6 faults\\)\n.*campaign_small.yaml: ok \\(4 ranks: 4 nodes x 1 H100. TP1 PP2 CP1 DP2. 0 faults, a campaign\\)"
