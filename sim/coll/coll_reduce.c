@@ -12,6 +12,7 @@
 
 #include "coll_internal.h"
 #include "core/hash.h"
+#include "kern/kern_bf16x4.h"
 #include "twinrun/err.h"
 
 static float load(const void *p, tr_dtype dt, size_t i) {
@@ -43,6 +44,56 @@ static int32_t apply_i32(int op, int32_t a, int32_t b) {
     tr_fatal("unknown reduction op %d", op);
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define COLL_X86_ASM 1
+#endif
+
+/* acc + x with acc the first source: where both are NaN, acc's NaN survives (x86), as in the scalar
+ * loop this replaced (gcc compiled it `addss x, acc`); pinned in asm because gcc may swap the operands
+ * of a commutative add, and a NaN's sign shows in the diagnosis ("grad norm nan" against "-nan"). */
+static inline float add_acc_first(float acc, float x) {
+#ifdef COLL_X86_ASM
+    __asm__("addss %1, %0" : "+x"(acc) : "x"(x));
+    return acc;
+#else
+    return acc + x;
+#endif
+}
+
+#ifdef COLL_X86_ASM
+static inline __m128 add4_acc_first(__m128 acc, __m128 x) {
+    __asm__("addps %1, %0" : "+x"(acc) : "x"(x));
+    return acc;
+}
+#endif
+
+/* acc[i] = acc[i] + x[i], i < count (fp32 sum: the DP gradients), four at a time. */
+static void add_row_f32(float *acc, const float *x, size_t count) {
+    size_t i = 0;
+#ifdef COLL_X86_ASM
+    for (; i + 4 <= count; i += 4) _mm_storeu_ps(acc + i, add4_acc_first(_mm_loadu_ps(acc + i), _mm_loadu_ps(x + i)));
+#endif
+    for (; i < count; i++) acc[i] = add_acc_first(acc[i], x[i]);
+}
+
+/* acc[i] = acc[i] + (float)x[i], i < count (bf16 sum: the sequence-parallel reduce-scatters). */
+static void add_row_bf16(float *acc, const uint16_t *x, size_t count) {
+    size_t i = 0;
+#ifdef COLL_X86_ASM
+    for (; i + 4 <= count; i += 4) _mm_storeu_ps(acc + i, add4_acc_first(_mm_loadu_ps(acc + i), f32x4_of_bf16(x + i)));
+#endif
+    for (; i < count; i++) acc[i] = add_acc_first(acc[i], tr_bf16_to_f32(x[i]));
+}
+
+/* acc[i] = (float)x[i], i < count. */
+static void widen_row_bf16(float *acc, const uint16_t *x, size_t count) {
+    size_t i = 0;
+#ifdef __SSE2__
+    for (; i + 4 <= count; i += 4) _mm_storeu_ps(acc + i, f32x4_of_bf16(x + i));
+#endif
+    for (; i < count; i++) acc[i] = tr_bf16_to_f32(x[i]);
+}
+
 /* out[i] = reduce over group ranks r of srcs[r][offset + i], i < count. */
 static void reduce_block(void *out, const void *const *srcs, int n, size_t offset, size_t count, tr_dtype dt, int op) {
     if (dt == TR_I32) {
@@ -57,17 +108,21 @@ static void reduce_block(void *out, const void *const *srcs, int n, size_t offse
         return;
     }
     float *acc = out;
+    if (op == COLL_SUM) { /* the common case, a row at a time: the same adds in the same order */
+        if (dt == TR_BF16) widen_row_bf16(acc, (const uint16_t *)srcs[0] + offset, count);
+        else memcpy(acc, (const float *)srcs[0] + offset, count * 4);
+        for (int r = 1; r < n; r++) {
+            if (dt == TR_BF16) add_row_bf16(acc, (const uint16_t *)srcs[r] + offset, count);
+            else add_row_f32(acc, (const float *)srcs[r] + offset, count);
+        }
+        return;
+    }
     const float scale = (float)(1.0 / n);
     for (size_t i = 0; i < count; i++) {
         float v = load(srcs[0], dt, offset + i);
         acc[i] = op == COLL_AVG ? v * scale : v;
     }
     for (int r = 1; r < n; r++) {
-        if (dt == TR_F32 && op == COLL_SUM) { /* the common case, kept simple enough to vectorise */
-            const float *x = (const float *)srcs[r] + offset;
-            for (size_t i = 0; i < count; i++) acc[i] = acc[i] + x[i];
-            continue;
-        }
         for (size_t i = 0; i < count; i++) {
             float v = load(srcs[r], dt, offset + i);
             acc[i] = apply(op, acc[i], op == COLL_AVG ? v * scale : v);
@@ -81,7 +136,12 @@ static void write_acc(void *dst, const void *acc, size_t count, tr_dtype dt) {
         memmove(dst, acc, count * 4);
         return;
     }
-    for (size_t i = 0; i < count; i++) store(dst, dt, i, ((const float *)acc)[i]);
+    size_t i = 0;
+#ifdef __SSE2__
+    for (; i + 4 <= count; i += 4)
+        _mm_storel_epi64((__m128i *)((uint16_t *)dst + i), bf16x4_of(_mm_loadu_ps((const float *)acc + i)));
+#endif
+    for (; i < count; i++) store(dst, dt, i, ((const float *)acc)[i]);
 }
 
 static void *scratch(size_t bytes) {
