@@ -150,6 +150,35 @@ static void *scratch(size_t bytes) {
     return p;
 }
 
+static bool overlap(const void *a, size_t alen, const void *b, size_t blen) {
+    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + blen && y < x + alen;
+}
+
+/* Whether an all-gather may copy each block straight from its sender into every receiver: no receiver
+ * overlaps another receiver or another member's send buffer, and a member's own send buffer is
+ * either apart from its receive buffer or exactly its block there (Megatron's in-place gather). Then
+ * no copy overwrites a block before it is read, and the result is the staged copy's, byte for byte. */
+static bool gather_in_place_safe(coll_pending *const *m, int n, size_t block) {
+    const size_t all = (size_t)n * block;
+    for (int r = 0; r < n; r++) {
+        const char *recv = m[r]->recv, *own = m[r]->send;
+        if (overlap(recv, all, own, block) && own != recv + (size_t)r * block) return false;
+        for (int q = 0; q < n; q++)
+            if (q != r && (overlap(recv, all, m[q]->send, block) || overlap(recv, all, m[q]->recv, all))) return false;
+    }
+    return true;
+}
+
+/* The all-gather without the staging copy: block q of every receiver from member q's send buffer. */
+static void gather_direct(coll_pending *const *m, int n, size_t block) {
+    for (int r = 0; r < n; r++)
+        for (int q = 0; q < n; q++) {
+            char *dst = (char *)m[r]->recv + (size_t)q * block;
+            if (dst != m[q]->send) memcpy(dst, m[q]->send, block); /* in place: already there */
+        }
+}
+
 void coll_exec(const coll_group *g, coll_instance *inst) {
     const int n = g->size;
     const coll_desc *d = &inst->desc;
@@ -177,6 +206,10 @@ void coll_exec(const coll_group *g, coll_instance *inst) {
         break;
     }
     case FLIGHT_ALL_GATHER: {
+        if (gather_in_place_safe(m, n, count * esz)) {
+            gather_direct(m, n, count * esz);
+            break;
+        }
         char *all = scratch((size_t)n * count * esz);
         for (int r = 0; r < n; r++) memcpy(all + (size_t)r * count * esz, srcs[r], count * esz);
         for (int r = 0; r < n; r++) memmove(m[r]->recv, all, (size_t)n * count * esz);
