@@ -17,7 +17,10 @@ typedef struct memo_entry {
     float values[]; /* [n] */
 } memo_entry;
 
-static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
+/* A hit copies under the read side, so that the pool's threads copy at once rather than queue behind
+ * one another's page faults (a copy first touches the rank's fresh memory); insertion, the clear and
+ * reset take the write side, briefly: an entry is filled before it is listed. */
+static pthread_rwlock_t memo_lock = PTHREAD_RWLOCK_INITIALIZER;
 static memo_entry *memo_table[MEMO_BUCKETS];
 static kern_init_memo_stats memo_stats;
 
@@ -45,14 +48,14 @@ static size_t memo_bucket(const uint64_t key[MEMO_KEY_WORDS]) {
     return (size_t)(h & (MEMO_BUCKETS - 1));
 }
 
-/* The entry of key in bucket b, or NULL; memo_lock held. */
+/* The entry of key in bucket b, or NULL; memo_lock held (either side). */
 static memo_entry *memo_find(size_t b, const uint64_t key[MEMO_KEY_WORDS]) {
     for (memo_entry *e = memo_table[b]; e; e = e->next)
         if (memcmp(e->key, key, sizeof e->key) == 0) return e;
     return NULL;
 }
 
-/* Frees every entry; memo_lock held. */
+/* Frees every entry; memo_lock held for writing. */
 static void memo_clear_locked(void) {
     for (size_t b = 0; b < MEMO_BUCKETS; b++) {
         for (memo_entry *e = memo_table[b], *next; e; e = next) {
@@ -70,12 +73,11 @@ bool kern_init_memo_get(const kern_init_desc *d, size_t n, float *out) {
     uint64_t key[MEMO_KEY_WORDS];
     memo_key(d, n, key);
     const size_t b = memo_bucket(key);
-    pthread_mutex_lock(&memo_lock);
+    pthread_rwlock_rdlock(&memo_lock);
     const memo_entry *e = memo_find(b, key);
     if (e) memcpy(out, e->values, n * sizeof(float)); /* under the lock: a clear may free e */
-    if (e) memo_stats.hits++;
-    else memo_stats.misses++;
-    pthread_mutex_unlock(&memo_lock);
+    __atomic_fetch_add(e ? &memo_stats.hits : &memo_stats.misses, 1, __ATOMIC_RELAXED); /* readers at once */
+    pthread_rwlock_unlock(&memo_lock);
     return e != NULL;
 }
 
@@ -88,9 +90,9 @@ void kern_init_memo_put(const kern_init_desc *d, size_t n, const float *out) {
     e->n = n;
     memcpy(e->values, out, bytes);
     const size_t b = memo_bucket(e->key);
-    pthread_mutex_lock(&memo_lock);
+    pthread_rwlock_wrlock(&memo_lock);
     if (memo_find(b, e->key)) { /* another thread computed the same call meanwhile: same bits */
-        pthread_mutex_unlock(&memo_lock);
+        pthread_rwlock_unlock(&memo_lock);
         free(e);
         return;
     }
@@ -99,19 +101,19 @@ void kern_init_memo_put(const kern_init_desc *d, size_t n, const float *out) {
     memo_table[b] = e;
     memo_stats.entries++;
     memo_stats.bytes += bytes;
-    pthread_mutex_unlock(&memo_lock);
+    pthread_rwlock_unlock(&memo_lock);
 }
 
 kern_init_memo_stats kern_init_memo_stats_now(void) {
-    pthread_mutex_lock(&memo_lock);
+    pthread_rwlock_wrlock(&memo_lock); /* no reader counting meanwhile */
     const kern_init_memo_stats s = memo_stats;
-    pthread_mutex_unlock(&memo_lock);
+    pthread_rwlock_unlock(&memo_lock);
     return s;
 }
 
 void kern_init_memo_reset(void) {
-    pthread_mutex_lock(&memo_lock);
+    pthread_rwlock_wrlock(&memo_lock);
     memo_clear_locked();
     memo_stats = (kern_init_memo_stats){0};
-    pthread_mutex_unlock(&memo_lock);
+    pthread_rwlock_unlock(&memo_lock);
 }

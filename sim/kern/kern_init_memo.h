@@ -9,7 +9,7 @@
  *
  * Bounded: at most KERN_INIT_MEMO_BUDGET bytes of values are held; an insertion that would pass the
  * budget drops every entry first (simple, and any policy gives the same bits). Thread-safe: kernel
- * bodies run on the worker pool's threads (twin_defer.h); one mutex guards the table. Only
+ * bodies run on the worker pool's threads (twin_defer.h); one read-write lock guards the table. Only
  * generated (normal) calls are kept: a constant fill is cheaper than a copy. */
 #ifndef TWINRUN_SIM_KERN_KERN_INIT_MEMO_H
 #define TWINRUN_SIM_KERN_KERN_INIT_MEMO_H
