@@ -12,6 +12,7 @@
 
 #include "coll_internal.h"
 #include "core/hash.h"
+#include "kern/kern_bf16x4.h"
 #include "twinrun/err.h"
 
 static float load(const void *p, tr_dtype dt, size_t i) {
@@ -43,6 +44,56 @@ static int32_t apply_i32(int op, int32_t a, int32_t b) {
     tr_fatal("unknown reduction op %d", op);
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define COLL_X86_ASM 1
+#endif
+
+/* acc + x with acc the first source: where both are NaN, acc's NaN survives (x86), as in the scalar
+ * loop this replaced (gcc compiled it `addss x, acc`); pinned in asm because gcc may swap the operands
+ * of a commutative add, and a NaN's sign shows in the diagnosis ("grad norm nan" against "-nan"). */
+static inline float add_acc_first(float acc, float x) {
+#ifdef COLL_X86_ASM
+    __asm__("addss %1, %0" : "+x"(acc) : "x"(x));
+    return acc;
+#else
+    return acc + x;
+#endif
+}
+
+#ifdef COLL_X86_ASM
+static inline __m128 add4_acc_first(__m128 acc, __m128 x) {
+    __asm__("addps %1, %0" : "+x"(acc) : "x"(x));
+    return acc;
+}
+#endif
+
+/* acc[i] = acc[i] + x[i], i < count (fp32 sum: the DP gradients), four at a time. */
+static void add_row_f32(float *acc, const float *x, size_t count) {
+    size_t i = 0;
+#ifdef COLL_X86_ASM
+    for (; i + 4 <= count; i += 4) _mm_storeu_ps(acc + i, add4_acc_first(_mm_loadu_ps(acc + i), _mm_loadu_ps(x + i)));
+#endif
+    for (; i < count; i++) acc[i] = add_acc_first(acc[i], x[i]);
+}
+
+/* acc[i] = acc[i] + (float)x[i], i < count (bf16 sum: the sequence-parallel reduce-scatters). */
+static void add_row_bf16(float *acc, const uint16_t *x, size_t count) {
+    size_t i = 0;
+#ifdef COLL_X86_ASM
+    for (; i + 4 <= count; i += 4) _mm_storeu_ps(acc + i, add4_acc_first(_mm_loadu_ps(acc + i), f32x4_of_bf16(x + i)));
+#endif
+    for (; i < count; i++) acc[i] = add_acc_first(acc[i], tr_bf16_to_f32(x[i]));
+}
+
+/* acc[i] = (float)x[i], i < count. */
+static void widen_row_bf16(float *acc, const uint16_t *x, size_t count) {
+    size_t i = 0;
+#ifdef __SSE2__
+    for (; i + 4 <= count; i += 4) _mm_storeu_ps(acc + i, f32x4_of_bf16(x + i));
+#endif
+    for (; i < count; i++) acc[i] = tr_bf16_to_f32(x[i]);
+}
+
 /* out[i] = reduce over group ranks r of srcs[r][offset + i], i < count. */
 static void reduce_block(void *out, const void *const *srcs, int n, size_t offset, size_t count, tr_dtype dt, int op) {
     if (dt == TR_I32) {
@@ -57,17 +108,21 @@ static void reduce_block(void *out, const void *const *srcs, int n, size_t offse
         return;
     }
     float *acc = out;
+    if (op == COLL_SUM) { /* the common case, a row at a time: the same adds in the same order */
+        if (dt == TR_BF16) widen_row_bf16(acc, (const uint16_t *)srcs[0] + offset, count);
+        else memcpy(acc, (const float *)srcs[0] + offset, count * 4);
+        for (int r = 1; r < n; r++) {
+            if (dt == TR_BF16) add_row_bf16(acc, (const uint16_t *)srcs[r] + offset, count);
+            else add_row_f32(acc, (const float *)srcs[r] + offset, count);
+        }
+        return;
+    }
     const float scale = (float)(1.0 / n);
     for (size_t i = 0; i < count; i++) {
         float v = load(srcs[0], dt, offset + i);
         acc[i] = op == COLL_AVG ? v * scale : v;
     }
     for (int r = 1; r < n; r++) {
-        if (dt == TR_F32 && op == COLL_SUM) { /* the common case, kept simple enough to vectorise */
-            const float *x = (const float *)srcs[r] + offset;
-            for (size_t i = 0; i < count; i++) acc[i] = acc[i] + x[i];
-            continue;
-        }
         for (size_t i = 0; i < count; i++) {
             float v = load(srcs[r], dt, offset + i);
             acc[i] = apply(op, acc[i], op == COLL_AVG ? v * scale : v);
@@ -81,13 +136,47 @@ static void write_acc(void *dst, const void *acc, size_t count, tr_dtype dt) {
         memmove(dst, acc, count * 4);
         return;
     }
-    for (size_t i = 0; i < count; i++) store(dst, dt, i, ((const float *)acc)[i]);
+    size_t i = 0;
+#ifdef __SSE2__
+    for (; i + 4 <= count; i += 4)
+        _mm_storel_epi64((__m128i *)((uint16_t *)dst + i), bf16x4_of(_mm_loadu_ps((const float *)acc + i)));
+#endif
+    for (; i < count; i++) store(dst, dt, i, ((const float *)acc)[i]);
 }
 
 static void *scratch(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
     TR_CHECK(p != NULL, "out of host memory for collective scratch");
     return p;
+}
+
+static bool overlap(const void *a, size_t alen, const void *b, size_t blen) {
+    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + blen && y < x + alen;
+}
+
+/* Whether an all-gather may copy each block straight from its sender into every receiver: no receiver
+ * overlaps another receiver or another member's send buffer, and a member's own send buffer is
+ * either apart from its receive buffer or exactly its block there (Megatron's in-place gather). Then
+ * no copy overwrites a block before it is read, and the result is the staged copy's, byte for byte. */
+static bool gather_in_place_safe(coll_pending *const *m, int n, size_t block) {
+    const size_t all = (size_t)n * block;
+    for (int r = 0; r < n; r++) {
+        const char *recv = m[r]->recv, *own = m[r]->send;
+        if (overlap(recv, all, own, block) && own != recv + (size_t)r * block) return false;
+        for (int q = 0; q < n; q++)
+            if (q != r && (overlap(recv, all, m[q]->send, block) || overlap(recv, all, m[q]->recv, all))) return false;
+    }
+    return true;
+}
+
+/* The all-gather without the staging copy: block q of every receiver from member q's send buffer. */
+static void gather_direct(coll_pending *const *m, int n, size_t block) {
+    for (int r = 0; r < n; r++)
+        for (int q = 0; q < n; q++) {
+            char *dst = (char *)m[r]->recv + (size_t)q * block;
+            if (dst != m[q]->send) memcpy(dst, m[q]->send, block); /* in place: already there */
+        }
 }
 
 void coll_exec(const coll_group *g, coll_instance *inst) {
@@ -117,6 +206,10 @@ void coll_exec(const coll_group *g, coll_instance *inst) {
         break;
     }
     case FLIGHT_ALL_GATHER: {
+        if (gather_in_place_safe(m, n, count * esz)) {
+            gather_direct(m, n, count * esz);
+            break;
+        }
         char *all = scratch((size_t)n * count * esz);
         for (int r = 0; r < n; r++) memcpy(all + (size_t)r * count * esz, srcs[r], count * esz);
         for (int r = 0; r < n; r++) memmove(m[r]->recv, all, (size_t)n * count * esz);

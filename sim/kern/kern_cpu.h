@@ -27,6 +27,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "kern_bf16x4.h"
 #include "twin_cost.h"
 #include "twin_defer.h"
 #include "twin_stream.h"
@@ -130,7 +131,7 @@ static inline void widen4_f32(const float *src, __m128d *lo, __m128d *hi) {
     *lo = _mm_cvtps_pd(f), *hi = _mm_cvtps_pd(_mm_movehl_ps(f, f));
 }
 static inline void widen4_bf16(const uint16_t *src, __m128d *lo, __m128d *hi) {
-    const __m128 f = _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), _mm_loadl_epi64((const __m128i *)src)));
+    const __m128 f = f32x4_of_bf16(src);
     *lo = _mm_cvtps_pd(f), *hi = _mm_cvtps_pd(_mm_movehl_ps(f, f));
 }
 /* Four doubles into dst[0], dst[step], dst[2 * step], dst[3 * step]. */

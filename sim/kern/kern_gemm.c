@@ -95,19 +95,6 @@ static inline __m128d mul2_x_first(__m128d x, __m128d y) {
     return x;
 }
 
-/* Four fp32 values to bf16, tr_f32_to_bf16 lane by lane: a NaN keeps its top 16 bits, made quiet;
- * anything else rounds to nearest-even on the top 16 bits. The four results in the low 64 bits. */
-static inline __m128i bf16x4_of(__m128 f) {
-    const __m128i u = _mm_castps_si128(f), top = _mm_srli_epi32(u, 16);
-    const __m128i nan = _mm_cmpgt_epi32(_mm_and_si128(u, _mm_set1_epi32(0x7fffffff)), _mm_set1_epi32(0x7f800000));
-    const __m128i quiet = _mm_or_si128(top, _mm_set1_epi32(0x40));
-    const __m128i rounded = _mm_srli_epi32(
-        _mm_add_epi32(_mm_add_epi32(u, _mm_set1_epi32(0x7fff)), _mm_and_si128(top, _mm_set1_epi32(1))), 16);
-    const __m128i r = _mm_or_si128(_mm_and_si128(nan, quiet), _mm_andnot_si128(nan, rounded)); /* each < 2^16 */
-    const __m128i s = _mm_srai_epi32(_mm_slli_epi32(r, 16), 16); /* sign-extended: packs keeps the 16 bits */
-    return _mm_packs_epi32(s, s);
-}
-
 /* alpha * acc[0..4) (+ beta * old), in double, rounded to fp32 (cvtpd2ps: cvtsd2ss lane by lane). */
 static inline __m128 epilogue4(const double *acc, __m128d al, __m128d be, bool with_old, __m128d old_lo,
                                __m128d old_hi) {
