@@ -10,6 +10,7 @@ allowed=(
     "sched_state.c.o g_implicit"          # the implicit rank 0 of programs that never call twin_run
     "sched_state.c.o g_implicit_registry" # ... and its communicator groups
     "mp_job.c.o g_mp_sigterm"             # SIGTERM arrived (set by a signal handler: a sig_atomic_t)
+    "kern_init_memo.c.o g_init_memo"      # generated parameter values by their full key (a pure cache)
 )
 fail=0 n=0
 for lib in "$@"; do
