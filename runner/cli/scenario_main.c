@@ -64,6 +64,12 @@ static int expand(const char *arg, char ***files, int *n) {
     return 0;
 }
 
+static int free_files(char **files, int n, int status) {
+    for (int i = 0; i < n; i++) free(files[i]);
+    free(files);
+    return status;
+}
+
 static FILE *open_out(const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) fprintf(stderr, "scenario: cannot write %s: %s\n", path, strerror(errno));
@@ -94,17 +100,19 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--clean")) {
             clean = true;
         } else if (slot) {
-            if (i + 1 >= argc) return fprintf(stderr, "scenario: %s needs a value\n", a), 2;
+            if (i + 1 >= argc) return fprintf(stderr, "scenario: %s needs a value\n", a), free_files(files, nfiles, 2);
             *slot = argv[++i];
         } else if (a[0] == '-') {
             fprintf(stderr, "scenario: unknown option %s\n", a);
-            return usage();
+            return free_files(files, nfiles, usage());
         } else if (expand(a, &files, &nfiles)) {
             fprintf(stderr, "scenario: cannot read directory %s: %s\n", a, strerror(errno));
-            return 2;
+            return free_files(files, nfiles, 2);
         }
     }
-    if (nfiles == 0) return fprintf(stderr, "scenario: no scenario files given (a directory had no *.yaml?)\n"), 2;
+    if (nfiles == 0)
+        return fprintf(stderr, "scenario: no scenario files given (a directory had no *.yaml?)\n"),
+               free_files(files, nfiles, 2);
     sc_report *reports = calloc((size_t)nfiles, sizeof *reports);
     const sc_report **views = calloc((size_t)nfiles, sizeof *views);
     int nrep = 0, status = 0;

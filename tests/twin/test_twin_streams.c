@@ -181,6 +181,7 @@ static int step_loop(int rank, void *arg) {
     dev_copy_d2h(def, &bc->value, g, sizeof bc->value);
     dev_event_destroy(ready);
     dev_event_destroy(done);
+    dev_free(d, g);
     dev_close(d); /* the side stream goes with its device */
     return 0;
 }

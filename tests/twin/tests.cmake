@@ -62,3 +62,8 @@ twinrun_expect(NAME multi_bench_check_refuses EXIT 1 LABELS twin
   OUTPUT "layout tiny_PP2 missing.*tiny_TP2: scaling_efficiency 2.0 not in .0, 1.5..*tiny_TP2: collective_wait_share 1.2 not in .0, 1..*tiny_TP2: twin_step_s 0 not > 0.*tiny_DP2: gpus 4 != tp x pp x dp.*correctness checks failed"
   COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/ci/bench/multi_bench_report.py check
     ${CMAKE_CURRENT_SOURCE_DIR}/twin/data/multi_bench_bad.json --layouts tiny_L1,tiny_TP2,tiny_DP2,tiny_PP2)
+
+# `valgrind-skip`: test_twin_streams's race cases end their ranks at the racing operation on purpose
+# (the twin's verdict), abandoning what those ranks had allocated, which memcheck counts as leaks; its
+# race-free cases are the same code as parallel_overlap's, which memcheck runs.
+set_property(TEST test_twin_streams APPEND PROPERTY LABELS valgrind-skip)
