@@ -297,8 +297,10 @@ int llama_bucket_of(const llama_model *m, size_t e);
 /* Where element e of the parameter buffer lives in master, from its start (whole master: e itself; a
  * sharded one: in this rank's segment of e's bucket, which must hold e). */
 size_t llama_master_index(const llama_model *m, size_t e);
-/* Reduces over TP the gradients of the TP-replicated parameters that need it (sequence parallelism,
- * or partial gradients) whose offsets lie in [lo, hi). */
+/* With sequence parallelism each TP rank saw only its rows, so the replicated norm weights' gradients
+ * are partial: sums over TP (Megatron's allreduce of layernorm grads) those whose offsets lie in
+ * [lo, hi). The q/k norms' (--qk-layernorm) are partial with or without it (each TP rank holds other
+ * heads). */
 void llama_sp_reduce_norm_grads_range(llama_model *m, size_t lo, size_t hi);
 /* The lowest parameter offset of local layer l (the backward pass writes a layer's gradients last to
  * first, so once layer l is done every gradient from here up is final, but for TP reductions). */
@@ -344,11 +346,6 @@ void llama_get_losses_slot(llama_model *m, int slot, float *losses /* [B*T] */);
  * stage input (to send to the previous stage). Gradients accumulate into m->grads. */
 void llama_backward_slot(llama_model *m, int slot, const float *dloss);
 void *llama_stage_grad(llama_model *m); /* [Nl, C] act_dt, device */
-
-/* With sequence parallelism each TP rank saw only its rows, so the replicated norm weights' gradients
- * are partial: sums them over TP (Megatron's allreduce of layernorm grads). The q/k norms'
- * (--qk-layernorm) are partial with or without it (each TP rank holds other heads). */
-void llama_sp_reduce_norm_grads(llama_model *m);
 
 /* Context parallelism (llama_cp.c): full [B, Tfull, W] from the group's local [B, T, W] pieces, and
  * back (summing the group's gradients of this rank's rows). W is the elements per token. */

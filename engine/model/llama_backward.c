@@ -54,8 +54,6 @@ static tr_buf all_rows(const llama_model *m, tr_buf dres) {
     return full;
 }
 
-void llama_sp_reduce_norm_grads(llama_model *m) { llama_sp_reduce_norm_grads_range(m, 0, m->total); }
-
 void llama_sp_reduce_norm_grads_range(llama_model *m, size_t lo, size_t hi) {
     if (m->layout.tp == 1) return;
     tr_dtype dt = m->dims.grad_dt;

@@ -46,20 +46,18 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_gr
             }
         for (int k = 0; k < o->nseg; k++) o->segs[k] = llama_shard_seg(model, dp, pos, k);
         o->shard_len = model->total_alloc / (size_t)dp;
-        o->shard_begin = o->segs[0].begin;
     } else {
         o->segs[0] = (llama_seg){0, model->total, 0};
-        o->shard_begin = 0;
         o->shard_len = model->total;
     }
     /* a sharded master (bf16 with the distributed optimizer) must be exactly the shard this rank updates */
     if (llama_master_sharded(model) &&
         (!o->distributed || model->layout.opt_shard != pos || model->master_len != o->shard_len)) {
         tr_errf(err, errlen,
-                "the model keeps master weights [%zu, +%zu) but the optimizer updates [%zu, +%zu): build the model "
-                "with the optimizer's shard (llama_layout.opt_shards, opt_shard)",
-                model->master_begin, model->master_len, o->shard_begin, o->shard_len);
-        free(o);
+                "the model keeps the master weights of shard %d (%zu elements) but the optimizer updates shard %d "
+                "(%zu elements): build the model with the optimizer's shard (llama_layout.opt_shards, opt_shard)",
+                model->layout.opt_shard, model->master_len, o->distributed ? pos : 0, o->shard_len);
+        optim_destroy(o, model);
         return NULL;
     }
     size_t bytes = o->shard_len * sizeof(float);

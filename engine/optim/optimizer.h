@@ -29,9 +29,9 @@
 
 typedef struct tr_optimizer {
     bool distributed;
-    size_t shard_begin, shard_len; /* the first element this rank updates; how many (its segments') */
-    int nseg;                      /* this rank's shard: one segment per bucket (distributed), else one */
-    llama_seg *segs;               /* [nseg] */
+    size_t shard_len; /* elements this rank updates (its segments') */
+    int nseg;         /* this rank's shard: one segment per bucket (distributed), else one */
+    llama_seg *segs;  /* [nseg] */
     /* --overlap-grad-reduce */
     dev_stream *comm;        /* the buckets' reductions (NULL: on the model's stream, after the backward) */
     dev_event *ready, *done; /* model stream -> comm (a bucket written), comm -> model (all reduced) */
