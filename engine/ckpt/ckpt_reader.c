@@ -6,12 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "ckpt/ckpt_internal.h"
 #include "twinrun/err.h"
 
-#define FD_CACHE 32 /* shards open at once: a 1024-rank checkpoint stays below the fd limit */
+#define FD_CACHE 32 /* shards open at once (the read fallback): a 1024-rank checkpoint stays below the fd limit */
 
 typedef struct ref {
     const ckpt_blob_desc *d;
@@ -27,6 +28,16 @@ struct ckpt_reader {
     const char **names; /* distinct, sorted */
     int nnames;
     int fd[FD_CACHE], fd_shard[FD_CACHE], fd_next;
+    /* Each shard mapped read-only on its first piece (n_files of them): a rank's slice of a
+     * tensor-parallel matrix is one run per row, so a load is millions of pieces of tens of bytes, and
+     * a pread each made the flagship's resumes 18% of its scheduler thread (docs/benchmarks.md). Shards
+     * are written to a temporary name and renamed, so a mapped file is never rewritten in place; its
+     * size was checked against the manifest at open. Where mmap fails, pieces are pread. */
+    struct shard_map {
+        const uint8_t *p; /* NULL: not mapped (yet, or mmap failed: tried) */
+        size_t len;
+        bool tried;
+    } *maps;
 };
 
 typedef struct run {
@@ -51,8 +62,10 @@ void ckpt_reader_close(ckpt_reader *r) {
     if (!r) return;
     for (int i = 0; i < FD_CACHE; i++)
         if (r->fd[i] >= 0) close(r->fd[i]);
+    for (int i = 0; r->maps && i < r->m.n_files; i++)
+        if (r->maps[i].p) munmap((void *)r->maps[i].p, r->maps[i].len);
     for (int i = 0; r->hs && i < r->m.n_files; i++) ckpt_shard_header_free(&r->hs[i]);
-    free(r->hs), free(r->refs), free(r->names);
+    free(r->maps), free(r->hs), free(r->refs), free(r->names);
     ckpt_manifest_free(&r->m);
     free(r);
 }
@@ -67,7 +80,8 @@ ckpt_reader *ckpt_reader_open(const char *dir, int64_t iteration, char *err, siz
     if (ckpt_manifest_load(dir, iteration, &r->m, err, errlen)) goto fail;
     ckpt_iter_dir(r->idir, sizeof r->idir, dir, iteration);
     r->hs = calloc((size_t)r->m.n_files, sizeof *r->hs);
-    if (!r->hs) goto oom;
+    r->maps = calloc((size_t)r->m.n_files, sizeof *r->maps);
+    if (!r->hs || !r->maps) goto oom;
     for (int i = 0; i < r->m.n_files; i++) {
         char path[TR_CKPT_PATH_MAX];
         ckpt_file_info info;
@@ -146,12 +160,36 @@ static int shard_fd(ckpt_reader *r, int shard, char *err, size_t errlen) {
     return r->fd[slot];
 }
 
+/* Maps shard on its first use (once: a failed mmap is not retried, the pieces are pread instead). */
+static const struct shard_map *shard_map_of(ckpt_reader *r, int shard) {
+    struct shard_map *m = &r->maps[shard];
+    if (m->tried) return m;
+    m->tried = true;
+    const size_t len = (size_t)r->m.files[shard].size;
+    char path[TR_CKPT_PATH_MAX];
+    ckpt_pathf(path, sizeof path, "%s/%s", r->idir, r->m.files[shard].name);
+    const int fd = len ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd < 0) return m; /* the pread path opens it again and reports the error */
+    void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p != MAP_FAILED) m->p = p, m->len = len;
+    return m;
+}
+
 static int copy_piece(ckpt_reader *r, const piece *p, size_t esz, uint8_t *dst, char *err, size_t errlen) {
-    int fd = shard_fd(r, p->shard, err, errlen);
-    if (fd < 0) return -1;
     uint8_t *out = dst + p->dst * esz;
     size_t n = (size_t)(p->len * esz);
     uint64_t off = p->d->offset + p->src * esz;
+    const struct shard_map *m = shard_map_of(r, p->shard);
+    if (m->p) {
+        if (off > m->len || n > m->len - off)
+            return tr_errf(err, errlen, "%s/%s: tensor '%s' lies past the end of the file (%zu bytes)", r->idir,
+                           r->m.files[p->shard].name, p->d->name, m->len);
+        memcpy(out, m->p + off, n);
+        return 0;
+    }
+    int fd = shard_fd(r, p->shard, err, errlen);
+    if (fd < 0) return -1;
     while (n > 0) {
         ssize_t k = pread(fd, out, n, (off_t)off);
         if (k < 0 && errno == EINTR) continue;
