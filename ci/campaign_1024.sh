@@ -15,6 +15,7 @@ bin=${SCENARIO_BIN:-build/twin/bin/scenario}
 [ -x "$bin" ] || { echo "campaign_1024: $bin missing: build the twin first (make build)" >&2; exit 2; }
 work=${CAMPAIGN_WORK:-$out}
 mkdir -p "$out" "$work"
+worst=0 # the script's status: the worst slice's (1: expectations failed; others: the run did not finish)
 for ((k = first; k <= last; k++)); do
     yaml="$out/slice_$k.yaml"
     sed -e "s/@SEED@/$((base + k))/" -e "s/@COUNT@/$per/" -e "s/@SLICE@/$k/" >"$yaml" <<'YAML'
@@ -38,4 +39,6 @@ YAML
     "$bin" run "$yaml" --work "$work/work_$k" --json "$out/slice_$k.json" --junit "$out/slice_$k.xml" || rc=$?
     rm -rf "$work/work_$k"
     echo "== slice $k: exit $rc"
+    [ $rc -gt $worst ] && worst=$rc
 done
+exit $worst
