@@ -25,6 +25,12 @@
 #include "kern_cpu.h"
 #include "twinrun/kern.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define GEMM_X86_ASM 1
+#define GEMM_HAVE_AVX2 1 /* AVX2 functions compiled for "avx2" only, chosen at run time (gemm_body) */
+#include <immintrin.h>
+#endif
+
 enum {
     GEMM_MR = 4,       /* rows of c per micro-kernel block */
     GEMM_NR_MAX = 8,   /* columns of c per micro-kernel block: 8 with AVX2 (2 x 4 lanes), 4 without */
@@ -69,8 +75,86 @@ static void pack_strips(double *dst, tr_buf x, size_t lane_stride, size_t depth_
     }
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define GEMM_X86_ASM 1
+#ifdef GEMM_HAVE_AVX2
+/* pack_strips with AVX2, the same values in the same places (widening is exact and orders nothing,
+ * so only the speed differs). The flagship's panels are a few KiB and packing them a call at a time
+ * was as costly as the multiply: here the dtype test is once per panel and four elements move per
+ * instruction in both layouts. bf16 is a compile-time constant of each inlined copy. */
+
+/* Four elements at src widened to double (the values of widen4_f32 and widen4_bf16). */
+__attribute__((target("avx2"))) static inline __m256d widen4_avx(const void *src, bool bf16) {
+    const __m128 f = bf16 ? _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), _mm_loadl_epi64(src)))
+                          : _mm_loadu_ps(src);
+    return _mm256_cvtps_pd(f);
+}
+
+/* lane_stride == 1: depth p of x is a run across the lanes; a strip's row p is w (4 or 8) of them. */
+__attribute__((target("avx2"))) static inline void pack_depth_rows_avx2(double *dst, const void *x, size_t depth_stride,
+                                                                        size_t l0, size_t nl, size_t k, size_t w,
+                                                                        bool bf16) {
+    const size_t es = bf16 ? 2 : 4, full = nl / w * w; /* lanes in whole strips */
+    for (size_t p = 0; p < k; p++) {
+        const char *src = (const char *)x + (l0 + p * depth_stride) * es;
+        double *d = dst + p * w;
+        for (size_t s = 0; s < full; s += w, d += k * w)
+            for (size_t q = 0; q < w; q += 4) _mm256_storeu_pd(d + q, widen4_avx(src + (s + q) * es, bf16));
+        if (full < nl) { /* the last strip, part lanes and part zeros */
+            size_t ll = full;
+            for (; ll < nl; ll++) d[ll - full] = bf16 ? tr_bf16_to_f32(((const uint16_t *)src)[ll]) : ((const float *)src)[ll];
+            for (; ll < full + w; ll++) d[ll - full] = 0.0;
+        }
+    }
+}
+
+/* depth_stride == 1: a lane is a run along p. Four lanes at a time, four deep: the 4x4 block of
+ * doubles transposed in registers so each store is a strip's row p (four lanes side by side). */
+__attribute__((target("avx2"))) static inline void pack_lane_runs_avx2(double *dst, const void *x, size_t lane_stride,
+                                                                       size_t l0, size_t nl, size_t k, size_t w,
+                                                                       bool bf16) {
+    const size_t es = bf16 ? 2 : 4, nlp = round_up(nl, w);
+    size_t ll = 0;
+    for (; ll + 4 <= nl; ll += 4) {
+        double *d = dst + ll / w * k * w + ll % w;
+        const char *r0 = (const char *)x + (l0 + ll) * lane_stride * es, *r1 = r0 + lane_stride * es,
+                   *r2 = r1 + lane_stride * es, *r3 = r2 + lane_stride * es;
+        size_t p = 0;
+        for (; p + 4 <= k; p += 4, d += 4 * w) {
+            const __m256d x0 = widen4_avx(r0 + p * es, bf16), x1 = widen4_avx(r1 + p * es, bf16),
+                          x2 = widen4_avx(r2 + p * es, bf16), x3 = widen4_avx(r3 + p * es, bf16);
+            const __m256d t0 = _mm256_unpacklo_pd(x0, x1), t1 = _mm256_unpackhi_pd(x0, x1); /* p, p+1 | p+2, p+3 */
+            const __m256d t2 = _mm256_unpacklo_pd(x2, x3), t3 = _mm256_unpackhi_pd(x2, x3);
+            _mm256_storeu_pd(d, _mm256_permute2f128_pd(t0, t2, 0x20));
+            _mm256_storeu_pd(d + w, _mm256_permute2f128_pd(t1, t3, 0x20));
+            _mm256_storeu_pd(d + 2 * w, _mm256_permute2f128_pd(t0, t2, 0x31));
+            _mm256_storeu_pd(d + 3 * w, _mm256_permute2f128_pd(t1, t3, 0x31));
+        }
+        for (; p < k; p++, d += w)
+            for (size_t q = 0; q < 4; q++) {
+                const char *r = r0 + q * lane_stride * es;
+                d[q] = bf16 ? tr_bf16_to_f32(((const uint16_t *)r)[p]) : ((const float *)r)[p];
+            }
+    }
+    for (; ll < nlp; ll++) { /* fewer than four lanes left: one at a time, zeros past nl */
+        double *d = dst + ll / w * k * w + ll % w;
+        if (ll < nl) widen_row_d(d, w, (const char *)x + (l0 + ll) * lane_stride * es, k, bf16);
+        else
+            for (size_t p = 0; p < k; p++) d[p * w] = 0.0;
+    }
+}
+
+/* pack_strips for x's dtype, once per panel. */
+__attribute__((target("avx2"))) static void pack_strips_avx2(double *dst, tr_buf x, size_t lane_stride,
+                                                             size_t depth_stride, size_t l0, size_t nl, size_t k,
+                                                             size_t w) {
+    const bool bf16 = x.dt == TR_BF16;
+    if (!bf16 && x.dt != TR_F32)
+        tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(x.dt));
+    if (depth_stride == 1) {
+        if (bf16) pack_lane_runs_avx2(dst, x.p, lane_stride, l0, nl, k, w, true);
+        else pack_lane_runs_avx2(dst, x.p, lane_stride, l0, nl, k, w, false);
+    } else if (bf16) pack_depth_rows_avx2(dst, x.p, depth_stride, l0, nl, k, w, true);
+    else pack_depth_rows_avx2(dst, x.p, depth_stride, l0, nl, k, w, false);
+}
 #endif
 
 /* x + y and x * y with x the first source: where both are NaN the result is x's NaN (x86), so a NaN
@@ -151,6 +235,51 @@ static void store_row(tr_buf c, size_t off, const double *acc, size_t n, float a
     tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(c.dt));
 }
 
+#ifdef GEMM_HAVE_AVX2
+/* epilogue4 in AVX2: alpha * acc[0..4) (+ beta * old), each operand order pinned as there (the
+ * accumulator first in its multiply, old c first in its, the product alpha * acc first in the add),
+ * rounded to fp32 by vcvtpd2ps, cvtsd2ss lane by lane. */
+__attribute__((target("avx2"))) static inline __m128 epilogue4_avx2(const double *acc, __m256d al, __m256d be,
+                                                                    bool with_old, __m256d old) {
+    const __m256d a = _mm256_loadu_pd(acc);
+    __m256d r, o;
+    __asm__("vmulpd %2, %1, %0" : "=x"(r) : "x"(a), "x"(al));
+    if (with_old) {
+        __asm__("vmulpd %2, %1, %0" : "=x"(o) : "x"(old), "x"(be));
+        __asm__("vaddpd %2, %1, %0" : "=x"(r) : "x"(r), "x"(o));
+    }
+    return _mm256_cvtpd_ps(r);
+}
+
+/* store_row eight elements at a time, c's dtype a compile-time constant of each inlined copy; the
+ * last n % 8 go to store_row, whose lanes do the same operations. */
+__attribute__((target("avx2"))) static inline size_t store_row8_avx2(void *dst, const double *acc, size_t n,
+                                                                     float alpha, float beta, bool bf16) {
+    const __m256d al = _mm256_set1_pd(alpha), be = _mm256_set1_pd(beta);
+    const bool with_old = beta != 0.0f;
+    const size_t es = bf16 ? 2 : 4;
+    __m256d old0 = _mm256_setzero_pd(), old1 = old0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        char *d = (char *)dst + i * es;
+        if (with_old) old0 = widen4_avx(d, bf16), old1 = widen4_avx(d + 4 * es, bf16);
+        const __m128 lo = epilogue4_avx2(acc + i, al, be, with_old, old0),
+                     hi = epilogue4_avx2(acc + i + 4, al, be, with_old, old1);
+        if (bf16) _mm_storeu_si128((__m128i *)d, bf16x8_of(lo, hi));
+        else _mm_storeu_ps((float *)d, lo), _mm_storeu_ps((float *)d + 4, hi);
+    }
+    return i;
+}
+
+__attribute__((target("avx2"))) static void store_row_avx2(tr_buf c, size_t off, const double *acc, size_t n,
+                                                           float alpha, float beta) {
+    size_t i = 0;
+    if (c.dt == TR_BF16) i = store_row8_avx2((uint16_t *)c.p + off, acc, n, alpha, beta, true);
+    else if (c.dt == TR_F32) i = store_row8_avx2((float *)c.p + off, acc, n, alpha, beta, false);
+    if (i < n) store_row(c, off + i, acc + i, n - i, alpha, beta); /* also the dtype's check */
+}
+#endif
+
 /* A micro-kernel: the GEMM_MR x nr block acc (row stride ldc) += ap [kb, MR] x bp [kb, nr] over p
  * ascending; first: the block starts at +0.0 instead of being loaded. Written as prod = b * a,
  * acc = prod + acc, the operand order of the scalar loop it replaces (x86 keeps the first operand's
@@ -202,8 +331,7 @@ static void gemm_micro_4(double *acc, size_t ldc, const double *ap, const double
     GEMM_MICRO_BODY(v2d, v2d_u, 2, madd_2);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define GEMM_HAVE_AVX2 1
+#ifdef GEMM_HAVE_AVX2
 typedef double v4d __attribute__((vector_size(32)));
 typedef double v4d_u __attribute__((vector_size(32), aligned(8)));
 
@@ -230,6 +358,18 @@ typedef struct gemm_args {
     float alpha, beta;
 } gemm_args;
 
+typedef void gemm_pack_fn(double *dst, tr_buf x, size_t lane_stride, size_t depth_stride, size_t l0, size_t nl,
+                          size_t k, size_t w);
+typedef void gemm_store_fn(tr_buf c, size_t off, const double *acc, size_t n, float alpha, float beta);
+
+/* Scratch of the calls that fit (all of the flagship's: 6656 doubles at most), so the ~5 million
+ * GEMMs of the flagship do not each malloc and free their panels. One per thread: bodies run on the
+ * pool's workers side by side, and a body never yields, so no two calls on a thread overlap. Only ever
+ * holds a call's own packed inputs and partial sums, written before they are read: no value crosses
+ * calls (docs/architecture.md#mutable-state). */
+enum { GEMM_SCRATCH_SMALL = 8192 }; /* doubles: 64 KiB a thread */
+static _Thread_local _Alignas(64) double t_gemm_scratch[GEMM_SCRATCH_SMALL];
+
 static void gemm_body(void *args) {
     const gemm_args *g = args;
     const tr_buf c = g->c, a = g->a, b = g->b;
@@ -237,39 +377,41 @@ static void gemm_body(void *args) {
     const float alpha = g->alpha, beta = g->beta;
     const size_t M = (size_t)g->m, N = (size_t)g->n, K = (size_t)g->k; /* all > 0: kern_gemm_check */
 
-    /* The micro-kernel for this CPU; both give the same bits (see the top of the file). */
+    /* The functions for this CPU; all give the same bits (see the top of the file). */
     gemm_micro_fn *micro = gemm_micro_4;
+    gemm_pack_fn *pack = pack_strips;
+    gemm_store_fn *store = store_row;
     size_t nr = 4;
 #ifdef GEMM_HAVE_AVX2
-    if (__builtin_cpu_supports("avx2")) micro = gemm_micro_8, nr = 8;
+    if (__builtin_cpu_supports("avx2")) micro = gemm_micro_8, pack = pack_strips_avx2, store = store_row_avx2, nr = 8;
 #endif
     _Static_assert(GEMM_TILE_M % GEMM_MR == 0 && GEMM_TILE_N % GEMM_NR_MAX == 0, "tiles hold whole strips");
 
     /* Scratch only as large as this call needs: tiny GEMMs are the common case. */
     const size_t tn = round_up(N < GEMM_TILE_N ? N : GEMM_TILE_N, nr);
     const size_t tm = round_up(M < GEMM_TILE_M ? M : GEMM_TILE_M, GEMM_MR);
-    double *bp = kern_scratch(K * tn, sizeof *bp, "gemm b panel");        /* [tn/nr][k][nr] */
-    double *ap = kern_scratch(K * tm, sizeof *ap, "gemm a panel");        /* [tm/MR][k][MR] */
-    double *acc = kern_scratch(tm * tn, sizeof *acc, "gemm accumulator"); /* [tm, tn] */
+    const size_t need = K * tn + K * tm + tm * tn; /* K <= INT_MAX and tm, tn <= 256: no overflow */
+    double *heap = need > GEMM_SCRATCH_SMALL ? kern_scratch(need, sizeof *heap, "gemm panels") : NULL;
+    double *bp = heap ? heap : t_gemm_scratch; /* [tn/nr][k][nr] */
+    double *ap = bp + K * tn;                  /* [tm/MR][k][MR] */
+    double *acc = ap + K * tm;                 /* [tm, tn] */
 
     for (size_t j0 = 0; j0 < N; j0 += GEMM_TILE_N) {
         const size_t nt = N - j0 < GEMM_TILE_N ? N - j0 : GEMM_TILE_N, ntp = round_up(nt, nr);
-        pack_strips(bp, b, tb ? K : 1, tb ? 1 : N, j0, nt, K, nr); /* op(b)[p, j]: b[j*k + p] or b[p*n + j] */
+        pack(bp, b, tb ? K : 1, tb ? 1 : N, j0, nt, K, nr); /* op(b)[p, j]: b[j*k + p] or b[p*n + j] */
         for (size_t i0 = 0; i0 < M; i0 += GEMM_TILE_M) {
             const size_t mt = M - i0 < GEMM_TILE_M ? M - i0 : GEMM_TILE_M, mtp = round_up(mt, GEMM_MR);
-            pack_strips(ap, a, ta ? 1 : K, ta ? M : 1, i0, mt, K, GEMM_MR); /* op(a)[i, p]: a[p*m + i] or a[i*k + p] */
+            pack(ap, a, ta ? 1 : K, ta ? M : 1, i0, mt, K, GEMM_MR); /* op(a)[i, p]: a[p*m + i] or a[i*k + p] */
             for (size_t p0 = 0; p0 < K; p0 += GEMM_TILE_K) {
                 const size_t kb = K - p0 < GEMM_TILE_K ? K - p0 : GEMM_TILE_K;
                 for (size_t ii = 0; ii < mtp; ii += GEMM_MR)
                     for (size_t jj = 0; jj < ntp; jj += nr)
                         micro(acc + ii * ntp + jj, ntp, ap + ii * K + p0 * GEMM_MR, bp + jj * K + p0 * nr, kb, p0 == 0);
             }
-            for (size_t i = 0; i < mt; i++) store_row(c, (i0 + i) * N + j0, acc + i * ntp, nt, alpha, beta);
+            for (size_t i = 0; i < mt; i++) store(c, (i0 + i) * N + j0, acc + i * ntp, nt, alpha, beta);
         }
     }
-    free(acc);
-    free(ap);
-    free(bp);
+    free(heap);
 }
 
 void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb, float alpha,
