@@ -251,6 +251,22 @@ __attribute__((target("avx2"))) static inline __m128 epilogue4_avx2(const double
     return _mm256_cvtpd_ps(r);
 }
 
+/* Eight fp32 values (lo's four, then hi's) to bf16: tr_f32_to_bf16 lane by lane, as bf16x4_of, in
+ * one 256-bit pass (a blend where bf16x4_of masks twice, an unsigned pack where it sign-extends):
+ * the epilogue of a bf16 c was mostly this rounding. */
+__attribute__((target("avx2"))) static inline __m128i bf16x8_of_avx2(__m128 lo, __m128 hi) {
+    const __m256i u = _mm256_castps_si256(_mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1));
+    const __m256i top = _mm256_srli_epi32(u, 16);
+    const __m256i nan =
+        _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+    const __m256i quiet = _mm256_or_si256(top, _mm256_set1_epi32(0x40));
+    const __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), _mm256_and_si256(top, _mm256_set1_epi32(1))),
+        16);
+    const __m256i r = _mm256_blendv_epi8(rounded, quiet, nan); /* each < 2^16: the unsigned pack keeps it */
+    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
 /* store_row eight elements at a time, c's dtype a compile-time constant of each inlined copy; the
  * last n % 8 go to store_row, whose lanes do the same operations. */
 __attribute__((target("avx2"))) static inline size_t store_row8_avx2(void *dst, const double *acc, size_t n,
@@ -265,7 +281,7 @@ __attribute__((target("avx2"))) static inline size_t store_row8_avx2(void *dst, 
         if (with_old) old0 = widen4_avx(d, bf16), old1 = widen4_avx(d + 4 * es, bf16);
         const __m128 lo = epilogue4_avx2(acc + i, al, be, with_old, old0),
                      hi = epilogue4_avx2(acc + i + 4, al, be, with_old, old1);
-        if (bf16) _mm_storeu_si128((__m128i *)d, bf16x8_of(lo, hi));
+        if (bf16) _mm_storeu_si128((__m128i *)d, bf16x8_of_avx2(lo, hi));
         else _mm_storeu_ps((float *)d, lo), _mm_storeu_ps((float *)d + 4, hi);
     }
     return i;
