@@ -235,6 +235,12 @@ static void store_row(tr_buf c, size_t off, const double *acc, size_t n, float a
     tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(c.dt));
 }
 
+/* store_row for rows rows of the tile (row stride lda) into c (row stride ldc from element off). */
+static void store_tile(tr_buf c, size_t off, size_t ldc, const double *acc, size_t lda, size_t rows, size_t n,
+                       float alpha, float beta) {
+    for (size_t r = 0; r < rows; r++) store_row(c, off + r * ldc, acc + r * lda, n, alpha, beta);
+}
+
 #ifdef GEMM_HAVE_AVX2
 /* epilogue4 in AVX2: alpha * acc[0..4) (+ beta * old), each operand order pinned as there (the
  * accumulator first in its multiply, old c first in its, the product alpha * acc first in the add),
@@ -267,32 +273,45 @@ __attribute__((target("avx2"))) static inline __m128i bf16x8_of_avx2(__m128 lo, 
     return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
 
-/* store_row eight elements at a time, c's dtype a compile-time constant of each inlined copy; the
- * last n % 8 go to store_row, whose lanes do the same operations. */
-__attribute__((target("avx2"))) static inline size_t store_row8_avx2(void *dst, const double *acc, size_t n,
-                                                                     float alpha, float beta, bool bf16) {
+/* The epilogue of rows rows of the tile (row stride lda) into c (row stride ldc from element off),
+ * eight elements at a time, c's dtype and the beta test compile-time constants of each inlined copy;
+ * a row's last n % 8 go to store_row, whose lanes do the same operations. One call per tile, not per
+ * row: the flagship's rows are 16 wide as often as 128. */
+__attribute__((target("avx2"))) static inline void store_rows8_avx2(tr_buf c, size_t off, size_t ldc, const double *acc,
+                                                                    size_t lda, size_t rows, size_t n, float alpha,
+                                                                    float beta, bool bf16, bool with_old) {
     const __m256d al = _mm256_set1_pd(alpha), be = _mm256_set1_pd(beta);
-    const bool with_old = beta != 0.0f;
-    const size_t es = bf16 ? 2 : 4;
+    const size_t es = bf16 ? 2 : 4, n8 = n / 8 * 8;
     __m256d old0 = _mm256_setzero_pd(), old1 = old0;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        char *d = (char *)dst + i * es;
-        if (with_old) old0 = widen4_avx(d, bf16), old1 = widen4_avx(d + 4 * es, bf16);
-        const __m128 lo = epilogue4_avx2(acc + i, al, be, with_old, old0),
-                     hi = epilogue4_avx2(acc + i + 4, al, be, with_old, old1);
-        if (bf16) _mm_storeu_si128((__m128i *)d, bf16x8_of_avx2(lo, hi));
-        else _mm_storeu_ps((float *)d, lo), _mm_storeu_ps((float *)d + 4, hi);
+    for (size_t r = 0; r < rows; r++, off += ldc, acc += lda) {
+        char *d = (char *)c.p + off * es;
+        for (size_t i = 0; i < n8; i += 8, d += 8 * es) {
+            if (with_old) old0 = widen4_avx(d, bf16), old1 = widen4_avx(d + 4 * es, bf16);
+            const __m128 lo = epilogue4_avx2(acc + i, al, be, with_old, old0),
+                         hi = epilogue4_avx2(acc + i + 4, al, be, with_old, old1);
+            if (bf16) _mm_storeu_si128((__m128i *)d, bf16x8_of_avx2(lo, hi));
+            else _mm_storeu_ps((float *)d, lo), _mm_storeu_ps((float *)d + 4, hi);
+        }
+        if (n8 < n) store_row(c, off + n8, acc + n8, n - n8, alpha, beta);
     }
-    return i;
 }
 
-__attribute__((target("avx2"))) static void store_row_avx2(tr_buf c, size_t off, const double *acc, size_t n,
-                                                           float alpha, float beta) {
-    size_t i = 0;
-    if (c.dt == TR_BF16) i = store_row8_avx2((uint16_t *)c.p + off, acc, n, alpha, beta, true);
-    else if (c.dt == TR_F32) i = store_row8_avx2((float *)c.p + off, acc, n, alpha, beta, false);
-    if (i < n) store_row(c, off + i, acc + i, n - i, alpha, beta); /* also the dtype's check */
+__attribute__((target("avx2"))) static void store_tile_avx2(tr_buf c, size_t off, size_t ldc, const double *acc,
+                                                            size_t lda, size_t rows, size_t n, float alpha,
+                                                            float beta) {
+    const bool with_old = beta != 0.0f;
+    switch (c.dt) {
+    case TR_F32:
+        if (with_old) store_rows8_avx2(c, off, ldc, acc, lda, rows, n, alpha, beta, false, true);
+        else store_rows8_avx2(c, off, ldc, acc, lda, rows, n, alpha, beta, false, false);
+        return;
+    case TR_BF16:
+        if (with_old) store_rows8_avx2(c, off, ldc, acc, lda, rows, n, alpha, beta, true, true);
+        else store_rows8_avx2(c, off, ldc, acc, lda, rows, n, alpha, beta, true, false);
+        return;
+    case TR_I32: break;
+    }
+    tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(c.dt));
 }
 #endif
 
@@ -376,7 +395,8 @@ typedef struct gemm_args {
 
 typedef void gemm_pack_fn(double *dst, tr_buf x, size_t lane_stride, size_t depth_stride, size_t l0, size_t nl,
                           size_t k, size_t w);
-typedef void gemm_store_fn(tr_buf c, size_t off, const double *acc, size_t n, float alpha, float beta);
+typedef void gemm_store_fn(tr_buf c, size_t off, size_t ldc, const double *acc, size_t lda, size_t rows, size_t n,
+                           float alpha, float beta);
 
 /* Scratch of the calls that fit (all of the flagship's: 6656 doubles at most), so the ~5 million
  * GEMMs of the flagship do not each malloc and free their panels. One per thread: bodies run on the
@@ -396,10 +416,10 @@ static void gemm_body(void *args) {
     /* The functions for this CPU; all give the same bits (see the top of the file). */
     gemm_micro_fn *micro = gemm_micro_4;
     gemm_pack_fn *pack = pack_strips;
-    gemm_store_fn *store = store_row;
+    gemm_store_fn *store = store_tile;
     size_t nr = 4;
 #ifdef GEMM_HAVE_AVX2
-    if (__builtin_cpu_supports("avx2")) micro = gemm_micro_8, pack = pack_strips_avx2, store = store_row_avx2, nr = 8;
+    if (__builtin_cpu_supports("avx2")) micro = gemm_micro_8, pack = pack_strips_avx2, store = store_tile_avx2, nr = 8;
 #endif
     _Static_assert(GEMM_TILE_M % GEMM_MR == 0 && GEMM_TILE_N % GEMM_NR_MAX == 0, "tiles hold whole strips");
 
@@ -424,7 +444,7 @@ static void gemm_body(void *args) {
                     for (size_t jj = 0; jj < ntp; jj += nr)
                         micro(acc + ii * ntp + jj, ntp, ap + ii * K + p0 * GEMM_MR, bp + jj * K + p0 * nr, kb, p0 == 0);
             }
-            for (size_t i = 0; i < mt; i++) store(c, (i0 + i) * N + j0, acc + i * ntp, nt, alpha, beta);
+            store(c, i0 * N + j0, N, acc, ntp, mt, nt, alpha, beta);
         }
     }
     free(heap);
