@@ -142,18 +142,21 @@ __attribute__((target("avx2"))) static inline void pack_lane_runs_avx2(double *d
     }
 }
 
-/* pack_strips for x's dtype, once per panel. */
+/* pack_strips for x's dtype and the strip width (GEMM_MR or nr = 8), tested once per panel so each
+ * inlined copy has its loops' trip counts as constants. */
 __attribute__((target("avx2"))) static void pack_strips_avx2(double *dst, tr_buf x, size_t lane_stride,
                                                              size_t depth_stride, size_t l0, size_t nl, size_t k,
                                                              size_t w) {
     const bool bf16 = x.dt == TR_BF16;
     if (!bf16 && x.dt != TR_F32)
         tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(x.dt));
-    if (depth_stride == 1) {
-        if (bf16) pack_lane_runs_avx2(dst, x.p, lane_stride, l0, nl, k, w, true);
-        else pack_lane_runs_avx2(dst, x.p, lane_stride, l0, nl, k, w, false);
-    } else if (bf16) pack_depth_rows_avx2(dst, x.p, depth_stride, l0, nl, k, w, true);
-    else pack_depth_rows_avx2(dst, x.p, depth_stride, l0, nl, k, w, false);
+#define GEMM_PACK_AVX2(W, BF16)                                                                                        \
+    (depth_stride == 1 ? pack_lane_runs_avx2(dst, x.p, lane_stride, l0, nl, k, W, BF16)                                \
+                       : pack_depth_rows_avx2(dst, x.p, depth_stride, l0, nl, k, W, BF16))
+    if (w == 4) bf16 ? GEMM_PACK_AVX2(4, true) : GEMM_PACK_AVX2(4, false);
+    else if (w == 8) bf16 ? GEMM_PACK_AVX2(8, true) : GEMM_PACK_AVX2(8, false);
+    else bf16 ? GEMM_PACK_AVX2(w, true) : GEMM_PACK_AVX2(w, false);
+#undef GEMM_PACK_AVX2
 }
 #endif
 
