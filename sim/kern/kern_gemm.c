@@ -81,17 +81,20 @@ static void pack_strips(double *dst, tr_buf x, size_t lane_stride, size_t depth_
  * was as costly as the multiply: here the dtype test is once per panel and four elements move per
  * instruction in both layouts. bf16 is a compile-time constant of each inlined copy. */
 
+/* A body inlined into each caller whose bool and width arguments are constants: one copy per dtype
+ * (and strip width, or beta test), the tests folded out of the loops. */
+#define GEMM_AVX2_SPECIALISED __attribute__((target("avx2"), always_inline)) static inline
+
 /* Four elements at src widened to double (the values of widen4_f32 and widen4_bf16). */
 __attribute__((target("avx2"))) static inline __m256d widen4_avx(const void *src, bool bf16) {
-    const __m128 f = bf16 ? _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), _mm_loadl_epi64(src)))
-                          : _mm_loadu_ps(src);
+    const __m128 f =
+        bf16 ? _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), _mm_loadl_epi64(src))) : _mm_loadu_ps(src);
     return _mm256_cvtps_pd(f);
 }
 
 /* lane_stride == 1: depth p of x is a run across the lanes; a strip's row p is w (4 or 8) of them. */
-__attribute__((target("avx2"))) static inline void pack_depth_rows_avx2(double *dst, const void *x, size_t depth_stride,
-                                                                        size_t l0, size_t nl, size_t k, size_t w,
-                                                                        bool bf16) {
+GEMM_AVX2_SPECIALISED void pack_depth_rows_avx2(double *dst, const void *x, size_t depth_stride, size_t l0, size_t nl,
+                                                size_t k, size_t w, bool bf16) {
     const size_t es = bf16 ? 2 : 4, full = nl / w * w; /* lanes in whole strips */
     for (size_t p = 0; p < k; p++) {
         const char *src = (const char *)x + (l0 + p * depth_stride) * es;
@@ -100,7 +103,8 @@ __attribute__((target("avx2"))) static inline void pack_depth_rows_avx2(double *
             for (size_t q = 0; q < w; q += 4) _mm256_storeu_pd(d + q, widen4_avx(src + (s + q) * es, bf16));
         if (full < nl) { /* the last strip, part lanes and part zeros */
             size_t ll = full;
-            for (; ll < nl; ll++) d[ll - full] = bf16 ? tr_bf16_to_f32(((const uint16_t *)src)[ll]) : ((const float *)src)[ll];
+            for (; ll < nl; ll++)
+                d[ll - full] = bf16 ? tr_bf16_to_f32(((const uint16_t *)src)[ll]) : ((const float *)src)[ll];
             for (; ll < full + w; ll++) d[ll - full] = 0.0;
         }
     }
@@ -108,9 +112,8 @@ __attribute__((target("avx2"))) static inline void pack_depth_rows_avx2(double *
 
 /* depth_stride == 1: a lane is a run along p. Four lanes at a time, four deep: the 4x4 block of
  * doubles transposed in registers so each store is a strip's row p (four lanes side by side). */
-__attribute__((target("avx2"))) static inline void pack_lane_runs_avx2(double *dst, const void *x, size_t lane_stride,
-                                                                       size_t l0, size_t nl, size_t k, size_t w,
-                                                                       bool bf16) {
+GEMM_AVX2_SPECIALISED void pack_lane_runs_avx2(double *dst, const void *x, size_t lane_stride, size_t l0, size_t nl,
+                                               size_t k, size_t w, bool bf16) {
     const size_t es = bf16 ? 2 : 4, nlp = round_up(nl, w);
     size_t ll = 0;
     for (; ll + 4 <= nl; ll += 4) {
@@ -280,9 +283,8 @@ __attribute__((target("avx2"))) static inline __m128i bf16x8_of_avx2(__m128 lo, 
  * eight elements at a time, c's dtype and the beta test compile-time constants of each inlined copy;
  * a row's last n % 8 go to store_row, whose lanes do the same operations. One call per tile, not per
  * row: the flagship's rows are 16 wide as often as 128. */
-__attribute__((target("avx2"))) static inline void store_rows8_avx2(tr_buf c, size_t off, size_t ldc, const double *acc,
-                                                                    size_t lda, size_t rows, size_t n, float alpha,
-                                                                    float beta, bool bf16, bool with_old) {
+GEMM_AVX2_SPECIALISED void store_rows8_avx2(tr_buf c, size_t off, size_t ldc, const double *acc, size_t lda,
+                                            size_t rows, size_t n, float alpha, float beta, bool bf16, bool with_old) {
     const __m256d al = _mm256_set1_pd(alpha), be = _mm256_set1_pd(beta);
     const size_t es = bf16 ? 2 : 4, n8 = n / 8 * 8;
     __m256d old0 = _mm256_setzero_pd(), old1 = old0;
