@@ -14,7 +14,10 @@
  * in the double accumulator tile (a double round trip through memory is exact), so scratch stays
  * bounded by k whatever m and n are. Each column panel of op(b) (k x GEMM_TILE_N) is packed once;
  * row panels of op(a) (GEMM_TILE_M x k) are repacked per column panel, 1/GEMM_TILE_N of the
- * multiply work.
+ * multiply work. Packing only widens (bf16 -> fp32 -> double, exact) and moves values, and the
+ * epilogue does per element exactly the scalar operations, so their AVX2 forms (pack_strips_avx2,
+ * store_tile_avx2, chosen with the micro-kernel at run time) give the SSE2 forms' bits. A call that
+ * fits takes its scratch from a per-thread buffer (t_gemm_scratch), the rest from the heap.
  *
  * Why registers: the flagship's GEMMs are tiny (16 tokens x 16..128 wide x 16..128 deep, 1024
  * ranks), 54% of its CPU time was the scalar load-multiply-add-store loop over the accumulator
