@@ -118,6 +118,9 @@ GEMM_AVX2_SPECIALISED void pack_depth_rows_avx2(double *dst, const void *x, size
 GEMM_AVX2_SPECIALISED void pack_lane_runs_avx2(double *dst, const void *x, size_t lane_stride, size_t l0, size_t nl,
                                                size_t k, size_t w, bool bf16) {
     const size_t es = bf16 ? 2 : 4, nlp = round_up(nl, w);
+    /* The padding lanes of a last, partial strip: the strip zeroed in one run first, its lanes below nl
+     * written over below (lane by lane down k, the zeros were most of a 16 x 2 x 128 GEMM's packing). */
+    if (nl < nlp) memset(dst + (nlp - w) * k, 0, k * w * sizeof *dst);
     size_t ll = 0;
     for (; ll + 4 <= nl; ll += 4) {
         double *d = dst + ll / w * k * w + ll % w;
@@ -140,12 +143,8 @@ GEMM_AVX2_SPECIALISED void pack_lane_runs_avx2(double *dst, const void *x, size_
                 d[q] = bf16 ? tr_bf16_to_f32(((const uint16_t *)r)[p]) : ((const float *)r)[p];
             }
     }
-    for (; ll < nlp; ll++) { /* fewer than four lanes left: one at a time, zeros past nl */
-        double *d = dst + ll / w * k * w + ll % w;
-        if (ll < nl) widen_row_d(d, w, (const char *)x + (l0 + ll) * lane_stride * es, k, bf16);
-        else
-            for (size_t p = 0; p < k; p++) d[p * w] = 0.0;
-    }
+    for (; ll < nl; ll++) /* fewer than four lanes left: one at a time */
+        widen_row_d(dst + ll / w * k * w + ll % w, w, (const char *)x + (l0 + ll) * lane_stride * es, k, bf16);
 }
 
 /* pack_strips for x's dtype and the strip width (GEMM_MR or nr = 8), tested once per panel so each
