@@ -391,6 +391,34 @@ __attribute__((target("avx2"))) static void gemm_micro_8(double *acc, size_t ldc
                                                          size_t kb, bool first) {
     GEMM_MICRO_BODY(v4d, v4d_u, 4, madd_4);
 }
+
+/* Two row strips (rows 0..3 from ap, 4..7 from ap2) x nr = 4 columns in four-lane AVX2 vectors, the
+ * same per-element operations: for a c at most four wide (the flagship's 16 x 2 x 128), where
+ * gemm_micro_8 would spend three quarters of its lanes on padding columns. */
+__attribute__((target("avx2"))) static void gemm_micro_8x4(double *acc, size_t ldc, const double *ap, const double *ap2,
+                                                           const double *bp, size_t kb, bool first) {
+    v4d c0 = {0}, c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+    if (!first) {
+        c0 = *(const v4d_u *)(acc + 0 * ldc), c1 = *(const v4d_u *)(acc + 1 * ldc);
+        c2 = *(const v4d_u *)(acc + 2 * ldc), c3 = *(const v4d_u *)(acc + 3 * ldc);
+        c4 = *(const v4d_u *)(acc + 4 * ldc), c5 = *(const v4d_u *)(acc + 5 * ldc);
+        c6 = *(const v4d_u *)(acc + 6 * ldc), c7 = *(const v4d_u *)(acc + 7 * ldc);
+    }
+    for (size_t p = 0; p < kb; p++) {
+        const v4d b = *(const v4d_u *)(bp + p * 4);
+        const double *a = ap + p * GEMM_MR, *a2 = ap2 + p * GEMM_MR;
+        v4d x0, x1, x2, x3, x4, x5, x6, x7;
+        for (int l = 0; l < 4; l++)
+            x0[l] = a[0], x1[l] = a[1], x2[l] = a[2], x3[l] = a[3], x4[l] = a2[0], x5[l] = a2[1], x6[l] = a2[2],
+            x7[l] = a2[3];
+        c0 = madd_4(b, x0, c0), c1 = madd_4(b, x1, c1), c2 = madd_4(b, x2, c2), c3 = madd_4(b, x3, c3);
+        c4 = madd_4(b, x4, c4), c5 = madd_4(b, x5, c5), c6 = madd_4(b, x6, c6), c7 = madd_4(b, x7, c7);
+    }
+    *(v4d_u *)(acc + 0 * ldc) = c0, *(v4d_u *)(acc + 1 * ldc) = c1;
+    *(v4d_u *)(acc + 2 * ldc) = c2, *(v4d_u *)(acc + 3 * ldc) = c3;
+    *(v4d_u *)(acc + 4 * ldc) = c4, *(v4d_u *)(acc + 5 * ldc) = c5;
+    *(v4d_u *)(acc + 6 * ldc) = c6, *(v4d_u *)(acc + 7 * ldc) = c7;
+}
 #endif
 
 typedef struct gemm_args {
@@ -425,8 +453,13 @@ static void gemm_body(void *args) {
     gemm_pack_fn *pack = pack_strips;
     gemm_store_fn *store = store_tile;
     size_t nr = 4;
+    bool thin = false; /* gemm_micro_8x4 on pairs of row strips, gemm_micro_4 on a last odd one */
 #ifdef GEMM_HAVE_AVX2
-    if (__builtin_cpu_supports("avx2")) micro = gemm_micro_8, pack = pack_strips_avx2, store = store_tile_avx2, nr = 8;
+    if (__builtin_cpu_supports("avx2")) {
+        pack = pack_strips_avx2, store = store_tile_avx2;
+        if (N <= 4) thin = true;
+        else micro = gemm_micro_8, nr = 8;
+    }
 #endif
     _Static_assert(GEMM_TILE_M % GEMM_MR == 0 && GEMM_TILE_N % GEMM_NR_MAX == 0, "tiles hold whole strips");
 
@@ -447,9 +480,18 @@ static void gemm_body(void *args) {
             pack(ap, a, ta ? 1 : K, ta ? M : 1, i0, mt, K, GEMM_MR); /* op(a)[i, p]: a[p*m + i] or a[i*k + p] */
             for (size_t p0 = 0; p0 < K; p0 += GEMM_TILE_K) {
                 const size_t kb = K - p0 < GEMM_TILE_K ? K - p0 : GEMM_TILE_K;
-                for (size_t ii = 0; ii < mtp; ii += GEMM_MR)
+                for (size_t ii = 0; ii < mtp; ii += GEMM_MR) {
+#ifdef GEMM_HAVE_AVX2
+                    if (thin && ii + GEMM_MR < mtp) { /* ntp == nr == 4: one column strip */
+                        gemm_micro_8x4(acc + ii * ntp, ntp, ap + ii * K + p0 * GEMM_MR,
+                                       ap + (ii + GEMM_MR) * K + p0 * GEMM_MR, bp + p0 * nr, kb, p0 == 0);
+                        ii += GEMM_MR;
+                        continue;
+                    }
+#endif
                     for (size_t jj = 0; jj < ntp; jj += nr)
                         micro(acc + ii * ntp + jj, ntp, ap + ii * K + p0 * GEMM_MR, bp + jj * K + p0 * nr, kb, p0 == 0);
+                }
             }
             store(c, i0 * N + j0, N, acc, ntp, mt, nt, alpha, beta);
         }
