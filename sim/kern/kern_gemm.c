@@ -10,7 +10,8 @@
  * Layout. op(a) and op(b) are packed into double panels: op(b)'s columns in strips of nr
  * ([k, nr] each, contiguous), op(a)'s rows in strips of GEMM_MR ([k, GEMM_MR] each), padded with
  * zeros to whole strips (padded rows and columns are computed and never stored). A micro-kernel
- * keeps a GEMM_MR x nr block of c in registers over a depth block of GEMM_TILE_K, then parks it
+ * keeps a GEMM_MR x nr block of c in registers (2 * GEMM_MR x 4, two row strips, for a c at most
+ * four wide with AVX2: gemm_micro_8x4) over a depth block of GEMM_TILE_K, then parks it
  * in the double accumulator tile (a double round trip through memory is exact), so scratch stays
  * bounded by k whatever m and n are. Each column panel of op(b) (k x GEMM_TILE_N) is packed once;
  * row panels of op(a) (GEMM_TILE_M x k) are repacked per column panel, 1/GEMM_TILE_N of the
@@ -36,7 +37,7 @@
 
 enum {
     GEMM_MR = 4,       /* rows of c per micro-kernel block */
-    GEMM_NR_MAX = 8,   /* columns of c per micro-kernel block: 8 with AVX2 (2 x 4 lanes), 4 without */
+    GEMM_NR_MAX = 8,   /* columns of c per micro-kernel block: 8 with AVX2 (2 x 4 lanes), 4 without or for n <= 4 */
     GEMM_TILE_M = 32,  /* rows of c in flight: a multiple of GEMM_MR */
     GEMM_TILE_N = 256, /* columns of c in flight, a multiple of every nr: the 32x256 accumulator is 64 KiB */
     GEMM_TILE_K = 128, /* depth per pass: a 128x256 block of the op(b) panel (256 KiB) stays in cache */
