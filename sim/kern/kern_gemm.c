@@ -10,11 +10,15 @@
  * Layout. op(a) and op(b) are packed into double panels: op(b)'s columns in strips of nr
  * ([k, nr] each, contiguous), op(a)'s rows in strips of GEMM_MR ([k, GEMM_MR] each), padded with
  * zeros to whole strips (padded rows and columns are computed and never stored). A micro-kernel
- * keeps a GEMM_MR x nr block of c in registers over a depth block of GEMM_TILE_K, then parks it
+ * keeps a GEMM_MR x nr block of c in registers (2 * GEMM_MR x 4, two row strips, for a c at most
+ * four wide with AVX2: gemm_micro_8x4) over a depth block of GEMM_TILE_K, then parks it
  * in the double accumulator tile (a double round trip through memory is exact), so scratch stays
  * bounded by k whatever m and n are. Each column panel of op(b) (k x GEMM_TILE_N) is packed once;
  * row panels of op(a) (GEMM_TILE_M x k) are repacked per column panel, 1/GEMM_TILE_N of the
- * multiply work.
+ * multiply work. Packing only widens (bf16 -> fp32 -> double, exact) and moves values, and the
+ * epilogue does per element exactly the scalar operations, so their AVX2 forms (pack_strips_avx2,
+ * store_tile_avx2, chosen with the micro-kernel at run time) give the SSE2 forms' bits. A call that
+ * fits takes its scratch from a per-thread buffer (t_gemm_scratch), the rest from the heap.
  *
  * Why registers: the flagship's GEMMs are tiny (16 tokens x 16..128 wide x 16..128 deep, 1024
  * ranks), 54% of its CPU time was the scalar load-multiply-add-store loop over the accumulator
@@ -25,9 +29,15 @@
 #include "kern_cpu.h"
 #include "twinrun/kern.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define GEMM_X86_ASM 1
+#define GEMM_HAVE_AVX2 1 /* AVX2 functions compiled for "avx2" only, chosen at run time (gemm_body) */
+#include <immintrin.h>
+#endif
+
 enum {
     GEMM_MR = 4,       /* rows of c per micro-kernel block */
-    GEMM_NR_MAX = 8,   /* columns of c per micro-kernel block: 8 with AVX2 (2 x 4 lanes), 4 without */
+    GEMM_NR_MAX = 8,   /* columns of c per micro-kernel block: 8 with AVX2 (2 x 4 lanes), 4 without or for n <= 4 */
     GEMM_TILE_M = 32,  /* rows of c in flight: a multiple of GEMM_MR */
     GEMM_TILE_N = 256, /* columns of c in flight, a multiple of every nr: the 32x256 accumulator is 64 KiB */
     GEMM_TILE_K = 128, /* depth per pass: a 128x256 block of the op(b) panel (256 KiB) stays in cache */
@@ -69,8 +79,91 @@ static void pack_strips(double *dst, tr_buf x, size_t lane_stride, size_t depth_
     }
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define GEMM_X86_ASM 1
+#ifdef GEMM_HAVE_AVX2
+/* pack_strips with AVX2, the same values in the same places (widening is exact and orders nothing,
+ * so only the speed differs). The flagship's panels are a few KiB and packing them a call at a time
+ * was as costly as the multiply: here the dtype test is once per panel and four elements move per
+ * instruction in both layouts. bf16 is a compile-time constant of each inlined copy. */
+
+/* A body inlined into each caller whose bool and width arguments are constants: one copy per dtype
+ * (and strip width, or beta test), the tests folded out of the loops. */
+#define GEMM_AVX2_SPECIALISED __attribute__((target("avx2"), always_inline)) static inline
+
+/* Four elements at src widened to double (the values of widen4_f32 and widen4_bf16). */
+__attribute__((target("avx2"))) static inline __m256d widen4_avx(const void *src, bool bf16) {
+    const __m128 f =
+        bf16 ? _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), _mm_loadl_epi64(src))) : _mm_loadu_ps(src);
+    return _mm256_cvtps_pd(f);
+}
+
+/* lane_stride == 1: depth p of x is a run across the lanes; a strip's row p is w (4 or 8) of them. */
+GEMM_AVX2_SPECIALISED void pack_depth_rows_avx2(double *dst, const void *x, size_t depth_stride, size_t l0, size_t nl,
+                                                size_t k, size_t w, bool bf16) {
+    const size_t es = bf16 ? 2 : 4, full = nl / w * w; /* lanes in whole strips */
+    for (size_t p = 0; p < k; p++) {
+        const char *src = (const char *)x + (l0 + p * depth_stride) * es;
+        double *d = dst + p * w;
+        for (size_t s = 0; s < full; s += w, d += k * w)
+            for (size_t q = 0; q < w; q += 4) _mm256_storeu_pd(d + q, widen4_avx(src + (s + q) * es, bf16));
+        if (full < nl) { /* the last strip, part lanes and part zeros */
+            size_t ll = full;
+            for (; ll < nl; ll++)
+                d[ll - full] = bf16 ? tr_bf16_to_f32(((const uint16_t *)src)[ll]) : ((const float *)src)[ll];
+            for (; ll < full + w; ll++) d[ll - full] = 0.0;
+        }
+    }
+}
+
+/* depth_stride == 1: a lane is a run along p. Four lanes at a time, four deep: the 4x4 block of
+ * doubles transposed in registers so each store is a strip's row p (four lanes side by side). */
+GEMM_AVX2_SPECIALISED void pack_lane_runs_avx2(double *dst, const void *x, size_t lane_stride, size_t l0, size_t nl,
+                                               size_t k, size_t w, bool bf16) {
+    const size_t es = bf16 ? 2 : 4, nlp = round_up(nl, w);
+    /* The padding lanes of a last, partial strip: the strip zeroed in one run first, its lanes below nl
+     * written over below (lane by lane down k, the zeros were most of a 16 x 2 x 128 GEMM's packing). */
+    if (nl < nlp) memset(dst + (nlp - w) * k, 0, k * w * sizeof *dst);
+    size_t ll = 0;
+    for (; ll + 4 <= nl; ll += 4) {
+        double *d = dst + ll / w * k * w + ll % w;
+        const char *r0 = (const char *)x + (l0 + ll) * lane_stride * es, *r1 = r0 + lane_stride * es,
+                   *r2 = r1 + lane_stride * es, *r3 = r2 + lane_stride * es;
+        size_t p = 0;
+        for (; p + 4 <= k; p += 4, d += 4 * w) {
+            const __m256d x0 = widen4_avx(r0 + p * es, bf16), x1 = widen4_avx(r1 + p * es, bf16),
+                          x2 = widen4_avx(r2 + p * es, bf16), x3 = widen4_avx(r3 + p * es, bf16);
+            const __m256d t0 = _mm256_unpacklo_pd(x0, x1), t1 = _mm256_unpackhi_pd(x0, x1); /* p, p+1 | p+2, p+3 */
+            const __m256d t2 = _mm256_unpacklo_pd(x2, x3), t3 = _mm256_unpackhi_pd(x2, x3);
+            _mm256_storeu_pd(d, _mm256_permute2f128_pd(t0, t2, 0x20));
+            _mm256_storeu_pd(d + w, _mm256_permute2f128_pd(t1, t3, 0x20));
+            _mm256_storeu_pd(d + 2 * w, _mm256_permute2f128_pd(t0, t2, 0x31));
+            _mm256_storeu_pd(d + 3 * w, _mm256_permute2f128_pd(t1, t3, 0x31));
+        }
+        for (; p < k; p++, d += w)
+            for (size_t q = 0; q < 4; q++) {
+                const char *r = r0 + q * lane_stride * es;
+                d[q] = bf16 ? tr_bf16_to_f32(((const uint16_t *)r)[p]) : ((const float *)r)[p];
+            }
+    }
+    for (; ll < nl; ll++) /* fewer than four lanes left: one at a time */
+        widen_row_d(dst + ll / w * k * w + ll % w, w, (const char *)x + (l0 + ll) * lane_stride * es, k, bf16);
+}
+
+/* pack_strips for x's dtype and the strip width (GEMM_MR or nr = 8), tested once per panel so each
+ * inlined copy has its loops' trip counts as constants. */
+__attribute__((target("avx2"))) static void pack_strips_avx2(double *dst, tr_buf x, size_t lane_stride,
+                                                             size_t depth_stride, size_t l0, size_t nl, size_t k,
+                                                             size_t w) {
+    const bool bf16 = x.dt == TR_BF16;
+    if (!bf16 && x.dt != TR_F32)
+        tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(x.dt));
+#define GEMM_PACK_AVX2(W, BF16)                                                                                        \
+    (depth_stride == 1 ? pack_lane_runs_avx2(dst, x.p, lane_stride, l0, nl, k, W, BF16)                                \
+                       : pack_depth_rows_avx2(dst, x.p, depth_stride, l0, nl, k, W, BF16))
+    if (w == 4) bf16 ? GEMM_PACK_AVX2(4, true) : GEMM_PACK_AVX2(4, false);
+    else if (w == 8) bf16 ? GEMM_PACK_AVX2(8, true) : GEMM_PACK_AVX2(8, false);
+    else bf16 ? GEMM_PACK_AVX2(w, true) : GEMM_PACK_AVX2(w, false);
+#undef GEMM_PACK_AVX2
+}
 #endif
 
 /* x + y and x * y with x the first source: where both are NaN the result is x's NaN (x86), so a NaN
@@ -151,6 +244,85 @@ static void store_row(tr_buf c, size_t off, const double *acc, size_t n, float a
     tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(c.dt));
 }
 
+/* store_row for rows rows of the tile (row stride lda) into c (row stride ldc from element off). */
+static void store_tile(tr_buf c, size_t off, size_t ldc, const double *acc, size_t lda, size_t rows, size_t n,
+                       float alpha, float beta) {
+    for (size_t r = 0; r < rows; r++) store_row(c, off + r * ldc, acc + r * lda, n, alpha, beta);
+}
+
+#ifdef GEMM_HAVE_AVX2
+/* epilogue4 in AVX2: alpha * acc[0..4) (+ beta * old), each operand order pinned as there (the
+ * accumulator first in its multiply, old c first in its, the product alpha * acc first in the add),
+ * rounded to fp32 by vcvtpd2ps, cvtsd2ss lane by lane. */
+__attribute__((target("avx2"))) static inline __m128 epilogue4_avx2(const double *acc, __m256d al, __m256d be,
+                                                                    bool with_old, __m256d old) {
+    const __m256d a = _mm256_loadu_pd(acc);
+    __m256d r, o;
+    __asm__("vmulpd %2, %1, %0" : "=x"(r) : "x"(a), "x"(al));
+    if (with_old) {
+        __asm__("vmulpd %2, %1, %0" : "=x"(o) : "x"(old), "x"(be));
+        __asm__("vaddpd %2, %1, %0" : "=x"(r) : "x"(r), "x"(o));
+    }
+    return _mm256_cvtpd_ps(r);
+}
+
+/* Eight fp32 values (lo's four, then hi's) to bf16: tr_f32_to_bf16 lane by lane, as bf16x4_of, in
+ * one 256-bit pass (a blend where bf16x4_of masks twice, an unsigned pack where it sign-extends):
+ * the epilogue of a bf16 c was mostly this rounding. */
+__attribute__((target("avx2"))) static inline __m128i bf16x8_of_avx2(__m128 lo, __m128 hi) {
+    const __m256i u = _mm256_castps_si256(_mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1));
+    const __m256i top = _mm256_srli_epi32(u, 16);
+    const __m256i nan =
+        _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+    const __m256i quiet = _mm256_or_si256(top, _mm256_set1_epi32(0x40));
+    const __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), _mm256_and_si256(top, _mm256_set1_epi32(1))),
+        16);
+    const __m256i r = _mm256_blendv_epi8(rounded, quiet, nan); /* each < 2^16: the unsigned pack keeps it */
+    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
+/* The epilogue of rows rows of the tile (row stride lda) into c (row stride ldc from element off),
+ * eight elements at a time, c's dtype and the beta test compile-time constants of each inlined copy;
+ * a row's last n % 8 go to store_row, whose lanes do the same operations. One call per tile, not per
+ * row: the flagship's rows are 16 wide as often as 128. */
+GEMM_AVX2_SPECIALISED void store_rows8_avx2(tr_buf c, size_t off, size_t ldc, const double *acc, size_t lda,
+                                            size_t rows, size_t n, float alpha, float beta, bool bf16, bool with_old) {
+    const __m256d al = _mm256_set1_pd(alpha), be = _mm256_set1_pd(beta);
+    const size_t es = bf16 ? 2 : 4, n8 = n / 8 * 8;
+    __m256d old0 = _mm256_setzero_pd(), old1 = old0;
+    for (size_t r = 0; r < rows; r++, off += ldc, acc += lda) {
+        char *d = (char *)c.p + off * es;
+        for (size_t i = 0; i < n8; i += 8, d += 8 * es) {
+            if (with_old) old0 = widen4_avx(d, bf16), old1 = widen4_avx(d + 4 * es, bf16);
+            const __m128 lo = epilogue4_avx2(acc + i, al, be, with_old, old0),
+                         hi = epilogue4_avx2(acc + i + 4, al, be, with_old, old1);
+            if (bf16) _mm_storeu_si128((__m128i *)d, bf16x8_of_avx2(lo, hi));
+            else _mm_storeu_ps((float *)d, lo), _mm_storeu_ps((float *)d + 4, hi);
+        }
+        if (n8 < n) store_row(c, off + n8, acc + n8, n - n8, alpha, beta);
+    }
+}
+
+__attribute__((target("avx2"))) static void store_tile_avx2(tr_buf c, size_t off, size_t ldc, const double *acc,
+                                                            size_t lda, size_t rows, size_t n, float alpha,
+                                                            float beta) {
+    const bool with_old = beta != 0.0f;
+    switch (c.dt) {
+    case TR_F32:
+        if (with_old) store_rows8_avx2(c, off, ldc, acc, lda, rows, n, alpha, beta, false, true);
+        else store_rows8_avx2(c, off, ldc, acc, lda, rows, n, alpha, beta, false, false);
+        return;
+    case TR_BF16:
+        if (with_old) store_rows8_avx2(c, off, ldc, acc, lda, rows, n, alpha, beta, true, true);
+        else store_rows8_avx2(c, off, ldc, acc, lda, rows, n, alpha, beta, true, false);
+        return;
+    case TR_I32: break;
+    }
+    tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(c.dt));
+}
+#endif
+
 /* A micro-kernel: the GEMM_MR x nr block acc (row stride ldc) += ap [kb, MR] x bp [kb, nr] over p
  * ascending; first: the block starts at +0.0 instead of being loaded. Written as prod = b * a,
  * acc = prod + acc, the operand order of the scalar loop it replaces (x86 keeps the first operand's
@@ -202,8 +374,7 @@ static void gemm_micro_4(double *acc, size_t ldc, const double *ap, const double
     GEMM_MICRO_BODY(v2d, v2d_u, 2, madd_2);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define GEMM_HAVE_AVX2 1
+#ifdef GEMM_HAVE_AVX2
 typedef double v4d __attribute__((vector_size(32)));
 typedef double v4d_u __attribute__((vector_size(32), aligned(8)));
 
@@ -221,6 +392,34 @@ __attribute__((target("avx2"))) static void gemm_micro_8(double *acc, size_t ldc
                                                          size_t kb, bool first) {
     GEMM_MICRO_BODY(v4d, v4d_u, 4, madd_4);
 }
+
+/* Two row strips (rows 0..3 from ap, 4..7 from ap2) x nr = 4 columns in four-lane AVX2 vectors, the
+ * same per-element operations: for a c at most four wide (the flagship's 16 x 2 x 128), where
+ * gemm_micro_8 would spend three quarters of its lanes on padding columns. */
+__attribute__((target("avx2"))) static void gemm_micro_8x4(double *acc, size_t ldc, const double *ap, const double *ap2,
+                                                           const double *bp, size_t kb, bool first) {
+    v4d c0 = {0}, c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+    if (!first) {
+        c0 = *(const v4d_u *)(acc + 0 * ldc), c1 = *(const v4d_u *)(acc + 1 * ldc);
+        c2 = *(const v4d_u *)(acc + 2 * ldc), c3 = *(const v4d_u *)(acc + 3 * ldc);
+        c4 = *(const v4d_u *)(acc + 4 * ldc), c5 = *(const v4d_u *)(acc + 5 * ldc);
+        c6 = *(const v4d_u *)(acc + 6 * ldc), c7 = *(const v4d_u *)(acc + 7 * ldc);
+    }
+    for (size_t p = 0; p < kb; p++) {
+        const v4d b = *(const v4d_u *)(bp + p * 4);
+        const double *a = ap + p * GEMM_MR, *a2 = ap2 + p * GEMM_MR;
+        v4d x0, x1, x2, x3, x4, x5, x6, x7;
+        for (int l = 0; l < 4; l++)
+            x0[l] = a[0], x1[l] = a[1], x2[l] = a[2], x3[l] = a[3], x4[l] = a2[0], x5[l] = a2[1], x6[l] = a2[2],
+            x7[l] = a2[3];
+        c0 = madd_4(b, x0, c0), c1 = madd_4(b, x1, c1), c2 = madd_4(b, x2, c2), c3 = madd_4(b, x3, c3);
+        c4 = madd_4(b, x4, c4), c5 = madd_4(b, x5, c5), c6 = madd_4(b, x6, c6), c7 = madd_4(b, x7, c7);
+    }
+    *(v4d_u *)(acc + 0 * ldc) = c0, *(v4d_u *)(acc + 1 * ldc) = c1;
+    *(v4d_u *)(acc + 2 * ldc) = c2, *(v4d_u *)(acc + 3 * ldc) = c3;
+    *(v4d_u *)(acc + 4 * ldc) = c4, *(v4d_u *)(acc + 5 * ldc) = c5;
+    *(v4d_u *)(acc + 6 * ldc) = c6, *(v4d_u *)(acc + 7 * ldc) = c7;
+}
 #endif
 
 typedef struct gemm_args {
@@ -230,6 +429,19 @@ typedef struct gemm_args {
     float alpha, beta;
 } gemm_args;
 
+typedef void gemm_pack_fn(double *dst, tr_buf x, size_t lane_stride, size_t depth_stride, size_t l0, size_t nl,
+                          size_t k, size_t w);
+typedef void gemm_store_fn(tr_buf c, size_t off, size_t ldc, const double *acc, size_t lda, size_t rows, size_t n,
+                           float alpha, float beta);
+
+/* Scratch of the calls that fit (all of the flagship's: 6656 doubles at most), so the ~5 million
+ * GEMMs of the flagship do not each malloc and free their panels. One per thread: bodies run on the
+ * pool's workers side by side, and a body never yields, so no two calls on a thread overlap. Only ever
+ * holds a call's own packed inputs and partial sums, written before they are read: no value crosses
+ * calls (docs/architecture.md#mutable-state). */
+enum { GEMM_SCRATCH_SMALL = 8192 }; /* doubles: 64 KiB a thread */
+static _Thread_local _Alignas(64) double t_gemm_scratch[GEMM_SCRATCH_SMALL];
+
 static void gemm_body(void *args) {
     const gemm_args *g = args;
     const tr_buf c = g->c, a = g->a, b = g->b;
@@ -237,39 +449,55 @@ static void gemm_body(void *args) {
     const float alpha = g->alpha, beta = g->beta;
     const size_t M = (size_t)g->m, N = (size_t)g->n, K = (size_t)g->k; /* all > 0: kern_gemm_check */
 
-    /* The micro-kernel for this CPU; both give the same bits (see the top of the file). */
+    /* The functions for this CPU; all give the same bits (see the top of the file). */
     gemm_micro_fn *micro = gemm_micro_4;
+    gemm_pack_fn *pack = pack_strips;
+    gemm_store_fn *store = store_tile;
     size_t nr = 4;
+    bool thin = false; /* gemm_micro_8x4 on pairs of row strips, gemm_micro_4 on a last odd one */
 #ifdef GEMM_HAVE_AVX2
-    if (__builtin_cpu_supports("avx2")) micro = gemm_micro_8, nr = 8;
+    if (__builtin_cpu_supports("avx2")) {
+        pack = pack_strips_avx2, store = store_tile_avx2;
+        if (N <= 4) thin = true;
+        else micro = gemm_micro_8, nr = 8;
+    }
 #endif
     _Static_assert(GEMM_TILE_M % GEMM_MR == 0 && GEMM_TILE_N % GEMM_NR_MAX == 0, "tiles hold whole strips");
 
     /* Scratch only as large as this call needs: tiny GEMMs are the common case. */
     const size_t tn = round_up(N < GEMM_TILE_N ? N : GEMM_TILE_N, nr);
     const size_t tm = round_up(M < GEMM_TILE_M ? M : GEMM_TILE_M, GEMM_MR);
-    double *bp = kern_scratch(K * tn, sizeof *bp, "gemm b panel");        /* [tn/nr][k][nr] */
-    double *ap = kern_scratch(K * tm, sizeof *ap, "gemm a panel");        /* [tm/MR][k][MR] */
-    double *acc = kern_scratch(tm * tn, sizeof *acc, "gemm accumulator"); /* [tm, tn] */
+    const size_t need = K * tn + K * tm + tm * tn; /* K <= INT_MAX and tm, tn <= 256: no overflow */
+    double *heap = need > GEMM_SCRATCH_SMALL ? kern_scratch(need, sizeof *heap, "gemm panels") : NULL;
+    double *bp = heap ? heap : t_gemm_scratch; /* [tn/nr][k][nr] */
+    double *ap = bp + K * tn;                  /* [tm/MR][k][MR] */
+    double *acc = ap + K * tm;                 /* [tm, tn] */
 
     for (size_t j0 = 0; j0 < N; j0 += GEMM_TILE_N) {
         const size_t nt = N - j0 < GEMM_TILE_N ? N - j0 : GEMM_TILE_N, ntp = round_up(nt, nr);
-        pack_strips(bp, b, tb ? K : 1, tb ? 1 : N, j0, nt, K, nr); /* op(b)[p, j]: b[j*k + p] or b[p*n + j] */
+        pack(bp, b, tb ? K : 1, tb ? 1 : N, j0, nt, K, nr); /* op(b)[p, j]: b[j*k + p] or b[p*n + j] */
         for (size_t i0 = 0; i0 < M; i0 += GEMM_TILE_M) {
             const size_t mt = M - i0 < GEMM_TILE_M ? M - i0 : GEMM_TILE_M, mtp = round_up(mt, GEMM_MR);
-            pack_strips(ap, a, ta ? 1 : K, ta ? M : 1, i0, mt, K, GEMM_MR); /* op(a)[i, p]: a[p*m + i] or a[i*k + p] */
+            pack(ap, a, ta ? 1 : K, ta ? M : 1, i0, mt, K, GEMM_MR); /* op(a)[i, p]: a[p*m + i] or a[i*k + p] */
             for (size_t p0 = 0; p0 < K; p0 += GEMM_TILE_K) {
                 const size_t kb = K - p0 < GEMM_TILE_K ? K - p0 : GEMM_TILE_K;
-                for (size_t ii = 0; ii < mtp; ii += GEMM_MR)
+                for (size_t ii = 0; ii < mtp; ii += GEMM_MR) {
+#ifdef GEMM_HAVE_AVX2
+                    if (thin && ii + GEMM_MR < mtp) { /* ntp == nr == 4: one column strip */
+                        gemm_micro_8x4(acc + ii * ntp, ntp, ap + ii * K + p0 * GEMM_MR,
+                                       ap + (ii + GEMM_MR) * K + p0 * GEMM_MR, bp + p0 * nr, kb, p0 == 0);
+                        ii += GEMM_MR;
+                        continue;
+                    }
+#endif
                     for (size_t jj = 0; jj < ntp; jj += nr)
                         micro(acc + ii * ntp + jj, ntp, ap + ii * K + p0 * GEMM_MR, bp + jj * K + p0 * nr, kb, p0 == 0);
+                }
             }
-            for (size_t i = 0; i < mt; i++) store_row(c, (i0 + i) * N + j0, acc + i * ntp, nt, alpha, beta);
+            store(c, i0 * N + j0, N, acc, ntp, mt, nt, alpha, beta);
         }
     }
-    free(acc);
-    free(ap);
-    free(bp);
+    free(heap);
 }
 
 void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb, float alpha,

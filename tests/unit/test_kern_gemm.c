@@ -203,13 +203,15 @@ static float gemm_contract(const gemm_case *gc, const float *a, const float *b, 
 }
 
 /* The twin: same bits as the scalar loop whatever the tiling and vector width: shapes on and across every
- * register-block (4 rows, 4 or 8 columns) and tile (32 x 256 x 128) edge, signed zeros among the
- * inputs, fp32 and bf16 storage, all four transpose combinations, with and without beta. */
+ * register-block (4 rows, 4 or 8 columns), packing-block (4 lanes x 4 deep), epilogue (8 and 4 wide) and
+ * tile (32 x 256 x 128) edge, signed zeros among the inputs, fp32 and bf16 storage, all four transpose
+ * combinations, with and without beta. */
 static void test_gemm_bits_match_scalar_contract(void **state) {
     (void)state;
     if (!kt_backend_is_twin()) skip(); /* a GPU promises the tolerance of the tests above, not this order */
-    static const int sizes[][3] = {{1, 1, 1},     {3, 5, 7},    {4, 8, 1},      {5, 9, 130},
-                                   {16, 16, 128}, {16, 2, 128}, {128, 128, 16}, {33, 257, 129}};
+    static const int sizes[][3] = {{1, 1, 1},      {3, 5, 7},     {4, 8, 1},    {5, 9, 130},
+                                   {12, 20, 9},    {16, 16, 128}, {16, 2, 128}, {128, 128, 16},
+                                   {33, 257, 129}, {2, 128, 16},  {16, 128, 2}};
     kt_rng r = kt_rng_make(16);
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
         for (int dt = 0; dt < 2; dt++)
