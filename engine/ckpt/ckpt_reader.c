@@ -19,6 +19,17 @@ typedef struct ref {
     int shard;
 } ref;
 
+/* Each shard mapped read-only on its first piece: a rank's slice of a tensor-parallel matrix is one
+ * run per row, so a load is millions of pieces of tens of bytes, and a pread each made the flagship's
+ * resumes 18% of its scheduler thread (docs/benchmarks.md). Shards are written to a temporary name
+ * and renamed, so a mapped file is never rewritten in place; its size was checked against the
+ * manifest at open. Where mmap fails, pieces are pread. */
+typedef struct shard_map {
+    const uint8_t *p; /* NULL: not mapped (yet, or mmap failed: tried) */
+    size_t len;
+    bool tried;
+} shard_map;
+
 struct ckpt_reader {
     char idir[TR_CKPT_PATH_MAX];
     ckpt_manifest m;
@@ -28,16 +39,7 @@ struct ckpt_reader {
     const char **names; /* distinct, sorted */
     int nnames;
     int fd[FD_CACHE], fd_shard[FD_CACHE], fd_next;
-    /* Each shard mapped read-only on its first piece (n_files of them): a rank's slice of a
-     * tensor-parallel matrix is one run per row, so a load is millions of pieces of tens of bytes, and
-     * a pread each made the flagship's resumes 18% of its scheduler thread (docs/benchmarks.md). Shards
-     * are written to a temporary name and renamed, so a mapped file is never rewritten in place; its
-     * size was checked against the manifest at open. Where mmap fails, pieces are pread. */
-    struct shard_map {
-        const uint8_t *p; /* NULL: not mapped (yet, or mmap failed: tried) */
-        size_t len;
-        bool tried;
-    } *maps;
+    shard_map *maps; /* one per shard (n_files) */
 };
 
 typedef struct run {
@@ -161,8 +163,8 @@ static int shard_fd(ckpt_reader *r, int shard, char *err, size_t errlen) {
 }
 
 /* Maps shard on its first use (once: a failed mmap is not retried, the pieces are pread instead). */
-static const struct shard_map *shard_map_of(ckpt_reader *r, int shard) {
-    struct shard_map *m = &r->maps[shard];
+static const shard_map *shard_map_of(ckpt_reader *r, int shard) {
+    shard_map *m = &r->maps[shard];
     if (m->tried) return m;
     m->tried = true;
     const size_t len = (size_t)r->m.files[shard].size;
@@ -180,7 +182,7 @@ static int copy_piece(ckpt_reader *r, const piece *p, size_t esz, uint8_t *dst, 
     uint8_t *out = dst + p->dst * esz;
     size_t n = (size_t)(p->len * esz);
     uint64_t off = p->d->offset + p->src * esz;
-    const struct shard_map *m = shard_map_of(r, p->shard);
+    const shard_map *m = shard_map_of(r, p->shard);
     if (m->p) {
         if (off > m->len || n > m->len - off)
             return tr_errf(err, errlen, "%s/%s: tensor '%s' lies past the end of the file (%zu bytes)", r->idir,
