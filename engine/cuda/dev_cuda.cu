@@ -282,6 +282,11 @@ extern "C" void dev_mem_peak_parts(const dev_device *d, size_t parts[DEV_MEM_TAG
 }
 
 /* Predict mode is the twin's: a real device always computes. */
+/* One process per rank: a rank that dies takes its host state with it, and nothing is left to call. */
+extern "C" void dev_set_reclaim(dev_device *d, void (*fn)(void *arg), void *arg) {
+    (void)d, (void)fn, (void)arg;
+}
+
 extern "C" int dev_set_shape_only(dev_device *d, char *err, size_t errlen) {
     (void)d;
     snprintf(err, errlen,

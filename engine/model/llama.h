@@ -213,6 +213,10 @@ typedef struct llama_model {
         void *dkfull, *dvfull; /* [B, Tfull, KVl*D] (CP > 1) */
         void *gather;          /* [CP, B, T, KVl*D] all-gather / reduce-scatter staging (CP > 1) */
     } g;
+    /* The host buffers of the training step in flight (step.c), freed by step_free(step) in
+     * llama_destroy when the step never ended: its rank was ended mid-step (dev_set_reclaim). */
+    void *step;
+    void (*step_free)(void *step);
 } llama_model;
 
 /* The model settings twinrun's Llama cannot build (biases, tied embeddings, ...), each added to el.

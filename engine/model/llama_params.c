@@ -517,6 +517,7 @@ void llama_destroy(llama_model *m) {
         free(m);
         return;
     }
+    if (m->step && m->step_free) m->step_free(m->step);
     if (m->acts)
         for (int i = 0; i < m->layout.slots; i++) free_acts(m, &m->acts[i]);
     free_acts(m, &m->ws);

@@ -34,9 +34,12 @@ static int batches_init_cp(batches *b, int cp, int cp_rank, int B, int T) {
     return b->ftokens && b->flabels && b->fpos && b->fmask ? 0 : -1;
 }
 
+/* Idempotent: a step ended mid-way (run_state_free_host) may free them after the step already did. */
 static void batches_free(batches *b) {
     free(b->tokens), free(b->labels), free(b->pos), free(b->mask), free(b->losses), free(b->dloss);
     free(b->ftokens), free(b->flabels), free(b->fpos), free(b->fmask);
+    b->tokens = b->labels = b->pos = b->ftokens = b->flabels = b->fpos = NULL;
+    b->mask = b->losses = b->dloss = b->fmask = NULL;
 }
 
 /* Reads micro-batch `micro` into slot arrays; with CP, keeps this rank's chunks of each sequence. */
@@ -207,6 +210,14 @@ static void reduce_loss(llama_model *m, const tr_parallel *par, float *dbuf, dou
     *loss_sum = h[0], *tok_sum = h[1];
 }
 
+/* llama_model.step_free: the host buffers of a step whose rank was ended mid-step (dev_set_reclaim).
+ * The run_state lives on that rank's stack, which the twin frees only after this has run. */
+static void run_state_free_host(void *arg) {
+    run_state *st = arg;
+    batches_free(&st->b);
+    free(st->mask_all);
+}
+
 int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_parallel *par, int num_micro,
                            tr_batch_fn next, void *ctx, tr_step_result *res, char *err, size_t errlen) {
     run_state st = {.m = m,
@@ -240,6 +251,7 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
     st.mask_all = malloc((nhist + 1) * sizeof(float));
     TR_CHECK(st.loss_dev != NULL, "out of device memory for the step's losses");
     TR_CHECK(st.mask_all != NULL, "out of host memory for the step's loss masks");
+    m->step = &st, m->step_free = run_state_free_host;
     llama_zero_grads(m);
 
     /* Megatron's non-interleaved 1F1B: warm-up forwards, steady one-forward-one-backward, cool-down */
@@ -278,6 +290,7 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
         reduce_loss(m, par, st.loss_dev + nhist, &st.loss_sum, &st.tok_sum);
     }
     dev_free(m->dev, st.loss_dev); /* after the reads above: the device has nothing left to do with it */
+    m->step = NULL, m->step_free = NULL; /* the step's last collective is behind us */
     free(st.mask_all);
     if (rc) return rc;
 

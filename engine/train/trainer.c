@@ -76,11 +76,22 @@ static void rank_state_free(rank_state *st) {
     if (st->dev) dev_close(st->dev);
 }
 
+/* dev_set_reclaim's hook: the twin ended this rank mid-call (a crash, the watchdog's abort), as an OS
+ * ends a process, and reclaims what it held: its communicators are already destroyed and the device
+ * is closed after this, so both are left out; the rest is freed as train_rank would. */
+static void rank_state_reclaim(void *arg) {
+    rank_state *st = arg;
+    memset(&st->groups, 0, sizeof st->groups);
+    st->dev = NULL;
+    rank_state_free(st);
+}
+
 static int setup(rank_state *st, const job *jb, int rank, int world, bool reporter, char *err, size_t errlen) {
     const tr_config *cfg = jb->cfg;
     if (tr_grid_init(&st->grid, cfg, world, rank, err, errlen)) return TR_EXIT_USAGE;
     st->dev = dev_open(0, 0, err, errlen);
     if (!st->dev) return TR_EXIT_FATAL;
+    dev_set_reclaim(st->dev, rank_state_reclaim, st);
     /* --predict: from the first allocation on, memory is only counted and kernels only timed */
     if (cfg->predict && dev_set_shape_only(st->dev, err, errlen)) return TR_EXIT_USAGE;
     coll_set_timeout(st->dev, cfg->distributed_timeout_minutes * 60.0);
@@ -552,6 +563,7 @@ static int train_rank(int rank, int world, void *arg) {
         sum->device_capacity = info.capacity;
     }
     if (rc) rc = report_failure(&st, jb, &r, rc);
+    if (st.dev) dev_set_reclaim(st.dev, NULL, NULL); /* returning: this rank frees its own state */
     rank_state_free(&st);
     return rc;
 }

@@ -53,6 +53,8 @@ struct dev_device {
     shape_heap shape;                   /* shape-only allocations */
     twin_ledger *ledger;                /* TWINRUN_TWIN_PROFILE's, for one rank (cost_ledger.h) */
     twin_streams *streams;              /* NULL until dev_stream_create: the default stream alone */
+    void (*reclaim_fn)(void *);         /* dev_set_reclaim: the owner's state, freed if it dies */
+    void *reclaim_arg;
 };
 
 struct alloc_header {

@@ -63,7 +63,26 @@ void dev_close(dev_device *d) {
     free(d);
 }
 
+void dev_set_reclaim(dev_device *d, void (*fn)(void *arg), void *arg) {
+    d->reclaim_fn = fn;
+    d->reclaim_arg = fn ? arg : NULL;
+}
+
 void dev_twin_reclaim(twin_rank *r) {
+    /* The owner's host state first (dev_set_reclaim): it may free buffers of these devices. Its
+     * queued kernels may still read that state: they run first. The hook runs as the rank, so what it
+     * calls finds its devices' owner as the running rank. */
+    twin_sched *s = twin_sched_get();
+    for (dev_device *d = r->devices; d; d = d->next_owned)
+        if (d->reclaim_fn) {
+            void (*fn)(void *) = d->reclaim_fn;
+            d->reclaim_fn = NULL;
+            twin_rank_drain(r);
+            twin_rank *was = s ? s->current : NULL;
+            if (s) s->current = r;
+            fn(d->reclaim_arg);
+            if (s) s->current = was;
+        }
     while (r->devices) {
         dev_device *d = r->devices;
         while (d->allocs) dev_free(d, d->allocs + 1);

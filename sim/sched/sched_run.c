@@ -140,7 +140,8 @@ static void run_loop(twin_sched *s) {
             s->switches++;
             twin_ctx_switch(&s->main_ctx, &r->ctx);
             s->current = NULL;
-            if (r->state == RANK_DONE || r->state == RANK_FAILED) release_rank(r);
+            /* ended (returned, failed, or killed by the watchdog's abort mid-call): what its OS would reclaim */
+            if (r->state == RANK_DONE || r->state == RANK_FAILED || r->state == RANK_KILLED) release_rank(r);
             if (s->xproc && r->state == RANK_FAILED) s->remote->rank_failed(s->remote->job, r);
             if (s->xproc && (++s->polls & 63) == 0) /* now and then: what the network brought */
                 s->remote->progress(s->remote->job, false);

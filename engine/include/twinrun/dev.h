@@ -38,6 +38,15 @@ typedef struct dev_info {
  * (twin: unlimited unless set). Returns NULL and fills err on failure. */
 dev_device *dev_open(int ordinal, size_t capacity, char *err, size_t errlen);
 void dev_close(dev_device *d);
+
+/* What the rank that opened d holds on the host (its model's tables, optimizer, data views), to be
+ * freed by fn(arg) if the rank ends without returning from its entry: a crash, or killed by the
+ * watchdog's abort mid-call, as an OS frees a dead process's memory. The twin, where ranks share a
+ * process, calls fn when it reclaims such a rank: after withdrawing its collectives and destroying its
+ * communicators, before freeing d's memory, so fn may free device buffers but must neither communicate
+ * nor destroy communicators. Real backends never call it (the process is gone). fn NULL clears it; a
+ * rank that returns frees its own state and clears it first. */
+void dev_set_reclaim(dev_device *d, void (*fn)(void *arg), void *arg);
 void dev_get_info(const dev_device *d, dev_info *out);
 
 /* Memory. `what` names the allocation for out-of-memory messages. */
