@@ -20,10 +20,11 @@ static int64_t pick(uint64_t *rng, int64_t lo, int64_t hi) {
 }
 
 /* Kinds a campaign can draw here: the start-up and file kinds need what the scenario may lack. */
-static bool drawable(const scenario *s, fault_kind k) {
+static bool drawable(const sc_job *j, const scenario *s, fault_kind k) {
     if (!(s->campaign.kinds & (1u << k))) return false;
-    if (k == FAULT_DATA_CORRUPT) return false; /* needs a --data-path copy: a scenario of its own */
-    if (k == FAULT_PREEMPT) return false;      /* needs --exit-signal-handler: a scenario of its own */
+    /* a file to damage: the job reads copies of its data.path files, and each trial's judge restores it */
+    if (k == FAULT_DATA_CORRUPT && j->cfg->n_data_path == 0) return false;
+    if (k == FAULT_PREEMPT) return false; /* needs --exit-signal-handler: a scenario of its own */
     if ((k == FAULT_CKPT_ENOSPC || k == FAULT_CKPT_CRASH || k == FAULT_CKPT_CORRUPT) && s->save_interval <= 0)
         return false;
     if (k == FAULT_CKPT_CORRUPT && s->keep_last == 1) return false;
@@ -43,8 +44,8 @@ static void draw(const sc_job *j, const scenario *s, uint64_t *rng, fault_spec *
     fault_kind kinds[FAULT_KIND_COUNT];
     int nk = 0;
     for (int k = 0; k < FAULT_KIND_COUNT; k++)
-        if (drawable(s, (fault_kind)k)) kinds[nk++] = (fault_kind)k;
-    TR_CHECK(nk > 0, "the campaign has no fault kind it can draw");
+        if (drawable(j, s, (fault_kind)k)) kinds[nk++] = (fault_kind)k;
+    TR_CHECK(nk > 0, "the campaign has no fault kind it can draw (sc_campaign_run checks first)");
     fault_kind k = kinds[pick(rng, 0, nk - 1)];
     fault_spec_default(f, k);
     const int64_t lo = s->campaign.step_min > 0 ? s->campaign.step_min : 1;
@@ -92,6 +93,15 @@ int sc_campaign_run(const sc_supervisor *sv, sc_report *r) {
     sc_campaign_result *c = &r->campaign;
     memset(c, 0, sizeof *c);
     r->has_campaign = true;
+    int nk = 0;
+    for (int k = 0; k < FAULT_KIND_COUNT; k++) nk += drawable(j, s, (fault_kind)k);
+    if (nk == 0) {
+        sc_add_check(r, false, "campaign: a fault kind to draw",
+                     "none of campaign.kinds can be thrown at this scenario: data_corrupt needs data.path (a file "
+                     "to damage), preempt a scenario of its own (--exit-signal-handler), the checkpoint kinds "
+                     "checkpoint.interval, ckpt_corrupt keep_last other than 1, version_skew 3 nodes or more");
+        return -1;
+    }
     uint64_t rng = s->campaign.seed ^ 0x7477696e72756eULL;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
