@@ -289,7 +289,7 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
         read_losses(&st, num_micro);
         reduce_loss(m, par, st.loss_dev + nhist, &st.loss_sum, &st.tok_sum);
     }
-    dev_free(m->dev, st.loss_dev); /* after the reads above: the device has nothing left to do with it */
+    dev_free(m->dev, st.loss_dev);       /* after the reads above: the device has nothing left to do with it */
     m->step = NULL, m->step_free = NULL; /* the step's last collective is behind us */
     free(st.mask_all);
     if (rc) return rc;
