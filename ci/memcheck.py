@@ -57,9 +57,20 @@ def run(t):
 
 
 jobs = int(os.environ.get("TWINRUN_MEMCHECK_JOBS", "0")) or os.cpu_count() or 2
+
+
+def cost(t):
+    """ctest's COST property (tests/CMakeLists.txt: about how long the test takes; 0 when unset)."""
+    return next((float(p["value"]) for p in t.get("properties", []) if p["name"] == "COST"), 0.0)
+
+
 failed = []
+# Longest first, as ctest does: started last, a minute-long program kept one core busy alone at the end
+# of the stage. Reported as each ends.
+order = sorted(tests, key=cost, reverse=True)
 with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-    for name, status, detail, secs in pool.map(run, tests):  # reported in the suite's order
+    for fut in concurrent.futures.as_completed([pool.submit(run, t) for t in order]):
+        name, status, detail, secs = fut.result()
         print(f"  memcheck {name}: {status}" + (f" ({secs:.0f} s)" if secs >= 1 else ""), flush=True)
         if detail is not None:
             failed.append(name)

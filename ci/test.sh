@@ -16,8 +16,9 @@
 # run shows every failure; the end prints one table: each stage, its wall time and its result. After
 # each ctest run, ci/ctest_margin.py lists the slowest tests against their timeouts and fails when one
 # came within 30% of its limit (a test that slow is one loaded machine away from a timeout).
-# TWINRUN_FUZZ_SECONDS (default 20) sets the time per fuzz target; TWINRUN_SKIP="valgrind coverage ..."
-# skips stages by name for a quick local loop.
+# TWINRUN_FUZZ_SECONDS (default 10) sets the time per fuzz target: a smoke run over the kept corpus (the
+# million-execution runs: docs/benchmarks.md, "Fuzz targets to a million executions").
+# TWINRUN_SKIP="valgrind coverage ..." skips stages by name for a quick local loop.
 # `ci/test.sh --quick` (`make test-quick`): the inner loop, a few minutes — the architecture check, the
 # gcc build and its tests less those labelled `heavy` or `slow` (tests/CMakeLists.txt); not what CI runs.
 set -uo pipefail
@@ -133,7 +134,7 @@ fuzz_one() {
 stage_fuzz() {
   cmake --preset fuzz >/dev/null
   cmake --build build/fuzz -j"$jobs"
-  local secs=${TWINRUN_FUZZ_SECONDS:-20}
+  local secs=${TWINRUN_FUZZ_SECONDS:-10}
   export -f fuzz_one
   # as many targets at a time as cores: each is one process, and one at a time left a core idle
   find build/fuzz/fuzz -maxdepth 1 -name 'fuzz_*' -type f -perm -u+x | sort |

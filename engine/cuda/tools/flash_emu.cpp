@@ -551,21 +551,47 @@ static void run_case(shape s) {
     }
 }
 
-int main() {
-    printf("flash_emu: kern_attention_flash.cuh's kernels on the CPU (emulated warps) vs double-precision attention\n");
-    run_case(shape{"causal B2 T150 NH4 KV2 D64", 2, 150, 150, 4, 2, 64, false, {}, {}});
-    run_case(shape{"causal B1 T130 NH2 KV1 D128", 1, 130, 130, 2, 1, 128, false, {}, {}});
-    run_case(shape{"causal B1 T64 NH1 KV1 D64 (one tile)", 1, 64, 64, 1, 1, 64, false, {}, {}});
+/* flash_emu [CASE]: every case, or only case CASE (0-based; flash_emu.sh runs the cases side by side, one
+ * process each, since the emulator is single-threaded); flash_emu --cases prints how many there are. */
+int main(int argc, char **argv) {
+    std::vector<shape> cases;
+    cases.push_back(shape{"causal B2 T150 NH4 KV2 D64", 2, 150, 150, 4, 2, 64, false, {}, {}});
+    cases.push_back(shape{"causal B1 T130 NH2 KV1 D128", 1, 130, 130, 2, 1, 128, false, {}, {}});
+    cases.push_back(shape{"causal B1 T64 NH1 KV1 D64 (one tile)", 1, 64, 64, 1, 1, 64, false, {}, {}});
     /* context parallelism 2 over T 200: 4 chunks of 50, rank 0 holds chunks 0 and 3 */
     shape cp{"positions CP2 Tq100 Tk200 NH4 KV2 D64", 1, 100, 200, 4, 2, 64, true, {}, {}};
     for (int i = 0; i < 50; i++) cp.qpos.push_back(i);
     for (int i = 0; i < 50; i++) cp.qpos.push_back(150 + i);
     for (int j = 0; j < 200; j++) cp.kpos.push_back(j);
-    run_case(cp);
+    cases.push_back(cp);
     shape cp128 = cp;
     cp128.name = "positions CP2 Tq100 Tk200 NH2 KV1 D128";
     cp128.NH = 2, cp128.KV = 1, cp128.D = 128;
-    run_case(cp128);
+    cases.push_back(cp128);
+    if (argc == 2 && strcmp(argv[1], "--cases") == 0) {
+        printf("%zu\n", cases.size());
+        return 0;
+    }
+    long only = -1;
+    if (argc == 2) {
+        char *end;
+        only = strtol(argv[1], &end, 10);
+        if (*end || only < 0 || only >= (long)cases.size()) {
+            fprintf(stderr, "flash_emu: no case '%s' (there are %zu: 0..%zu)\nusage: flash_emu [CASE | --cases]\n", argv[1],
+                    cases.size(), cases.size() - 1);
+            return 2;
+        }
+    } else if (argc > 2) {
+        fprintf(stderr, "usage: flash_emu [CASE | --cases]\n");
+        return 2;
+    }
+    if (only < 0)
+        printf("flash_emu: kern_attention_flash.cuh's kernels on the CPU (emulated warps) vs double-precision attention\n");
+    for (size_t i = 0; i < cases.size(); i++) {
+        if (only >= 0 && (size_t)only != i) continue;
+        g_rng = 99 + i; /* a case's inputs do not depend on which cases ran before it */
+        run_case(cases[i]);
+    }
     printf("flash_emu: %s (%d failure(s))\n", g_failures ? "FAILED" : "all ok", g_failures);
     return g_failures ? 1 : 0;
 }
