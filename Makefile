@@ -11,7 +11,10 @@ build: deps
 	@cmake --preset twin >/dev/null
 	@cmake --build build/twin -j$$(nproc)
 
-run: build
+# the programs only (bin/), not the tests: `make build` or `make test` builds those
+run: deps
+	@cmake --preset twin >/dev/null
+	@cmake --build build/twin -j$$(nproc) --target programs
 	@ci/run_main.sh
 
 test: deps

@@ -2,12 +2,14 @@
 # The test command (`make test`): everything CI checks, in order of how fast it fails.
 #   0. architecture: no include across a library's boundary, no include loop between folders, one
 #      include-guard style (ci/check_boundaries.py); clang-format on the formatted folders
-#   1. twin build with gcc, all ctest tests (unit, reference, ...)
+#   1. twin build with gcc; the ctest tests labelled `heavy` (the 1024-rank rehearsal, fault campaigns,
+#      multi-process jobs) or `gcc-plain` (full layout sweeps, helgrind); the others run in stage 5
 #   2. twin build with clang (-Wall -Wextra -Werror there too); its training bits equal gcc's
-#      (tests labelled `heavy` — the 1024-rank rehearsal, fault campaigns — or `slow` run in stage 1 only)
+#      (tests labelled `heavy` or `slow` run with gcc only)
 #   3. valgrind memcheck over every test program
 #   4. libFuzzer targets (clang, ASan/UBSan), each run briefly over its seed corpus
-#   5. coverage build, tests again, gcovr summary and line coverage per folder and per top folder
+#   5. coverage build (gcc -O2 --coverage), every test less `heavy` (unit, reference, scenarios, ...),
+#      gcovr summary and line coverage per folder and per top folder
 #      (ci/coverage_by_folder.py; the layout sweep runs in its short form there: tests/parallel/tests.cmake)
 #   6. cuda preset compiles (where nvcc exists; it runs on the GPU machine, not here), and the MUSA code
 #      paths against stub headers (engine/cuda/tools/musa_mapping_check.sh); the flash-attention
@@ -90,11 +92,18 @@ stage_architecture() {
   ci/check_format.sh
 }
 
+# Every test runs once with gcc: here on the plain build those labelled `heavy` (the 1024-rank rehearsal,
+# the multi-process jobs, the 64-rank campaign: too slow for the coverage build) or `gcc-plain` (the
+# coverage build has only a short form of them, or none: the full layout sweeps, helgrind), the rest in
+# the coverage stage on the same code built with --coverage (gcc -O2 as here; the instrumentation changes
+# counts, not results). Running those here too doubled this stage for no new check. With the coverage
+# stage skipped (TWINRUN_SKIP), this stage runs every test.
 stage_gcc() {
   export TWINRUN_TWIN_THREADS=1 # ctest -j fills the cores: no worker pool (see above stage_architecture)
   cmake --preset twin >/dev/null
   cmake --build build/twin -j"$jobs"
-  ctest_stage build/twin
+  if skipped coverage; then ctest_stage build/twin
+  else ctest_stage build/twin -L '^(heavy|gcc-plain)$'; fi
 }
 
 stage_clang() {
@@ -102,9 +111,12 @@ stage_clang() {
   cmake --preset twin-clang >/dev/null
   cmake --build build/twin-clang -j"$jobs"
   # less `heavy` and `slow` (tests/CMakeLists.txt): sweeps of the same code at more layouts and ranks,
-  # whose gcc runs are the check; this stage checks the compiler (warnings, and the same bits below)
+  # whose gcc runs (gcc stage or coverage stage) are the check; this stage checks the compiler (warnings,
+  # and the same bits below)
   ctest_stage build/twin-clang -LE 'heavy|slow'
-  # Determinism across compilers: the cli_deterministic run gives the same bits with gcc and clang.
+  # Determinism across compilers: the cli_deterministic run gives the same bits with gcc and clang (gcc's
+  # run made here: the gcc stage runs only `heavy` tests when the coverage stage runs the rest)
+  ctest --test-dir build/twin -R '^cli_deterministic$' --output-on-failure >/dev/null
   cmp build/twin/tests/det_a.jsonl build/twin-clang/tests/det_a.jsonl
   echo "gcc and clang twins wrote byte-identical training metrics"
 }

@@ -21,11 +21,12 @@ set_tests_properties(twin_threads_identical PROPERTIES LABELS "twin;valgrind-ski
 find_program(VALGRIND valgrind)
 if(VALGRIND AND CMAKE_C_COMPILER_ID STREQUAL "GNU" AND NOT TWINRUN_COVERAGE)
   add_test(NAME twin_pool_helgrind COMMAND ${VALGRIND} --tool=helgrind --error-exitcode=9 $<TARGET_FILE:test_twin_pool>)
-  set_tests_properties(twin_pool_helgrind PROPERTIES LABELS "twin;valgrind-skip" TIMEOUT 300) # exit 9: a race
+  # `gcc-plain`: ci/test.sh's gcc stage runs them (the coverage build, which runs the other twin tests, has none)
+  set_tests_properties(twin_pool_helgrind PROPERTIES LABELS "twin;valgrind-skip;gcc-plain" TIMEOUT 300) # exit 9: a race
   # kern_init_param's memo (sim/kern/kern_init_memo.h), called from 4 threads at once
   add_test(NAME twin_init_memo_helgrind COMMAND ${VALGRIND} --tool=helgrind --error-exitcode=9
     $<TARGET_FILE:test_kern_init_memo>)
-  set_tests_properties(twin_init_memo_helgrind PROPERTIES LABELS "twin;valgrind-skip" TIMEOUT 300)
+  set_tests_properties(twin_init_memo_helgrind PROPERTIES LABELS "twin;valgrind-skip;gcc-plain" TIMEOUT 300)
 endif()
 
 # Issue 19's calibration (docs/prediction.md#calibration). The fit recovers known efficiencies from a
