@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ckpt/ckpt_internal.h"
@@ -172,9 +173,14 @@ static const shard_map *shard_map_of(ckpt_reader *r, int shard) {
     ckpt_pathf(path, sizeof path, "%s/%s", r->idir, r->m.files[shard].name);
     const int fd = len ? open(path, O_RDONLY | O_CLOEXEC) : -1;
     if (fd < 0) return m; /* the pread path opens it again and reports the error */
-    void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    /* Only a file still of the manifest's size: one cut short since the open (another process, a full
+     * disk's repair) would fault with SIGBUS where the mapping passes its end; pread reports it instead. */
+    struct stat st;
+    if (fstat(fd, &st) == 0 && (uint64_t)st.st_size == (uint64_t)len) {
+        void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p != MAP_FAILED) m->p = p, m->len = len;
+    }
     close(fd);
-    if (p != MAP_FAILED) m->p = p, m->len = len;
     return m;
 }
 

@@ -154,11 +154,58 @@ static void test_overlapping_pieces(void **state) {
     rm_tree(dir);
 }
 
+/* The reader maps a shard on its first piece, and reads it with pread when the file no longer has the
+ * size the manifest gave at open: grown since, it still reads the right bytes (the pread path); cut
+ * short since, the read fails with the tensor named (a mapping past the file's end faults: SIGBUS). */
+static void test_shard_changed_after_open(void **state) {
+    (void)state;
+    char dir[256], shard[512], err[1024];
+    snprintf(dir, sizeof dir, "/tmp/twinrun_ckpt_changed_%d", (int)getpid());
+    rm_tree(dir);
+    ckpt_layout one = {1, 1, 1, 1, false};
+    ckpt_coords c0 = {0};
+    const int64_t shape[2] = {6, 8};
+    ckpt_blob b;
+    void *data = NULL;
+    memset(&b, 0, sizeof b);
+    b.name = "t", b.dtype = CKPT_F32, b.ndim = 2, b.shape[0] = 6, b.shape[1] = 8, b.place = ckpt_place_full();
+    assert_true(tm_fill("t", CKPT_F32, shape, 2, &b.place, 3, &data) > 0);
+    b.data = data;
+    assert_int_equal(ckpt_save_begin(NULL, dir, 3, err, sizeof err), 0);
+    assert_int_equal(ckpt_shard_write(NULL, dir, 3, &one, &c0, &b, 1, NULL, err, sizeof err), 0);
+    ckpt_manifest m = tm_manifest(3, &one);
+    if (ckpt_save_commit(NULL, dir, 3, &m, err, sizeof err)) fail_msg("%s", err);
+    snprintf(shard, sizeof shard, "%s/iter_0000003/shard_00000.bin", dir);
+    struct stat st;
+    assert_int_equal(stat(shard, &st), 0);
+
+    ckpt_reader *rd = ckpt_reader_open(dir, 3, err, sizeof err);
+    assert_non_null(rd);
+    FILE *f = fopen(shard, "ab"); /* grown after the open: read, not mapped */
+    assert_non_null(f);
+    assert_int_equal(fwrite("appended bytes!!", 1, 16, f), 16);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(tm_check_region(rd, "t", CKPT_F32, shape, 2, ckpt_place_full(), 3, err, sizeof err), 0);
+    assert_int_equal(tm_check_region(rd, "t", CKPT_F32, shape, 2, ckpt_place_slice(1, 2, 5), 3, err, sizeof err), 0);
+    ckpt_reader_close(rd);
+
+    assert_int_equal(truncate(shard, st.st_size), 0); /* as written: opens again */
+    rd = ckpt_reader_open(dir, 3, err, sizeof err);
+    assert_non_null(rd);
+    assert_int_equal(truncate(shard, 8), 0); /* cut short after the open */
+    float x[48];
+    assert_int_equal(ckpt_read(rd, "t", CKPT_F32, ckpt_place_full(), x, err, sizeof err), -1);
+    assert_non_null(strstr(err, "read of tensor 't' failed"));
+    ckpt_reader_close(rd);
+    free(data);
+    rm_tree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_runs_cover_placements), cmocka_unit_test(test_overlapping_pieces),
-        cmocka_unit_test(test_from_tp2_pp2),          cmocka_unit_test(test_from_tp2_dp2_distopt),
-        cmocka_unit_test(test_from_tp4_pp2_dp2_cp2),
+        cmocka_unit_test(test_runs_cover_placements),    cmocka_unit_test(test_overlapping_pieces),
+        cmocka_unit_test(test_shard_changed_after_open), cmocka_unit_test(test_from_tp2_pp2),
+        cmocka_unit_test(test_from_tp2_dp2_distopt),     cmocka_unit_test(test_from_tp4_pp2_dp2_cp2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
