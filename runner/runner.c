@@ -108,9 +108,14 @@ int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char 
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
 
+    /* a campaign with nothing to draw fails its check at once, not after the fault-free run */
+    const bool campaign = !s->predict && s->campaign.count > 0;
+    const bool campaign_ok = !campaign || sc_campaign_can_draw(&j, s, r);
+
     /* the yardstick: the same job, same seed, no faults, no checkpoints */
     sc_run ref = {0};
-    const bool want_ref = !s->predict && (s->expect.continuity || s->expect.final_weights || s->campaign.count > 0);
+    const bool want_ref =
+        !s->predict && campaign_ok && (s->expect.continuity || s->expect.final_weights || s->campaign.count > 0);
     if (want_ref) {
         if (o->progress) fprintf(o->progress, "  fault-free run of %d ranks ...\n", j.world);
         sc_job_run(&j, &ref);
@@ -130,8 +135,8 @@ int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char 
     const sc_supervisor sv = {&j, s, o, want_ref ? &ref : NULL};
     if (s->predict) {
         sc_predict_run(&j, o, r);
-    } else if (s->campaign.count > 0) {
-        sc_campaign_run(&sv, r);
+    } else if (campaign) {
+        if (campaign_ok) sc_campaign_run(&sv, r);
     } else {
         fault_plan plan = s->faults;
         plan.fired = calloc((size_t)(plan.n ? plan.n : 1), sizeof *plan.fired); /* the scenario's stays clean */

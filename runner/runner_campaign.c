@@ -40,12 +40,30 @@ static int shard_writer(const scenario *s, uint64_t *rng) {
     return pp * s->tp * s->cp * s->dp + tp;
 }
 
-static void draw(const sc_job *j, const scenario *s, uint64_t *rng, fault_spec *f) {
-    fault_kind kinds[FAULT_KIND_COUNT];
+/* kinds[FAULT_KIND_COUNT]: the drawable kinds in enum order; returns how many. */
+static int drawable_kinds(const sc_job *j, const scenario *s, fault_kind *kinds) {
     int nk = 0;
     for (int k = 0; k < FAULT_KIND_COUNT; k++)
         if (drawable(j, s, (fault_kind)k)) kinds[nk++] = (fault_kind)k;
-    TR_CHECK(nk > 0, "the campaign has no fault kind it can draw (sc_campaign_run checks first)");
+    return nk;
+}
+
+bool sc_campaign_can_draw(const sc_job *j, const scenario *s, sc_report *r) {
+    fault_kind kinds[FAULT_KIND_COUNT];
+    if (drawable_kinds(j, s, kinds) > 0) return true;
+    memset(&r->campaign, 0, sizeof r->campaign);
+    r->has_campaign = true;
+    sc_add_check(r, false, "campaign: a fault kind to draw",
+                 "none of campaign.kinds can be thrown at this scenario: data_corrupt needs data.path (a file "
+                 "to damage), preempt a scenario of its own (--exit-signal-handler), the checkpoint kinds "
+                 "checkpoint.interval, ckpt_corrupt keep_last other than 1, version_skew 3 nodes or more");
+    return false;
+}
+
+static void draw(const sc_job *j, const scenario *s, uint64_t *rng, fault_spec *f) {
+    fault_kind kinds[FAULT_KIND_COUNT];
+    const int nk = drawable_kinds(j, s, kinds);
+    TR_CHECK(nk > 0, "the campaign has no fault kind it can draw (sc_run_scenario checks first)");
     fault_kind k = kinds[pick(rng, 0, nk - 1)];
     fault_spec_default(f, k);
     const int64_t lo = s->campaign.step_min > 0 ? s->campaign.step_min : 1;
@@ -93,15 +111,6 @@ int sc_campaign_run(const sc_supervisor *sv, sc_report *r) {
     sc_campaign_result *c = &r->campaign;
     memset(c, 0, sizeof *c);
     r->has_campaign = true;
-    int nk = 0;
-    for (int k = 0; k < FAULT_KIND_COUNT; k++) nk += drawable(j, s, (fault_kind)k);
-    if (nk == 0) {
-        sc_add_check(r, false, "campaign: a fault kind to draw",
-                     "none of campaign.kinds can be thrown at this scenario: data_corrupt needs data.path (a file "
-                     "to damage), preempt a scenario of its own (--exit-signal-handler), the checkpoint kinds "
-                     "checkpoint.interval, ckpt_corrupt keep_last other than 1, version_skew 3 nodes or more");
-        return -1;
-    }
     uint64_t rng = s->campaign.seed ^ 0x7477696e72756eULL;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -68,7 +68,12 @@ typedef struct sc_supervised {
  * attempts, faults and losses and *out; returns the last run's rc. */
 int sc_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_supervised *out);
 
-/* A campaign: s->campaign.count single faults at random, each supervised; totals and checks into r. */
+/* Whether the campaign has a fault kind it can throw at this job; when not, a failed check into r that
+ * says what each kind needs. Asked before the fault-free run, which would be for nothing. */
+bool sc_campaign_can_draw(const sc_job *j, const scenario *s, sc_report *r);
+
+/* A campaign: s->campaign.count single faults at random, each supervised; totals and checks into r.
+ * sc_campaign_can_draw said yes. */
 int sc_campaign_run(const sc_supervisor *sv, sc_report *r);
 
 /* mode: predict: one shape-only run of the job at full size (runner_predict.c); the predict report, the
