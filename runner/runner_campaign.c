@@ -63,7 +63,7 @@ bool sc_campaign_can_draw(const sc_job *j, const scenario *s, sc_report *r) {
 static void draw(const sc_job *j, const scenario *s, uint64_t *rng, fault_spec *f) {
     fault_kind kinds[FAULT_KIND_COUNT];
     const int nk = drawable_kinds(j, s, kinds);
-    TR_CHECK(nk > 0, "the campaign has no fault kind it can draw (sc_run_scenario checks first)");
+    TR_CHECK(nk > 0, "the campaign has no fault kind it can draw (scenario_run asks sc_campaign_can_draw first)");
     fault_kind k = kinds[pick(rng, 0, nk - 1)];
     fault_spec_default(f, k);
     const int64_t lo = s->campaign.step_min > 0 ? s->campaign.step_min : 1;
