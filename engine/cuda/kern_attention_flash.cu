@@ -33,8 +33,10 @@
  *
  * Checks: kern_oracle's attention cases (T 600 .. 4096, D 64 and 128, CP positions), test_kern_attention
  * and test_kern_cp on the GPU; tools/flash_emu on a CPU.
+ * Files: this one holds the entry points and the variant choice; kern_attention_flash_launch.cuh the
+ * launch templates, instantiated once per (head dim, mask) in kern_attention_flash_d{64,128}_{causal,
+ * positions}.cu so that nvcc compiles them side by side (PTX identical to the single file's).
  * On MUSA this file builds only the stubs (tr_cu_flash_supported is false): the simple kernels serve. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,7 +48,12 @@
 
 #if !defined(TWINRUN_MUSA)
 
-#include "kern_attention_flash.cuh"
+#include "kern_attention_flash_launch.cuh"
+
+TR_FLASH_EXTERN(64, tr_flash::fl_causal)
+TR_FLASH_EXTERN(64, tr_flash::fl_positions)
+TR_FLASH_EXTERN(128, tr_flash::fl_causal)
+TR_FLASH_EXTERN(128, tr_flash::fl_positions)
 
 namespace {
 using namespace tr_flash;
@@ -78,7 +85,9 @@ int parse_variant(const char *name) {
 /* -1 until chosen: by tr_cu_flash_set_variant, else from TWINRUN_FLASH_VARIANT at the first launch */
 std::atomic<int> g_variant{-1};
 
-unsigned flash_variant() {
+} /* namespace */
+
+unsigned tr_flash_launch::flash_variant() {
     int v = g_variant.load(std::memory_order_relaxed);
     if (v < 0) {
         const char *env = getenv("TWINRUN_FLASH_VARIANT");
@@ -90,99 +99,6 @@ unsigned flash_variant() {
     }
     return (unsigned)v;
 }
-
-/* f(std::integral_constant<unsigned, flags & MASK>()): one instantiation for each subset of MASK, the
- * kernel templates' V, chosen by the run-time flags. */
-template <unsigned MASK, unsigned V = 0, class F> void with_flags(unsigned flags, F &&f) {
-    if constexpr (MASK == 0) {
-        f(std::integral_constant<unsigned, V>());
-    } else {
-        constexpr unsigned bit = MASK & (~MASK + 1u); /* the lowest flag left */
-        if (flags & bit) with_flags<MASK & ~bit, V | bit>(flags, f);
-        else with_flags<MASK & ~bit, V>(flags, f);
-    }
-}
-
-/* Kernels with more than the default 48 KiB of dynamic shared memory must say so first. */
-template <class Kernel> void allow_smem(Kernel kernel, size_t bytes) {
-    if (bytes > 48u * 1024u)
-        CU_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-}
-
-void flash_scales(int D, float *scale, float *scale_log2) {
-    const double sc = 1.0 / sqrt((double)D);
-    *scale = (float)sc;
-    *scale_log2 = (float)(sc * 1.4426950408889634);
-}
-
-template <int D, class Mask>
-void forward_d(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, int B, int Tq, int Tk, int NH,
-               int KV, Mask mask) {
-    float scale, scale_log2;
-    flash_scales(D, &scale, &scale_log2);
-    with_flags<FLV_FWD_FLAGS>(flash_variant(), [&](auto vtag) {
-        constexpr unsigned V = decltype(vtag)::value;
-        constexpr int BM = fwd_bm<D, V>;
-        const size_t shm = fwd_smem<D, V>();
-        allow_smem(k_flash_fwd<D, Mask, V>, shm);
-        const dim3 grid((unsigned)((Tq + BM - 1) / BM), (unsigned)NH, (unsigned)B);
-        k_flash_fwd<D, Mask, V><<<grid, FL_THREADS, shm, tr_cu_stream(s)>>>(
-            (uint16_t *)out.p, lse, (const uint16_t *)q.p, (const uint16_t *)k.p, (const uint16_t *)v.p, Tq, Tk, NH, KV,
-            scale_log2, mask);
-        CU_CHECK_LAUNCH("k_flash_fwd");
-    });
-}
-
-template <int D, class Mask>
-void backward_d(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k, tr_buf v, tr_buf out,
-                const float *lse, int B, int Tq, int Tk, int NH, int KV, Mask mask) {
-    float scale, scale_log2;
-    flash_scales(D, &scale, &scale_log2);
-    cudaStream_t st = tr_cu_stream(s);
-    const size_t rows = (size_t)B * Tq * NH;
-    float *delta = (float *)tr_cu_scratch(s, rows * sizeof(float), "attention delta"); /* [B,NH,Tq] */
-    k_flash_delta<D><<<(unsigned)((rows + FL_THREADS / 32 - 1) / (FL_THREADS / 32)), FL_THREADS, 0, st>>>(
-        delta, (const uint16_t *)dout.p, (const uint16_t *)out.p, Tq, NH, rows);
-    CU_CHECK_LAUNCH("k_flash_delta");
-    const unsigned variant = flash_variant();
-    with_flags<FLV_DQ_FLAGS>(variant, [&](auto vtag) {
-        constexpr unsigned V = decltype(vtag)::value;
-        const size_t shm_dq = dq_smem<D, V>();
-        allow_smem(k_flash_bwd_dq<D, Mask, V>, shm_dq);
-        k_flash_bwd_dq<D, Mask, V>
-            <<<dim3((unsigned)((Tq + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B), FL_THREADS, shm_dq, st>>>(
-                (uint16_t *)dq.p, (const uint16_t *)dout.p, (const uint16_t *)q.p, (const uint16_t *)k.p,
-                (const uint16_t *)v.p, lse, delta, Tq, Tk, NH, KV, scale, scale_log2, mask);
-        CU_CHECK_LAUNCH("k_flash_bwd_dq");
-    });
-    const int rep = NH / KV;
-    const size_t nk = (size_t)B * Tk * KV * D;
-    float *part_k = NULL, *part_v = NULL; /* [B,Tk,NH,D] each: every head's dK/dV share (groups of > 1 head) */
-    if (rep > 1) {
-        part_k = (float *)tr_cu_scratch(s, nk * rep * sizeof(float), "attention dK shares");
-        part_v = (float *)tr_cu_scratch(s, nk * rep * sizeof(float), "attention dV shares");
-    }
-    with_flags<FLV_DKV_FLAGS>(variant, [&](auto vtag) {
-        constexpr unsigned V = decltype(vtag)::value;
-        const size_t shm_dkv = dkv_smem<D, V>();
-        allow_smem(k_flash_bwd_dkv<D, Mask, V>, shm_dkv);
-        k_flash_bwd_dkv<D, Mask, V>
-            <<<dim3((unsigned)((Tk + FL_BN - 1) / FL_BN), (unsigned)NH, (unsigned)B), FL_THREADS, shm_dkv, st>>>(
-                (uint16_t *)dk.p, (uint16_t *)dv.p, part_k, part_v, (const uint16_t *)dout.p, (const uint16_t *)q.p,
-                (const uint16_t *)k.p, (const uint16_t *)v.p, lse, delta, Tq, Tk, NH, KV, scale, scale_log2, mask);
-        CU_CHECK_LAUNCH("k_flash_bwd_dkv");
-    });
-    if (rep > 1) {
-        k_flash_dkv_reduce<<<(unsigned)((nk + 255) / 256), 256, 0, st>>>((uint16_t *)dk.p, (uint16_t *)dv.p, part_k,
-                                                                         part_v, KV, rep, D, scale, nk);
-        CU_CHECK_LAUNCH("k_flash_dkv_reduce");
-        tr_cu_scratch_free(s, part_v);
-        tr_cu_scratch_free(s, part_k);
-    }
-    tr_cu_scratch_free(s, delta);
-}
-
-} /* namespace */
 
 extern "C" bool tr_cu_flash_supported(int D) { return D == 64 || D == 128; }
 
@@ -199,12 +115,12 @@ extern "C" void tr_cu_flash_forward(dev_stream *s, tr_buf out, float *lse, tr_bu
     TR_CHECK((q_pos == NULL) == (k_pos == NULL), "flash attention: give both q_pos and k_pos, or neither");
     TR_CHECK(q_pos != NULL || Tq == Tk, "causal flash attention needs Tq == Tk");
     if (q_pos) {
-        const fl_positions m{q_pos, k_pos};
-        if (D == 64) forward_d<64>(s, out, lse, q, k, v, B, Tq, Tk, NH, KV, m);
-        else forward_d<128>(s, out, lse, q, k, v, B, Tq, Tk, NH, KV, m);
+        const tr_flash::fl_positions m{q_pos, k_pos};
+        if (D == 64) tr_flash_launch::forward_d<64>(s, out, lse, q, k, v, B, Tq, Tk, NH, KV, m);
+        else tr_flash_launch::forward_d<128>(s, out, lse, q, k, v, B, Tq, Tk, NH, KV, m);
     } else {
-        if (D == 64) forward_d<64>(s, out, lse, q, k, v, B, Tq, Tk, NH, KV, fl_causal());
-        else forward_d<128>(s, out, lse, q, k, v, B, Tq, Tk, NH, KV, fl_causal());
+        if (D == 64) tr_flash_launch::forward_d<64>(s, out, lse, q, k, v, B, Tq, Tk, NH, KV, tr_flash::fl_causal());
+        else tr_flash_launch::forward_d<128>(s, out, lse, q, k, v, B, Tq, Tk, NH, KV, tr_flash::fl_causal());
     }
 }
 
@@ -215,12 +131,16 @@ extern "C" void tr_cu_flash_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf
     TR_CHECK((q_pos == NULL) == (k_pos == NULL), "flash attention: give both q_pos and k_pos, or neither");
     TR_CHECK(q_pos != NULL || Tq == Tk, "causal flash attention needs Tq == Tk");
     if (q_pos) {
-        const fl_positions m{q_pos, k_pos};
-        if (D == 64) backward_d<64>(s, dq, dk, dv, dout, q, k, v, out, lse, B, Tq, Tk, NH, KV, m);
-        else backward_d<128>(s, dq, dk, dv, dout, q, k, v, out, lse, B, Tq, Tk, NH, KV, m);
+        const tr_flash::fl_positions m{q_pos, k_pos};
+        if (D == 64) tr_flash_launch::backward_d<64>(s, dq, dk, dv, dout, q, k, v, out, lse, B, Tq, Tk, NH, KV, m);
+        else tr_flash_launch::backward_d<128>(s, dq, dk, dv, dout, q, k, v, out, lse, B, Tq, Tk, NH, KV, m);
     } else {
-        if (D == 64) backward_d<64>(s, dq, dk, dv, dout, q, k, v, out, lse, B, Tq, Tk, NH, KV, fl_causal());
-        else backward_d<128>(s, dq, dk, dv, dout, q, k, v, out, lse, B, Tq, Tk, NH, KV, fl_causal());
+        if (D == 64)
+            tr_flash_launch::backward_d<64>(s, dq, dk, dv, dout, q, k, v, out, lse, B, Tq, Tk, NH, KV,
+                                            tr_flash::fl_causal());
+        else
+            tr_flash_launch::backward_d<128>(s, dq, dk, dv, dout, q, k, v, out, lse, B, Tq, Tk, NH, KV,
+                                             tr_flash::fl_causal());
     }
 }
 

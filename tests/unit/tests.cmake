@@ -74,3 +74,26 @@ foreach(case ${cli_tools_cases})
     ${CMAKE_CURRENT_BINARY_DIR}/cli_tools ${case})
   set_tests_properties(cli_tools_${case} PROPERTIES LABELS "${labels}" PASS_REGULAR_EXPRESSION "cli_tools ${case}: ok")
 endforeach()
+
+# The same tools run directly, one call each, so that ci/memcheck.py runs them under valgrind (it leaves
+# the cli_tools.sh script above out: valgrind follows no exec, so it would watch only the shell).
+set(megatron_corpus ${PROJECT_SOURCE_DIR}/tests/data/megatron_data/gpt_u16_seq64/corpus)
+twinrun_expect(NAME tool_dataset_inspect EXIT 0 LABELS ${labels}
+  OUTPUT "sequences: +[0-9]+.*vocab: +ok \\(all ids < 32000\\)"
+  COMMAND ${bin}/dataset inspect ${megatron_corpus} --vocab-size 32000)
+twinrun_expect(NAME tool_dataset_samples EXIT 0 LABELS ${labels} OUTPUT "tokens.npy"
+  COMMAND ${bin}/dataset samples --data-path ${megatron_corpus} --split 99,1,0 --seq-length 64 --seed 1234
+  --train-iters 4 --global-batch-size 2 --vocab-size 32000 --split-name train --count 4
+  --data-cache-path ${CMAKE_CURRENT_BINARY_DIR}/tool_dataset_samples/cache --out ${CMAKE_CURRENT_BINARY_DIR}/tool_dataset_samples)
+twinrun_expect(NAME tool_bench_data EXIT 0 LABELS ${labels} OUTPUT "loader corpus +: open .*loader mock"
+  COMMAND ${bin}/bench_data --docs 2000 --seq-length 64 --corpus-docs 40 --mbs 2 --seconds 0.05
+  --dir ${CMAKE_CURRENT_BINARY_DIR})
+# one process, its own rendezvous (the multi-process launches are launch_check_torchrun/_mpirun)
+twinrun_expect(NAME tool_launch_check EXIT 0 LABELS ${labels} OUTPUT "launch_check: rank 0 of 1 .*via WORLD_SIZE"
+  PROPERTIES TIMEOUT 60 COMMAND ${bin}/launch_check 20)
+set_tests_properties(tool_launch_check PROPERTIES
+  ENVIRONMENT "WORLD_SIZE=1;RANK=0;MASTER_ADDR=127.0.0.1;MASTER_PORT=29641")
+if(TWINRUN_BACKEND STREQUAL "twin")
+  twinrun_expect(NAME tool_bench_twin EXIT 0 LABELS ${labels} OUTPUT "8 ranks x 4 all-reduces of 64 bytes: .* simulated on H200"
+    COMMAND ${bin}/bench_twin --ranks 8 --allreduces 4 --bytes 64 --switches 1000 --device H200)
+endif()
