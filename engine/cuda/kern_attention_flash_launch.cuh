@@ -3,8 +3,8 @@
  * so that nvcc compiles them side by side — as one file it was a 65-s compile that alone set the
  * cuda build's wall time on 2 cores. kern_attention_flash.cu holds the entry points and the variant
  * choice. Not for MUSA (no tensor-core path there: kern_attention_flash.cu builds only the stubs). */
-#ifndef TWINRUN_CUDA_KERN_ATTENTION_FLASH_LAUNCH_CUH
-#define TWINRUN_CUDA_KERN_ATTENTION_FLASH_LAUNCH_CUH
+#ifndef TWINRUN_ENGINE_CUDA_KERN_ATTENTION_FLASH_LAUNCH_CUH
+#define TWINRUN_ENGINE_CUDA_KERN_ATTENTION_FLASH_LAUNCH_CUH
 
 #include <math.h>
 #include <type_traits>
