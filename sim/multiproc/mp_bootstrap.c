@@ -4,39 +4,43 @@
  * MASTER_ADDR:MASTER_PORT (engine/launch/tcp_store.h, the real build's rendezvous too). */
 #include "mp_bootstrap.h"
 
-#include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "launch/tcp_store.h"
+#include "mp_dl.h"
 #include "twinrun/err.h"
 
 int mp_boot_mpi(const unsigned char *mine, unsigned char *all, int nprocs, int proc, bool *inited_here, char *err,
                 size_t errlen) {
+    mp_mpi_api mpi;
+    if (mp_mpi_load(&mpi, err, errlen)) return -1;
     int inited = 0;
-    MPI_Initialized(&inited);
+    mpi.initialized(&inited);
     if (!inited) {
-        if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
+        if (mpi.init(NULL, NULL) != MPI_SUCCESS)
             return tr_errf(err, errlen, "MPI_Init failed: start the job with OpenMPI's mpirun");
         *inited_here = true;
     }
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    mpi.comm_set_errhandler(mpi.comm_world, mpi.errors_return);
     int size = 0, rank = -1;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    mpi.comm_size(mpi.comm_world, &size);
+    mpi.comm_rank(mpi.comm_world, &rank);
     if (size != nprocs || rank != proc)
         return tr_errf(err, errlen,
                        "MPI says this is process %d of %d but OMPI_COMM_WORLD_RANK/SIZE say %d of %d: "
                        "start the job with mpirun, without overriding those variables",
                        rank, size, proc, nprocs);
-    if (MPI_Allgather(mine, MP_PEER_SIZE, MPI_BYTE, all, MP_PEER_SIZE, MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS)
+    if (mpi.allgather(mine, MP_PEER_SIZE, mpi.byte, all, MP_PEER_SIZE, mpi.byte, mpi.comm_world) != MPI_SUCCESS)
         return tr_errf(err, errlen, "MPI_Allgather of the libfabric addresses failed");
     return 0;
 }
 
 void mp_boot_mpi_finish(bool inited_here, bool ok) {
     /* MPI_Finalize is collective: with a peer dead or stopped it would wait forever */
-    if (inited_here && ok) MPI_Finalize();
+    char err[256];
+    mp_mpi_api mpi;
+    if (inited_here && ok && mp_mpi_load(&mpi, err, sizeof err) == 0) mpi.finalize();
 }
 
 int mp_boot_store(const unsigned char *mine, unsigned char *all, int nprocs, int proc, const tr_store_conf *store,

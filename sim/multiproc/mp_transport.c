@@ -20,6 +20,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include "mp_dl.h"
 #include "twinrun/err.h"
 
 #define MP_TAG_HEADER 0ULL
@@ -41,6 +42,7 @@ typedef struct mp_net_op {
 } mp_net_op;
 
 struct mp_net {
+    mp_fabric_api fi; /* libfabric's exported functions (mp_dl.h) */
     struct fi_info *info;
     struct fid_fabric *fabric;
     struct fid_domain *domain;
@@ -115,15 +117,22 @@ static int open_cq(mp_net *f, enum fi_wait_obj wait) {
 
 static int fi_failed(char *err, size_t errlen, const char *call, int rc, const mp_net *f) {
     return tr_errf(err, errlen, "libfabric %s failed with provider %s: %s", call,
-                   f->info ? f->info->fabric_attr->prov_name : "?", fi_strerror(-rc));
+                   f->info ? f->info->fabric_attr->prov_name : "?", f->fi.strerror(-rc));
 }
 
 mp_net *mp_net_open(char *err, size_t errlen) {
     mp_net *f = calloc(1, sizeof *f);
-    struct fi_info *hints = fi_allocinfo();
-    if (!f || !hints) {
+    if (!f) {
+        tr_errf(err, errlen, "out of host memory opening the libfabric endpoint");
+        return NULL;
+    }
+    if (mp_fabric_load(&f->fi, err, errlen)) {
         free(f);
-        fi_freeinfo(hints);
+        return NULL;
+    }
+    struct fi_info *hints = f->fi.dupinfo(NULL); /* fi_allocinfo() */
+    if (!hints) {
+        free(f);
         tr_errf(err, errlen, "out of host memory opening the libfabric endpoint");
         return NULL;
     }
@@ -133,8 +142,8 @@ mp_net *mp_net_open(char *err, size_t errlen) {
     hints->mode = FI_CONTEXT;
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
     hints->domain_attr->mr_mode = 0; /* the twin's buffers are plain host memory, never registered */
-    int rc = fi_getinfo(FI_VERSION(1, 9), NULL, NULL, 0, hints, &f->info);
-    fi_freeinfo(hints);
+    int rc = f->fi.getinfo(FI_VERSION(1, 9), NULL, NULL, 0, hints, &f->info);
+    f->fi.freeinfo(hints);
     if (rc) {
         const char *prov = getenv("FI_PROVIDER");
         if (prov && *prov)
@@ -142,16 +151,16 @@ mp_net *mp_net_open(char *err, size_t errlen) {
                     "libfabric has no provider matching FI_PROVIDER=\"%s\" that offers reliable datagram endpoints "
                     "with tagged messages (%s); use FI_PROVIDER=\"tcp;ofi_rxm\" (any network) or FI_PROVIDER=shm "
                     "(processes of one host), or unset it",
-                    prov, fi_strerror(-rc));
+                    prov, f->fi.strerror(-rc));
         else
             tr_errf(err, errlen,
                     "libfabric found no provider with reliable datagram endpoints and tagged messages (%s): "
                     "install libfabric1 with its tcp and shm providers (ci/deps.sh)",
-                    fi_strerror(-rc));
+                    f->fi.strerror(-rc));
         mp_net_close(f);
         return NULL;
     }
-    if ((rc = fi_fabric(f->info->fabric_attr, &f->fabric, NULL))) goto fail_fabric;
+    if ((rc = f->fi.fabric(f->info->fabric_attr, &f->fabric, NULL))) goto fail_fabric;
     if ((rc = fi_domain(f->fabric, f->info, &f->domain, NULL))) goto fail_domain;
     struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
     if ((rc = fi_av_open(f->domain, &av_attr, &f->av, NULL))) goto fail_av;
@@ -226,7 +235,7 @@ int mp_net_connect(mp_net *f, const mp_peer *peers, int nprocs, int self, uint64
         int rc = fi_av_insert(f->av, peers[p].addr, 1, &f->addr[p], 0, NULL);
         if (rc != 1)
             return tr_errf(err, errlen, "libfabric cannot use the address of process %d (host %s, provider %s): %s", p,
-                           peers[p].host, peers[p].provider, rc < 0 ? fi_strerror(-rc) : "not inserted");
+                           peers[p].host, peers[p].provider, rc < 0 ? f->fi.strerror(-rc) : "not inserted");
     }
     for (int i = 0; i < HEADER_BUFS; i++) {
         int rc = post_header(f, f->headers[i]);
@@ -239,7 +248,7 @@ static bool try_send(mp_net *f, mp_net_op *op) {
     ssize_t rc = fi_tsend(f->ep, op->buf, op->len, NULL, f->addr[op->peer], op->tag, &op->ctx);
     if (rc == -FI_EAGAIN) return false;
     if (rc) {
-        set_error(f, op->peer, "sending to process %d failed: %s", op->peer, fi_strerror((int)-rc));
+        set_error(f, op->peer, "sending to process %d failed: %s", op->peer, f->fi.strerror((int)-rc));
         f->in_flight--;
         live_free(f, op);
     }
@@ -339,13 +348,13 @@ static void header_arrived(mp_net *f, mp_net_op *op, size_t len) {
                 mp_net_progress(f);
             if (rc) {
                 set_error(f, (int)h.src_proc, "cannot receive a message from process %u: %s", h.src_proc,
-                          fi_strerror((int)-rc));
+                          f->fi.strerror((int)-rc));
                 live_free(f, p);
             }
         }
     }
     int rc = post_header(f, op);
-    if (rc) set_error(f, -1, "cannot post a receive buffer: %s", fi_strerror(-rc));
+    if (rc) set_error(f, -1, "cannot post a receive buffer: %s", f->fi.strerror(-rc));
 }
 
 static void completed(mp_net *f, mp_net_op *op, size_t len) {
@@ -371,7 +380,7 @@ static void failed(mp_net *f) {
     char prov[256] = "";
     const char *detail = fi_cq_strerror(f->cq, e.prov_errno, e.err_data, prov, sizeof prov);
     if (op && op->kind == OP_SEND) {
-        set_error(f, op->peer, "a message to process %d was lost: %s (%s)", op->peer, fi_strerror(e.err),
+        set_error(f, op->peer, "a message to process %d was lost: %s (%s)", op->peer, f->fi.strerror(e.err),
                   detail ? detail : "");
         f->in_flight--;
         live_free(f, op);
@@ -379,10 +388,10 @@ static void failed(mp_net *f) {
         /* fi_close cancels posted receives */
     } else {
         set_error(f, op && op->kind == OP_RECV_PAYLOAD ? (int)op->h.src_proc : -1, "a receive failed: %s (%s)",
-                  fi_strerror(e.err), detail ? detail : "");
+                  f->fi.strerror(e.err), detail ? detail : "");
         if (op && op->kind == OP_RECV_HEADER) {
             int rc = post_header(f, op);
-            if (rc) set_error(f, -1, "cannot post a receive buffer: %s", fi_strerror(-rc));
+            if (rc) set_error(f, -1, "cannot post a receive buffer: %s", f->fi.strerror(-rc));
         }
     }
 }
@@ -421,7 +430,7 @@ int mp_net_progress(mp_net *f) {
             handled++;
             continue;
         }
-        if (n != -FI_EAGAIN) set_error(f, -1, "reading the completion queue failed: %s", fi_strerror((int)-n));
+        if (n != -FI_EAGAIN) set_error(f, -1, "reading the completion queue failed: %s", f->fi.strerror((int)-n));
         break;
     }
     flush_backlog(f);
@@ -474,7 +483,7 @@ void mp_net_close(mp_net *f) {
     if (f->av) fi_close(&f->av->fid);
     if (f->domain) fi_close(&f->domain->fid);
     if (f->fabric) fi_close(&f->fabric->fid);
-    if (f->info) fi_freeinfo(f->info);
+    if (f->info) f->fi.freeinfo(f->info);
     for (int i = 0; i < HEADER_BUFS; i++)
         if (f->headers[i]) {
             free(f->headers[i]->buf);
