@@ -33,8 +33,9 @@ twinrun_expect(NAME scenario_campaign_small EXIT 0
 
 # A campaign over a Megatron-written data file draws data_corrupt too (the job's copy damaged, refused by
 # the loader naming it, restored for the next trial): seed 5 throws two and a crash. `slow` (vocabulary
-# 32000: ~20 s here): the gcc stage only; `valgrind-skip`: 8 min under memcheck, where the same damage
-# and repair run in scenario_fault_kinds and the campaign loop in scenario_campaign_small.
+# 32000: ~20 s here): the gcc stage only; `valgrind-skip`: 8 min under memcheck, where the campaign
+# loop runs in scenario_campaign_small (the data file's damage and repair run under memcheck nowhere:
+# scenario_fault_kinds is a script, which ci/memcheck.py leaves out).
 twinrun_expect(NAME scenario_campaign_data EXIT 0
   OUTPUT "campaign: 3 trials, 3 fired, 3 detected, 3 attributed, 3 continuity, 3 recovered.*per kind \\(ok/trials\\): crash 1/1 data_corrupt 2/2.*PASSED"
   LABELS ${labels} slow valgrind-skip PROPERTIES TIMEOUT 300
