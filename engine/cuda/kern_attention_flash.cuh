@@ -44,14 +44,18 @@ constexpr unsigned FLV_FWD_FLAGS = FLV_RT2 | FLV_EX2, FLV_DQ_FLAGS = FLV_OCC | F
 
 /* row tiles of 16 per warp in the forward: 2 only at D 64 (at D 128 the doubled output accumulator
  * alone would take 128 registers a thread) */
-template <int D, unsigned V> constexpr int fwd_row_tiles = (V & FLV_RT2) && D == 64 ? 2 : 1;
-template <int D, unsigned V> constexpr int fwd_bm = FL_BM *fwd_row_tiles<D, V>;
-template <unsigned V> constexpr int dkv_bq = (V & FLV_BQ64) ? 2 * FL_BQ : FL_BQ;
+template <int D, unsigned V>
+constexpr int fwd_row_tiles = (V & FLV_RT2) && D == 64 ? 2 : 1;
+template <int D, unsigned V>
+constexpr int fwd_bm = FL_BM * fwd_row_tiles<D, V>;
+template <unsigned V>
+constexpr int dkv_bq = (V & FLV_BQ64) ? 2 * FL_BQ : FL_BQ;
 /* __launch_bounds__'s minimum blocks an SM of dQ and dK/dV (0: none). FLV_OCC asks one block more than
  * their 160-190 registers at D 64 allow (4, or 3 beside the larger tiles of FLV_BQ64), which ptxas
  * meets with at most 20 bytes of spills; at D 128 (166-255 registers) a cap of 128 spilled ~1 KB a
  * thread, so it does not apply there. */
-template <int D, unsigned V> constexpr int bwd_min_blocks = (V & FLV_OCC) && D == 64 ? ((V & FLV_BQ64) ? 3 : 4) : 0;
+template <int D, unsigned V>
+constexpr int bwd_min_blocks = (V & FLV_OCC) && D == 64 ? ((V & FLV_BQ64) ? 3 : 4) : 0;
 
 #ifndef FL_EMULATED
 #define FL_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
@@ -92,7 +96,10 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool va
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 /* Waits until at most N of this thread's committed groups are still in flight. */
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
 /* Two fp32 -> bf16x2 (nearest-even), lo in the low half. */
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
@@ -112,7 +119,8 @@ __device__ __forceinline__ float ex2_ftz(float x) {
 
 /* 2^(x * mul - sub): a rounded product, a rounded difference and exp2f; with FLV_EX2 one FMA and
  * ex2_ftz (see FLV_EX2 for the difference). */
-template <bool EX2> __device__ __forceinline__ float exp2_scaled(float x, float mul, float sub) {
+template <bool EX2>
+__device__ __forceinline__ float exp2_scaled(float x, float mul, float sub) {
     if constexpr (EX2) return ex2_ftz(__fmaf_rn(x, mul, -sub));
     else return exp2f(x * mul - sub);
 }
@@ -146,7 +154,8 @@ __device__ __forceinline__ void frag_a_from_c(uint32_t a[4], const float c0[4], 
     a[3] = pack_bf16(c1[2], c1[3]);
 }
 
-template <int NT> __device__ __forceinline__ void zero_tiles(float c[NT][4]) {
+template <int NT>
+__device__ __forceinline__ void zero_tiles(float c[NT][4]) {
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) c[nt][0] = c[nt][1] = c[nt][2] = c[nt][3] = 0.0f;
 }
@@ -219,7 +228,8 @@ __device__ __forceinline__ void store_row(uint16_t *dst, const float acc[D / 8][
 }
 
 /* Row r of this warp's accumulator tiles as fp32 into dst [D] (the dK/dV shares of k_flash_bwd_dkv). */
-template <int D> __device__ __forceinline__ void store_row_f32(float *dst, const float acc[D / 8][4], int r, int tig) {
+template <int D>
+__device__ __forceinline__ void store_row_f32(float *dst, const float acc[D / 8][4], int r, int tig) {
 #pragma unroll
     for (int dt = 0; dt < D / 8; dt++) {
         dst[dt * 8 + tig * 2] = acc[dt][2 * r];
@@ -268,14 +278,13 @@ struct fl_positions {
 
 /* Shared memory: the block's own rows once, the streamed tiles twice (double buffering: the next tile
  * is in flight while the warps compute on this one). */
-template <int D, unsigned V = 0> constexpr size_t fwd_smem() {
-    return (size_t)(fwd_bm<D, V> + 4 * FL_BN) * (D + 8) * sizeof(uint16_t);
-}
-template <int D, unsigned V = 0> constexpr size_t dq_smem() {
-    return (size_t)(2 * FL_BM + 4 * FL_BN) * (D + 8) * sizeof(uint16_t);
-}
-template <int D, unsigned V = 0> constexpr size_t dkv_smem() {
-    return (size_t)(2 * FL_BN + 4 * dkv_bq<V>)*(D + 8) * sizeof(uint16_t) + 4 * dkv_bq<V> * sizeof(float);
+template <int D, unsigned V = 0>
+constexpr size_t fwd_smem() { return (size_t)(fwd_bm<D, V> + 4 * FL_BN) * (D + 8) * sizeof(uint16_t); }
+template <int D, unsigned V = 0>
+constexpr size_t dq_smem() { return (size_t)(2 * FL_BM + 4 * FL_BN) * (D + 8) * sizeof(uint16_t); }
+template <int D, unsigned V = 0>
+constexpr size_t dkv_smem() {
+    return (size_t)(2 * FL_BN + 4 * dkv_bq<V>) * (D + 8) * sizeof(uint16_t) + 4 * dkv_bq<V> * sizeof(float);
 }
 
 /* out [B,Tq,NH,D], lse [B,NH,Tq]; q [B,Tq,NH,D]; k, v [B,Tk,KV,D]. Grid (ceil(Tq/BM), NH, B), BM =
@@ -288,7 +297,7 @@ __global__ void __launch_bounds__(FL_THREADS)
     constexpr bool EX2 = (V & FLV_EX2) != 0;
     FL_SMEM(fl_smem);
     uint16_t *Qs = (uint16_t *)fl_smem, *KVs = Qs + BM * LDS; /* K, V of buffer u: KVs + (2u + 0|1) * FL_BN * LDS */
-    const int m0 = (int)(gridDim.x - 1 - blockIdx.x) * BM;    /* the longest causal rows first */
+    const int m0 = (int)(gridDim.x - 1 - blockIdx.x) * BM; /* the longest causal rows first */
     const int h = blockIdx.y, b = blockIdx.z, grp = h / (NH / KV);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, tig = lane & 3, wr = warp * 16 * RT;
     const size_t qstride = (size_t)NH * D, kstride = (size_t)KV * D;
@@ -459,8 +468,8 @@ __global__ void __launch_bounds__(FL_THREADS)
 template <int D, class Mask, unsigned V = 0>
 __global__ void __launch_bounds__(FL_THREADS, bwd_min_blocks<D, V>)
     k_flash_bwd_dq(uint16_t *dq, const uint16_t *dout, const uint16_t *q, const uint16_t *k, const uint16_t *v,
-                   const float *lse, const float *delta, int Tq, int Tk, int NH, int KV, float scale, float scale_log2,
-                   Mask mask) {
+                   const float *lse, const float *delta, int Tq, int Tk, int NH, int KV, float scale,
+                   float scale_log2, Mask mask) {
     constexpr int LDS = D + 8;
     FL_SMEM(fl_smem);
     constexpr bool EX2 = (V & FLV_EX2) != 0;
@@ -515,8 +524,7 @@ __global__ void __launch_bounds__(FL_THREADS, bwd_min_blocks<D, V>)
                 for (int e = 0; e < 4; e++) {
                     const int i = rows[e >> 1], j = n0 + nt * 8 + tig * 2 + (e & 1);
                     float p = 0.0f;
-                    if (i < Tq && j < Tk && mask.visible(i, j))
-                        p = exp2_scaled<EX2>(sc[nt][e], scale_log2, lse2[e >> 1]);
+                    if (i < Tq && j < Tk && mask.visible(i, j)) p = exp2_scaled<EX2>(sc[nt][e], scale_log2, lse2[e >> 1]);
                     sc[nt][e] = p * (dp[nt][e] - dl[e >> 1]); /* dS */
                 }
         }
@@ -562,19 +570,18 @@ __global__ void __launch_bounds__(FL_THREADS, bwd_min_blocks<D, V>)
     /* the head's query tiles in order, streamed through two buffers */
     const int items = nqt > qt0 ? nqt - qt0 : 0;
     auto issue = [&](int it) { /* Q/dO tiles by cp.async, lse and delta by plain stores, into buffer it & 1 */
-                               const int i0 = (qt0 + it) * BQ;
-                               const size_t qoff = ((size_t)b * Tq * NH + h) * D;
-                               uint16_t *qs = QdO + (size_t)(2 * (it & 1)) * BQ * LDS;
-                               load_rows_async<BQ, D>(qs, LDS, q + qoff, qstride, i0, Tq);
-                               load_rows_async<BQ, D>(qs + BQ * LDS, LDS, dout + qoff, qstride, i0, Tq);
-                               float *st = stats + (it & 1) * 2 * BQ;
-                               const float *lse_h = lse + ((size_t)b * NH + h) * Tq,
-                                           *dl_h = delta + ((size_t)b * NH + h) * Tq;
-                               for (int c = threadIdx.x; c < BQ; c += FL_THREADS) {
-                                   const bool ok = i0 + c < Tq;
-                                   st[c] = ok ? lse_h[i0 + c] * FL_LOG2E : 0.0f;
-                                   st[BQ + c] = ok ? dl_h[i0 + c] : 0.0f;
-                               }
+        const int i0 = (qt0 + it) * BQ;
+        const size_t qoff = ((size_t)b * Tq * NH + h) * D;
+        uint16_t *qs = QdO + (size_t)(2 * (it & 1)) * BQ * LDS;
+        load_rows_async<BQ, D>(qs, LDS, q + qoff, qstride, i0, Tq);
+        load_rows_async<BQ, D>(qs + BQ * LDS, LDS, dout + qoff, qstride, i0, Tq);
+        float *st = stats + (it & 1) * 2 * BQ;
+        const float *lse_h = lse + ((size_t)b * NH + h) * Tq, *dl_h = delta + ((size_t)b * NH + h) * Tq;
+        for (int c = threadIdx.x; c < BQ; c += FL_THREADS) {
+            const bool ok = i0 + c < Tq;
+            st[c] = ok ? lse_h[i0 + c] * FL_LOG2E : 0.0f;
+            st[BQ + c] = ok ? dl_h[i0 + c] : 0.0f;
+        }
     };
     load_rows_async<FL_BN, D>(Ks, LDS, k + koff, kstride, n0, Tk); /* group 0: K, V and the first Q/dO tile */
     load_rows_async<FL_BN, D>(Vs, LDS, v + koff, kstride, n0, Tk);
@@ -608,13 +615,12 @@ __global__ void __launch_bounds__(FL_THREADS, bwd_min_blocks<D, V>)
                     for (int e = 0; e < 4; e++) {
                         const int j = keys[e >> 1], c = nt * 8 + tig * 2 + (e & 1), i = i0 + c;
                         float p = 0.0f;
-                        if (i < Tq && j < Tk && mask.visible(i, j))
-                            p = exp2_scaled<EX2>(st[nt][e], scale_log2, lse_s[c]);
+                        if (i < Tq && j < Tk && mask.visible(i, j)) p = exp2_scaled<EX2>(st[nt][e], scale_log2, lse_s[c]);
                         st[nt][e] = p;
                         dpt[nt][e] = p * (dpt[nt][e] - dl_s[c]); /* dS^T */
                     }
             }
-            accumulate_pv<D, BQ / 16>(adv, st, dOs, LDS, lane); /* dV += P^T dO */
+            accumulate_pv<D, BQ / 16>(adv, st, dOs, LDS, lane);  /* dV += P^T dO */
             accumulate_pv<D, BQ / 16>(adk, dpt, Qs, LDS, lane); /* dK += dS^T Q */
         }
         __syncthreads(); /* this buffer is read; the next iteration may refill it */
@@ -640,8 +646,8 @@ __global__ void __launch_bounds__(FL_THREADS, bwd_min_blocks<D, V>)
  * scale) and part_v [B,Tk,NH,D]. One thread per output element. A template (Bits is uint16_t, deduced)
  * only so that every translation unit that launches it may define it (kern_attention_flash_d*.cu). */
 template <class Bits>
-__global__ void k_flash_dkv_reduce(Bits *dk, Bits *dv, const float *part_k, const float *part_v, int KV, int rep, int D,
-                                   float scale, size_t n) {
+__global__ void k_flash_dkv_reduce(Bits *dk, Bits *dv, const float *part_k, const float *part_v, int KV, int rep,
+                                   int D, float scale, size_t n) {
     const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= n) return;
     const size_t d = idx % (size_t)D, bjg = idx / (size_t)D; /* (b * Tk + j) * KV + g */
@@ -655,6 +661,7 @@ __global__ void k_flash_dkv_reduce(Bits *dk, Bits *dv, const float *part_k, cons
     dk[idx] = pack_bf16(sk * scale, 0.0f) & 0xffffu;
     dv[idx] = pack_bf16(sv, 0.0f) & 0xffffu;
 }
+
 
 } /* namespace tr_flash */
 
