@@ -19,6 +19,11 @@ bin=${SCENARIO_BIN:-build/twin/bin/scenario}
 data="data: {mock: true}"
 if [ -n "${CAMPAIGN_DATA:-}" ]; then
     prefix=$(realpath -m "$CAMPAIGN_DATA")
+    # it goes into the YAML through sed and a flow sequence: no characters either would read
+    case $prefix in *[\|\&,\]\[\{\}\"\\]*)
+        echo "campaign_1024: CAMPAIGN_DATA=$CAMPAIGN_DATA: a path without | & , [ ] { } \" or \\ please (copy the corpus)" >&2
+        exit 2 ;;
+    esac
     [ -f "$prefix.bin" ] && [ -f "$prefix.idx" ] || {
         echo "campaign_1024: CAMPAIGN_DATA=$CAMPAIGN_DATA: $prefix.bin/.idx missing (ci/campaign_corpus.sh $CAMPAIGN_DATA writes one)" >&2
         exit 2
