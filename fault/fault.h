@@ -36,6 +36,17 @@ typedef enum fault_kind {
 
 typedef enum fault_tensor { FAULT_T_LOSS = 0, FAULT_T_ACTIVATION, FAULT_T_GRADIENT } fault_tensor;
 
+/* data_corrupt: what happened to the job's copy of the data file; each form trips a different check
+ * of the loader (docs/faults.md), as a copy that stopped short or a file from another tool would. */
+typedef enum fault_damage {
+    FAULT_D_BIN_CUT = 0, /* the .bin two bytes short: the last sequence lies outside it */
+    FAULT_D_BIN_MISSING, /* the .bin gone (only the .idx was copied) */
+    FAULT_D_IDX_CUT,     /* the .idx one byte short: its size no longer fits its counts */
+    FAULT_D_IDX_MAGIC,   /* the .idx's first byte overwritten: not a Megatron index */
+    FAULT_D_IDX_DTYPE,   /* the .idx's dtype code zeroed: a token type no reader knows */
+    FAULT_DAMAGE_COUNT
+} fault_damage;
+
 #define FAULT_NAME_LEN 32
 
 typedef struct fault_spec {
@@ -53,6 +64,7 @@ typedef struct fault_spec {
     double factor;              /* straggler: > 1 */
     int devices;                /* short_node: devices the node sees, < gpus_per_node */
     char version[FAULT_NAME_LEN]; /* version_skew: the other build's version string */
+    fault_damage damage;          /* data_corrupt */
     int line, col;                /* where the scenario file defined it (0 when not from a file) */
 } fault_spec;
 
@@ -80,6 +92,8 @@ const char *fault_kind_name(fault_kind k);     /* "hang", "crash", "node_crash",
 int fault_kind_from_name(const char *name);    /* -1 when unknown */
 const char *fault_tensor_name(fault_tensor t); /* "loss", "activation", "gradient" */
 int fault_tensor_from_name(const char *name);  /* -1 when unknown */
+const char *fault_damage_name(fault_damage d); /* "bin_cut", "bin_missing", "idx_cut", ... */
+int fault_damage_from_name(const char *name);  /* -1 when unknown */
 /* Fills a spec with the kind's defaults (rank/node -1, group/op "any", layer -1, factor 4, ...). */
 void fault_spec_default(fault_spec *f, fault_kind k);
 /* Checks one spec against a world of `world` ranks on nodes of `gpus_per_node`; -1 with err naming

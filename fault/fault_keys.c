@@ -26,6 +26,7 @@ static const struct {
     [FAULT_KEY_TENSOR] = {"tensor", FAULT_KT_NAME},  [FAULT_KEY_LAYER] = {"layer", FAULT_KT_INT},
     [FAULT_KEY_INF] = {"inf", FAULT_KT_BOOL},        [FAULT_KEY_FACTOR] = {"factor", FAULT_KT_NUMBER},
     [FAULT_KEY_DEVICES] = {"devices", FAULT_KT_INT}, [FAULT_KEY_VERSION] = {"version", FAULT_KT_NAME},
+    [FAULT_KEY_DAMAGE] = {"damage", FAULT_KT_NAME},
 };
 
 /* Which keys mean something per kind: a key that does not is refused rather than ignored, so a
@@ -40,7 +41,7 @@ static const unsigned kind_keys[FAULT_KIND_COUNT] = {
     [FAULT_CKPT_ENOSPC] = TARGET_RANK,
     [FAULT_CKPT_CRASH] = TARGET_RANK,
     [FAULT_CKPT_CORRUPT] = TARGET_RANK,
-    [FAULT_DATA_CORRUPT] = TARGET_RANK,
+    [FAULT_DATA_CORRUPT] = TARGET_RANK | KB(FAULT_KEY_DAMAGE),
     [FAULT_OOM] = TARGET_RANK,
     [FAULT_SHORT_NODE] = TARGET_NODE | KB(FAULT_KEY_DEVICES),
     [FAULT_VERSION_SKEW] = TARGET_NODE | KB(FAULT_KEY_VERSION),
@@ -58,7 +59,9 @@ int fault_key_from_name(const char *name) {
 
 fault_key_type fault_key_type_of(fault_key k) { return (unsigned)k < FAULT_KEY_COUNT ? keys[k].type : FAULT_KT_NAME; }
 
-const char *fault_key_list(void) { return "rank, node, group, op, tensor, layer, inf, factor, devices, version"; }
+const char *fault_key_list(void) {
+    return "rank, node, group, op, tensor, layer, inf, factor, devices, version, damage";
+}
 
 const char *fault_key_suggest(const char *name) {
     const char *hit = NULL;
@@ -178,6 +181,13 @@ int fault_spec_set(fault_spec *f, fault_key k, const char *v, char *err, size_t 
                            sizeof f->version - 1);
         snprintf(f->version, sizeof f->version, "%s", v);
         return 0;
+    case FAULT_KEY_DAMAGE: {
+        int d = fault_damage_from_name(v);
+        if (d < 0)
+            return tr_errf(err, errlen, "damage: '%s' is not bin_cut, bin_missing, idx_cut, idx_magic or idx_dtype", v);
+        f->damage = (fault_damage)d;
+        return 0;
+    }
     default: return tr_errf(err, errlen, "unknown key %d", (int)k);
     }
 }

@@ -28,6 +28,11 @@ static const char *const kind_names[FAULT_KIND_COUNT] = {
 static const char *const tensor_names[] = {
     [FAULT_T_LOSS] = "loss", [FAULT_T_ACTIVATION] = "activation", [FAULT_T_GRADIENT] = "gradient"};
 
+static const char *const damage_names[FAULT_DAMAGE_COUNT] = {
+    [FAULT_D_BIN_CUT] = "bin_cut",     [FAULT_D_BIN_MISSING] = "bin_missing", [FAULT_D_IDX_CUT] = "idx_cut",
+    [FAULT_D_IDX_MAGIC] = "idx_magic", [FAULT_D_IDX_DTYPE] = "idx_dtype",
+};
+
 #define FAULT_DEFAULT_VERSION "twinrun-0.0-skew"
 
 const char *fault_kind_name(fault_kind k) { return (unsigned)k < FAULT_KIND_COUNT ? kind_names[k] : "?"; }
@@ -50,6 +55,15 @@ int fault_tensor_from_name(const char *name) {
     return -1;
 }
 
+const char *fault_damage_name(fault_damage d) { return (unsigned)d < FAULT_DAMAGE_COUNT ? damage_names[d] : "?"; }
+
+int fault_damage_from_name(const char *name) {
+    if (!name) return -1;
+    for (int d = 0; d < FAULT_DAMAGE_COUNT; d++)
+        if (strcmp(name, damage_names[d]) == 0) return d;
+    return -1;
+}
+
 void fault_spec_default(fault_spec *f, fault_kind k) {
     memset(f, 0, sizeof *f);
     f->kind = k;
@@ -66,6 +80,7 @@ void fault_spec_default(fault_spec *f, fault_kind k) {
     f->factor = 4.0;
     f->devices = 0; /* gpus_per_node is unknown here: the parsers make it gpus_per_node - 1 */
     snprintf(f->version, sizeof f->version, "%s", FAULT_DEFAULT_VERSION);
+    f->damage = FAULT_D_BIN_CUT; /* the form the data faults had before there was a choice */
 }
 
 /* The node a fault hits: its node, or its rank's. -1 when neither is given. */
@@ -218,11 +233,18 @@ void fault_spec_describe(const fault_spec *f, char *out, size_t outlen) {
     case FAULT_CKPT_CORRUPT:
         snprintf(out, outlen, "a flipped byte in the checkpoint shard of %s saved at iteration %lld", who, it);
         break;
-    case FAULT_DATA_CORRUPT:
+    case FAULT_DATA_CORRUPT: {
+        static const char *const what[FAULT_DAMAGE_COUNT] = {
+            [FAULT_D_BIN_CUT] = ".bin cut short",      [FAULT_D_BIN_MISSING] = ".bin missing",
+            [FAULT_D_IDX_CUT] = ".idx cut short",      [FAULT_D_IDX_MAGIC] = ".idx magic overwritten",
+            [FAULT_D_IDX_DTYPE] = ".idx dtype zeroed",
+        };
+        const char *d = (unsigned)f->damage < FAULT_DAMAGE_COUNT ? what[f->damage] : "damaged";
         if (f->rank >= 0)
-            snprintf(out, outlen, "corrupt data file read by rank %d, damaged before the job starts", f->rank);
-        else snprintf(out, outlen, "corrupt data file, damaged before the job starts");
+            snprintf(out, outlen, "corrupt data file (%s) read by rank %d, before the job starts", d, f->rank);
+        else snprintf(out, outlen, "corrupt data file (%s), before the job starts", d);
         break;
+    }
     case FAULT_OOM: snprintf(out, outlen, "out of device memory on %s at iteration %lld", who, it); break;
     case FAULT_SHORT_NODE:
         snprintf(out, outlen, "short node: %s sees only %d device%s at start-up", who, f->devices,

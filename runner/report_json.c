@@ -71,6 +71,7 @@ static void spec(builder *b, cJSON *o, const fault_spec *f) {
     num(b, o, "factor", f->factor);
     num(b, o, "devices", f->devices);
     str(b, o, "version", f->version);
+    str(b, o, "damage", fault_damage_name(f->damage));
     num(b, o, "line", f->line);
     num(b, o, "col", f->col);
 }

@@ -100,6 +100,11 @@ static void draw(const sc_job *j, const scenario *s, uint64_t *rng, fault_spec *
         break;
     }
     case FAULT_STRAGGLER: f->factor = 3.0 + (double)pick(rng, 0, 5); break;
+    case FAULT_DATA_CORRUPT:
+        /* the form of damage follows what was drawn already, not a draw of its own, so the campaign's
+         * stream of draws (and every earlier campaign's faults but this field) stays as it was */
+        f->damage = (fault_damage)((f->rank + f->step) % FAULT_DAMAGE_COUNT);
+        break;
     default: break;
     }
 }

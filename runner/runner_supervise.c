@@ -81,67 +81,6 @@ static int damage_shard(const char *dir, int64_t it, int rank, char *path, size_
     return 0;
 }
 
-static int copy_file(const char *from, const char *to) {
-    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
-    char buf[65536];
-    size_t n;
-    int rc = in && out ? 0 : -1;
-    while (!rc && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, out) != n) rc = -1;
-    if (in) fclose(in);
-    if (out && fclose(out)) rc = -1;
-    return rc;
-}
-
-/* data_corrupt: the job reads copies of its --data-path files from the work folder (the user's data
- * is never touched); the fault cuts two bytes off a copy's .bin, and the repair copies it again. */
-static int data_copies(sc_job *j, const char *work, bool damage, char *first, size_t firstlen) {
-    tr_config *cfg = j->cfg;
-    int n = 0;
-    for (int i = 0; i < cfg->n_data_path; i++) {
-        char src[TR_PATH_LEN + 8], dst[SC_PATH_LEN + TR_PATH_LEN + 64], base[TR_PATH_LEN];
-        const char *orig = cfg->data_path[i];
-        const char *copy_dir_prefix = strstr(orig, "/data_copies/");
-        snprintf(src, sizeof src, "%s.bin", orig);
-        if (access(src, R_OK) != 0) continue; /* a blend weight */
-        const char *slash = strrchr(orig, '/');
-        snprintf(base, sizeof base, "%s", slash ? slash + 1 : orig);
-        if (!copy_dir_prefix) { /* first time: take copies of the originals */
-            char dir[SC_PATH_LEN + 32];
-            snprintf(dir, sizeof dir, "%s/data_copies", work);
-            (void)mkdir(dir, 0755);
-            snprintf(dst, sizeof dst, "%s/%s", dir, base);
-            for (int e = 0; e < 2; e++) {
-                char a[TR_PATH_LEN + 8], b[sizeof dst + 8];
-                snprintf(a, sizeof a, "%s%s", orig, e ? ".idx" : ".bin");
-                snprintf(b, sizeof b, "%s%s", dst, e ? ".idx" : ".bin");
-                if (copy_file(a, b)) return -1;
-            }
-            char keep[sizeof dst + 8];
-            snprintf(keep, sizeof keep, "%s.orig", dst);
-            if (symlink(orig, keep) && errno != EEXIST) return -1; /* where the repair copies from */
-            snprintf(cfg->data_path[i], sizeof cfg->data_path[i], "%.*s", (int)sizeof cfg->data_path[i] - 1, dst);
-        } else { /* repair: copy the original .bin again */
-            char keep[TR_PATH_LEN + 8], target[PATH_MAX];
-            snprintf(keep, sizeof keep, "%s.orig", orig);
-            ssize_t k = readlink(keep, target, sizeof target - 1);
-            if (k <= 0) return -1;
-            target[k] = 0;
-            char a[PATH_MAX + 8];
-            snprintf(a, sizeof a, "%s.bin", target);
-            if (copy_file(a, src)) return -1;
-        }
-        if (damage && n == 0) {
-            snprintf(src, sizeof src, "%s.bin", cfg->data_path[i]);
-            struct stat st;
-            if (stat(src, &st) || truncate(src, st.st_size > 2 ? st.st_size - 2 : 0)) return -1;
-            snprintf(first, firstlen, "%s", src);
-        }
-        n++;
-    }
-    return n;
-}
-
 static void rm_tree(const char *path) {
     DIR *dp = opendir(path);
     if (!dp) {
@@ -192,14 +131,16 @@ static void judge_in_job(attempt_state *st, int i) {
     sc_judge_fault(st->sv->job, st->plan, i, &st->run, fo);
 }
 
-/* data_corrupt, before: cut the job's copy of a data file (the first such fault not yet fired). */
+/* data_corrupt, before: damage the job's copy of a data file (the first such fault not yet fired). */
 static void damage_data(attempt_state *st, int i) {
     fault_firing *fired = &st->plan->fired[i];
     if (st->data_tried || fired->attempt) return;
     st->data_tried = true;
-    if (data_copies(st->sv->job, st->sv->o->work_dir, true, st->damaged, sizeof st->damaged) > 0) {
+    char what[sizeof st->damaged + 64];
+    if (sc_data_copies(st->sv->job, st->sv->o->work_dir, (int)st->plan->faults[i].damage, st->damaged,
+                       sizeof st->damaged, what, sizeof what) > 0) {
         fired->attempt = st->a + 1, fired->fired = true, fired->at = 0;
-        fprintf(stderr, "twinrun: fault injected: cut 2 bytes off %s\n", st->damaged);
+        fprintf(stderr, "twinrun: fault injected: %s\n", what);
     }
 }
 
@@ -216,7 +157,7 @@ static void judge_data_corrupt(attempt_state *st, int i) {
     fo->detect_seconds = fo->detected ? 0 : -1; /* at start-up, before any rank runs */
     snprintf(fo->diagnosis, sizeof fo->diagnosis, "%.500s", st->run.err);
     /* the operator restores the file */
-    (void)data_copies(st->sv->job, st->sv->o->work_dir, false, st->damaged, sizeof st->damaged);
+    (void)sc_data_copies(st->sv->job, st->sv->o->work_dir, -1, NULL, 0, NULL, 0);
 }
 
 /* ckpt_corrupt, before: stop this attempt after the save the fault will damage (the first such

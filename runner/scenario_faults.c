@@ -61,8 +61,8 @@ static int load_fault(sc_ctx *c, const scn_node *item, int idx, scenario *s, fau
     char path[64], kpath[96], text[64], msg[384];
     snprintf(path, sizeof path, "faults[%d]", idx);
     if (sc_want_map(c, item, path)) return -1;
-    static const char *const keys[] = {"kind",  "step", "rank",   "node",    "group",   "op", "tensor",
-                                       "layer", "inf",  "factor", "devices", "version", NULL};
+    static const char *const keys[] = {"kind",  "step", "rank",   "node",    "group",   "op",     "tensor",
+                                       "layer", "inf",  "factor", "devices", "version", "damage", NULL};
     if (sc_check_keys(c, item, path, keys)) return -1;
     const scn_node *kk, *kv = scn_get(item, "kind", &kk);
     if (!kv) return sc_fail(c, item, "%s: kind is missing: add kind: hang (or crash, nan, ...)", path);

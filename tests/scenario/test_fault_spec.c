@@ -34,6 +34,15 @@ static void test_names(void **state) {
     assert_string_equal(fault_tensor_name(FAULT_T_GRADIENT), "gradient");
     assert_int_equal(fault_tensor_from_name("gradient"), FAULT_T_GRADIENT);
     assert_int_equal(fault_tensor_from_name("weights"), -1);
+    const char *damages[] = {"bin_cut", "bin_missing", "idx_cut", "idx_magic", "idx_dtype"};
+    assert_int_equal(sizeof damages / sizeof damages[0], FAULT_DAMAGE_COUNT);
+    for (int d = 0; d < FAULT_DAMAGE_COUNT; d++) {
+        assert_string_equal(fault_damage_name((fault_damage)d), damages[d]);
+        assert_int_equal(fault_damage_from_name(damages[d]), d);
+    }
+    assert_int_equal(fault_damage_from_name("bin"), -1);
+    assert_int_equal(fault_damage_from_name(NULL), -1);
+    assert_string_equal(fault_damage_name(FAULT_DAMAGE_COUNT), "?");
 }
 
 static void test_defaults(void **state) {
@@ -53,6 +62,7 @@ static void test_defaults(void **state) {
     assert_true(f.factor == 4.0);
     assert_int_equal(f.devices, 0);
     assert_string_equal(f.version, "twinrun-0.0-skew");
+    assert_int_equal(f.damage, FAULT_D_BIN_CUT);
     assert_int_equal(f.line, 0);
 }
 
@@ -165,7 +175,12 @@ static void test_describe(void **state) {
     f = make(FAULT_CKPT_CORRUPT, 10, 4, -1);
     describe(&f, "a flipped byte in the checkpoint shard of rank 4 saved at iteration 10");
     f = make(FAULT_DATA_CORRUPT, 0, -1, -1);
-    describe(&f, "corrupt data file, damaged before the job starts");
+    describe(&f, "corrupt data file (.bin cut short), before the job starts");
+    f.rank = 3;
+    f.damage = FAULT_D_IDX_MAGIC;
+    describe(&f, "corrupt data file (.idx magic overwritten) read by rank 3, before the job starts");
+    f.damage = FAULT_D_BIN_MISSING;
+    describe(&f, "corrupt data file (.bin missing) read by rank 3, before the job starts");
     f = make(FAULT_OOM, 6, 9, -1);
     describe(&f, "out of device memory on rank 9 at iteration 6");
     f = make(FAULT_SHORT_NODE, 0, -1, 5);
@@ -219,9 +234,12 @@ static void test_plan_parse(void **state) {
 
     /* start-up kinds without @step; blanks around items and keys; node kinds by rank */
     const char *more = " short_node:node=1 ; version_skew:rank=9,version=v2.1 ;data_corrupt; node_crash@2:rank=15;"
-                       "straggler@1:rank=0,factor=2.5;nan@2:rank=3,tensor=loss,inf=true;oom@4:rank=1";
+                       "straggler@1:rank=0,factor=2.5;nan@2:rank=3,tensor=loss,inf=true;oom@4:rank=1;"
+                       "data_corrupt:damage=idx_dtype";
     assert_int_equal(fault_plan_parse(more, 16, 8, &p, err, sizeof err), 0);
-    assert_int_equal(p.n, 7);
+    assert_int_equal(p.n, 8);
+    assert_int_equal(p.faults[2].damage, FAULT_D_BIN_CUT);
+    assert_int_equal(p.faults[7].damage, FAULT_D_IDX_DTYPE);
     assert_int_equal(p.faults[0].kind, FAULT_SHORT_NODE);
     assert_int_equal(p.faults[0].devices, 7); /* one fewer than gpus_per_node */
     assert_int_equal(p.faults[1].node, 1);
@@ -278,6 +296,9 @@ static void test_plan_parse_errors(void **state) {
         {"crash@1:rank=1,", "empty key at ''"},
         {"crash@1:=1", "empty key at '=1'"},
         {"short_node@3:node=1", "short_node happens at start-up"},
+        {"data_corrupt:damage=bits", "damage: 'bits' is not bin_cut, bin_missing, idx_cut, idx_magic or idx_dtype"},
+        {"crash@1:rank=1,damage=idx_cut", "key 'damage' does not apply to crash (it takes: rank)"},
+        {"data_corrupt:damge=idx_cut", "unknown key 'damge'; did you mean 'damage'?"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         fault_plan p;

@@ -458,6 +458,10 @@ static void test_errors_faults(void **state) {
                  "faults[0].factor: factor does not apply to hang (it takes: rank, group, op)");
     expect_error(BASE_CLUSTER BASE_TRAINING "faults:\n  - {kind: hang, step: 1, rank: 3, group: dpp}\n", 8, 43,
                  "faults[0]: group: 'dpp' is not a communicator");
+    expect_error(BASE_CLUSTER BASE_TRAINING "faults:\n  - {kind: data_corrupt, damage: flipped}\n", 8, 34,
+                 "faults[0]: damage: 'flipped' is not bin_cut, bin_missing, idx_cut, idx_magic or idx_dtype");
+    expect_error(BASE_CLUSTER BASE_TRAINING "faults:\n  - {kind: crash, step: 1, rank: 3, damage: idx_cut}\n", 8, 37,
+                 "faults[0].damage: damage does not apply to crash (it takes: rank)");
     expect_error(BASE_CLUSTER BASE_TRAINING "faults:\n  - {kind: hng, step: 1, rank: 3}\n", 8, 12,
                  "faults[0].kind: unknown fault kind 'hng'; did you mean 'hang'?");
     expect_error(BASE_CLUSTER BASE_TRAINING "faults:\n  - {kind: hang, step: 1, rnk: 3}\n", 8, 27,
@@ -502,7 +506,8 @@ static void test_expect_failure(void **state) {
     scenario s;
     char err[ERRLEN] = "";
     const char *text = BASE_CLUSTER BASE_TRAINING "faults:\n  - {kind: version_skew, rank: 17}\n"
-                                                  "  - {kind: data_corrupt}\nexpect: {failure: version_skew}\n";
+                                                  "  - {kind: data_corrupt}\n  - {kind: data_corrupt, damage: "
+                                                  "idx_magic}\nexpect: {failure: version_skew}\n";
     assert_int_equal(parse(text, "f.yaml", &s, err), 0);
     assert_int_equal(s.expect.expect_failure_kind, FAULT_VERSION_SKEW);
     assert_false(s.expect.completes);
@@ -514,6 +519,8 @@ static void test_expect_failure(void **state) {
     assert_string_equal(s.faults.faults[0].version, "twinrun-0.0-skew");
     assert_int_equal(s.faults.faults[1].rank, -1);
     assert_int_equal(s.faults.faults[1].step, 0);
+    assert_int_equal(s.faults.faults[1].damage, FAULT_D_BIN_CUT);
+    assert_int_equal(s.faults.faults[2].damage, FAULT_D_IDX_MAGIC);
     scenario_free(&s);
 }
 

@@ -34,12 +34,28 @@ twinrun_expect(NAME scenario_campaign_small EXIT 0
 # A campaign over a Megatron-written data file draws data_corrupt too (the job's copy damaged, refused by
 # the loader naming it, restored for the next trial): seed 5 throws two and a crash. `slow` (vocabulary
 # 32000: ~20 s here): the gcc stage only; `valgrind-skip`: 8 min under memcheck, where the campaign
-# loop runs in scenario_campaign_small (the data file's damage and repair run under memcheck nowhere:
-# scenario_fault_kinds is a script, which ci/memcheck.py leaves out).
+# loop runs in scenario_campaign_small (the data file's damage and repair run under memcheck in
+# scenario_data_damage).
 twinrun_expect(NAME scenario_campaign_data EXIT 0
   OUTPUT "campaign: 3 trials, 3 fired, 3 detected, 3 attributed, 3 continuity, 3 recovered.*per kind \\(ok/trials\\): crash 1/1 data_corrupt 2/2.*PASSED"
   LABELS ${labels} slow valgrind-skip PROPERTIES TIMEOUT 300
   COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_data.yaml --work ${scn_work} --clean)
+
+# Every form of data damage (fault key `damage`) in one job: each trips its own check of the loader, which
+# names the file; the repair copies both files back and the last attempt ends on the fault-free run's bits.
+# Two ranks, a one-layer model 16 wide (the data's vocabulary of 32000 sets the cost): under a second
+# natively, ~30 s under memcheck, so it runs in every stage and under memcheck. The program prints its
+# report to stdout and what it damaged to stderr; scenario_data_damage_report reads the JSON report for
+# each fault's diagnosis, which the text report cuts short.
+twinrun_expect(NAME scenario_data_damage EXIT 0
+  OUTPUT "1 corrupt data file \\(\\.bin cut short\\).* yes +yes .*2 corrupt data file \\(\\.bin missing\\).* yes +yes .*3 corrupt data file \\(\\.idx cut short\\).* yes +yes .*4 corrupt data file \\(\\.idx magic overwritten\\) read by .* yes +yes .*5 corrupt data file \\(\\.idx dtype zeroed\\).* yes +yes .*same bits as the fault-free run at 2/2 iterations.*PASSED: 14/14 expectations.*cut 2 bytes off [^\n]*/data_copies/corpus\\.bin\nt.*removed [^\n]*/data_copies/corpus\\.bin\nt.*cut 1 byte off [^\n]*/data_copies/corpus\\.idx\nt.*magic of [^\n]*/data_copies/corpus\\.idx\nt.*dtype code of [^\n]*/data_copies/corpus\\.idx"
+  LABELS ${labels} PROPERTIES TIMEOUT 300 FIXTURES_SETUP data_damage_json
+  COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/data_damage.yaml --work ${scn_work} --clean
+          --json ${scn_work}/data_damage.json)
+add_test(NAME scenario_data_damage_report COMMAND ${Python3_EXECUTABLE} -c
+  "import json\nr = json.load(open('${scn_work}/data_damage.json'))\nwant = {'bin_cut': 'lies outside the 59286-byte .bin', 'bin_missing': 'corpus.bin: cannot open the token file', 'idx_cut': '.idx claims 300 sequences and 301 document entries, which need more than its 6041 bytes', 'idx_magic': 'not a Megatron .idx file', 'idx_dtype': 'unknown dtype code 0 in .idx'}\ngot = {f['damage']: f for f in r['faults']}\nassert sorted(got) == sorted(want), sorted(got)\nfor d, text in want.items():\n    f = got[d]\n    assert f['kind'] == 'data_corrupt' and f['detected'] and f['attributed'] and text in f['diagnosis'] and '/data_copies/corpus' in f['diagnosis'], (d, f)\nassert r['passed'] and len(r['attempts']) == 6, (r['passed'], len(r['attempts']))\nprint('diagnoses ok')")
+set_tests_properties(scenario_data_damage_report PROPERTIES LABELS "${labels}" TIMEOUT 60
+  FIXTURES_REQUIRED data_damage_json PASS_REGULAR_EXPRESSION "diagnoses ok")
 
 # Faults while DDP buckets and parameter gathers overlap: every fault detected and blamed, the run's bits
 # recovered; under memcheck, the ranks the watchdog's abort ends mid-call are reclaimed cleanly.
