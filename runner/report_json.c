@@ -76,20 +76,24 @@ static void spec(builder *b, cJSON *o, const fault_spec *f) {
     num(b, o, "col", f->col);
 }
 
+/* A fault and its fate: an element of faults[] and of campaign.trials[]. */
+static void outcome(builder *b, cJSON *o, const sc_fault_outcome *x) {
+    spec(b, o, &x->fault);
+    boolean(b, o, "fired", x->fired);
+    boolean(b, o, "detected", x->detected);
+    boolean(b, o, "attributed", x->attributed);
+    null_or_num(b, o, "attempt", x->attempt >= 0, x->attempt);
+    null_or_num(b, o, "fired_at", x->fired, x->fired_at);
+    null_or_num(b, o, "detect_seconds", x->detected && x->detect_seconds >= 0, x->detect_seconds);
+    str(b, o, "diagnosis", x->diagnosis);
+}
+
 static void faults(builder *b, cJSON *root, const sc_report *r) {
     cJSON *arr = array(b, root, "faults");
     for (int i = 0; i < r->nfaults && arr; i++) {
-        const sc_fault_outcome *x = &r->faults[i];
         cJSON *o = element(b, arr);
         if (!o) return;
-        spec(b, o, &x->fault);
-        boolean(b, o, "fired", x->fired);
-        boolean(b, o, "detected", x->detected);
-        boolean(b, o, "attributed", x->attributed);
-        null_or_num(b, o, "attempt", x->attempt >= 0, x->attempt);
-        null_or_num(b, o, "fired_at", x->fired, x->fired_at);
-        null_or_num(b, o, "detect_seconds", x->detected && x->detect_seconds >= 0, x->detect_seconds);
-        str(b, o, "diagnosis", x->diagnosis);
+        outcome(b, o, &r->faults[i]);
     }
 }
 
@@ -127,6 +131,20 @@ static void campaign(builder *b, cJSON *root, const sc_report *r) {
         if (!e) return;
         num(b, e, "trials", c->per_kind_trials[k]);
         num(b, e, "ok", c->per_kind_ok[k]);
+    }
+    if (!c->trial) {
+        check(b, cJSON_AddNullToObject(o, "per_trial"));
+        return;
+    }
+    cJSON *arr = array(b, o, "per_trial");
+    for (int t = 0; t < c->trials && arr; t++) {
+        cJSON *e = element(b, arr);
+        if (!e) return;
+        num(b, e, "trial", t + 1);
+        outcome(b, e, &c->trial[t].outcome);
+        boolean(b, e, "continuity_ok", c->trial[t].continuity_ok);
+        boolean(b, e, "completed", c->trial[t].completed);
+        boolean(b, e, "ok", c->trial[t].ok);
     }
 }
 

@@ -121,6 +121,7 @@ int sc_campaign_run(const sc_supervisor *sv, sc_report *r) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     double detect_sum = 0;
     int failures_listed = 0;
+    c->trial = s->campaign.count > 0 ? calloc((size_t)s->campaign.count, sizeof *c->trial) : NULL;
     for (int t = 0; t < s->campaign.count; t++) {
         fault_spec f;
         draw(j, s, &rng, &f);
@@ -144,6 +145,9 @@ int sc_campaign_run(const sc_supervisor *sv, sc_report *r) {
         c->recovered += done;
         const bool ok = fo->fired && fo->detected && fo->attributed && cont && weights && done;
         c->per_kind_ok[f.kind] += ok;
+        if (c->trial)
+            c->trial[t] =
+                (sc_campaign_trial){.outcome = *fo, .continuity_ok = cont && weights, .completed = done, .ok = ok};
         if (fo->detected && fo->detect_seconds >= 0) {
             detect_sum += fo->detect_seconds;
             if (fo->detect_seconds > c->max_detect_seconds) c->max_detect_seconds = fo->detect_seconds;

@@ -28,8 +28,14 @@ twinrun_expect(NAME scenario_campaign_64 EXIT 0 OUTPUT "campaign: every blame co
 # watchdog's abort ends mid-call have their state reclaimed by the twin (dev_set_reclaim), nothing leaks.
 twinrun_expect(NAME scenario_campaign_small EXIT 0
   OUTPUT "campaign: 4 trials, 4 fired, 4 detected, 4 attributed, 4 continuity, 4 recovered.*per kind \\(ok/trials\\): node_crash 1/1 nan 1/1 coll_mismatch 1/1 ckpt_enospc 1/1.*PASSED: 6/6 expectations"
-  LABELS ${labels} PROPERTIES TIMEOUT 300
-  COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_small.yaml --work ${scn_work} --clean)
+  LABELS ${labels} PROPERTIES TIMEOUT 300 FIXTURES_SETUP campaign_small_json
+  COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_small.yaml --work ${scn_work} --clean
+          --json ${scn_work}/campaign_small.json)
+# Its JSON report lists each trial's fault and fate (campaign.per_trial), agreeing with the totals.
+add_test(NAME scenario_campaign_small_report COMMAND ${Python3_EXECUTABLE} -c
+  "import json, collections\nc = json.load(open('${scn_work}/campaign_small.json'))['campaign']\nt = c['per_trial']\nassert [x['trial'] for x in t] == list(range(1, c['trials'] + 1)), t\nfor key in ('fired', 'detected', 'attributed', 'continuity_ok'):\n    assert sum(x[key] for x in t) == c[key], key\nassert sum(x['completed'] for x in t) == c['recovered']\nkinds = collections.Counter(x['kind'] for x in t)\nassert kinds == collections.Counter({k: v['trials'] for k, v in c['per_kind'].items() if v['trials']}), kinds\nassert all(x['ok'] and x['description'] and x['diagnosis'] and x['attempt'] is not None for x in t), t\nprint('per_trial ok', sorted(kinds))")
+set_tests_properties(scenario_campaign_small_report PROPERTIES LABELS "${labels}" TIMEOUT 60
+  FIXTURES_REQUIRED campaign_small_json PASS_REGULAR_EXPRESSION "per_trial ok")
 
 # A campaign over a Megatron-written data file draws data_corrupt too (the job's copy damaged, refused by
 # the loader naming it, restored for the next trial): seed 5 throws two and a crash. `slow` (vocabulary
@@ -38,8 +44,15 @@ twinrun_expect(NAME scenario_campaign_small EXIT 0
 # scenario_data_damage).
 twinrun_expect(NAME scenario_campaign_data EXIT 0
   OUTPUT "campaign: 3 trials, 3 fired, 3 detected, 3 attributed, 3 continuity, 3 recovered.*per kind \\(ok/trials\\): crash 1/1 data_corrupt 2/2.*PASSED"
-  LABELS ${labels} slow valgrind-skip PROPERTIES TIMEOUT 300
-  COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_data.yaml --work ${scn_work} --clean)
+  LABELS ${labels} slow valgrind-skip PROPERTIES TIMEOUT 300 FIXTURES_SETUP campaign_data_json
+  COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_data.yaml --work ${scn_work} --clean
+          --json ${scn_work}/campaign_data.json)
+# ci/campaign_summary.py adds the report up, data_corrupt's trials per form of damage (campaign.per_trial).
+add_test(NAME scenario_campaign_summary COMMAND ${Python3_EXECUTABLE}
+  ${PROJECT_SOURCE_DIR}/ci/campaign_summary.py ${scn_work}/campaign_data.json)
+set_tests_properties(scenario_campaign_summary PROPERTIES LABELS "${labels};slow;valgrind-skip" TIMEOUT 60
+  FIXTURES_REQUIRED campaign_data_json
+  PASS_REGULAR_EXPRESSION "crash +1 +1\ndata_corrupt +2 +2\n  bin_missing +1 +1\n  idx_dtype +1 +1\n1 slices: trials 3, fired 3, detected 3, attributed 3, continuity_ok 3, recovered 3")
 
 # Every form of data damage (fault key `damage`) in one job: each trips its own check of the loader, which
 # names the file; the repair copies both files back and the last attempt ends on the fault-free run's bits.

@@ -41,12 +41,21 @@ typedef struct sc_check {
     char detail[512]; /* why it passed or failed, with the numbers */
 } sc_check;
 
-/* A random campaign's totals. */
+/* One trial of a campaign: its fault and fate, and whether the job then ended as the fault-free run. */
+typedef struct sc_campaign_trial {
+    sc_fault_outcome outcome;
+    bool continuity_ok; /* every loss and the final weights bit-identical to the fault-free run */
+    bool completed;     /* reached the last iteration */
+    bool ok;            /* fired, detected, attributed, continuity kept, completed */
+} sc_campaign_trial;
+
+/* A random campaign's totals, and each trial (so a report says which fault a failed trial threw). */
 typedef struct sc_campaign_result {
     int trials, fired, detected, attributed, continuity_ok, recovered;
     double max_detect_seconds, mean_detect_seconds;
     double wall_seconds;
     int per_kind_trials[FAULT_KIND_COUNT], per_kind_ok[FAULT_KIND_COUNT];
+    sc_campaign_trial *trial; /* [trials]; NULL when out of memory (the totals stay) */
 } sc_campaign_result;
 
 typedef struct sc_report {
