@@ -5,11 +5,15 @@
 #include "data/data_internal.h"
 #include "twinrun/err.h"
 
+static bool token_invalid(int64_t t, int64_t vocab_size) {
+    return t < 0 || (vocab_size > 0 && t >= vocab_size) || t > INT32_MAX;
+}
+
 int tr_data_fill_sample(const int64_t *text, int seq, int64_t vocab_size, int64_t eod, int eod_mask_loss,
                         int reset_position_ids, int32_t *tokens, int32_t *labels, float *loss_mask,
                         int32_t *position_ids, char *err, size_t errlen) {
     for (int i = 0; i <= seq; i++)
-        if (text[i] < 0 || (vocab_size > 0 && text[i] >= vocab_size) || text[i] > INT32_MAX)
+        if (token_invalid(text[i], vocab_size))
             return tr_errf(err, errlen,
                            "token id %lld at position %d is outside the vocabulary [0, %lld) (--vocab-size); was the "
                            "data tokenized with another tokenizer?",
@@ -80,6 +84,23 @@ void tr_data_describe(const tr_data *d, int s, char *out, size_t cap) {
                  sp->blend.cache_note[0] ? ": " : "", sp->blend.cache_note);
 }
 
+/* Where a sample's first invalid token comes from ("PREFIX: document 12, token 5"), so a bad token in
+ * one of several blended files names its file; "" when it cannot be told (mock data, a valid sample). */
+static void invalid_token_origin(const tr_data *d, int s, int64_t idx, const int64_t *text, char *out, size_t outlen) {
+    out[0] = 0;
+    int64_t pos = 0;
+    while (pos <= d->seq && !token_invalid(text[pos], d->vocab_size)) pos++;
+    const tr_data_split *sp = &d->sp[s];
+    const tr_gpt_dataset *g = &sp->gpt[0];
+    int64_t inner = idx, doc, off;
+    if (sp->blended) {
+        if (idx < 0 || idx >= sp->blend.size) return;
+        g = sp->blend.ds[sp->blend.dataset_index[idx]], inner = sp->blend.dataset_sample_index[idx];
+    }
+    if (pos > d->seq || !g->src.path || tr_gpt_dataset_locate(g, inner, pos, &doc, &off)) return;
+    snprintf(out, outlen, " (%s: document %lld, token %lld)", g->src.path, (long long)doc, (long long)off);
+}
+
 static int next_batch(tr_data *d, int s, tr_sampler *smp, int32_t *tokens, int32_t *labels, float *loss_mask,
                       int32_t *position_ids, char *err, size_t errlen) {
     tr_sampler save = *smp;
@@ -87,13 +108,16 @@ static int next_batch(tr_data *d, int s, tr_sampler *smp, int32_t *tokens, int32
     const int S = d->seq;
     for (int b = 0; b < d->mbs; b++) {
         int64_t *text = d->text + (size_t)b * (size_t)(S + 1);
-        char inner[768];
-        if (tr_data_sample(d, s, d->idxbuf[b], text, inner, sizeof inner) ||
-            tr_data_fill_sample(text, S, d->vocab_size, d->eod, d->eod_mask_loss, d->reset_position_ids,
-                                tokens + (size_t)b * S, labels + (size_t)b * S, loss_mask + (size_t)b * S,
-                                position_ids + (size_t)b * S, inner, sizeof inner)) {
+        char inner[768], origin[TR_PATH_LEN + 64] = "";
+        int rc = tr_data_sample(d, s, d->idxbuf[b], text, inner, sizeof inner);
+        if (!rc && (rc = tr_data_fill_sample(text, S, d->vocab_size, d->eod, d->eod_mask_loss, d->reset_position_ids,
+                                             tokens + (size_t)b * S, labels + (size_t)b * S, loss_mask + (size_t)b * S,
+                                             position_ids + (size_t)b * S, inner, sizeof inner)))
+            invalid_token_origin(d, s, d->idxbuf[b], text, origin, sizeof origin);
+        if (rc) {
             *smp = save; /* a failed batch does not move the position */
-            return tr_errf(err, errlen, "%s sample %lld: %s", tr_split_name(s), (long long)d->idxbuf[b], inner);
+            return tr_errf(err, errlen, "%s sample %lld%s: %s", tr_split_name(s), (long long)d->idxbuf[b], origin,
+                           inner);
         }
     }
     return 0;

@@ -253,6 +253,26 @@ void tr_gpt_dataset_close(tr_gpt_dataset *ds) {
     ds->description = NULL;
 }
 
+int tr_gpt_dataset_locate(const tr_gpt_dataset *ds, int64_t idx, int64_t pos, int64_t *doc, int64_t *offset) {
+    const tr_gpt_index *ix = &ds->ix;
+    if (idx < 0 || idx >= ix->n_samples || pos < 0 || pos > ds->seq_length) return -1;
+    /* the walk of tr_gpt_dataset_get, stopping at the document that holds token pos */
+    int64_t j = tr_gpt_shuffle(ix, idx);
+    int64_t d0 = tr_gpt_sample_doc(ix, j), o0 = tr_gpt_sample_off(ix, j);
+    int64_t d1 = tr_gpt_sample_doc(ix, j + 1), o1 = tr_gpt_sample_off(ix, j + 1);
+    int64_t n = 0;
+    for (int64_t d = d0; d <= d1; d++) {
+        int64_t off = d == d0 ? o0 : 0;
+        int64_t len = d < d1 ? ds->src.lengths[ix->doc_index[d]] - off : o1 + 1 - off;
+        if (pos < n + len) {
+            *doc = ix->doc_index[d], *offset = off + (pos - n);
+            return 0;
+        }
+        n += len;
+    }
+    return -1;
+}
+
 int tr_gpt_dataset_get(const tr_gpt_dataset *ds, int64_t idx, int64_t *out, char *err, size_t errlen) {
     const tr_gpt_index *ix = &ds->ix;
     if (idx < 0 || idx >= ix->n_samples)

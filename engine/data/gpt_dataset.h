@@ -55,6 +55,10 @@ static inline int64_t tr_gpt_dataset_len(const tr_gpt_dataset *ds) { return ds->
 /* Sample idx: seq_length + 1 tokens (out: [seq_length + 1]). */
 int tr_gpt_dataset_get(const tr_gpt_dataset *ds, int64_t idx, int64_t *out, char *err, size_t errlen);
 
+/* Where token `pos` (0..seq_length) of sample idx comes from: its document and the token's offset in
+ * it. 0, or -1 when idx or pos is outside the dataset. For messages that must name the bad data. */
+int tr_gpt_dataset_locate(const tr_gpt_dataset *ds, int64_t idx, int64_t pos, int64_t *doc, int64_t *offset);
+
 /* mkdir -p. */
 int tr_mkdirs(const char *path, char *err, size_t errlen);
 

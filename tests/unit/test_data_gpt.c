@@ -160,8 +160,14 @@ static void test_int32_corpus(void **state) {
     c.vocab_size = 32000;
     d = tr_data_open(&c, 0, 1, err, sizeof err);
     assert_non_null(d);
+    assert_int_equal(tr_data_sample(d, 0, 0, text, err, sizeof err), 0); /* what the first batch reads */
     assert_int_equal(tr_data_next_train(d, tk, lb, m, pos, err, sizeof err), -1);
     assert_non_null(strstr(err, "outside the vocabulary"));
+    /* the message names the file, the document and the token: 100000 + 1000 * doc + offset */
+    char origin[600];
+    snprintf(origin, sizeof origin, "train sample 0 (%s/big: document %lld, token %lld): token id %lld at position 0",
+             g_dir, (long long)((text[0] - 100000) / 1000), (long long)(text[0] % 1000), (long long)text[0]);
+    assert_non_null(strstr(err, origin));
     assert_int_equal(tr_data_consumed_samples(d), 0); /* a failed batch does not advance */
     tr_data_close(d);
 }
@@ -202,6 +208,20 @@ static void test_blend_two_datasets(void **state) {
     char info[2048];
     tr_data_describe(d, 0, info, sizeof info);
     assert_non_null(strstr(info, "BlendedDataset of 2: 10 samples"));
+    tr_data_close(d);
+    /* a vocabulary A's ids fit and B's (10000 + ...) do not: the first batch (sample 0, from B) names B */
+    c.vocab_size = 10000;
+    d = tr_data_open(&c, 0, 1, err, sizeof err);
+    if (!d) fail_msg("%s", err);
+    int64_t first[9];
+    assert_int_equal(tr_gpt_dataset_get(tr_data_gpt(d, 0, 1), 0, first, err, sizeof err), 0);
+    int32_t tk[8], lab[8], pos[8];
+    float m[8];
+    assert_int_equal(tr_data_next_train(d, tk, lab, m, pos, err, sizeof err), -1);
+    char origin[400];
+    snprintf(origin, sizeof origin, "train sample 0 (%s/B: document %lld, token %lld): token id %lld", g_dir,
+             (long long)((first[0] - 10000) / 1000), (long long)(first[0] % 1000), (long long)first[0]);
+    assert_non_null(strstr(err, origin));
     tr_data_close(d);
     /* the same blend from the indices alone */
     int16_t di[10];
