@@ -44,6 +44,8 @@ typedef enum fault_damage {
     FAULT_D_IDX_CUT,     /* the .idx one byte short: its size no longer fits its counts */
     FAULT_D_IDX_MAGIC,   /* the .idx's first byte overwritten: not a Megatron index */
     FAULT_D_IDX_DTYPE,   /* the .idx's dtype code zeroed: a token type no reader knows */
+    FAULT_D_TOKEN,       /* a token of the first sample of iteration `step` made an id outside the vocabulary:
+                            found mid-run, when that batch is read */
     FAULT_DAMAGE_COUNT
 } fault_damage;
 
@@ -52,7 +54,7 @@ typedef enum fault_damage {
 typedef struct fault_spec {
     fault_kind kind;
     int64_t step;               /* iteration it fires at (1-based); 0 for the start-up kinds (short_node, version_skew,
-                        data_corrupt) */
+                        data_corrupt but its damage token) */
     int rank;                   /* global rank; -1 when `node` names the target */
     int node;                   /* node index (rank / gpus_per_node); -1 when `rank` names the target */
     char group[FAULT_NAME_LEN]; /* hang, mismatch: communicator name "tp" "pp" "dp" "cp" "dp_cp" "world", or "any" */

@@ -184,7 +184,8 @@ int fault_spec_set(fault_spec *f, fault_key k, const char *v, char *err, size_t 
     case FAULT_KEY_DAMAGE: {
         int d = fault_damage_from_name(v);
         if (d < 0)
-            return tr_errf(err, errlen, "damage: '%s' is not bin_cut, bin_missing, idx_cut, idx_magic or idx_dtype", v);
+            return tr_errf(err, errlen,
+                           "damage: '%s' is not bin_cut, bin_missing, idx_cut, idx_magic, idx_dtype or token", v);
         f->damage = (fault_damage)d;
         return 0;
     }

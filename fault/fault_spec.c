@@ -30,7 +30,7 @@ static const char *const tensor_names[] = {
 
 static const char *const damage_names[FAULT_DAMAGE_COUNT] = {
     [FAULT_D_BIN_CUT] = "bin_cut",     [FAULT_D_BIN_MISSING] = "bin_missing", [FAULT_D_IDX_CUT] = "idx_cut",
-    [FAULT_D_IDX_MAGIC] = "idx_magic", [FAULT_D_IDX_DTYPE] = "idx_dtype",
+    [FAULT_D_IDX_MAGIC] = "idx_magic", [FAULT_D_IDX_DTYPE] = "idx_dtype",     [FAULT_D_TOKEN] = "token",
 };
 
 #define FAULT_DEFAULT_VERSION "twinrun-0.0-skew"
@@ -143,7 +143,13 @@ int fault_spec_check(const fault_spec *f, int world, int gpus_per_node, char *er
     const char *kn = fault_kind_name(f->kind);
     if (check_target(f, world, gpus_per_node, err, errlen)) return -1;
 
-    if (fault_kind_is_startup(f->kind)) {
+    if (f->kind == FAULT_DATA_CORRUPT && f->damage == FAULT_D_TOKEN) {
+        if (f->step < 1)
+            return tr_errf(err, errlen,
+                           "data_corrupt with damage token needs a step >= 1: the iteration whose first sample holds "
+                           "the bad token (got %lld)",
+                           (long long)f->step);
+    } else if (fault_kind_is_startup(f->kind)) {
         if (f->step != 0)
             return tr_errf(err, errlen, "%s happens at start-up, before iteration 1: leave out the step (got %lld)", kn,
                            (long long)f->step);
@@ -237,10 +243,11 @@ void fault_spec_describe(const fault_spec *f, char *out, size_t outlen) {
         static const char *const what[FAULT_DAMAGE_COUNT] = {
             [FAULT_D_BIN_CUT] = ".bin cut short",      [FAULT_D_BIN_MISSING] = ".bin missing",
             [FAULT_D_IDX_CUT] = ".idx cut short",      [FAULT_D_IDX_MAGIC] = ".idx magic overwritten",
-            [FAULT_D_IDX_DTYPE] = ".idx dtype zeroed",
+            [FAULT_D_IDX_DTYPE] = ".idx dtype zeroed", [FAULT_D_TOKEN] = "a token outside the vocabulary",
         };
         const char *d = (unsigned)f->damage < FAULT_DAMAGE_COUNT ? what[f->damage] : "damaged";
-        if (f->rank >= 0)
+        if (f->damage == FAULT_D_TOKEN) snprintf(out, outlen, "corrupt data file (%s), read at iteration %lld", d, it);
+        else if (f->rank >= 0)
             snprintf(out, outlen, "corrupt data file (%s) read by rank %d, before the job starts", d, f->rank);
         else snprintf(out, outlen, "corrupt data file (%s), before the job starts", d);
         break;

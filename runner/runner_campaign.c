@@ -104,6 +104,7 @@ static void draw(const sc_job *j, const scenario *s, uint64_t *rng, fault_spec *
         /* the form of damage follows what was drawn already, not a draw of its own, so the campaign's
          * stream of draws (and every earlier campaign's faults but this field) stays as it was */
         f->damage = (fault_damage)((f->rank + f->step) % FAULT_DAMAGE_COUNT);
+        if (f->damage != FAULT_D_TOKEN) f->step = 0; /* the other forms are found at start-up */
         break;
     default: break;
     }

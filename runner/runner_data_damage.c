@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/data_origin.h"
 #include "runner_internal.h"
 
 static int copy_file(const char *from, const char *to) {
@@ -30,6 +31,34 @@ static int patch_byte(const char *path, off_t offset, unsigned char value) {
     int rc = pwrite(fd, &value, 1, offset) == 1 ? 0 : -1;
     if (close(fd)) rc = -1;
     return rc;
+}
+
+/* damage token: the token iteration `step` reads first (tr_data_token_origin) overwritten with all
+ * ones: -1 for a signed dtype, the largest id for an unsigned one, which must then be outside the
+ * vocabulary. Float dtypes hold no ids to damage. */
+static int damage_token(const tr_config *cfg, int64_t step, char *path, size_t pathlen, char *what, size_t whatlen) {
+    int64_t at;
+    int code;
+    char err[512];
+    if (tr_data_token_origin(cfg, step, path, pathlen, &at, &code, err, sizeof err)) {
+        fprintf(stderr, "twinrun: data_corrupt (token) not injected: %s\n", err);
+        return -1;
+    }
+    const bool is_unsigned = code == 1 || code == 8; /* uint8, uint16 */
+    const int size = code == 1 || code == 2 ? 1 : code == 3 || code == 8 ? 2 : code == 4 ? 4 : code == 5 ? 8 : 0;
+    const int64_t top = is_unsigned ? (size == 1 ? 255 : 65535) : -1;
+    if (!size || (is_unsigned && top < cfg->vocab_size)) {
+        fprintf(stderr,
+                "twinrun: data_corrupt (token) not injected: %s holds %s ids, none of which is outside a vocabulary "
+                "of %d\n",
+                path, size ? "unsigned" : "float", cfg->vocab_size);
+        return -1;
+    }
+    snprintf(what, whatlen, "made the token at byte %lld of %s id %lld (read at iteration %lld)", (long long)at, path,
+             (long long)top, (long long)step);
+    for (int b = 0; b < size; b++)
+        if (patch_byte(path, (off_t)(at + b), 0xff)) return -1;
+    return 0;
 }
 
 /* Damages the copy <prefix>.bin / <prefix>.idx as `how` says. `path` gets the damaged file and
@@ -54,12 +83,14 @@ static int damage_copy(const char *prefix, fault_damage how, char *path, size_t 
     case FAULT_D_IDX_DTYPE:
         snprintf(what, whatlen, "zeroed the dtype code of %s", path);
         return patch_byte(path, 17, 0);
+    case FAULT_D_TOKEN: /* damage_token: it needs the job's config */
     case FAULT_DAMAGE_COUNT: break;
     }
     return -1;
 }
 
-int sc_data_copies(sc_job *j, const char *work, int damage, char *first, size_t firstlen, char *what, size_t whatlen) {
+int sc_data_copies(sc_job *j, const char *work, const fault_spec *damage, char *first, size_t firstlen, char *what,
+                   size_t whatlen) {
     tr_config *cfg = j->cfg;
     int n = 0;
     for (int i = 0; i < cfg->n_data_path; i++) {
@@ -100,10 +131,14 @@ int sc_data_copies(sc_job *j, const char *work, int damage, char *first, size_t 
                 if (copy_file(a, b)) return -1;
             }
         }
-        if (damage >= 0 && n == 0 &&
-            damage_copy(cfg->data_path[i], (fault_damage)damage, first, firstlen, what, whatlen))
+        if (damage && n == 0 && damage->damage != FAULT_D_TOKEN &&
+            damage_copy(cfg->data_path[i], damage->damage, first, firstlen, what, whatlen))
             return -1;
         n++;
     }
+    /* the token's file is whichever of the copies the iteration reads: after every copy is in place */
+    if (damage && n > 0 && damage->damage == FAULT_D_TOKEN &&
+        damage_token(cfg, damage->step, first, firstlen, what, whatlen))
+        return -1;
     return n;
 }

@@ -41,10 +41,12 @@ void sc_judge_fault(const sc_job *j, const fault_plan *plan, int i, const sc_run
 void sc_run_cause(const sc_job *j, const sc_run *run, char *out, size_t outlen);
 
 /* data_corrupt (runner_data_damage.c): the first call points the job's --data-path files at copies in
- * work/data_copies, later calls copy the originals over them again (the repair); with damage >= 0 (a
- * fault_damage) the first copy is then damaged, `first` naming the file and `what` the act. Returns
- * how many paths have files (0: nothing to damage), or -1 when a copy failed. */
-int sc_data_copies(sc_job *j, const char *work, int damage, char *first, size_t firstlen, char *what, size_t whatlen);
+ * work/data_copies, later calls copy the originals over them again (the repair); with a data_corrupt
+ * fault (NULL: none) a copy is then damaged as its `damage` says, `first` naming the file and `what`
+ * the act. Returns how many paths have files (0: nothing to damage), or -1 when a copy or the damage
+ * failed. */
+int sc_data_copies(sc_job *j, const char *work, const fault_spec *damage, char *first, size_t firstlen, char *what,
+                   size_t whatlen);
 
 /* mkdir -p: 0, or -1 with err. */
 int sc_make_dir(const char *path, char *err, size_t errlen);

@@ -137,14 +137,15 @@ static void damage_data(attempt_state *st, int i) {
     if (st->data_tried || fired->attempt) return;
     st->data_tried = true;
     char what[sizeof st->damaged + 64];
-    if (sc_data_copies(st->sv->job, st->sv->o->work_dir, (int)st->plan->faults[i].damage, st->damaged,
-                       sizeof st->damaged, what, sizeof what) > 0) {
+    if (sc_data_copies(st->sv->job, st->sv->o->work_dir, &st->plan->faults[i], st->damaged, sizeof st->damaged, what,
+                       sizeof what) > 0) {
         fired->attempt = st->a + 1, fired->fired = true, fired->at = 0;
         fprintf(stderr, "twinrun: fault injected: %s\n", what);
     }
 }
 
-/* data_corrupt, after: the loader must have refused the damaged file, naming it. */
+/* data_corrupt, after: the loader must have refused the damaged file, naming it (at start-up; the bad
+ * token when the batch holding it was read). */
 static void judge_data_corrupt(attempt_state *st, int i) {
     if (st->plan->fired[i].attempt != st->a + 1) return;
     sc_fault_outcome *fo = &st->r->faults[i];
@@ -152,12 +153,17 @@ static void judge_data_corrupt(attempt_state *st, int i) {
     const size_t len = strlen(st->damaged);
     snprintf(prefix, sizeof prefix, "%.*s", (int)(len > 4 ? len - 4 : 0), st->damaged);
     fo->fired = true, fo->attempt = st->a, fo->fired_at = 0;
-    fo->detected = !strcmp(st->run.sum.diag.kind, "data");
+    if (st->plan->faults[i].damage == FAULT_D_TOKEN) { /* found when its batch is read, mid-run */
+        fo->detected = st->run.rc != 0 && strstr(st->run.err, "outside the vocabulary");
+        fo->detect_seconds = fo->detected ? st->run.tres.end_time : -1;
+    } else { /* at start-up, before any rank runs */
+        fo->detected = !strcmp(st->run.sum.diag.kind, "data");
+        fo->detect_seconds = fo->detected ? 0 : -1;
+    }
     fo->attributed = fo->detected && prefix[0] && strstr(st->run.err, prefix);
-    fo->detect_seconds = fo->detected ? 0 : -1; /* at start-up, before any rank runs */
     snprintf(fo->diagnosis, sizeof fo->diagnosis, "%.500s", st->run.err);
     /* the operator restores the file */
-    (void)sc_data_copies(st->sv->job, st->sv->o->work_dir, -1, NULL, 0, NULL, 0);
+    (void)sc_data_copies(st->sv->job, st->sv->o->work_dir, NULL, NULL, 0, NULL, 0);
 }
 
 /* ckpt_corrupt, before: stop this attempt after the save the fault will damage (the first such

@@ -104,7 +104,7 @@ static int load_fault(sc_ctx *c, const scn_node *item, int idx, scenario *s, fau
     int world = s->nodes * s->gpus_per_node;
     if (fault_spec_check(f, world, s->gpus_per_node, msg, sizeof msg))
         return sc_fail(c, item, "%s (%s): %s", path, kn, msg);
-    if (!fault_kind_is_startup(kind) && f->step > s->train_iters)
+    if (f->step > s->train_iters) /* a start-up kind has step 0 */
         return sc_fail(c, sv ? sv : item,
                        "%s (%s): step %lld is beyond training.train-iters %lld: it would never fire; "
                        "use a step in 1-%lld",

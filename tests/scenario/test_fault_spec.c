@@ -34,7 +34,7 @@ static void test_names(void **state) {
     assert_string_equal(fault_tensor_name(FAULT_T_GRADIENT), "gradient");
     assert_int_equal(fault_tensor_from_name("gradient"), FAULT_T_GRADIENT);
     assert_int_equal(fault_tensor_from_name("weights"), -1);
-    const char *damages[] = {"bin_cut", "bin_missing", "idx_cut", "idx_magic", "idx_dtype"};
+    const char *damages[] = {"bin_cut", "bin_missing", "idx_cut", "idx_magic", "idx_dtype", "token"};
     assert_int_equal(sizeof damages / sizeof damages[0], FAULT_DAMAGE_COUNT);
     for (int d = 0; d < FAULT_DAMAGE_COUNT; d++) {
         assert_string_equal(fault_damage_name((fault_damage)d), damages[d]);
@@ -181,6 +181,9 @@ static void test_describe(void **state) {
     describe(&f, "corrupt data file (.idx magic overwritten) read by rank 3, before the job starts");
     f.damage = FAULT_D_BIN_MISSING;
     describe(&f, "corrupt data file (.bin missing) read by rank 3, before the job starts");
+    f.damage = FAULT_D_TOKEN;
+    f.step = 4;
+    describe(&f, "corrupt data file (a token outside the vocabulary), read at iteration 4");
     f = make(FAULT_OOM, 6, 9, -1);
     describe(&f, "out of device memory on rank 9 at iteration 6");
     f = make(FAULT_SHORT_NODE, 0, -1, 5);
@@ -235,9 +238,11 @@ static void test_plan_parse(void **state) {
     /* start-up kinds without @step; blanks around items and keys; node kinds by rank */
     const char *more = " short_node:node=1 ; version_skew:rank=9,version=v2.1 ;data_corrupt; node_crash@2:rank=15;"
                        "straggler@1:rank=0,factor=2.5;nan@2:rank=3,tensor=loss,inf=true;oom@4:rank=1;"
-                       "data_corrupt:damage=idx_dtype";
+                       "data_corrupt:damage=idx_dtype;data_corrupt@3:damage=token";
     assert_int_equal(fault_plan_parse(more, 16, 8, &p, err, sizeof err), 0);
-    assert_int_equal(p.n, 8);
+    assert_int_equal(p.n, 9);
+    assert_int_equal(p.faults[8].damage, FAULT_D_TOKEN);
+    assert_int_equal(p.faults[8].step, 3);
     assert_int_equal(p.faults[2].damage, FAULT_D_BIN_CUT);
     assert_int_equal(p.faults[7].damage, FAULT_D_IDX_DTYPE);
     assert_int_equal(p.faults[0].kind, FAULT_SHORT_NODE);
@@ -296,7 +301,10 @@ static void test_plan_parse_errors(void **state) {
         {"crash@1:rank=1,", "empty key at ''"},
         {"crash@1:=1", "empty key at '=1'"},
         {"short_node@3:node=1", "short_node happens at start-up"},
-        {"data_corrupt:damage=bits", "damage: 'bits' is not bin_cut, bin_missing, idx_cut, idx_magic or idx_dtype"},
+        {"data_corrupt:damage=bits",
+         "damage: 'bits' is not bin_cut, bin_missing, idx_cut, idx_magic, idx_dtype or token"},
+        {"data_corrupt:damage=token", "data_corrupt with damage token needs a step >= 1: the iteration whose first"},
+        {"data_corrupt@2:damage=idx_cut", "data_corrupt happens at start-up, before iteration 1: leave out the step"},
         {"crash@1:rank=1,damage=idx_cut", "key 'damage' does not apply to crash (it takes: rank)"},
         {"data_corrupt:damge=idx_cut", "unknown key 'damge'; did you mean 'damage'?"},
     };

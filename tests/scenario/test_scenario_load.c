@@ -459,7 +459,9 @@ static void test_errors_faults(void **state) {
     expect_error(BASE_CLUSTER BASE_TRAINING "faults:\n  - {kind: hang, step: 1, rank: 3, group: dpp}\n", 8, 43,
                  "faults[0]: group: 'dpp' is not a communicator");
     expect_error(BASE_CLUSTER BASE_TRAINING "faults:\n  - {kind: data_corrupt, damage: flipped}\n", 8, 34,
-                 "faults[0]: damage: 'flipped' is not bin_cut, bin_missing, idx_cut, idx_magic or idx_dtype");
+                 "faults[0]: damage: 'flipped' is not bin_cut, bin_missing, idx_cut, idx_magic, idx_dtype or token");
+    expect_error(BASE_CLUSTER BASE_TRAINING "faults:\n  - {kind: data_corrupt, damage: token, step: 11}\n", 8, 47,
+                 "faults[0] (data_corrupt): step 11 is beyond training.train-iters 10: it would never fire");
     expect_error(BASE_CLUSTER BASE_TRAINING "faults:\n  - {kind: crash, step: 1, rank: 3, damage: idx_cut}\n", 8, 37,
                  "faults[0].damage: damage does not apply to crash (it takes: rank)");
     expect_error(BASE_CLUSTER BASE_TRAINING "faults:\n  - {kind: hng, step: 1, rank: 3}\n", 8, 12,
