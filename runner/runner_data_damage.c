@@ -38,20 +38,19 @@ static int patch_byte(const char *path, off_t offset, unsigned char value) {
  * vocabulary. Float dtypes hold no ids to damage. */
 static int damage_token(const tr_config *cfg, int64_t step, char *path, size_t pathlen, char *what, size_t whatlen) {
     int64_t at;
-    int code;
+    int code, size;
     char err[512];
-    if (tr_data_token_origin(cfg, step, path, pathlen, &at, &code, err, sizeof err)) {
+    if (tr_data_token_origin(cfg, step, path, pathlen, &at, &code, &size, err, sizeof err)) {
         fprintf(stderr, "twinrun: data_corrupt (token) not injected: %s\n", err);
         return -1;
     }
-    const bool is_unsigned = code == 1 || code == 8; /* uint8, uint16 */
-    const int size = code == 1 || code == 2 ? 1 : code == 3 || code == 8 ? 2 : code == 4 ? 4 : code == 5 ? 8 : 0;
+    const bool is_unsigned = code == 1 || code == 8, is_float = code == 6 || code == 7; /* Megatron's DType codes */
     const int64_t top = is_unsigned ? (size == 1 ? 255 : 65535) : -1;
-    if (!size || (is_unsigned && top < cfg->vocab_size)) {
+    if (is_float || (is_unsigned && top < cfg->vocab_size)) {
         fprintf(stderr,
                 "twinrun: data_corrupt (token) not injected: %s holds %s ids, none of which is outside a vocabulary "
                 "of %d\n",
-                path, size ? "unsigned" : "float", cfg->vocab_size);
+                path, is_float ? "float" : "unsigned", cfg->vocab_size);
         return -1;
     }
     snprintf(what, whatlen, "made the token at byte %lld of %s id %lld (read at iteration %lld)", (long long)at, path,

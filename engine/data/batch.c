@@ -47,6 +47,14 @@ const tr_gpt_dataset *tr_data_gpt(const tr_data *d, int s, int k) {
     return &d->sp[s].gpt[k];
 }
 
+const tr_gpt_dataset *tr_data_sample_source(const tr_data *d, int s, int64_t idx, int64_t *inner) {
+    if (!tr_data_has_split(d, s) || idx < 0 || idx >= tr_data_split_len(d, s)) return NULL;
+    const tr_data_split *sp = &d->sp[s];
+    if (!sp->blended) return *inner = idx, &sp->gpt[0];
+    *inner = sp->blend.dataset_sample_index[idx];
+    return sp->blend.ds[sp->blend.dataset_index[idx]];
+}
+
 int tr_data_sample(const tr_data *d, int s, int64_t idx, int64_t *text, char *err, size_t errlen) {
     if (!tr_data_has_split(d, s))
         return tr_errf(err, errlen, "there is no %s split (its --split share is 0)", tr_split_name(s));
@@ -90,14 +98,9 @@ static void invalid_token_origin(const tr_data *d, int s, int64_t idx, const int
     out[0] = 0;
     int64_t pos = 0;
     while (pos <= d->seq && !token_invalid(text[pos], d->vocab_size)) pos++;
-    const tr_data_split *sp = &d->sp[s];
-    const tr_gpt_dataset *g = &sp->gpt[0];
-    int64_t inner = idx, doc, off;
-    if (sp->blended) {
-        if (idx < 0 || idx >= sp->blend.size) return;
-        g = sp->blend.ds[sp->blend.dataset_index[idx]], inner = sp->blend.dataset_sample_index[idx];
-    }
-    if (pos > d->seq || !g->src.path || tr_gpt_dataset_locate(g, inner, pos, &doc, &off)) return;
+    int64_t inner, doc, off;
+    const tr_gpt_dataset *g = tr_data_sample_source(d, s, idx, &inner);
+    if (pos > d->seq || !g || !g->src.path || tr_gpt_dataset_locate(g, inner, pos, &doc, &off)) return;
     snprintf(out, outlen, " (%s: document %lld, token %lld)", g->src.path, (long long)doc, (long long)off);
 }
 

@@ -45,4 +45,8 @@ struct tr_data {
     bool is_view;    /* shares the datasets of another tr_data (tr_data_view) */
 };
 
+/* The GPTDataset holding sample idx of split s (through the blend, if any) and its index there;
+ * NULL when idx is outside the split. For messages and tools that trace a sample to its file. */
+const tr_gpt_dataset *tr_data_sample_source(const tr_data *d, int s, int64_t idx, int64_t *inner);
+
 #endif
