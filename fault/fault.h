@@ -31,6 +31,7 @@ typedef enum fault_kind {
     FAULT_SHORT_NODE,    /* a node sees `devices` devices instead of gpus_per_node */
     FAULT_VERSION_SKEW,  /* a node runs another build (`version`) */
     FAULT_PREEMPT,       /* the scheduler preempts the job: SIGTERM reaches the rank at the start of `step` */
+    FAULT_DATA_STALL,    /* the rank's first sample read of iteration `step` never returns (a hung file system) */
     FAULT_KIND_COUNT
 } fault_kind;
 
@@ -127,6 +128,10 @@ void fault_step_begin(fault_rank *fr, int64_t it);
  * engine treats it as a SIGTERM: with --exit-signal-handler the job saves and stops, without it the
  * rank dies as SIGTERM's default action kills a process (exit 143). */
 bool fault_preempt(fault_rank *fr);
+/* Before a sample read: how many seconds this read stalls (INFINITY once, at the first read of the
+ * iteration a data_stall targets; 0 otherwise). The data-loader watchdog (engine/train/data_watch.c)
+ * sleeps up to its deadline and reports the read. */
+double fault_data_stall(fault_rank *fr);
 /* End of the iteration's compute: a straggler sleeps (factor-1) x the iteration's busy time. */
 void fault_step_end(fault_rank *fr, double busy_seconds);
 /* After the engine produced a tensor x [n] of dt on stream s: NaN/Inf fires here when (tensor, layer) match. */

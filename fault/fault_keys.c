@@ -46,6 +46,7 @@ static const unsigned kind_keys[FAULT_KIND_COUNT] = {
     [FAULT_SHORT_NODE] = TARGET_NODE | KB(FAULT_KEY_DEVICES),
     [FAULT_VERSION_SKEW] = TARGET_NODE | KB(FAULT_KEY_VERSION),
     [FAULT_PREEMPT] = TARGET_RANK,
+    [FAULT_DATA_STALL] = TARGET_RANK,
 };
 
 const char *fault_key_name(fault_key k) { return (unsigned)k < FAULT_KEY_COUNT ? keys[k].name : "?"; }

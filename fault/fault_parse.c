@@ -46,7 +46,7 @@ static int parse_one(const char *b, const char *e, int idx, int world, int gpn, 
         return tr_errf(err, errlen,
                        "fault %d ('%s'): unknown kind '%.*s': use hang, crash, node_crash, nan, straggler, "
                        "coll_mismatch, ckpt_enospc, ckpt_crash, ckpt_corrupt, data_corrupt, oom, short_node, "
-                       "version_skew or preempt",
+                       "version_skew, preempt or data_stall",
                        idx, item, (int)(ke - kb > 40 ? 40 : ke - kb), kb);
     fault_kind k = (fault_kind)fault_kind_from_name(kind);
     fault_spec_default(f, k);

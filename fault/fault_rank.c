@@ -5,6 +5,7 @@
  * crash takes the whole node down). Every message a fault prints starts with "fault injected" so
  * nobody mistakes a rehearsal for a real failure. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,19 @@ bool fault_preempt(fault_rank *fr) {
         return true;
     }
     return false;
+}
+
+double fault_data_stall(fault_rank *fr) {
+    if (!fr) return 0;
+    for (int k = 0; k < fr->n; k++) {
+        const int i = fr->mine[k];
+        const fault_spec *f = &fr->plan->faults[i];
+        if (f->kind != FAULT_DATA_STALL || f->step != fr->step || !may_fire(fr, i)) continue;
+        mark_fired(fr, i);
+        say(fr, i);
+        return INFINITY;
+    }
+    return 0;
 }
 
 void fault_step_end(fault_rank *fr, double busy_seconds) {

@@ -23,6 +23,7 @@ static const char *const kind_names[FAULT_KIND_COUNT] = {
     [FAULT_SHORT_NODE] = "short_node",
     [FAULT_VERSION_SKEW] = "version_skew",
     [FAULT_PREEMPT] = "preempt",
+    [FAULT_DATA_STALL] = "data_stall",
 };
 
 static const char *const tensor_names[] = {
@@ -261,6 +262,9 @@ void fault_spec_describe(const fault_spec *f, char *out, size_t outlen) {
         snprintf(out, outlen, "version skew: %s runs build '%s' at start-up", who, f->version);
         break;
     case FAULT_PREEMPT: snprintf(out, outlen, "preemption: SIGTERM to %s at iteration %lld", who, it); break;
+    case FAULT_DATA_STALL:
+        snprintf(out, outlen, "data stall: a sample read of %s never returns at iteration %lld", who, it);
+        break;
     default: snprintf(out, outlen, "unknown fault kind %d", (int)f->kind); break;
     }
 }

@@ -24,6 +24,8 @@ static bool drawable(const sc_job *j, const scenario *s, fault_kind k) {
     if (!(s->campaign.kinds & (1u << k))) return false;
     /* a file to damage: the job reads copies of its data.path files, and each trial's judge restores it */
     if (k == FAULT_DATA_CORRUPT && j->cfg->n_data_path == 0) return false;
+    /* a stalled read is blamed with its file: mock data has none */
+    if (k == FAULT_DATA_STALL && j->cfg->n_data_path == 0) return false;
     if (k == FAULT_PREEMPT) return false; /* needs --exit-signal-handler: a scenario of its own */
     if ((k == FAULT_CKPT_ENOSPC || k == FAULT_CKPT_CRASH || k == FAULT_CKPT_CORRUPT) && s->save_interval <= 0)
         return false;
@@ -53,10 +55,11 @@ bool sc_campaign_can_draw(const sc_job *j, const scenario *s, sc_report *r) {
     if (drawable_kinds(j, s, kinds) > 0) return true;
     memset(&r->campaign, 0, sizeof r->campaign);
     r->has_campaign = true;
-    sc_add_check(r, false, "campaign: a fault kind to draw",
-                 "none of campaign.kinds can be thrown at this scenario: data_corrupt needs data.path (a file "
-                 "to damage), preempt a scenario of its own (--exit-signal-handler), the checkpoint kinds "
-                 "checkpoint.interval, ckpt_corrupt keep_last other than 1, version_skew 3 nodes or more");
+    sc_add_check(
+        r, false, "campaign: a fault kind to draw",
+        "none of campaign.kinds can be thrown at this scenario: data_corrupt and data_stall need data.path (a file "
+        "to damage), preempt a scenario of its own (--exit-signal-handler), the checkpoint kinds "
+        "checkpoint.interval, ckpt_corrupt keep_last other than 1, version_skew 3 nodes or more");
     return false;
 }
 

@@ -16,6 +16,16 @@ static int failed_with(const sc_run *run, const char *needle) {
     return -1;
 }
 
+/* Whether msg names one of the job's data files (PREFIX.bin; the weights of a blend name none). */
+static bool names_data_file(const sc_job *j, const char *msg) {
+    for (int i = 0; i < j->cfg->n_data_path; i++) {
+        char file[TR_PATH_LEN + 8];
+        snprintf(file, sizeof file, "%s.bin", j->cfg->data_path[i]);
+        if (strstr(msg, file)) return true;
+    }
+    return false;
+}
+
 void sc_run_cause(const sc_job *j, const sc_run *run, char *out, size_t outlen) {
     const twin_result *t = &run->tres;
     const tr_diagnosis *d = &run->sum.diag;
@@ -122,6 +132,15 @@ void sc_judge_fault(const sc_job *j, const fault_plan *plan, int i, const sc_run
                               : "SIGTERM at iteration %lld: the rank died",
                  (long long)f->step);
         break;
+    case FAULT_DATA_STALL: {
+        /* the stalled rank's own data watchdog, naming the file it read (mock data has none to name) */
+        int r = failed_with(run, "data watchdog:");
+        if (r >= 0) {
+            named = j->cfg->n_data_path == 0 || names_data_file(j, t->messages[r]) ? r : -2, when = t->end_times[r];
+            snprintf(o->diagnosis, sizeof o->diagnosis, "%.500s", t->messages[r]);
+        }
+        break;
+    }
     case FAULT_KIND_COUNT: break;
     }
     o->detected = named != -1;

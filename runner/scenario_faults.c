@@ -8,9 +8,10 @@
 #include "fault/fault_keys.h"
 #include "scenario_internal.h"
 
-static const char *const kind_names[] = {"hang",          "crash",       "node_crash",   "nan",          "straggler",
-                                         "coll_mismatch", "ckpt_enospc", "ckpt_crash",   "ckpt_corrupt", "data_corrupt",
-                                         "oom",           "short_node",  "version_skew", "preempt",      NULL};
+static const char *const kind_names[] = {"hang",         "crash",         "node_crash",  "nan",
+                                         "straggler",    "coll_mismatch", "ckpt_enospc", "ckpt_crash",
+                                         "ckpt_corrupt", "data_corrupt",  "oom",         "short_node",
+                                         "version_skew", "preempt",       "data_stall",  NULL};
 
 static int kind_value(sc_ctx *c, const scn_node *v, const char *path, fault_kind *out) {
     char name[64];
@@ -21,7 +22,7 @@ static int kind_value(sc_ctx *c, const scn_node *v, const char *path, fault_kind
         return sc_fail(c, v,
                        "%s: unknown fault kind '%s'%s%s%s; kinds: hang, crash, node_crash, nan, straggler, "
                        "coll_mismatch, ckpt_enospc, ckpt_crash, ckpt_corrupt, data_corrupt, oom, short_node, "
-                       "version_skew, preempt",
+                       "version_skew, preempt, data_stall",
                        path, name, near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
     }
     *out = (fault_kind)k;
@@ -143,6 +144,9 @@ int sc_load_campaign(sc_ctx *c, const scn_node *root, scenario *s) {
     cp->seed = s->seed;
     /* a preemption needs --exit-signal-handler to be survivable: a scenario of its own */
     cp->kinds = ((1u << FAULT_KIND_COUNT) - 1) & ~(1u << FAULT_PREEMPT);
+    /* data_stall came after the others: drawn only when campaign.kinds lists it, so a campaign's seed draws
+     * the faults it drew before the kind existed */
+    cp->kinds &= ~(1u << FAULT_DATA_STALL);
     cp->step_min = 1;
     cp->step_max = s->train_iters;
     const scn_node *camp = scn_get(root, "campaign", NULL);

@@ -50,6 +50,7 @@ void tr_config_defaults(tr_config *cfg) {
     cfg->eval_interval = 1000;
     cfg->eval_iters = 100;
     cfg->distributed_timeout_minutes = 10;
+    cfg->data_read_timeout_minutes = 5;
     cfg->log_loss_scale_to_tensorboard = true;
     cfg->ckpt_step = -1;
     strcpy(cfg->ckpt_format, "torch_dist");

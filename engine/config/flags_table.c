@@ -388,6 +388,11 @@ static const tr_flag FLAGS[] = {
     {"--no-create-attention-mask-in-dataloader", TR_K_BOOL, TR_SEC_DATA, .def = "masks made", .status = TR_ST_ACCEPTED,
      .reason = "twinrun's attention applies the causal mask inside the kernel; no mask tensor is built",
      .help = "do not build attention-mask tensors in the data loader"},
+    {"--data-read-timeout-minutes", TR_K_DOUBLE, TR_SEC_DATA, F(data_read_timeout_minutes), GE(0), .metavar = "MIN",
+     .def = "5",
+     .help = "data-loader watchdog: a micro-batch's sample not read within MIN stops the rank, naming the file, byte "
+             "offset and rank (0: off); below --distributed-timeout-minutes, so the stalled read is named before the "
+             "peers' collective watchdog fires"},
     {"--num-workers", TR_K_INT, TR_SEC_DATA, F(num_workers), GE(0), .metavar = "N", .def = "2",
      .help = "data-loader worker threads"},
     {"--dataloader-type", TR_K_ENUM, TR_SEC_DATA, .choices = DATALOADER_TYPE, .metavar = "KIND", .def = "single",

@@ -104,6 +104,28 @@ static void invalid_token_origin(const tr_data *d, int s, int64_t idx, const int
     snprintf(out, outlen, " (%s: document %lld, token %lld)", g->src.path, (long long)doc, (long long)off);
 }
 
+void tr_data_set_read_hook(tr_data *d, tr_data_read_hook fn, void *arg) { d->read_hook = fn, d->read_hook_arg = arg; }
+
+void tr_data_sample_where(const tr_data *d, int s, int64_t idx, char *out, size_t outlen, char *file, size_t filelen) {
+    if (file && filelen) file[0] = 0;
+    int64_t inner, doc, off;
+    const tr_gpt_dataset *g = tr_data_sample_source(d, s, idx, &inner);
+    if (!g || !g->src.path) {
+        snprintf(out, outlen, "%s", g ? "mock data (no file)" : "a sample outside the split");
+        return;
+    }
+    const int k = (int)(g - d->sp[s].gpt); /* a split's datasets are the prefixes, in order */
+    if (k < 0 || k >= d->n_prefix || !d->idx[k] || tr_gpt_dataset_locate(g, inner, 0, &doc, &off)) {
+        snprintf(out, outlen, "%s.bin", g->src.path);
+    } else {
+        const int code = tr_idx_dtype(d->idx[k]);
+        const long long byte = (long long)(tr_idx_pointers(d->idx[k])[doc] + off * tr_idx_itemsize(code));
+        snprintf(out, outlen, "%s.bin at byte %lld (document %lld, token %lld)", g->src.path, byte, (long long)doc,
+                 (long long)off);
+    }
+    if (file && filelen) snprintf(file, filelen, "%s.bin", g->src.path);
+}
+
 static int next_batch(tr_data *d, int s, tr_sampler *smp, int32_t *tokens, int32_t *labels, float *loss_mask,
                       int32_t *position_ids, char *err, size_t errlen) {
     tr_sampler save = *smp;
@@ -112,7 +134,9 @@ static int next_batch(tr_data *d, int s, tr_sampler *smp, int32_t *tokens, int32
     for (int b = 0; b < d->mbs; b++) {
         int64_t *text = d->text + (size_t)b * (size_t)(S + 1);
         char inner[768], origin[TR_PATH_LEN + 64] = "";
+        if (d->read_hook) d->read_hook(d->read_hook_arg, s, d->idxbuf[b], true);
         int rc = tr_data_sample(d, s, d->idxbuf[b], text, inner, sizeof inner);
+        if (d->read_hook) d->read_hook(d->read_hook_arg, s, d->idxbuf[b], false);
         if (!rc && (rc = tr_data_fill_sample(text, S, d->vocab_size, d->eod, d->eod_mask_loss, d->reset_position_ids,
                                              tokens + (size_t)b * S, labels + (size_t)b * S, loss_mask + (size_t)b * S,
                                              position_ids + (size_t)b * S, inner, sizeof inner)))

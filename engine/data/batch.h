@@ -7,6 +7,7 @@
 #ifndef TWINRUN_ENGINE_DATA_BATCH_H
 #define TWINRUN_ENGINE_DATA_BATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +55,16 @@ int tr_data_set_consumed_valid_samples(tr_data *d, int64_t consumed, char *err, 
 /* Megatron's value when resuming a checkpoint that lacks it: (iteration // eval_interval) *
  * eval_iters * GBS. */
 int64_t tr_data_valid_samples_at(const tr_data *d, int64_t iteration);
+
+/* Called around the read of each sample of a batch (begin true before it, false after) with the split
+ * and the sample's index: where the data-loader watchdog (engine/train/data_watch.c) arms and checks its
+ * deadline. One hook per reader; a view starts with none. */
+typedef void (*tr_data_read_hook)(void *arg, int split, int64_t idx, bool begin);
+void tr_data_set_read_hook(tr_data *d, tr_data_read_hook fn, void *arg);
+/* Where sample idx of a split is read from, for messages: "PREFIX.bin at byte B (document D, token T)",
+ * or "mock data (no file)". The file alone (PREFIX.bin, "" for mock data) into file when not NULL. */
+void tr_data_sample_where(const tr_data *d, int split, int64_t idx, char *out, size_t outlen, char *file,
+                          size_t filelen);
 
 /* Inspection (the `dataset samples` program, tests). split: TR_SPLIT_TRAIN/VALID/TEST. */
 int tr_data_has_split(const tr_data *d, int split);

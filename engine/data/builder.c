@@ -320,6 +320,7 @@ tr_data *tr_data_view(const tr_data *base, int dp_rank, int dp_size, char *err, 
     d->is_view = true;
     d->has_train_sampler = d->has_valid_sampler = false;
     d->text = NULL, d->idxbuf = NULL;
+    d->read_hook = NULL, d->read_hook_arg = NULL;
     if (init_reader(d, dp_rank, dp_size, err, errlen)) goto fail;
     return d;
 fail:

@@ -40,9 +40,11 @@ struct tr_data {
     tr_data_split sp[TR_NSPLITS];
     tr_sampler train, valid;
     bool has_train_sampler, has_valid_sampler;
-    int64_t *text;   /* [mbs, seq + 1] scratch */
-    int64_t *idxbuf; /* [mbs] */
-    bool is_view;    /* shares the datasets of another tr_data (tr_data_view) */
+    int64_t *text;               /* [mbs, seq + 1] scratch */
+    int64_t *idxbuf;             /* [mbs] */
+    bool is_view;                /* shares the datasets of another tr_data (tr_data_view) */
+    tr_data_read_hook read_hook; /* tr_data_set_read_hook; NULL: none */
+    void *read_hook_arg;
 };
 
 /* The GPTDataset holding sample idx of split s (through the blend, if any) and its index there;

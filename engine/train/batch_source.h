@@ -16,6 +16,7 @@ typedef struct tr_batch_source {
     /* Resume: the global train and valid samples consumed so far (a checkpoint's data position). */
     int (*set_position)(void *ctx, int64_t train, int64_t valid, char *err, size_t errlen);
     int64_t (*valid_consumed)(void *ctx);
+    tr_data *data; /* the reader behind next (the data-loader watchdog's hook); NULL for --tokens-file */
 } tr_batch_source;
 
 /* --tokens-file FILE: raw little-endian int32 [iterations, global batch, seq + 1]; rows are the

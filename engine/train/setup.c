@@ -99,6 +99,7 @@ int tr_job_data_open(tr_data **out, const tr_config *cfg, char *err, size_t errl
 
 int tr_batch_source_open(tr_batch_source *src, const tr_config *cfg, tr_data *shared, int dp_rank, int dp_size,
                          char *err, size_t errlen) {
+    src->data = NULL;
     if (!shared) return tr_tokens_file_open(src, cfg, dp_rank, dp_size, err, errlen);
     tr_data *d = tr_data_view(shared, dp_rank, dp_size, err, errlen);
     if (!d) return -1;
@@ -108,5 +109,6 @@ int tr_batch_source_open(tr_batch_source *src, const tr_config *cfg, tr_data *sh
     src->close = data_close;
     src->set_position = data_set_position;
     src->valid_consumed = data_valid_consumed;
+    src->data = d;
     return 0;
 }

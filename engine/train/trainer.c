@@ -14,6 +14,7 @@
 #include "parallel/grid.h"
 #include "train/batch_source.h"
 #include "train/checkpoint.h"
+#include "train/data_watch.h"
 #include "train/memory_report.h"
 #include "train/nan_probe.h"
 #include "train/predict_report.h"
@@ -58,8 +59,9 @@ typedef struct rank_state {
     tr_batch_source src;
     bool have_src;
     FILE *metrics;
-    fault_rank *faults; /* NULL without a fault plan */
-    bool agreed_error;  /* the error is one every rank reached alike (preflight, NaN, a save's vote): said once */
+    fault_rank *faults;        /* NULL without a fault plan */
+    tr_data_watch *data_watch; /* --data-read-timeout-minutes over src's reads; NULL for --tokens-file */
+    bool agreed_error; /* the error is one every rank reached alike (preflight, NaN, a save's vote): said once */
     tr_nan_probe probe;
     tr_tb_log *tb; /* --tensorboard-dir, reporting rank only */
 } rank_state;
@@ -67,6 +69,7 @@ typedef struct rank_state {
 static void rank_state_free(rank_state *st) {
     if (st->metrics) fclose(st->metrics);
     if (st->model) tr_nan_probe_free(&st->probe);
+    tr_data_watch_close(st->data_watch); /* before the reader it watches and the fault plan it asks */
     fault_rank_close(st->faults);
     tr_tb_log_close(st->tb);
     if (st->have_src) st->src.close(st->src.ctx);
@@ -140,6 +143,9 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
     if (tr_batch_source_open(&st->src, cfg, jb->data, g->coord[TR_AXIS_DP], g->size[TR_AXIS_DP], err, errlen))
         return TR_EXIT_USAGE;
     st->have_src = true;
+    if (st->src.data && !(st->data_watch = tr_data_watch_open(st->src.data, st->dev, st->faults, rank,
+                                                              cfg->data_read_timeout_minutes * 60.0, err, errlen)))
+        return TR_EXIT_FATAL;
     if (reporter && cfg->metrics_jsonl[0]) {
         st->metrics = fopen(cfg->metrics_jsonl, "w");
         if (!st->metrics)

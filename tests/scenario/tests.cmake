@@ -116,6 +116,14 @@ twinrun_expect(NAME scenario_thousand_card EXIT 0 OUTPUT "PASSED: [0-9]+/[0-9]+ 
   LABELS ${labels} heavy PROPERTIES TIMEOUT 1200
   COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/thousand_card.yaml --work ${scn_work} --clean)
 
+# The data-loader watchdog at 1024 ranks (TP8 PP8 DP16, a Megatron-written file): a rank's read that never
+# returns is named by its own watchdog at 300 s simulated (before the collectives' 600 s), with the file, the
+# byte offset and the rank; the restarted job ends on the fault-free bits. ~10 s here.
+twinrun_expect(NAME scenario_data_stall_1024 EXIT 0
+  OUTPUT "1 data stall: a sample read of rank 613 .* yes +yes +300\\.000.*same bits as the fault-free run at 2/2 iterations.*PASSED: 7/7 expectations.*fault injected: data stall: a sample read of rank 613 never returns at iteration 2.*data watchdog: rank 613 waited 300\\.000 s \\(simulated\\) reading train sample [0-9]+ from [^\n]*/gpt_u16_seq64/corpus\\.bin at byte [0-9]+ \\(document [0-9]+, token [0-9]+\\)"
+  LABELS ${labels} valgrind-skip PROPERTIES TIMEOUT 300
+  COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/data_stall_1024.yaml --work ${scn_work} --clean)
+
 # One scenario per fault kind (a folder run: every *.yaml in name order, one JUnit report).
 add_test(NAME scenario_fault_kinds COMMAND sh -c
   "${scn} run ${PROJECT_SOURCE_DIR}/scenarios/faults --work ${scn_work} --clean --junit ${scn_work}/kinds.xml --json ${scn_work}/kinds.json && grep -c '<testsuite ' ${scn_work}/kinds.xml && python3 -c \"import json; r=json.load(open('${scn_work}/kinds.json')); assert all(x['passed'] for x in r), [x['name'] for x in r if not x['passed']]; print(len(r), 'JSON reports, every one passed')\"")
@@ -144,6 +152,18 @@ add_test(NAME faults_env_hang COMMAND sh -c
   "WORLD_SIZE=8 TWINRUN_FAULTS='hang@2:rank=6,group=pp' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str}; echo exit=$?")
 set_tests_properties(faults_env_hang PROPERTIES LABELS "${labels}"
   PASS_REGULAR_EXPRESSION "watchdog: rank [0-9]+ waited 600.000 s.*stopped first: rank 6 .*exit=1")
+# data_stall from TWINRUN_FAULTS: the rank's data watchdog stops it at --data-read-timeout-minutes, naming
+# the sample it read (mock data: no file); with the watchdog off the rank stays stuck and the collectives'
+# watchdog blames it at 600 s.
+add_test(NAME faults_env_data_stall COMMAND sh -c
+  "WORLD_SIZE=8 TWINRUN_FAULTS='data_stall@2:rank=5' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str} --data-read-timeout-minutes 1; echo exit=$?")
+set_tests_properties(faults_env_data_stall PROPERTIES LABELS "${labels}"
+  PASS_REGULAR_EXPRESSION "fault injected: data stall.*data watchdog: rank 5 waited 60.000 s \\(simulated\\) reading train sample [0-9]+ from mock data \\(no file\\); the rank stops \\(--data-read-timeout-minutes 1\\).*stopped first: rank 5 .*status failed 1.*exit=1")
+add_test(NAME faults_env_data_stall_off COMMAND sh -c
+  "WORLD_SIZE=8 TWINRUN_FAULTS='data_stall@2:rank=5' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str} --data-read-timeout-minutes 0; echo exit=$?")
+set_tests_properties(faults_env_data_stall_off PROPERTIES LABELS "${labels}"
+  PASS_REGULAR_EXPRESSION "watchdog: rank [0-9]+ waited 600.000 s.*stopped first: rank 5 .*status blocked.*exit=1"
+  FAIL_REGULAR_EXPRESSION "data watchdog")
 add_test(NAME faults_env_bad COMMAND sh -c
   "WORLD_SIZE=8 TWINRUN_FAULTS='hang@2:rank=8' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str}; echo exit=$?")
 set_tests_properties(faults_env_bad PROPERTIES LABELS "${labels}"

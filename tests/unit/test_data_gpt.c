@@ -232,6 +232,75 @@ static void test_blend_two_datasets(void **state) {
     assert_int_equal(dsi[9], 6);
 }
 
+typedef struct hook_log {
+    int n;
+    int split[8];
+    int64_t idx[8];
+    bool begin[8];
+} hook_log;
+
+static void record_read(void *arg, int split, int64_t idx, bool begin) {
+    hook_log *h = arg;
+    if (h->n < 8) h->split[h->n] = split, h->idx[h->n] = idx, h->begin[h->n] = begin;
+    h->n++;
+}
+
+/* The data-loader watchdog's view of the blend above: the hook brackets each sample's read, and the
+ * place tr_data_sample_where names holds the sample's first token (read back from the .bin itself). */
+static void test_read_hook_and_where(void **state) {
+    (void)state;
+    const int32_t la[5] = {40, 30, 20, 33, 17}, lb[6] = {25, 45, 35, 15, 50, 30};
+    write_corpus("A", TR_IDX_UINT16, la, 5, 0);
+    write_corpus("B", TR_IDX_UINT16, lb, 6, 10000);
+    tr_config c;
+    config(&c, 8, 10);
+    c.vocab_size = 32000;
+    c.global_batch_size = c.micro_batch_size = 2;
+    c.n_data_path = 4;
+    snprintf(c.data_path[0], TR_PATH_LEN, "3");
+    snprintf(c.data_path[1], TR_PATH_LEN, "%s/A", g_dir);
+    snprintf(c.data_path[2], TR_PATH_LEN, "7");
+    snprintf(c.data_path[3], TR_PATH_LEN, "%s/B", g_dir);
+    char err[512];
+    tr_data *d = tr_data_open(&c, 0, 1, err, sizeof err);
+    if (!d) fail_msg("%s", err);
+    hook_log h = {0};
+    tr_data_set_read_hook(d, record_read, &h);
+    int32_t tk[16], lab[16], pos[16];
+    float m[16];
+    assert_int_equal(tr_data_next_train(d, tk, lab, m, pos, err, sizeof err), 0);
+    assert_int_equal(h.n, 4); /* two samples, each begun and ended */
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(h.split[i], 0);
+        assert_int_equal(h.idx[i], i / 2);
+        assert_int_equal(h.begin[i], i % 2 == 0);
+    }
+    tr_data_set_read_hook(d, NULL, NULL);
+    assert_int_equal(tr_data_next_train(d, tk, lab, m, pos, err, sizeof err), 0);
+    assert_int_equal(h.n, 4);
+    for (int64_t i = 0; i < 10; i++) {
+        int64_t text[9];
+        assert_int_equal(tr_data_sample(d, 0, i, text, err, sizeof err), 0);
+        char where[600], file[300], path[300];
+        long long byte, doc, tok;
+        tr_data_sample_where(d, 0, i, where, sizeof where, file, sizeof file);
+        assert_int_equal(sscanf(where, "%299s at byte %lld (document %lld, token %lld)", path, &byte, &doc, &tok), 4);
+        assert_string_equal(path, file);
+        snprintf(path, sizeof path, "%s/%s.bin", g_dir, text[0] >= 10000 ? "B" : "A");
+        assert_string_equal(file, path);
+        FILE *f = fopen(file, "rb");
+        assert_non_null(f);
+        uint16_t t = 0;
+        assert_int_equal(fseek(f, (long)byte, SEEK_SET), 0);
+        assert_int_equal(fread(&t, sizeof t, 1, f), 1);
+        fclose(f);
+        assert_int_equal(t, text[0]);
+        assert_int_equal(t % 1000, tok); /* token j of document k is base + 1000 k + j */
+        assert_int_equal((t % 10000) / 1000, doc);
+    }
+    tr_data_close(d);
+}
+
 /* --mock-data: split forced to 1,1,1 over 100000 documents (train = documents [0, 33333)),
  * eod = vocab - 1; inside a document tokens count up 1, 2, ... and each document ends in eod, so
  * consecutive tokens t, u satisfy u == t + 1, or u == eod, or (t == eod and u == 1). With vocab
@@ -265,6 +334,10 @@ static void test_mock_data(void **state) {
         }
     }
     assert_true(eods > 0);
+    char where[64], file[16] = "x";
+    tr_data_sample_where(d, 0, 0, where, sizeof where, file, sizeof file);
+    assert_string_equal(where, "mock data (no file)");
+    assert_string_equal(file, "");
     /* --eod-mask-loss and --reset-position-ids follow the input token */
     const int64_t text[6] = {5, 4999, 1, 2, 4999, 1};
     int32_t tk[5], lb[5], pos[5];
@@ -366,6 +439,7 @@ int main(void) {
         cmocka_unit_test(test_sample_index_by_hand),
         cmocka_unit_test(test_int32_corpus),
         cmocka_unit_test(test_blend_two_datasets),
+        cmocka_unit_test(test_read_hook_and_where),
         cmocka_unit_test(test_mock_data),
         cmocka_unit_test(test_valid_iterator),
         cmocka_unit_test(test_bad_flags),

@@ -94,6 +94,7 @@ typedef struct tr_config {
     bool log_throughput;
     bool log_straggler;
     double distributed_timeout_minutes;
+    double data_read_timeout_minutes; /* the data-loader watchdog (engine/train/data_watch.c); 0: off */
     char save[TR_PATH_LEN], load[TR_PATH_LEN], tensorboard_dir[TR_PATH_LEN], ckpt_format[32];
     int tensorboard_log_interval; /* iterations between TensorBoard scalars (engine/train/tb_log.c) */
     bool log_timers_to_tensorboard, log_memory_to_tensorboard, log_validation_ppl_to_tensorboard;
