@@ -128,6 +128,28 @@ typedef struct ckpt_file_info {
     uint32_t crc32; /* of the whole file */
 } ckpt_file_info;
 
+/* Where a checkpoint came from: written by every save, printed by `ckpt inspect`, compared on resume
+ * (engine/train/resume_check.c). present is false in a manifest written before twinrun recorded it; such
+ * a manifest has no checksum of its own either (ckpt_manifest_note says so). */
+#define CKPT_PROV_STR 64
+#define CKPT_PROV_PATH 1024
+#define CKPT_PROV_MAX_PATHS 64
+typedef struct ckpt_provenance {
+    bool present;
+    char version[CKPT_PROV_STR], commit[CKPT_PROV_STR], backend[CKPT_PROV_STR]; /* the build that saved */
+    int global_batch_size, micro_batch_size;
+    bool mock_data;
+    int n_data_path;
+    char **data_path;          /* --data-path as given (weights and prefixes); ckpt_provenance_free */
+    uint64_t data_fingerprint; /* the preflight's (tr_data_fingerprint); 0 = no data files */
+    char tokenizer_type[CKPT_PROV_STR], tokenizer_model[CKPT_PROV_PATH];
+    uint64_t tokenizer_fingerprint; /* FNV-1a of the tokenizer's file; 0 = none */
+} ckpt_provenance;
+
+void ckpt_provenance_free(ckpt_provenance *p);
+/* Copies paths into p (malloc'd): 0, or -1 when out of memory or more than CKPT_PROV_MAX_PATHS. */
+int ckpt_provenance_set_paths(ckpt_provenance *p, int n, const char *const *paths);
+
 typedef struct ckpt_manifest {
     int version;
     int64_t iteration, consumed_train_samples, consumed_valid_samples;
@@ -137,17 +159,25 @@ typedef struct ckpt_manifest {
     int64_t optimizer_step;
     uint64_t seed;
     bool bf16;
-    int n_files;           /* = world, in rank order; 0/NULL when handing a manifest to commit */
-    ckpt_file_info *files; /* malloc'd when loaded: ckpt_manifest_free */
+    int n_files;             /* = world, in rank order; 0/NULL when handing a manifest to commit */
+    ckpt_file_info *files;   /* malloc'd when loaded: ckpt_manifest_free */
+    ckpt_provenance prov;    /* loaded: owns its paths (ckpt_manifest_free) */
+    uint32_t manifest_crc32; /* the manifest's own checksum as loaded (prov.present) */
 } ckpt_manifest;
 
 void ckpt_manifest_free(ckpt_manifest *m);
-/* JSON text (malloc'd), NULL with err. */
+/* JSON text (malloc'd), NULL with err. With m->prov.present, the provenance and, last, the key
+ * "manifest_crc32": the CRC-32 of the compact JSON text (cJSON_PrintUnformatted) of everything else. */
 char *ckpt_manifest_to_json(const ckpt_manifest *m, char *err, size_t errlen);
 /* Strict: every key present with the right type and range, layout world = number of files, file
- * names "shard_NNNNN.bin" in rank order. On failure m is left empty. */
+ * names "shard_NNNNN.bin" in rank order, the manifest's own checksum when it has one (then the
+ * provenance is required; without one, provenance keys are refused as an edit). On failure m is left
+ * empty. */
 int ckpt_manifest_parse(ckpt_manifest *m, const char *json, size_t len, const char *path_for_messages, char *err,
                         size_t errlen);
+
+/* NULL, or one line to show wherever the manifest is used: an older manifest without provenance or checksum. */
+const char *ckpt_manifest_note(const ckpt_manifest *m);
 
 struct tr_config;
 void ckpt_model_from_config(const struct tr_config *cfg, ckpt_model_shape *out);
@@ -191,9 +221,11 @@ typedef struct ckpt_verify_report {
     int n_tensors;
     char bad_file[CKPT_PATH_MAX]; /* "" when all good */
     int64_t older_complete;       /* on failure: the newest older checkpoint that verifies, or -1 */
+    bool manifest_checked;        /* the manifest had its own checksum, and it matched */
+    uint32_t manifest_crc32;
 } ckpt_verify_report;
 
-/* Full check of iter_N: manifest, every shard's size, header, every blob CRC, the file CRC, the
+/* Full check of iter_N: manifest (its own checksum when it has one), every shard's size, header, every blob CRC, the file CRC, the
  * manifest's sizes and CRCs, coverage of every tensor. -1 names the bad file in err and rep->bad_file,
  * and says whether an older complete checkpoint exists (rep->older_complete). rep may be NULL. */
 int ckpt_verify(const char *dir, int64_t iteration, ckpt_verify_report *rep, char *err, size_t errlen);

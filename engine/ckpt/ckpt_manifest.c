@@ -1,5 +1,6 @@
 /* manifest.json: what a checkpoint is (iteration, samples, model shape, layout, scheduler,
- * optimizer step, seed) and its files with sizes and CRCs. Parsed strictly: it comes from disk. */
+ * optimizer step, seed), where it came from (build, batch, data, tokenizer), its files with sizes and
+ * CRCs, and last its own CRC. Parsed strictly: it comes from disk. */
 #include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <math.h>
@@ -17,9 +18,33 @@
 static const char *const styles[] = {"constant", "linear", "cosine", "inverse-square-root"};
 static const char *const norms[] = {"LayerNorm", "RMSNorm"};
 
+void ckpt_provenance_free(ckpt_provenance *p) {
+    for (int i = 0; p->data_path && i < p->n_data_path; i++) free(p->data_path[i]);
+    free(p->data_path);
+    p->data_path = NULL, p->n_data_path = 0;
+}
+
+int ckpt_provenance_set_paths(ckpt_provenance *p, int n, const char *const *paths) {
+    ckpt_provenance_free(p);
+    if (n < 0 || n > CKPT_PROV_MAX_PATHS) return -1;
+    p->data_path = n ? calloc((size_t)n, sizeof *p->data_path) : NULL;
+    if (n && !p->data_path) return -1;
+    p->n_data_path = n; /* calloc'd: a failure below frees what was copied */
+    for (int i = 0; i < n; i++)
+        if (!(p->data_path[i] = strdup(paths[i]))) return ckpt_provenance_free(p), -1;
+    return 0;
+}
+
 void ckpt_manifest_free(ckpt_manifest *m) {
     free(m->files);
+    ckpt_provenance_free(&m->prov);
     memset(m, 0, sizeof *m);
+}
+
+const char *ckpt_manifest_note(const ckpt_manifest *m) {
+    return m->prov.present ? NULL
+                           : "written before twinrun recorded provenance: the manifest has no checksum of its own "
+                             "and a resume cannot name what changed (the next save records both)";
 }
 
 /* ---- writing ---- */
@@ -43,6 +68,31 @@ static const char *const MODEL_INT_KEYS[MODEL_INTS] = {"num_layers",
                                                        "make_vocab_size_divisible_by",
                                                        "max_position_embeddings",
                                                        "seq_length"};
+
+static void add_hex64(cJSON *o, const char *key, uint64_t v) {
+    char hex[24];
+    snprintf(hex, sizeof hex, "%016" PRIx64, v); /* a string: 64 bits do not fit a JSON double */
+    cJSON_AddStringToObject(o, key, hex);
+}
+
+static int add_provenance(cJSON *r, const ckpt_provenance *p) {
+    cJSON *tw = obj_in(r, "twinrun"), *tr = obj_in(r, "training"), *da = obj_in(r, "data");
+    cJSON *to = obj_in(r, "tokenizer"), *paths = cJSON_CreateArray();
+    if (!tw || !tr || !da || !to || !paths) return cJSON_Delete(paths), -1;
+    cJSON_AddStringToObject(tw, "version", p->version);
+    cJSON_AddStringToObject(tw, "commit", p->commit);
+    cJSON_AddStringToObject(tw, "backend", p->backend);
+    cJSON_AddNumberToObject(tr, "global_batch_size", p->global_batch_size);
+    cJSON_AddNumberToObject(tr, "micro_batch_size", p->micro_batch_size);
+    cJSON_AddItemToObject(da, "paths", paths);
+    for (int i = 0; i < p->n_data_path; i++) cJSON_AddItemToArray(paths, cJSON_CreateString(p->data_path[i]));
+    cJSON_AddBoolToObject(da, "mock_data", p->mock_data);
+    add_hex64(da, "fingerprint", p->data_fingerprint);
+    cJSON_AddStringToObject(to, "type", p->tokenizer_type);
+    cJSON_AddStringToObject(to, "model", p->tokenizer_model);
+    add_hex64(to, "fingerprint", p->tokenizer_fingerprint);
+    return 0;
+}
 
 char *ckpt_manifest_to_json(const ckpt_manifest *m, char *err, size_t errlen) {
     if (m->sched.style < 0 || m->sched.style > 3 || m->model.normalization < 0 || m->model.normalization > 1) {
@@ -103,6 +153,7 @@ char *ckpt_manifest_to_json(const ckpt_manifest *m, char *err, size_t errlen) {
     char seed[32], crc[16];
     snprintf(seed, sizeof seed, "%" PRIu64, m->seed); /* a string: 64-bit seeds do not fit a JSON double */
     cJSON_AddStringToObject(rng, "seed", seed);
+    if (m->prov.present && add_provenance(r, &m->prov)) goto out;
     cJSON_AddItemToObject(r, "files", files);
     for (int i = 0; i < m->n_files; i++) {
         cJSON *f = cJSON_CreateObject();
@@ -120,6 +171,13 @@ char *ckpt_manifest_to_json(const ckpt_manifest *m, char *err, size_t errlen) {
         cJSON_AddStringToObject(f, "crc32", crc);
     }
     files = NULL;
+    if (m->prov.present) {
+        char *compact = cJSON_PrintUnformatted(r);
+        if (!compact) goto out;
+        snprintf(crc, sizeof crc, "%08x", ckpt_crc32(0, compact, strlen(compact)));
+        free(compact);
+        cJSON_AddStringToObject(r, "manifest_crc32", crc);
+    }
     out = cJSON_Print(r);
 out:
     if (files) cJSON_Delete(files);
@@ -213,6 +271,68 @@ static const cJSON *get_obj(const pctx *c, const cJSON *obj, const char *key) {
     return v;
 }
 
+/* A string of at most cap-1 bytes without control characters (it is printed to a terminal). */
+static int get_str(const pctx *c, const cJSON *obj, const char *key, char *out, size_t cap) {
+    const cJSON *v = need(c, obj, key);
+    if (!v) return -1;
+    const char *s = cJSON_IsString(v) ? v->valuestring : NULL;
+    int ok = s && strlen(s) < cap;
+    for (const char *p = s; ok && *p; p++) ok = (unsigned char)*p >= 0x20 && *p != 0x7f;
+    if (!ok)
+        return tr_errf(c->err, c->errlen, "%s: \"%s\" must be a string of at most %zu printable bytes", c->path, key,
+                       cap - 1);
+    memcpy(out, s, strlen(s) + 1);
+    return 0;
+}
+
+static int get_hex64(const pctx *c, const cJSON *obj, const char *key, uint64_t *out) {
+    const cJSON *v = need(c, obj, key);
+    if (!v) return -1;
+    if (!cJSON_IsString(v) || !all_digits(v->valuestring, 16, 16))
+        return tr_errf(c->err, c->errlen, "%s: \"%s\" must be 16 hex digits", c->path, key);
+    *out = strtoull(v->valuestring, NULL, 16);
+    return 0;
+}
+
+static const char *const PROV_KEYS[] = {"twinrun", "training", "data", "tokenizer"};
+
+static int parse_provenance(const pctx *c, const cJSON *r, ckpt_provenance *p) {
+    const cJSON *o[4];
+    for (int i = 0; i < 4; i++)
+        if (!(o[i] = get_obj(c, r, PROV_KEYS[i]))) return -1;
+    if (get_str(c, o[0], "version", p->version, sizeof p->version) ||
+        get_str(c, o[0], "commit", p->commit, sizeof p->commit) ||
+        get_str(c, o[0], "backend", p->backend, sizeof p->backend) ||
+        get_int(c, o[1], "global_batch_size", 1, 1 << 30, &p->global_batch_size) ||
+        get_int(c, o[1], "micro_batch_size", 1, 1 << 30, &p->micro_batch_size) ||
+        get_bool(c, o[2], "mock_data", &p->mock_data) || get_hex64(c, o[2], "fingerprint", &p->data_fingerprint) ||
+        get_str(c, o[3], "type", p->tokenizer_type, sizeof p->tokenizer_type) ||
+        get_str(c, o[3], "model", p->tokenizer_model, sizeof p->tokenizer_model) ||
+        get_hex64(c, o[3], "fingerprint", &p->tokenizer_fingerprint))
+        return -1;
+    const cJSON *paths = need(c, o[2], "paths");
+    if (!paths) return -1;
+    int n = cJSON_IsArray(paths) ? cJSON_GetArraySize(paths) : -1;
+    if (n < 0 || n > CKPT_PROV_MAX_PATHS)
+        return tr_errf(c->err, c->errlen, "%s: data.paths must be an array of at most %d strings", c->path,
+                       CKPT_PROV_MAX_PATHS);
+    p->data_path = n ? calloc((size_t)n, sizeof *p->data_path) : NULL;
+    if (n && !p->data_path) return tr_errf(c->err, c->errlen, "%s: out of host memory", c->path);
+    int i = 0;
+    for (const cJSON *e = paths->child; e; e = e->next, i++) {
+        const char *s = cJSON_IsString(e) ? e->valuestring : NULL;
+        int ok = s && strlen(s) < CKPT_PROV_PATH;
+        for (const char *q = s; ok && *q; q++) ok = (unsigned char)*q >= 0x20 && *q != 0x7f;
+        if (!ok)
+            return tr_errf(c->err, c->errlen, "%s: data.paths[%d] must be a string of at most %d printable bytes",
+                           c->path, i, CKPT_PROV_PATH - 1);
+        if (!(p->data_path[i] = strdup(s))) return tr_errf(c->err, c->errlen, "%s: out of host memory", c->path);
+        p->n_data_path = i + 1;
+    }
+    p->present = true;
+    return 0;
+}
+
 static int parse_model(const pctx *c, const cJSON *mo, ckpt_model_shape *s) {
     int *const ints[] = {&s->num_layers,
                          &s->hidden_size,
@@ -270,7 +390,7 @@ static int parse_files(const pctx *c, const cJSON *arr, ckpt_manifest *m) {
     return 0;
 }
 
-static int parse_root(const pctx *c, const cJSON *r, ckpt_manifest *m) {
+static int parse_root(const pctx *c, const cJSON *r, bool has_crc, ckpt_manifest *m) {
     const cJSON *fmt = need(c, r, "format");
     if (!fmt) return -1;
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "twinrun-checkpoint") != 0)
@@ -314,10 +434,44 @@ static int parse_root(const pctx *c, const cJSON *r, ckpt_manifest *m) {
     if (!all_digits(sv, 10, 0) || (strlen(sv) == 20 && strcmp(sv, "18446744073709551615") > 0))
         return tr_errf(c->err, c->errlen, "%s: rng.seed must be a decimal string of a 64-bit integer", c->path);
     m->seed = strtoull(sv, NULL, 10);
-    return parse_files(c, files, m);
+    if (parse_files(c, files, m)) return -1;
+    if (has_crc) return parse_provenance(c, r, &m->prov);
+    for (int i = 0; i < 4; i++) /* provenance is only ever written with the checksum that covers it */
+        if (cJSON_GetObjectItemCaseSensitive(r, PROV_KEYS[i]))
+            return tr_errf(c->err, c->errlen,
+                           "%s: \"%s\" without \"manifest_crc32\": the manifest's checksum was removed after it "
+                           "was written; restore the manifest from a copy or resume from an older checkpoint",
+                           c->path, PROV_KEYS[i]);
+    return 0;
 }
 
-int ckpt_manifest_parse(ckpt_manifest *m, const char *json, size_t len, const char *path, char *err, size_t errlen) {
+/* Takes "manifest_crc32" out of r and checks it against the compact text of the rest: 0 (with
+ * *has_crc false when there is none: an older manifest), -1 with err. */
+static int take_crc(const pctx *c, cJSON *r, int check, bool *has_crc, uint32_t *crc_out) {
+    *has_crc = false;
+    if (!cJSON_GetObjectItemCaseSensitive(r, "manifest_crc32")) return 0;
+    const cJSON *v = need(c, r, "manifest_crc32");
+    if (!v) return -1;
+    if (!cJSON_IsString(v) || !all_digits(v->valuestring, 16, 8))
+        return tr_errf(c->err, c->errlen, "%s: \"manifest_crc32\" must be 8 hex digits", c->path);
+    const uint32_t said = (uint32_t)strtoul(v->valuestring, NULL, 16);
+    cJSON_Delete(cJSON_DetachItemFromObjectCaseSensitive(r, "manifest_crc32"));
+    char *compact = cJSON_PrintUnformatted(r);
+    if (!compact) return tr_errf(c->err, c->errlen, "%s: out of host memory", c->path);
+    const uint32_t got = ckpt_crc32(0, compact, strlen(compact));
+    free(compact);
+    if (check && got != said)
+        return tr_errf(c->err, c->errlen,
+                       "%s: the manifest's own checksum does not match its contents (CRC %08x, it says %08x): it was "
+                       "edited or damaged after it was written; restore it from a copy, or resume from an older "
+                       "checkpoint",
+                       c->path, got, said);
+    *has_crc = true, *crc_out = said;
+    return 0;
+}
+
+int ckpt_manifest_parse_ex(ckpt_manifest *m, const char *json, size_t len, const char *path, int check_crc, char *err,
+                           size_t errlen) {
     memset(m, 0, sizeof *m);
     pctx c = {path, err, errlen};
     cJSON *r = cJSON_ParseWithLength(json, len);
@@ -325,8 +479,14 @@ int ckpt_manifest_parse(ckpt_manifest *m, const char *json, size_t len, const ch
         cJSON_Delete(r);
         return tr_errf(err, errlen, "%s: not a JSON object; the manifest is corrupt", path);
     }
-    int rc = parse_root(&c, r, m);
+    bool has_crc;
+    int rc = take_crc(&c, r, check_crc, &has_crc, &m->manifest_crc32);
+    if (!rc) rc = parse_root(&c, r, has_crc, m);
     cJSON_Delete(r);
     if (rc) ckpt_manifest_free(m);
     return rc;
+}
+
+int ckpt_manifest_parse(ckpt_manifest *m, const char *json, size_t len, const char *path, char *err, size_t errlen) {
+    return ckpt_manifest_parse_ex(m, json, len, path, 1, err, errlen);
 }

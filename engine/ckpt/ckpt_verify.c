@@ -13,6 +13,7 @@ static int verify_one(const char *dir, int64_t iteration, ckpt_verify_report *re
     ckpt_pathf(rep->bad_file, sizeof rep->bad_file, "%s/%s", idir, CKPT_MANIFEST);
     ckpt_manifest m;
     if (ckpt_manifest_load(dir, iteration, &m, err, errlen)) return -1;
+    rep->manifest_checked = m.prov.present, rep->manifest_crc32 = m.manifest_crc32;
     ckpt_shard_header *hs = calloc((size_t)m.n_files, sizeof *hs);
     int rc = hs ? 0 : tr_errf(err, errlen, "out of host memory");
     for (int r = 0; !rc && r < m.n_files; r++) {

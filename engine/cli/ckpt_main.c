@@ -1,7 +1,7 @@
 /* ckpt: look at twinrun checkpoints. (Built by tests/ckpt/tests.cmake until twinrun_engine links zlib;
  * then it becomes engine/cli/ckpt_main.c.)
- *   ckpt inspect DIR [--iteration N]   iteration, layout, samples, scheduler, files, verification
- *   ckpt verify DIR [--iteration N]    every checksum; non-zero exit naming the bad file
+ *   ckpt inspect DIR [--iteration N]   iteration, layout, samples, scheduler, provenance, files, verification
+ *   ckpt verify DIR [--iteration N]    every checksum, the manifest's own too; non-zero exit naming the bad file
  *   ckpt export DIR --hf OUT [--iteration N]
  *                                      verified weights as a Hugging Face model (config.json + safetensors) */
 #include <stdio.h>
@@ -14,6 +14,9 @@
 #include "train/checkpoint.h"
 #include "twinrun/err.h"
 #include "twinrun/version.h"
+
+/* ckpt_manifest_note's case, as verify says it (verify does not keep the manifest) */
+#define OLD_MANIFEST "written before twinrun recorded provenance; its contents are not checked"
 
 static const char *const styles[] = {"constant", "linear", "cosine", "inverse-square-root"};
 
@@ -41,6 +44,22 @@ static int pick_iteration(const char *dir, const char *given, int64_t *it) {
     return rc ? -1 : 0;
 }
 
+static void print_provenance(const ckpt_manifest *m) {
+    const ckpt_provenance *p = &m->prov;
+    if (!p->present) {
+        printf("provenance:             none (%s)\n", ckpt_manifest_note(m));
+        return;
+    }
+    printf("written by:             twinrun %s, commit %s, backend %s\n", p->version, p->commit, p->backend);
+    printf("batch:                  global %d, micro %d\n", p->global_batch_size, p->micro_batch_size);
+    if (p->mock_data || p->n_data_path == 0) printf("data:                   %s", p->mock_data ? "mock data" : "none");
+    else printf("data:                   %d path%s", p->n_data_path, p->n_data_path == 1 ? "" : "s");
+    printf(", fingerprint %016llx\n", (unsigned long long)p->data_fingerprint);
+    for (int i = 0; i < p->n_data_path; i++) printf("  %s\n", p->data_path[i]);
+    printf("tokenizer:              %s%s%s, fingerprint %016llx\n", p->tokenizer_type[0] ? p->tokenizer_type : "none",
+           p->tokenizer_model[0] ? " " : "", p->tokenizer_model, (unsigned long long)p->tokenizer_fingerprint);
+}
+
 static void print_manifest(const ckpt_manifest *m) {
     printf("iteration:              %lld\n", (long long)m->iteration);
     printf("layout:                 tp %d, pp %d, dp %d, cp %d (%d ranks)%s\n", m->layout.tp, m->layout.pp,
@@ -56,6 +75,7 @@ static void print_manifest(const ckpt_manifest *m) {
            (long long)m->sched.decay_samples, (long long)m->sched.num_steps);
     printf("optimizer steps:        %lld\nseed:                   %llu\n", (long long)m->optimizer_step,
            (unsigned long long)m->seed);
+    print_provenance(m);
     uint64_t total = 0;
     for (int i = 0; i < m->n_files; i++) total += m->files[i].size;
     printf("files:                  %d shards, %llu bytes\n", m->n_files, (unsigned long long)total);
@@ -138,5 +158,7 @@ int main(int argc, char **argv) {
     }
     printf("verification:           OK (iteration %lld: %d files, %llu bytes, %d tensors, every checksum)\n",
            (long long)it, rep.n_files, (unsigned long long)rep.total_bytes, rep.n_tensors);
+    if (rep.manifest_checked) printf("manifest checksum:      OK (crc32 %08x)\n", rep.manifest_crc32);
+    else printf("manifest checksum:      none: the manifest was %s\n", OLD_MANIFEST);
     return TR_EXIT_OK;
 }

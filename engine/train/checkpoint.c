@@ -104,8 +104,8 @@ static int first_failed_rank(llama_model *m, const tr_groups *gr, int mine) {
 }
 
 int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, const tr_groups *gr,
-                 const tr_lr_schedule *sched, const tr_run_position *pos, const ckpt_io *io, int *culprit, char *err,
-                 size_t errlen) {
+                 const tr_lr_schedule *sched, const tr_run_position *pos, const ckpt_provenance *prov,
+                 const ckpt_io *io, int *culprit, char *err, size_t errlen) {
     int ignored;
     if (!culprit) culprit = &ignored;
     *culprit = g->rank;
@@ -181,6 +181,7 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
     man.optimizer_step = o->step;
     man.seed = cfg->seed;
     man.bf16 = cfg->bf16;
+    man.prov = *prov; /* borrowed: the job owns its paths */
     if (ckpt_save_commit(io, cfg->save, pos->iteration, &man, err, errlen)) return -1;
     return cfg->keep_last > 0 ? ckpt_prune(io, cfg->save, cfg->keep_last, err, errlen) : 0;
 }

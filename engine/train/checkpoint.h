@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "ckpt/ckpt.h"
 #include "model/llama.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -20,14 +21,14 @@ typedef struct tr_run_position {
 } tr_run_position;
 
 /* Collective over the world: saves iteration `pos->iteration` into cfg->save through io (NULL =
- * plain POSIX). The checkpoint is committed only when every rank wrote its shard; otherwise every
+ * plain POSIX), its manifest recording prov (tr_provenance_of). The checkpoint is committed only when every rank wrote its shard; otherwise every
  * rank returns -1, the failing rank with its own error and the others naming it, and the previous
  * checkpoint stays the latest. *culprit (may be NULL) gets the failing rank: this rank's own on
  * its own failure, else the lowest rank whose shard failed. */
 struct ckpt_io;
 int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, const tr_groups *gr,
-                 const tr_lr_schedule *sched, const tr_run_position *pos, const struct ckpt_io *io, int *culprit,
-                 char *err, size_t errlen);
+                 const tr_lr_schedule *sched, const tr_run_position *pos, const ckpt_provenance *prov,
+                 const struct ckpt_io *io, int *culprit, char *err, size_t errlen);
 
 /* Loads the latest checkpoint into this rank, as Megatron does, from the checkpoint the job opened once
  * for all its ranks (tr_ckpt_open: a thousand twin ranks then verify and index the files once, not a

@@ -19,6 +19,7 @@
 #include "train/nan_probe.h"
 #include "train/predict_report.h"
 #include "train/preflight.h"
+#include "train/provenance.h"
 #include "train/signal_exit.h"
 #include "train/step.h"
 #include "train/straggler.h"
@@ -43,6 +44,7 @@ typedef struct job {
     tr_data *data;        /* the datasets, built once; each rank reads through its own view */
     size_t peak;          /* largest device peak of any rank */
     uint64_t data_fp;     /* the data files' fingerprint, for the preflight */
+    ckpt_provenance prov; /* what every save records of where the run came from */
     ckpt_reader *ckpt;    /* --load's checkpoint, verified and opened once for every rank; NULL = none */
     tr_predict *predict;  /* --predict: what every rank's device counted; NULL otherwise */
     char err[1024 + 32];  /* "rank N: " and a rank's 1024-byte message */
@@ -193,7 +195,8 @@ static int save(rank_state *st, job *jb, const tr_config *cfg, const tr_lr_sched
     const ckpt_io *io = fault_ckpt_io(st->faults, now->iteration, ckpt_io_posix());
     int culprit;
     optim_params_ready(st->optim, st->model); /* --overlap-param-gather: the last step's gathers first */
-    if (!tr_ckpt_save(st->model, st->optim, cfg, &st->grid, &st->groups, sched, now, io, &culprit, err, errlen))
+    if (!tr_ckpt_save(st->model, st->optim, cfg, &st->grid, &st->groups, sched, now, &jb->prov, io, &culprit, err,
+                      errlen))
         return 0;
     st->agreed_error = culprit != rank;
     tr_diagnosis *dg = &jb->summary->diag;
@@ -616,6 +619,12 @@ int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *
         predict->tokens_per_step = (double)cfg->global_batch_size * cfg->seq_length;
         predict->micro_batch = cfg->micro_batch_size;
     }
+    if (tr_provenance_of(cfg, jb.data_fp, &jb.prov, err, errlen)) {
+        if (jb.predict && !keep) tr_predict_free(predict);
+        if (jb.ckpt) ckpt_reader_close(jb.ckpt);
+        tr_data_close(jb.data);
+        return TR_EXIT_FATAL;
+    }
     tr_signal_guard sig;
     tr_signal_guard_begin(&sig, cfg->exit_signal_handler);
     int rc = launch ? launch(launch_ctx, world, train_rank, &jb, err, errlen)
@@ -628,6 +637,7 @@ int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *
         }
         if (!keep) tr_predict_free(predict);
     }
+    ckpt_provenance_free(&jb.prov);
     if (jb.ckpt) ckpt_reader_close(jb.ckpt);
     tr_data_close(jb.data);
     if (rc < 0) return TR_EXIT_USAGE;

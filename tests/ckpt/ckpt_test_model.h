@@ -140,6 +140,21 @@ static inline ckpt_manifest tm_manifest(int64_t iter, const ckpt_layout *L) {
                            .num_steps = iter * 16,
                            .style = 2};
     m.optimizer_step = iter, m.seed = 18446744073709551557ull, m.bf16 = true;
+    /* provenance: one weighted blend and a tokenizer, as a real run records them */
+    static char p0[] = "0.7", p1[] = "/data/web_text_document", p2[] = "0.3", p3[] = "/data/code_text_document";
+    static char *paths[] = {p0, p1, p2, p3};
+    m.prov = (ckpt_provenance){.present = true,
+                               .version = "0.3.0",
+                               .commit = "0123456789ab",
+                               .backend = "twin",
+                               .global_batch_size = 16,
+                               .micro_batch_size = 2,
+                               .n_data_path = 4,
+                               .data_path = paths,
+                               .data_fingerprint = 0xfedcba9876543210ull,
+                               .tokenizer_type = "HuggingFaceTokenizer",
+                               .tokenizer_model = "/models/llama3",
+                               .tokenizer_fingerprint = 0x0123456789abcdefull};
     return m;
 }
 

@@ -42,3 +42,9 @@ add_test(NAME ckpt_exit_duration COMMAND sh -c
 set_tests_properties(ckpt_exit_duration PROPERTIES LABELS "${labels}"
   PASS_REGULAR_EXPRESSION "exiting program after 0.0005 minutes.*saved checkpoint at iteration [0-9]+ to.*verification: +OK")
 endif()
+
+# Provenance: `ckpt inspect` prints it; a manifest edited after the save fails `ckpt verify` and --load
+# with the fix, and the checkpoint's files stay the same bytes.
+add_test(NAME ckpt_provenance COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ckpt/provenance.sh ${PROJECT_BINARY_DIR}/bin
+  ${CMAKE_CURRENT_BINARY_DIR}/ckpt_provenance)
+set_tests_properties(ckpt_provenance PROPERTIES LABELS "${labels}" TIMEOUT 300)
