@@ -1,0 +1,243 @@
+/* The tokenizer against Hugging Face `tokenizers`: tests/data/tokenizer_small holds a tokenizer.json
+ * trained by `tokenizers`, 228 documents of real text (Debian man pages and READMEs, edge cases) and
+ * the ids `tokenizers` 0.23 gave them. Every document must encode to exactly those ids and decode back
+ * to its text. Then the loader's refusals, one per component it does not implement. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "tok/tok.h"
+#include "tok/tok_internal.h"
+
+#define SMALL TWINRUN_TEST_DATA "/tokenizer_small"
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    fclose(f);
+    if (s) s[n] = 0;
+    *len = (size_t)n;
+    return s;
+}
+
+static tr_tok *small(void) {
+    size_t len;
+    char *json = slurp(SMALL "/tokenizer.json", &len), err[512] = "";
+    assert_non_null(json);
+    tr_tok *t = tr_tok_from_json(json, len, "tokenizer_small", err, sizeof err);
+    if (!t) fail_msg("%s", err);
+    free(json);
+    return t;
+}
+
+/* The text of a {"text": ...} line, its length (the text may hold NUL escapes: cJSON's string is
+ * NUL-terminated, so none may appear in the reference) */
+static char *line_text(const char *line, size_t *len) {
+    cJSON *o = cJSON_Parse(line);
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "text");
+    assert_true(cJSON_IsString(s));
+    char *t = strdup(s->valuestring);
+    *len = strlen(t);
+    cJSON_Delete(o);
+    return t;
+}
+
+static void test_ids_match_tokenizers(void **state) {
+    (void)state;
+    tr_tok *t = small();
+    assert_int_equal(tr_tok_vocab_size(t), 4096);
+    FILE *texts = fopen(SMALL "/test.jsonl", "r"), *ids = fopen(SMALL "/ids.jsonl", "r");
+    assert_non_null(texts);
+    assert_non_null(ids);
+    char *tl = NULL, *il = NULL, err[512], *back = NULL;
+    size_t tc = 0, ic = 0, bcap = 0;
+    tr_tok_buf b = {0};
+    int docs = 0;
+    int64_t total = 0;
+    while (getline(&tl, &tc, texts) > 0) {
+        assert_true(getline(&il, &ic, ids) > 0);
+        size_t len;
+        char *text = line_text(tl, &len);
+        if (tr_tok_encode(t, &b, text, len, false, err, sizeof err)) fail_msg("document %d: %s", docs, err);
+        cJSON *want = cJSON_Parse(il);
+        assert_true(cJSON_IsArray(want));
+        int64_t n = cJSON_GetArraySize(want), i = 0;
+        for (const cJSON *e = want->child; e; e = e->next, i++)
+            if (i >= b.n || b.ids[i] != (int32_t)e->valuedouble)
+                fail_msg("document %d: id %lld is %d, tokenizers gives %d", docs, (long long)i, i < b.n ? b.ids[i] : -1,
+                         (int)e->valuedouble);
+        assert_int_equal(b.n, n);
+        size_t blen = 0;
+        assert_int_equal(tr_tok_decode(t, b.ids, b.n, false, &back, &blen, &bcap, err, sizeof err), 0);
+        assert_int_equal(blen, len);
+        assert_memory_equal(back, text, len);
+        total += n;
+        cJSON_Delete(want);
+        free(text);
+        docs++;
+    }
+    assert_int_equal(docs, 228);
+    assert_int_equal(total, 238263); /* the reference's README */
+    free(tl);
+    free(il);
+    free(back);
+    fclose(texts);
+    fclose(ids);
+    tr_tok_buf_free(&b);
+    tr_tok_free(t);
+}
+
+/* Special tokens inside text are one token each, wherever they stand; decoding skips them on request. */
+static void test_special_tokens_in_text(void **state) {
+    (void)state;
+    tr_tok *t = small();
+    tr_tok_buf b = {0};
+    char err[256], *out = NULL;
+    size_t len = 0, cap = 0;
+    const char *s = "a<|eot_id|><|end_of_text|>b<|end_of_text";
+    assert_int_equal(tr_tok_encode(t, &b, s, strlen(s), false, err, sizeof err), 0);
+    assert_true(b.n >= 4);
+    assert_int_equal(b.ids[1], tr_tok_token_id(t, "<|eot_id|>"));
+    assert_int_equal(b.ids[2], 1);
+    for (int64_t i = 4; i < b.n; i++) assert_true(b.ids[i] > 2); /* the unfinished one is plain text */
+    assert_int_equal(tr_tok_decode(t, b.ids, b.n, true, &out, &len, &cap, err, sizeof err), 0);
+    assert_string_equal(out, "ab<|end_of_text");
+    free(out);
+    tr_tok_buf_free(&b);
+    tr_tok_free(t);
+}
+
+static void test_invalid_utf8_named(void **state) {
+    (void)state;
+    tr_tok *t = small();
+    tr_tok_buf b = {0};
+    char err[256] = "";
+    const char bad[] = "ok \xed\xa0\x80 surrogate";
+    assert_int_equal(tr_tok_encode(t, &b, bad, sizeof bad - 1, false, err, sizeof err), -1);
+    assert_non_null(strstr(err, "invalid UTF-8 at byte 3"));
+    const char over[] = "\xc0\xaf";
+    assert_int_equal(tr_tok_encode(t, &b, over, 2, false, err, sizeof err), -1);
+    tr_tok_buf_free(&b);
+    tr_tok_free(t);
+}
+
+/* tokenizer_small's file with one field replaced (a JSON text spliced in at the key) must fail with
+ * a message holding want. */
+static void refuse(const char *key, const char *value, const char *want) {
+    size_t len;
+    char *json = slurp(SMALL "/tokenizer.json", &len), err[512] = "";
+    cJSON *root = cJSON_Parse(json);
+    free(json);
+    cJSON_ReplaceItemInObjectCaseSensitive(root, key, cJSON_Parse(value));
+    char *text = cJSON_PrintUnformatted(root);
+    tr_tok *t = tr_tok_from_json(text, strlen(text), "tok.json", err, sizeof err);
+    if (t || !strstr(err, want)) fail_msg("%s = %s: got '%s', want '%s'", key, value, t ? "(loaded)" : err, want);
+    free(text);
+    cJSON_Delete(root);
+}
+
+static void test_components_refused_by_name(void **state) {
+    (void)state;
+    refuse("normalizer", "{\"type\": \"NFC\"}", "normalizer NFC is not implemented");
+    refuse("decoder", "{\"type\": \"WordPiece\"}", "decoder WordPiece is not implemented");
+    refuse("pre_tokenizer", "{\"type\": \"Whitespace\"}", "pre-tokenizer Whitespace is not implemented");
+    refuse("pre_tokenizer",
+           "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": \"a\"},"
+           " \"behavior\": \"Removed\"}, {\"type\": \"ByteLevel\", \"use_regex\": false}]}",
+           "Split with behavior Removed is not implemented");
+    refuse("pre_tokenizer",
+           "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"},"
+           " \"behavior\": \"Isolated\"}, {\"type\": \"ByteLevel\", \"use_regex\": false}]}",
+           "pattern does not compile at character 1");
+    refuse("post_processor", "{\"type\": \"BertProcessing\"}", "post_processor BertProcessing is not implemented");
+    refuse("truncation", "{\"max_length\": 5}", "truncation (set) is not implemented");
+    refuse("model", "{\"type\": \"WordPiece\"}", "model WordPiece is not implemented");
+    refuse("model", "{\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a b\"]}",
+           "model.merges[0] ('a' + 'b'): 'right' is not in the vocabulary");
+    refuse("model", "{\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}", "byte 0x00 has no token of its own");
+    refuse("model", "{\"type\": \"BPE\", \"vocab\": {\"a\": 0.5}, \"merges\": []}",
+           "model.vocab['a'] is not an integer");
+    refuse("added_tokens", "[{\"id\": 5, \"content\": \"x\", \"lstrip\": true}]", "('x'): lstrip is not implemented");
+}
+
+/* A tokenizer.json with the 256 byte tokens, "ab" (id 256), "abc" (257), one merge a+b, and
+ * ignore_merges as given; `tokenizers` encodes "abc" as the whole-word token only with ignore_merges
+ * (Llama 3's setting), since no merge makes "abc". */
+static tr_tok *tiny(bool ignore_merges) {
+    cJSON *root = cJSON_CreateObject(), *model = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(model, "type", "BPE");
+    cJSON_AddBoolToObject(model, "ignore_merges", ignore_merges);
+    cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
+    for (int b = 0; b < 256; b++) {
+        uint32_t cp = tr_tok_byte_char((unsigned char)b);
+        char u[4] = {0};
+        if (cp < 0x80) u[0] = (char)cp;
+        else u[0] = (char)(0xc0 | cp >> 6), u[1] = (char)(0x80 | (cp & 0x3f));
+        cJSON_AddNumberToObject(vocab, u, b);
+    }
+    cJSON_AddNumberToObject(vocab, "ab", 256);
+    cJSON_AddNumberToObject(vocab, "abc", 257);
+    cJSON *merges = cJSON_AddArrayToObject(model, "merges");
+    cJSON_AddItemToArray(merges, cJSON_CreateString("a b"));
+    cJSON *pre = cJSON_AddObjectToObject(root, "pre_tokenizer");
+    cJSON_AddStringToObject(pre, "type", "ByteLevel");
+    cJSON_AddBoolToObject(pre, "add_prefix_space", false);
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(root, "decoder"), "type", "ByteLevel");
+    char *text = cJSON_PrintUnformatted(root), err[256] = "";
+    tr_tok *t = tr_tok_from_json(text, strlen(text), "tiny", err, sizeof err);
+    if (!t) fail_msg("%s", err);
+    free(text);
+    cJSON_Delete(root);
+    return t;
+}
+
+static void test_ignore_merges(void **state) {
+    (void)state;
+    tr_tok_buf b = {0};
+    char err[128];
+    tr_tok *with = tiny(true), *without = tiny(false);
+    assert_int_equal(tr_tok_encode(with, &b, "abc abd", 7, false, err, sizeof err), 0);
+    int32_t want_with[] = {257, ' ', 256, 'd'};
+    assert_int_equal(b.n, 4);
+    assert_memory_equal(b.ids, want_with, sizeof want_with);
+    assert_int_equal(tr_tok_encode(without, &b, "abc", 3, false, err, sizeof err), 0);
+    int32_t want_without[] = {256, 'c'};
+    assert_int_equal(b.n, 2);
+    assert_memory_equal(b.ids, want_without, sizeof want_without);
+    tr_tok_buf_free(&b);
+    tr_tok_free(with);
+    tr_tok_free(without);
+}
+
+static void test_not_json_named(void **state) {
+    (void)state;
+    char err[256] = "";
+    assert_null(tr_tok_from_json("{\"model\": ", 10, "dir/tokenizer.json", err, sizeof err));
+    if (!strstr(err, "dir/tokenizer.json: not a JSON object (a syntax error at byte")) fail_msg("%s", err);
+    assert_null(tr_tok_from_json("", 0, "empty.json", err, sizeof err));
+    assert_non_null(strstr(err, "empty.json: not a JSON object"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ids_match_tokenizers), cmocka_unit_test(test_special_tokens_in_text),
+        cmocka_unit_test(test_invalid_utf8_named),   cmocka_unit_test(test_components_refused_by_name),
+        cmocka_unit_test(test_ignore_merges),        cmocka_unit_test(test_not_json_named),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
