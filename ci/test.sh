@@ -77,7 +77,9 @@ ctest_stage() {
   local junit=$dir/ctest_junit.xml
   local rc=0
   rm -f "$junit"
-  ctest --test-dir "$dir" -j"${ctest_jobs:-$jobs}" --timeout 300 --output-on-failure --output-junit "$(realpath "$junit")" "$@" || rc=$?
+  # --no-tests=error: a label or name filter that matches nothing (a renamed label, a build without the
+  # tests) fails rather than passing with no test run
+  ctest --test-dir "$dir" -j"${ctest_jobs:-$jobs}" --timeout 300 --no-tests=error --output-on-failure --output-junit "$(realpath "$junit")" "$@" || rc=$?
   python3 ci/ctest_margin.py "$dir" "$junit" --default-timeout 300 || rc=1
   return $rc
 }
@@ -119,7 +121,8 @@ stage_clang() {
   ctest_stage build/twin-clang -LE 'heavy|slow'
   # Determinism across compilers: the cli_deterministic run gives the same bits with gcc and clang (gcc's
   # run made here: the gcc stage runs only `heavy` tests when the coverage stage runs the rest)
-  ctest --test-dir build/twin -R '^cli_deterministic$' --output-on-failure >/dev/null
+  # its output shown (a failure here must say why); --no-tests=error: a renamed test fails, not passes
+  ctest --test-dir build/twin -R '^cli_deterministic$' --no-tests=error --output-on-failure
   cmp build/twin/tests/det_a.jsonl build/twin-clang/tests/det_a.jsonl
   echo "gcc and clang twins wrote byte-identical training metrics"
 }

@@ -29,18 +29,16 @@ endif()
 
 # --keep-last 2 with a save every 2 of 6 iterations keeps iterations 4 and 6 (the tracker's) only.
 set(kl_dir ${CMAKE_CURRENT_BINARY_DIR}/ckpt_keep_last)
-add_test(NAME ckpt_keep_last COMMAND sh -c
-  "rm -rf ${kl_dir} && ${PROJECT_BINARY_DIR}/bin/train_llama3 --num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --group-query-attention --num-query-groups 2 --seq-length 8 --max-position-embeddings 8 --position-embedding-type rope --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0 --hidden-dropout 0 --micro-batch-size 1 --global-batch-size 2 --train-iters 6 --lr 1e-3 --mock-data --vocab-size 128 --eval-iters 0 --data-cache-path ${kl_dir}/cache --save ${kl_dir}/save --save-interval 2 --keep-last 2 >/dev/null && ls ${kl_dir}/save | tr '\\n' ' ' && rm -rf ${kl_dir}/cache ${kl_dir}/save")
-set_tests_properties(ckpt_keep_last PROPERTIES LABELS "${labels}"
-  PASS_REGULAR_EXPRESSION "iter_0000004 iter_0000006 latest_checkpointed_iteration.txt" FAIL_REGULAR_EXPRESSION "iter_0000002")
+twinrun_expect_sh(ckpt_keep_last 0 "iter_0000004 iter_0000006 latest_checkpointed_iteration.txt"
+  "rm -rf ${kl_dir} && ${PROJECT_BINARY_DIR}/bin/train_llama3 --num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --group-query-attention --num-query-groups 2 --seq-length 8 --max-position-embeddings 8 --position-embedding-type rope --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0 --hidden-dropout 0 --micro-batch-size 1 --global-batch-size 2 --train-iters 6 --lr 1e-3 --mock-data --vocab-size 128 --eval-iters 0 --data-cache-path ${kl_dir}/cache --save ${kl_dir}/save --save-interval 2 --keep-last 2 >/dev/null && ls ${kl_dir}/save | tr '\\n' ' ' && rm -rf ${kl_dir}/cache ${kl_dir}/save"
+  LABELS ${labels} PROPERTIES FAIL_REGULAR_EXPRESSION "iter_0000002")
 
 # --exit-duration-in-mins stops every rank at the same iteration (the twin's simulated clock) and saves.
 if(TWINRUN_BACKEND STREQUAL "twin")
 set(ed_dir ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exit_duration)
-add_test(NAME ckpt_exit_duration COMMAND sh -c
-  "rm -rf ${ed_dir} && WORLD_SIZE=2 ${PROJECT_BINARY_DIR}/bin/train_llama3 --num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --group-query-attention --num-query-groups 2 --seq-length 8 --max-position-embeddings 8 --position-embedding-type rope --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0 --hidden-dropout 0 --micro-batch-size 1 --global-batch-size 2 --train-iters 100000 --lr 1e-3 --mock-data --vocab-size 128 --eval-iters 0 --log-interval 100000 --data-cache-path ${ed_dir}/cache --save ${ed_dir}/save --save-interval 100000 --exit-duration-in-mins 0.0005 && ${PROJECT_BINARY_DIR}/bin/ckpt verify ${ed_dir}/save && rm -rf ${ed_dir}/cache ${ed_dir}/save")
-set_tests_properties(ckpt_exit_duration PROPERTIES LABELS "${labels}"
-  PASS_REGULAR_EXPRESSION "exiting program after 0.0005 minutes.*saved checkpoint at iteration [0-9]+ to.*verification: +OK")
+twinrun_expect_sh(ckpt_exit_duration 0 "exiting program after 0.0005 minutes.*saved checkpoint at iteration [0-9]+ to.*verification: +OK"
+  "rm -rf ${ed_dir} && WORLD_SIZE=2 ${PROJECT_BINARY_DIR}/bin/train_llama3 --num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --group-query-attention --num-query-groups 2 --seq-length 8 --max-position-embeddings 8 --position-embedding-type rope --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0 --hidden-dropout 0 --micro-batch-size 1 --global-batch-size 2 --train-iters 100000 --lr 1e-3 --mock-data --vocab-size 128 --eval-iters 0 --log-interval 100000 --data-cache-path ${ed_dir}/cache --save ${ed_dir}/save --save-interval 100000 --exit-duration-in-mins 0.0005 && ${PROJECT_BINARY_DIR}/bin/ckpt verify ${ed_dir}/save && rm -rf ${ed_dir}/cache ${ed_dir}/save"
+  LABELS ${labels})
 endif()
 
 # Provenance: `ckpt inspect` prints it; a manifest edited after the save fails `ckpt verify` and --load

@@ -4,17 +4,17 @@ add_test(NAME launch_script COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/launch/test
   ${PROJECT_BINARY_DIR}/bin/train_llama3 ${TWINRUN_BACKEND})
 set_tests_properties(launch_script PROPERTIES LABELS "${labels}" TIMEOUT 120)
 
-# launch_check over loopback: three torchrun-style ranks, and mpirun where it is installed.
-add_test(NAME launch_check_torchrun COMMAND sh -c
-  "for r in 0 1 2; do RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29631 ${PROJECT_BINARY_DIR}/bin/launch_check 20 & done; wait")
-set_tests_properties(launch_check_torchrun PROPERTIES LABELS "${labels}" TIMEOUT 60
-  PASS_REGULAR_EXPRESSION "all 3 ranks reached the rendezvous at 127.0.0.1:29631")
+# launch_check over loopback: three torchrun-style ranks, and mpirun where it is installed. Each rank's
+# exit status is waited for by its pid (a bare `wait` returns 0 whatever the ranks returned).
+twinrun_expect_sh(launch_check_torchrun 0 "all 3 ranks reached the rendezvous at 127.0.0.1:29631"
+  "pids=''; for r in 0 1 2; do RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29631 ${PROJECT_BINARY_DIR}/bin/launch_check 20 & pids=\"$pids $!\"; done; rc=0; for p in $pids; do wait $p || rc=1; done; exit $rc"
+  LABELS ${labels} PROPERTIES TIMEOUT 60)
 find_program(MPIRUN mpirun)
 if(MPIRUN)
   # through sh: ci/memcheck.py runs each test's command under valgrind, and Open MPI's own start-up leaks
-  add_test(NAME launch_check_mpirun COMMAND sh -c
-    "${MPIRUN} --oversubscribe -np 2 -x MASTER_PORT=29632 ${PROJECT_BINARY_DIR}/bin/launch_check 20")
-  set_tests_properties(launch_check_mpirun PROPERTIES LABELS "${labels}" TIMEOUT 60
-    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
-    PASS_REGULAR_EXPRESSION "all 2 ranks reached the rendezvous at 127.0.0.1:29632")
+  twinrun_expect_sh(launch_check_mpirun 0 "all 2 ranks reached the rendezvous at 127.0.0.1:29632"
+    "${MPIRUN} --oversubscribe -np 2 -x MASTER_PORT=29632 ${PROJECT_BINARY_DIR}/bin/launch_check 20"
+    LABELS ${labels} PROPERTIES TIMEOUT 60)
+  set_tests_properties(launch_check_mpirun PROPERTIES
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 endif()

@@ -35,8 +35,10 @@ for variant in "uniform1:--recompute-granularity full --recompute-method uniform
     run "$name" $flags
     cmp "$work/plain.bits" "$work/$name.bits" || fail "$name: metrics differ from the run without recompute"
     line=$(grep "^\[memory\] rank 0: activation recompute" "$work/$name.log") || fail "$name: no recompute line in the memory report"
-    saved=$(echo "$line" | sed -E 's/.*, ([0-9.]+) kB \(([0-9]+)%\) saved$/\1/')
-    awk -v s="$saved" 'BEGIN { exit !(s > 0) }' || fail "$name: nothing saved: $line"
+    # the number itself, or nothing (sed -n ... p): a line of another form must not pass as a saving
+    saved=$(echo "$line" | sed -nE 's/.*, ([0-9]+(\.[0-9]+)?) kB \(([0-9]+)%\) saved$/\1/p')
+    [ -n "$saved" ] || fail "$name: no 'N kB (P%) saved' at the end of: $line"
+    awk -v s="$saved" 'BEGIN { exit !(s + 0 > 0) }' || fail "$name: nothing saved: $line"
     echo "$name: same bits; $line"
 done
 # a passed run leaves no data cache or checkpoints behind (~150 MB a mock-data configuration): the

@@ -36,10 +36,9 @@ if(MPIRUN)
   endforeach()
   # 12 back-to-back 2- and 4-process jobs beside two busy loops, large and small messages: every one
   # ends cleanly (the long run: 200 jobs, docs/benchmarks.md)
-  add_test(NAME multiproc_stress COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/parallel/multiproc_stress.sh
-    ${PROJECT_BINARY_DIR}/bin ${CMAKE_CURRENT_BINARY_DIR}/multiproc_stress 12 even)
-  set_tests_properties(multiproc_stress PROPERTIES LABELS "${labels};heavy" TIMEOUT 600
-    PASS_REGULAR_EXPRESSION "12/12 jobs ended cleanly")
+  twinrun_expect_sh(multiproc_stress 0 "12/12 jobs ended cleanly"
+    "bash ${CMAKE_CURRENT_SOURCE_DIR}/parallel/multiproc_stress.sh ${PROJECT_BINARY_DIR}/bin ${CMAKE_CURRENT_BINARY_DIR}/multiproc_stress 12 even"
+    LABELS ${labels} heavy PROPERTIES TIMEOUT 600)
 endif()
 
 # Activation recomputation (issue 16): full uniform/block and selective on TP2 x PP2 x DP2, bit-identical
@@ -64,10 +63,9 @@ endforeach()
 # The distributed optimizer's static memory per rank against the documented per-parameter formula
 # (issue 17: bf16 2 + 4 + 12/DP, Megatron's 6 + 12/DP) at TP2 PP2 DP2 and the 70B seed's TP8 PP8 DP16.
 if(TWINRUN_BACKEND STREQUAL "twin")
-add_test(NAME parallel_memory_formula COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/parallel/memory_formula.sh
-  ${PROJECT_BINARY_DIR}/bin ${CMAKE_CURRENT_BINARY_DIR}/parallel_memory_formula)
-set_tests_properties(parallel_memory_formula PROPERTIES LABELS "${labels}" TIMEOUT 300
-  PASS_REGULAR_EXPRESSION "memory formula: OK")
+twinrun_expect_sh(parallel_memory_formula 0 "memory formula: OK"
+  "sh ${CMAKE_CURRENT_SOURCE_DIR}/parallel/memory_formula.sh ${PROJECT_BINARY_DIR}/bin ${CMAKE_CURRENT_BINARY_DIR}/parallel_memory_formula"
+  LABELS ${labels} PROPERTIES TIMEOUT 300)
 endif()
 
 # Gradient buckets and --overlap-grad-reduce (issue 17): equal to no buckets and to one rank, resume

@@ -9,10 +9,9 @@ twinrun_expect(NAME twin_blame_cli_bad_input EXIT 2 LABELS twin
 # Thread-count independence (docs/twin.md#threads): a 16-rank TP/PP/CP/DP training run and the 8-rank fault
 # scenario at 1, 2, 4 and "lazy" threads give the same metrics, checkpoints, reports, traces and logs, byte
 # for byte (wall-clock figures masked). `valgrind-skip`: ci/memcheck.py would run it all under valgrind.
-add_test(NAME twin_threads_identical COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/twin/threads_identical.py
-  ${PROJECT_BINARY_DIR}/bin ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/twin_threads_identical)
-set_tests_properties(twin_threads_identical PROPERTIES LABELS "twin;valgrind-skip" TIMEOUT 600
-  PASS_REGULAR_EXPRESSION "threads identical: ok")
+twinrun_expect_sh(twin_threads_identical 0 "threads identical: ok"
+  "${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/twin/threads_identical.py ${PROJECT_BINARY_DIR}/bin ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/twin_threads_identical"
+  LABELS twin valgrind-skip PROPERTIES TIMEOUT 600)
 
 # The worker pool under helgrind (docs/twin.md#threads): test_twin_pool's runs with 2 and 4 threads and the
 # lazy mode, no data race reported. `valgrind-skip`: ci/memcheck.py would run valgrind inside valgrind.
@@ -35,16 +34,15 @@ twinrun_expect(NAME calib_fit_fixture EXIT 0 OUTPUT "test_fit_cost_model: ok" LA
   COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/twin/test_fit_cost_model.py ${PROJECT_SOURCE_DIR})
 # The H200 table built into the twin is the fit of the committed measurements (the twin replays their
 # flags in predict mode for its ledgers).
-add_test(NAME calib_fit_committed COMMAND sh -c
-  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} ci/fit_cost_model.py docs/results/calibration/h200-2026-12-02b --bin $<TARGET_FILE:train_llama3> --check sim/cost/calibration_h200.c --md-out ${CMAKE_CURRENT_BINARY_DIR}/calib_fit.md")
-set_tests_properties(calib_fit_committed PROPERTIES LABELS twin PASS_REGULAR_EXPRESSION "matches the fit of")
+twinrun_expect_sh(calib_fit_committed 0 "matches the fit of"
+  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} ci/fit_cost_model.py docs/results/calibration/h200-2026-12-02b --bin $<TARGET_FILE:train_llama3> --check sim/cost/calibration_h200.c --md-out ${CMAKE_CURRENT_BINARY_DIR}/calib_fit.md"
+  LABELS twin)
 # ci/gpu_calibrate.sh's dry run on the twin (a tiny model), end to end through predict_vs_measured.py: the
 # twin's own runs are what its predict mode predicts (step time and peak), so every target holds.
 # It returns three files (the device call's limit is 8), and the tarball holds the folder the scripts read.
-add_test(NAME calib_dry_run COMMAND sh -c
-  "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/calib_dry && rm -rf $D && TWINRUN_TWIN_DEVICE=H200 TWINRUN_CALIB_TINY=1 TWINRUN_CALIB_BIN=$<TARGET_FILE:train_llama3> TWINRUN_CALIB_WORK=$D/work ci/gpu_calibrate.sh $D/out && ls $D/out && mkdir $D/back && tar -xzf $D/out/gpu_calibrate.tar.gz -C $D/back && ${Python3_EXECUTABLE} ci/predict_vs_measured.py $D/back/calib --strict --bin $<TARGET_FILE:train_llama3>")
-set_tests_properties(calib_dry_run PROPERTIES LABELS twin
-  PASS_REGULAR_EXPRESSION "calibration.json\ngpu_calibrate.tar.gz\nsummary.txt\n.*tiny_seq64_mb2_full \\| [0-9.]+ \\| [0-9.]+ \\| [+-]0\\.0%.*targets missed: none")
+twinrun_expect_sh(calib_dry_run 0 "calibration.json\ngpu_calibrate.tar.gz\nsummary.txt\n.*tiny_seq64_mb2_full \\| [0-9.]+ \\| [0-9.]+ \\| [+-]0\\.0%.*targets missed: none"
+  "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/calib_dry && rm -rf $D && TWINRUN_TWIN_DEVICE=H200 TWINRUN_CALIB_TINY=1 TWINRUN_CALIB_BIN=$<TARGET_FILE:train_llama3> TWINRUN_CALIB_WORK=$D/work ci/gpu_calibrate.sh $D/out && ls $D/out && mkdir $D/back && tar -xzf $D/out/gpu_calibrate.tar.gz -C $D/back && ${Python3_EXECUTABLE} ci/predict_vs_measured.py $D/back/calib --strict --bin $<TARGET_FILE:train_llama3>"
+  LABELS twin)
 
 # ci/gpu_multi_bench.sh's dry run on the twin (issue 20, docs/benchmarks.md): 2 simulated GPUs, the tiny
 # stand-in model in L1, TP2, DP2 and PP2 through scripts/launch_llama3.sh (the "measured" side: the twin's own
@@ -53,10 +51,9 @@ set_tests_properties(calib_dry_run PROPERTIES LABELS twin
 # layout's figures (efficiency in (0, 1.5], wait share in [0, 1], twin step > 0 and, the measured side being
 # the twin itself, within 2% of it; no failed check), and the same from the tarball alone (what a call cut
 # short returns). `valgrind-skip`: under ci/memcheck.py valgrind would watch only the shell.
-add_test(NAME multi_bench_dry_run COMMAND sh -c
-  "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/multi_bench_dry && rm -rf $D && TWINRUN_MULTI_BENCH_DRY=1 TWINRUN_MULTI_BENCH_GPUS=2 TWINRUN_MULTI_BENCH_BIN=$<TARGET_FILE:train_llama3> TWINRUN_MULTI_BENCH_WORK=$D/work ci/gpu_multi_bench.sh $D/out && ls $D/out && C='check --layouts tiny_L1,tiny_TP2,tiny_DP2,tiny_PP2 --twin-tolerance 0.02' && ${Python3_EXECUTABLE} ci/bench/multi_bench_report.py $C $D/out/gpu_multi_bench.json && mkdir $D/back && tar -xzf $D/out/gpu_multi_bench_runs.tar.gz -C $D/back && ${Python3_EXECUTABLE} ci/bench/multi_bench_report.py report $D/back/runs --gpus 2 --dry-run --quiet --json $D/back/j.json --md $D/back/t.md && ${Python3_EXECUTABLE} ci/bench/multi_bench_report.py $C $D/back/j.json")
-set_tests_properties(multi_bench_dry_run PROPERTIES LABELS "twin;valgrind-skip" TIMEOUT 600
-  PASS_REGULAR_EXPRESSION "summary: 14 passed, 0 failed.*\ngpu_multi_bench.json\ngpu_multi_bench.md\ngpu_multi_bench_runs.tar.gz\ngpu_multi_logs.tar.gz\ncheck: 4 layouts, every figure in range.*check: 4 layouts, every figure in range")
+twinrun_expect_sh(multi_bench_dry_run 0 "summary: 14 passed, 0 failed.*\ngpu_multi_bench.json\ngpu_multi_bench.md\ngpu_multi_bench_runs.tar.gz\ngpu_multi_logs.tar.gz\ncheck: 4 layouts, every figure in range.*check: 4 layouts, every figure in range"
+  "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/multi_bench_dry && rm -rf $D && TWINRUN_MULTI_BENCH_DRY=1 TWINRUN_MULTI_BENCH_GPUS=2 TWINRUN_MULTI_BENCH_BIN=$<TARGET_FILE:train_llama3> TWINRUN_MULTI_BENCH_WORK=$D/work ci/gpu_multi_bench.sh $D/out && ls $D/out && C='check --layouts tiny_L1,tiny_TP2,tiny_DP2,tiny_PP2 --twin-tolerance 0.02' && ${Python3_EXECUTABLE} ci/bench/multi_bench_report.py $C $D/out/gpu_multi_bench.json && mkdir $D/back && tar -xzf $D/out/gpu_multi_bench_runs.tar.gz -C $D/back && ${Python3_EXECUTABLE} ci/bench/multi_bench_report.py report $D/back/runs --gpus 2 --dry-run --quiet --json $D/back/j.json --md $D/back/t.md && ${Python3_EXECUTABLE} ci/bench/multi_bench_report.py $C $D/back/j.json"
+  LABELS twin valgrind-skip PROPERTIES TIMEOUT 600)
 # The dry run's assertions refuse what is out of range: an efficiency of 2, a wait share of 1.2, a zero twin
 # step, GPUs that are not TP x PP x DP, a missing layout, a failed correctness check.
 twinrun_expect(NAME multi_bench_check_refuses EXIT 1 LABELS twin
