@@ -1,4 +1,8 @@
 /* The `dataset` program: Megatron-style data preparation and inspection.
+ *   dataset preprocess --input DOCS.jsonl --output-prefix P --tokenizer-type HuggingFaceTokenizer
+ *       --tokenizer-model DIR [--json-keys text ...] [--append-eod] [--workers N] [--partitions N]
+ *       [--keep-sequential-samples] [--skip-bad-lines] [--log-interval N]
+ *       JSON lines of text -> P_KEY_document.bin/.idx, as Megatron's tools/preprocess_data.py.
  *   dataset preprocess --input DOCS.jsonl --output-prefix P [--append-eod] [--vocab-size V] [--eod-id N]
  *       JSON lines {"ids": [...]} (already tokenized) -> P.bin + P.idx (Megatron's MMIDIDX v1).
  *   dataset inspect PREFIX [--vocab-size V]
@@ -15,6 +19,8 @@
 #include "data/indexed_dataset.h"
 #include "data/jsonl.h"
 #include "data/npy.h"
+#include "data/preprocess.h"
+#include "tok/tok_dir.h"
 #include "twinrun/config.h"
 #include "twinrun/err.h"
 #include "twinrun/version.h"
@@ -23,7 +29,11 @@
 
 static int usage(void) {
     fprintf(stderr,
-            "usage: dataset preprocess --input DOCS.jsonl --output-prefix PREFIX [--append-eod] [--vocab-size V] "
+            "usage: dataset preprocess --input DOCS.jsonl --output-prefix PREFIX --tokenizer-type HuggingFaceTokenizer "
+            "--tokenizer-model DIR [--json-keys KEY ...] [--append-eod] [--workers N] [--partitions N] "
+            "[--keep-sequential-samples] [--skip-bad-lines] [--log-interval N] "
+            "[--tokenizer-hf-no-include-special-tokens]\n"
+            "       dataset preprocess --input IDS.jsonl --output-prefix PREFIX [--append-eod] [--vocab-size V] "
             "[--eod-id N]\n"
             "       dataset inspect PREFIX [--vocab-size V]\n"
             "       dataset samples [train_llama3 data flags] --split-name train|valid|test --count N --out DIR "
@@ -43,7 +53,104 @@ static int parse_i64(const char *flag, const char *s, int64_t *v) {
     return 0;
 }
 
+static int parse_int(const char *flag, const char *s, int lo, int hi, int *v) {
+    int64_t x;
+    if (parse_i64(flag, s, &x)) return -1;
+    if (x < lo || x > hi) {
+        fprintf(stderr, "dataset preprocess: %s %lld: use %d..%d\n", flag, (long long)x, lo, hi);
+        return -1;
+    }
+    *v = (int)x;
+    return 0;
+}
+
+/* Megatron's flags for text input; 0, or an exit code. */
+static int text_flags(int argc, char **argv, tr_pre_opts *o, const char **type, const char **model) {
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int x;
+        if (!strcmp(a, "--input") && v) o->input = argv[++i];
+        else if (!strcmp(a, "--output-prefix") && v) o->prefix = argv[++i];
+        else if (!strcmp(a, "--tokenizer-type") && v) *type = argv[++i];
+        else if (!strcmp(a, "--tokenizer-model") && v) *model = argv[++i];
+        else if (!strcmp(a, "--append-eod")) o->append_eod = true;
+        else if (!strcmp(a, "--keep-sequential-samples")) o->keep_sequential = true;
+        else if (!strcmp(a, "--skip-bad-lines")) o->skip_bad = true;
+        else if (!strcmp(a, "--tokenizer-hf-no-include-special-tokens")) o->add_special = false;
+        else if (!strcmp(a, "--json-keys")) {
+            o->nkeys = 0;
+            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) && o->nkeys < TR_PRE_MAX_KEYS)
+                o->keys[o->nkeys++] = argv[++i];
+            if (!o->nkeys) return fprintf(stderr, "dataset preprocess: --json-keys needs at least one key\n"), usage();
+        } else if (!strcmp(a, "--workers") || !strcmp(a, "--partitions") || !strcmp(a, "--log-interval")) {
+            if (parse_int(a, v, a[2] == 'l' ? 0 : 1, a[2] == 'l' ? 1 << 30 : 256, &x)) return TR_EXIT_USAGE;
+            *(a[2] == 'w' ? &o->workers : a[2] == 'p' ? &o->partitions : &x) = x;
+            if (a[2] == 'l') o->log_interval = x;
+            i++;
+        } else if (!strcmp(a, "--split-sentences")) {
+            fprintf(stderr, "dataset preprocess: --split-sentences (NLTK's punkt) is not implemented; preprocess "
+                            "without it, or give each document as a JSON list of sentences\n");
+            return TR_EXIT_USAGE;
+        } else {
+            fprintf(stderr, "dataset preprocess: unknown or incomplete flag '%s'\n", a);
+            return usage();
+        }
+    }
+    if (!o->input || !o->prefix) return usage();
+    if (o->workers % o->partitions) {
+        fprintf(stderr,
+                "dataset preprocess: --workers %d is not divisible by --partitions %d (Megatron's tool "
+                "refuses it too); give workers = partitions x workers-per-partition\n",
+                o->workers, o->partitions);
+        return TR_EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int cmd_preprocess_text(int argc, char **argv) {
+    tr_pre_opts o = {
+        .keys = {"text"}, .nkeys = 1, .add_special = true, .workers = 1, .partitions = 1, .log_interval = 1000};
+    const char *type = NULL, *model = NULL;
+    int rc = text_flags(argc, argv, &o, &type, &model);
+    if (rc) return rc;
+    char err[ERRLEN];
+    tr_tok_specials sp;
+    tr_tok *tok = tr_tok_open(type, model, &sp, err, sizeof err);
+    if (!tok) {
+        fprintf(stderr, "dataset preprocess: %s\n", err);
+        return TR_EXIT_USAGE;
+    }
+    o.tok = tok;
+    o.eod = sp.eos;
+    if (o.append_eod && o.eod < 0) {
+        fprintf(stderr,
+                "dataset preprocess: --append-eod: %s/tokenizer_config.json names no eos_token (Megatron's "
+                "eod); add \"eos_token\" to it\n",
+                model);
+        tr_tok_free(tok);
+        return TR_EXIT_USAGE;
+    }
+    tr_pre_stats st;
+    rc = tr_pre_run(&o, &st, err, sizeof err);
+    tr_tok_free(tok);
+    if (rc) {
+        fprintf(stderr, "dataset preprocess: %s\n", err);
+        return TR_EXIT_FATAL;
+    }
+    if (st.bad_lines)
+        fprintf(stderr, "dataset preprocess: skipped %lld bad lines, the first %s:%lld: %s\n", (long long)st.bad_lines,
+                o.input, (long long)st.first_bad_line, st.first_bad);
+    for (int k = 0; k < o.nkeys; k++) printf("wrote %s_%s_document.bin and .idx\n", o.prefix, o.keys[k]);
+    printf("%lld documents, %lld tokens, %.1f MB in %.2f s (%.2f MB/s, %d workers)\n", (long long)st.docs,
+           (long long)st.tokens, (double)st.bytes / 1048576.0, st.seconds,
+           (double)st.bytes / 1048576.0 / (st.seconds > 0 ? st.seconds : 1e-9), o.workers);
+    return 0;
+}
+
 static int cmd_preprocess(int argc, char **argv) {
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--tokenizer-type") && i + 1 < argc && strcmp(argv[i + 1], "NullTokenizer"))
+            return cmd_preprocess_text(argc, argv);
     const char *input = NULL, *prefix = NULL;
     int append_eod = 0;
     int64_t vocab = 0, eod = -1;

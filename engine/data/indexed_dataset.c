@@ -324,6 +324,8 @@ struct tr_idx_writer {
     FILE *bin;
     int32_t *lengths; /* [n, cap] */
     int64_t n, cap;
+    int64_t *doc_end; /* [ndoc, dcap]: sequences written when each document ended */
+    int64_t ndoc, dcap;
     int64_t bytes;
 };
 
@@ -351,7 +353,7 @@ tr_idx_writer *tr_idx_writer_open(const char *prefix, int code, char *err, size_
     return w;
 }
 
-int tr_idx_writer_add(tr_idx_writer *w, const int64_t *tokens, int64_t n, char *err, size_t errlen) {
+int tr_idx_writer_add_sequence(tr_idx_writer *w, const int64_t *tokens, int64_t n, char *err, size_t errlen) {
     static const int64_t lo[9] = {0, 0, -128, -32768, INT32_MIN, INT64_MIN, 0, 0, 0};
     static const int64_t hi[9] = {0, 255, 127, 32767, INT32_MAX, INT64_MAX, 0, 0, 65535};
     if (n > INT32_MAX) return tr_errf(err, errlen, "document of %lld tokens exceeds int32 lengths", (long long)n);
@@ -378,6 +380,23 @@ int tr_idx_writer_add(tr_idx_writer *w, const int64_t *tokens, int64_t n, char *
     return 0;
 }
 
+int tr_idx_writer_end_document(tr_idx_writer *w, char *err, size_t errlen) {
+    if (w->ndoc == w->dcap) {
+        int64_t nc = w->dcap ? 2 * w->dcap : 1024;
+        int64_t *nd = realloc(w->doc_end, (size_t)nc * sizeof *nd);
+        if (!nd) return tr_errf(err, errlen, "out of memory");
+        w->doc_end = nd;
+        w->dcap = nc;
+    }
+    w->doc_end[w->ndoc++] = w->n;
+    return 0;
+}
+
+int tr_idx_writer_add(tr_idx_writer *w, const int64_t *tokens, int64_t n, char *err, size_t errlen) {
+    if (tr_idx_writer_add_sequence(w, tokens, n, err, errlen)) return -1;
+    return tr_idx_writer_end_document(w, err, errlen);
+}
+
 static void remove_outputs(const char *prefix) {
     char path[1100];
     snprintf(path, sizeof path, "%s.bin", prefix);
@@ -391,6 +410,7 @@ void tr_idx_writer_abort(tr_idx_writer *w) {
     if (w->bin) fclose(w->bin);
     remove_outputs(w->prefix);
     free(w->lengths);
+    free(w->doc_end);
     free(w);
 }
 
@@ -409,14 +429,14 @@ int tr_idx_writer_finish(tr_idx_writer *w, char *err, size_t errlen) {
     if (f) {
         unsigned char code = (unsigned char)w->code;
         ok = fwrite(MAGIC, 1, 9, f) == 9 && put64(f, 1) && fwrite(&code, 1, 1, f) == 1 && put64(f, (uint64_t)w->n) &&
-             put64(f, (uint64_t)w->n + 1) && fwrite(w->lengths, 4, (size_t)w->n, f) == (size_t)w->n;
+             put64(f, (uint64_t)w->ndoc + 1) && fwrite(w->lengths, 4, (size_t)w->n, f) == (size_t)w->n;
         int64_t p = 0;
         for (int64_t i = 0; ok && i < w->n; i++) {
             ok = put64(f, (uint64_t)p);
             p += (int64_t)w->lengths[i] * w->itemsize;
         }
-        /* one sequence per document: document boundaries 0, 1, ..., n */
-        for (int64_t i = 0; ok && i <= w->n; i++) ok = put64(f, (uint64_t)i);
+        ok = ok && put64(f, 0);
+        for (int64_t i = 0; ok && i < w->ndoc; i++) ok = put64(f, (uint64_t)w->doc_end[i]);
         ok = (fclose(f) == 0) && ok;
     } else {
         ok = 0;
@@ -427,6 +447,7 @@ int tr_idx_writer_finish(tr_idx_writer *w, char *err, size_t errlen) {
         return -1;
     }
     free(w->lengths);
+    free(w->doc_end);
     free(w);
     return 0;
 }

@@ -49,10 +49,14 @@ const int8_t *tr_idx_modes(const tr_idx_dataset *d);     /* [S] or NULL */
 int tr_idx_read(const tr_idx_dataset *d, int64_t seq, int64_t offset, int64_t count, int64_t *out, char *err,
                 size_t errlen);
 
-/* Writer: one sequence per document, as Megatron's preprocess_data.py does without sentence
- * splitting. Tokens are range-checked against the dtype. */
+/* Writer, as Megatron's IndexedDatasetBuilder: sequences, and document ends after them (a document
+ * of several sequences: a JSON list of sentences; of none: a text with no tokens). Tokens are
+ * range-checked against the dtype. */
 typedef struct tr_idx_writer tr_idx_writer;
 tr_idx_writer *tr_idx_writer_open(const char *prefix, int dtype_code, char *err, size_t errlen);
+int tr_idx_writer_add_sequence(tr_idx_writer *w, const int64_t *tokens, int64_t n, char *err, size_t errlen); /* [n] */
+int tr_idx_writer_end_document(tr_idx_writer *w, char *err, size_t errlen);
+/* A document of one sequence: add_sequence, then end_document. */
 int tr_idx_writer_add(tr_idx_writer *w, const int64_t *tokens, int64_t n, char *err, size_t errlen); /* [n] */
 /* Writes the .idx and closes; on failure removes both files. Always frees w. */
 int tr_idx_writer_finish(tr_idx_writer *w, char *err, size_t errlen);

@@ -43,6 +43,10 @@ typedef struct tr_tok_buf {
 
 void tr_tok_buf_free(tr_tok_buf *b);
 
+/* Length of the valid UTF-8 prefix of s [n]: n when all of it is valid (no overlong forms, no
+ * surrogates, nothing past U+10FFFF). */
+size_t tr_tok_utf8_valid(const char *s, size_t n);
+
 /* Encodes text [len bytes of UTF-8] into b->ids. add_special: the post-processor's template (for
  * Llama 3 a leading <|begin_of_text|>), as `tokenizers`' encode(text, add_special_tokens=True) and
  * Megatron's HuggingFaceTokenizer.tokenize do. Fails only on invalid UTF-8 (the byte offset named)

@@ -69,8 +69,6 @@ int tr_tok_finish(tr_tok *t, char *err, size_t errlen);
 /* GPT-2's byte-level alphabet: byte -> code point, and code point -> byte (-1 outside it). */
 uint32_t tr_tok_byte_char(unsigned char b);
 int tr_tok_char_byte(uint32_t cp);
-/* Length of the valid UTF-8 prefix of s [n]; n when all of it is valid. */
-size_t tr_tok_utf8_valid(const char *s, size_t n);
 /* Decodes one code point at s [n] (valid UTF-8 assumed); returns its length. */
 int tr_tok_utf8_next(const char *s, size_t n, uint32_t *cp);
 

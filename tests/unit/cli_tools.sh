@@ -16,6 +16,94 @@ docs() {
 }
 
 case $case in
+preprocess_text)
+    # Text through the tokenizer: byte for byte what Megatron-LM's own tools/preprocess_data.py wrote
+    # from the same text and tokenizer (tests/data/tokenizer_small/megatron), without and with
+    # --append-eod, with 1 and 3 workers
+    tok=$src/tests/data/tokenizer_small
+    for w in 1 3; do
+        expect_rc 0 "$bin/dataset" preprocess --input "$tok/test.jsonl" --json-keys text --output-prefix small_noeod \
+            --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$tok" --workers $w
+        hasF "wrote small_noeod_text_document.bin and .idx"
+        hasF "228 documents, 238263 tokens"
+        expect_rc 0 "$bin/dataset" preprocess --input "$tok/test.jsonl" --output-prefix small_eod --append-eod \
+            --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$tok" --workers $w
+        for f in small_noeod_text_document.bin small_noeod_text_document.idx small_eod_text_document.bin \
+            small_eod_text_document.idx; do
+            cmp "$f" "$tok/megatron/$f" || fail "$f differs from Megatron's ($w workers)"
+        done
+    done
+    # two keys, a list of sentences (one sequence each, the empty one dropped), --partitions 2's order
+    # (Megatron's partition files take the lines round-robin and are merged in partition order)
+    printf '{"text": "a b", "t2": ["x", "", "y z"]}\n{"text": "c", "t2": "w"}\n{"text": "d", "t2": "v"}\n' >two.jsonl
+    expect_rc 0 "$bin/dataset" preprocess --input two.jsonl --output-prefix two --json-keys text t2 \
+        --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$tok" --append-eod --workers 2 --partitions 2
+    expect_rc 0 "$bin/dataset" inspect two_t2_document
+    has "^sequences:  4$"
+    has "^documents:  3$"
+    expect_rc 0 "$bin/dataset" preprocess --input two.jsonl --output-prefix seq --json-keys t2 \
+        --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$tok" --append-eod
+    # round-robin puts line 3 before line 2: the .bin's last token differs from the sequential one's
+    cmp -s seq_t2_document.bin two_t2_document.bin && fail "--partitions 2 kept the input order"
+    expect_rc 0 "$bin/dataset" preprocess --input two.jsonl --output-prefix keep --json-keys t2 \
+        --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$tok" --append-eod --workers 2 --partitions 2 \
+        --keep-sequential-samples
+    cmp keep_t2_document.bin seq_t2_document.bin || fail "--keep-sequential-samples changed the order" ;;
+preprocess_text_errors)
+    tok=$src/tests/data/tokenizer_small
+    printf '{"text": "fine"}\nnot json\n{"other": "x"}\n{"text": 5}\n{"text": "nul \\u0000"}\n\n{"text": "bad \377"}\n{"text": "ok"}\n' >bad.jsonl
+    expect_rc 1 "$bin/dataset" preprocess --input bad.jsonl --output-prefix b --tokenizer-type HuggingFaceTokenizer \
+        --tokenizer-model "$tok"
+    hasF "bad.jsonl:2: not a JSON object (--skip-bad-lines skips such lines and counts them)"
+    [ -e b_text_document.bin ] && fail "a failed run left b_text_document.bin"
+    expect_rc 0 "$bin/dataset" preprocess --input bad.jsonl --output-prefix b --tokenizer-type HuggingFaceTokenizer \
+        --tokenizer-model "$tok" --skip-bad-lines --workers 2
+    hasF "skipped 6 bad lines, the first bad.jsonl:2: not a JSON object"
+    hasF "2 documents"
+    # each bad line alone, its message
+    one() {
+        sed -n "$1p" bad.jsonl >one.jsonl
+        expect_rc 1 "$bin/dataset" preprocess --input one.jsonl --output-prefix o --tokenizer-type HuggingFaceTokenizer \
+            --tokenizer-model "$tok"
+        hasF "one.jsonl:1: $2"
+    }
+    one 3 'no key "text" (--json-keys names the keys to read)'
+    one 4 '"text" is not a string or a list of strings'
+    one 5 'a \u0000 escape (NUL character)'
+    one 6 'an empty line (not a JSON object)'
+    one 7 'invalid UTF-8 at byte 14 of the line'
+    # the tokenizer directory: missing, empty, a file, malformed files, no eos for --append-eod
+    printf '{"text": "x"}\n' >one.jsonl
+    run() { expect_rc 2 "$bin/dataset" preprocess --input one.jsonl --output-prefix o --tokenizer-type "$@"; }
+    run HuggingFaceTokenizer --tokenizer-model nowhere
+    hasF "--tokenizer-model nowhere: No such file or directory"
+    mkdir empty
+    run HuggingFaceTokenizer --tokenizer-model empty
+    hasF "empty/tokenizer.json: No such file or directory; a Hugging Face tokenizer directory holds tokenizer.json"
+    run HuggingFaceTokenizer --tokenizer-model "$tok/tokenizer.json"
+    hasF "is a file; give the directory that holds it"
+    run HuggingFaceTokenizer
+    hasF "--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model DIR"
+    run GPT2BPETokenizer --tokenizer-model "$tok"
+    hasF "--tokenizer-type GPT2BPETokenizer: twinrun reads HuggingFaceTokenizer"
+    mkdir t && cp "$tok/tokenizer.json" t/ && : >t/tokenizer_config.json
+    run HuggingFaceTokenizer --tokenizer-model t
+    hasF "t/tokenizer_config.json is empty (0 bytes)"
+    echo '{"eos_token": "<|nope|>"}' >t/tokenizer_config.json
+    run HuggingFaceTokenizer --tokenizer-model t
+    hasF "t/tokenizer_config.json: eos_token '<|nope|>' is not a token of tokenizer.json"
+    echo '{}' >t/tokenizer_config.json
+    run HuggingFaceTokenizer --tokenizer-model t --append-eod
+    hasF "--append-eod: t/tokenizer_config.json names no eos_token"
+    head -c 1000 "$tok/tokenizer.json" >t/tokenizer.json
+    run HuggingFaceTokenizer --tokenizer-model t
+    hasF "t/tokenizer.json: not a JSON object (a syntax error at byte"
+    expect_rc 2 "$bin/dataset" preprocess --input one.jsonl --output-prefix o --tokenizer-type HuggingFaceTokenizer \
+        --tokenizer-model "$tok" --workers 3 --partitions 2
+    hasF "--workers 3 is not divisible by --partitions 2"
+    expect_rc 2 "$bin/dataset" preprocess --input one.jsonl --output-prefix o --tokenizer-type HuggingFaceTokenizer \
+        --tokenizer-model "$tok" --split-sentences
+    hasF "--split-sentences (NLTK's punkt) is not implemented" ;;
 dataset_preprocess)
     # preprocess writes Megatron's .bin/.idx; inspect reads them back and checks the vocabulary
     docs
