@@ -138,7 +138,14 @@ fuzz_one() {
   local t=$1 secs=$2 name work rc=0
   name=$(basename "$t")
   work=$(mktemp -d)
-  [ -d "fuzz/corpus/$name" ] && cp -r "fuzz/corpus/$name/." "$work/"
+  # every target has its seeds in fuzz/corpus/<target>: a folder of another name left a target to start
+  # from nothing, unnoticed
+  if [ ! -d "fuzz/corpus/$name" ]; then
+    echo "-- $name: FAILED: no seed corpus fuzz/corpus/$name"
+    rm -rf "$work"
+    return 1
+  fi
+  cp -r "fuzz/corpus/$name/." "$work/"
   "$t" -max_total_time="$secs" -print_final_stats=0 "$work" >"$work.log" 2>&1 || rc=$?
   if [ $rc -ne 0 ]; then
     { echo "-- $name (${secs}s): FAILED"; cat "$work.log"; }

@@ -16,8 +16,16 @@ allowed=(
     "pool.c.o t_in_job"                   # thread-local: this thread runs deferred device work
     "kern_gemm.c.o t_gemm_scratch"        # thread-local: a GEMM's panels, written before read (no value crosses calls)
 )
+[ $# -gt 0 ] || { echo "usage: globals.sh LIB.a..."; exit 2; }
 fail=0 n=0
 for lib in "$@"; do
+    # a library that is missing or unreadable is a failure, not a library without state: objdump's
+    # status is checked before its (then empty) listing is read
+    if ! syms=$(objdump -t "$lib" 2>&1); then
+        echo "FAIL: $lib: objdump cannot read it: $syms"
+        fail=1
+        continue
+    fi
     while read -r obj sym; do
         n=$((n + 1))
         ok=0
@@ -26,7 +34,7 @@ for lib in "$@"; do
             echo "FAIL: $(basename "$lib"): $obj: $sym is mutable file-scope state; make it const, or pass it as an argument"
             fail=1
         fi
-    done < <(objdump -t "$lib" | awk '/^[^ ]+\.o:/ {obj = $1; sub(/:$/, "", obj)}
+    done < <(printf '%s\n' "$syms" | awk '/^[^ ]+\.o:/ {obj = $1; sub(/:$/, "", obj)}
         $3 == "O" && ($4 ~ /^\.(data|bss)(\.|$)/) && $4 !~ /rel\.ro/ && $NF !~ /^__gcov/ {print obj, $NF; next}
         NF >= 4 && $(NF - 2) ~ /^\.t(data|bss)(\.|$)/ && $NF !~ /^__gcov/ {print obj, $NF}')
 done
