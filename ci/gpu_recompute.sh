@@ -13,6 +13,7 @@ OUT=${1:-/tmp/twinrun-gpu-recompute}
 B=${TWINRUN_GPU_BUILD:-/tmp/build-cuda-dev}
 TWIN_BIN=${TWIN_BIN:-build/twin/bin}
 mkdir -p "$OUT"
+rc=0 # 1 when a run or a comparison failed: the script's exit status
 base="--num-layers 4 --hidden-size 256 --ffn-hidden-size 704 --num-attention-heads 8 --group-query-attention
  --num-query-groups 2 --seq-length 256 --max-position-embeddings 256 --position-embedding-type rope
  --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights --attention-dropout 0 --hidden-dropout 0
@@ -22,7 +23,7 @@ run() { # bin name flags...
     local bin=$1 name=$2; shift 2
     # shellcheck disable=SC2086
     "$bin/train_llama3" $base --data-cache-path "$OUT/cache_$name" "$@" --metrics-jsonl "$OUT/$name.jsonl" \
-        >"$OUT/$name.log" 2>&1 || { echo "$name: failed"; tail -3 "$OUT/$name.log"; }
+        >"$OUT/$name.log" 2>&1 || { echo "$name: failed"; tail -3 "$OUT/$name.log"; rc=1; }
     grep "^\[memory\]" "$OUT/$name.log" | sed "s/^/  $name: /"
 }
 if [ $twin_only = 1 ]; then
@@ -31,7 +32,7 @@ if [ $twin_only = 1 ]; then
         run "$TWIN_BIN" "twin_${v%%:*}" ${v#*:}
         rm -rf "$OUT/cache_twin_${v%%:*}"
     done
-    exit 0
+    exit $rc
 fi
 echo "== recompute on the GPU: each against the run without it (fp32, 1e-6)"
 run "$B/bin" plain --disable-bias-linear
@@ -40,7 +41,7 @@ for v in "uniform1:--recompute-granularity full --recompute-method uniform --rec
          "selective:--recompute-granularity selective"; do
     # shellcheck disable=SC2086
     run "$B/bin" "${v%%:*}" --disable-bias-linear ${v#*:}
-    python3 ci/compare_metrics.py "$OUT/${v%%:*}.jsonl" "$OUT/plain.jsonl" 1e-6
+    python3 ci/compare_metrics.py "$OUT/${v%%:*}.jsonl" "$OUT/plain.jsonl" 1e-6 || rc=1
 done
 echo "== biases and --qk-layernorm: GPU against the twin (fp32, 1e-5)"
 for v in "bias:" "qknorm:--disable-bias-linear --qk-layernorm"; do
@@ -52,5 +53,6 @@ for v in "bias:" "qknorm:--disable-bias-linear --qk-layernorm"; do
         # shellcheck disable=SC2086
         run "$TWIN_BIN" "twin_${v%%:*}" ${v#*:}
     fi
-    python3 ci/compare_metrics.py "$OUT/gpu_${v%%:*}.jsonl" "$OUT/twin_${v%%:*}.jsonl" 1e-5
+    python3 ci/compare_metrics.py "$OUT/gpu_${v%%:*}.jsonl" "$OUT/twin_${v%%:*}.jsonl" 1e-5 || rc=1
 done
+exit $rc
