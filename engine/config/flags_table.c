@@ -368,7 +368,7 @@ static const tr_flag FLAGS[] = {
     {"--tokenizer-type", TR_K_ENUM, TR_SEC_DATA, F(tokenizer_type), .enum_as_string = true, .choices = TOKENIZER_TYPE,
      .metavar = "TYPE", .def = "none", .help = "tokenizer the data was made with (NullTokenizer: eod = vocab - 1)"},
     {"--tokenizer-model", TR_K_STRING, TR_SEC_DATA, F(tokenizer_model), .metavar = "PATH", .def = "none",
-     .help = "tokenizer files; twinrun reads only special-token ids from them"},
+     .help = "tokenizer directory (tokenizer.json, tokenizer_config.json), read at start: its vocabulary, eod and bos"},
     {"--vocab-file", TR_K_STRING, TR_SEC_DATA, .metavar = "FILE", .def = "none", .status = TR_ST_ACCEPTED,
      .reason = R_TOKENIZER, .help = "vocabulary of the BPE/WordPiece tokenizers"},
     {"--merge-file", TR_K_STRING, TR_SEC_DATA, .metavar = "FILE", .def = "none", .status = TR_ST_ACCEPTED,

@@ -22,8 +22,8 @@ typedef struct tr_data_options {
      * {"class": "twinrun.<tokenizer-type>", "tokenizer_model": ..., "vocab_size": ...}. Pass
      * Megatron's own to reuse a cache Megatron wrote. */
     const char *tokenizer_json;
-    /* End-of-document id; -1: vocab_size - 1 for NullTokenizer and mock data (Megatron's
-     * NullTokenizer), 128001 (<|end_of_text|>) for HuggingFaceTokenizer / Llama3 tokenizers. */
+    /* End-of-document id; -1: the tokenizer's eos when train/setup.c read one (cfg->tokenizer_eod),
+     * vocab_size - 1 for NullTokenizer and mock data (Megatron's NullTokenizer), else unknown. */
     int64_t eod;
 } tr_data_options;
 

@@ -106,10 +106,11 @@ oom:
     return tr_errf(err, errlen, "out of memory parsing --data-path");
 }
 
+/* The tokenizer's eos when one was read (train/setup.c); NullTokenizer's and mock data's vocab - 1. */
 static int64_t default_eod(const tr_config *c) {
     const char *t = c->tokenizer_type;
+    if (c->tokenizer_eod >= 0) return c->tokenizer_eod;
     if (c->mock_data || !t[0] || !strcmp(t, "NullTokenizer")) return c->vocab_size > 0 ? c->vocab_size - 1 : -1;
-    if (!strcmp(t, "HuggingFaceTokenizer") || strstr(t, "Llama3")) return 128001;
     return -1;
 }
 
@@ -215,7 +216,9 @@ tr_data *tr_data_open_ex(const tr_config *c, int dp_rank, int dp_size, const tr_
     d->gbs = c->global_batch_size;
     d->eval_iters = c->eval_iters;
     d->eval_interval = c->eval_interval;
-    d->vocab_size = c->vocab_size;
+    /* ids must lie in the tokenizer's vocabulary where one was read (data from another tokenizer fails
+     * at its first sample), else in --vocab-size */
+    d->vocab_size = c->tokenizer_vocab > 0 ? c->tokenizer_vocab : c->vocab_size;
     d->eod_mask_loss = c->eod_mask_loss;
     d->reset_position_ids = c->reset_position_ids;
     d->eod = opt && opt->eod >= 0 ? opt->eod : default_eod(c);
@@ -239,7 +242,7 @@ tr_data *tr_data_open_ex(const tr_config *c, int dp_rank, int dp_size, const tr_
     if ((c->eod_mask_loss || c->reset_position_ids) && d->eod < 0) {
         tr_errf(err, errlen,
                 "--eod-mask-loss/--reset-position-ids need the end-of-document id, unknown for "
-                "--tokenizer-type %s",
+                "--tokenizer-type %s without --tokenizer-model (give the tokenizer's directory)",
                 c->tokenizer_type);
         goto fail;
     }

@@ -144,6 +144,10 @@ void tr_banner_print(FILE *out, const char *program, const tr_config *cfg, int w
             "context-parallel sizes: None, tensor-model-parallel size: %d, pipeline-model-parallel size: %d\n",
             world, dp, cp, tp, pp);
     print_arguments(out, cfg, world);
+    if (cfg->tokenizer_vocab > 0) /* what train/setup.c read from --tokenizer-model */
+        fprintf(out, " > building %s tokenizer from %s: %lld tokens, eod %lld, bos %lld\n", cfg->tokenizer_type,
+                cfg->tokenizer_model, (long long)cfg->tokenizer_vocab, (long long)cfg->tokenizer_eod,
+                (long long)cfg->tokenizer_bos);
     const int mult = cfg->make_vocab_size_divisible_by * tp;
     const int padded = (cfg->vocab_size + mult - 1) / mult * mult;
     fprintf(out, " > padded vocab (size: %d) with %d dummy tokens (new size: %d)\n", cfg->vocab_size,

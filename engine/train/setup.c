@@ -10,6 +10,7 @@
 #include "data/batch.h"
 #include "io/hf_config.h"
 #include "model/llama.h"
+#include "tok/tok_dir.h"
 #include "train/batch_source.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -36,9 +37,39 @@ static int use_checkpoint_args(tr_config *cfg, char *err, size_t errlen) {
     return 0;
 }
 
+/* HuggingFaceTokenizer: the tokenizer is read as Megatron's start-up reads it, so a directory that
+ * Megatron could not load fails here, at once, with the file and the fix; its vocabulary (the model's
+ * when --vocab-size is not given, as Megatron takes it) and eos/bos ids go into cfg. */
+static void read_tokenizer(tr_config *cfg, tr_errlist *el) {
+    char err[1024];
+    tr_tok_specials sp;
+    tr_tok *t = tr_tok_open(cfg->tokenizer_type, cfg->tokenizer_model, &sp, err, sizeof err);
+    if (!t) {
+        tr_errlist_add(el, "%s", err);
+        return;
+    }
+    cfg->tokenizer_vocab = tr_tok_vocab_size(t);
+    cfg->tokenizer_eod = sp.eos;
+    cfg->tokenizer_bos = sp.bos;
+    tr_tok_free(t);
+    if (cfg->vocab_size <= 0) cfg->vocab_size = (int)cfg->tokenizer_vocab;
+    int64_t mult = cfg->make_vocab_size_divisible_by > 0 ? cfg->make_vocab_size_divisible_by : 1;
+    int64_t padded = (cfg->vocab_size + mult - 1) / mult * mult;
+    if (cfg->tokenizer_vocab > padded)
+        tr_errlist_add(el,
+                       "--tokenizer-model %s has %lld tokens, more than the model's vocabulary (--vocab-size %d, "
+                       "padded to %lld); give --vocab-size %lld or leave it out",
+                       cfg->tokenizer_model, (long long)cfg->tokenizer_vocab, cfg->vocab_size, (long long)padded,
+                       (long long)cfg->tokenizer_vocab);
+}
+
 /* --tokenizer-model names files Megatron's tokenizer opens at start-up (all but NullTokenizer, which
  * ignores it): a path that is not there fails Megatron's run, so it fails here too, at once. */
-static void check_tokenizer_model(const tr_config *cfg, tr_errlist *el) {
+static void check_tokenizer_model(tr_config *cfg, tr_errlist *el) {
+    if (!strcmp(cfg->tokenizer_type, "HuggingFaceTokenizer") && cfg->tokenizer_model[0]) {
+        read_tokenizer(cfg, el);
+        return;
+    }
     if (!cfg->tokenizer_model[0] || !strcmp(cfg->tokenizer_type, "NullTokenizer")) return;
     struct stat st;
     if (stat(cfg->tokenizer_model, &st) != 0)

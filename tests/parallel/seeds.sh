@@ -79,9 +79,10 @@ llama3_8b_mock | llama3_8b_real)
     LOG_INTERVAL=1 SAVE_INTERVAL=1000 EVAL_INTERVAL=100 ENABLE_PROFILING=1
     if [ "$case" = llama3_8b_mock ]; then
         TOKENIZER_ARG=MOCK DATA_ARG=MOCK
-    else # a Megatron-written corpus (tests/data/megatron_data) and a tokenizer directory
+    else # a Megatron-written corpus (tests/data/megatron_data) and a tokenizer directory of its
+        # vocabulary (32000, eod 31999)
         cp "$src/tests/data/megatron_data/gpt_u16_seq64/corpus."* .
-        mkdir -p tokenizer && echo '{}' >tokenizer/tokenizer.json
+        python3 "$src/tests/common/synth_tokenizer.py" tokenizer 32000
         TOKENIZER_ARG=$PWD/tokenizer DATA_ARG=$PWD/corpus
     fi
     mkdir -p "$DATA_CACHE_PATH"

@@ -109,7 +109,33 @@ resume_no_eval)
 tokenizer)
     # shellcheck disable=SC2086
     expect_rc 2 "$bin/train_llama3" $tiny $llama --tokenizer-type HuggingFaceTokenizer --tokenizer-model /nonexistent
-    has "--tokenizer-model /nonexistent: No such file or directory" ;;
+    has "--tokenizer-model /nonexistent: No such file or directory"
+    # the tokenizer is read: an empty directory, a malformed file, a vocabulary the model cannot hold
+    rm -rf "$work/tok_empty" "$work/tok_bad" && mkdir -p "$work/tok_empty" "$work/tok_bad"
+    # shellcheck disable=SC2086
+    expect_rc 2 "$bin/train_llama3" $tiny $llama --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$work/tok_empty"
+    hasF "$work/tok_empty/tokenizer.json: No such file or directory; a Hugging Face tokenizer directory holds"
+    echo '{"model": {"type": "Unigram"}, "decoder": {"type": "ByteLevel"}}' >"$work/tok_bad/tokenizer.json"
+    # shellcheck disable=SC2086
+    expect_rc 2 "$bin/train_llama3" $tiny $llama --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$work/tok_bad"
+    hasF "tok_bad/tokenizer.json: model Unigram is not implemented"
+    small=$src/tests/data/tokenizer_small
+    # shellcheck disable=SC2086
+    expect_rc 2 "$bin/train_llama3" $tiny $llama --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$small"
+    hasF "has 4096 tokens, more than the model's vocabulary (--vocab-size 256, padded to 256)"
+    # eod and bos are the tokenizer's own (tokenizer_config.json's eos_token and bos_token)
+    # shellcheck disable=SC2086
+    expect_rc 0 "$bin/train_llama3" $tiny $llama --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$small" \
+        --vocab-size 4096 --eod-mask-loss
+    hasF " > building HuggingFaceTokenizer tokenizer from $small: 4096 tokens, eod 1, bos 0"
+    has " > padded vocab (size: 4096) with 0 dummy tokens"
+    # data made with a larger vocabulary (ids up to 31999) than the tokenizer's 4096: refused at its
+    # first sample, naming the file
+    corpus=$src/tests/data/megatron_data/gpt_u16_seq64/corpus
+    real=$(echo "$tiny" | sed "s/--mock-data/--data-path $(echo "$corpus" | sed 's/[\/&]/\\&/g') --split 99,1,0/; s/--vocab-size 256/--vocab-size 32000/")
+    # shellcheck disable=SC2086
+    expect_rc 1 "$bin/train_llama3" $real $llama --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$small"
+    has "$corpus: document [0-9]*, token [0-9]*): token id [0-9]* at position [0-9]* is outside the vocabulary \[0, 4096)" ;;
 ckpt_flags)
     # --ckpt-step, --exit-on-missing-checkpoint, --use-checkpoint-args, and model flags checked on load
     rm -rf "$work/flags_save" "$work/flags_empty" && mkdir -p "$work/flags_empty"

@@ -86,6 +86,9 @@ typedef struct tr_config {
     char split[64]; /* "969, 30, 1" */
     char data_cache_path[TR_PATH_LEN];
     char tokenizer_type[64], tokenizer_model[TR_PATH_LEN];
+    /* read from --tokenizer-model at start (train/setup.c), as Megatron's tokenizer has them: its
+     * distinct tokens, end-of-document (eos) and bos ids; 0 / -1 where no tokenizer was read */
+    int64_t tokenizer_vocab, tokenizer_eod, tokenizer_bos;
     bool eod_mask_loss, reset_position_ids, reset_attention_mask, mmap_bin_files;
     int num_workers;
 
