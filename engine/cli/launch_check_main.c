@@ -4,17 +4,42 @@
  * rank has arrived. The dry run the 70B guide asks for before booking the cluster: it fails, with
  * what to fix, when MASTER_ADDR does not resolve, the port is wrong or taken, or a rank never came.
  *
- *   launch_check [TIMEOUT_SECONDS]     (default 60)
+ *   launch_check [TIMEOUT_SECONDS] [--hold SECONDS]     (default 60; hold 0)
  *
- * Exit status: 0 every rank checked in, 1 the rendezvous failed, 2 a launcher variable is wrong. */
+ * With --hold every rank stays SECONDS after checking in, on the job's heartbeat (launch/heartbeat.h)
+ * as train_llama3's ranks are: kill one and the others name it and exit 1 within seconds.
+ *
+ * Exit status: 0 every rank checked in, 1 the rendezvous failed or a peer's process was lost, 2 a launcher
+ * variable is wrong. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "launch/heartbeat.h"
 #include "launch/launch_vars.h"
 #include "launch/tcp_store.h"
 #include "twinrun/version.h"
+
+static int g_rank;
+
+/* A peer's process is gone: say who, and end as train_llama3's ranks do (without its flight recorder). */
+static void peer_gone(void *arg, int rank, const char *what) {
+    (void)arg;
+    fprintf(stderr, "launch_check: rank %d: heartbeat: %s; stopped first: rank %d; exiting\n", g_rank, what, rank);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(1);
+}
+
+/* A positive (hold: non-negative) number of seconds, all of the text; -1 otherwise. */
+static double seconds_of(const char *s, bool zero_ok) {
+    char *end;
+    const double v = strtod(s, &end);
+    return *s && !*end && (v > 0 || (zero_ok && v == 0)) && v < 1e7 ? v : -1;
+}
 
 int main(int argc, char **argv) {
     if (tr_version_requested(argc, argv)) {
@@ -22,14 +47,17 @@ int main(int argc, char **argv) {
         return 0;
     }
     char err[1024];
-    double timeout = 60;
-    if (argc > 1) {
-        char *end;
-        timeout = strtod(argv[1], &end);
-        if (*end || !(timeout > 0)) {
-            fprintf(stderr, "usage: launch_check [TIMEOUT_SECONDS]  (a positive number, default 60)\n");
-            return 2;
-        }
+    double timeout = 60, hold = 0;
+    int a = 1;
+    if (a < argc && strcmp(argv[a], "--hold") != 0 && (timeout = seconds_of(argv[a++], false)) < 0) a = -1;
+    if (a > 0 && a < argc &&
+        (strcmp(argv[a], "--hold") != 0 || a + 1 >= argc || (hold = seconds_of(argv[a + 1], true)) < 0))
+        a = -1;
+    if (a > 0 && a < argc && a + 2 != argc) a = -1;
+    if (a < 0) {
+        fprintf(stderr, "usage: launch_check [TIMEOUT_SECONDS] [--hold SECONDS]  (TIMEOUT a positive number, default "
+                        "60; SECONDS to stay on the heartbeat after checking in, default 0)\n");
+        return 2;
     }
     tr_launch_vars v;
     if (tr_launch_vars_from_env(&v, err, sizeof err)) {
@@ -61,6 +89,16 @@ int main(int argc, char **argv) {
     memset(name, 0, sizeof name);
     snprintf(name, sizeof name, "%s", host);
     if (tr_store_set(&store, key, name, sizeof name, timeout, err, sizeof err)) rc = 1;
+    g_rank = v.rank;
+    tr_heartbeat *hb = NULL;
+    if (!rc && hold > 0 && !(hb = tr_heartbeat_start(&store, v.rank, timeout, peer_gone, NULL, err, sizeof err)))
+        rc = 1;
+    if (hb) {
+        printf("launch_check: rank %d: on the heartbeat for %g s\n", v.rank, hold);
+        fflush(stdout);
+        struct timespec ts = {(time_t)hold, (long)((hold - (double)(time_t)hold) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0) {}
+    }
     /* rank 0 reads everyone's hello, then tells them all it is done, and only then stops serving */
     if (!rc && v.rank == 0) {
         for (int r = 0; r < v.world && !rc; r++) {
@@ -83,6 +121,7 @@ int main(int argc, char **argv) {
         if (!rc && tr_store_set(&store, key, "", 0, timeout, err, sizeof err)) rc = 1;
     }
     if (rc) fprintf(stderr, "launch_check: rank %d: %s\n", v.rank, err);
+    tr_heartbeat_stop(hb);
     tr_store_server_stop(s);
     return rc;
 }

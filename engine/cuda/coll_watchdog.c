@@ -357,10 +357,21 @@ void tr_wd_fire(tr_cu_watchdog *w, const char *what, coll_comm *c, coll_status w
     }
     pthread_mutex_unlock(&w->mu);
     fprintf(stderr, "twinrun: rank %d: exiting after %s\n", rank,
-            why == COLL_ERROR ? "an NCCL error" : "a collective timeout (--distributed-timeout-minutes)");
+            why == COLL_ERROR     ? "an NCCL error"
+            : why == COLL_ABORTED ? "a peer's process was lost (the heartbeat)"
+                                  : "a collective timeout (--distributed-timeout-minutes)");
     fflush(stdout);
     fflush(stderr);
     _exit(TR_EXIT_FATAL); /* not exit(): the main thread may be inside CUDA; atexit teardown would race it */
+}
+
+void tr_cu_peer_lost(const char *what) {
+    tr_cu_watchdog *w = atomic_load(&running);
+    if (w) tr_wd_fire(w, what, NULL, COLL_ABORTED); /* returns only with TWINRUN_COLL_ON_TIMEOUT=return */
+    fprintf(stderr, "twinrun: %s; exiting (no flight recorder to dump: no asynchronous communicator yet)\n", what);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(TR_EXIT_FATAL);
 }
 
 /* ---- the thread --------------------------------------------------------------------------------- */

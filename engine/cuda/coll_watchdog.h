@@ -75,6 +75,13 @@ void tr_wd_group_open(tr_cu_watchdog *w, bool open);
  * with TWINRUN_COLL_ON_TIMEOUT=return, returns. Without the lock. */
 void tr_wd_fire(tr_cu_watchdog *w, const char *what, coll_comm *c, coll_status why);
 
+/* A peer's process is gone (the heartbeat, engine/launch/heartbeat.h; `what` names it): the end of
+ * tr_wd_fire without waiting for a collective to time out — this rank's flight recorder dumped, every
+ * communicator aborted, exit 1 (also with TWINRUN_COLL_ON_TIMEOUT=return: the job cannot go on). Without
+ * a watchdog running (before the first asynchronous communicator, TWINRUN_COLL_SYNC=1) it only says so
+ * and exits 1. From any thread; never returns. */
+_Noreturn void tr_cu_peer_lost(const char *what);
+
 /* True while a watchdog ends the process: dev_rank_abort waits then (the watchdog's exit wins), so a
  * main thread that fails on the aborted communicators does not race the watchdog's exit. */
 bool tr_cu_process_ending(void);

@@ -172,9 +172,9 @@ static int greeting(int fd, const char *host, int port, double deadline, double 
     return 0;
 }
 
-/* Sends one request and reads the reply's status byte and (for 'V') the value. */
-static int request(const tr_store_conf *c, char op, const char *key, const void *value, size_t len, void *out,
-                   size_t out_len, double timeout_s, char *err, size_t errlen) {
+/* Connects, reads the greeting and sends one authenticated request; the connection's fd, or -1 with err. */
+static int send_request(const tr_store_conf *c, char op, const char *key, const void *value, size_t len,
+                        double deadline, double timeout_s, char *err, size_t errlen) {
     const char *host = c->host;
     const int port = c->port;
     if (!host || !*host) return tr_errf(err, errlen, "rendezvous: no MASTER_ADDR to reach the store at");
@@ -183,7 +183,6 @@ static int request(const tr_store_conf *c, char op, const char *key, const void 
                        "rendezvous: key '%.80s' or its %zu-byte value is not storable (keys: 1..%d "
                        "printable characters, values: at most %d bytes)",
                        key ? key : "", len, TR_STORE_MAX_KEY, TR_STORE_MAX_VALUE);
-    const double deadline = now() + timeout_s;
     tr_store_auth auth = {.token = c->token, .token_len = c->token_len};
     int fd = -1;
     for (double pause = 0.05;; pause = pause * 2 > 1.0 ? 1.0 : pause * 2) {
@@ -206,10 +205,25 @@ static int request(const tr_store_conf *c, char op, const char *key, const void 
         close(fd);
         return tr_errf(err, errlen, "rendezvous: key '%.80s' or its %zu-byte value is not storable", key, len);
     }
-    int rc = send_all(fd, req, n);
+    const int rc = send_all(fd, req, n);
     free(req);
+    if (rc) {
+        close(fd);
+        return tr_errf(err, errlen, "rendezvous: %s:%d closed the connection (did rank 0's process exit?)", host, port);
+    }
+    return fd;
+}
+
+/* Sends one request and reads the reply's status byte and (for 'V') the value. */
+static int request(const tr_store_conf *c, char op, const char *key, const void *value, size_t len, void *out,
+                   size_t out_len, double timeout_s, char *err, size_t errlen) {
+    const char *host = c->host;
+    const int port = c->port;
+    const double deadline = now() + timeout_s;
+    const int fd = send_request(c, op, key, value, len, deadline, timeout_s, err, errlen);
+    if (fd < 0) return -1;
     unsigned char st = 0, head[4];
-    if (!rc) rc = read_exact(fd, &st, 1, deadline) == 1 ? 0 : -2;
+    int rc = read_exact(fd, &st, 1, deadline) == 1 ? 0 : -2;
     if (rc == -2 && ms_until(deadline) == 0)
         rc = tr_errf(err, errlen,
                      "rendezvous: waited %.0f s for '%s' at %s:%d: the communicator's rank 0 never "
@@ -249,6 +263,18 @@ int tr_store_set(const tr_store_conf *c, const char *key, const void *value, siz
 int tr_store_get(const tr_store_conf *c, const char *key, void *value, size_t len, double timeout_s, char *err,
                  size_t errlen) {
     return request(c, 'G', key, NULL, 0, value, len, timeout_s, err, errlen);
+}
+
+int tr_store_join(const tr_store_conf *c, const char *key, const char *who, double timeout_s, char *err,
+                  size_t errlen) {
+    const double deadline = now() + timeout_s;
+    const int fd = send_request(c, 'H', key, who, strlen(who), deadline, timeout_s, err, errlen);
+    if (fd < 0) return -1;
+    unsigned char st = 0;
+    if (read_exact(fd, &st, 1, deadline) == 1 && st == 'K') return fd;
+    close(fd);
+    return tr_errf(err, errlen, "rendezvous: %s:%d did not take the heartbeat (%s)", c->host, c->port,
+                   st == 'E' ? "it refused it: a twinrun build without heartbeats?" : "no answer");
 }
 
 tr_store_conf tr_store_conf_of(const tr_launch_vars *v) {

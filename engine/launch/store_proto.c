@@ -55,14 +55,15 @@ int tr_store_parse_request(const unsigned char *buf, size_t n, const tr_store_au
     const size_t h = TR_STORE_HEAD;
     if (n < h + 3) return 0;
     const char op = (char)buf[h];
-    if (op != 'S' && op != 'G') return tr_errf(err, errlen, "unknown request '%c'", op >= 0x20 && op < 0x7f ? op : '?');
+    if (op != 'S' && op != 'G' && op != 'H')
+        return tr_errf(err, errlen, "unknown request '%c'", op >= 0x20 && op < 0x7f ? op : '?');
     const size_t klen = le(buf + h + 1, 2);
     if (klen < 1 || klen > TR_STORE_MAX_KEY)
         return tr_errf(err, errlen, "key length %zu outside 1..%d", klen, TR_STORE_MAX_KEY);
     if (n < h + 3 + klen) return 0;
     if (!key_ok(buf + h + 3, klen)) return tr_errf(err, errlen, "key holds a character outside printable ASCII");
     size_t pos = h + 3 + klen, vlen = 0;
-    if (op == 'S') {
+    if (op != 'G') { /* a set's value; a heartbeat's: who the member is */
         if (n < pos + 4) return 0;
         vlen = le(buf + pos, 4);
         if (vlen > TR_STORE_MAX_VALUE)
@@ -79,7 +80,7 @@ int tr_store_parse_request(const unsigned char *buf, size_t n, const tr_store_au
     req->op = op;
     memcpy(req->key, buf + h + 3, klen);
     req->key[klen] = '\0';
-    req->value = op == 'S' ? buf + pos : NULL;
+    req->value = op != 'G' ? buf + pos : NULL;
     req->value_len = vlen;
     *used = pos + vlen;
     return 1;
@@ -88,17 +89,18 @@ int tr_store_parse_request(const unsigned char *buf, size_t n, const tr_store_au
 size_t tr_store_encode_request(unsigned char *out, size_t cap, const tr_store_auth *auth, char op, const char *key,
                                const void *value, size_t value_len) {
     const size_t klen = strlen(key);
-    if (!key_ok((const unsigned char *)key, klen) || (op != 'S' && op != 'G') || value_len > TR_STORE_MAX_VALUE)
+    if (!key_ok((const unsigned char *)key, klen) || (op != 'S' && op != 'G' && op != 'H') ||
+        value_len > TR_STORE_MAX_VALUE)
         return 0;
     const size_t h = TR_STORE_HEAD;
-    const size_t total = h + 3 + klen + (op == 'S' ? 4 + value_len : 0);
+    const size_t total = h + 3 + klen + (op != 'G' ? 4 + value_len : 0);
     if (total > cap) return 0;
     memcpy(out, magic, 4);
     out[h] = (unsigned char)op;
     out[h + 1] = (unsigned char)(klen & 0xff);
     out[h + 2] = (unsigned char)(klen >> 8);
     memcpy(out + h + 3, key, klen);
-    if (op == 'S') {
+    if (op != 'G') {
         unsigned char *p = out + h + 3 + klen;
         for (int i = 0; i < 4; i++) p[i] = (unsigned char)(value_len >> (8 * i));
         if (value_len) memcpy(p + 4, value, value_len);

@@ -2,12 +2,18 @@
  * arrive from the network can be fuzzed (fuzz/fuzz_store_proto.c).
  *
  * Greeting: the server speaks first, on every new connection: "TWS2" nonce[16] (fresh random bytes).
- * Request:  "TWS2" mac[32] op:u8 ('S' set | 'G' get, waiting until the key exists) keylen:u16 key
- *           [vlen:u32 value]  (set only; integers little-endian)
+ * Request:  "TWS2" mac[32] op:u8 ('S' set | 'G' get, waiting until the key exists | 'H' heartbeat)
+ *           keylen:u16 key [vlen:u32 value]  (set and heartbeat; integers little-endian)
  *           mac = HMAC-SHA256(job token, nonce || the request's bytes from op to its end)
  * Response: 'K' (set done) | 'V' vlen:u32 value | 'E' mlen:u16 message
  * Keys are 1..255 printable ASCII characters; values at most TR_STORE_MAX_VALUE bytes. One request
  * per connection.
+ *
+ * A heartbeat ('H', key "heartbeat.<rank>", value: the member's host and pid as text) makes the
+ * connection a member's for the job's life (heartbeat.h): after the 'K' the member sends 'P' (alive)
+ * every second and 'L' when it leaves (whatever its exit status); the server sends 'P' every second, 'D' mlen:u16
+ * message when a member is gone (to every other member, once), and 'X' when it stops serving. These
+ * bytes ride the authenticated connection without a MAC of their own.
  *
  * The MAC proves that the client holds the job's token (TWINRUN_STORE_TOKEN) without sending it,
  * binds the request to this connection (a recorded request cannot be replayed: the nonce differs)
@@ -36,9 +42,9 @@ typedef struct tr_store_auth {
 } tr_store_auth;
 
 typedef struct tr_store_req {
-    char op; /* 'S' or 'G' */
+    char op; /* 'S', 'G' or 'H' */
     char key[TR_STORE_MAX_KEY + 1];
-    const unsigned char *value; /* into the parsed buffer (set only) */
+    const unsigned char *value; /* into the parsed buffer (set and heartbeat) */
     size_t value_len;
 } tr_store_req;
 

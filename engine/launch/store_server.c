@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "launch/heartbeat.h"
 #include "launch/store_proto.h"
 #include "launch/tcp_store.h"
 #include "twinrun/err.h"
@@ -47,6 +48,9 @@ typedef struct conn {
     char peer[64];                      /* for the log */
     char waiting[TR_STORE_MAX_KEY + 1]; /* a parked get: its key; "" otherwise */
     bool done;                          /* answered or broken: closed after this poll round */
+    int member;                         /* a heartbeat member's rank (heartbeat.h); -1 otherwise */
+    char who[TR_STORE_MAX_KEY + 1];     /* the member's host and pid, as it said */
+    double last_seen;                   /* the member's last byte */
 } conn;
 
 struct tr_store_server {
@@ -63,6 +67,8 @@ struct tr_store_server {
     entry *entries;
     size_t nentries, cap_entries, stored_bytes;
     atomic_long refusals;
+    double next_ping; /* when the members are next told the server lives */
+    bool gone_told;   /* a member's end was told to the others (once: the first is the one to blame) */
 };
 
 static double now(void) {
@@ -151,12 +157,52 @@ static const char *do_set(tr_store_server *s, const tr_store_req *r) {
     return NULL;
 }
 
+/* Member i has ended without leaving cleanly: the other members hear who, once (heartbeat.h). */
+static void member_gone(tr_store_server *s, size_t i, const char *how) {
+    conn *c = &s->conns[i];
+    c->done = true;
+    if (s->gone_told) return;
+    s->gone_told = true;
+    char msg[512];
+    const int n = snprintf(msg, sizeof msg, "rank %d (%s) %s", c->member, c->who, how);
+    const size_t len = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
+    const unsigned char head[3] = {'D', (unsigned char)(len & 0xff), (unsigned char)(len >> 8)};
+    for (size_t k = 0; k < s->nconns; k++) {
+        if (k == i || s->conns[k].member < 0 || s->conns[k].done) continue;
+        send_all(s->conns[k].fd, head, 3);
+        send_all(s->conns[k].fd, msg, len);
+    }
+}
+
+/* Bytes a member sent after its heartbeat request: 'P' alive, 'L' when it leaves. False when the
+ * connection ends. */
+static bool serve_member(tr_store_server *s, size_t i, const unsigned char *b, size_t n) {
+    conn *c = &s->conns[i];
+    c->last_seen = now();
+    for (size_t k = 0; k < n; k++) {
+        if (b[k] == 'P') continue;
+        /* a rank that returns, with any status, leaves quietly: when every rank stops on an error they
+         * agreed on (a NaN's exit 16), none must turn the others' status into a lost peer's */
+        if (b[k] == 'L') return false;
+        member_gone(s, i, "broke the heartbeat protocol");
+        return false;
+    }
+    return true;
+}
+
 /* Reads what conn i sent; handles a complete request. Returns false when the connection ends. */
 static bool serve_conn(tr_store_server *s, size_t i) {
     conn *c = &s->conns[i];
     unsigned char tmp[16384];
     const ssize_t n = recv(c->fd, tmp, sizeof tmp, 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+    if (n <= 0 && c->member >= 0) {
+        member_gone(s, i,
+                    "is gone: its connection to the rendezvous store closed without a goodbye (the process was "
+                    "killed, crashed or ended on a fatal error)");
+        return false;
+    }
+    if (n > 0 && c->member >= 0) return serve_member(s, i, tmp, (size_t)n);
     if (n <= 0) {
         if (!c->waiting[0] && c->len) refuse_log(s, c->peer, "closed in the middle of a request");
         return false;
@@ -187,6 +233,22 @@ static bool serve_conn(tr_store_server *s, size_t i) {
         refuse_log(s, c->peer, err);
         reply_error(c->fd, err);
         return false;
+    }
+    if (req.op == 'H') {
+        int rank = -1;
+        char tail;
+        if (sscanf(req.key, "heartbeat.%d%c", &rank, &tail) != 1 || rank < 0 || req.value_len >= sizeof c->who) {
+            reply_error(c->fd, "a heartbeat's key is heartbeat.<rank>, its value the member's host and pid");
+            return false;
+        }
+        c->member = rank;
+        memcpy(c->who, req.value, req.value_len);
+        c->who[req.value_len] = '\0';
+        for (char *p = c->who; *p; p++)
+            if (*p < 0x20 || *p > 0x7e) *p = '?'; /* printed by every other rank */
+        c->deadline = 0, c->last_seen = now();
+        send_all(c->fd, "K", 1);
+        return true;
     }
     if (req.op == 'S') {
         const char *why = do_set(s, &req);
@@ -256,7 +318,7 @@ static void accept_one(tr_store_server *s) {
      * costs the server at most this long per reply, then its reply is dropped */
     const struct timeval snd = {5, 0};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &snd, sizeof snd);
-    conn c = {.fd = fd, .deadline = now() + s->handshake_s};
+    conn c = {.fd = fd, .deadline = now() + s->handshake_s, .member = -1};
     memcpy(c.peer, peer, sizeof c.peer);
     if (getrandom(c.nonce, sizeof c.nonce, 0) != (ssize_t)sizeof c.nonce) {
         close(fd);
@@ -268,11 +330,13 @@ static void accept_one(tr_store_server *s) {
     s->conns[s->nconns++] = c;
 }
 
-/* Milliseconds until the nearest handshake deadline (-1: none). */
+/* Milliseconds until the nearest handshake deadline or ping (-1: none). */
 static int poll_timeout(const tr_store_server *s, double t) {
     double first = 0;
-    for (size_t i = 0; i < s->nconns; i++)
-        if (s->conns[i].deadline > 0 && (first == 0 || s->conns[i].deadline < first)) first = s->conns[i].deadline;
+    for (size_t i = 0; i < s->nconns; i++) {
+        const double d = s->conns[i].member >= 0 ? s->next_ping : s->conns[i].deadline;
+        if (d > 0 && (first == 0 || d < first)) first = d;
+    }
     if (first == 0) return -1;
     return first <= t ? 0 : (int)((first - t) * 1000.0) + 1;
 }
@@ -301,6 +365,21 @@ static void *serve(void *arg) {
         for (size_t i = 0; i < n; i++)
             if (pf[2 + i].revents && !s->conns[i].done && !serve_conn(s, i)) s->conns[i].done = true;
         const double t = now();
+        const bool ping = t >= s->next_ping;
+        if (ping) s->next_ping = t + TR_HEARTBEAT_PERIOD_S;
+        for (size_t i = 0; i < s->nconns; i++) {
+            conn *c = &s->conns[i];
+            if (c->member < 0 || c->done) continue;
+            if (t - c->last_seen > TR_HEARTBEAT_TIMEOUT_S) {
+                char how[128];
+                snprintf(how, sizeof how,
+                         "sent no heartbeat for %.0f s (its node is down or unreachable, or the process is stopped)",
+                         TR_HEARTBEAT_TIMEOUT_S);
+                member_gone(s, i, how);
+            } else if (ping) {
+                send_all(c->fd, "P", 1);
+            }
+        }
         for (size_t i = 0; i < s->nconns; i++) {
             conn *c = &s->conns[i];
             if (!c->done && c->deadline > 0 && t >= c->deadline) {
@@ -455,6 +534,8 @@ void tr_store_server_stop(tr_store_server *s) {
         return;
     }
     pthread_join(s->thread, NULL);
+    for (size_t i = 0; i < s->nconns; i++) /* the job is over: its members stop watching */
+        if (s->conns[i].member >= 0 && !s->conns[i].done) send_all(s->conns[i].fd, "X", 1);
     while (s->nconns) drop(s, 0);
     for (size_t i = 0; i < s->nentries; i++) free(s->entries[i].value);
     free(s->entries);

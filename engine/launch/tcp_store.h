@@ -37,6 +37,10 @@ typedef struct tr_store_conf {
  * TWINRUN_STORE_BIND); it points into *v. */
 tr_store_conf tr_store_conf_of(const tr_launch_vars *v);
 
+/* Makes a connection a member's (heartbeat.h; key "heartbeat.<rank>", who: host and pid): the open
+ * socket after the server's 'K', or -1 with err. */
+int tr_store_join(const tr_store_conf *c, const char *key, const char *who, double timeout_s, char *err, size_t errlen);
+
 typedef struct tr_store_server tr_store_server;
 
 /* Listens on c->bind (else c->host) and serves from a background thread. NULL with err (port in use,

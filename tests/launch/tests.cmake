@@ -9,6 +9,11 @@ set_tests_properties(launch_script PROPERTIES LABELS "${labels}" TIMEOUT 120)
 twinrun_expect_sh(launch_check_torchrun 0 "all 3 ranks reached the rendezvous at 127.0.0.1:29631"
   "pids=''; for r in 0 1 2; do RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29631 ${PROJECT_BINARY_DIR}/bin/launch_check 20 & pids=\"$pids $!\"; done; rc=0; for p in $pids; do wait $p || rc=1; done; exit $rc"
   LABELS ${labels} PROPERTIES TIMEOUT 60)
+# The heartbeat beside the rendezvous: two launch_check processes on it; SIGKILL of either, or SIGSTOP of
+# one, makes the other name it and exit 1 within 10 s (the script measures it); a clean end exits 0.
+twinrun_expect_sh(launch_heartbeat 0 "heartbeat: every case passed"
+  "bash ${CMAKE_CURRENT_SOURCE_DIR}/launch/test_heartbeat.sh ${PROJECT_BINARY_DIR}/bin/launch_check 29651"
+  LABELS ${labels} PROPERTIES TIMEOUT 120)
 find_program(MPIRUN mpirun)
 if(MPIRUN)
   # through sh: ci/memcheck.py runs each test's command under valgrind, and Open MPI's own start-up leaks

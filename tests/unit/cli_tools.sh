@@ -256,9 +256,15 @@ ckpt_errors)
     hasF "ckpt: " ;;
 launch_check_errors)
     expect_rc 2 "$bin/launch_check" abc
-    hasF "usage: launch_check [TIMEOUT_SECONDS]  (a positive number, default 60)"
+    hasF "usage: launch_check [TIMEOUT_SECONDS] [--hold SECONDS]  (TIMEOUT a positive number, default 60; SECONDS"
     expect_rc 2 "$bin/launch_check" 0
     hasF "usage: launch_check [TIMEOUT_SECONDS]"
+    expect_rc 2 "$bin/launch_check" 5 --hold -1
+    hasF "usage: launch_check [TIMEOUT_SECONDS] [--hold SECONDS]"
+    expect_rc 2 "$bin/launch_check" 5 --hold
+    hasF "usage: launch_check [TIMEOUT_SECONDS] [--hold SECONDS]"
+    expect_rc 2 "$bin/launch_check" 5 --hold 3 extra
+    hasF "usage: launch_check [TIMEOUT_SECONDS] [--hold SECONDS]"
     expect_rc 2 env WORLD_SIZE=x RANK=1 "$bin/launch_check" 5
     hasF 'launch_check: WORLD_SIZE="x": expected an integer in [1, 1048576]'
     expect_rc 2 env -u MASTER_ADDR -u MASTER_PORT WORLD_SIZE=2 RANK=1 "$bin/launch_check" 5
