@@ -80,6 +80,8 @@ void tr_config_print_flags_md(FILE *out) {
           "- **accepted, no effect**: parsed and checked, then ignored; the reason says why nothing is lost.\n"
           "- **accepted, ignored with a warning**: parsed and checked, then ignored, and the run prints\n"
           "  `twinrun: warning: --flag ignored: <reason>` because its results differ from a Megatron run with it.\n"
+          "- **only 0: another value is ignored with a warning**: 0 is what twinrun does; any other value is\n"
+          "  ignored, and the run says so, because its results differ from a Megatron run with it.\n"
           "- **rejected**: known to Megatron, refused with the fix as the error.\n\n"
           "An enum's choices list what twinrun takes, then (`refused:`) Megatron's choices it refuses.\n"
           "\nBesides those warnings, twinrun warns where Megatron silently changes a setting: `--sequence-parallel`\n"

@@ -29,6 +29,8 @@ typedef enum tr_flag_status {
     TR_ST_IMPLEMENTED, /* stored in tr_config and used by the engine */
     TR_ST_ACCEPTED,    /* parsed and checked, no effect; `reason` says why that is harmless */
     TR_ST_WARNED,      /* parsed and checked, no effect, and a warning says so: results differ from Megatron's */
+    TR_ST_ZERO_ONLY,   /* parsed, checked and stored; only 0 is what the engine does, any other value is
+                        * ignored with a warning (config_finalize.c), since results then differ from Megatron's */
     TR_ST_REJECTED,    /* known to Megatron, refused with `reason` as the fix */
 } tr_flag_status;
 

@@ -25,6 +25,7 @@ const char *tr_flag_status_name(tr_flag_status s) {
     case TR_ST_IMPLEMENTED: return "implemented";
     case TR_ST_ACCEPTED: return "accepted, no effect";
     case TR_ST_WARNED: return "accepted, ignored with a warning";
+    case TR_ST_ZERO_ONLY: return "only 0: another value is ignored with a warning";
     case TR_ST_REJECTED: return "rejected";
     }
     return "?";

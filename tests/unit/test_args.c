@@ -1141,6 +1141,17 @@ static void test_help_is_truthful(void **state) {
              "attention masks causally",
              "");
     assert_contains(help, want);
+    /* twinrun has no dropout: the two flags say only 0 takes effect (the run warns for another value) */
+    snprintf(want, sizeof want,
+             "dropout on attention probabilities (in [0, 1)) [default: 0.1]\n%47sonly 0: another value is "
+             "ignored with a warning: twinrun trains without dropout",
+             "");
+    assert_contains(help, want);
+    snprintf(want, sizeof want,
+             "dropout on the residual branches (in [0, 1)) [default: 0.1]\n%47sonly 0: another value is "
+             "ignored with a warning: twinrun trains without dropout",
+             "");
+    assert_contains(help, want);
     free(help);
 }
 
