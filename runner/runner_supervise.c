@@ -44,9 +44,12 @@ static int64_t read_latest(const char *dir) {
 /* After a checksum failure: move the damaged checkpoint aside and point the tracker at the newest
  * older one (or at none), as an operator would. Returns the iteration resumed from. */
 static int64_t quarantine(const char *dir, int64_t bad) {
-    char from[SC_PATH_LEN + 64], to[SC_PATH_LEN + 80];
+    char from[SC_PATH_LEN + 64], to[SC_PATH_LEN + 96];
     snprintf(from, sizeof from, "%s/iter_%07lld", dir, (long long)bad);
-    snprintf(to, sizeof to, "%s.corrupt", from);
+    /* beside the checkpoints, not among them: a --load of dir must find only checkpoints there */
+    snprintf(to, sizeof to, "%s.quarantine", dir);
+    (void)mkdir(to, 0755);
+    snprintf(to, sizeof to, "%s.quarantine/iter_%07lld", dir, (long long)bad);
     (void)rename(from, to);
     int64_t best = 0;
     DIR *dp = opendir(dir);
@@ -250,6 +253,9 @@ static sc_attempt *record_attempt(attempt_state *st, double *final) {
 static void start_supervision(const sc_supervisor *sv, fault_plan *plan, sc_report *r) {
     tr_config *cfg = sv->job->cfg;
     rm_tree(sv->job->ckpt_dir);
+    char quarantined[SC_PATH_LEN + 16];
+    snprintf(quarantined, sizeof quarantined, "%s.quarantine", sv->job->ckpt_dir);
+    rm_tree(quarantined);
     if (sv->s->save_interval > 0) {
         snprintf(cfg->save, sizeof cfg->save, "%s", sv->job->ckpt_dir);
         snprintf(cfg->load, sizeof cfg->load, "%s", sv->job->ckpt_dir);

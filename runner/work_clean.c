@@ -29,7 +29,7 @@ static int remove_tree(const char *dir) {
 }
 
 int sc_work_clean(const char *work_dir) {
-    static const char *const parts[] = {"checkpoints", "data_cache"};
+    static const char *const parts[] = {"checkpoints", "checkpoints.quarantine", "data_cache"};
     int rc = 0;
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
         char path[4096];

@@ -188,10 +188,12 @@ int ckpt_model_compare(const ckpt_model_shape *saved, const ckpt_model_shape *ru
                        size_t errlen);
 
 /* ---- save ------------------------------------------------------------------------------------ */
-/* Rank 0, before any shard: creates DIR and DIR/iter_N. Refuses N when the tracker already names
- * it (a complete checkpoint is never overwritten); removes a stale manifest of an earlier,
- * interrupted save of N so that directory cannot pass for complete while shards are rewritten. */
-int ckpt_save_begin(const ckpt_io *io, const char *dir, int64_t iteration, char *err, size_t errlen);
+/* Rank 0, before any shard: creates DIR and DIR/iter_N. A complete iter_N (its manifest there) is
+ * never replaced unless overwrite: then the tracker, when it names N, is first pointed at the newest
+ * older complete checkpoint (or removed when there is none), so that a crash while N is rewritten
+ * leaves a tracker that names a complete checkpoint; then N's manifest is removed so the directory
+ * cannot pass for complete while its shards are rewritten. */
+int ckpt_save_begin(const ckpt_io *io, const char *dir, int64_t iteration, bool overwrite, char *err, size_t errlen);
 
 /* Every rank: writes DIR/iter_N/shard_<rank>.bin via a temporary file, fsync, rename, fsync of
  * the directory. Returns its size and CRC in *info (may be NULL). */
@@ -229,6 +231,55 @@ typedef struct ckpt_verify_report {
  * manifest's sizes and CRCs, coverage of every tensor. -1 names the bad file in err and rep->bad_file,
  * and says whether an older complete checkpoint exists (rep->older_complete). rep may be NULL. */
 int ckpt_verify(const char *dir, int64_t iteration, ckpt_verify_report *rep, char *err, size_t errlen);
+
+/* ---- what a directory holds (ckpt_dir.c) --------------------------------------------------- */
+#define CKPT_LOCK ".twinrun.lock" /* a --save directory's lock (ckpt_lock.c): ignored by every reader */
+#define CKPT_DIR_LIST_MAX 64
+
+/* 1 when the last component of path is an iteration directory, iter_NNNNNNN (unless it holds a
+ * tracker itself, then it is a root): root gets the directory above it ("." for a bare name) and
+ * *iteration its number. 0 otherwise. The directory need not exist. */
+int ckpt_iter_path(const char *path, char *root, size_t cap, int64_t *iteration);
+
+typedef enum ckpt_dir_kind {
+    CKPT_DIR_ABSENT,      /* no such path */
+    CKPT_DIR_EMPTY,       /* a directory with nothing in it (the lock file aside) */
+    CKPT_DIR_TRACKED,     /* holds the tracker: a load reads what it names */
+    CKPT_DIR_UNTRACKED,   /* complete iter_N (with a manifest) but no tracker */
+    CKPT_DIR_FOREIGN,     /* no tracker, no complete iter_N, and files that are not checkpoints */
+    CKPT_DIR_INTERRUPTED, /* only iter_N without a manifest: saves that never completed */
+} ckpt_dir_kind;
+
+typedef struct ckpt_dir_info {
+    ckpt_dir_kind kind;
+    int n_complete;                      /* iter_N directories holding a manifest */
+    int64_t complete[CKPT_DIR_LIST_MAX]; /* ascending (the first CKPT_DIR_LIST_MAX found) */
+    int64_t newest_complete;             /* -1: none */
+    int n_incomplete;                    /* iter_N without a manifest */
+    int64_t incomplete;                  /* one of them */
+    int n_foreign;                       /* other entries */
+    char foreign[256];                   /* one of them */
+} ckpt_dir_info;
+
+/* Classifies dir. 0, or -1 with err when it cannot be read or is not a directory. */
+int ckpt_dir_probe(const char *dir, ckpt_dir_info *info, char *err, size_t errlen);
+/* "2, 4, 6" (the complete iterations), "" when none. */
+void ckpt_dir_list_text(const ckpt_dir_info *info, char *out, size_t cap);
+
+/* ---- a --save directory's lock (ckpt_lock.c) ------------------------------------------------ */
+/* Held for a job's life by the process of rank 0: an open-file-description lock on DIR/CKPT_LOCK
+ * (released by the kernel when the process dies, also over NFS), whose text names its holder
+ * ("host H pid P since T"). NULL with err when another job holds it (naming that job) or DIR cannot
+ * be written. DIR must exist. */
+typedef struct ckpt_lock ckpt_lock;
+ckpt_lock *ckpt_lock_take(const char *dir, char *err, size_t errlen);
+/* Removes the lock file and releases the lock; NULL is fine. */
+void ckpt_lock_release(ckpt_lock *l);
+/* Creates, writes, fsyncs and removes a file of its own in dir: 0, or -1 with err naming why the
+ * first save would fail (read-only, no permission, full). */
+int ckpt_dir_writable(const char *dir, char *err, size_t errlen);
+/* dir and its missing parents, as Megatron's os.makedirs(exist_ok=True). */
+int ckpt_make_dirs(const char *dir, char *err, size_t errlen);
 
 /* ---- reassembly: any region of a global tensor, from whichever shards hold it -------------- */
 typedef struct ckpt_reader ckpt_reader;

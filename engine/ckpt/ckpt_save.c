@@ -39,27 +39,53 @@ static int ensure_tree(const ckpt_io *io, const char *path, char *err, size_t er
     return ensure_dir(io, path, parent, err, errlen);
 }
 
-int ckpt_save_begin(const ckpt_io *io, const char *dir, int64_t iteration, char *err, size_t errlen) {
+int ckpt_make_dirs(const char *dir, char *err, size_t errlen) {
+    if (strlen(dir) > 3000) return tr_errf(err, errlen, "%.100s...: checkpoint path too long", dir);
+    return ensure_tree(ckpt_io_posix(), dir, err, errlen);
+}
+
+/* --overwrite-checkpoints replacing the tracker's own iteration: the tracker first names the newest
+ * older complete checkpoint (or nothing), so it never names a directory being rewritten. */
+static int step_tracker_back(const ckpt_io *io, const char *dir, int64_t iteration, char *err, size_t errlen) {
+    ckpt_dir_info info;
+    if (ckpt_dir_probe(dir, &info, err, errlen)) return -1;
+    int64_t back = -1;
+    const int n = info.n_complete < CKPT_DIR_LIST_MAX ? info.n_complete : CKPT_DIR_LIST_MAX;
+    for (int i = 0; i < n; i++)
+        if (info.complete[i] < iteration && info.complete[i] > back) back = info.complete[i];
+    char path[TR_CKPT_PATH_MAX], text[32];
+    ckpt_pathf(path, sizeof path, "%s/%s", dir, CKPT_TRACKER);
+    if (back < 0) {
+        if (io->unlink(io->ctx, path)) return ckpt_io_err("unlink", path, errno, err, errlen);
+        return io->fsync_dir(io->ctx, dir) ? ckpt_io_err("fsync", dir, errno, err, errlen) : 0;
+    }
+    const int len = snprintf(text, sizeof text, "%lld", (long long)back);
+    return ckpt_write_atomic(io, path, dir, text, (size_t)len, err, errlen);
+}
+
+int ckpt_save_begin(const ckpt_io *io, const char *dir, int64_t iteration, bool overwrite, char *err, size_t errlen) {
     if (!io) io = ckpt_io_posix();
     if (strlen(dir) > 3000) return tr_errf(err, errlen, "%.100s...: checkpoint path too long", dir);
     if (iteration < 0 || iteration > 9999999)
         return tr_errf(err, errlen, "iteration %lld outside 0..9999999 (iter_%%07d)", (long long)iteration);
-    char parent[TR_CKPT_PATH_MAX], idir[TR_CKPT_PATH_MAX], path[TR_CKPT_PATH_MAX];
-    parent_of(parent, sizeof parent, dir);
+    char idir[TR_CKPT_PATH_MAX], path[TR_CKPT_PATH_MAX];
     if (ensure_tree(io, dir, err, errlen)) return -1;
     int64_t latest;
     char lerr[256];
     int found = ckpt_latest(dir, &latest, lerr, sizeof lerr);
-    if (found == 0 && latest == iteration)
-        return tr_errf(err, errlen,
-                       "%s: iteration %lld is already the latest complete checkpoint; it is not overwritten", dir,
-                       (long long)iteration);
     ckpt_iter_dir(idir, sizeof idir, dir, iteration);
-    if (ensure_dir(io, idir, dir, err, errlen)) return -1;
-    /* an earlier interrupted save of this iteration may have left a manifest: drop it first */
     ckpt_pathf(path, sizeof path, "%s/%s", idir, CKPT_MANIFEST);
     struct stat st;
-    if (stat(path, &st) == 0) {
+    const bool complete = stat(path, &st) == 0;
+    if ((complete || (found == 0 && latest == iteration)) && !overwrite)
+        return tr_errf(err, errlen,
+                       "%s: iteration %lld is already a complete checkpoint%s; it is not overwritten (save into "
+                       "another --save directory, or pass --overwrite-checkpoints to replace it)",
+                       dir, (long long)iteration, found == 0 && latest == iteration ? " (the latest)" : "");
+    if (found == 0 && latest == iteration && step_tracker_back(io, dir, iteration, err, errlen)) return -1;
+    if (ensure_dir(io, idir, dir, err, errlen)) return -1;
+    /* a manifest of N (an overwritten checkpoint's) goes first */
+    if (complete) {
         if (io->unlink(io->ctx, path)) return ckpt_io_err("unlink", path, errno, err, errlen);
         if (io->fsync_dir(io->ctx, idir)) return ckpt_io_err("fsync", idir, errno, err, errlen);
     }

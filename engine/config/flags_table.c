@@ -488,18 +488,20 @@ static const tr_flag FLAGS[] = {
 
     /* ---- checkpoints ----------------------------------------------------------------------- */
     {"--save", TR_K_STRING, TR_SEC_CHECKPOINT, F(save), .metavar = "DIR", .def = "none",
-     .help = "write checkpoints here (iter_NNNNNNN/ and latest_checkpointed_iteration.txt)"},
+     .help = "write checkpoints here (iter_NNNNNNN/ and latest_checkpointed_iteration.txt; an iter_NNNNNNN path "
+             "means the directory above it); locked for the job's life"},
     {"--save-interval", TR_K_INT, TR_SEC_CHECKPOINT, F(save_interval), GE(1), .metavar = "N",
      .def = "none (required with --save)", .help = "iterations between checkpoints"},
     {"--load", TR_K_STRING, TR_SEC_CHECKPOINT, F(load), .metavar = "DIR", .def = "none",
-     .help = "resume from the latest checkpoint here, if there is one"},
+     .help = "resume from the latest checkpoint here, or from DIR/iter_NNNNNNN as given; an absent or empty DIR "
+             "starts from scratch, anything else that cannot be loaded is an error"},
     {"--ckpt-format", TR_K_ENUM, TR_SEC_CHECKPOINT, F(ckpt_format), .enum_as_string = true, .choices = CKPT_FORMAT,
      .metavar = "FMT", .def = "torch_dist", .status = TR_ST_ACCEPTED, .reason = R_CKPT_FORMAT,
      .help = "checkpoint format Megatron would write"},
     {"--ckpt-step", TR_K_INT64, TR_SEC_CHECKPOINT, F(ckpt_step), GE(0), .metavar = "N", .def = "latest",
      .help = "load the checkpoint of iteration N from --load instead of the latest"},
     {"--exit-on-missing-checkpoint", TR_K_BOOL, TR_SEC_CHECKPOINT, F(exit_on_missing_checkpoint), .def = "off",
-     .help = "when --load holds no checkpoint, say so and exit 0 (as Megatron does) instead of training from scratch"},
+     .help = "when --load holds no checkpoint, say so and exit 1 (as Megatron does) instead of training from scratch"},
     {"--use-checkpoint-args", TR_K_BOOL, TR_SEC_CHECKPOINT, F(use_checkpoint_args), .def = "off",
      .help = "take the model flags (shape, norm, RoPE, biases) from the --load checkpoint instead of the command line"},
     {"--finetune", TR_K_BOOL, TR_SEC_CHECKPOINT, F(finetune), .def = "off",
@@ -568,6 +570,9 @@ static const tr_flag FLAGS[] = {
      .help = "raw little-endian int32 tokens [iters, global batch, seq+1] instead of a dataset (tests)"},
     {"--keep-last", TR_K_INT, TR_SEC_TWINRUN, F(keep_last), GE(0), .metavar = "N", .def = "0 (keep all)",
      .help = "after each save keep only the N newest checkpoints in --save (never the newest complete one)"},
+    {"--overwrite-checkpoints", TR_K_BOOL, TR_SEC_TWINRUN, F(overwrite_checkpoints), .def = "off",
+     .help = "let this run save over complete checkpoints in --save (a fresh start into a directory that holds "
+             "some, or a resume from an older --ckpt-step); without it such a run is refused at start"},
     {"--predict", TR_K_BOOL, TR_SEC_TWINRUN, F(predict), .def = "off",
      .help = "twin build only: run the job at full size in shape-only mode (memory and simulated time, no math) and "
              "report whether it fits and how fast a step is (docs/prediction.md)"},

@@ -9,6 +9,7 @@
 #include "config/args_value.h"
 #include "config/flags.h"
 #include "model/llama.h"
+#include "train/checkpoint.h"
 #include "twinrun/version.h"
 
 #define ARG_LINE_MAX 1200
@@ -148,6 +149,9 @@ void tr_banner_print(FILE *out, const char *program, const tr_config *cfg, int w
         fprintf(out, " > building %s tokenizer from %s: %lld tokens, eod %lld, bos %lld\n", cfg->tokenizer_type,
                 cfg->tokenizer_model, (long long)cfg->tokenizer_vocab, (long long)cfg->tokenizer_eod,
                 (long long)cfg->tokenizer_bos);
+    char load[TR_PATH_LEN * 2 + 1024];
+    tr_ckpt_describe_load(cfg, load, sizeof load);
+    if (load[0]) fprintf(out, " > checkpoint: %s\n", load);
     const int mult = cfg->make_vocab_size_divisible_by * tp;
     const int padded = (cfg->vocab_size + mult - 1) / mult * mult;
     fprintf(out, " > padded vocab (size: %d) with %d dummy tokens (new size: %d)\n", cfg->vocab_size,

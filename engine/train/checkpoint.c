@@ -114,7 +114,7 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
     ckpt_coords me;
     layout_of(cfg, g, &lay, &me);
     int rc = 0;
-    if (g->rank == 0) rc = ckpt_save_begin(io, cfg->save, pos->iteration, err, errlen);
+    if (g->rank == 0) rc = ckpt_save_begin(io, cfg->save, pos->iteration, cfg->overwrite_checkpoints, err, errlen);
     coll_barrier(gr->world, m->stream);
     if (rc) return rc;
 
@@ -186,38 +186,12 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
     return cfg->keep_last > 0 ? ckpt_prune(io, cfg->save, cfg->keep_last, err, errlen) : 0;
 }
 
-int tr_ckpt_pick(const tr_config *cfg, int64_t *it, char *err, size_t errlen) {
-    if (cfg->ckpt_step < 0) return ckpt_latest(cfg->load, it, err, errlen);
-    /* --ckpt-step N: that iteration, complete or not at all (Megatron reads iter_N without the tracker) */
-    int64_t have[256];
-    int n = ckpt_list(cfg->load, have, 256, err, errlen);
-    if (n < 0) return -1;
-    for (int i = 0; i < n && i < 256; i++)
-        if (have[i] == cfg->ckpt_step) {
-            ckpt_manifest m;
-            char why[512];
-            if (ckpt_manifest_load(cfg->load, cfg->ckpt_step, &m, why, sizeof why))
-                return tr_errf(err, errlen, "--ckpt-step %lld: %s holds no complete checkpoint of it (%s)",
-                               (long long)cfg->ckpt_step, cfg->load, why);
-            ckpt_manifest_free(&m);
-            *it = cfg->ckpt_step;
-            return 0;
-        }
-    char list[256] = "";
-    for (int i = 0; i < n && i < 256 && strlen(list) < sizeof list - 24; i++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%lld", i ? ", " : "", (long long)have[i]);
-    return tr_errf(err, errlen,
-                   "--ckpt-step %lld: %s has no checkpoint of that iteration (it has: %s); pick one of "
-                   "those or drop --ckpt-step for the latest",
-                   (long long)cfg->ckpt_step, cfg->load, n > 0 ? list : "none");
-}
-
 int tr_ckpt_open(const tr_config *cfg, ckpt_reader **rd, char *err, size_t errlen) {
     *rd = NULL;
     int64_t it;
-    int r = tr_ckpt_pick(cfg, &it, err, errlen);
+    int r = tr_ckpt_pick(cfg, &it, NULL, 0, err, errlen);
     if (r < 0) return -1;
-    if (r == 1) return 0; /* nothing saved yet: Megatron starts from scratch */
+    if (r == 1) return 0; /* nothing there yet (tr_ckpt_pick says why): a fresh start */
     ckpt_verify_report rep;
     if (ckpt_verify(cfg->load, it, &rep, err, errlen)) return -1;
     *rd = ckpt_reader_open(cfg->load, it, err, errlen);

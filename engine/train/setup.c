@@ -21,7 +21,7 @@
  * Megatron says and does. */
 static int use_checkpoint_args(tr_config *cfg, char *err, size_t errlen) {
     int64_t it;
-    int r = tr_ckpt_pick(cfg, &it, err, errlen);
+    int r = tr_ckpt_pick(cfg, &it, NULL, 0, err, errlen);
     if (r < 0) return -1;
     if (r == 1) {
         tr_config_warn(cfg,
@@ -87,6 +87,7 @@ int tr_train_prepare_config(tr_config *cfg, int world, char *err, size_t errlen)
         hf_llama_config hf;
         if (hf_config_load(&hf, path, err, errlen) || hf_config_apply(&hf, cfg, err, errlen)) return -1;
     }
+    if (tr_ckpt_resolve_paths(cfg, err, errlen)) return -1;
     if (cfg->use_checkpoint_args && cfg->load[0] && use_checkpoint_args(cfg, err, errlen)) return -1;
     /* every problem of the job at once, before any rank starts: one report, not one per rank */
     tr_errlist el;

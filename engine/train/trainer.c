@@ -41,15 +41,17 @@ typedef struct job {
     const tr_config *cfg;
     FILE *log;
     tr_train_summary *summary;
-    tr_data *data;        /* the datasets, built once; each rank reads through its own view */
-    size_t peak;          /* largest device peak of any rank */
-    uint64_t data_fp;     /* the data files' fingerprint, for the preflight */
-    ckpt_provenance prov; /* what every save records of where the run came from */
-    ckpt_reader *ckpt;    /* --load's checkpoint, verified and opened once for every rank; NULL = none */
-    tr_predict *predict;  /* --predict: what every rank's device counted; NULL otherwise */
-    char err[1024 + 32];  /* "rank N: " and a rank's 1024-byte message */
-    char first_err[1024]; /* the first failing rank's message as it said it */
-    int same_err_ranks;   /* later ranks that failed with exactly that message (not printed again) */
+    tr_data *data;                 /* the datasets, built once; each rank reads through its own view */
+    size_t peak;                   /* largest device peak of any rank */
+    uint64_t data_fp;              /* the data files' fingerprint, for the preflight */
+    ckpt_provenance prov;          /* what every save records of where the run came from */
+    ckpt_reader *ckpt;             /* --load's checkpoint, verified and opened once for every rank; NULL = none */
+    char fresh[TR_PATH_LEN + 256]; /* --load without a checkpoint: why (tr_ckpt_pick) */
+    ckpt_lock *lock;               /* --save's, for the job's life (this process runs rank 0) */
+    tr_predict *predict;           /* --predict: what every rank's device counted; NULL otherwise */
+    char err[1024 + 32];           /* "rank N: " and a rank's 1024-byte message */
+    char first_err[1024];          /* the first failing rank's message as it said it */
+    int same_err_ranks;            /* later ranks that failed with exactly that message (not printed again) */
 } job;
 
 typedef struct rank_state {
@@ -282,11 +284,9 @@ static int resume(rank_state *st, const job *jb, rank_run *r) {
     else if (loaded && st->src.set_position(st->src.ctx, r->pos.consumed_train,
                                             cfg->eval_iters > 0 ? r->pos.consumed_valid : 0, r->err, sizeof r->err))
         rc = TR_EXIT_USAGE;
-    if (!rc && r->reporter)
-        fprintf(jb->log,
-                loaded ? " loaded checkpoint from %s at iteration %lld\n"
-                       : " could not find a checkpoint in %s: training from scratch\n",
-                cfg->load, (long long)r->pos.iteration);
+    if (!rc && r->reporter && loaded)
+        fprintf(jb->log, " loaded checkpoint from %s at iteration %lld\n", cfg->load, (long long)r->pos.iteration);
+    else if (!rc && r->reporter) fprintf(jb->log, " nothing to load: %s; training from scratch\n", jb->fresh);
     return rc;
 }
 
@@ -602,17 +602,39 @@ int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *
         tr_data_close(jb.data);
         return TR_EXIT_USAGE;
     }
+    if (cfg->load[0] && !jb.ckpt) {
+        int64_t none;
+        (void)tr_ckpt_pick(cfg, &none, jb.fresh, sizeof jb.fresh, err, errlen);
+    }
     if (cfg->load[0] && !jb.ckpt && cfg->exit_on_missing_checkpoint) {
-        /* Megatron's words and status: it exits 0, so a scheduler does not retry a path typo */
-        fprintf(log, ">> '--exit-on-missing-checkpoint' set ... exiting. << (no checkpoint in %s)\n", cfg->load);
+        /* Megatron's words; non-zero (as Megatron now exits) so a scheduler or CI sees the typo */
+        fprintf(log,
+                ">> '--exit-on-missing-checkpoint' is set but no checkpoint was found: %s. Exiting with a non-zero "
+                "status. <<\n",
+                jb.fresh);
         tr_data_close(jb.data);
-        return 0;
+        snprintf(sum->diag.kind, sizeof sum->diag.kind, "ckpt_load");
+        return tr_errf(err, errlen,
+                       "--exit-on-missing-checkpoint: nothing to load (%s); give the directory --save wrote (or its "
+                       "iter_NNNNNNN), or drop the flag to start from scratch",
+                       jb.fresh),
+               TR_EXIT_FATAL;
+    }
+    {
+        const int64_t start = jb.ckpt && !cfg->finetune ? ckpt_reader_manifest(jb.ckpt)->iteration : 0;
+        if (tr_ckpt_guard_save(cfg, start, &jb.lock, err, errlen)) {
+            snprintf(sum->diag.kind, sizeof sum->diag.kind, "ckpt_save");
+            if (jb.ckpt) ckpt_reader_close(jb.ckpt);
+            tr_data_close(jb.data);
+            return TR_EXIT_USAGE;
+        }
     }
     tr_predict own, *predict = keep ? keep : &own; /* the caller's, or this call's */
     if (cfg->predict) {
         if (tr_predict_init(predict, cfg->pipeline_model_parallel_size, world)) {
             if (jb.ckpt) ckpt_reader_close(jb.ckpt);
             tr_data_close(jb.data);
+            ckpt_lock_release(jb.lock);
             return tr_errf(err, errlen, "out of host memory for the predict report"), TR_EXIT_FATAL;
         }
         jb.predict = predict;
@@ -640,6 +662,7 @@ int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *
     ckpt_provenance_free(&jb.prov);
     if (jb.ckpt) ckpt_reader_close(jb.ckpt);
     tr_data_close(jb.data);
+    ckpt_lock_release(jb.lock);
     if (rc < 0) return TR_EXIT_USAGE;
     sum->device_peak_bytes = jb.peak;
     sum->world = world;

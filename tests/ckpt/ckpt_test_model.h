@@ -158,10 +158,11 @@ static inline ckpt_manifest tm_manifest(int64_t iter, const ckpt_layout *L) {
     return m;
 }
 
-/* A whole save through io: begin, every rank's shard, commit (full re-read when infos is 0). */
-static inline int tm_save(const ckpt_io *io, const char *dir, int64_t iter, const ckpt_layout *L, int gather_infos,
-                          char *err, size_t errlen) {
-    if (ckpt_save_begin(io, dir, iter, err, errlen)) return -1;
+/* A whole save through io: begin (replacing a complete iter only when overwrite), every rank's shard,
+ * commit (full re-read when infos is 0). */
+static inline int tm_save_over(const ckpt_io *io, const char *dir, int64_t iter, const ckpt_layout *L, int gather_infos,
+                               bool overwrite, char *err, size_t errlen) {
+    if (ckpt_save_begin(io, dir, iter, overwrite, err, errlen)) return -1;
     int world = ckpt_layout_world(L);
     ckpt_file_info *infos = calloc((size_t)world, sizeof *infos);
     int rc = 0;
@@ -177,6 +178,11 @@ static inline int tm_save(const ckpt_io *io, const char *dir, int64_t iter, cons
     if (!rc) rc = ckpt_save_commit(io, dir, iter, &m, err, errlen);
     free(infos);
     return rc;
+}
+
+static inline int tm_save(const ckpt_io *io, const char *dir, int64_t iter, const ckpt_layout *L, int gather_infos,
+                          char *err, size_t errlen) {
+    return tm_save_over(io, dir, iter, L, gather_infos, false, err, errlen);
 }
 
 /* Reads region p of a tensor and compares it with what the model says; 0 when equal. */

@@ -112,8 +112,8 @@ static void test_retention(void **state) {
     for (int64_t it = 10; it <= 40; it += 10)
         if (tm_save(NULL, dir, it, &L4, 1, err, sizeof err)) fail_msg("%s", err);
     /* debris of an interrupted save below the latest, and a save in progress above it */
-    assert_int_equal(ckpt_save_begin(NULL, dir, 25, err, sizeof err), 0);
-    assert_int_equal(ckpt_save_begin(NULL, dir, 50, err, sizeof err), 0);
+    assert_int_equal(ckpt_save_begin(NULL, dir, 25, false, err, sizeof err), 0);
+    assert_int_equal(ckpt_save_begin(NULL, dir, 50, false, err, sizeof err), 0);
     snprintf(p, sizeof p, "%s/iter_0000050/shard_00000.bin", dir);
     fio_spit(p, "x", 1);
     int64_t iters[16];

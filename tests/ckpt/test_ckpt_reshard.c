@@ -141,7 +141,7 @@ static void test_overlapping_pieces(void **state) {
         assert_true(tm_fill("t", CKPT_F32, shape, 2, &b[i].place, 3, &data[i]) > 0);
         b[i].data = data[i];
     }
-    assert_int_equal(ckpt_save_begin(NULL, dir, 3, err, sizeof err), 0);
+    assert_int_equal(ckpt_save_begin(NULL, dir, 3, false, err, sizeof err), 0);
     assert_int_equal(ckpt_shard_write(NULL, dir, 3, &one, &c0, b, 4, NULL, err, sizeof err), 0);
     ckpt_manifest m = tm_manifest(3, &one);
     if (ckpt_save_commit(NULL, dir, 3, &m, err, sizeof err)) fail_msg("%s", err);
@@ -171,7 +171,7 @@ static void test_shard_changed_after_open(void **state) {
     b.name = "t", b.dtype = CKPT_F32, b.ndim = 2, b.shape[0] = 6, b.shape[1] = 8, b.place = ckpt_place_full();
     assert_true(tm_fill("t", CKPT_F32, shape, 2, &b.place, 3, &data) > 0);
     b.data = data;
-    assert_int_equal(ckpt_save_begin(NULL, dir, 3, err, sizeof err), 0);
+    assert_int_equal(ckpt_save_begin(NULL, dir, 3, false, err, sizeof err), 0);
     assert_int_equal(ckpt_shard_write(NULL, dir, 3, &one, &c0, &b, 1, NULL, err, sizeof err), 0);
     ckpt_manifest m = tm_manifest(3, &one);
     if (ckpt_save_commit(NULL, dir, 3, &m, err, sizeof err)) fail_msg("%s", err);

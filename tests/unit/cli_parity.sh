@@ -154,8 +154,8 @@ ckpt_flags)
     expect_rc 0 $run --train-iters 6 --load "$work/flags_save" --use-checkpoint-args --hidden-size 64
     has "loaded checkpoint from $work/flags_save at iteration 4"
     # shellcheck disable=SC2086
-    expect_rc 0 $run --train-iters 6 --load "$work/flags_empty" --exit-on-missing-checkpoint
-    has "'--exit-on-missing-checkpoint' set ... exiting."
+    expect_rc 1 $run --train-iters 6 --load "$work/flags_empty" --exit-on-missing-checkpoint
+    has "'--exit-on-missing-checkpoint' is set but no checkpoint was found: --load $work/flags_empty is empty"
     count "iteration  *1/" 0 ;;
 ln1p)
     # a checkpoint saved with --apply-layernorm-1p does not load silently into a run without it

@@ -107,7 +107,7 @@ typedef struct tr_config {
     bool no_load_optim; /* --no-load-optim: keep the checkpoint's weights, start a fresh optimizer */
     bool no_load_rng;   /* --no-load-rng: keep the checkpoint's weights, reseed the RNG from --seed */
     int64_t ckpt_step;  /* --ckpt-step N: load iteration N instead of the latest; -1 = latest */
-    bool exit_on_missing_checkpoint; /* --load without a checkpoint there is an error, not a fresh start */
+    bool exit_on_missing_checkpoint; /* --load with nothing to load exits 1 instead of a fresh start */
     bool use_checkpoint_args;        /* the model flags come from the checkpoint's manifest */
 
     /* twinrun's own */
@@ -115,6 +115,7 @@ typedef struct tr_config {
     char metrics_jsonl[TR_PATH_LEN]; /* --metrics-jsonl FILE: one JSON object per iteration */
     char tokens_file[TR_PATH_LEN];   /* --tokens-file FILE: raw int32 [iters, GBS, seq+1] (tests) */
     int keep_last;                   /* --keep-last N: checkpoints kept in --save after each save; 0 = all */
+    bool overwrite_checkpoints;      /* --overwrite-checkpoints: a save may replace a complete iter_N */
     bool predict;                    /* --predict: the twin in shape-only mode (docs/prediction.md) */
     char predict_json[TR_PATH_LEN];  /* --predict-json FILE: the predict report as JSON */
 
