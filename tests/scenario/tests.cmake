@@ -77,7 +77,7 @@ twinrun_expect(NAME scenario_overlap_faults EXIT 0
 
 # A campaign whose kinds cannot be thrown at its scenario fails an expectation that says what each needs.
 twinrun_expect(NAME scenario_campaign_nokind EXIT 1
-  OUTPUT "FAIL  campaign: a fault kind to draw: none of campaign.kinds can be thrown at this scenario: data_corrupt needs data.path"
+  OUTPUT "FAIL  campaign: a fault kind to draw: none of campaign.kinds can be thrown at this scenario: data_corrupt and data_stall need data.path"
   LABELS ${labels} PROPERTIES TIMEOUT 300
   COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_nokind.yaml --work ${scn_work} --clean)
 
