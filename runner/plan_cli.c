@@ -86,8 +86,11 @@ int sc_plan_main(int argc, char **argv) {
     }
     if (!file) return plan_usage();
     scenario s;
-    char err[4096] = "";
-    if (scenario_load(file, &s, err, sizeof err)) return fprintf(stderr, "scenario plan: %s\n", err), 2;
+    char err[4096] = "", path[4096];
+    const int where = scenario_find(file, path, sizeof path, err, sizeof err);
+    if (where < 0) return fprintf(stderr, "scenario plan: %s\n", err), 2;
+    if (where == 1) fprintf(stderr, "scenario plan: %s: not in the current directory; using %s\n", file, path);
+    if (scenario_load(path, &s, err, sizeof err)) return fprintf(stderr, "scenario plan: %s\n", err), 2;
     o.progress = stderr;
     sc_plan_result r;
     int rc = sc_plan(&s, &o, &r, err, sizeof err);

@@ -38,9 +38,15 @@ static int usage(void) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* FILE, or every *.yaml of DIR in name order. */
-static int expand(const char *arg, char ***files, int *n) {
+/* FILE, or every *.yaml of DIR in name order; a name that is not here is looked for under scenarios/
+ * (scenario_find). Returns 0, -1 on a directory that cannot be read (errno), -2 on a name found nowhere
+ * (err says where it looked). */
+static int expand(const char *name, char ***files, int *n, char *err, size_t errlen) {
     struct stat st;
+    char arg[4096];
+    const int where = scenario_find(name, arg, sizeof arg, err, errlen);
+    if (where < 0) return -2;
+    if (where == 1) fprintf(stderr, "scenario: %s: not in the current directory; using %s\n", name, arg);
     if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) {
         DIR *d = opendir(arg);
         if (!d) return -1;
@@ -105,9 +111,12 @@ int main(int argc, char **argv) {
         } else if (a[0] == '-') {
             fprintf(stderr, "scenario: unknown option %s\n", a);
             return free_files(files, nfiles, usage());
-        } else if (expand(a, &files, &nfiles)) {
-            fprintf(stderr, "scenario: cannot read directory %s: %s\n", a, strerror(errno));
-            return free_files(files, nfiles, 2);
+        } else {
+            char err[4200];
+            const int rc = expand(a, &files, &nfiles, err, sizeof err);
+            if (rc == -2) fprintf(stderr, "scenario: %s\n", err);
+            else if (rc) fprintf(stderr, "scenario: cannot read directory %s: %s\n", a, strerror(errno));
+            if (rc) return free_files(files, nfiles, 2);
         }
     }
     if (nfiles == 0)

@@ -94,6 +94,10 @@ typedef struct scenario {
     sc_expect expect;
 } scenario;
 
+/* The file or folder ARG names on the command line, into PATH: ARG itself when it exists or holds a '/';
+ * else scenarios/ARG when that exists (the shipped scenarios, from the repository root). Returns 0 (ARG),
+ * 1 (found under scenarios/) or -1 with ERR naming where it looked. */
+int scenario_find(const char *arg, char *path, size_t cap, char *err, size_t errlen);
 /* Loads and checks a scenario file. Returns 0, or -1 with "FILE:LINE:COL: message" in err. */
 int scenario_load(const char *path, scenario *out, char *err, size_t errlen);
 /* The same from memory (fuzz target, tests); `name` stands for the file in messages and relative
