@@ -223,13 +223,13 @@ twinrun_expect(NAME scenario_plan_no_file EXIT 2 OUTPUT "nothing.yaml" LABELS ${
 
 # A bare name typed at the repository root finds the shipped scenario (README: `scenario run
 # thousand_card.yaml`), saying so; one found nowhere names where it looked. `plan` the same (its B200 stops
-# it right after the file is loaded). (`.` for `;` in OUTPUT, which CMake would split as a list.)
+# it right after the file is loaded). (\x3b: ';', which a CMake list would take apart.)
 twinrun_expect_sh(scenario_find_shipped 0 "scenario: thousand_card.yaml: not in the current directory; using scenarios/thousand_card.yaml\nscenarios/thousand_card.yaml: ok \\(1024 ranks"
   "${scn} check thousand_card.yaml" LABELS ${labels} PROPERTIES WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 twinrun_expect(NAME scenario_find_nowhere EXIT 2
-  OUTPUT "^scenario: thousand_card.yaml: no such file or directory \\(looked in ${CMAKE_CURRENT_BINARY_DIR} and in its scenarios/. give the path"
+  OUTPUT "^scenario: thousand_card.yaml: no such file or directory \\(looked in ${CMAKE_CURRENT_BINARY_DIR} and in its scenarios/\\x3b give the path"
   LABELS ${labels} PROPERTIES WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR} COMMAND ${scn} run thousand_card.yaml)
 twinrun_expect(NAME scenario_plan_find_shipped EXIT 2
-  OUTPUT "^scenario plan: predict_70b.yaml: not in the current directory. using scenarios/predict_70b.yaml\nscenario plan: unknown device 'B200'"
+  OUTPUT "^scenario plan: predict_70b.yaml: not in the current directory\\x3b using scenarios/predict_70b.yaml\nscenario plan: unknown device 'B200'"
   LABELS ${labels} PROPERTIES WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
   COMMAND ${scn} plan predict_70b.yaml --device B200 --work ${scn_work}/plan)

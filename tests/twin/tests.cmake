@@ -1,6 +1,6 @@
 # The blame program on dump files (label twin): exit 1 when it finds a hang, 2 on a bad dump.
 twinrun_expect(NAME twin_blame_cli EXIT 1 LABELS twin
-  OUTPUT "seq 2 all_reduce count 4 fp32 sum: 3 joined since t=3.000000000 s; 1 never joined: 1\n.*stopped first: rank 1"
+  OUTPUT "seq 2 all_reduce count 4 fp32 sum: 3 joined since t=3.000000000 s\\x3b 1 never joined: 1\n.*stopped first: rank 1"
   COMMAND $<TARGET_FILE:blame> ${CMAKE_CURRENT_SOURCE_DIR}/twin/data/hang_rank1_missing.txt)
 twinrun_expect(NAME twin_blame_cli_bad_input EXIT 2 LABELS twin
   OUTPUT "bad_rank.txt: line 9: rank outside \\x5b0, world\\)" # \x5b: '[', which a CMake list would take apart

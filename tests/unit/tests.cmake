@@ -3,7 +3,7 @@ set(bin ${PROJECT_BINARY_DIR}/bin)
 # Exit codes: 0 success, 2 (TR_EXIT_USAGE) a usage error.
 twinrun_expect(NAME cli_help EXIT 0 OUTPUT "--num-layers.*--calculate-per-token-loss" LABELS ${labels}
   COMMAND ${bin}/train_llama3 --help)
-twinrun_expect(NAME cli_unknown_flag EXIT 2 OUTPUT "unknown flag --num-layer; did you mean --num-layers"
+twinrun_expect(NAME cli_unknown_flag EXIT 2 OUTPUT "unknown flag --num-layer\\x3b did you mean --num-layers"
   LABELS ${labels} COMMAND ${bin}/train_llama3 --num-layer 2)
 twinrun_expect(NAME cli_missing_value EXIT 2 OUTPUT "--hidden-size" LABELS ${labels}
   COMMAND ${bin}/train_llama3 --hidden-size)
