@@ -7,9 +7,21 @@ missing=()
 for p in "${need[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
+# node and npm: the tokenizer's comparison with llama3-tokenizer-js and Hugging Face `tokenizers`
+# (tests/unit/tok_llama3.sh, the throughput figures of docs/benchmarks.md); any node 18+ will do (one
+# from NodeSource carries npm and conflicts with Debian's npm package)
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "twinrun: installing ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# The npm packages the tokenizer is compared with, into build/npm (git-ignored), pinned: the real
+# Llama-3 vocabulary with an independent implementation, and `tokenizers`' Rust core (its npm binding)
+npm_dir="$(cd "$(dirname "$0")/.." && pwd)/build/npm"
+if [ ! -d "$npm_dir/node_modules/llama3-tokenizer-js" ] || [ ! -d "$npm_dir/node_modules/tokenizers" ]; then
+  echo "twinrun: npm install llama3-tokenizer-js tokenizers into $npm_dir"
+  mkdir -p "$npm_dir"
+  npm install --prefix "$npm_dir" --no-audit --no-fund --silent llama3-tokenizer-js@1.2.0 tokenizers@0.23.2
 fi

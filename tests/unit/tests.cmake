@@ -105,3 +105,9 @@ twinrun_expect(NAME compare_metrics_cases EXIT 0 OUTPUT "test_compare_metrics: 1
 # ctest reports as skipped (not as passed: nothing was checked there).
 add_test(NAME test_store_security_other_interface COMMAND test_store_security other-interface)
 set_tests_properties(test_store_security_other_interface PROPERTIES LABELS "${labels}" SKIP_RETURN_CODE 77)
+
+# The real Llama-3 tokenizer on this machine's man pages and docs against llama3-tokenizer-js and
+# Hugging Face `tokenizers` (npm packages from ci/deps.sh): exit 77, reported as skipped, without them.
+add_test(NAME tok_llama3_real_text COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/tok_llama3.sh ${bin}
+  ${CMAKE_CURRENT_BINARY_DIR}/tok_llama3)
+set_tests_properties(tok_llama3_real_text PROPERTIES LABELS "${labels}" SKIP_RETURN_CODE 77)
