@@ -4,7 +4,7 @@
 # end-of-document id is 1023), drawn from a fixed seed, so every run writes the same bytes. The
 # Megatron-written corpus in tests/data needs a vocabulary of 32000: some 30x the flagship's output
 # layer, too slow for hundreds of trials at 1024 ranks.
-#   ci/campaign_corpus.sh PREFIX          (writes PREFIX.bin and PREFIX.idx)
+#   ci/campaign_corpus.sh PREFIX          (writes PREFIX.bin and PREFIX.idx, replacing an earlier one)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=${1:?usage: ci/campaign_corpus.sh PREFIX}
@@ -18,6 +18,6 @@ with open(sys.argv[1], "w") as f:
     for _ in range(4000):
         f.write(json.dumps({"ids": [rng.randrange(1023) for _ in range(rng.randint(8, 200))]}) + "\n")
 PY
-"$bin" preprocess --input "$prefix.jsonl" --output-prefix "$prefix" --append-eod --vocab-size 1024
+"$bin" preprocess --input "$prefix.jsonl" --output-prefix "$prefix" --append-eod --vocab-size 1024 --overwrite
 rm -f "$prefix.jsonl"
 "$bin" inspect "$prefix" --vocab-size 1024

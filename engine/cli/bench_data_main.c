@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
     /* 2. loader: a real corpus on disk */
     char prefix[512];
     snprintf(prefix, sizeof prefix, "%s/twinrun-bench-corpus-%ld", dir, (long)getpid());
-    tr_idx_writer *w = tr_idx_writer_open(prefix, TR_IDX_UINT16, err, sizeof err);
+    tr_idx_writer *w = tr_idx_writer_open(prefix, TR_IDX_UINT16, false, err, sizeof err);
     if (!w) {
         fprintf(stderr, "bench_data: %s\n", err);
         return 1;

@@ -1,10 +1,13 @@
 /* The `dataset` program: Megatron-style data preparation and inspection.
  *   dataset preprocess --input DOCS.jsonl --output-prefix P --tokenizer-type HuggingFaceTokenizer
  *       --tokenizer-model DIR [--json-keys text ...] [--append-eod] [--workers N] [--partitions N]
- *       [--keep-sequential-samples] [--skip-bad-lines] [--log-interval N]
+ *       [--keep-sequential-samples] [--skip-bad-lines] [--log-interval N] [--overwrite]
  *       JSON lines of text -> P_KEY_document.bin/.idx, as Megatron's tools/preprocess_data.py.
  *   dataset preprocess --input DOCS.jsonl --output-prefix P [--append-eod] [--vocab-size V] [--eod-id N]
+ *       [--overwrite]
  *       JSON lines {"ids": [...]} (already tokenized) -> P.bin + P.idx (Megatron's MMIDIDX v1).
+ *   Both write under temporary names and rename on success: a failed run leaves an earlier dataset as
+ *   it was, and an existing one is replaced only with --overwrite.
  *   dataset inspect PREFIX [--vocab-size V]
  *       counts, dtype, token and length ranges; fails if a token id is >= V.
  *   dataset samples <train_llama3 data flags> --split-name train|valid|test --count N --out DIR
@@ -32,9 +35,9 @@ static int usage(void) {
             "usage: dataset preprocess --input DOCS.jsonl --output-prefix PREFIX --tokenizer-type HuggingFaceTokenizer "
             "--tokenizer-model DIR [--json-keys KEY ...] [--append-eod] [--workers N] [--partitions N] "
             "[--keep-sequential-samples] [--skip-bad-lines] [--log-interval N] "
-            "[--tokenizer-hf-no-include-special-tokens]\n"
+            "[--tokenizer-hf-no-include-special-tokens] [--overwrite]\n"
             "       dataset preprocess --input IDS.jsonl --output-prefix PREFIX [--append-eod] [--vocab-size V] "
-            "[--eod-id N]\n"
+            "[--eod-id N] [--overwrite]\n"
             "       dataset inspect PREFIX [--vocab-size V]\n"
             "       dataset samples [train_llama3 data flags] --split-name train|valid|test --count N --out DIR "
             "[--tokenizer-identity JSON]\n");
@@ -76,6 +79,7 @@ static int text_flags(int argc, char **argv, tr_pre_opts *o, const char **type, 
         else if (!strcmp(a, "--append-eod")) o->append_eod = true;
         else if (!strcmp(a, "--keep-sequential-samples")) o->keep_sequential = true;
         else if (!strcmp(a, "--skip-bad-lines")) o->skip_bad = true;
+        else if (!strcmp(a, "--overwrite")) o->overwrite = true;
         else if (!strcmp(a, "--tokenizer-hf-no-include-special-tokens")) o->add_special = false;
         else if (!strcmp(a, "--json-keys")) {
             o->nkeys = 0;
@@ -114,6 +118,10 @@ static int cmd_preprocess_text(int argc, char **argv) {
     int rc = text_flags(argc, argv, &o, &type, &model);
     if (rc) return rc;
     char err[ERRLEN];
+    if (tr_pre_check_outputs(&o, err, sizeof err)) {
+        fprintf(stderr, "dataset preprocess: %s\n", err);
+        return TR_EXIT_USAGE;
+    }
     tr_tok_specials sp;
     tr_tok *tok = tr_tok_open(type, model, &sp, err, sizeof err);
     if (!tok) {
@@ -153,12 +161,14 @@ static int cmd_preprocess(int argc, char **argv) {
             return cmd_preprocess_text(argc, argv);
     const char *input = NULL, *prefix = NULL;
     int append_eod = 0;
+    bool overwrite = false;
     int64_t vocab = 0, eod = -1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--input") && v) input = argv[++i];
         else if (!strcmp(a, "--output-prefix") && v) prefix = argv[++i];
         else if (!strcmp(a, "--append-eod")) append_eod = 1;
+        else if (!strcmp(a, "--overwrite")) overwrite = true;
         else if (!strcmp(a, "--vocab-size")) {
             if (parse_i64(a, v, &vocab)) return TR_EXIT_USAGE;
             i++;
@@ -178,15 +188,19 @@ static int cmd_preprocess(int argc, char **argv) {
         }
         eod = vocab - 1;
     }
+    char err[ERRLEN];
+    if (!overwrite && tr_idx_writer_check_new(prefix, err, sizeof err)) {
+        fprintf(stderr, "dataset preprocess: %s\n", err);
+        return TR_EXIT_USAGE;
+    }
     FILE *in = fopen(input, "r");
     if (!in) {
         fprintf(stderr, "dataset preprocess: %s: %s\n", input, strerror(errno));
         return TR_EXIT_FATAL;
     }
-    char err[ERRLEN];
     /* Megatron's choice: uint16 below 65500 ids, int32 otherwise (and when the vocab is unknown) */
     int code = tr_idx_optimal_code(vocab > 0 ? vocab : 1 << 30);
-    tr_idx_writer *w = tr_idx_writer_open(prefix, code, err, sizeof err);
+    tr_idx_writer *w = tr_idx_writer_open(prefix, code, overwrite, err, sizeof err);
     if (!w) {
         fclose(in);
         fprintf(stderr, "dataset preprocess: %s\n", err);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/safe_file.h"
 #include "twinrun/err.h"
 
 #define HEADER_LEN 34
@@ -321,19 +322,37 @@ int tr_idx_read(const tr_idx_dataset *d, int64_t seq, int64_t offset, int64_t co
 struct tr_idx_writer {
     char prefix[1024];
     int code, itemsize;
-    FILE *bin;
-    int32_t *lengths; /* [n, cap] */
+    tr_safe_file bin, idx; /* PREFIX.bin and .idx under temporary names until the finish */
+    int32_t *lengths;      /* [n, cap] */
     int64_t n, cap;
     int64_t *doc_end; /* [ndoc, dcap]: sequences written when each document ended */
     int64_t ndoc, dcap;
     int64_t bytes;
 };
 
-tr_idx_writer *tr_idx_writer_open(const char *prefix, int code, char *err, size_t errlen) {
+int tr_idx_writer_check_new(const char *prefix, char *err, size_t errlen) {
+    char path[1100];
+    struct stat st;
+    snprintf(path, sizeof path, "%s.bin", prefix);
+    bool bin = lstat(path, &st) == 0;
+    snprintf(path, sizeof path, "%s.idx", prefix);
+    bool idx = lstat(path, &st) == 0;
+    if (bin && idx)
+        return tr_errf(err, errlen,
+                       "%s.bin and %s.idx already exist (a complete dataset): pass --overwrite to replace it, or give "
+                       "another --output-prefix",
+                       prefix, prefix);
+    if (!bin && !idx) return 0;
+    return tr_errf(err, errlen, "%s.%s already exists: pass --overwrite to replace it, or give another --output-prefix",
+                   prefix, bin ? "bin" : "idx");
+}
+
+tr_idx_writer *tr_idx_writer_open(const char *prefix, int code, bool overwrite, char *err, size_t errlen) {
     if (!tr_idx_itemsize(code) || code == TR_IDX_FLOAT32 || code == TR_IDX_FLOAT64) {
         tr_errf(err, errlen, "dtype code %d is not an integer token dtype", code);
         return NULL;
     }
+    if (!overwrite && tr_idx_writer_check_new(prefix, err, errlen)) return NULL;
     tr_idx_writer *w = calloc(1, sizeof *w);
     if (!w) {
         tr_errf(err, errlen, "out of memory");
@@ -344,10 +363,11 @@ tr_idx_writer *tr_idx_writer_open(const char *prefix, int code, char *err, size_
     w->itemsize = tr_idx_itemsize(code);
     char path[1100];
     snprintf(path, sizeof path, "%s.bin", prefix);
-    w->bin = fopen(path, "wb");
-    if (!w->bin) {
-        tr_errf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
-        free(w);
+    int rc = tr_safe_open(&w->bin, path, overwrite, NULL, err, errlen);
+    snprintf(path, sizeof path, "%s.idx", prefix);
+    if (!rc) rc = tr_safe_open(&w->idx, path, overwrite, NULL, err, errlen);
+    if (rc) {
+        tr_idx_writer_abort(w);
         return NULL;
     }
     return w;
@@ -372,7 +392,7 @@ int tr_idx_writer_add_sequence(tr_idx_writer *w, const int64_t *tokens, int64_t 
     for (int64_t i = 0; i < n; i++) {
         uint64_t v = (uint64_t)tokens[i];
         for (int k = 0; k < w->itemsize; k++) buf[k] = (unsigned char)(v >> (8 * k));
-        if (fwrite(buf, 1, (size_t)w->itemsize, w->bin) != (size_t)w->itemsize)
+        if (fwrite(buf, 1, (size_t)w->itemsize, w->bin.f) != (size_t)w->itemsize)
             return tr_errf(err, errlen, "%s.bin: write failed: %s", w->prefix, strerror(errno));
     }
     w->lengths[w->n++] = (int32_t)n;
@@ -397,18 +417,10 @@ int tr_idx_writer_add(tr_idx_writer *w, const int64_t *tokens, int64_t n, char *
     return tr_idx_writer_end_document(w, err, errlen);
 }
 
-static void remove_outputs(const char *prefix) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s.bin", prefix);
-    remove(path);
-    snprintf(path, sizeof path, "%s.idx", prefix);
-    remove(path);
-}
-
 void tr_idx_writer_abort(tr_idx_writer *w) {
     if (!w) return;
-    if (w->bin) fclose(w->bin);
-    remove_outputs(w->prefix);
+    tr_safe_abort(&w->bin);
+    tr_safe_abort(&w->idx);
     free(w->lengths);
     free(w->doc_end);
     free(w);
@@ -420,34 +432,35 @@ static int put64(FILE *f, uint64_t v) {
     return fwrite(b, 1, 8, f) == 8;
 }
 
-int tr_idx_writer_finish(tr_idx_writer *w, char *err, size_t errlen) {
-    int ok = fclose(w->bin) == 0;
-    w->bin = NULL;
-    char path[1100];
-    snprintf(path, sizeof path, "%s.idx", w->prefix);
-    FILE *f = ok ? fopen(path, "wb") : NULL;
-    if (f) {
-        unsigned char code = (unsigned char)w->code;
-        ok = fwrite(MAGIC, 1, 9, f) == 9 && put64(f, 1) && fwrite(&code, 1, 1, f) == 1 && put64(f, (uint64_t)w->n) &&
+int tr_idx_writer_close(tr_idx_writer *w, char *err, size_t errlen) {
+    FILE *f = w->idx.f;
+    unsigned char code = (unsigned char)w->code;
+    int ok = fwrite(MAGIC, 1, 9, f) == 9 && put64(f, 1) && fwrite(&code, 1, 1, f) == 1 && put64(f, (uint64_t)w->n) &&
              put64(f, (uint64_t)w->ndoc + 1) && fwrite(w->lengths, 4, (size_t)w->n, f) == (size_t)w->n;
-        int64_t p = 0;
-        for (int64_t i = 0; ok && i < w->n; i++) {
-            ok = put64(f, (uint64_t)p);
-            p += (int64_t)w->lengths[i] * w->itemsize;
-        }
-        ok = ok && put64(f, 0);
-        for (int64_t i = 0; ok && i < w->ndoc; i++) ok = put64(f, (uint64_t)w->doc_end[i]);
-        ok = (fclose(f) == 0) && ok;
-    } else {
-        ok = 0;
+    int64_t p = 0;
+    for (int64_t i = 0; ok && i < w->n; i++) {
+        ok = put64(f, (uint64_t)p);
+        p += (int64_t)w->lengths[i] * w->itemsize;
     }
-    if (!ok) {
-        tr_errf(err, errlen, "%s: writing the dataset failed: %s", w->prefix, strerror(errno));
+    ok = ok && put64(f, 0);
+    for (int64_t i = 0; ok && i < w->ndoc; i++) ok = put64(f, (uint64_t)w->doc_end[i]);
+    if (!ok) return tr_errf(err, errlen, "%s.idx: write failed: %s", w->prefix, strerror(errno));
+    if (tr_safe_close(&w->bin, err, errlen) || tr_safe_close(&w->idx, err, errlen)) return -1;
+    return 0;
+}
+
+int tr_idx_writer_commit(tr_idx_writer *w, char *err, size_t errlen) {
+    /* the .idx last: a reader that finds it finds the .bin it describes */
+    int rc = tr_safe_rename(&w->bin, err, errlen);
+    if (!rc) rc = tr_safe_rename(&w->idx, err, errlen);
+    tr_idx_writer_abort(w);
+    return rc;
+}
+
+int tr_idx_writer_finish(tr_idx_writer *w, char *err, size_t errlen) {
+    if (tr_idx_writer_close(w, err, errlen)) {
         tr_idx_writer_abort(w);
         return -1;
     }
-    free(w->lengths);
-    free(w->doc_end);
-    free(w);
-    return 0;
+    return tr_idx_writer_commit(w, err, errlen);
 }

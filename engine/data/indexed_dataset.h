@@ -53,13 +53,24 @@ int tr_idx_read(const tr_idx_dataset *d, int64_t seq, int64_t offset, int64_t co
  * of several sequences: a JSON list of sentences; of none: a text with no tokens). Tokens are
  * range-checked against the dtype. */
 typedef struct tr_idx_writer tr_idx_writer;
-tr_idx_writer *tr_idx_writer_open(const char *prefix, int dtype_code, char *err, size_t errlen);
+/* Writes PREFIX.bin/.idx under temporary names, renamed at the finish: a failure leaves an earlier
+ * dataset at PREFIX as it was. An existing PREFIX.bin or .idx is refused unless overwrite. */
+tr_idx_writer *tr_idx_writer_open(const char *prefix, int dtype_code, bool overwrite, char *err, size_t errlen);
+/* The open's refusal alone: -1, naming the files and --overwrite, when PREFIX.bin or .idx exists. */
+int tr_idx_writer_check_new(const char *prefix, char *err, size_t errlen);
 int tr_idx_writer_add_sequence(tr_idx_writer *w, const int64_t *tokens, int64_t n, char *err, size_t errlen); /* [n] */
 int tr_idx_writer_end_document(tr_idx_writer *w, char *err, size_t errlen);
 /* A document of one sequence: add_sequence, then end_document. */
 int tr_idx_writer_add(tr_idx_writer *w, const int64_t *tokens, int64_t n, char *err, size_t errlen); /* [n] */
-/* Writes the .idx and closes; on failure removes both files. Always frees w. */
+/* Writes the .idx and renames both files to their names; on failure removes the temporary files
+ * (never an earlier dataset). Always frees w. */
 int tr_idx_writer_finish(tr_idx_writer *w, char *err, size_t errlen);
+/* The finish in two steps, for several datasets that are kept all or none (preprocess's --json-keys):
+ * close writes the .idx and syncs both files (on failure w stays for the abort); commit renames them
+ * and always frees w. */
+int tr_idx_writer_close(tr_idx_writer *w, char *err, size_t errlen);
+int tr_idx_writer_commit(tr_idx_writer *w, char *err, size_t errlen);
+/* Removes the temporary files and frees w. */
 void tr_idx_writer_abort(tr_idx_writer *w);
 
 #endif

@@ -212,13 +212,26 @@ static int run_all(run *r, const char *data, size_t size, char *err, size_t errl
     return 0;
 }
 
+static int key_prefix(const tr_pre_opts *o, int k, char *prefix, size_t cap, char *err, size_t errlen) {
+    if (snprintf(prefix, cap, "%s_%s_document", o->prefix, o->keys[k]) >= (int)cap)
+        return tr_errf(err, errlen, "--output-prefix %s: too long", o->prefix);
+    return 0;
+}
+
+int tr_pre_check_outputs(const tr_pre_opts *o, char *err, size_t errlen) {
+    char prefix[1024];
+    for (int k = 0; !o->overwrite && k < o->nkeys; k++)
+        if (key_prefix(o, k, prefix, sizeof prefix, err, errlen) || tr_idx_writer_check_new(prefix, err, errlen))
+            return -1;
+    return 0;
+}
+
 static int open_outputs(run *r, char *err, size_t errlen) {
     int code = tr_idx_optimal_code(tr_tok_vocab_size(r->o->tok));
     for (int k = 0; k < r->o->nkeys; k++) {
         char prefix[1024];
-        if (snprintf(prefix, sizeof prefix, "%s_%s_document", r->o->prefix, r->o->keys[k]) >= (int)sizeof prefix)
-            return tr_errf(err, errlen, "--output-prefix %s: too long", r->o->prefix);
-        if (!(r->out[k] = tr_idx_writer_open(prefix, code, err, errlen))) return -1;
+        if (key_prefix(r->o, k, prefix, sizeof prefix, err, errlen)) return -1;
+        if (!(r->out[k] = tr_idx_writer_open(prefix, code, r->o->overwrite, err, errlen))) return -1;
     }
     return 0;
 }
@@ -243,10 +256,12 @@ int tr_pre_run(const tr_pre_opts *o, tr_pre_stats *st, char *err, size_t errlen)
     for (int k = 0; r.w && k < o->workers; k++) r.w[k].o = o;
     int rc = !r.w ? tr_errf(err, errlen, "out of memory") : open_outputs(&r, err, errlen);
     if (!rc) rc = run_all(&r, data, size, err, errlen);
+    /* every key's files written and synced before any is renamed: all keys are kept, or none */
+    for (int k = 0; !rc && k < o->nkeys; k++) rc = tr_idx_writer_close(r.out[k], err, errlen);
     for (int k = 0; k < o->nkeys; k++) {
         if (!r.out[k]) continue;
         if (rc) tr_idx_writer_abort(r.out[k]);
-        else rc = tr_idx_writer_finish(r.out[k], err, errlen);
+        else rc = tr_idx_writer_commit(r.out[k], err, errlen);
     }
     for (int k = 0; r.w && k < o->workers; k++) {
         tr_tok_buf_free(&r.w[k].buf);

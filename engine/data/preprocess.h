@@ -26,6 +26,7 @@ typedef struct tr_pre_opts {
     bool keep_sequential; /* --keep-sequential-samples: partitions are contiguous, input order kept */
     bool skip_bad;        /* a bad line is skipped and counted (else the run stops at it) */
     int64_t log_interval; /* documents between progress lines on stderr (0: none) */
+    bool overwrite;       /* --overwrite: an existing PREFIX_KEY_document.bin/.idx may be replaced */
 } tr_pre_opts;
 
 typedef struct tr_pre_stats {
@@ -48,7 +49,10 @@ int tr_pre_line(const tr_pre_opts *o, tr_tok_buf *b, const char *line, size_t le
                 size_t errlen);
 void tr_pre_doc_free(tr_pre_doc *d);
 
-/* The whole run: outputs written (removed again on failure), stats filled. */
+/* The whole run, stats filled. The outputs appear, all keys together, only when it succeeds: a failure
+ * leaves an earlier dataset at the same names as it was. */
 int tr_pre_run(const tr_pre_opts *o, tr_pre_stats *st, char *err, size_t errlen);
+/* The run's refusal of existing outputs (without --overwrite), alone: -1 naming the first. */
+int tr_pre_check_outputs(const tr_pre_opts *o, char *err, size_t errlen);
 
 #endif

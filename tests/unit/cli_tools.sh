@@ -19,15 +19,15 @@ case $case in
 preprocess_text)
     # Text through the tokenizer: byte for byte what Megatron-LM's own tools/preprocess_data.py wrote
     # from the same text and tokenizer (tests/data/tokenizer_small/megatron), without and with
-    # --append-eod, with 1 and 3 workers
+    # --append-eod, with 1 and 3 workers (the second replacing the first's: --overwrite)
     tok=$src/tests/data/tokenizer_small
     for w in 1 3; do
         expect_rc 0 "$bin/dataset" preprocess --input "$tok/test.jsonl" --json-keys text --output-prefix small_noeod \
-            --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$tok" --workers $w
+            --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$tok" --workers $w --overwrite
         hasF "wrote small_noeod_text_document.bin and .idx"
         hasF "228 documents, 238263 tokens"
         expect_rc 0 "$bin/dataset" preprocess --input "$tok/test.jsonl" --output-prefix small_eod --append-eod \
-            --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$tok" --workers $w
+            --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$tok" --workers $w --overwrite
         for f in small_noeod_text_document.bin small_noeod_text_document.idx small_eod_text_document.bin \
             small_eod_text_document.idx; do
             cmp "$f" "$tok/megatron/$f" || fail "$f differs from Megatron's ($w workers)"
@@ -149,7 +149,7 @@ dataset_errors)
     expect_rc 1 "$bin/dataset" preprocess --input missing.jsonl --output-prefix x
     hasF "dataset preprocess: missing.jsonl: No such file or directory"
     expect_rc 1 "$bin/dataset" preprocess --input docs.jsonl --output-prefix "$work/no/such/dir/x"
-    hasF "dataset preprocess: $work/no/such/dir/x.bin: cannot create"
+    hasF "dataset preprocess: $work/no/such/dir/x.bin: cannot be written (creating $work/no/such/dir/x.bin.tmp."
     # every bad line is named by file and line, and leaves no half-written dataset behind
     for bad in '[1, 2]|not a JSON object' 'nope|not a JSON object' '{"tokens": [1]}|no "ids" array' \
         '{"ids": [1, -2]}|ids\[1\] is not a token id in \[0, 256)' \

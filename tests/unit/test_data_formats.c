@@ -207,7 +207,7 @@ static void test_idx_worked_example(void **state) {
     assert_non_null(mkdtemp(dir));
     char prefix[256], err[512];
     snprintf(prefix, sizeof prefix, "%s/ex", dir);
-    tr_idx_writer *w = tr_idx_writer_open(prefix, TR_IDX_INT32, err, sizeof err);
+    tr_idx_writer *w = tr_idx_writer_open(prefix, TR_IDX_INT32, false, err, sizeof err);
     assert_non_null(w);
     const int64_t d0[3] = {1, 2, 3}, d1[2] = {4, 5};
     assert_int_equal(tr_idx_writer_add(w, d0, 3, err, sizeof err), 0);
@@ -240,6 +240,63 @@ static void test_idx_worked_example(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+static size_t slurp(const char *prefix, const char *ext, unsigned char *buf, size_t cap) {
+    char path[300];
+    snprintf(path, sizeof path, "%s.%s", prefix, ext);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, cap, f);
+    fclose(f);
+    return n;
+}
+
+/* A dataset at the prefix is never replaced without overwrite, and a writer that stops (abort, or
+ * before its commit) leaves it byte for byte and no temporary file behind. */
+static void test_idx_writer_keeps_existing(void **state) {
+    (void)state;
+    char dir[] = "/tmp/twinrun-idx-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char prefix[256], err[512];
+    snprintf(prefix, sizeof prefix, "%s/k", dir);
+    const int64_t a[3] = {1, 2, 3}, b[2] = {7, 8};
+    tr_idx_writer *w = tr_idx_writer_open(prefix, TR_IDX_INT32, false, err, sizeof err);
+    assert_non_null(w);
+    assert_int_equal(tr_idx_writer_add(w, a, 3, err, sizeof err), 0);
+    assert_int_equal(tr_idx_writer_finish(w, err, sizeof err), 0);
+    unsigned char bin0[256], idx0[256], now[256];
+    size_t nb = slurp(prefix, "bin", bin0, sizeof bin0), ni = slurp(prefix, "idx", idx0, sizeof idx0);
+    assert_null(tr_idx_writer_open(prefix, TR_IDX_INT32, false, err, sizeof err));
+    assert_non_null(strstr(err, "already exist (a complete dataset): pass --overwrite to replace it"));
+    /* overwrite asked, then abandoned twice: after writing, and after close (before the commit) */
+    for (int stage = 0; stage < 2; stage++) {
+        w = tr_idx_writer_open(prefix, TR_IDX_INT32, true, err, sizeof err);
+        assert_non_null(w);
+        assert_int_equal(tr_idx_writer_add(w, b, 2, err, sizeof err), 0);
+        if (stage) assert_int_equal(tr_idx_writer_close(w, err, sizeof err), 0);
+        tr_idx_writer_abort(w);
+        assert_int_equal(slurp(prefix, "bin", now, sizeof now), nb);
+        assert_memory_equal(now, bin0, nb);
+        assert_int_equal(slurp(prefix, "idx", now, sizeof now), ni);
+        assert_memory_equal(now, idx0, ni);
+    }
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "test $(ls '%s' | wc -l) -eq 2", dir);
+    assert_int_equal(system(cmd), 0); /* k.bin and k.idx: no temporary file left */
+    /* committed: replaced */
+    w = tr_idx_writer_open(prefix, TR_IDX_INT32, true, err, sizeof err);
+    assert_non_null(w);
+    assert_int_equal(tr_idx_writer_add(w, b, 2, err, sizeof err), 0);
+    assert_int_equal(tr_idx_writer_finish(w, err, sizeof err), 0);
+    tr_idx_dataset *d = tr_idx_open(prefix, true, err, sizeof err);
+    assert_non_null(d);
+    int64_t t[2];
+    assert_int_equal(tr_idx_read(d, 0, 0, 2, t, err, sizeof err), 0);
+    assert_int_equal(t[0], 7), assert_int_equal(t[1], 8);
+    tr_idx_close(d);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* Every dtype code round-trips through writer and reader (float codes are read-only). */
 static void test_idx_dtypes(void **state) {
     (void)state;
@@ -250,7 +307,7 @@ static void test_idx_dtypes(void **state) {
     const int codes[6] = {TR_IDX_UINT8, TR_IDX_INT8, TR_IDX_INT16, TR_IDX_INT32, TR_IDX_INT64, TR_IDX_UINT16};
     const int64_t big[6] = {255, 127, 32767, 2147483647, 5000000000ll, 65535};
     for (int c = 0; c < 6; c++) {
-        tr_idx_writer *w = tr_idx_writer_open(prefix, codes[c], err, sizeof err);
+        tr_idx_writer *w = tr_idx_writer_open(prefix, codes[c], true, err, sizeof err);
         assert_non_null(w);
         int64_t doc[3] = {0, big[c], 1};
         assert_int_equal(tr_idx_writer_add(w, doc, 3, err, sizeof err), 0);
@@ -327,6 +384,7 @@ int main(void) {
         cmocka_unit_test(test_npy),
         cmocka_unit_test(test_idx_worked_example),
         cmocka_unit_test(test_idx_dtypes),
+        cmocka_unit_test(test_idx_writer_keeps_existing),
         cmocka_unit_test(test_idx_rejects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

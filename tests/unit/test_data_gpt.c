@@ -37,7 +37,7 @@ static int teardown(void **state) {
 static void write_corpus(const char *name, int code, const int32_t *len, int n, int64_t base) {
     char prefix[256], err[256];
     snprintf(prefix, sizeof prefix, "%s/%s", g_dir, name);
-    tr_idx_writer *w = tr_idx_writer_open(prefix, code, err, sizeof err);
+    tr_idx_writer *w = tr_idx_writer_open(prefix, code, true, err, sizeof err); /* a case may rewrite one */
     assert_non_null(w);
     for (int k = 0; k < n; k++) {
         int64_t t[2048];

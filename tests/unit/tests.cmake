@@ -74,6 +74,14 @@ foreach(case ${cli_tools_cases})
     "sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/cli_tools.sh ${bin} ${CMAKE_CURRENT_BINARY_DIR}/cli_tools ${case}" LABELS ${labels})
 endforeach()
 
+# Files a user made (datasets, exports, scenario work folders, reports) are never destroyed: each case
+# refused or failed with the folder's hash unchanged and the fix named. tests/unit/safe_files.sh holds the cases.
+foreach(case preprocess_ids preprocess_text)
+  add_test(NAME safe_files_${case} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/safe_files.sh ${bin}
+    ${CMAKE_CURRENT_BINARY_DIR}/safe_files ${case})
+  set_tests_properties(safe_files_${case} PROPERTIES LABELS "${labels}")
+endforeach()
+
 # The same tools run directly, one call each, so that ci/memcheck.py runs them under valgrind (it leaves
 # the cli_tools.sh script above out: valgrind follows no exec, so it would watch only the shell).
 set(megatron_corpus ${PROJECT_SOURCE_DIR}/tests/data/megatron_data/gpt_u16_seq64/corpus)
