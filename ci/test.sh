@@ -20,7 +20,7 @@
 # each ctest run, ci/ctest_margin.py lists the slowest tests against their timeouts and fails when one
 # came within 30% of its limit (a test that slow is one loaded machine away from a timeout).
 # TWINRUN_FUZZ_SECONDS (default 10) sets the time per fuzz target: a smoke run over the kept corpus (the
-# million-execution runs: docs/benchmarks.md, "Fuzz targets to a million executions").
+# million-execution runs: docs/benchmarks.md, "Fuzz targets").
 # TWINRUN_SKIP="valgrind coverage ..." skips stages by name for a quick local loop.
 # `ci/test.sh --quick` (`make test-quick`): the inner loop, a few minutes — the architecture check, the
 # gcc build and its tests less those labelled `heavy` or `slow` (tests/CMakeLists.txt); not what CI runs.

@@ -22,7 +22,7 @@ typedef struct ref {
 
 /* Each shard mapped read-only on its first piece: a rank's slice of a tensor-parallel matrix is one
  * run per row, so a load is millions of pieces of tens of bytes, and a pread each made the flagship's
- * resumes 18% of its scheduler thread (docs/benchmarks.md). Shards are written to a temporary name
+ * resumes 18% of its scheduler thread (perf). Shards are written to a temporary name
  * and renamed, so a mapped file is never rewritten in place; its size was checked against the
  * manifest at open. Where mmap fails, pieces are pread. */
 typedef struct shard_map {

@@ -184,7 +184,7 @@ twinrun_expect_sh(scenario_predict_refused 0 "predict_faults.yaml:3:7: mode: pre
   LABELS ${labels})
 
 # The 70B seed's full job, shape-only: fits 80 GiB. Its wall time (the issue's 60 s on 2 cores) is printed,
-# not asserted: a timed test fails on a loaded machine (93 s here beside a make test); docs/benchmarks.md
+# not asserted: a timed test fails on a loaded machine (93 s beside a make test); docs/prediction.md
 # has the figure on a quiet one.
 twinrun_expect_sh(scenario_predict_70b 0 "\\[predict\\] fits: .*PASSED: 2/2 expectations.*wall=[0-9]+s"
   "start=$(date +%s); ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/predict_70b.yaml --work ${scn_work} --clean\nrc=$?\necho wall=$(( $(date +%s) - start ))s\nexit $rc"
