@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Sourced by ci/gpu_multi.sh on the GPU machine: what the image lacks, from carried .deb files
-# (cmocka, cJSON, pkg-config, zlib, libyaml; unpacked under /tmp, never into /), NCCL from the
-# Python wheel when the toolkit has none, and NVLink multicast kept off (the machine's rule).
+# (cmocka, cJSON, pkg-config, zlib, libyaml; unpacked under /tmp, never into /), NCCL and cuDNN from
+# the Python wheels when the toolkit has none, and NVLink multicast kept off (the machine's rule).
 # Sets CMAKE_EXTRA (an array) for the configure step. Sourced by engine/cuda/tools/device_check.sh too.
 # gpu_build DIR LOG [TARGET...]: configures the cuda backend (Release, sm_90) in DIR and builds the
 # targets (every target without any), the output into LOG; its status is the build's.
@@ -24,6 +24,15 @@ if [ ! -e "$(dirname "$NVCC")/../include/nccl.h" ]; then
     if [ -n "$NR" ]; then
         CMAKE_EXTRA+=(-DNCCL_ROOT="$NR")
         export LD_LIBRARY_PATH=$NR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    fi
+fi
+# cuDNN 9 (kern_attention_cudnn.c): the toolkit's copy, else PyTorch's wheel; its engine libraries are
+# opened at run time from the loader's path
+if [ ! -e "$(dirname "$NVCC")/../include/cudnn_version.h" ]; then
+    CR=$(python3 -c 'import nvidia.cudnn as m; print(m.__path__[0])' 2>/dev/null)
+    if [ -n "$CR" ]; then
+        CMAKE_EXTRA+=(-DCUDNN_ROOT="$CR")
+        export LD_LIBRARY_PATH=$CR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     fi
 fi
 gpu_build() {

@@ -45,6 +45,12 @@ struct dev_device {
     /* kern_gemm's library state (handles, workspace), created on first use, freed by dev_close. */
     void *blas;
     void (*blas_free)(void *blas);
+    /* kern_attention_cudnn.c's state (the cuDNN handle, the attention plans), likewise. */
+    void *dnn;
+    void (*dnn_free)(void *dnn);
+    /* dev_set_deterministic (--deterministic-mode): kernels with a faster order-free variant take the
+     * fixed-order one. */
+    bool deterministic;
     /* coll_nccl.c: how many communicators this process made per group key, so a group created
      * again (after an abort) rendezvouses under a fresh name. */
     struct {

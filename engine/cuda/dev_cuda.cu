@@ -195,6 +195,7 @@ extern "C" void dev_close(dev_device *d) {
     CU_CHECK(cudaStreamSynchronize(d->default_stream.st));
     tr_prof_close(d);
     if (d->blas_free) d->blas_free(d->blas);
+    if (d->dnn_free) d->dnn_free(d->dnn);
     for (size_t i = 0; i < d->tab_cap; i++)
         if (d->tab[i].p != NULL && d->tab[i].p != TR_CU_TOMBSTONE) CU_CHECK(cudaFree(d->tab[i].p));
     CU_CHECK(cudaStreamDestroy(d->default_stream.st));
@@ -299,6 +300,10 @@ extern "C" bool dev_shape_only(const dev_device *d) {
     (void)d;
     return false;
 }
+
+extern "C" void dev_set_deterministic(dev_device *d, bool on) { d->deterministic = on; }
+
+extern "C" bool dev_deterministic(const dev_device *d) { return d->deterministic; }
 extern "C" size_t dev_mem_peak(const dev_device *d) { return d->peak; }
 extern "C" const char *dev_last_error(const dev_device *d) { return d->last_error; }
 

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "gpu_profile.h"
+#include "kern_attention_cudnn.h"
 #include "kern_attention_flash.h"
 #include "kern_common.cuh"
 
@@ -222,19 +223,54 @@ static void check_attn(int B, int NH, int KV, int D) {
 
 static float attn_scale(int D) { return (float)(1.0 / sqrt((double)D)); }
 
-/* The flash kernels serve this call: TWINRUN_ATTENTION is not "simple" and every tensor qualifies. */
-static bool flash_serves(const tr_buf *bufs, int n, int D) {
-    const char *env = getenv("TWINRUN_ATTENTION");
-    if (env && *env) {
-        if (strcmp(env, "simple") == 0) return false;
-        if (strcmp(env, "flash") != 0)
-            tr_fatal("TWINRUN_ATTENTION=%s: use flash (the default where it applies) or simple (the reference kernels)",
-                     env);
+/* Which kernels serve a call (TWINRUN_ATTENTION, read once: cudnn, flash or simple; unset: cuDNN where
+ * it is built in and usable, else flash). cuDNN and flash need bf16 tensors, 16-byte aligned, and
+ * head dim 64 or 128; anything else takes the simple kernels. */
+enum attn_path { ATTN_SIMPLE, ATTN_FLASH, ATTN_CUDNN };
+
+static int g_attn_chosen = -1; /* the variable's choice, -1 until read; ATTN_CUDNN also when unset */
+
+extern "C" int tr_cu_attention_set_path(const char *name) {
+    const int p = !name ? -1
+                  : strcmp(name, "cudnn") == 0 ? ATTN_CUDNN
+                  : strcmp(name, "flash") == 0 ? ATTN_FLASH
+                  : strcmp(name, "simple") == 0 ? ATTN_SIMPLE
+                                                : -1;
+    if (p >= 0) g_attn_chosen = p;
+    return p;
+}
+
+static enum attn_path attn_path_of(dev_stream *s, const tr_buf *bufs, int n, int D) {
+    int &chosen = g_attn_chosen;
+    if (chosen < 0) {
+        const char *env = getenv("TWINRUN_ATTENTION");
+        chosen = ATTN_CUDNN;
+        if (env && *env) {
+            if (strcmp(env, "simple") == 0) chosen = ATTN_SIMPLE;
+            else if (strcmp(env, "flash") == 0) chosen = ATTN_FLASH;
+            else if (strcmp(env, "cudnn") != 0)
+                tr_fatal("TWINRUN_ATTENTION=%s: use cudnn (the default where cuDNN is built in), flash (twinrun's "
+                         "tensor-core kernels) or simple (the reference kernels)",
+                         env);
+            else if (!tr_cu_cudnn_usable(s))
+                tr_fatal("TWINRUN_ATTENTION=cudnn: this build has no usable cuDNN 9 (configure with cuDNN found, "
+                         "-DCUDNN_ROOT=<prefix>, on an sm_80 or later GPU), or use flash");
+        }
     }
-    if (!tr_cu_flash_supported(D)) return false;
+    if (chosen == ATTN_SIMPLE || !tr_cu_flash_supported(D)) return ATTN_SIMPLE;
     for (int i = 0; i < n; i++)
-        if (bufs[i].dt != TR_BF16 || ((uintptr_t)bufs[i].p & 15u) != 0) return false;
-    return true;
+        if (bufs[i].dt != TR_BF16 || ((uintptr_t)bufs[i].p & 15u) != 0) return ATTN_SIMPLE;
+    return chosen == ATTN_CUDNN && tr_cu_cudnn_usable(s) ? ATTN_CUDNN : ATTN_FLASH;
+}
+
+/* The cuDNN call of a causal block over whole tensors (kern_attention_cudnn.h). */
+static tr_cu_sdpa attn_sdpa(int B, int Tq, int Tk, int NH, int KV, int D) {
+    tr_cu_sdpa a;
+    memset(&a, 0, sizeof a);
+    a.B = B, a.Tq = Tq, a.Tk = Tk, a.NH = NH, a.KV = KV, a.D = D;
+    a.q_bstride = (int64_t)Tq * NH * D, a.k_bstride = (int64_t)Tk * KV * D;
+    a.lse_bstride = (int64_t)NH * Tq, a.lse_hstride = Tq;
+    return a;
 }
 
 template <class Mask>
@@ -269,7 +305,13 @@ extern "C" void kern_attention_forward(dev_stream *s, tr_buf out, float *lse, tr
     kern_attention_forward_check(s, out, lse, q, k, v, B, T, NH, KV, D);
     check_attn(B, NH, KV, D);
     const tr_buf bufs[] = {out, q, k, v};
-    if (flash_serves(bufs, 4, D)) {
+    const enum attn_path path = attn_path_of(s, bufs, 4, D);
+    if (path == ATTN_CUDNN) {
+        tr_cu_sdpa a = attn_sdpa(B, T, T, NH, KV, D);
+        a.q = q.p, a.k = k.p, a.v = v.p, a.out = out.p, a.lse = lse;
+        if (tr_cu_cudnn_forward(s, &a)) return;
+    }
+    if (path != ATTN_SIMPLE) {
         tr_cu_flash_forward(s, out, lse, q, k, v, NULL, NULL, B, T, T, NH, KV, D);
         return;
     }
@@ -284,7 +326,14 @@ extern "C" void kern_attention_backward(dev_stream *s, tr_buf dq, tr_buf dk, tr_
     check_attn(B, NH, KV, D);
     kern_check_float_buf(out, "attention out"); /* read here for sum(dout * out) */
     const tr_buf bufs[] = {dq, dk, dv, dout, q, k, v, out};
-    if (flash_serves(bufs, 8, D)) {
+    const enum attn_path path = attn_path_of(s, bufs, 8, D);
+    if (path == ATTN_CUDNN) {
+        tr_cu_sdpa a = attn_sdpa(B, T, T, NH, KV, D);
+        a.q = q.p, a.k = k.p, a.v = v.p, a.out = out.p, a.lse = (float *)lse, a.dout = dout.p;
+        a.dq = dq.p, a.dk = dk.p, a.dv = dv.p;
+        if (tr_cu_cudnn_backward(s, &a, dev_deterministic(s->dev))) return;
+    }
+    if (path != ATTN_SIMPLE) {
         tr_cu_flash_backward(s, dq, dk, dv, dout, q, k, v, out, lse, NULL, NULL, B, T, T, NH, KV, D);
         return;
     }
@@ -298,7 +347,9 @@ extern "C" void kern_attention_forward_pos(dev_stream *s, tr_buf out, float *lse
     kern_attention_forward_pos_check(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
     check_attn(B, NH, KV, D);
     const tr_buf bufs[] = {out, q, k, v};
-    if (flash_serves(bufs, 4, D)) {
+    const enum attn_path path = attn_path_of(s, bufs, 4, D);
+    if (path == ATTN_CUDNN && tr_cu_cudnn_forward_pos(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D)) return;
+    if (path != ATTN_SIMPLE) {
         tr_cu_flash_forward(s, out, lse, q, k, v, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
         return;
     }
@@ -313,7 +364,11 @@ extern "C" void kern_attention_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk,
     check_attn(B, NH, KV, D);
     kern_check_float_buf(out, "attention out"); /* read here for sum(dout * out) */
     const tr_buf bufs[] = {dq, dk, dv, dout, q, k, v, out};
-    if (flash_serves(bufs, 8, D)) {
+    const enum attn_path path = attn_path_of(s, bufs, 8, D);
+    if (path == ATTN_CUDNN && tr_cu_cudnn_backward_pos(s, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, B, Tq, Tk,
+                                                       NH, KV, D, dev_deterministic(s->dev)))
+        return;
+    if (path != ATTN_SIMPLE) {
         tr_cu_flash_backward(s, dq, dk, dv, dout, q, k, v, out, lse, q_pos, k_pos, B, Tq, Tk, NH, KV, D);
         return;
     }

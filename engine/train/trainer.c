@@ -101,6 +101,7 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
     dev_set_reclaim(st->dev, rank_state_reclaim, st);
     /* --predict: from the first allocation on, memory is only counted and kernels only timed */
     if (cfg->predict && dev_set_shape_only(st->dev, err, errlen)) return TR_EXIT_USAGE;
+    dev_set_deterministic(st->dev, cfg->deterministic_mode);
     coll_set_timeout(st->dev, cfg->distributed_timeout_minutes * 60.0);
     if (tr_groups_create(&st->groups, &st->grid, st->dev, err, errlen)) return TR_EXIT_FATAL;
     st->faults = fault_rank_open(cfg->faults, rank, world, st->dev);

@@ -49,6 +49,7 @@ struct dev_device {
     size_t tag_used[DEV_MEM_TAG_COUNT]; /* bytes in use per purpose */
     size_t tag_peak[DEV_MEM_TAG_COUNT]; /* tag_used when `peak` was reached */
     bool shape_only;                    /* predict mode: sizes without memory (dev.h) */
+    bool deterministic;                 /* dev_set_deterministic: recorded, changes nothing here */
     bool capacity_from_spec;            /* capacity is the spec's memory (not set by the caller) */
     shape_heap shape;                   /* shape-only allocations */
     twin_ledger *ledger;                /* TWINRUN_TWIN_PROFILE's, for one rank (cost_ledger.h) */

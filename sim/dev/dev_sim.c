@@ -206,6 +206,8 @@ int dev_set_shape_only(dev_device *d, char *err, size_t errlen) {
 }
 
 bool dev_shape_only(const dev_device *d) { return d->shape_only; }
+void dev_set_deterministic(dev_device *d, bool on) { d->deterministic = on; }
+bool dev_deterministic(const dev_device *d) { return d->deterministic; }
 bool twin_stream_shape_only(const dev_stream *s) { return s->dev->shape_only; }
 size_t dev_mem_peak(const dev_device *d) { return d->peak; }
 const char *dev_last_error(const dev_device *d) { return d->last_error; }

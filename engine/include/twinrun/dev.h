@@ -84,6 +84,12 @@ const char *dev_mem_tag_name(dev_mem_tag tag); /* "weights", "main_grads", ... (
 int dev_set_shape_only(dev_device *d, char *err, size_t errlen);
 bool dev_shape_only(const dev_device *d);
 
+/* --deterministic-mode: from now on, kernels that have a faster variant whose sums run in no fixed
+ * order (atomics) take their fixed-order one, so two runs give the same bits. The twin's kernels are
+ * all fixed-order: there it is only recorded. */
+void dev_set_deterministic(dev_device *d, bool on);
+bool dev_deterministic(const dev_device *d);
+
 /* Streams: ordered queues of work. The default stream exists for the device's lifetime. */
 dev_stream *dev_stream_default(dev_device *d);
 dev_stream *dev_stream_create(dev_device *d);
