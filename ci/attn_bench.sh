@@ -25,7 +25,7 @@ if [ -z "$BIN" ]; then
     fi
     BIN=$B/bin/attn_bench
 fi
-echo "== $(date +%T) run ($(git rev-parse --short HEAD 2>/dev/null || cat .gpu_commit 2>/dev/null || echo unknown))"
+echo "== $(date +%T) run at $(cat .gpu_commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv 2>/dev/null || true
 rc=0
 "$BIN" >"$OUTDIR/attn_twinrun.txt" 2>&1 || rc=$?

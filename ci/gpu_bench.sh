@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Issue 13's benchmark on one GPU, in one call: builds the cuda preset, runs train_llama3 (bf16, mock
-# data, the Llama-3-style 1.5B model: 16 layers, hidden 2048, 32 heads / 8 query groups, FFN 8192,
-# vocabulary 128256, untied) and the two PyTorch baselines of ci/bench/pytorch_llama.py (HF
-# LlamaForCausalLM with SDPA and fused AdamW: pure bf16, and fp32 master weights with bf16 autocast)
+# The step benchmark on one GPU, in one call: builds the cuda preset, runs train_llama3 (bf16, mock
+# data, Llama-3-style models with the 128256-token vocabulary, untied: the 1.5B model (16 layers,
+# hidden 2048, 32 heads / 8 query groups, FFN 8192) and the 8B and 70B seeds' layers at seq 8192, see
+# CONFIGS) and the two PyTorch baselines of ci/bench/pytorch_llama.py (HF LlamaForCausalLM with SDPA
+# and fused AdamW: pure bf16, and fp32 master weights with bf16 autocast)
 # on the same configs, and prints one table: tokens/s, TFLOP/s (Megatron's formula), step ms, peak
 # memory, start-up seconds, twinrun / PyTorch. Writes into OUTDIR (default $OUT, else /tmp/twinrun-bench)
 # as it goes, so a run cut short still leaves what it measured:
@@ -17,7 +18,8 @@
 # Environment: DEBS (carried .deb files, default .debs; ci/gpu_env.sh), TWINRUN_GPU_BUILD (build dir),
 #   TWINRUN_BENCH_BIN (a train_llama3 already built: no build), TWINRUN_BENCH_TINY=1 (a tiny model: the
 #   dry run of the script on the twin build), TWINRUN_BENCH_STEPS, TWINRUN_BENCH_TIMEOUT (s per run),
-#   TWINRUN_BENCH_PROFILE_CONFIG (the config --profile runs: 0, 1, 2 in the order below; default 0).
+#   TWINRUN_BENCH_PROFILE_CONFIG (the config --profile runs: 0 .. 4 in the order below; default 0),
+#   TWINRUN_BENCH_CONFIGS (a comma-separated subset, "name seq mb" each, e.g. "llama8b-8l 8192 1").
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
@@ -28,7 +30,7 @@ for a in "$@"; do
     --profile) profile=1 ;;
     --checks) checks=1 ;;
     --no-oracle) oracle=0 ;;
-    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     -*) echo "gpu_bench.sh: unknown option $a" >&2; exit 2 ;;
     *) outdir=$a ;;
     esac
@@ -79,12 +81,27 @@ if [ "${TWINRUN_BENCH_TINY:-0}" = 1 ]; then
     PT_MODEL=(--layers 2 --hidden 64 --ffn 176 --heads 8 --groups 2 --vocab 512)
     CONFIGS=("tiny 32 2")
 else
-    MODEL=(--num-layers 16 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 32 --num-query-groups 8
-        --vocab-size 128256)
-    PT_MODEL=(--layers 16 --hidden 2048 --ffn 8192 --heads 32 --groups 8 --vocab 128256)
-    CONFIGS=("llama1.5b 1024 4" "llama1.5b 4096 1" "llama1.5b 4096 4")
+    # the 1.5B model; the 8B seed's layer (hidden 4096, FFN 14336, 32 heads / 8 groups, head dim 128) x 8 and
+    # the 70B seed's (hidden 8192, FFN 28672, 64 heads / 8 groups) x 2, at the seeds' sequence length: as many
+    # layers as fit one card beside the embedding and output layer of the 128256-token vocabulary
+    CONFIGS=("llama1.5b 1024 4" "llama1.5b 4096 1" "llama1.5b 4096 4" "llama8b-8l 8192 1" "llama70b-2l 8192 1")
     [ $quick = 1 ] && CONFIGS=("llama1.5b 1024 4")
+    [ -n "${TWINRUN_BENCH_CONFIGS:-}" ] && mapfile -t CONFIGS < <(tr ',' '\n' <<<"$TWINRUN_BENCH_CONFIGS")
 fi
+# MODEL / PT_MODEL of a config's name
+model_of() {
+    [ "${TWINRUN_BENCH_TINY:-0}" = 1 ] && return
+    local L H F NH G
+    case $1 in
+    llama1.5b) L=16 H=2048 F=8192 NH=32 G=8 ;;
+    llama8b-8l) L=8 H=4096 F=14336 NH=32 G=8 ;;
+    llama70b-2l) L=2 H=8192 F=28672 NH=64 G=8 ;;
+    *) echo "gpu_bench.sh: unknown config $1 (llama1.5b, llama8b-8l, llama70b-2l)" >&2; exit 2 ;;
+    esac
+    MODEL=(--num-layers $L --hidden-size $H --ffn-hidden-size $F --num-attention-heads $NH --num-query-groups $G
+        --vocab-size 128256)
+    PT_MODEL=(--layers $L --hidden $H --ffn $F --heads $NH --groups $G --vocab 128256)
+}
 STEPS=${TWINRUN_BENCH_STEPS:-$([ $quick = 1 ] && echo 6 || echo 10)}
 TMO=${TWINRUN_BENCH_TIMEOUT:-150}
 printf '%s\n' "${CONFIGS[@]}" >"$R/configs.txt"
@@ -105,6 +122,7 @@ twinrun_args() { # seq mb iters metrics cache
 
 for c in "${CONFIGS[@]}"; do
     read -r name seq mb <<<"$c"
+    model_of "$name"
     key=${name}_seq${seq}_mb${mb}
     log "$key: twinrun ($STEPS iterations)"
     rc=0
@@ -136,6 +154,7 @@ if [ $profile = 1 ]; then
     pc=${TWINRUN_BENCH_PROFILE_CONFIG:-0}
     [ "$pc" -lt "${#CONFIGS[@]}" ] || pc=0
     read -r name seq mb <<<"${CONFIGS[$pc]}"
+    model_of "$name"
     log "profile: ${name} seq $seq mb $mb, 4 iterations with TWINRUN_GPU_PROFILE=1"
     rc=0
     # shellcheck disable=SC2046

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --deterministic-mode on one GPU (issue 13): the 1.5B model of ci/gpu_bench.sh (bf16, seq 1024,
+# --deterministic-mode on one GPU: the 1.5B model of ci/gpu_bench.sh (bf16, seq 1024,
 # micro-batch 4) three times — once without the flag, twice with it — and a bitwise comparison of the
 # metrics (losses, grad norms, learning rates; timing fields aside) plus each run's step time: two
 # runs with the flag must give the same bits, and the step times say what the flag costs.
@@ -35,5 +35,6 @@ if cmp -s "$OUT/det1.bits" "$OUT/det2.bits" && [ -s "$OUT/det1.bits" ]; then
 else
     echo "--deterministic-mode: the two runs DIFFER"; rc=1
 fi
-cmp -s "$OUT/plain.bits" "$OUT/det1.bits" && echo "without the flag: the same bits too (no code path differs)"
+if cmp -s "$OUT/plain.bits" "$OUT/det1.bits"; then echo "without the flag: the same bits too"
+else echo "without the flag: other bits (cuDNN's default attention backward sums dQ with atomics)"; fi
 exit $rc

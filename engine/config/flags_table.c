@@ -260,8 +260,9 @@ static const tr_flag FLAGS[] = {
     {"--exit-signal-handler", TR_K_BOOL, TR_SEC_TRAINING, F(exit_signal_handler), .def = "off",
      .help = "on SIGTERM finish the iteration, save a checkpoint (with --save) and exit 0"},
     {"--deterministic-mode", TR_K_BOOL, TR_SEC_TRAINING, F(deterministic_mode), .def = "off",
-     .help = "deterministic execution (twinrun always is: fixed reduction orders, no atomics; as in Megatron, "
-             "NCCL_ALGO must be Tree, Ring, CollnetDirect, CollnetChain or ^NVLS)"},
+     .help = "deterministic execution: the attention backward takes cuDNN's fixed-order variant (every other "
+             "kernel always sums in a fixed order); as in Megatron, NCCL_ALGO must be Tree, Ring, CollnetDirect, "
+             "CollnetChain or ^NVLS"},
     {"--checkpoint-activations", TR_K_BOOL, TR_SEC_TRAINING, .def = "off", .status = TR_ST_REJECTED,
      .reason = "--checkpoint-activations is gone from Megatron; use --recompute-activations",
      .help = "old name of activation recomputation"},

@@ -21,6 +21,7 @@
 
 #include "cuda_check.h"
 #include "cuda_dev.h"
+#include "kern_attention_cudnn.h"
 #include "gpu_profile.h"
 
 /* ---- failure path ---------------------------------------------------------------------- */
@@ -258,6 +259,7 @@ extern "C" void dev_free(dev_device *d, void *p) {
     }
     d->used -= a->bytes;
     d->tag_used[a->tag] -= a->bytes;
+    tr_cu_cudnn_forget(p); /* a layout read from this buffer is no longer its content's */
     a->p = TR_CU_TOMBSTONE;
     a->bytes = 0;
     d->tab_live--;

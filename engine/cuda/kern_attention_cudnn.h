@@ -51,6 +51,9 @@ bool tr_cu_cudnn_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr
                               tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos, const int32_t *k_pos,
                               int B, int Tq, int Tk, int NH, int KV, int D, bool deterministic);
 
+/* dev_free's notice: layouts of positions read from p are dropped (kern_attention_cudnn_cp.cu). */
+void tr_cu_cudnn_forget(const void *p);
+
 /* Chooses the kernels of the attention calls that follow, as TWINRUN_ATTENTION names them (cudnn,
  * flash, simple), overriding the variable; -1 (nothing changed) for another name. For tools/attn_bench. */
 int tr_cu_attention_set_path(const char *name);

@@ -8,8 +8,9 @@
  * them, each other one a zeroed copy that is then added; keys no query sees stay 0).
  *
  * The runs come from the positions on the device: read once per (q_pos, k_pos, Tq, Tk) — the model
- * writes them once, at start-up — and kept; every later call checks on the device that the positions
- * still are those runs (a kernel of Tq + Tk threads that stops the rank otherwise). Positions of any
+ * writes them once, at start-up — and kept until dev_free frees either buffer (tr_cu_cudnn_forget);
+ * every later call checks on the device that the positions still are those runs (a kernel of Tq + Tk
+ * threads that stops the rank otherwise: positions rewritten in place). Positions of any
  * other shape (k_pos not 0..Tk-1, more than TR_CP_MAX_RUNS runs) take the flash kernels. */
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,12 @@ uint16_t *rows(tr_buf b, int row0, int width) { return (uint16_t *)b.p + (size_t
 
 } /* namespace */
 
+extern "C" void tr_cu_cudnn_forget(const void *p) {
+    for (int i = 0; i < g_nlayouts;)
+        if (g_layouts[i].q_pos == p || g_layouts[i].k_pos == p) g_layouts[i] = g_layouts[--g_nlayouts];
+        else i++;
+}
+
 extern "C" bool tr_cu_cudnn_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
                                         const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH,
                                         int KV, int D) {
@@ -188,6 +195,8 @@ extern "C" bool tr_cu_cudnn_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr
 }
 
 #else /* without cuDNN: the flash kernels serve */
+
+extern "C" void tr_cu_cudnn_forget(const void *p) { (void)p; }
 
 extern "C" bool tr_cu_cudnn_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v,
                                         const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH,
