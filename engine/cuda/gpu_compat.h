@@ -51,6 +51,8 @@
 #define cudaGetDevice musaGetDevice
 #define cudaDeviceProp musaDeviceProp
 #define cudaGetDeviceProperties musaGetDeviceProperties
+#define cudaDeviceGetAttribute musaDeviceGetAttribute
+#define cudaDevAttrComputeCapabilityMajor musaDevAttrComputeCapabilityMajor
 #define cudaMemGetInfo musaMemGetInfo
 #define cudaMalloc musaMalloc
 #define cudaFree musaFree

@@ -138,7 +138,7 @@ bool tr_cu_cudnn_usable(dev_stream *s) { return dnn_state_get(s)->usable; }
             cudnnStatus_t st_ = (call);                                                                                \
             if (st_ != CUDNN_STATUS_SUCCESS) {                                                                         \
                 (b)->st = st_;                                                                                         \
-                snprintf((b)->what, sizeof (b)->what, __VA_ARGS__);                                                    \
+                snprintf((b)->what, sizeof(b)->what, __VA_ARGS__);                                                     \
             }                                                                                                          \
         }                                                                                                              \
     } while (0)
@@ -304,7 +304,7 @@ static int dnn_forward_ops(dnn_build *b, const dnn_key *k, cudnnBackendDescripto
     int n = 0;
     const dnn_io io = dnn_operands(b, k);
 #define V_S(dt) dnn_virtual(b, dt, B, H, Tq, Tk, sS[0], sS[1], sS[2], sS[3])
-#define V_ROW() dnn_virtual(b, f32, B, H, Tq, 1, H * Tq, Tq, 1, 1)
+#define V_ROW() dnn_virtual(b, f32, B, H, Tq, 1, H *Tq, Tq, 1, 1)
     cudnnBackendDescriptor_t s0 = V_S(f32), s1 = V_S(f32);
     ops[n++] = dnn_matmul(b, io.q, io.kt, s0);
     ops[n++] = dnn_pointwise(b, CUDNN_POINTWISE_MUL, f32, -1, s0, dnn_scalar(b, UID_SCALE, f32), NULL, s1);
@@ -431,16 +431,18 @@ static void dnn_build_plan(dnn_state *g, dnn_plan *p) {
     dnn_set(&b, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
     dnn_finalize(&b, heur, "the heuristics query");
     int64_t ncfg = 0;
-    DNN_TRY(&b, cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &ncfg,
-                                         NULL),
-            "counting the heuristics' engine configs");
+    DNN_TRY(
+        &b,
+        cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &ncfg, NULL),
+        "counting the heuristics' engine configs");
     if (ncfg > DNN_MAX_CFG) ncfg = DNN_MAX_CFG;
     cudnnBackendDescriptor_t cfgs[DNN_MAX_CFG];
     for (int64_t i = 0; i < ncfg; i++) cfgs[i] = dnn_new(&b, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
     int64_t got = 0;
     if (ncfg > 0)
-        DNN_TRY(&b, cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ncfg,
-                                             &got, cfgs),
+        DNN_TRY(&b,
+                cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ncfg, &got,
+                                         cfgs),
                 "reading the heuristics' engine configs");
     if (b.st == CUDNN_STATUS_SUCCESS && got == 0) {
         b.st = CUDNN_STATUS_NOT_SUPPORTED;
@@ -551,15 +553,19 @@ bool tr_cu_cudnn_backward(dev_stream *s, const tr_cu_sdpa *a, bool deterministic
     const dnn_plan *p = dnn_plan_get(g, &key);
     if (!p || !p->ok) return false;
     const size_t rows = (size_t)a->B * a->NH * a->Tq;
-    float *delta = (float *)tr_cu_scratch(s, rows * sizeof(float), "attention delta");        /* [B,NH,Tq] */
-    float *acc = deterministic ? NULL
-                               : (float *)tr_cu_scratch(s, rows * a->D * sizeof(float), "attention dQ sums"); /* [B,NH,Tq,D] */
+    float *delta = (float *)tr_cu_scratch(s, rows * sizeof(float), "attention delta"); /* [B,NH,Tq] */
+    float *acc = deterministic
+                     ? NULL
+                     : (float *)tr_cu_scratch(s, rows * a->D * sizeof(float), "attention dQ sums"); /* [B,NH,Tq,D] */
+    /* the engine adds every key block's share to the sums: they must start at zero (cuDNN's frontend
+     * zero-fills this tensor before each call too); scratch comes back holding the last call's */
+    if (acc) CU_CHECK(cudaMemsetAsync(acc, 0, rows * a->D * sizeof(float), tr_cu_stream(s)));
     float scale = (float)(1.0 / sqrt((double)a->D)), neg_inf = -INFINITY, one = 1.0f;
     int32_t seq_q = a->Tq, seq_kv = a->Tk;
-    int64_t uids[14] = {UID_Q,     UID_K,       UID_V,   UID_O,     UID_LSE, UID_DO,    UID_DQ,
-                        UID_DK,    UID_DV,      UID_SCALE, UID_NEG_INF, UID_ONE, UID_DELTA, 0};
-    void *ptrs[16] = {(void *)a->q, (void *)a->k, (void *)a->v,    (void *)a->out, a->lse, (void *)a->dout, a->dq,
-                      a->dk,        a->dv,        &scale,          &neg_inf,       &one,   delta};
+    int64_t uids[14] = {UID_Q,  UID_K,  UID_V,     UID_O,       UID_LSE, UID_DO,    UID_DQ,
+                        UID_DK, UID_DV, UID_SCALE, UID_NEG_INF, UID_ONE, UID_DELTA, 0};
+    void *ptrs[16] = {(void *)a->q, (void *)a->k, (void *)a->v, (void *)a->out, a->lse, (void *)a->dout, a->dq, a->dk,
+                      a->dv,        &scale,       &neg_inf,     &one,           delta};
     int n = 13;
     if (acc) uids[n] = UID_DQ_ACC, ptrs[n++] = acc;
     int64_t uids_full[16];

@@ -47,9 +47,9 @@ bool tr_cu_cudnn_backward(dev_stream *s, const tr_cu_sdpa *a, bool deterministic
  * nothing written, otherwise or when cuDNN refuses the shape. */
 bool tr_cu_cudnn_forward_pos(dev_stream *s, tr_buf out, float *lse, tr_buf q, tr_buf k, tr_buf v, const int32_t *q_pos,
                              const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D);
-bool tr_cu_cudnn_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k,
-                              tr_buf v, tr_buf out, const float *lse, const int32_t *q_pos, const int32_t *k_pos,
-                              int B, int Tq, int Tk, int NH, int KV, int D, bool deterministic);
+bool tr_cu_cudnn_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k, tr_buf v,
+                              tr_buf out, const float *lse, const int32_t *q_pos, const int32_t *k_pos, int B, int Tq,
+                              int Tk, int NH, int KV, int D, bool deterministic);
 
 /* dev_free's notice: layouts of positions read from p are dropped (kern_attention_cudnn_cp.cu). */
 void tr_cu_cudnn_forget(const void *p);

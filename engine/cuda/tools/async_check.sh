@@ -140,7 +140,9 @@ BIG="--num-layers 16 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-h
  --untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0 --hidden-dropout 0
  --micro-batch-size 4 --global-batch-size 4 --train-iters $STEPS --lr 3e-4 --min-lr 3e-5 --lr-decay-style cosine
  --lr-warmup-iters 2 --clip-grad 1.0 --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 --bf16 --mock-data
- --eval-iters 0 --log-interval 1 --seed 1234"
+ --eval-iters 0 --log-interval 1 --seed 1234 --deterministic-mode"
+# (the bf16 model's attention goes to cuDNN where it is built in, whose default backward sums dQ with
+# atomics: without --deterministic-mode two runs need not agree, whatever the collectives do)
 step_ms() { # mean elapsed_ms_per_iter after the first two iterations
     python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])][2:]; print("%.2f" % (sum(x["elapsed_ms_per_iter"] for x in r)/max(len(r),1)))' "$1" 2>/dev/null || echo "?"
 }

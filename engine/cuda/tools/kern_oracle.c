@@ -241,8 +241,8 @@ static void case_attention(tr_dtype dt, int B, int T, int NH, int KV, int D) {
     char name[128];
     const char *nm[] = {"out", "lse", "dq", "dk", "dv"};
     for (int i = 0; i < 5; i++) {
-        snprintf(name, sizeof name, "attention B%d T%d NH%d KV%d D%d %s %s%s", B, T, NH, KV, D, tr_dtype_name(dt), nm[i],
-                 g_same_bits ? "" : " nondet");
+        snprintf(name, sizeof name, "attention B%d T%d NH%d KV%d D%d %s %s%s", B, T, NH, KV, D, tr_dtype_name(dt),
+                 nm[i], g_same_bits ? "" : " nondet");
         compare(name, outs[i], i < 2 ? 2e-5 : 1e-4);
     }
     release();
@@ -274,7 +274,7 @@ static void case_attention_pos(tr_dtype dt, int B, int L, int rank, int NH, int 
     a.qp = t_new(TR_I32, (size_t)a.Tq), a.kp = t_new(TR_I32, (size_t)a.Tk);
     t_fill(a.q, 2.0f), t_fill(a.k, 2.0f), t_fill(a.v, 1.0f), t_fill(a.dout, 1.0f);
     t_fill(a.dk, 1.0f), t_fill(a.dv, 1.0f); /* stale: the backward overwrites every key, seen or not */
-    for (int i = 0; i < a.Tq; i++) /* chunks rank and 3 - rank, in that order */
+    for (int i = 0; i < a.Tq; i++)          /* chunks rank and 3 - rank, in that order */
         ((int32_t *)a.qp->h0)[i] = i < L ? rank * L + i : (3 - rank) * L + (i - L);
     for (int j = 0; j < a.Tk; j++) ((int32_t *)a.kp->h0)[j] = j;
     reset_host();
