@@ -3,6 +3,7 @@
 #include "ckpt/hf_export.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,15 +158,99 @@ out:
     return rc;
 }
 
+/* Which file of an export NAME is: 0..2 config.json, the single file, the index; 3 a shard; -1 none. */
+static const char *const export_names[3] = {"config.json", "model.safetensors", "model.safetensors.index.json"};
+static int export_file(const char *name) {
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(name, export_names[k])) return k;
+    int a, b, end = 0;
+    return sscanf(name, "model-%5d-of-%5d.safetensors%n", &a, &b, &end) == 2 && name[end] == '\0' ? 3 : -1;
+}
+
+/* 1: dir is absent or an empty directory; 0: it exists with files, none of an export; -1 with err:
+ * not a directory, unreadable, or (without overwrite) holding an export, whose files are named. */
+static int export_target(const char *dir, bool overwrite, char *err, size_t errlen) {
+    struct stat st;
+    bool link = lstat(dir, &st) == 0 && S_ISLNK(st.st_mode); /* filled where it points, not replaced */
+    if (stat(dir, &st) != 0) {
+        if (errno == ENOENT) return 1;
+        return ckpt_io_err("stat", dir, errno, err, errlen);
+    }
+    if (!S_ISDIR(st.st_mode))
+        return tr_errf(err, errlen, "%s is not a directory; give --hf the directory to export into", dir);
+    DIR *d = opendir(dir);
+    if (!d) return ckpt_io_err("opendir", dir, errno, err, errlen);
+    int entries = 0, has[4] = {0};
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        entries++;
+        int k = export_file(e->d_name);
+        if (k >= 0) has[k]++;
+    }
+    closedir(d);
+    if ((has[0] || has[1] || has[2] || has[3]) && !overwrite) {
+        char found[160] = "";
+        size_t len = 0;
+        for (int k = 0; k < 3; k++)
+            if (has[k])
+                len += (size_t)snprintf(found + len, sizeof found - len, "%s%s", len ? ", " : "", export_names[k]);
+        if (has[3]) snprintf(found + len, sizeof found - len, "%s%d shards", len ? ", " : "", has[3]);
+        return tr_errf(err, errlen,
+                       "%s already holds a Hugging Face export (%s): pass --overwrite to replace its files, or give "
+                       "another --hf",
+                       dir, found);
+    }
+    return entries == 0 && !link;
+}
+
+int ckpt_hf_export_check(const char *dir, bool overwrite, char *err, size_t errlen) {
+    return export_target(dir, overwrite, err, errlen) < 0 ? -1 : 0;
+}
+
+/* Removes the files of an export being built in tmp (a directory this export made) and tmp itself. */
+static void remove_tmp_dir(const char *tmp) {
+    DIR *d = opendir(tmp);
+    char path[CKPT_PATH_MAX];
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        ckpt_pathf(path, sizeof path, "%s/%s", tmp, e->d_name);
+        unlink(path);
+    }
+    if (d) closedir(d);
+    rmdir(tmp);
+}
+
+static int export_into(const llama_model *m, const char *config, const float *host, const char *dir,
+                       uint64_t shard_bytes, char *err, size_t errlen);
+
 int ckpt_hf_export(const llama_model *m, const tr_config *cfg, const float *host, const char *dir, uint64_t shard_bytes,
-                   char *err, size_t errlen) {
+                   bool overwrite, char *err, size_t errlen) {
     if (strlen(dir) > 3000) return tr_errf(err, errlen, "%.100s...: path too long", dir);
+    int fresh = export_target(dir, overwrite, err, errlen);
+    if (fresh < 0) return -1;
     char *config = ckpt_hf_config_json(cfg, err, errlen);
     if (!config) return -1;
-    if (mkdir(dir, 0755) && errno != EEXIST) {
+    if (!fresh) { /* files of the user's beside it (a tokenizer), or --overwrite: each file replaced whole */
+        int rc = export_into(m, config, host, dir, shard_bytes, err, errlen);
         free(config);
-        return ckpt_io_err("mkdir", dir, errno, err, errlen);
+        return rc;
     }
+    /* a new export appears whole or not at all: built in DIR.tmp.PID, renamed to DIR (an empty DIR
+     * is replaced by the rename) */
+    char tmp[CKPT_PATH_MAX];
+    ckpt_pathf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
+    int rc = mkdir(tmp, 0755) ? ckpt_io_err("mkdir", tmp, errno, err, errlen) : 0;
+    if (!rc) rc = export_into(m, config, host, tmp, shard_bytes, err, errlen);
+    if (!rc && rename(tmp, dir))
+        rc = tr_errf(err, errlen, "%s: cannot rename %s to it: %s (created or filled meanwhile?)", dir, tmp,
+                     strerror(errno));
+    if (rc) remove_tmp_dir(tmp);
+    free(config);
+    return rc;
+}
+
+static int export_into(const llama_model *m, const char *config, const float *host, const char *dir,
+                       uint64_t shard_bytes, char *err, size_t errlen) {
     hf_tensor *t = NULL;
     int n = hf_tensors(m, host, &t), rc = n < 0 ? tr_errf(err, errlen, "out of host memory") : 0;
     uint64_t total = 0;
@@ -181,6 +266,6 @@ int ckpt_hf_export(const llama_model *m, const tr_config *cfg, const float *host
     }
     ckpt_pathf(path, sizeof path, "%s/config.json", dir);
     if (!rc) rc = ckpt_write_atomic(ckpt_io_posix(), path, dir, config, strlen(config), err, errlen);
-    free(t), free(config);
+    free(t);
     return rc;
 }

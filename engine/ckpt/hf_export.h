@@ -5,6 +5,7 @@
 #ifndef TWINRUN_ENGINE_CKPT_HF_EXPORT_H
 #define TWINRUN_ENGINE_CKPT_HF_EXPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,8 +23,13 @@ char *ckpt_hf_config_json(const tr_config *cfg, char *err, size_t errlen);
  * and up_proj, vocabulary padding dropped). One file when the weights fit in shard_bytes (0 = no
  * limit), else shards of at most shard_bytes each (a larger tensor gets a shard of its own) and the
  * index; a stale file of the other form is removed, since transformers prefers the single file.
- * Every file is written atomically; config.json last. */
+ * A dir that is absent or empty gets the export whole or not at all (built in dir.tmp.PID, renamed);
+ * in a dir that holds other files (a tokenizer) every file is written atomically, config.json last.
+ * A dir that already holds an export (config.json, model*.safetensors, the index) is refused unless
+ * overwrite. */
 int ckpt_hf_export(const llama_model *m, const tr_config *cfg, const float *host, const char *dir, uint64_t shard_bytes,
-                   char *err, size_t errlen);
+                   bool overwrite, char *err, size_t errlen);
+/* The export's refusal alone, before any work: -1 with err naming the export's files and --overwrite. */
+int ckpt_hf_export_check(const char *dir, bool overwrite, char *err, size_t errlen);
 
 #endif

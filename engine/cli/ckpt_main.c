@@ -2,7 +2,7 @@
  * then it becomes engine/cli/ckpt_main.c.)
  *   ckpt inspect DIR [--iteration N]   iteration, layout, samples, scheduler, provenance, files, verification
  *   ckpt verify DIR [--iteration N]    every checksum, the manifest's own too; non-zero exit naming the bad file
- *   ckpt export DIR --hf OUT [--iteration N]
+ *   ckpt export DIR --hf OUT [--iteration N] [--overwrite]
  *                                      verified weights as a Hugging Face model (config.json + safetensors) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +22,7 @@ static const char *const styles[] = {"constant", "linear", "cosine", "inverse-sq
 
 static int usage(void) {
     fprintf(stderr, "usage: ckpt inspect DIR [--iteration N]\n       ckpt verify DIR [--iteration N]\n"
-                    "       ckpt export DIR --hf OUT [--iteration N]\n");
+                    "       ckpt export DIR --hf OUT [--iteration N] [--overwrite]\n");
     return TR_EXIT_USAGE;
 }
 
@@ -87,8 +87,12 @@ static void print_manifest(const ckpt_manifest *m) {
 
 /* The checkpoint's model as Hugging Face weights: whatever layout saved it, its tensors are read
  * back whole (reassembled from the shards) after every checksum is verified. */
-static int export_hf(const char *dir, int64_t it, const char *out) {
+static int export_hf(const char *dir, int64_t it, const char *out, bool overwrite) {
     char err[2048];
+    if (ckpt_hf_export_check(out, overwrite, err, sizeof err)) {
+        fprintf(stderr, "ckpt: export: %s\n", err);
+        return TR_EXIT_USAGE;
+    }
     ckpt_verify_report rep;
     if (ckpt_verify(dir, it, &rep, err, sizeof err)) {
         fprintf(stderr, "ckpt: %s\n", err);
@@ -110,7 +114,7 @@ static int export_hf(const char *dir, int64_t it, const char *out) {
     if (m && (host = malloc((m->total ? m->total : 1) * sizeof *host)) == NULL)
         snprintf(err, sizeof err, "out of host memory");
     if (m && host && !tr_ckpt_read_weights(rd, m, host, err, sizeof err) &&
-        !ckpt_hf_export(m, &cfg, host, out, CKPT_HF_SHARD_BYTES, err, sizeof err)) {
+        !ckpt_hf_export(m, &cfg, host, out, CKPT_HF_SHARD_BYTES, overwrite, err, sizeof err)) {
         printf("exported iteration %lld of %s to %s (%zu parameters, Hugging Face LlamaForCausalLM)\n", (long long)it,
                dir, out, m->total);
         rc = TR_EXIT_OK;
@@ -130,16 +134,18 @@ int main(int argc, char **argv) {
     }
     if (argc < 3) return usage();
     const char *cmd = argv[1], *dir = argv[2], *given = NULL, *hf = NULL;
+    bool overwrite = false;
     for (int i = 3; i < argc; i++) {
         if (strcmp(argv[i], "--iteration") == 0 && i + 1 < argc) given = argv[++i];
         else if (strcmp(argv[i], "--hf") == 0 && i + 1 < argc) hf = argv[++i];
+        else if (strcmp(argv[i], "--overwrite") == 0 && strcmp(cmd, "export") == 0) overwrite = true;
         else return usage();
     }
     int inspect = strcmp(cmd, "inspect") == 0, export = strcmp(cmd, "export") == 0;
     if ((!inspect && !export && strcmp(cmd, "verify") != 0) || (export != (hf != NULL))) return usage();
     int64_t it;
     if (pick_iteration(dir, given, &it)) return TR_EXIT_FATAL;
-    if (export) return export_hf(dir, it, hf);
+    if (export) return export_hf(dir, it, hf, overwrite);
     char err[2048];
     if (inspect) {
         ckpt_manifest m;

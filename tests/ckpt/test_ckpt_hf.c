@@ -103,7 +103,7 @@ static void reimport(fixture *f) {
 static void test_single_file(void **state) {
     fixture *f = *state;
     char err[512], path[300];
-    if (ckpt_hf_export(f->m, &f->cfg, f->orig, f->dir, 0, err, sizeof err)) fail_msg("%s", err);
+    if (ckpt_hf_export(f->m, &f->cfg, f->orig, f->dir, 0, true, err, sizeof err)) fail_msg("%s", err);
     reimport(f);
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", f->dir);
     assert_int_equal(access(path, F_OK), -1);
@@ -113,7 +113,7 @@ static void test_sharded(void **state) {
     fixture *f = *state;
     char err[512], path[300];
     uint64_t limit = f->m->total * 4 / 3; /* about four shards */
-    if (ckpt_hf_export(f->m, &f->cfg, f->orig, f->dir, limit, err, sizeof err)) fail_msg("%s", err);
+    if (ckpt_hf_export(f->m, &f->cfg, f->orig, f->dir, limit, true, err, sizeof err)) fail_msg("%s", err);
     snprintf(path, sizeof path, "%s/model.safetensors", f->dir);
     assert_int_equal(access(path, F_OK), -1); /* a single file would win over the index */
     snprintf(path, sizeof path, "%s/model-00001-of-00004.safetensors", f->dir);
@@ -128,7 +128,7 @@ static void test_sharded(void **state) {
     for (int i = 0; i < sm.nfiles; i++) assert_true(sm.files[i].data_len <= limit || sm.files[i].n == 1);
     st_model_close(&sm);
     /* exporting a single file again over a sharded export leaves a directory that reads as the single file */
-    if (ckpt_hf_export(f->m, &f->cfg, f->orig, f->dir, 0, err, sizeof err)) fail_msg("%s", err);
+    if (ckpt_hf_export(f->m, &f->cfg, f->orig, f->dir, 0, true, err, sizeof err)) fail_msg("%s", err);
     reimport(f);
 }
 
@@ -140,7 +140,7 @@ static void test_refuses_non_llama(void **state) {
     assert_null(ckpt_hf_config_json(&cfg, err, sizeof err));
     assert_non_null(strstr(err, "LayerNorm"));
     cfg = f->cfg, cfg.untie_embeddings_and_output_weights = false;
-    assert_int_equal(ckpt_hf_export(f->m, &cfg, f->orig, f->dir, 0, err, sizeof err), -1);
+    assert_int_equal(ckpt_hf_export(f->m, &cfg, f->orig, f->dir, 0, true, err, sizeof err), -1);
     assert_non_null(strstr(err, "tied embeddings"));
 }
 

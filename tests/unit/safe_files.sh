@@ -16,6 +16,15 @@ tree_hash() { (cd "$1" && find . -type f | LC_ALL=C sort | xargs -r sha256sum | 
 # no temporary file of a writer left behind in DIR
 no_tmp() { [ -z "$(find "$1" -name '*.tmp.*')" ] || fail "temporary files left: $(find "$1" -name '*.tmp.*')"; }
 tok=$src/tests/data/tokenizer_small
+# a tiny model on mock data (as tests/ckpt/safe.sh)
+tiny="--num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --group-query-attention
+ --num-query-groups 2 --seq-length 8 --max-position-embeddings 8 --position-embedding-type rope
+ --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0
+ --hidden-dropout 0 --micro-batch-size 1 --global-batch-size 2 --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine
+ --lr-warmup-iters 1 --mock-data --vocab-size 128 --eval-iters 0 --log-interval 1 --train-iters 4
+ --data-cache-path $work/cache"
+# CMD run with files limited to 8 blocks: a write beyond fails with EFBIG (the signal ignored)
+small_files() { (trap '' XFSZ && ulimit -f 8 && exec "$@"); }
 text() { "$bin/dataset" preprocess --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$tok" "$@"; }
 
 case $case in
@@ -28,6 +37,12 @@ preprocess_ids)
     h=$(tree_hash d)
     expect_rc 1 "$bin/dataset" preprocess --input bad.jsonl --output-prefix d/p --vocab-size 100 --overwrite
     hasF "dataset preprocess: bad.jsonl:2: ids[1] is not a token id in [0, 100)"
+    [ "$(tree_hash d)" = "$h" ] || fail "the dataset changed"
+    no_tmp .
+    # a write that fails half-way (a file size limit: EFBIG) leaves it too
+    awk 'BEGIN { for (i = 0; i < 3000; i++) print "{\"ids\": [1, 2, 3, 4, 5, 6, 7, 8]}" }' >big.jsonl
+    expect_rc 1 small_files "$bin/dataset" preprocess --input big.jsonl --output-prefix d/p --vocab-size 100 --overwrite
+    hasF "File too large"
     [ "$(tree_hash d)" = "$h" ] || fail "the dataset changed"
     no_tmp .
     # an existing dataset is not replaced without --overwrite, and is refused before any work
@@ -66,6 +81,47 @@ preprocess_text)
     [ ! -e d/p_text_document.bin ] || fail "a refused run wrote d/p_text_document.bin"
     expect_rc 0 text --input good.jsonl --output-prefix d/p --json-keys text t2 --overwrite
     expect_rc 0 "$bin/dataset" inspect d/p_text_document
+    no_tmp . ;;
+ckpt_export)
+    # an export is not replaced without --overwrite; a failed one leaves the earlier one as it was; the
+    # user's files beside an export (a tokenizer) are kept
+    # shellcheck disable=SC2086
+    expect_rc 0 "$bin/train_llama3" $tiny --save ck --save-interval 2
+    expect_rc 0 "$bin/ckpt" export ck --hf hf --iteration 2
+    hasF "exported iteration 2 of ck to hf"
+    echo '{"tokenizer": 1}' >hf/tokenizer.json
+    h=$(tree_hash hf)
+    expect_rc 2 "$bin/ckpt" export ck --hf hf
+    hasF "ckpt: export: hf already holds a Hugging Face export (config.json, model.safetensors"
+    hasF "pass --overwrite to replace its files, or give another --hf"
+    [ "$(tree_hash hf)" = "$h" ] || fail "the export changed"
+    # a damaged checkpoint: the export fails before it writes, with --overwrite too
+    cp -r ck ck_bad
+    f=$(find ck_bad/iter_0000004 -name '*.bin' | head -1)
+    printf 'X' | dd of="$f" bs=1 seek=0 conv=notrunc 2>/dev/null
+    expect_rc 1 "$bin/ckpt" export ck_bad --hf hf --overwrite
+    [ "$(tree_hash hf)" = "$h" ] || fail "a failed export changed the earlier one"
+    # a write that fails half-way (a file size limit: EFBIG) leaves the earlier export as it was, and
+    # creates nothing where there was none
+    expect_rc 1 small_files "$bin/ckpt" export ck --hf hf --overwrite
+    hasF "write failed: File too large"
+    [ "$(tree_hash hf)" = "$h" ] || fail "a failed export changed the earlier one"
+    expect_rc 1 small_files "$bin/ckpt" export ck --hf fresh
+    [ ! -e fresh ] || fail "a failed export left fresh: $(ls fresh)"
+    # with the flag: the export's files replaced (iteration 4's weights), the tokenizer kept
+    tok0=$(sha256sum <hf/tokenizer.json)
+    expect_rc 0 "$bin/ckpt" export ck --hf hf --overwrite
+    [ "$(tree_hash hf)" != "$h" ] || fail "--overwrite did not replace the export"
+    [ "$(sha256sum <hf/tokenizer.json)" = "$tok0" ] || fail "--overwrite changed tokenizer.json"
+    # a new export into an empty directory and beside other files; nothing left over
+    mkdir empty other && echo notes >other/notes.txt
+    expect_rc 0 "$bin/ckpt" export ck --hf empty
+    expect_rc 0 "$bin/ckpt" export ck --hf other
+    [ -f empty/model.safetensors ] && [ -f other/model.safetensors ] && [ "$(cat other/notes.txt)" = notes ] ||
+        fail "an export into an existing directory went wrong: $(ls empty other)"
+    # a file where the directory belongs
+    expect_rc 2 "$bin/ckpt" export ck --hf other/notes.txt
+    hasF "other/notes.txt is not a directory; give --hf the directory to export into"
     no_tmp . ;;
 *)
     fail "no case $case" ;;

@@ -170,7 +170,7 @@ static void test_export_import_same_logits(void **state) {
     snprintf(dir, sizeof dir, "%s/export", f->dir);
     mkdir(dir, 0755);
     /* a small shard limit: the sharded index path, as for a real model */
-    if (ckpt_hf_export(f->m, &f->cfg, w, dir, 100000, err, sizeof err)) fail_msg("%s", err);
+    if (ckpt_hf_export(f->m, &f->cfg, w, dir, 100000, false, err, sizeof err)) fail_msg("%s", err);
     import_logits(f, dir, &f->cfg, tok, lab, b);
     assert_memory_equal(a, b, (size_t)N * V * 4);
     free(w), free(a), free(b);
@@ -199,7 +199,7 @@ static void test_biases_export_import(void **state) {
     llama_get_logits(m, a);
     snprintf(dir, sizeof dir, "%s/export_bias", f->dir);
     mkdir(dir, 0755);
-    if (ckpt_hf_export(m, &c, w, dir, 0, err, sizeof err)) fail_msg("%s", err);
+    if (ckpt_hf_export(m, &c, w, dir, 0, false, err, sizeof err)) fail_msg("%s", err);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     st_file st;
     assert_int_equal(st_open(&st, path, err, sizeof err), 0);

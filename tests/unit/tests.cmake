@@ -76,7 +76,7 @@ endforeach()
 
 # Files a user made (datasets, exports, scenario work folders, reports) are never destroyed: each case
 # refused or failed with the folder's hash unchanged and the fix named. tests/unit/safe_files.sh holds the cases.
-foreach(case preprocess_ids preprocess_text)
+foreach(case preprocess_ids preprocess_text ckpt_export)
   add_test(NAME safe_files_${case} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/safe_files.sh ${bin}
     ${CMAKE_CURRENT_BINARY_DIR}/safe_files ${case})
   set_tests_properties(safe_files_${case} PROPERTIES LABELS "${labels}")
