@@ -59,7 +59,20 @@ static void add_peer_dumps(const mp_job *J, flight_dump **all, size_t *n, size_t
     }
 }
 
-static void blame_across(const mp_job *J, twin_sched *s, const char *why, double grace) {
+/* A process that did not answer is one event, reported alike by every survivor whichever way this
+ * one learned that the job ends (`how`: its own watchdog, a broken pipe, another's abort, ...): the
+ * silent processes first, each with how it was found, then the blame over the others' dumps. Which
+ * survivor notices first is a race; only the "found by" differs between their reports. */
+static void blame_across(const mp_job *J, twin_sched *s, const char *how, double grace) {
+    int silent = 0;
+    for (int p = 0; p < J->cfg.nprocs; p++)
+        if (p != J->cfg.proc && !J->peers[p].dumped) {
+            char w[160];
+            twin_report(
+                "no answer from %s within %.1f s: it was killed, is stopped, or cannot be reached; found by: %s",
+                mp_job_who(J, p, w, sizeof w), grace, how);
+            silent++;
+        }
     size_t n = (size_t)s->nranks, cap = n + 16;
     flight_dump *all = malloc(sizeof *all * cap);
     TR_CHECK(all != NULL, "out of host memory for flight dumps");
@@ -70,19 +83,14 @@ static void blame_across(const mp_job *J, twin_sched *s, const char *why, double
     flight_blame_result b;
     char err[512];
     if (flight_blame(all, n, &b, err, sizeof err) == 0) {
-        twin_report("blame (%s; flight dumps of every process that answered):", why);
+        if (silent) twin_report("blame (flight dumps of every process that answered):");
+        else twin_report("blame (%s; flight dumps of every process that answered):", how);
         flight_blame_print(s->report_stream, &b, all, n);
         s->blamed_rank = b.first_stopped;
         flight_blame_free(&b);
     } else {
         twin_report("blame failed: %s", err);
     }
-    for (int p = 0; p < J->cfg.nprocs; p++)
-        if (p != J->cfg.proc && !J->peers[p].dumped) {
-            char w[160];
-            twin_report("  no answer from %s within %.1f s: it was killed, is stopped, or cannot be reached",
-                        mp_job_who(J, p, w, sizeof w), grace);
-        }
     for (size_t i = 0; i < n; i++) flight_dump_free(&all[i]);
     free(all);
 }
@@ -94,7 +102,7 @@ static void send_copy(mp_job *J, int p, mp_msg_type type, const void *data, size
     mp_job_send(J, p, type, 0, copy, len);
 }
 
-void mp_job_abort(mp_job *J, const char *why, const char *line) {
+void mp_job_abort(mp_job *J, const char *how, const char *line) {
     twin_sched *s = twin_sched_get();
     if (J->aborting || !s) return;
     J->aborting = true;
@@ -121,7 +129,7 @@ void mp_job_abort(mp_job *J, const char *why, const char *line) {
         mp_job_pump(J);
     }
     s->hang = true;
-    blame_across(J, s, why, grace);
+    blame_across(J, s, how, grace);
     if (s->opt.dump_dir) twin_dump_all(s); /* this process's ranks, complete, for the blame program */
     coll_twin_abort_all(NULL, s->now);
 }
@@ -161,7 +169,7 @@ void mp_job_check_network(mp_job *J) {
     char w[160], line[900];
     if (p >= 0) snprintf(line, sizeof line, "network: %s; %s is gone or unreachable", e, mp_job_who(J, p, w, sizeof w));
     else snprintf(line, sizeof line, "network: %s", e);
-    mp_job_abort(J, "network failure", line);
+    mp_job_abort(J, p >= 0 ? "broken pipe" : "network failure", line);
 }
 
 void mp_job_rank_failed(void *job, const twin_rank *r) {

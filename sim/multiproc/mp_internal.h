@@ -84,9 +84,10 @@ void mp_job_run_end(void *job, twin_sched *s);               /* mp_job.c */
 void mp_job_rank_failed(void *job, const twin_rank *r);      /* mp_abort.c */
 void mp_job_hang(void *job, twin_sched *s, const char *why); /* mp_abort.c */
 
-/* Tears the job down (mp_abort.c). `line` goes into this process's report and to the others; `why`
- * (short) heads the blame. */
-void mp_job_abort(mp_job *J, const char *why, const char *line);
+/* Tears the job down (mp_abort.c). `line` goes into this process's report and to the others; `how`
+ * (short: "watchdog", "broken pipe", "abort from process 2") says how this process found that the job
+ * ends, in the blame's heading or after each process that did not answer. */
+void mp_job_abort(mp_job *J, const char *how, const char *line);
 /* Aborts the job because of what the network brought (a mismatch, a malformed message). */
 void mp_job_abortf(mp_job *J, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The transport's first failure, if any, becomes an abort. */

@@ -76,19 +76,17 @@ static void dispatch(mp_job *J, mp_msg *m) {
                                  (unsigned)m->payload[2] << 16 | (unsigned)m->payload[3] << 24);
         break;
     case MP_FAIL:
-    case MP_ABORT:
+    case MP_ABORT: {
         if (J->aborting) break;
-        if (mp_text_check(m->payload, (size_t)m->h.payload_len, err, sizeof err)) {
-            char line[400];
+        char how[48], line[1400];
+        snprintf(how, sizeof how, "abort from process %d", from);
+        if (mp_text_check(m->payload, (size_t)m->h.payload_len, err, sizeof err))
             snprintf(line, sizeof line, "%s sent an abort that is not text (%s)", mp_job_who(J, from, w, sizeof w),
                      err);
-            mp_job_abort(J, "abort from another process", line);
-        } else {
-            char line[1400];
-            snprintf(line, sizeof line, "abort from %.*s", (int)m->h.payload_len, (const char *)m->payload);
-            mp_job_abort(J, "abort from another process", line);
-        }
+        else snprintf(line, sizeof line, "abort from %.*s", (int)m->h.payload_len, (const char *)m->payload);
+        mp_job_abort(J, how, line);
         break;
+    }
     case MP_DUMP:
         if (!pe->dumped) {
             pe->dumped = true;
@@ -154,7 +152,7 @@ bool mp_job_progress(void *job, bool may_block) {
             snprintf(line, sizeof line, "watchdog: %s; waited %.1f s of wall time (%s %g s); aborting the job", rw.what,
                      waited, J->cfg.timeout_explicit ? "TWINRUN_REMOTE_TIMEOUT" : "the rank's collective timeout",
                      limit);
-            mp_job_abort(J, "watchdog across processes", line);
+            mp_job_abort(J, "watchdog", line);
             return did;
         }
         if (may_block && !did) {

@@ -316,7 +316,8 @@ static void header_arrived(mp_net *f, mp_net_op *op, size_t len) {
     if (mp_header_decode(op->buf, len, &h, err, sizeof err)) {
         set_error(f, -1, "a message that is not from this job arrived: %s", err);
     } else if (h.job != f->job || (int)h.nprocs != f->nprocs) {
-        set_error(f, (int)h.src_proc,
+        /* its sender is no process of this job (its number may be past this job's last) */
+        set_error(f, -1,
                   "a message from another job arrived (process %u of %u): two jobs share an "
                   "address or port",
                   h.src_proc, h.nprocs);
