@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Attention alone on one GPU, in one call: twinrun's paths (engine/cuda/tools/attn_bench.c: cuDNN,
+# Attention alone on one GPU: twinrun's paths (engine/cuda/tools/attn_bench.c: cuDNN,
 # cuDNN with the deterministic backward, twinrun's flash kernels) and torch SDPA's cuDNN and flash
 # backends (ci/bench/torch_sdpa.py) at the same shapes, one table sorted by shape: ms and TFLOP/s per
 # direction. Writes OUTDIR/attn_bench.txt (and build.log).
 # Usage (repository root, GPU machine): ci/attn_bench.sh [OUTDIR]
-# Environment: DEBS (carried .deb files, default .debs; ci/gpu_env.sh), TWINRUN_GPU_BUILD (build dir),
+# Environment: DEBS (.deb files for a node without internet, default .debs; ci/gpu_env.sh), TWINRUN_GPU_BUILD (build dir),
 #   TWINRUN_ATTN_BENCH_BIN (an attn_bench already built: no build).
 set -euo pipefail
 export PYTHONUNBUFFERED=1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fault campaign at the thousand-card layout (issue 15): seeded random single faults of every kind
+# The fault campaign at the thousand-card layout: seeded random single faults of every kind
 # the campaign draws (hangs, crashes, node crashes, NaN/Inf, stragglers, mismatches, checkpoint and
 # data faults) thrown at the flagship's layout (128 nodes x 8, TP8 PP8 DP16, 1024 ranks), in slices
 # that CI runners can take one at a time: slice k draws its faults from seed BASE + k, so slices are

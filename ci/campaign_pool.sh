@@ -6,7 +6,7 @@
 # work folders to CAMPAIGN_WORK (default a temporary folder), removed as slices end. Ends with
 # ci/campaign_summary.py over every report in OUT.
 #   ci/campaign_pool.sh OUT FIRST LAST [PER=5] [JOBS=nproc] [SECONDS=3600] [BASE_SEED=1000]
-# The 1000-fault campaign of issue 15 as 200 slices of 5 (seeds 1000..1199):
+# The 1000-fault campaign as 200 slices of 5 (seeds 1000..1199):
 #   ci/campaign_pool.sh OUT 0 199 5
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# The C style (.clang-format, clang-format 14) over every C source and header of the tree (reformatted
-# in one commit, issue 14). .cu/.cuh files stay as written: clang-format 14 does not know CUDA's launch
-# syntax well.
+# The C style (.clang-format, clang-format 14) over every C source and header of the tree.
+# .cu/.cuh files stay as written: clang-format 14 does not know CUDA's launch syntax well.
 # Usage: check_format.sh [--fix]
 set -euo pipefail
 cd "$(dirname "$0")/.."

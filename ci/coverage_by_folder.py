@@ -8,7 +8,7 @@ gcovr prints one total; a total hides a folder nobody tests. The output is two t
   1. every folder at --depth path components (engine/train, sim/multiproc, fault, ...): a file
      directly in a top-level folder counts under that folder's name (fault/fault_rank.c: "fault");
   2. after a blank line, every top-level folder with a trailing slash (engine/, fault/, runner/, sim/):
-     the figures issue 15's "90% per folder" is about.
+     the figures a "90% per folder" target is about.
 A header a build copies into its tree (build/<preset>/exports/engine/core/hash.h) counts as its source
 (engine/core/hash.h). Exits 1, naming the folder, when a top-level folder is under --min percent (default
 0: report only)."""

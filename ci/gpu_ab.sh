@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Two builds of train_llama3 timed against each other on one GPU, in one call: this tree ("new") and
-# another tree ("old", e.g. `git archive <commit> | tar -x -C .gpu_prev`, carried to the GPU machine),
+# Two builds of train_llama3 timed against each other on one GPU: this tree ("new") and
+# another tree ("old", e.g. `git archive <commit> | tar -x -C .gpu_prev`, copied to the GPU machine),
 # on the 1.5B model of ci/gpu_bench.sh. The runs alternate old/new for ROUNDS rounds per config, so a
 # drift of the card's clock or temperature falls on both sides alike; prints each run's median step
 # and, per config, the median over the rounds per side and new/old. The "no slower" check of a change
-# that touches every step (issue 17's asynchronous collectives) — gpu_bench.sh's PyTorch side is a
+# that touches every step (e.g. the asynchronous collectives) — gpu_bench.sh's PyTorch side is a
 # different question and costs four times as long.
 #
 # Usage (repository root, GPU machine): ci/gpu_ab.sh OLD_TREE OUTDIR [ROUNDS]
-# Environment: DEBS (carried .deb files, default .debs), TWINRUN_AB_CONFIGS ("seq mb" pairs separated
+# Environment: DEBS (a folder of .deb files for a node without internet, default .debs), TWINRUN_AB_CONFIGS ("seq mb" pairs separated
 #   by commas, default "1024 4,4096 1"), TWINRUN_AB_STEPS (iterations per run, default 10).
-# The device tool: run(carry=[".debs", ".gpu_commit", ".gpu_prev"], command="bash ci/gpu_ab.sh .gpu_prev $OUT 3")
+# Example: git archive c8da9f5 | tar -x -C .gpu_prev && ci/gpu_ab.sh .gpu_prev /tmp/ab 3
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLD=$(cd "${1:?usage: ci/gpu_ab.sh OLD_TREE OUTDIR [ROUNDS]}" && pwd)

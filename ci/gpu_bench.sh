@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The step benchmark on one GPU, in one call: builds the cuda preset, runs train_llama3 (bf16, mock
+# The step benchmark on one GPU: builds the cuda preset, runs train_llama3 (bf16, mock
 # data, Llama-3-style models with the 128256-token vocabulary, untied: the 1.5B model (16 layers,
 # hidden 2048, 32 heads / 8 query groups, FFN 8192) and the 8B and 70B seeds' layers at seq 8192, see
 # CONFIGS) and the two PyTorch baselines of ci/bench/pytorch_llama.py (HF LlamaForCausalLM with SDPA
@@ -15,7 +15,7 @@
 #   --profile    one more short twinrun run with TWINRUN_GPU_PROFILE=1: where the step's time goes
 #   --checks     after the table: compute-sanitizer memcheck/racecheck on the attention and other new kernels
 #   --no-oracle  skip kern_oracle (twin kernels vs GPU kernels) before the benchmark
-# Environment: DEBS (carried .deb files, default .debs; ci/gpu_env.sh), TWINRUN_GPU_BUILD (build dir),
+# Environment: DEBS (.deb files for a node without internet, default .debs; ci/gpu_env.sh), TWINRUN_GPU_BUILD (build dir),
 #   TWINRUN_BENCH_BIN (a train_llama3 already built: no build), TWINRUN_BENCH_TINY=1 (a tiny model: the
 #   dry run of the script on the twin build), TWINRUN_BENCH_STEPS, TWINRUN_BENCH_TIMEOUT (s per run),
 #   TWINRUN_BENCH_PROFILE_CONFIG (the config --profile runs: 0 .. 4 in the order below; default 0),
@@ -39,7 +39,7 @@ OUTDIR=${outdir:-${OUT:-/tmp/twinrun-bench}}
 R=$OUTDIR/runs
 mkdir -p "$R"
 log() { echo "== $(date +%T) $*"; }
-# the copy on the GPU machine may hold a stale .git: .gpu_commit (written before the call) wins there
+# the copy on the GPU machine may hold a stale .git: .gpu_commit (written before copying) wins there
 commit=$(cat .gpu_commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
 gpu=${gpu:-"no GPU (dry run)"}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19's calibration data from one GPU, in one call (≤ 8 min from a bare machine): builds the cuda
+# The cost model's calibration data from one GPU (≤ 8 min from a bare machine): builds the cuda
 # preset's train_llama3, then runs the Llama-3-style 1.5B model (16 layers, hidden 2048, FFN 8192, 32
 # heads / 8 groups, vocabulary 128256, bf16, mock data: ci/gpu_bench.sh's flags) at several sequence
 # lengths, micro-batches and recompute settings. Each config runs twice: once plain (the step time: the
@@ -9,14 +9,14 @@
 # ci/calib/collect_calibration.py then writes calibration.json. On the CPU machine afterwards, with the
 # tarball's calib/ folder as DIR (docs/prediction.md#calibration):
 #   ci/fit_cost_model.py DIR --c-out sim/cost/calibration_h200.c --md-out fit.md   (refit the kernels)
-#   ci/predict_vs_measured.py DIR                                               (the issue's targets)
+#   ci/predict_vs_measured.py DIR                                               (step time within 10%, peak within 5%)
 # The runs' files gather in a scratch folder (TWINRUN_CALIB_WORK, default a fresh one under /tmp) and are
 # packed into OUTDIR/gpu_calibrate.tar.gz (default OUTDIR $OUT, else /tmp/twinrun-calib) after every
-# config, so a call cut short still returns what it measured; calibration.json and summary.txt land
-# beside it at the end: three files, under the device call's limit of 8.
+# config, so a run cut short still leaves what it measured; calibration.json and summary.txt land
+# beside it at the end.
 #
 # Usage: ci/gpu_calibrate.sh [OUTDIR]
-# Environment: DEBS (carried .deb files, default .debs; ci/gpu_env.sh), TWINRUN_GPU_BUILD (build dir),
+# Environment: DEBS (.deb files for a node without internet, default .debs; ci/gpu_env.sh), TWINRUN_GPU_BUILD (build dir),
 #   TWINRUN_CALIB_BIN (a train_llama3 already built: no build), TWINRUN_CALIB_TINY=1 (a tiny model and
 #   two configs: the dry run of this script on the twin build, TWINRUN_CALIB_BIN=build/twin/bin/train_llama3),
 #   TWINRUN_CALIB_STEPS (plain run's iterations, default 8), TWINRUN_CALIB_TIMEOUT (s per run, default 90),
@@ -67,7 +67,7 @@ else
     MODEL="--num-layers 16 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 32 --num-query-groups 8
         --vocab-size 128256"
     # the three configs of ci/gpu_bench.sh, a long sequence (attention's share grows), and both recompute
-    # kinds (the issue: peaks with and without recompute)
+    # kinds (peaks with and without recompute)
     CONFIGS=("seq1024_mb4 1024 4 none" "seq4096_mb1 4096 1 none" "seq4096_mb4 4096 4 none"
         "seq8192_mb1 8192 1 none" "seq2048_mb8_selective 2048 8 selective" "seq4096_mb4_full 4096 4 full")
     # TWINRUN_CALIB_SET=holdout: configs the fit never saw (other sequence lengths and batches), to check

@@ -17,8 +17,8 @@ args="--num-layers 16 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-
  --lr-warmup-iters 2 --clip-grad 1.0 --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 --bf16 --mock-data
  --eval-iters 0 --log-interval 1 --seed 1234 --data-cache-path $OUT/cache"
 export NCCL_ALGO=Ring # Megatron's rule for --deterministic-mode
-# the libraries BIN links (NCCL from the Python wheel, the carried .debs): run on its own, the loader
-# found neither (exit 127 on 2026-12-02)
+# the libraries BIN links (NCCL from the Python wheel, the .debs): run on its own, the loader would
+# find neither (exit 127)
 DEBS=${DEBS:-.debs} . "$(dirname "$0")/gpu_env.sh" >/dev/null 2>&1
 rc=0
 for run in plain det1 det2; do

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by ci/gpu_multi.sh on the GPU machine: what the image lacks, from carried .deb files
+# Sourced by ci/gpu_multi.sh on the GPU machine: what the image lacks, from a folder of .deb files
 # (cmocka, cJSON, pkg-config, zlib, libyaml; unpacked under /tmp, never into /), NCCL and cuDNN from
 # the Python wheels when the toolkit has none, and NVLink multicast kept off (the machine's rule).
 # Sets CMAKE_EXTRA (an array) for the configure step. Sourced by engine/cuda/tools/device_check.sh too.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fault library on the real build, in one call on a 1-GPU machine (device tool kind nvidia-h200):
+# The fault library on the real build, on a 1-GPU machine:
 # builds the cuda preset and runs train_llama3 with TWINRUN_FAULTS (docs/faults.md) — a NaN in a
 # layer's output, +Inf in a layer's gradient, a NaN in the loss, an OOM, a checkpoint ENOSPC, and the
 # straggler report — checking that each is diagnosed as on the twin (rank, layer, tensor; exit codes).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The multi-GPU checks, in one call on a machine with 2 GPUs or more (device tool kind nvidia-h200-x2):
+# The multi-GPU checks, on a machine with 2 GPUs or more:
 #   1. build the cuda preset;
 #   2. each layout of ci/multi_layouts.sh for the machine's GPU count (2: 1 GPU; TP=2; DP=2 with the
 #      distributed optimizer; PP=2; 4 and 8 GPUs add TP2DP2, TP2PP2, ...: multi_layouts_for),

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Issue 20's multi-GPU scaling benchmark, in one call on a machine with 2, 4 or 8 GPUs (device tool kinds
-# nvidia-h200-x2, -x4, -x8): builds the cuda preset's train_llama3 and blame, then runs each layout the
+# The multi-GPU scaling benchmark, on a machine with 2, 4 or 8 GPUs: builds the cuda preset's train_llama3 and blame, then runs each layout the
 # GPU count allows (nvidia-smi -L), each started by scripts/launch_llama3.sh as the 8B seed's platform
 # would (node-level WORLD_SIZE=1 RANK=0; one train_llama3 per GPU with torchrun-style variables; bf16,
 # mock data, sequence parallelism, the distributed optimizer with --overlap-grad-reduce
@@ -20,27 +19,26 @@
 # within 1e-5 over 20 steps and vs the twin, collective traces identical to the twin's, an injected hang
 # caught, blamed and aborted), which need the twin's side in TWIN_DIR/multi.
 #
-# Before the device call, on the CPU machine (the twin build of the same commit):
+# Before it, on a CPU machine (the twin build of the same commit):
 #   ci/twin_multi.sh                  the twin's side of the checks -> .gpu_inputs/multi
 #   ci/gpu_multi_bench.sh --predict   the twin's predictions of every layout -> .gpu_inputs/multi_bench
 #   git rev-parse --short HEAD > .gpu_commit
-# Device call: run(kind="nvidia-h200-x4", carry=[".debs", ".gpu_commit", ".gpu_inputs"],
-#   command="set -o pipefail; bash ci/gpu_multi_bench.sh $OUT 2>&1 | tee $OUT/summary.txt")
+# Then on the GPU machine, with .debs, .gpu_commit and .gpu_inputs copied beside the tree:
+#   set -o pipefail; bash ci/gpu_multi_bench.sh OUTDIR 2>&1 | tee OUTDIR/summary.txt
 # OUTDIR (default $OUT, else /tmp/twinrun-multi-bench) gets, as it goes: gpu_multi_bench.json
 # (docs/results/gpu_multi_bench.json's format) and gpu_multi_bench.md (the table), rewritten after every
 # layout; gpu_multi_bench_runs.tar.gz (runs/: every run's console, per-rank logs, metrics, flight dumps,
-# nvidia-smi samples, the predictions, the build log), repacked after every layout so that a call cut short
-# keeps what it measured; gpu_multi_logs.tar.gz (the checks'). Four files, five with the tee's summary.txt
-# (the device call returns 8). Exit status 1 when a run or the checks failed (after the table).
+# nvidia-smi samples, the predictions, the build log), repacked after every layout so that a run cut short
+# keeps what it measured; gpu_multi_logs.tar.gz (the checks'). Four files, five with the tee's summary.txt. Exit status 1 when a run or the checks failed (after the table).
 #
 # Usage: ci/gpu_multi_bench.sh [OUTDIR]          the benchmark
 #        ci/gpu_multi_bench.sh --predict [DIR]   the twin's predictions only (default .gpu_inputs/multi_bench)
-# Environment: DEBS (carried .deb files, default .debs; ci/gpu_env.sh), TWINRUN_GPU_BUILD (build dir),
+# Environment: DEBS (.deb files for a node without internet, default .debs; ci/gpu_env.sh), TWINRUN_GPU_BUILD (build dir),
 #   TWINRUN_MULTI_BENCH_BIN (a train_llama3 already built, blame beside it: no build),
 #   TWINRUN_MULTI_BENCH_GPUS (the GPU count, instead of nvidia-smi's), TWINRUN_MULTI_BENCH_LAYOUTS (names
 #   such as "llama1.5b_TP2 llama8b_TP2PP2" instead of the GPU count's list), TWINRUN_MULTI_BENCH_STEPS
 #   (iterations, default 10), TWINRUN_MULTI_BENCH_MICRO (micro-batches per DP rank, default 8),
-#   TWINRUN_MULTI_BENCH_TIMEOUT (s per run, default 240), TWINRUN_MULTI_BENCH_BUDGET_S (the whole call:
+#   TWINRUN_MULTI_BENCH_TIMEOUT (s per run, default 240), TWINRUN_MULTI_BENCH_BUDGET_S (the whole run:
 #   layouts that would start after it are skipped, default 540), TWINRUN_MULTI_BENCH_CHECKS=0 (no checks),
 #   TWINRUN_MULTI_BENCH_TWIN_DIR (the checks' twin side, default .gpu_inputs), TWINRUN_MULTI_BENCH_PREDICT_DIR
 #   (the predictions, default .gpu_inputs/multi_bench), TWINRUN_MULTI_BENCH_TWIN_BIN (a twin train_llama3
@@ -215,7 +213,7 @@ smi_stop() {
     SMI_PID=0
 }
 
-run_bench() { # NAME: predict (or take the carried prediction), then run the layout and report it
+run_bench() { # NAME: predict (or take the prediction made beforehand), then run the layout and report it
     local name=$1 tp pp dp rc t fit="" frc=0
     read -r tp pp dp < <(layout_sizes "$name")
     if [ $((tp * pp * dp)) -gt "$NGPU" ]; then
@@ -236,7 +234,7 @@ run_bench() { # NAME: predict (or take the carried prediction), then run the lay
     fi
     t=$(left)
     if [ "$t" -lt 60 ]; then
-        echo "skipped: the call's time budget (TWINRUN_MULTI_BENCH_BUDGET_S=$BUDGET) was spent" >"$R/$name.note"
+        echo "skipped: the run's time budget (TWINRUN_MULTI_BENCH_BUDGET_S=$BUDGET) was spent" >"$R/$name.note"
         log "$name: skipped (time budget)"
         return 0
     fi
@@ -267,7 +265,7 @@ run_checks() { # ci/gpu_multi.sh's layouts and hang for the GPU count, on the bu
     layouts=$(multi_layouts_for "$NGPU")
     t=$(left)
     if [ "$t" -lt 90 ]; then
-        log "correctness checks skipped: the call's time budget was spent"
+        log "correctness checks skipped: the run's time budget was spent"
         return 0
     fi
     if [ "$DRY" = 1 ]; then
@@ -299,5 +297,5 @@ log "table ($(($(date +%s) - T0)) s in all)"
 report
 pack
 files=$(find "$OUTDIR" -maxdepth 1 -type f -printf '%f ' | tr ' ' '\n' | sort | tr '\n' ' ')
-log "done: $(find "$OUTDIR" -maxdepth 1 -type f | wc -l) files in $OUTDIR (the device call returns 8): $files"
+log "done: $(find "$OUTDIR" -maxdepth 1 -type f | wc -l) files in $OUTDIR: $files"
 [ $failed -eq 0 ] || { echo "gpu_multi_bench.sh: $failed run(s) or the checks failed"; exit 1; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16 on one GPU (the figures go to docs/gpu_results.md): activation recomputation (full uniform,
+# Recomputation and biases on one GPU (the figures go to docs/gpu_results.md): activation recomputation (full uniform,
 # full block, selective) against the run without it, and Megatron's linear biases and --qk-layernorm
 # against the twin. Prints compare_metrics' verdicts and each run's memory report.
 # Usage: ci/gpu_recompute.sh OUTDIR   (TWINRUN_GPU_BUILD: the cuda build, TWIN_BIN: a twin build's bin/)

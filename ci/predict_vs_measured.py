@@ -6,7 +6,7 @@ Usage: ci/predict_vs_measured.py DATA [--bin TRAIN_LLAMA3] [--device SPEC] [--st
 
 For every config: train_llama3 with its flags and --predict on the twin's spec (--device, default the
 folder's "device", H200), then one table row: the measured step time (the median of the iterations
-after the warm-up) and peak against the prediction, with the issue's targets (step time within 10%,
+after the warm-up) and peak against the prediction, with the targets (step time within 10%,
 peak within 5%). Two peaks are measured: the engine's accounted one (dev_alloc's peak: the same
 allocations the twin counts) and, where the GPU script sampled it, the device's (nvidia-smi's largest
 "memory.used" during the run minus before it: the CUDA context, cuBLASLt's workspace and the kernels'

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The twin's side of the multi-GPU checks (ci/gpu_multi.sh), on the CPU machine: each layout of
 # ci/multi_layouts.sh run by the twin through scripts/launch_llama3.sh, metrics and flight dumps
-# into DIR (default .gpu_inputs/multi), to be carried to the GPU machine. MULTI_LAYOUTS: the layouts
+# into DIR (default .gpu_inputs/multi), to be copied to the GPU machine. MULTI_LAYOUTS: the layouts
 # (default: those of 8 GPUs, which include those of 2 and 4: multi_layouts_for).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The figures of ci/gpu_multi_bench.sh (issue 20): one row per layout, from what each run left.
+"""The figures of ci/gpu_multi_bench.sh: one row per layout, from what each run left.
 
 Usage:
   multi_bench_report.py report RUNS --commit C --gpus N --device NAME --json OUT --md OUT [--dry-run] [--skip 2]

@@ -109,7 +109,7 @@ typedef struct ckpt_model_shape { /* what must match on load (seq_length is reco
     int normalization; /* tr_norm_type */
     bool swiglu, untie_embeddings_and_output_weights;
     double rotary_base, norm_epsilon;
-    /* Recorded since issue 16 (has_architecture false in older manifests, which are then not checked on
+    /* Recorded by newer versions (has_architecture false in older manifests, which are then not checked on
      * these): every other flag that changes what the weights mean. */
     bool has_architecture;
     bool apply_layernorm_1p, add_bias_linear, add_qkv_bias, qk_layernorm;

@@ -350,7 +350,7 @@ static int parse_model(const pctx *c, const cJSON *mo, ckpt_model_shape *s) {
         get_bool(c, mo, "untie_embeddings_and_output_weights", &s->untie_embeddings_and_output_weights) ||
         get_double(c, mo, "rotary_base", &s->rotary_base) || get_double(c, mo, "norm_epsilon", &s->norm_epsilon))
         return -1;
-    /* written since issue 16; a manifest without them is an older checkpoint, not a damaged one */
+    /* written by newer versions; a manifest without them is an older checkpoint, not a damaged one */
     s->has_architecture = cJSON_GetObjectItemCaseSensitive(mo, "apply_layernorm_1p") != NULL;
     if (!s->has_architecture) return 0;
     return get_bool(c, mo, "apply_layernorm_1p", &s->apply_layernorm_1p) ||

@@ -21,7 +21,7 @@
  *   synchronous (1): each call runs on the caller's stream and, for a group of two or more, the host
  *     waits until the stream has finished it, polling the communicator's error and the deadline on
  *     the calling thread (no watchdog thread): the twin's blocking semantics and exact flight-recorder
- *     states (started when issued, completed when waited for), as issue 7's GPU runs were measured.
+ *     states (started when issued, completed when waited for).
  *     Inside coll_group_start/end the wait happens at coll_group_end, for every stream used.
  *
  * Fault injection: TWINRUN_COLL_HANG=NAME:SEQ makes collective SEQ (the flight record's seq) of the

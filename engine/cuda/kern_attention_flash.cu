@@ -28,8 +28,8 @@
  *
  * Variants (kern_attention_flash.cuh, FLV_*): TWINRUN_FLASH_VARIANT names a set of them, read once, for
  * A/B timing (tools/flash_bench). Unset or "default" is all of them (the fastest on an H200 at every
- * shape of the 1.5B benchmark: forward 1.21-1.25x, backward 1.14-1.16x the plain kernels; docs/
- * gpu_results.md); "plain" runs the kernels above as first tuned.
+ * shape of the 1.5B benchmark: forward 1.21-1.25x, backward 1.14-1.16x the plain kernels; engine/cuda/
+ * README.md, "Attention variants"); "plain" runs the kernels above as first tuned.
  *
  * Checks: kern_oracle's attention cases (T 600 .. 4096, D 64 and 128, CP positions), test_kern_attention
  * and test_kern_cp on the GPU; tools/flash_emu on a CPU.

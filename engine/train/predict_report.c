@@ -165,7 +165,7 @@ int tr_predict_write_json(const char *path, const tr_predict *p, char *err, size
     cJSON_AddNumberToObject(root, "tokens_per_s", tr_predict_tokens_per_s(p));
     cJSON_AddNumberToObject(root, "mfu", tr_predict_mfu(p));
     cJSON_AddItemToObject(root, "stages", stages);
-    /* the JSON's part order: the (weights, main_grads, optimizer, activations, workspace, comm_buffers) */
+    /* the JSON's part order (weights, main_grads, optimizer, activations, workspace, comm_buffers) */
     static const dev_mem_tag order[] = {DEV_MEM_WEIGHTS,     DEV_MEM_MAIN_GRADS, DEV_MEM_OPTIMIZER,
                                         DEV_MEM_ACTIVATIONS, DEV_MEM_WORKSPACE,  DEV_MEM_COMM};
     _Static_assert(sizeof order / sizeof order[0] == DEV_MEM_TAG_COUNT, "every purpose in the JSON");

@@ -1,4 +1,4 @@
-/* A process-wide memo of kern_init_param's results (issue 18).
+/* A process-wide memo of kern_init_param's results.
  *
  * Why: the values of an initialisation call are a pure function of its descriptor and length (the
  * generator of twinrun/init_normal.h reads nothing else), and every data-parallel replica of a

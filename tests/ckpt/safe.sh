@@ -1,5 +1,5 @@
 #!/bin/sh
-# Checkpoints are never destroyed and --load takes the paths users give it (issue 31): each case
+# Checkpoints are never destroyed and --load takes the paths users give it: each case
 # reproduces what lost a run before and checks that every file is as it was (a hash of the tree
 # before and after), the exit status, and that the message names the fix.
 # Usage: safe.sh BIN_DIR WORK_DIR CASE

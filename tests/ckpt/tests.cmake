@@ -47,7 +47,7 @@ add_test(NAME ckpt_provenance COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ckpt/provenanc
   ${CMAKE_CURRENT_BINARY_DIR}/ckpt_provenance)
 set_tests_properties(ckpt_provenance PROPERTIES LABELS "${labels}" TIMEOUT 300)
 
-# Nothing a user saved is replaced, and --load takes the guide's paths (issue 31): the 70B guide's
+# Nothing a user saved is replaced, and --load takes the guide's paths: the 70B guide's
 # resume command (--load .../iter_0000004) continuing bit for bit, and each way a run used to lose its
 # checkpoints, refused with the tree's hash unchanged and the fix named. tests/ckpt/safe.sh holds the cases.
 foreach(case guide_resume save_iter_dir step_conflict fresh_over_complete no_tracker older_step missing

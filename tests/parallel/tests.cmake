@@ -41,18 +41,18 @@ if(MPIRUN)
     LABELS ${labels} heavy PROPERTIES TIMEOUT 600)
 endif()
 
-# Activation recomputation (issue 16): full uniform/block and selective on TP2 x PP2 x DP2, bit-identical
+# Activation recomputation: full uniform/block and selective on TP2 x PP2 x DP2, bit-identical
 # to the run without it, each with its saving in the memory report.
 add_test(NAME parallel_recompute COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/parallel/recompute.sh ${PROJECT_BINARY_DIR}/bin
   ${CMAKE_CURRENT_BINARY_DIR}/parallel_recompute)
 set_tests_properties(parallel_recompute PROPERTIES LABELS "${labels}" TIMEOUT 300)
 
-# Linear biases (issue 16) across TP/SP/PP/CP/DP layouts, within 1e-5 of one rank.
+# Linear biases across TP/SP/PP/CP/DP layouts, within 1e-5 of one rank.
 add_test(NAME parallel_biases COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/parallel/biases.sh ${PROJECT_BINARY_DIR}/bin
   ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/parallel_biases)
 set_tests_properties(parallel_biases PROPERTIES LABELS "${labels}" TIMEOUT 300)
 
-# Both seeds' arrays, verbatim (issue 16): the 70B guide's MODEL_ARGS and PARALLEL_ARGS, the 8B tutorial's
+# Both seeds' arrays, verbatim: the 70B guide's MODEL_ARGS and PARALLEL_ARGS, the 8B tutorial's
 # every array (mock and real data, FP8 and profiling switches on), at TP2 x PP2 (x CP2) on 8 ranks.
 foreach(seed llama3_70b llama3_8b_mock llama3_8b_real)
   add_test(NAME seed_${seed} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/parallel/seeds.sh ${PROJECT_BINARY_DIR}/bin
@@ -61,14 +61,14 @@ foreach(seed llama3_70b llama3_8b_mock llama3_8b_real)
 endforeach()
 
 # The distributed optimizer's static memory per rank against the documented per-parameter formula
-# (issue 17: bf16 2 + 4 + 12/DP, Megatron's 6 + 12/DP) at TP2 PP2 DP2 and the 70B seed's TP8 PP8 DP16.
+# (bf16 2 + 4 + 12/DP, Megatron's 6 + 12/DP) at TP2 PP2 DP2 and the 70B seed's TP8 PP8 DP16.
 if(TWINRUN_BACKEND STREQUAL "twin")
 twinrun_expect_sh(parallel_memory_formula 0 "memory formula: OK"
   "sh ${CMAKE_CURRENT_SOURCE_DIR}/parallel/memory_formula.sh ${PROJECT_BINARY_DIR}/bin ${CMAKE_CURRENT_BINARY_DIR}/parallel_memory_formula"
   LABELS ${labels} PROPERTIES TIMEOUT 300)
 endif()
 
-# Gradient buckets and --overlap-grad-reduce (issue 17): equal to no buckets and to one rank, resume
+# Gradient buckets and --overlap-grad-reduce: equal to no buckets and to one rank, resume
 # bit-exact, the checkpoint loads without buckets.
 add_test(NAME parallel_overlap COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/parallel/overlap.sh ${PROJECT_BINARY_DIR}/bin
   ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/parallel_overlap)

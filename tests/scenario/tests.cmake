@@ -183,7 +183,7 @@ twinrun_expect_sh(scenario_predict_refused 0 "predict_faults.yaml:3:7: mode: pre
   "${scn} check ${PROJECT_SOURCE_DIR}/tests/scenario/data/predict_faults.yaml; echo exit=$?; printf 'mode: guess\\ncluster:\\n  nodes: 1\\n' > ${scn_work}_mode.yaml; ${scn} check ${scn_work}_mode.yaml; echo exit=$?"
   LABELS ${labels})
 
-# The 70B seed's full job, shape-only: fits 80 GiB. Its wall time (the issue's 60 s on 2 cores) is printed,
+# The 70B seed's full job, shape-only: fits 80 GiB. Its wall time (the target: 60 s on 2 cores) is printed,
 # not asserted: a timed test fails on a loaded machine (93 s beside a make test); docs/prediction.md
 # has the figure on a quiet one.
 twinrun_expect_sh(scenario_predict_70b 0 "\\[predict\\] fits: .*PASSED: 2/2 expectations.*wall=[0-9]+s"

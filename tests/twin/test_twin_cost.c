@@ -1,4 +1,4 @@
-/* The cost model's calibration (issue 19 item 4): a calibrated spec charges each kind its fitted
+/* The cost model's calibration: a calibrated spec charges each kind its fitted
  * latency and efficiencies, an uncalibrated one the roofline it always did (a memset nothing), the
  * additive form sums the terms; the kinds' names round-trip; the H200 table is sane; and the
  * TWINRUN_TWIN_PROFILE ledger reports one rank's last complete iteration, nothing of the set-up or

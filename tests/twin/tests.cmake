@@ -28,7 +28,7 @@ if(VALGRIND AND CMAKE_C_COMPILER_ID STREQUAL "GNU" AND NOT TWINRUN_COVERAGE)
   set_tests_properties(twin_init_memo_helgrind PROPERTIES LABELS "twin;valgrind-skip;gcc-plain" TIMEOUT 300)
 endif()
 
-# Issue 19's calibration (docs/prediction.md#calibration). The fit recovers known efficiencies from a
+# The cost model's calibration (docs/prediction.md#calibration). The fit recovers known efficiencies from a
 # fixture, reads the old profile format, refuses bad input.
 twinrun_expect(NAME calib_fit_fixture EXIT 0 OUTPUT "test_fit_cost_model: ok" LABELS twin
   COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/twin/test_fit_cost_model.py ${PROJECT_SOURCE_DIR})
@@ -44,7 +44,7 @@ twinrun_expect_sh(calib_dry_run 0 "calibration.json\ngpu_calibrate.tar.gz\nsumma
   "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/calib_dry && rm -rf $D && TWINRUN_TWIN_DEVICE=H200 TWINRUN_CALIB_TINY=1 TWINRUN_CALIB_BIN=$<TARGET_FILE:train_llama3> TWINRUN_CALIB_WORK=$D/work ci/gpu_calibrate.sh $D/out && ls $D/out && mkdir $D/back && tar -xzf $D/out/gpu_calibrate.tar.gz -C $D/back && ${Python3_EXECUTABLE} ci/predict_vs_measured.py $D/back/calib --strict --bin $<TARGET_FILE:train_llama3>"
   LABELS twin)
 
-# ci/gpu_multi_bench.sh's dry run on the twin (issue 20, docs/benchmarks.md): 2 simulated GPUs, the tiny
+# ci/gpu_multi_bench.sh's dry run on the twin (docs/benchmarks.md): 2 simulated GPUs, the tiny
 # stand-in model in L1, TP2, DP2 and PP2 through scripts/launch_llama3.sh (the "measured" side: the twin's own
 # runs, H200 spec), the twin's predictions, ci/gpu_multi.sh's correctness checks on the twin (their twin
 # side from ci/twin_multi.sh), the report. Asserts the four files the device call returns, then every

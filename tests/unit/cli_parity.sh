@@ -1,5 +1,5 @@
 #!/bin/sh
-# Megatron-parity checks of the programs' command lines (issue 16): each case runs a program the way a
+# Megatron-parity checks of the programs' command lines: each case runs a program the way a
 # user would, checks its exit status and what it printed. Usage: cli_parity.sh BIN_DIR WORK_DIR CASE
 set -u
 bin=$(cd "$1" && pwd) work=$2 case=$3

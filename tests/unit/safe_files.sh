@@ -1,5 +1,5 @@
 #!/bin/sh
-# Files a user made are never destroyed (issue 31), beside the checkpoints (tests/ckpt/safe.sh): each
+# Files a user made are never destroyed, beside the checkpoints (tests/ckpt/safe.sh): each
 # case reproduces what lost a file before and checks that every file is as it was (a hash of the
 # folder before and after), the exit status, and that the message names the fix.
 # Usage: safe_files.sh BIN_DIR WORK_DIR CASE

@@ -1073,7 +1073,7 @@ static void test_validate_data_and_checkpoints(void **state) {
     free(c);
 }
 
-/* ---- issue 16: Megatron's flags that users' scripts carry ---------------------------------------- */
+/* ---- Megatron's flags that users' scripts carry ------------------------------------------------------ */
 
 static void test_megatron_flags_twinrun_lacks_say_so(void **state) {
     (void)state;

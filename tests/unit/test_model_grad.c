@@ -125,7 +125,7 @@ static void test_linear_biases(void **s) {
     g_biases = 0;
 }
 
-/* Padded vocabulary (issue 16): the loss is Hugging Face's, a softmax over the 50 real tokens only (the
+/* Padded vocabulary: the loss is Hugging Face's, a softmax over the 50 real tokens only (the
  * 78 padding rows of the output layer take no part), and the padding rows get no gradient. */
 static void test_padding_takes_no_part(void **s) {
     (void)s;

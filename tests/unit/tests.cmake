@@ -38,7 +38,7 @@ twinrun_expect(NAME cli_deterministic_needs_nccl_algo EXIT 2
   OUTPUT "--deterministic-mode needs NCCL_ALGO set to Tree, Ring.*it is 'NVLS'.*export NCCL_ALGO=Ring"
   COMMAND env NCCL_ALGO=NVLS ${bin}/train_llama3 ${det_args} --deterministic-mode LABELS ${labels})
 
-# Issue 16 (Megatron parity, first run): --version on every program, every configuration error of a
+# Megatron parity: --version on every program, every configuration error of a
 # job reported once, simulated figures labelled. tests/unit/cli_parity.sh holds the cases.
 foreach(case version errors_once sigterm final_eval resume_finished resume_no_eval tokenizer ckpt_flags ln1p)
   add_test(NAME cli_parity_${case} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/cli_parity.sh ${bin}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17, items 1-2, on one GPU in one call: asynchronous collectives (each communicator's own stream,
+# Asynchronous collectives on one GPU: asynchronous collectives (each communicator's own stream,
 # ordered by events, no host wait) and the watchdog thread (timeout -> flight dump -> abort -> exit 1).
 #   1. build the cuda preset's coll_smoke, train_llama3 and blame;
 #   2. coll_smoke 0 1, asynchronous (the default) and TWINRUN_COLL_SYNC=1; in asynchronous mode the exit
@@ -8,7 +8,7 @@
 #      all-reduce on the GPU, TWINRUN_COLL_HANG): exit 1 within timeout + 5 s of the hang, a dump, and
 #      `blame` reading it (exit 1: a hang found, naming the communicator 'hang' and seq 1) — asynchronous
 #      mode only: in synchronous mode a group of one never waits on the host (coll_nccl.c), so nothing
-#      there can see a hang on one GPU (the first run, 2026-12-02, timed out so after 59 s); its host-side
+#      there can see a hang on one GPU (a synchronous run times out so after 59 s); its host-side
 #      timeout is checked with two processes (step 4, ci/gpu_multi.sh);
 #   4. with 2 GPUs: coll_smoke with 2 processes, normal and the timeout case (TWINRUN_COLL_ON_TIMEOUT=return);
 #   5. train_llama3 on one GPU, asynchronous and synchronous: the metrics (losses, grad norms, learning
@@ -19,9 +19,8 @@
 # Prints one line per check and "async check: N passed, M failed"; exit 1 on a failure.
 #
 # Usage (repository root, on the GPU machine): engine/cuda/tools/async_check.sh OUTDIR [DEBS_DIR]
-# The device tool (results: a summary and one tarball of the logs, dumps and metrics):
-#   run(carry=[".debs", ".gpu_commit"], timeout_s=600,
-#       command="bash engine/cuda/tools/async_check.sh /tmp/ac > $OUT/summary.txt 2>&1; tar czf $OUT/async_check.tgz -C /tmp ac")
+# Example, keeping a summary and one tarball of the logs, dumps and metrics:
+#   engine/cuda/tools/async_check.sh /tmp/ac > summary.txt 2>&1; tar czf async_check.tgz -C /tmp ac
 set -u
 OUT=${1:-/tmp/twinrun-async}
 DEBS=${2:-.debs}

@@ -5,7 +5,7 @@
 #   3. compute-sanitizer memcheck/racecheck on a few kernel tests;
 #   4. kern_oracle: the twin's kernels vs the GPU's on large random shapes (+ determinism);
 #   5. coll_smoke: NCCL with 1 rank (asynchronous, synchronous, an injected hang the watchdog must end),
-#      and with 2 ranks (file rendezvous, a timeout) when 2 GPUs exist. Issue 17's fuller check of the
+#      and with 2 ranks (file rendezvous, a timeout) when 2 GPUs exist. The fuller check of the
 #      asynchronous collectives and the watchdog: tools/async_check.sh.
 #
 # Usage (from the repository root): engine/cuda/tools/device_check.sh OUTDIR [DEBS_DIR]
