@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in one run (engine/cuda/README.md, "Running on a GPU"):
+# Everything that needs a GPU, in one run (engine/cuda/README.md, "Build and test"):
 #   1. engine/cuda/tools/device_check.sh: build the cuda preset, ctest -L gpu (kernel tests against
 #      finite differences, refcheck on the Hugging Face reference, training tests), kern_oracle, NCCL smoke;
 #   2. twin vs GPU: the same small config, seed and mock data for TWINRUN_STEPS steps in fp32 and bf16,

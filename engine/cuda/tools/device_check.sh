@@ -24,7 +24,7 @@ nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader | hea
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 "$NVCC" --version | tail -2; cmake --version | head -1; gcc --version | head -1; head -2 /etc/os-release
 
-# what the image lacks (carried .debs unpacked under /tmp), NCCL from the Python wheel: CMAKE_EXTRA
+# what the image lacks (the .debs of DEBS_DIR unpacked under /tmp), NCCL from the Python wheel: CMAKE_EXTRA
 DEBS=$DEBS . ci/gpu_env.sh
 extra=("${CMAKE_EXTRA[@]}")
 echo "cmake extras: ${extra[*]:-none}"

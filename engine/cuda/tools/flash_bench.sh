@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The flash-attention variants timed on a GPU in one call: builds flash_bench (the cuda preset's
+# The flash-attention variants timed on a GPU: builds flash_bench (the cuda preset's
 # configuration, only what it links), runs it and writes OUTDIR/flash_bench.txt (and build.log).
 # Usage (repository root, GPU machine): engine/cuda/tools/flash_bench.sh [OUTDIR] [-- VARIANT ...]
-# Environment: DEBS (carried .deb files, default .debs; ci/gpu_env.sh), TWINRUN_GPU_BUILD (build dir).
+# Environment: DEBS (.deb files for a node without internet, default .debs; ci/gpu_env.sh), TWINRUN_GPU_BUILD (build dir).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 OUTDIR=${OUT:-/tmp/twinrun-flash-bench}
