@@ -18,10 +18,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 # The npm packages the tokenizer is compared with, into build/npm (git-ignored), pinned: the real
-# Llama-3 vocabulary with an independent implementation, and `tokenizers`' Rust core (its npm binding)
+# Llama-3 vocabulary with an independent implementation, `tokenizers`' Rust core (its npm binding)
 npm_dir="$(cd "$(dirname "$0")/.." && pwd)/build/npm"
-if [ ! -d "$npm_dir/node_modules/llama3-tokenizer-js" ] || [ ! -d "$npm_dir/node_modules/tokenizers" ]; then
-  echo "twinrun: npm install llama3-tokenizer-js tokenizers into $npm_dir"
-  mkdir -p "$npm_dir"
-  npm install --prefix "$npm_dir" --no-audit --no-fund --silent llama3-tokenizer-js@1.2.0 tokenizers@0.23.2
-fi
+# and tiktoken's (its npm WASM binding), for Megatron's TikTokenizer
+npm_pkgs=(llama3-tokenizer-js@1.2.0 tokenizers@0.23.2 tiktoken@1.0.22)
+for p in "${npm_pkgs[@]}"; do
+  if [ ! -d "$npm_dir/node_modules/${p%@*}" ]; then
+    echo "twinrun: npm install ${npm_pkgs[*]} into $npm_dir"
+    mkdir -p "$npm_dir"
+    npm install --prefix "$npm_dir" --no-audit --no-fund --silent "${npm_pkgs[@]}"
+    break
+  fi
+done

@@ -6,7 +6,8 @@
  *   as a JSON line ([1, 2, 3], as Python's json.dumps writes a list) and checks that they decode back
  *   to the text byte for byte: a text that does not (or does not encode) is named, and the exit is 1.
  * usage: bench_tok --tokenizer-model DIR --input TEXTS.jsonl [--key text] [--rounds N] [--workers N]
- *        [--ids-out FILE] */
+ *        [--ids-out FILE] [--tokenizer-type TikTokenizer --tiktoken-pattern v1|v2 [--vocab-size V]
+ *        [--tiktoken-num-special-tokens N]] */
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -108,8 +109,9 @@ static int write_ids(const job *j, const char *path) {
 
 int main(int argc, char **argv) {
     if (tr_version_requested(argc, argv)) return tr_version_print(stdout, "bench_tok"), 0;
-    const char *model = NULL, *input = NULL, *key = "text", *ids_out = NULL;
-    long rounds = 3, workers = 1;
+    const char *model = NULL, *input = NULL, *key = "text", *ids_out = NULL, *type = "HuggingFaceTokenizer";
+    long rounds = 3, workers = 1, vocab = 0, nspecial = 1000;
+    tr_tok_tiktoken tk = {0};
     for (int i = 1; i < argc; i += 2) {
         if (i + 1 == argc) return fprintf(stderr, "bench_tok: %s needs a value\n", argv[i]), TR_EXIT_USAGE;
         char *end = NULL;
@@ -117,6 +119,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--input")) input = argv[i + 1];
         else if (!strcmp(argv[i], "--key")) key = argv[i + 1];
         else if (!strcmp(argv[i], "--ids-out")) ids_out = argv[i + 1];
+        else if (!strcmp(argv[i], "--tokenizer-type")) type = argv[i + 1];
+        else if (!strcmp(argv[i], "--tiktoken-pattern")) tk.pattern = argv[i + 1];
+        else if (!strcmp(argv[i], "--vocab-size")) vocab = strtol(argv[i + 1], &end, 10);
+        else if (!strcmp(argv[i], "--tiktoken-num-special-tokens")) nspecial = strtol(argv[i + 1], &end, 10);
         else if (!strcmp(argv[i], "--rounds")) rounds = strtol(argv[i + 1], &end, 10);
         else if (!strcmp(argv[i], "--workers")) workers = strtol(argv[i + 1], &end, 10);
         else return fprintf(stderr, "bench_tok: unknown flag %s\n", argv[i]), TR_EXIT_USAGE;
@@ -125,13 +131,16 @@ int main(int argc, char **argv) {
     }
     if (!model || !input || rounds < 1 || rounds > 1000 || workers < 1 || workers > 256) {
         fprintf(stderr, "usage: bench_tok --tokenizer-model DIR --input TEXTS.jsonl [--key text] [--rounds 1..1000] "
-                        "[--workers 1..256] [--ids-out FILE]\n");
+                        "[--workers 1..256] [--ids-out FILE] [--tokenizer-type TikTokenizer --tiktoken-pattern v1|v2 "
+                        "[--vocab-size V] [--tiktoken-num-special-tokens N]]\n");
         return TR_EXIT_USAGE;
     }
     char err[1024];
     tr_tok_specials sp;
     job j = {0};
-    j.tok = tr_tok_open("HuggingFaceTokenizer", model, &sp, err, sizeof err);
+    tk.vocab_size = vocab;
+    tk.num_special = nspecial;
+    j.tok = tr_tok_open(type, model, &tk, &sp, err, sizeof err);
     if (!j.tok) return fprintf(stderr, "bench_tok: %s\n", err), TR_EXIT_USAGE;
     if (read_texts(input, key, &j)) return TR_EXIT_FATAL;
     double bytes = 0, best = 1e30;

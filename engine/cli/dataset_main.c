@@ -2,7 +2,9 @@
  *   dataset preprocess --input DOCS.jsonl --output-prefix P --tokenizer-type HuggingFaceTokenizer
  *       --tokenizer-model DIR [--json-keys text ...] [--append-eod] [--workers N] [--partitions N]
  *       [--keep-sequential-samples] [--skip-bad-lines] [--log-interval N] [--overwrite]
- *       JSON lines of text -> P_KEY_document.bin/.idx, as Megatron's tools/preprocess_data.py.
+ *       JSON lines of text -> P_KEY_document.bin/.idx, as Megatron's tools/preprocess_data.py; or
+ *       --tokenizer-type TikTokenizer --tokenizer-model RANKS.json --tiktoken-pattern v1|v2
+ *       [--vocab-size V] [--tiktoken-num-special-tokens N] [--tiktoken-special-tokens T ...].
  *   dataset preprocess --input DOCS.jsonl --output-prefix P [--append-eod] [--vocab-size V] [--eod-id N]
  *       [--overwrite]
  *       JSON lines {"ids": [...]} (already tokenized) -> P.bin + P.idx (Megatron's MMIDIDX v1).
@@ -31,16 +33,19 @@
 #define ERRLEN 1024
 
 static int usage(void) {
-    fprintf(stderr,
-            "usage: dataset preprocess --input DOCS.jsonl --output-prefix PREFIX --tokenizer-type HuggingFaceTokenizer "
-            "--tokenizer-model DIR [--json-keys KEY ...] [--append-eod] [--workers N] [--partitions N] "
-            "[--keep-sequential-samples] [--skip-bad-lines] [--log-interval N] "
-            "[--tokenizer-hf-no-include-special-tokens] [--overwrite]\n"
-            "       dataset preprocess --input IDS.jsonl --output-prefix PREFIX [--append-eod] [--vocab-size V] "
-            "[--eod-id N] [--overwrite]\n"
-            "       dataset inspect PREFIX [--vocab-size V]\n"
-            "       dataset samples [train_llama3 data flags] --split-name train|valid|test --count N --out DIR "
-            "[--tokenizer-identity JSON]\n");
+    fprintf(
+        stderr,
+        "usage: dataset preprocess --input DOCS.jsonl --output-prefix PREFIX --tokenizer-type HuggingFaceTokenizer "
+        "--tokenizer-model DIR [--json-keys KEY ...] [--append-eod] [--workers N] [--partitions N] "
+        "[--keep-sequential-samples] [--skip-bad-lines] [--log-interval N] "
+        "[--tokenizer-hf-no-include-special-tokens] [--overwrite]\n"
+        "       dataset preprocess ... --tokenizer-type TikTokenizer --tokenizer-model RANKS.json --tiktoken-pattern "
+        "v1|v2 [--vocab-size V] [--tiktoken-num-special-tokens N] [--tiktoken-special-tokens T ...]\n"
+        "       dataset preprocess --input IDS.jsonl --output-prefix PREFIX [--append-eod] [--vocab-size V] "
+        "[--eod-id N] [--overwrite]\n"
+        "       dataset inspect PREFIX [--vocab-size V]\n"
+        "       dataset samples [train_llama3 data flags] --split-name train|valid|test --count N --out DIR "
+        "[--tokenizer-identity JSON]\n");
     return TR_EXIT_USAGE;
 }
 
@@ -68,7 +73,8 @@ static int parse_int(const char *flag, const char *s, int lo, int hi, int *v) {
 }
 
 /* Megatron's flags for text input; 0, or an exit code. */
-static int text_flags(int argc, char **argv, tr_pre_opts *o, const char **type, const char **model) {
+static int text_flags(int argc, char **argv, tr_pre_opts *o, const char **type, const char **model,
+                      tr_tok_tiktoken *tk) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int x;
@@ -81,7 +87,20 @@ static int text_flags(int argc, char **argv, tr_pre_opts *o, const char **type, 
         else if (!strcmp(a, "--skip-bad-lines")) o->skip_bad = true;
         else if (!strcmp(a, "--overwrite")) o->overwrite = true;
         else if (!strcmp(a, "--tokenizer-hf-no-include-special-tokens")) o->add_special = false;
-        else if (!strcmp(a, "--json-keys")) {
+        else if (!strcmp(a, "--tiktoken-pattern") && v) tk->pattern = argv[++i];
+        else if (!strcmp(a, "--tiktoken-num-special-tokens") || !strcmp(a, "--vocab-size")) {
+            if (parse_int(a, v, 1, 1 << 24, &x)) return TR_EXIT_USAGE;
+            *(a[2] == 't' ? &tk->num_special : &tk->vocab_size) = x;
+            i++;
+        } else if (!strcmp(a, "--tiktoken-special-tokens")) {
+            /* Megatron's nargs='+': the tokens up to the next flag */
+            tk->special = (const char *const *)&argv[i + 1];
+            tk->nspecial = 0;
+            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) tk->nspecial++, i++;
+            if (!tk->nspecial)
+                return fprintf(stderr, "dataset preprocess: --tiktoken-special-tokens needs at least one token\n"),
+                       usage();
+        } else if (!strcmp(a, "--json-keys")) {
             o->nkeys = 0;
             while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) && o->nkeys < TR_PRE_MAX_KEYS)
                 o->keys[o->nkeys++] = argv[++i];
@@ -115,7 +134,8 @@ static int cmd_preprocess_text(int argc, char **argv) {
     tr_pre_opts o = {
         .keys = {"text"}, .nkeys = 1, .add_special = true, .workers = 1, .partitions = 1, .log_interval = 1000};
     const char *type = NULL, *model = NULL;
-    int rc = text_flags(argc, argv, &o, &type, &model);
+    tr_tok_tiktoken tk = {.num_special = 1000}; /* Megatron's default */
+    int rc = text_flags(argc, argv, &o, &type, &model, &tk);
     if (rc) return rc;
     char err[ERRLEN];
     if (tr_pre_check_outputs(&o, err, sizeof err)) {
@@ -123,7 +143,7 @@ static int cmd_preprocess_text(int argc, char **argv) {
         return TR_EXIT_USAGE;
     }
     tr_tok_specials sp;
-    tr_tok *tok = tr_tok_open(type, model, &sp, err, sizeof err);
+    tr_tok *tok = tr_tok_open(type, model, &tk, &sp, err, sizeof err);
     if (!tok) {
         fprintf(stderr, "dataset preprocess: %s\n", err);
         return TR_EXIT_USAGE;

@@ -1,7 +1,7 @@
 /* Text to token ids and back, as Hugging Face `tokenizers` does it for a byte-level BPE tokenizer.json
  * (the Llama-3 layout: added tokens matched in the raw text, a Split pre-tokenizer with a regex then
  * ByteLevel, a BPE model with ignore_merges, a ByteLevel decoder, a TemplateProcessing post-processor)
- * and for tiktoken rank files (Megatron's TikTokenizer). The ids are `tokenizers`' ids, id for id.
+ * and for Megatron's TikTokenizer rank files. The ids are `tokenizers`' (and tiktoken's) ids, id for id.
  *
  * A loaded tokenizer is read-only and shared by threads; each thread encodes through its own
  * tr_tok_buf (the regex's match state and the id buffer). Components the library does not implement
@@ -17,8 +17,22 @@ typedef struct tr_tok tr_tok;
 
 /* A tokenizer.json already in memory (len bytes, need not end in NUL); name goes into errors. */
 tr_tok *tr_tok_from_json(const char *json, size_t len, const char *name, char *err, size_t errlen);
-/* A tiktoken rank file in memory: lines "BASE64 RANK", ranks 0, 1, ... in order. */
-tr_tok *tr_tok_from_ranks(const char *text, size_t len, const char *name, char *err, size_t errlen);
+/* Megatron's TikTokenizer (CustomTikTokenizer) by its flags. The special tokens take ids
+ * 0..num_special-1 (special [nspecial] in order, then <SPECIAL_k> fillers) and rank r id num_special + r.
+ * Encoding is tiktoken's encode_ordinary, as Megatron's tokenize: a special token's text in the input is
+ * plain text; decoding gives the special tokens' text. */
+typedef struct tr_tok_tiktoken {
+    const char *pattern;        /* --tiktoken-pattern: "v1" or "v2" (Megatron's two patterns) */
+    int64_t vocab_size;         /* --vocab-size; 0: Megatron's fallback, 131072 */
+    int64_t num_special;        /* --tiktoken-num-special-tokens (Megatron's default 1000) */
+    const char *const *special; /* [nspecial] --tiktoken-special-tokens; NULL: <unk> <s> </s> */
+    int nspecial;
+} tr_tok_tiktoken;
+
+/* Megatron's rank file in memory: a JSON list whose entry i is {"rank": i, "token_bytes": BASE64,
+ * "token_str": ...}, the 256 single bytes first; ranks past vocab_size - num_special are cut. */
+tr_tok *tr_tok_from_tiktoken(const char *json, size_t len, const char *name, const tr_tok_tiktoken *o, char *err,
+                             size_t errlen);
 void tr_tok_free(tr_tok *t);
 
 /* A special token the text may contain, matched before the pre-tokenizer (tiktoken's specials; the

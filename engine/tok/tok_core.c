@@ -147,7 +147,7 @@ int tr_tok_add_special(tr_tok *t, const char *content, int32_t id, char *err, si
     return 0;
 }
 
-int64_t tr_tok_vocab_size(const tr_tok *t) { return t->text.n; }
+int64_t tr_tok_vocab_size(const tr_tok *t) { return t->nvocab > 0 ? t->nvocab : t->text.n; }
 
 int32_t tr_tok_token_id(const tr_tok *t, const char *token) { return tr_tok_map_get(&t->text, token, strlen(token)); }
 

@@ -107,24 +107,55 @@ static tr_tok *open_hf(const char *dir, tr_tok_specials *sp, char *err, size_t e
     return t;
 }
 
-tr_tok *tr_tok_open(const char *type, const char *model, tr_tok_specials *sp, char *err, size_t errlen) {
+/* TikTokenizer: model is Megatron's rank file (a .json, as CustomTikTokenizer asserts); bos and eos
+ * are <s> and </s>, where the special tokens put them. */
+static tr_tok *open_tiktoken(const char *path, const tr_tok_tiktoken *tk, tr_tok_specials *sp, char *err,
+                             size_t errlen) {
+    size_t n = strlen(path), len;
+    if (n < 5 || strcmp(path + n - 5, ".json")) {
+        tr_errf(err, errlen,
+                "--tokenizer-model %s: TikTokenizer reads Megatron's rank file, a .json list of {\"rank\", "
+                "\"token_bytes\", \"token_str\"} (Megatron refuses any other name)",
+                path);
+        return NULL;
+    }
+    char *json = slurp(path, &len, err, errlen);
+    if (!json) return NULL;
+    static const tr_tok_tiktoken none = {.num_special = 1000};
+    tr_tok *t = tr_tok_from_tiktoken(json, len, path, tk ? tk : &none, err, errlen);
+    free(json);
+    if (t) {
+        sp->bos = tr_tok_token_id(t, "<s>");
+        sp->eos = tr_tok_token_id(t, "</s>");
+    }
+    return t;
+}
+
+tr_tok *tr_tok_open(const char *type, const char *model, const tr_tok_tiktoken *tk, tr_tok_specials *sp, char *err,
+                    size_t errlen) {
     sp->bos = sp->eos = -1;
-    if (strcmp(type, "HuggingFaceTokenizer")) {
-        tr_errf(err, errlen, "--tokenizer-type %s: twinrun reads HuggingFaceTokenizer (tokenizer.json) files", type);
+    bool tiktoken = !strcmp(type, "TikTokenizer");
+    if (strcmp(type, "HuggingFaceTokenizer") && !tiktoken) {
+        tr_errf(err, errlen,
+                "--tokenizer-type %s: twinrun reads HuggingFaceTokenizer (tokenizer.json) and TikTokenizer (Megatron's "
+                "rank file) tokenizers",
+                type);
         return NULL;
     }
     if (!model || !model[0]) {
-        tr_errf(err, errlen, "--tokenizer-type %s needs --tokenizer-model DIR; %s", type, HF_FIX);
+        tr_errf(err, errlen, "--tokenizer-type %s needs --tokenizer-model %s", type,
+                tiktoken ? "FILE.json (Megatron's TikTokenizer rank file)" : "DIR; " HF_FIX);
         return NULL;
     }
     struct stat st;
     if (stat(model, &st) != 0) {
         tr_errf(err, errlen,
-                "--tokenizer-model %s: %s; give the tokenizer's directory as it is on this machine "
-                "(twinrun downloads nothing)",
-                model, strerror(errno));
+                "--tokenizer-model %s: %s; give the tokenizer's %s as it is on this machine (twinrun downloads "
+                "nothing)",
+                model, strerror(errno), tiktoken ? "rank file" : "directory");
         return NULL;
     }
+    if (tiktoken) return open_tiktoken(model, tk, sp, err, errlen);
     if (!S_ISDIR(st.st_mode)) {
         tr_errf(err, errlen, "--tokenizer-model %s is a file; give the directory that holds it (%s)", model, HF_FIX);
         return NULL;

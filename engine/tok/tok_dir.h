@@ -9,7 +9,10 @@ typedef struct tr_tok_specials {
     int32_t bos, eos;
 } tr_tok_specials;
 
-/* HuggingFaceTokenizer: model is a directory with tokenizer.json and tokenizer_config.json. */
-tr_tok *tr_tok_open(const char *type, const char *model, tr_tok_specials *sp, char *err, size_t errlen);
+/* HuggingFaceTokenizer: model is a directory with tokenizer.json and tokenizer_config.json.
+ * TikTokenizer: model is Megatron's rank file (FILE.json), read with tk's flags (NULL: Megatron's
+ * defaults, which lack the pattern Megatron requires). */
+tr_tok *tr_tok_open(const char *type, const char *model, const tr_tok_tiktoken *tk, tr_tok_specials *sp, char *err,
+                    size_t errlen);
 
 #endif

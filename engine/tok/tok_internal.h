@@ -54,6 +54,7 @@ struct tr_tok {
     bool jit;
     int32_t pre[TR_TOK_TEMPLATE_MAX], post[TR_TOK_TEMPLATE_MAX]; /* the post-processor's template ids */
     int npre, npost;
+    int64_t nvocab; /* the vocabulary's size where the tables do not say it (TikTokenizer); 0: text.n */
 };
 
 /* Allocation and the per-id tables; an id set twice keeps the last. */

@@ -43,7 +43,7 @@ static int use_checkpoint_args(tr_config *cfg, char *err, size_t errlen) {
 static void read_tokenizer(tr_config *cfg, tr_errlist *el) {
     char err[1024];
     tr_tok_specials sp;
-    tr_tok *t = tr_tok_open(cfg->tokenizer_type, cfg->tokenizer_model, &sp, err, sizeof err);
+    tr_tok *t = tr_tok_open(cfg->tokenizer_type, cfg->tokenizer_model, NULL, &sp, err, sizeof err);
     if (!t) {
         tr_errlist_add(el, "%s", err);
         return;

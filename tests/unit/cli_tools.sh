@@ -49,6 +49,39 @@ preprocess_text)
         --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$tok" --append-eod --workers 2 --partitions 2 \
         --keep-sequential-samples
     cmp keep_t2_document.bin seq_t2_document.bin || fail "--keep-sequential-samples changed the order" ;;
+preprocess_tiktoken)
+    # Megatron's TikTokenizer: a rank file of the 256 bytes, "ab" and "abc"; 3 special tokens (<unk> <s>
+    # </s> = 0 1 2), rank r at 3 + r; "<s>" in the text is plain text (encode_ordinary); eod is </s>
+    python3 -c '
+import base64, json
+r = [bytes([i]) for i in range(256)] + [b"ab", b"abc"]
+print(json.dumps([{"rank": i, "token_bytes": base64.b64encode(t).decode(), "token_str": t.decode("latin-1")}
+                  for i, t in enumerate(r)]))' >ranks.json
+    printf '{"text": "abc ab<s>"}\n{"text": ""}\n' >tt.jsonl
+    rm -f tt_text_document.*
+    tt="--input tt.jsonl --output-prefix tt --tokenizer-type TikTokenizer --tokenizer-model ranks.json"
+    # shellcheck disable=SC2086
+    expect_rc 0 "$bin/dataset" preprocess $tt --tiktoken-pattern v1 --tiktoken-num-special-tokens 3 --vocab-size 261 \
+        --append-eod
+    tt="--input tt.jsonl --output-prefix tt_bad --tokenizer-type TikTokenizer --tokenizer-model ranks.json"
+    hasF "2 documents, 7 tokens"
+    [ "$(od -An -tu2 tt_text_document.bin | tr -s ' ')" = " 260 35 259 63 118 65 2" ] ||
+        fail "ids $(od -An -tu2 tt_text_document.bin), want 260 35 259 63 118 65 2"
+    # shellcheck disable=SC2086
+    expect_rc 2 "$bin/dataset" preprocess $tt --vocab-size 261
+    hasF "ranks.json: TikTokenizer needs --tiktoken-pattern v1 or v2"
+    # shellcheck disable=SC2086
+    expect_rc 2 "$bin/dataset" preprocess $tt --tiktoken-pattern v2
+    hasF "ranks.json has 258 ranks; --vocab-size 131072 with 1000 special tokens needs 130072"
+    hasF "give --vocab-size 1258"
+    cp ranks.json ranks.txt
+    expect_rc 2 "$bin/dataset" preprocess --input tt.jsonl --output-prefix tt_bad --tokenizer-type TikTokenizer \
+        --tokenizer-model ranks.txt --tiktoken-pattern v2
+    hasF "TikTokenizer reads Megatron's rank file, a .json list"
+    # shellcheck disable=SC2086
+    expect_rc 2 "$bin/dataset" preprocess $tt --tiktoken-pattern v1 --vocab-size 262 --tiktoken-num-special-tokens 4 \
+        --tiktoken-special-tokens "<unk>" "<s>" "<eos>"
+    hasF "'</s>' is missing" ;;
 preprocess_text_errors)
     tok=$src/tests/data/tokenizer_small
     printf '{"text": "fine"}\nnot json\n{"other": "x"}\n{"text": 5}\n{"text": "nul \\u0000"}\n\n{"text": "bad \377"}\n{"text": "ok"}\n' >bad.jsonl

@@ -233,11 +233,129 @@ static void test_not_json_named(void **state) {
     assert_non_null(strstr(err, "empty.json: not a JSON object"));
 }
 
+/* A rank file in Megatron's format: the 256 bytes, then "ab" and "abc" (ranks 256, 257), and extra
+ * (appended inside the list, a JSON text: ", {...}"). */
+static char *ranks_json(const char *extra) {
+    cJSON *list = cJSON_CreateArray();
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int r = 0; r < 258; r++) {
+        unsigned char tok[3] = {(unsigned char)r, 0, 0};
+        int n = 1;
+        if (r >= 256) tok[0] = 'a', tok[1] = 'b', tok[2] = 'c', n = r == 256 ? 2 : 3;
+        uint32_t w = (uint32_t)tok[0] << 16 | (uint32_t)tok[1] << 8 | tok[2];
+        char enc[5] = {b64[w >> 18], b64[w >> 12 & 63], n > 1 ? b64[w >> 6 & 63] : '=', n > 2 ? b64[w & 63] : '=', 0};
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "rank", r);
+        cJSON_AddStringToObject(e, "token_bytes", enc);
+        cJSON_AddStringToObject(e, "token_str", "");
+        cJSON_AddItemToArray(list, e);
+    }
+    char *text = cJSON_PrintUnformatted(list), *out = malloc(strlen(text) + strlen(extra) + 1);
+    size_t n = strlen(text) - 1; /* before the closing ] */
+    memcpy(out, text, n);
+    strcpy(out + n, extra);
+    strcat(out, "]");
+    free(text);
+    cJSON_Delete(list);
+    return out;
+}
+
+static tr_tok *tiktoken(const char *extra, const tr_tok_tiktoken *o, char *err, size_t errlen) {
+    char *json = ranks_json(extra);
+    tr_tok *t = tr_tok_from_tiktoken(json, strlen(json), "ranks.json", o, err, errlen);
+    free(json);
+    return t;
+}
+
+/* Megatron's layout: the specials first (<unk> <s> </s>, then fillers), rank r at num_special + r; a
+ * whole piece that is a token is that token; specials in the text are plain text (encode_ordinary). */
+static void test_tiktoken_layout(void **state) {
+    (void)state;
+    char err[512] = "", *out = NULL;
+    tr_tok_tiktoken o = {.pattern = "v1", .vocab_size = 262, .num_special = 4};
+    tr_tok *t = tiktoken("", &o, err, sizeof err);
+    if (!t) fail_msg("%s", err);
+    assert_int_equal(tr_tok_vocab_size(t), 262);
+    assert_int_equal(tr_tok_token_id(t, "<unk>"), 0);
+    assert_int_equal(tr_tok_token_id(t, "<s>"), 1);
+    assert_int_equal(tr_tok_token_id(t, "</s>"), 2);
+    assert_int_equal(tr_tok_token_id(t, "<SPECIAL_3>"), 3);
+    tr_tok_buf b = {0};
+    assert_int_equal(tr_tok_encode(t, &b, "abc abd", 7, true, err, sizeof err), 0);
+    int32_t want[] = {4 + 257, 4 + ' ', 4 + 256, 4 + 'd'};
+    assert_int_equal(b.n, 4);
+    assert_memory_equal(b.ids, want, sizeof want);
+    assert_int_equal(tr_tok_encode(t, &b, "<s>", 3, true, err, sizeof err), 0);
+    int32_t plain[] = {4 + '<', 4 + 's', 4 + '>'};
+    assert_int_equal(b.n, 3);
+    assert_memory_equal(b.ids, plain, sizeof plain);
+    int32_t ids[] = {1, 4 + 257, 2};
+    size_t len = 0, cap = 0;
+    assert_int_equal(tr_tok_decode(t, ids, 3, false, &out, &len, &cap, err, sizeof err), 0);
+    assert_string_equal(out, "<s>abc</s>");
+    tr_tok_free(t);
+    /* the vocabulary cut: without rank 257 ("abc") the piece merges to ab + c */
+    o.vocab_size = 261;
+    assert_non_null(t = tiktoken("", &o, err, sizeof err));
+    assert_int_equal(tr_tok_encode(t, &b, "abc", 3, false, err, sizeof err), 0);
+    int32_t cut[] = {4 + 256, 4 + 'c'};
+    assert_int_equal(b.n, 2);
+    assert_memory_equal(b.ids, cut, sizeof cut);
+    tr_tok_free(t);
+    free(out);
+    tr_tok_buf_free(&b);
+}
+
+static void tiktoken_refuses(const char *extra, const tr_tok_tiktoken *o, const char *want) {
+    char err[512] = "";
+    tr_tok *t = tiktoken(extra, o, err, sizeof err);
+    if (t || !strstr(err, want)) fail_msg("%s: got '%s', want '%s'", extra, t ? "(loaded)" : err, want);
+}
+
+static void test_tiktoken_refusals(void **state) {
+    (void)state;
+    tr_tok_tiktoken o = {.pattern = "v2", .vocab_size = 261, .num_special = 3};
+    tiktoken_refuses(", {\"rank\": 258, \"token_bytes\": \"YWJjZA==\"}", &(tr_tok_tiktoken){"v2", 262, 3, 0, 0},
+                     "entry 258 is not {\"rank\", \"token_bytes\", \"token_str\"}");
+    tiktoken_refuses(", {\"rank\": 7, \"token_bytes\": \"YWJjZA==\", \"token_str\": \"\"}",
+                     &(tr_tok_tiktoken){"v2", 262, 3, 0, 0}, "entry 258 has rank another; the ranks must be 0, 1, 2");
+    tiktoken_refuses(", {\"rank\": 258, \"token_bytes\": \"YWJj*A==\", \"token_str\": \"\"}",
+                     &(tr_tok_tiktoken){"v2", 262, 3, 0, 0}, "entry 258: token_bytes 'YWJj*A==' is not base64");
+    tiktoken_refuses(", {\"rank\": 258, \"token_bytes\": \"YWI=\", \"token_str\": \"\"}",
+                     &(tr_tok_tiktoken){"v2", 262, 3, 0, 0}, "entry 258 has the bytes of entry 256");
+    tiktoken_refuses("", &(tr_tok_tiktoken){"v2", 1000, 3, 0, 0},
+                     "has 258 ranks; --vocab-size 1000 with 3 special tokens needs 997");
+    tiktoken_refuses("", &(tr_tok_tiktoken){"v3", 261, 3, 0, 0}, "needs --tiktoken-pattern v1 or v2");
+    tiktoken_refuses("", &(tr_tok_tiktoken){NULL, 261, 3, 0, 0}, "needs --tiktoken-pattern v1 or v2");
+    tiktoken_refuses("", &(tr_tok_tiktoken){"v1", 261, 2, 0, 0}, "--tiktoken-num-special-tokens 2 must be at least 3");
+    const char *no_eos[] = {"<unk>", "<s>", "<eos>"}, *twice[] = {"<unk>", "<s>", "</s>", "<s>"};
+    tiktoken_refuses("", &(tr_tok_tiktoken){"v1", 262, 4, no_eos, 3}, "'</s>' is missing");
+    tiktoken_refuses("", &(tr_tok_tiktoken){"v1", 262, 4, twice, 4}, "special token '<s>' is given twice");
+    tiktoken_refuses("", &(tr_tok_tiktoken){"v1", 261, 3, twice, 4}, "4 special tokens, more than");
+    char err[512] = "";
+    assert_null(tr_tok_from_tiktoken("{\"a\": 1}", 8, "r.json", &o, err, sizeof err));
+    assert_non_null(strstr(err, "r.json: not a JSON list"));
+    assert_null(tr_tok_from_tiktoken("[{", 2, "r.json", &o, err, sizeof err));
+    assert_non_null(strstr(err, "r.json: not JSON (a syntax error at byte"));
+    /* the first 256 must be the bytes in order: byte 5's entry holding byte 6 */
+    char *json = ranks_json(""), *five = strstr(json, "\"BQ==\"");
+    assert_non_null(five);
+    memcpy(five, "\"Bg==\"", 6);
+    assert_null(tr_tok_from_tiktoken(json, strlen(json), "r.json", &o, err, sizeof err));
+    if (!strstr(err, "entry 5 must be the single byte 0x05")) fail_msg("%s", err);
+    free(json);
+    /* the first 256 must be the bytes in order */
+    const char *ab = "[{\"rank\": 0, \"token_bytes\": \"YWI=\", \"token_str\": \"ab\"}]";
+    assert_null(tr_tok_from_tiktoken(ab, strlen(ab), "r.json", &(tr_tok_tiktoken){"v1", 4, 3, 0, 0}, err, sizeof err));
+    if (!strstr(err, "fewer than the 256 single-byte ranks")) fail_msg("%s", err);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ids_match_tokenizers), cmocka_unit_test(test_special_tokens_in_text),
         cmocka_unit_test(test_invalid_utf8_named),   cmocka_unit_test(test_components_refused_by_name),
         cmocka_unit_test(test_ignore_merges),        cmocka_unit_test(test_not_json_named),
+        cmocka_unit_test(test_tiktoken_layout),      cmocka_unit_test(test_tiktoken_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,7 +64,7 @@ endif()
 # The tool programs (dataset, bench_data, ckpt's and launch_check's input errors; bench_twin on the twin;
 # train_llama3 --tokens-file):
 # happy paths on tiny inputs, every input error with its message. tests/unit/cli_tools.sh holds the cases.
-set(cli_tools_cases preprocess_text preprocess_text_errors dataset_preprocess dataset_errors dataset_samples bench_data ckpt_errors launch_check_errors)
+set(cli_tools_cases preprocess_text preprocess_tiktoken preprocess_text_errors dataset_preprocess dataset_errors dataset_samples bench_data ckpt_errors launch_check_errors)
 if(TWINRUN_BACKEND STREQUAL "twin")
   # tokens_file runs DP 2 as two ranks in one process: the twin's (a GPU build has one rank a process)
   list(APPEND cli_tools_cases bench_twin tokens_file)
@@ -115,7 +115,10 @@ add_test(NAME test_store_security_other_interface COMMAND test_store_security ot
 set_tests_properties(test_store_security_other_interface PROPERTIES LABELS "${labels}" SKIP_RETURN_CODE 77)
 
 # The real Llama-3 tokenizer on this machine's man pages and docs against llama3-tokenizer-js and
-# Hugging Face `tokenizers` (npm packages from ci/deps.sh): exit 77, reported as skipped, without them.
-add_test(NAME tok_llama3_real_text COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/tok_llama3.sh ${bin}
-  ${CMAKE_CURRENT_BINARY_DIR}/tok_llama3)
-set_tests_properties(tok_llama3_real_text PROPERTIES LABELS "${labels}" SKIP_RETURN_CODE 77)
+# Hugging Face `tokenizers`, and Megatron's TikTokenizer against tiktoken (npm packages from
+# ci/deps.sh): exit 77, reported as skipped, without them.
+foreach(case hf tiktoken)
+  add_test(NAME tok_llama3_real_text_${case} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/tok_llama3.sh ${bin}
+    ${CMAKE_CURRENT_BINARY_DIR}/tok_llama3_${case} ${case})
+  set_tests_properties(tok_llama3_real_text_${case} PROPERTIES LABELS "${labels}" SKIP_RETURN_CODE 77)
+endforeach()

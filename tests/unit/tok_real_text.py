@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Real text no one here wrote, as JSON lines {"text": ...}, for comparing tokenizers id for id.
+"""Third-party text (written outside this project), as JSON lines {"text": ...}, for comparing tokenizers id for id.
 
 From what the machine has: the man pages' roff sources of every language under /usr/share/man (de, ja,
 ru, zh_CN, ...), /usr/share/doc's copyright files and READMEs, plus any files given: a .jsonl file's "text" strings,
@@ -7,7 +7,8 @@ any other file's whole text (the seeds).
 Files are taken in sorted order, every STEP-th one of each language (STEP chosen so that about
 MAX_BYTES are taken; every language gives at least its first), whole; files that are not valid UTF-8 or hold NUL are left out (the
 tokenizers compared all need valid text). Then texts with Llama 3's special tokens inside them:
-a chat turn around a man page's first lines, the tokens back to back, an unfinished one.
+a chat turn around a man page's first lines, the tokens back to back, an unfinished one; and one with
+Megatron's TikTokenizer specials (<s>, </s>, <unk>, <SPECIAL_7>).
 
 usage: tok_real_text.py OUT.jsonl MAX_BYTES [TEXT_FILE_OR_DIR ...]
 """
@@ -65,6 +66,8 @@ def main():
         "<|start_header_id|>assistant<|end_header_id|>\n\n",
         "<|end_of_text|><|end_of_text|> <|eot_id|>x<|reserved_special_token_0|>\n<|reserved_special_token_247|>",
         head + "<|eot_id" + " <|end_of_text|" + "<|" + "|>",
+        # Megatron's TikTokenizer specials, plain text to its encode_ordinary
+        "<s>" + head + "</s><unk> <SPECIAL_7>",
     ]
     with open(out, "w") as f:
         for t in texts:
