@@ -14,7 +14,11 @@
  *       counts, dtype, token and length ranges; fails if a token id is >= V.
  *   dataset samples <train_llama3 data flags> --split-name train|valid|test --count N --out DIR
  *       [--tokenizer-identity JSON]: DIR/tokens.npy and DIR/labels.npy (int64 [N, seq]) - the
- *       split's first N samples in the order the trainer sees them. */
+ *       split's first N samples in the order the trainer sees them; --decode (with the data's
+ *       --tokenizer-type/--tokenizer-model) prints each as text, --out then optional.
+ *   dataset check-tokenizer PREFIX --tokenizer-model M [--tokenizer-type T] [--count N]
+ *       whether PREFIX was made with this tokenizer: N sequences spread over it decoded and encoded
+ *       again; exit 1 naming the first that differs. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +49,9 @@ static int usage(void) {
         "[--eod-id N] [--overwrite]\n"
         "       dataset inspect PREFIX [--vocab-size V]\n"
         "       dataset samples [train_llama3 data flags] --split-name train|valid|test --count N --out DIR "
-        "[--tokenizer-identity JSON]\n");
+        "[--tokenizer-identity JSON] [--decode --tokenizer-type T --tokenizer-model M]\n"
+        "       dataset check-tokenizer PREFIX --tokenizer-model M [--tokenizer-type T] [--count N] "
+        "[--tiktoken-pattern v1|v2 --vocab-size V --tiktoken-num-special-tokens N]\n");
     return TR_EXIT_USAGE;
 }
 
@@ -338,9 +344,141 @@ static int cmd_inspect(int argc, char **argv) {
     return rc;
 }
 
+/* The tokenizer train_llama3's flags name (--tokenizer-type, --tokenizer-model). */
+static tr_tok *open_config_tokenizer(const tr_config *cfg, char *err, size_t errlen) {
+    if (!cfg->tokenizer_model[0]) {
+        tr_errf(err, errlen, "give the tokenizer: --tokenizer-type HuggingFaceTokenizer --tokenizer-model DIR");
+        return NULL;
+    }
+    tr_tok_specials sp;
+    return tr_tok_open(cfg->tokenizer_type[0] ? cfg->tokenizer_type : "HuggingFaceTokenizer", cfg->tokenizer_model,
+                       NULL, &sp, err, errlen);
+}
+
+/* Text as Python's decode(errors="replace") shows it: each invalid UTF-8 sequence one U+FFFD (a
+ * sample may start or end inside a character: byte-level tokens split them). */
+static void put_text(const char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        size_t v = tr_tok_utf8_valid(s + i, n - i);
+        fwrite(s + i, 1, v, stdout);
+        i += v;
+        if (i >= n) break;
+        fputs("\xef\xbf\xbd", stdout);
+        size_t k = 1;
+        while (i + k < n && k < 3 && ((unsigned char)s[i + k] & 0xc0) == 0x80) k++;
+        i += k;
+    }
+}
+
+/* One sample's S + 1 tokens (the tokens and the last label) as text, special tokens included. */
+static int print_decoded(const tr_tok *t, const char *split, int64_t i, const int64_t *ids, int64_t n, char *err,
+                         size_t errlen) {
+    int32_t *id32 = malloc(sizeof *id32 * (size_t)n);
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    int rc = id32 ? 0 : tr_errf(err, errlen, "out of memory");
+    for (int64_t k = 0; !rc && k < n; k++) {
+        if (ids[k] < 0 || ids[k] > INT32_MAX)
+            rc = tr_errf(err, errlen, "%s sample %lld: token id %lld is not a tokenizer's id", split, (long long)i,
+                         (long long)ids[k]);
+        else id32[k] = (int32_t)ids[k];
+    }
+    char why[512];
+    if (!rc && tr_tok_decode(t, id32, n, false, &text, &len, &cap, why, sizeof why))
+        rc = tr_errf(err, errlen, "%s sample %lld: %s", split, (long long)i, why);
+    if (!rc) {
+        printf("---- %s sample %lld (%lld tokens) ----\n", split, (long long)i, (long long)n);
+        put_text(text, len);
+        putchar('\n');
+    }
+    free(id32);
+    free(text);
+    return rc;
+}
+
+/* dataset check-tokenizer PREFIX --tokenizer-model M [--tokenizer-type T] [tiktoken flags] [--count N]:
+ * N sequences spread over the dataset, each decoded and encoded again (tr_tok_check_ids). */
+static int cmd_check_tokenizer(int argc, char **argv) {
+    const char *prefix = NULL, *type = "HuggingFaceTokenizer", *model = NULL;
+    tr_tok_tiktoken tk = {.num_special = 1000};
+    int64_t count = 1000;
+    int x;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--tokenizer-type") && v) type = argv[++i];
+        else if (!strcmp(a, "--tokenizer-model") && v) model = argv[++i];
+        else if (!strcmp(a, "--tiktoken-pattern") && v) tk.pattern = argv[++i];
+        else if (!strcmp(a, "--count")) {
+            if (parse_i64(a, v, &count)) return TR_EXIT_USAGE;
+            if (count < 1) return fprintf(stderr, "dataset check-tokenizer: --count must be at least 1\n"), usage();
+            i++;
+        } else if (!strcmp(a, "--vocab-size") || !strcmp(a, "--tiktoken-num-special-tokens")) {
+            if (parse_int(a, v, 1, 1 << 24, &x)) return TR_EXIT_USAGE;
+            *(a[2] == 'v' ? &tk.vocab_size : &tk.num_special) = x;
+            i++;
+        } else if (!prefix && a[0] != '-') prefix = a;
+        else {
+            fprintf(stderr, "dataset check-tokenizer: unknown or incomplete flag '%s'\n", a);
+            return usage();
+        }
+    }
+    if (!prefix || !model) return usage();
+    char err[ERRLEN], why[1024];
+    tr_tok_specials sp;
+    tr_tok *t = tr_tok_open(type, model, &tk, &sp, err, sizeof err);
+    if (!t) {
+        fprintf(stderr, "dataset check-tokenizer: %s\n", err);
+        return TR_EXIT_USAGE;
+    }
+    tr_idx_dataset *d = tr_idx_open(prefix, true, err, sizeof err);
+    if (!d) {
+        fprintf(stderr, "dataset check-tokenizer: %s\n", err);
+        tr_tok_free(t);
+        return TR_EXIT_FATAL;
+    }
+    int64_t S = tr_idx_num_sequences(d), n = count < S ? count : S, same = 0, first = -1;
+    const int32_t *len = tr_idx_lengths(d);
+    int64_t *buf = NULL, bcap = 0;
+    tr_tok_buf b = {0};
+    int rc = 0;
+    for (int64_t k = 0; k < n && !rc; k++) {
+        int64_t s = n < S ? k * S / n : k; /* evenly spread: the first and every S/n-th */
+        if (len[s] > bcap) {
+            int64_t *nb = realloc(buf, (size_t)len[s] * sizeof *nb);
+            if (!nb) rc = TR_EXIT_FATAL;
+            else buf = nb, bcap = len[s];
+        }
+        if (!rc && tr_idx_read(d, s, 0, len[s], buf, err, sizeof err)) {
+            fprintf(stderr, "dataset check-tokenizer: %s\n", err);
+            rc = TR_EXIT_FATAL;
+        }
+        int ok = rc ? -1 : tr_tok_check_ids(t, &b, buf, len[s], why, sizeof why);
+        if (ok < 0 && !rc) rc = TR_EXIT_FATAL;
+        if (ok == 1) same++;
+        if (ok == 0 && first < 0) {
+            first = s;
+            printf("sequence %lld: %s\n", (long long)s, why);
+        }
+    }
+    if (!rc) {
+        printf("%lld of %lld sequences (of %lld) are what %s makes of their text: %s\n", (long long)same, (long long)n,
+               (long long)S, model,
+               same == n ? "the data was made with this tokenizer"
+                         : "the data was NOT made with this tokenizer (another vocabulary, or another version of it); "
+                           "tokenize the text again with dataset preprocess");
+        if (same < n) rc = 1;
+    }
+    free(buf);
+    tr_tok_buf_free(&b);
+    tr_idx_close(d);
+    tr_tok_free(t);
+    return rc;
+}
+
 static int cmd_samples(int argc, char **argv) {
     const char *split_name = "train", *out = NULL, *ident = NULL;
     int64_t count = -1;
+    bool decode = false;
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
     int nrest = 0;
     if (!rest) return TR_EXIT_FATAL;
@@ -349,6 +487,7 @@ static int cmd_samples(int argc, char **argv) {
         if (!strcmp(a, "--split-name") && v) split_name = argv[++i];
         else if (!strcmp(a, "--out") && v) out = argv[++i];
         else if (!strcmp(a, "--tokenizer-identity") && v) ident = argv[++i];
+        else if (!strcmp(a, "--decode")) decode = true;
         else if (!strcmp(a, "--count")) {
             if (parse_i64(a, v, &count)) {
                 free(rest);
@@ -361,7 +500,7 @@ static int cmd_samples(int argc, char **argv) {
                 : !strcmp(split_name, "valid") ? TR_SPLIT_VALID
                 : !strcmp(split_name, "test")  ? TR_SPLIT_TEST
                                                : -1;
-    if (split < 0 || !out || count < 0) {
+    if (split < 0 || (!out && !decode) || count < 0) {
         free(rest);
         if (split < 0) fprintf(stderr, "dataset samples: --split-name is train, valid or test\n");
         return usage();
@@ -375,12 +514,18 @@ static int cmd_samples(int argc, char **argv) {
         if (prc < 0) fprintf(stderr, "dataset samples: %s\n", err);
         return prc < 0 ? TR_EXIT_USAGE : 0;
     }
+    tr_tok *tk = NULL;
+    if (decode && !(tk = open_config_tokenizer(&cfg, err, sizeof err))) {
+        fprintf(stderr, "dataset samples: --decode: %s\n", err);
+        return TR_EXIT_USAGE;
+    }
     /* the sampler is not used here; only the dataset sizes matter */
     if (cfg.micro_batch_size < 1) cfg.micro_batch_size = 1;
     tr_data_options opt = {ident, -1};
     tr_data *d = tr_data_open_ex(&cfg, 0, 1, &opt, err, sizeof err);
     if (!d) {
         fprintf(stderr, "dataset samples: %s\n", err);
+        tr_tok_free(tk);
         return TR_EXIT_FATAL;
     }
     char info[8192];
@@ -406,8 +551,12 @@ static int cmd_samples(int argc, char **argv) {
         }
         memcpy(tok + i * S, text, sizeof *text * (size_t)S);
         memcpy(lab + i * S, text + 1, sizeof *text * (size_t)S);
+        if (tk && print_decoded(tk, split_name, i, text, S + 1, err, sizeof err)) {
+            fprintf(stderr, "dataset samples: --decode: %s\n", err);
+            rc = TR_EXIT_FATAL;
+        }
     }
-    if (!rc) {
+    if (!rc && out) {
         char path[4200];
         int64_t shape[2] = {count, S};
         if (tr_mkdirs(out, err, sizeof err)) rc = TR_EXIT_FATAL;
@@ -424,6 +573,7 @@ static int cmd_samples(int argc, char **argv) {
     free(lab);
     free(text);
     tr_data_close(d);
+    tr_tok_free(tk);
     return rc;
 }
 
@@ -436,6 +586,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "preprocess")) return cmd_preprocess(argc - 2, argv + 2);
     if (!strcmp(argv[1], "inspect")) return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(argv[1], "samples")) return cmd_samples(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "check-tokenizer")) return cmd_check_tokenizer(argc - 2, argv + 2);
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage();
         return 0;

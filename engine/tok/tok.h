@@ -73,4 +73,13 @@ int tr_tok_encode(const tr_tok *t, tr_tok_buf *b, const char *text, size_t len, 
 int tr_tok_decode(const tr_tok *t, const int32_t *ids, int64_t n, bool skip_special, char **out, size_t *len,
                   size_t *cap, char *err, size_t errlen);
 
+/* Whether id is one of the tokenizer's special tokens (bos, eos, <|eot_id|>, ...). */
+bool tr_tok_is_special(const tr_tok *t, int64_t id);
+
+/* Whether ids [n] (one sequence of a dataset) are what t makes of their own text: the special tokens
+ * at either end (the template's bos, --append-eod's eod) set aside, the rest decoded and encoded again.
+ * 1: they are; 0: they are not, and why says where (the position and both tokens, an id outside the
+ * vocabulary, bytes that are not UTF-8); -1: out of memory. */
+int tr_tok_check_ids(const tr_tok *t, tr_tok_buf *b, const int64_t *ids, int64_t n, char *why, size_t whylen);
+
 #endif

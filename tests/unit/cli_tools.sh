@@ -82,6 +82,52 @@ print(json.dumps([{"rank": i, "token_bytes": base64.b64encode(t).decode(), "toke
     expect_rc 2 "$bin/dataset" preprocess $tt --tiktoken-pattern v1 --vocab-size 262 --tiktoken-num-special-tokens 4 \
         --tiktoken-special-tokens "<unk>" "<s>" "<eos>"
     hasF "'</s>' is missing" ;;
+check_tokenizer)
+    # whether data was made with a tokenizer: Megatron's own files from tokenizer_small are, with it; with
+    # a copy that lacks its last 200 merges (same vocabulary, other ids for some words) they are not
+    tok=$src/tests/data/tokenizer_small
+    expect_rc 0 "$bin/dataset" check-tokenizer "$tok/megatron/small_eod_text_document" --tokenizer-model "$tok"
+    hasF "227 of 227 sequences (of 227) are what $tok makes of their text: the data was made with this tokenizer"
+    expect_rc 0 "$bin/dataset" check-tokenizer "$tok/megatron/small_noeod_text_document" --tokenizer-model "$tok" \
+        --count 5
+    hasF "5 of 5 sequences (of 227)"
+    mkdir -p fewer && cp "$tok/tokenizer_config.json" fewer/
+    python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))
+t["model"]["merges"] = t["model"]["merges"][:-200]
+json.dump(t, open("fewer/tokenizer.json", "w"))' "$tok/tokenizer.json"
+    expect_rc 1 "$bin/dataset" check-tokenizer "$tok/megatron/small_eod_text_document" --tokenizer-model fewer
+    has "^sequence [0-9]*: at position [0-9]* the data has token [0-9]* ('.*'), fewer/tokenizer.json makes token"
+    hasF "the data was NOT made with this tokenizer"
+    expect_rc 2 "$bin/dataset" check-tokenizer "$tok/megatron/small_eod_text_document"
+    hasF "usage:"
+    expect_rc 2 "$bin/dataset" check-tokenizer "$tok/megatron/small_eod_text_document" --tokenizer-model "$tok" \
+        --count 0
+    hasF "--count must be at least 1"
+    expect_rc 1 "$bin/dataset" check-tokenizer nothing_here --tokenizer-model "$tok"
+    hasF "nothing_here"
+    # the first samples as text (the 70B guide's check before a job starts), with the data's tokenizer
+    data="--data-path $tok/megatron/small_eod_text_document --split 100,0,0 --seq-length 24 --train-samples 4
+ --global-batch-size 1 --data-cache-path cache_dec"
+    # shellcheck disable=SC2086
+    expect_rc 0 "$bin/dataset" samples $data --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$tok" \
+        --count 2 --decode
+    hasF "---- train sample 0 (25 tokens) ----"
+    hasF "---- train sample 1 (25 tokens) ----"
+    count "^---- train sample" 2
+    # shellcheck disable=SC2086
+    expect_rc 2 "$bin/dataset" samples $data --count 2 --decode
+    hasF "dataset samples: --decode: give the tokenizer: --tokenizer-type HuggingFaceTokenizer --tokenizer-model DIR"
+    # ids beyond the tokenizer: a NullTokenizer corpus decoded with tokenizer_small
+    i=0
+    while [ $i -lt 20 ]; do echo '{"ids": [1, 2, 3, 9000, 5, 6, 7, 8]}'; i=$((i + 1)); done >far.jsonl
+    rm -f far.bin far.idx
+    expect_rc 0 "$bin/dataset" preprocess --input far.jsonl --output-prefix far
+    # shellcheck disable=SC2086
+    expect_rc 1 "$bin/dataset" samples --data-path far --split 100,0,0 --seq-length 4 --train-samples 2 \
+        --global-batch-size 1 --data-cache-path cache_far --tokenizer-model "$tok" --count 2 --decode
+    has "^dataset samples: --decode: train sample [01]: token id 9000 (position [0-4]) is not in .*tokenizer_small" ;;
 preprocess_text_errors)
     tok=$src/tests/data/tokenizer_small
     printf '{"text": "fine"}\nnot json\n{"other": "x"}\n{"text": 5}\n{"text": "nul \\u0000"}\n\n{"text": "bad \377"}\n{"text": "ok"}\n' >bad.jsonl

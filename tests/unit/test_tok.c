@@ -350,12 +350,55 @@ static void test_tiktoken_refusals(void **state) {
     if (!strstr(err, "fewer than the 256 single-byte ranks")) fail_msg("%s", err);
 }
 
+/* check-tokenizer's test: ids are what the tokenizer makes of their own text, whatever specials stand
+ * at their ends; any other id (another merge, one outside the vocabulary, bytes that are no text) is
+ * named. */
+static void test_check_ids(void **state) {
+    (void)state;
+    tr_tok *t = small();
+    tr_tok_buf b = {0}, scratch = {0};
+    char err[256], why[512] = "";
+    const char *text = "The quick brown fox, \xe6\x95\xb0\xe5\xad\x97 12345!";
+    assert_int_equal(tr_tok_encode(t, &b, text, strlen(text), false, err, sizeof err), 0);
+    /* as a template and --append-eod leave them: <|begin_of_text|> ids <|end_of_text|> */
+    int64_t n = b.n + 1, ids[256] = {tr_tok_token_id(t, "<|begin_of_text|>")};
+    assert_true(n > 8 && n < 250);
+    for (int64_t i = 1; i < n; i++) ids[i] = b.ids[i - 1];
+    ids[n] = tr_tok_token_id(t, "<|end_of_text|>");
+    assert_int_equal(tr_tok_check_ids(t, &scratch, ids, n + 1, why, sizeof why), 1);
+    assert_int_equal(tr_tok_check_ids(t, &scratch, ids + 1, n - 1, why, sizeof why), 1);
+    assert_int_equal(tr_tok_check_ids(t, &scratch, ids, 0, why, sizeof why), 1);
+    /* "The" as its three bytes: the same text, other ids */
+    int64_t split[260] = {ids[0], t->byte_id['T'], t->byte_id['h'], t->byte_id['e']};
+    size_t tl;
+    assert_non_null(tr_tok_id_bytes(t, (int32_t)ids[1], &tl));
+    assert_int_equal(tl, 3);
+    memcpy(split + 4, ids + 2, sizeof *ids * (size_t)(n - 2));
+    assert_int_equal(tr_tok_check_ids(t, &scratch, split, n + 2, why, sizeof why), 0);
+    if (!strstr(why, "at position 1 the data has token") || !strstr(why, "('T'), tokenizer_small makes token"))
+        fail_msg("%s", why);
+    int64_t far[] = {ids[1], 5000000};
+    assert_int_equal(tr_tok_check_ids(t, &scratch, far, 2, why, sizeof why), 0);
+    assert_non_null(strstr(why, "token id 5000000 at position 1 is not in tokenizer_small (4096 tokens)"));
+    int64_t bad[] = {ids[1], t->byte_id[0xe6]};
+    assert_int_equal(tr_tok_check_ids(t, &scratch, bad, 2, why, sizeof why), 0);
+    assert_non_null(strstr(why, "decode to bytes that are not UTF-8 (at byte 3)"));
+    tr_tok_buf_free(&b);
+    tr_tok_buf_free(&scratch);
+    tr_tok_free(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ids_match_tokenizers), cmocka_unit_test(test_special_tokens_in_text),
-        cmocka_unit_test(test_invalid_utf8_named),   cmocka_unit_test(test_components_refused_by_name),
-        cmocka_unit_test(test_ignore_merges),        cmocka_unit_test(test_not_json_named),
-        cmocka_unit_test(test_tiktoken_layout),      cmocka_unit_test(test_tiktoken_refusals),
+        cmocka_unit_test(test_ids_match_tokenizers),
+        cmocka_unit_test(test_special_tokens_in_text),
+        cmocka_unit_test(test_invalid_utf8_named),
+        cmocka_unit_test(test_components_refused_by_name),
+        cmocka_unit_test(test_ignore_merges),
+        cmocka_unit_test(test_not_json_named),
+        cmocka_unit_test(test_tiktoken_layout),
+        cmocka_unit_test(test_tiktoken_refusals),
+        cmocka_unit_test(test_check_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,7 +64,7 @@ endif()
 # The tool programs (dataset, bench_data, ckpt's and launch_check's input errors; bench_twin on the twin;
 # train_llama3 --tokens-file):
 # happy paths on tiny inputs, every input error with its message. tests/unit/cli_tools.sh holds the cases.
-set(cli_tools_cases preprocess_text preprocess_tiktoken preprocess_text_errors dataset_preprocess dataset_errors dataset_samples bench_data ckpt_errors launch_check_errors)
+set(cli_tools_cases preprocess_text preprocess_tiktoken check_tokenizer preprocess_text_errors dataset_preprocess dataset_errors dataset_samples bench_data ckpt_errors launch_check_errors)
 if(TWINRUN_BACKEND STREQUAL "twin")
   # tokens_file runs DP 2 as two ranks in one process: the twin's (a GPU build has one rank a process)
   list(APPEND cli_tools_cases bench_twin tokens_file)
