@@ -82,7 +82,7 @@ int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char 
     snprintf(r->device, sizeof r->device, "%s", s->device);
     r->nodes = s->nodes, r->gpus_per_node = s->gpus_per_node, r->world = s->nodes * s->gpus_per_node;
     r->tp = s->tp, r->pp = s->pp, r->cp = s->cp, r->dp = s->dp;
-    if (sc_make_dir(o->work_dir, err, errlen)) return -1;
+    if (sc_work_prepare(o->work_dir, s, err, errlen)) return -1;
     sc_job j;
     if (sc_job_init(&j, s, o, err, errlen)) {
         sc_job_free(&j);

@@ -84,8 +84,10 @@ static int damage_shard(const char *dir, int64_t it, int rank, char *path, size_
     return 0;
 }
 
+/* Never through a symbolic link: a link is removed, not what it points to. */
 static void rm_tree(const char *path) {
-    DIR *dp = opendir(path);
+    struct stat st;
+    DIR *dp = lstat(path, &st) == 0 && S_ISDIR(st.st_mode) ? opendir(path) : NULL;
     if (!dp) {
         (void)remove(path);
         return;

@@ -48,6 +48,9 @@ typedef struct sc_ctx {
     size_t errlen;
 } sc_ctx;
 
+/* A scenario's name (given at `at`, or the file's when NULL) is one plain folder name: -1 with the
+ * reason otherwise (runner/work_dir.c). */
+int sc_check_name(sc_ctx *c, const scn_node *at, const char *name);
 /* "NAME:LINE:COL: <message>" at node `at` (1:1 when NULL); returns -1. */
 int sc_fail(sc_ctx *c, const scn_node *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* "'many'", "a mapping", "a list", "nothing": what a node holds, for "expected X, got Y". */

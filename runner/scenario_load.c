@@ -241,6 +241,7 @@ static int load_top(sc_ctx *c, const scn_node *root, scenario *s) {
     if (sc_check_keys(c, root, "", top_keys)) return -1;
     const scn_node *v;
     if ((v = scn_get(root, "name", NULL)) && sc_get_string(c, v, "name", s->name, sizeof s->name, false)) return -1;
+    if (sc_check_name(c, v, s->name)) return -1;
     if ((v = scn_get(root, "description", NULL)) &&
         sc_get_string(c, v, "description", s->description, sizeof s->description, true))
         return -1;

@@ -135,7 +135,9 @@ int main(int argc, char **argv) {
             status = 2;
             continue;
         }
-        if (!run && scenario_check_faults(&s, err, sizeof err)) {
+        char dir[SC_PATH_LEN + SC_NAME_LEN + 2];
+        snprintf(dir, sizeof dir, "%s/%s", work, s.name);
+        if (!run && (scenario_check_faults(&s, err, sizeof err) || sc_work_check(dir, err, sizeof err))) {
             fprintf(stderr, "scenario: %s\n", err);
             status = 2;
             scenario_free(&s);
@@ -148,8 +150,6 @@ int main(int argc, char **argv) {
             scenario_free(&s);
             continue;
         }
-        char dir[SC_PATH_LEN + SC_NAME_LEN + 2];
-        snprintf(dir, sizeof dir, "%s/%s", work, s.name);
         printf("== %s: %s\n", s.name, s.description[0] ? s.description : s.path);
         fflush(stdout);
         sc_run_options o = {.work_dir = dir, .job_log = log, .progress = stdout, .trace_path = trace};

@@ -23,6 +23,12 @@ tiny="--num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads
  --hidden-dropout 0 --micro-batch-size 1 --global-batch-size 2 --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine
  --lr-warmup-iters 1 --mock-data --vocab-size 128 --eval-iters 0 --log-interval 1 --train-iters 4
  --data-cache-path $work/cache"
+# a scenario of one rank that saves checkpoints, named NAME
+scen() {
+    printf 'name: %s\ncluster: {nodes: 1, gpus_per_node: 1}\nmodel: {preset: tiny}\n' "$1"
+    printf 'training: {train-iters: 4, micro-batch-size: 1, global-batch-size: 1, lr: 1e-3}\n'
+    printf 'data: {mock: true}\ncheckpoint: {interval: 2}\n'
+}
 # CMD run with files limited to 8 blocks: a write beyond fails with EFBIG (the signal ignored)
 small_files() { (trap '' XFSZ && ulimit -f 8 && exec "$@"); }
 text() { "$bin/dataset" preprocess --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$tok" "$@"; }
@@ -123,6 +129,52 @@ ckpt_export)
     expect_rc 2 "$bin/ckpt" export ck --hf other/notes.txt
     hasF "other/notes.txt is not a directory; give --hf the directory to export into"
     no_tmp . ;;
+scenario_name)
+    # a scenario's name that leaves --work (name: ../x wrote, wiped and with --clean deleted x/checkpoints)
+    # is refused by check and run alike; the folder it named is as it was
+    mkdir -p w x/checkpoints/iter_0000002 && echo weights >x/checkpoints/iter_0000002/shard_00000.bin
+    h=$(tree_hash x)
+    for name in ../x "$work/x" x/../../x; do
+        scen "$name" >s.yaml
+        for cmd in check run; do
+            expect_rc 2 "$bin/scenario" $cmd s.yaml --work w --clean
+            hasF "scenario: s.yaml:1:7: name: '$name' "
+            hasF "use one plain folder name (letters, digits, '.', '_', '-')"
+            [ "$(tree_hash x)" = "$h" ] || fail "$cmd with name '$name' changed x"
+        done
+    done
+    [ -z "$(ls w)" ] || fail "a refused scenario wrote in --work: $(ls w)" ;;
+scenario_work)
+    # --work/NAME must be the runner's own folder: a link out, someone's folder, or a part that is a link
+    # is refused by check and run alike, with nothing in it changed
+    mkdir -p w x/checkpoints/iter_0000002 && echo weights >x/checkpoints/iter_0000002/shard_00000.bin
+    h=$(tree_hash x)
+    scen s >s.yaml
+    both() { # STATUS TEXT: check and run refuse alike, naming the fix; x as it was
+        for cmd in check run; do
+            expect_rc 2 "$bin/scenario" $cmd s.yaml --work w --clean
+            hasF "$1"
+            [ "$(tree_hash x)" = "$h" ] || fail "$cmd changed x"
+        done
+    }
+    ln -s "$work/x" w/s
+    both "work folder w/s is a symbolic link: a rehearsal writes and empties checkpoints only inside --work; remove the link"
+    rm w/s && cp -r x w/s
+    both "work folder w/s already exists and scenario run did not make it (no .twinrun-scenario in it; it holds 'checkpoints')"
+    hasF "give another --work or rename the scenario (or remove the folder, if it is an old work folder)"
+    [ "$(tree_hash w/s)" = "$h" ] || fail "someone's folder at w/s changed"
+    rm -rf w/s && mkdir w/s && touch w/s/.twinrun-scenario && ln -s "$work/x/checkpoints" w/s/checkpoints
+    both "w/s/checkpoints is a symbolic link: a rehearsal writes and empties it, so it must lie inside the work folder; remove the link"
+    # the runner's own folder: made and marked, run again, and --clean drops only its checkpoints
+    rm -rf w/s
+    expect_rc 0 "$bin/scenario" check s.yaml --work w
+    expect_rc 0 "$bin/scenario" run s.yaml --work w
+    [ -f w/s/.twinrun-scenario ] && [ -f w/s/checkpoints/latest_checkpointed_iteration.txt ] ||
+        fail "no marker or checkpoints in w/s: $(ls -a w/s)"
+    expect_rc 0 "$bin/scenario" run s.yaml --work w --clean
+    [ -f w/s/.twinrun-scenario ] && [ -s w/s/job.log ] && [ ! -e w/s/checkpoints ] ||
+        fail "--clean left: $(ls -a w/s)"
+    [ "$(tree_hash x)" = "$h" ] || fail "x changed" ;;
 *)
     fail "no case $case" ;;
 esac

@@ -76,7 +76,11 @@ endforeach()
 
 # Files a user made (datasets, exports, scenario work folders, reports) are never destroyed: each case
 # refused or failed with the folder's hash unchanged and the fix named. tests/unit/safe_files.sh holds the cases.
-foreach(case preprocess_ids preprocess_text ckpt_export)
+set(safe_files_cases preprocess_ids preprocess_text ckpt_export)
+if(TWINRUN_BACKEND STREQUAL "twin")
+  list(APPEND safe_files_cases scenario_name scenario_work) # the scenario runner: twin builds
+endif()
+foreach(case ${safe_files_cases})
   add_test(NAME safe_files_${case} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/safe_files.sh ${bin}
     ${CMAKE_CURRENT_BINARY_DIR}/safe_files ${case})
   set_tests_properties(safe_files_${case} PROPERTIES LABELS "${labels}")
