@@ -19,6 +19,7 @@ void tr_config_defaults(tr_config *cfg) {
     cfg->init_method_std = 0.02;
     cfg->make_vocab_size_divisible_by = 128;
     cfg->tokenizer_eod = cfg->tokenizer_bos = -1;
+    cfg->tiktoken_num_special_tokens = 1000;
 
     /* training: --lr has no default in Megatron; 0 here and validate insists on it */
     cfg->min_lr = 0.0;

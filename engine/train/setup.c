@@ -37,13 +37,17 @@ static int use_checkpoint_args(tr_config *cfg, char *err, size_t errlen) {
     return 0;
 }
 
-/* HuggingFaceTokenizer: the tokenizer is read as Megatron's start-up reads it, so a directory that
- * Megatron could not load fails here, at once, with the file and the fix; its vocabulary (the model's
+/* HuggingFaceTokenizer and TikTokenizer: the tokenizer is read as Megatron's start-up reads it (a
+ * TikTokenizer with --tiktoken-pattern, --tiktoken-num-special-tokens and --vocab-size, Megatron's
+ * 131072 without it), so a directory or rank file that Megatron could not load fails here, at once, with the file and the fix; its vocabulary (the model's
  * when --vocab-size is not given, as Megatron takes it) and eos/bos ids go into cfg. */
 static void read_tokenizer(tr_config *cfg, tr_errlist *el) {
     char err[1024];
     tr_tok_specials sp;
-    tr_tok *t = tr_tok_open(cfg->tokenizer_type, cfg->tokenizer_model, NULL, &sp, err, sizeof err);
+    tr_tok_tiktoken tk = {.pattern = cfg->tiktoken_pattern[0] ? cfg->tiktoken_pattern : NULL,
+                          .vocab_size = cfg->vocab_size > 0 ? cfg->vocab_size : 0,
+                          .num_special = cfg->tiktoken_num_special_tokens};
+    tr_tok *t = tr_tok_open(cfg->tokenizer_type, cfg->tokenizer_model, &tk, &sp, err, sizeof err);
     if (!t) {
         tr_errlist_add(el, "%s", err);
         return;
@@ -66,7 +70,9 @@ static void read_tokenizer(tr_config *cfg, tr_errlist *el) {
 /* --tokenizer-model names files Megatron's tokenizer opens at start-up (all but NullTokenizer, which
  * ignores it): a path that is not there fails Megatron's run, so it fails here too, at once. */
 static void check_tokenizer_model(tr_config *cfg, tr_errlist *el) {
-    if (!strcmp(cfg->tokenizer_type, "HuggingFaceTokenizer") && cfg->tokenizer_model[0]) {
+    bool readable =
+        !strcmp(cfg->tokenizer_type, "HuggingFaceTokenizer") || !strcmp(cfg->tokenizer_type, "TikTokenizer");
+    if (readable && cfg->tokenizer_model[0]) {
         read_tokenizer(cfg, el);
         return;
     }

@@ -135,7 +135,23 @@ tokenizer)
     real=$(echo "$tiny" | sed "s/--mock-data/--data-path $(echo "$corpus" | sed 's/[\/&]/\\&/g') --split 99,1,0/; s/--vocab-size 256/--vocab-size 32000/")
     # shellcheck disable=SC2086
     expect_rc 1 "$bin/train_llama3" $real $llama --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$small"
-    has "$corpus: document [0-9]*, token [0-9]*): token id [0-9]* at position [0-9]* is outside the vocabulary \[0, 4096)" ;;
+    has "$corpus: document [0-9]*, token [0-9]*): token id [0-9]* at position [0-9]* is outside the vocabulary \[0, 4096)"
+    # Megatron's TikTokenizer, read at start with its flags: a rank file of the 256 bytes, 3 special
+    # tokens (<unk> <s> </s>): 259 ids, bos <s> = 1, eod </s> = 2
+    python3 -c '
+import base64, json
+print(json.dumps([{"rank": i, "token_bytes": base64.b64encode(bytes([i])).decode(), "token_str": ""}
+                  for i in range(256)]))' >"$work/ranks.json"
+    tik="--tokenizer-type TikTokenizer --tokenizer-model $work/ranks.json --tiktoken-num-special-tokens 3"
+    # shellcheck disable=SC2086
+    expect_rc 0 "$bin/train_llama3" $tiny $llama $tik --tiktoken-pattern v2 --vocab-size 259 --eod-mask-loss
+    hasF " > building TikTokenizer tokenizer from $work/ranks.json: 259 tokens, eod 2, bos 1"
+    # shellcheck disable=SC2086
+    expect_rc 2 "$bin/train_llama3" $tiny $llama $tik --vocab-size 259
+    hasF "$work/ranks.json: TikTokenizer needs --tiktoken-pattern v1 or v2"
+    # shellcheck disable=SC2086
+    expect_rc 2 "$bin/train_llama3" $tiny $llama $tik --tiktoken-pattern v1 --vocab-size 300
+    hasF "$work/ranks.json has 256 ranks; --vocab-size 300 with 3 special tokens needs 297" ;;
 ckpt_flags)
     # --ckpt-step, --exit-on-missing-checkpoint, --use-checkpoint-args, and model flags checked on load
     rm -rf "$work/flags_save" "$work/flags_empty" && mkdir -p "$work/flags_empty"

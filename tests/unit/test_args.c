@@ -197,7 +197,7 @@ static void test_seed_001_llama3_8b_mock_fast_test(void **state) {
     assert_string_equal(c->tokenizer_type, "NullTokenizer");
     assert_int_equal(c->vocab_size, 128256);
     assert_true(c->train_samples == 1000 && c->lr_decay_samples == 800 && c->lr_warmup_samples == 100);
-    assert_null(strstr(c->warnings, "--tiktoken-pattern")); /* accepted silently: tokenization is offline */
+    assert_null(strstr(c->warnings, "--tiktoken-pattern")); /* read only with a TikTokenizer: no warning */
     assert_null(strstr(c->warnings, "--split"));            /* no --data-path, no legacy-split warning */
     assert_ok(tr_config_validate(c, 8, err, ERRLEN), err);
     free(c);

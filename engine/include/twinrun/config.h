@@ -86,6 +86,8 @@ typedef struct tr_config {
     char split[64]; /* "969, 30, 1" */
     char data_cache_path[TR_PATH_LEN];
     char tokenizer_type[64], tokenizer_model[TR_PATH_LEN];
+    char tiktoken_pattern[8];        /* TikTokenizer: "v1" or "v2" */
+    int tiktoken_num_special_tokens; /* TikTokenizer: ids 0..N-1 are special tokens (Megatron's 1000) */
     /* read from --tokenizer-model at start (train/setup.c), as Megatron's tokenizer has them: its
      * distinct tokens, end-of-document (eos) and bos ids; 0 / -1 where no tokenizer was read */
     int64_t tokenizer_vocab, tokenizer_eod, tokenizer_bos;
