@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Attention alone on one GPU: twinrun's paths (engine/cuda/tools/attn_bench.c: cuDNN,
+# Attention alone on one GPU: twinrun's paths (cuda/tools/attn_bench.c: cuDNN,
 # cuDNN with the deterministic backward, twinrun's flash kernels) and torch SDPA's cuDNN and flash
 # backends (ci/bench/torch_sdpa.py) at the same shapes, one table sorted by shape: ms and TFLOP/s per
 # direction. Writes OUTDIR/attn_bench.txt (and build.log).

@@ -7,13 +7,14 @@ gcovr prints one total; a total hides a folder nobody tests. The output is two t
 `FOLDER  COVERED/TOTAL  PERCENT%` lines, each sorted by name:
   1. every folder at --depth path components (engine/train, sim/multiproc, fault, ...): a file
      directly in a top-level folder counts under that folder's name (fault/fault_rank.c: "fault");
-  2. after a blank line, every top-level folder with a trailing slash (engine/, fault/, runner/, sim/):
+  2. after a blank line, every top-level folder with a trailing slash (base/, engine/, fault/, runner/, sim/):
      the figures a "90% per folder" target is about.
-A header a build copies into its tree (build/<preset>/exports/engine/core/hash.h) counts as its source
-(engine/core/hash.h). Exits 1, naming the folder, when a top-level folder is under --min percent (default
+A header a build links into its tree (build/<preset>/exports/<consumer>/core/hash.h) counts as its
+source (base/core/hash.h): the link is followed. Exits 1, naming the folder, when a top-level folder is under --min percent (default
 0: report only)."""
 import argparse
 import json
+import os
 import re
 import sys
 from collections import defaultdict
@@ -33,7 +34,10 @@ def main():
     sub = defaultdict(lambda: [0, 0])
     top = defaultdict(lambda: [0, 0])
     for fe in files:
-        parts = EXPORTED.sub("", fe["filename"]).split("/")
+        name = fe["filename"]
+        if EXPORTED.match(name):
+            name = os.path.relpath(os.path.realpath(name))
+        parts = name.split("/")
         key = "/".join(parts[: min(a.depth, len(parts) - 1)]) or parts[0]
         for d, k in ((sub, key), (top, parts[0] if len(parts) > 1 else ".")):
             d[k][0] += fe["line_covered"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in one run (engine/cuda/README.md, "Build and test"):
-#   1. engine/cuda/tools/device_check.sh: build the cuda preset, ctest -L gpu (kernel tests against
+# Everything that needs a GPU, in one run (cuda/README.md, "Build and test"):
+#   1. cuda/tools/device_check.sh: build the cuda preset, ctest -L gpu (kernel tests against
 #      finite differences, refcheck on the Hugging Face reference, training tests), kern_oracle, NCCL smoke;
 #   2. twin vs GPU: the same small config, seed and mock data for TWINRUN_STEPS steps in fp32 and bf16,
 #      compared with the twin's metrics written beforehand on the CPU machine (ci/twin_metrics.sh) into
@@ -16,7 +16,7 @@ export TWINRUN_GPU_BUILD=$B
 mkdir -p "$OUT"
 # every step's exit status counts (rc: 1 when any failed); each prints its own verdict
 rc=0
-bash engine/cuda/tools/device_check.sh "$OUT" "$DEBS" || { echo "device_check.sh: FAILED"; rc=1; }
+bash cuda/tools/device_check.sh "$OUT" "$DEBS" || { echo "device_check.sh: FAILED"; rc=1; }
 # device_check.sh set these up in its own shell; the programs below need them too
 P=/tmp/twinrun-debs
 [ -d $P ] && export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:$P/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

@@ -2,7 +2,7 @@
 # Sourced by ci/gpu_multi.sh on the GPU machine: what the image lacks, from a folder of .deb files
 # (cmocka, cJSON, pkg-config, zlib, libyaml; unpacked under /tmp, never into /), NCCL and cuDNN from
 # the Python wheels when the toolkit has none, and NVLink multicast kept off (the machine's rule).
-# Sets CMAKE_EXTRA (an array) for the configure step. Sourced by engine/cuda/tools/device_check.sh too.
+# Sets CMAKE_EXTRA (an array) for the configure step. Sourced by cuda/tools/device_check.sh too.
 # gpu_build DIR LOG [TARGET...]: configures the cuda backend (Release, sm_90) in DIR and builds the
 # targets (every target without any), the output into LOG; its status is the build's.
 export NCCL_NVLS_ENABLE=0

@@ -13,7 +13,7 @@
 #      gcovr summary and line coverage per folder and per top folder
 #      (ci/coverage_by_folder.py; the layout sweep runs in its short form there: tests/parallel/tests.cmake)
 #   6. cuda preset compiles (where nvcc exists; it runs on the GPU machine, not here), and the MUSA code
-#      paths against stub headers (engine/cuda/tools/musa_mapping_check.sh); the flash-attention
+#      paths against stub headers (cuda/tools/musa_mapping_check.sh); the flash-attention
 #      kernels run on the CPU with emulated warps (flash_emu, g++ only)
 # Every stage runs even when an earlier one failed (TWINRUN_FAIL_FAST=1 stops at the first), so one
 # run shows every failure; the end prints one table: each stage, its wall time and its result. After
@@ -176,8 +176,8 @@ stage_coverage() {
   # ("branch 1 taken -1"), which gcovr otherwise refuses (a make test failed so); the line is skipped
   # and reported on stderr, the rest counted
   gcovr -r . --object-directory build/coverage --gcov-ignore-parse-errors \
-    --filter 'engine/' --filter 'sim/' --filter 'fault/' --filter 'runner/' \
-    --exclude 'engine/cuda/' --print-summary --txt build/coverage/coverage.txt \
+    --filter 'base/' --filter 'engine/' --filter 'sim/' --filter 'fault/' --filter 'runner/' \
+    --print-summary --txt build/coverage/coverage.txt \
     --json-summary build/coverage/coverage_summary.json
   python3 ci/coverage_by_folder.py build/coverage/coverage_summary.json
   echo "per-file report: build/coverage/coverage.txt"
@@ -188,11 +188,11 @@ stage_cuda() {
   cmake --build build/cuda -j"$jobs"
   # the musa preset as far as it goes without the SDK: every source with -DTWINRUN_MUSA against
   # CUDA-backed stub headers (docs/musa.md)
-  engine/cuda/tools/musa_mapping_check.sh
+  cuda/tools/musa_mapping_check.sh
 }
 
 stage_flash_emu() {
-  engine/cuda/tools/flash_emu.sh build/flash_emu
+  tests/tools/flash_emu/flash_emu.sh build/flash_emu
 }
 
 stage_gcc_quick() {

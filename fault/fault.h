@@ -15,6 +15,7 @@
 #include "twinrun/coll.h"
 #include "twinrun/dev.h"
 #include "twinrun/dtype.h"
+#include "twinrun/file_io.h"
 
 typedef enum fault_kind {
     FAULT_HANG = 0,      /* the rank stops forever before a collective (group, op) */
@@ -139,8 +140,7 @@ void fault_tensor_site(fault_rank *fr, fault_tensor t, int layer, dev_stream *s,
 /* The file I/O the rank's checkpoint save at iteration `it` goes through: `base` itself, or a
  * wrapper that fails shard writes with ENOSPC (ckpt_enospc) or ends the rank half-way through its
  * shard (ckpt_crash). Valid until the next call. */
-struct ckpt_io;
-const struct ckpt_io *fault_ckpt_io(fault_rank *fr, int64_t it, const struct ckpt_io *base);
+const tr_file_io *fault_ckpt_io(fault_rank *fr, int64_t it, const tr_file_io *base);
 /* What this rank reports at start-up: device count and build version (short_node, version_skew). */
 int fault_visible_devices(fault_rank *fr, int devices);
 const char *fault_build_version(fault_rank *fr, const char *version);

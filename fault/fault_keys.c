@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/text.h"
-#include "fault/fault_keys.h"
+#include "fault_keys.h"
 #include "twinrun/err.h"
 
 #define KB(k) (1u << (k))

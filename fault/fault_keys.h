@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "fault/fault.h"
+#include "fault.h"
 
 typedef enum fault_key {
     FAULT_KEY_RANK = 0,

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fault/fault.h"
-#include "fault/fault_keys.h"
+#include "fault.h"
+#include "fault_keys.h"
 #include "twinrun/err.h"
 
 /* [b, e) with ASCII blanks trimmed on both ends. */

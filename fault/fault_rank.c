@@ -10,19 +10,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt/ckpt.h"
-#include "fault/fault.h"
+#include "fault.h"
 #include "twinrun/err.h"
 
 struct fault_rank {
     fault_plan *plan;
     int rank, world;
     dev_device *d;
-    int64_t step; /* the iteration running; 0 during set-up */
-    int n;        /* faults that target this rank */
-    int *mine;    /* [n] indices into plan->faults */
-    ckpt_io io;   /* the wrapper fault_ckpt_io hands out */
-    const ckpt_io *base;
+    int64_t step;  /* the iteration running; 0 during set-up */
+    int n;         /* faults that target this rank */
+    int *mine;     /* [n] indices into plan->faults */
+    tr_file_io io; /* the wrapper fault_ckpt_io hands out */
+    const tr_file_io *base;
     int io_fault;     /* index of the checkpoint fault in force, -1 none */
     int64_t io_bytes; /* bytes written so far under a ckpt_crash */
 };
@@ -247,7 +246,7 @@ static int io_rmdir(void *ctx, const char *p) {
     return fr->base->rmdir(fr->base->ctx, p);
 }
 
-const struct ckpt_io *fault_ckpt_io(fault_rank *fr, int64_t it, const struct ckpt_io *base) {
+const tr_file_io *fault_ckpt_io(fault_rank *fr, int64_t it, const tr_file_io *base) {
     if (!fr) return base;
     for (int k = 0; k < fr->n; k++) {
         const int i = fr->mine[k];
@@ -257,8 +256,8 @@ const struct ckpt_io *fault_ckpt_io(fault_rank *fr, int64_t it, const struct ckp
         mark_fired(fr, i);
         say(fr, i);
         fr->base = base, fr->io_fault = i, fr->io_bytes = 0;
-        fr->io = (ckpt_io){fr,        io_open,      io_write,  io_fsync, io_close,
-                           io_rename, io_fsync_dir, io_unlink, io_mkdir, io_rmdir};
+        fr->io = (tr_file_io){fr,        io_open,      io_write,  io_fsync, io_close,
+                              io_rename, io_fsync_dir, io_unlink, io_mkdir, io_rmdir};
         return &fr->io;
     }
     return base;

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fault/fault.h"
-#include "fault/fault_keys.h"
+#include "fault.h"
+#include "fault_keys.h"
 #include "twinrun/err.h"
 
 static const char *const kind_names[FAULT_KIND_COUNT] = {

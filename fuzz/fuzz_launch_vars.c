@@ -1,4 +1,4 @@
-/* libFuzzer target: the launcher environment parser (engine/launch/launch_vars.c). The input is a
+/* libFuzzer target: the launcher environment parser (base/launch/launch_vars.c). The input is a
  * list of NAME=value lines standing for the environment; whatever it holds, parsing returns 0 with
  * a consistent result or -1 with a message. Seeds: fuzz/corpus/fuzz_launch_vars/. */
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* libFuzzer: scenario files (scenario_parse) and hostfiles (sc_hostfile_parse) on raw bytes. A
+/* libFuzzer: scenario files (scenario_parse) and hostfiles (scenario_hostfile_parse) on raw bytes. A
  * failure always says where ("NAME:LINE:..."); a success keeps the format's promises: the layout
  * multiplies out to the cluster, every fault passes its check inside the world and the job, and
  * the argv the runner hands the engine is one the engine's own parser takes. */
@@ -46,7 +46,7 @@ static void check_loaded(const scenario *s) {
         if (cfg->train_iters != s->train_iters || cfg->tensor_model_parallel_size != s->tp) abort();
         free(cfg);
     }
-    sc_argv_free(argv, argc);
+    scenario_argv_free(argv, argc);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sc_host *hosts;
     int n;
     err[0] = 0;
-    if (sc_hostfile_parse((const char *)data, size, "fuzz/hostfile", &hosts, &n, err, sizeof err) == 0) {
+    if (scenario_hostfile_parse((const char *)data, size, "fuzz/hostfile", &hosts, &n, err, sizeof err) == 0) {
         if (n < 1) abort();
         for (int i = 0; i < n; i++)
             if (hosts[i].slots < 1 || !hosts[i].name[0] || hosts[i].line < 1) abort();

@@ -1,4 +1,4 @@
-/* libFuzzer target: the rendezvous store's request and greeting parsers (engine/launch/store_proto.c),
+/* libFuzzer target: the rendezvous store's request and greeting parsers (base/launch/store_proto.c),
  * which read bytes from the network. Each input is fed whole and also in two pieces, as TCP may
  * deliver it; an accepted request must encode back to the same bytes. The MAC check runs with a fixed
  * token and nonce: an input the fuzzer cannot authenticate still exercises every length check before

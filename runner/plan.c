@@ -36,14 +36,14 @@ static bool planned(const char *name) {
     return false;
 }
 
-void sc_plan_options_default(sc_plan_options *o) {
+void plan_options_default(sc_plan_options *o) {
     memset(o, 0, sizeof *o);
     o->work_dir = "build/scenarios/plan";
     o->max_micro = 8;
     o->headroom = 0.05;
 }
 
-const char *sc_plan_recompute_name(sc_plan_recompute rc) {
+const char *plan_recompute_name(sc_plan_recompute rc) {
     static const char *const names[SC_RC_COUNT] = {"none", "selective", "full"};
     return (int)rc >= 0 && rc < SC_RC_COUNT ? names[rc] : "?";
 }
@@ -91,23 +91,23 @@ static int cand_job(const plan_ctx *x, const sc_plan_cand *c, int64_t micro, sc_
         add_flag(&t, "recompute-num-layers", "1");
     }
     const sc_run_options ro = {.work_dir = x->o->work_dir};
-    int rc = sc_job_init(j, &t, &ro, err, errlen);
+    int rc = runner_job_init(j, &t, &ro, err, errlen);
     free(t.flags);
     if (rc) return -1;
-    j->opt.device = x->device; /* sc_job_init pointed it into t, which ends here */
+    j->opt.device = x->device; /* runner_job_init pointed it into t, which ends here */
     j->cfg->predict = true;
     j->cfg->predict_json[0] = 0;
     j->log = x->log;
     return 0;
 }
 
-/* One shape-only run of c at `micro` micro-batches: 0 with p filled (free with tr_predict_free), 1 when
+/* One shape-only run of c at `micro` micro-batches: 0 with p filled (free with train_predict_free), 1 when
  * the engine refuses the flags, 2 when the run fails; the reason in c->note. */
 static int run_once(plan_ctx *x, sc_plan_cand *c, int64_t micro, tr_predict *p) {
     sc_job j;
     char err[2048] = "";
     if (cand_job(x, c, micro, &j, err, sizeof err)) {
-        sc_job_free(&j);
+        runner_job_free(&j);
         const char *why = strstr(err, "does not fit this layout: ");
         snprintf(c->note, sizeof c->note, "%.250s", why ? why + strlen("does not fit this layout: ") : err);
         return 1;
@@ -117,28 +117,28 @@ static int run_once(plan_ctx *x, sc_plan_cand *c, int64_t micro, tr_predict *p) 
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     sc_run run;
-    sc_job_run(&j, &run);
+    runner_job_run(&j, &run);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     x->r->runs++;
     int rc = 0;
     if (run.rc) {
         snprintf(c->note, sizeof c->note, "the shape-only run failed: %.200s", run.err);
-        tr_predict_free(p);
+        train_predict_free(p);
         rc = 2;
     }
     if (x->o->progress) {
         int st = 0;
         fprintf(x->o->progress, "  plan: TP%d PP%d CP%d DP%d micro-batch %d %-9s %5" PRId64 " micro-batches: ", c->tp,
-                c->pp, c->cp, c->dp, c->micro, sc_plan_recompute_name(c->recompute), micro);
+                c->pp, c->cp, c->dp, c->micro, plan_recompute_name(c->recompute), micro);
         if (rc) fprintf(x->o->progress, "failed");
         else
-            fprintf(x->o->progress, "peak %.2f GiB, step %.3f s", tr_predict_max_peak(p, &st) / 1073741824.0,
+            fprintf(x->o->progress, "peak %.2f GiB, step %.3f s", train_predict_max_peak(p, &st) / 1073741824.0,
                     p->step_time);
         fprintf(x->o->progress, " (%.1f s)\n",
                 (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
     }
-    sc_run_free(&run);
-    sc_job_free(&j);
+    runner_run_free(&run);
+    runner_job_free(&j);
     return rc;
 }
 
@@ -153,7 +153,7 @@ static void evaluate(plan_ctx *x, sc_plan_cand *c) {
         return;
     }
     c->run_micro[0] = m1;
-    c->peak = tr_predict_max_peak(&p1, &c->peak_stage);
+    c->peak = train_predict_max_peak(&p1, &c->peak_stage);
     const double limit = (1.0 - x->r->headroom) * (double)x->r->capacity;
     c->status = (double)c->peak <= limit ? SC_PLAN_FITS : SC_PLAN_NO_FIT;
     double step = 0;
@@ -163,12 +163,12 @@ static void evaluate(plan_ctx *x, sc_plan_cand *c) {
         rc = run_once(x, c, m2, &p2);
         if (rc) {
             c->status = SC_PLAN_FAILED;
-            tr_predict_free(&p1);
+            train_predict_free(&p1);
             return;
         }
         c->run_micro[1] = m2;
         step = p1.step_time + (double)(M - m1) * (p2.step_time - p1.step_time) / (double)(m2 - m1);
-        tr_predict_free(&p2);
+        train_predict_free(&p2);
     }
     if (step > 0) {
         c->step_time = step;
@@ -179,7 +179,7 @@ static void evaluate(plan_ctx *x, sc_plan_cand *c) {
     if (c->status == SC_PLAN_NO_FIT)
         snprintf(c->note, sizeof c->note, "stage %d's %.2f GiB > %.2f GiB", c->peak_stage, c->peak / 1073741824.0,
                  limit / 1073741824.0);
-    tr_predict_free(&p1);
+    train_predict_free(&p1);
 }
 
 static sc_plan_cand *new_cand(sc_plan_result *r, const int layout[4], int micro, sc_plan_recompute rc) {
@@ -261,7 +261,7 @@ static int divisors(int n, int max, int *out, int cap) {
     return k;
 }
 
-int sc_plan(const scenario *s, const sc_plan_options *o, sc_plan_result *r, char *err, size_t errlen) {
+int plan_search(const scenario *s, const sc_plan_options *o, sc_plan_result *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     r->best = -1;
     struct timespec t0, t1;
@@ -270,7 +270,7 @@ int sc_plan(const scenario *s, const sc_plan_options *o, sc_plan_result *r, char
     const twin_device_spec *spec = twin_device_spec_find(device);
     if (!spec) return tr_errf(err, errlen, "unknown device '%s' (sim/cost/device_spec.c)", device);
     if (o->headroom < 0 || o->headroom >= 1) return tr_errf(err, errlen, "headroom %g: want 0 <= h < 1", o->headroom);
-    if (sc_make_dir(o->work_dir, err, errlen)) return -1;
+    if (runner_make_dir(o->work_dir, err, errlen)) return -1;
     snprintf(r->scenario, sizeof r->scenario, "%s", s->path);
     snprintf(r->device, sizeof r->device, "%s", spec->name);
     r->headroom = o->headroom;
@@ -283,14 +283,14 @@ int sc_plan(const scenario *s, const sc_plan_options *o, sc_plan_result *r, char
     /* the job as written: its global batch and sequence, and that its flags parse */
     sc_job base;
     const sc_run_options ro = {.work_dir = o->work_dir};
-    if (sc_job_init(&base, s, &ro, err, errlen)) {
-        sc_job_free(&base);
+    if (runner_job_init(&base, s, &ro, err, errlen)) {
+        runner_job_free(&base);
         return -1;
     }
     r->global_batch = base.cfg->global_batch_size;
     r->seq_length = base.cfg->seq_length;
     const int layers = base.cfg->num_layers;
-    sc_job_free(&base);
+    runner_job_free(&base);
 
     char path[SC_PATH_LEN + 16];
     snprintf(path, sizeof path, "%s/plan.log", o->work_dir);
@@ -324,14 +324,14 @@ int sc_plan(const scenario *s, const sc_plan_options *o, sc_plan_result *r, char
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->wall_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
     if (r->ncand == 0) {
-        sc_plan_free(r);
+        plan_free(r);
         return tr_errf(err, errlen, "%s: no candidate to plan (micro-batch sizes or recompute settings empty?)",
                        s->path);
     }
     return 0;
 }
 
-void sc_plan_free(sc_plan_result *r) {
+void plan_free(sc_plan_result *r) {
     free(r->cand);
     memset(r, 0, sizeof *r);
     r->best = -1;

@@ -36,16 +36,16 @@ static int recompute_list(const char *s, unsigned *mask) {
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         int k = -1;
         for (int rc = 0; rc < SC_RC_COUNT; rc++)
-            if (strcmp(t, sc_plan_recompute_name((sc_plan_recompute)rc)) == 0) k = rc;
+            if (strcmp(t, plan_recompute_name((sc_plan_recompute)rc)) == 0) k = rc;
         if (k < 0) return -1;
         *mask |= 1u << k;
     }
     return *mask ? 0 : -1;
 }
 
-int sc_plan_main(int argc, char **argv) {
+int plan_main(int argc, char **argv) {
     sc_plan_options o;
-    sc_plan_options_default(&o);
+    plan_options_default(&o);
     const char *file = NULL, *json = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -93,12 +93,12 @@ int sc_plan_main(int argc, char **argv) {
     if (scenario_load(path, &s, err, sizeof err)) return fprintf(stderr, "scenario plan: %s\n", err), 2;
     o.progress = stderr;
     sc_plan_result r;
-    int rc = sc_plan(&s, &o, &r, err, sizeof err);
+    int rc = plan_search(&s, &o, &r, err, sizeof err);
     scenario_free(&s);
     if (rc) return fprintf(stderr, "scenario plan: %s\n", err), 2;
-    sc_plan_print(stdout, &r);
+    plan_print(stdout, &r);
     int status = r.best >= 0 ? 0 : 1;
-    if (json && sc_plan_write_json(json, &r)) fprintf(stderr, "scenario plan: cannot write %s\n", json), status = 2;
-    sc_plan_free(&r);
+    if (json && plan_write_json(json, &r)) fprintf(stderr, "scenario plan: cannot write %s\n", json), status = 2;
+    plan_free(&r);
     return status;
 }

@@ -93,7 +93,7 @@ static void recompute_summary(FILE *f, const sc_plan_result *r) {
     fprintf(f, "\n");
 }
 
-void sc_plan_print(FILE *f, const sc_plan_result *r) {
+void plan_print(FILE *f, const sc_plan_result *r) {
     const double limit = (1.0 - r->headroom) * (double)r->capacity;
     const unit u = unit_of(r);
     fprintf(f,
@@ -121,8 +121,8 @@ void sc_plan_print(FILE *f, const sc_plan_result *r) {
             snprintf(mfu, sizeof mfu, "%.1f%%", 100.0 * c->mfu);
         }
         fprintf(f, "%c %-18s %5d %-9s %5" PRId64 " %9s %7s %-7s %9s %11s %6s  %s\n", i == r->best ? '*' : ' ', lay,
-                c->micro, sc_plan_recompute_name(c->recompute), c->micro_batches, peak, cap, status_name(c->status),
-                step, tps, mfu, c->note);
+                c->micro, plan_recompute_name(c->recompute), c->micro_batches, peak, cap, status_name(c->status), step,
+                tps, mfu, c->note);
     }
     if (r->best >= 0) {
         const sc_plan_cand *b = &r->cand[r->best];
@@ -141,7 +141,7 @@ void sc_plan_print(FILE *f, const sc_plan_result *r) {
     fprintf(f, "planned in %.1f s: %d shape-only runs\n", r->wall_seconds, r->runs);
 }
 
-int sc_plan_write_json(const char *path, const sc_plan_result *r) {
+int plan_write_json(const char *path, const sc_plan_result *r) {
     cJSON *o = cJSON_CreateObject(), *arr = NULL;
     bool ok = o != NULL;
     ok = ok && cJSON_AddStringToObject(o, "scenario", r->scenario) && cJSON_AddStringToObject(o, "device", r->device) &&
@@ -164,7 +164,7 @@ int sc_plan_write_json(const char *path, const sc_plan_result *r) {
         ok = cJSON_AddNumberToObject(e, "tp", c->tp) && cJSON_AddNumberToObject(e, "pp", c->pp) &&
              cJSON_AddNumberToObject(e, "cp", c->cp) && cJSON_AddNumberToObject(e, "dp", c->dp) &&
              cJSON_AddNumberToObject(e, "micro_batch", c->micro) &&
-             cJSON_AddStringToObject(e, "recompute", sc_plan_recompute_name(c->recompute)) &&
+             cJSON_AddStringToObject(e, "recompute", plan_recompute_name(c->recompute)) &&
              cJSON_AddStringToObject(e, "status", status_name(c->status)) &&
              (c->peak ? cJSON_AddNumberToObject(e, "peak_bytes", (double)c->peak) != NULL
                       : cJSON_AddNullToObject(e, "peak_bytes") != NULL) &&

@@ -3,7 +3,7 @@
 
 #include "runner/report.h"
 
-void sc_report_free(sc_report *r) {
+void report_free(sc_report *r) {
     if (!r) return;
     free(r->attempts);
     free(r->faults);

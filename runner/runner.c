@@ -1,4 +1,4 @@
-/* scenario_run: the fault-free twin first (the yardstick), then the supervised run of the
+/* runner_run: the fault-free twin first (the yardstick), then the supervised run of the
  * scenario's faults or its random campaign, then every expectation checked. */
 #include <errno.h>
 #include <math.h>
@@ -10,7 +10,7 @@
 #include "runner_internal.h"
 #include "twinrun/err.h"
 
-int sc_make_dir(const char *path, char *err, size_t errlen) {
+int runner_make_dir(const char *path, char *err, size_t errlen) {
     char tmp[SC_PATH_LEN];
     snprintf(tmp, sizeof tmp, "%s", path);
     for (char *p = tmp + 1; *p; p++)
@@ -31,27 +31,27 @@ static void check_faults(sc_report *r, const scenario *s) {
         fault_spec_describe(&fo->fault, what, sizeof what);
         snprintf(name, sizeof name, "fault %d (%s) detected", i + 1, fault_kind_name(fo->fault.kind));
         if (s->expect.detected)
-            sc_add_check(r, fo->fired && fo->detected, name, "%s: %s%s", what,
-                         !fo->fired     ? "never fired (no matching iteration, collective or tensor)"
-                         : fo->detected ? "detected: "
-                                        : "NOT detected",
-                         fo->detected ? fo->diagnosis : "");
+            runner_add_check(r, fo->fired && fo->detected, name, "%s: %s%s", what,
+                             !fo->fired     ? "never fired (no matching iteration, collective or tensor)"
+                             : fo->detected ? "detected: "
+                                            : "NOT detected",
+                             fo->detected ? fo->diagnosis : "");
         snprintf(name, sizeof name, "fault %d (%s) attributed", i + 1, fault_kind_name(fo->fault.kind));
         if (s->expect.attributed)
-            sc_add_check(r, fo->fired && fo->attributed, name, "%s: %s", what,
-                         fo->attributed ? "the diagnosis names the right rank or node"
-                                        : "the diagnosis names another rank, or none");
+            runner_add_check(r, fo->fired && fo->attributed, name, "%s: %s", what,
+                             fo->attributed ? "the diagnosis names the right rank or node"
+                                            : "the diagnosis names another rank, or none");
         if (s->expect.max_detect_seconds > 0 && fo->fired) {
             snprintf(name, sizeof name, "fault %d (%s) time to detect", i + 1, fault_kind_name(fo->fault.kind));
-            sc_add_check(r, fo->detected && fo->detect_seconds <= s->expect.max_detect_seconds, name,
-                         "%.3f s simulated (limit %.1f s)", fo->detect_seconds, s->expect.max_detect_seconds);
+            runner_add_check(r, fo->detected && fo->detect_seconds <= s->expect.max_detect_seconds, name,
+                             "%.3f s simulated (limit %.1f s)", fo->detect_seconds, s->expect.max_detect_seconds);
         }
     }
 }
 
 /* Faults that could never fire in this layout: a loss off the last pipeline stage, a layer on
  * another stage. Said before anything runs, at the fault's place in the file. */
-int scenario_check_faults(const scenario *s, char *err, size_t errlen) {
+int runner_check_faults(const scenario *s, char *err, size_t errlen) {
     int layers = 0;
     for (int i = 0; i < s->nflags; i++) /* the last setting wins, as in scenario_argv */
         if (!strcmp(s->flags[i].name, "num-layers") && s->flags[i].value) layers = atoi(s->flags[i].value);
@@ -75,22 +75,22 @@ int scenario_check_faults(const scenario *s, char *err, size_t errlen) {
     return 0;
 }
 
-int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char *err, size_t errlen) {
+int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     snprintf(r->name, sizeof r->name, "%s", s->name);
     snprintf(r->path, sizeof r->path, "%s", s->path);
     snprintf(r->device, sizeof r->device, "%s", s->device);
     r->nodes = s->nodes, r->gpus_per_node = s->gpus_per_node, r->world = s->nodes * s->gpus_per_node;
     r->tp = s->tp, r->pp = s->pp, r->cp = s->cp, r->dp = s->dp;
-    if (sc_work_prepare(o->work_dir, s, err, errlen)) return -1;
+    if (work_prepare(o->work_dir, s, err, errlen)) return -1;
     sc_job j;
-    if (sc_job_init(&j, s, o, err, errlen)) {
-        sc_job_free(&j);
+    if (runner_job_init(&j, s, o, err, errlen)) {
+        runner_job_free(&j);
         return -1;
     }
     r->train_iters = j.iters;
-    if (scenario_check_faults(s, err, errlen)) {
-        sc_job_free(&j);
+    if (runner_check_faults(s, err, errlen)) {
+        runner_job_free(&j);
         return -1;
     }
     FILE *own_log = NULL;
@@ -101,7 +101,7 @@ int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char 
         snprintf(path, sizeof path, "%s/job.log", o->work_dir);
         j.log = own_log = fopen(path, "w");
         if (!j.log) {
-            sc_job_free(&j);
+            runner_job_free(&j);
             return tr_errf(err, errlen, "cannot write %s: %s", path, strerror(errno));
         }
     }
@@ -110,7 +110,7 @@ int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char 
 
     /* a campaign with nothing to draw fails its check at once, not after the fault-free run */
     const bool campaign = !s->predict && s->campaign.count > 0;
-    const bool campaign_ok = !campaign || sc_campaign_can_draw(&j, s, r);
+    const bool campaign_ok = !campaign || runner_campaign_can_draw(&j, s, r);
 
     /* the yardstick: the same job, same seed, no faults, no checkpoints */
     sc_run ref = {0};
@@ -118,13 +118,13 @@ int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char 
         !s->predict && campaign_ok && (s->expect.continuity || s->expect.final_weights || s->campaign.count > 0);
     if (want_ref) {
         if (o->progress) fprintf(o->progress, "  fault-free run of %d ranks ...\n", j.world);
-        sc_job_run(&j, &ref);
+        runner_job_run(&j, &ref);
         if (ref.rc) {
             tr_errf(err, errlen, "%s: the fault-free run failed, so there is nothing to compare with: %s", s->path,
                     ref.err);
-            sc_run_free(&ref);
+            runner_run_free(&ref);
             if (own_log) fclose(own_log);
-            sc_job_free(&j);
+            runner_job_free(&j);
             return -1;
         }
         r->reference_losses = malloc(sizeof(double) * (size_t)(j.iters + 1));
@@ -134,51 +134,51 @@ int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char 
 
     const sc_supervisor sv = {&j, s, o, want_ref ? &ref : NULL};
     if (s->predict) {
-        sc_predict_run(&j, o, r);
+        runner_predict_run(&j, o, r);
     } else if (campaign) {
-        if (campaign_ok) sc_campaign_run(&sv, r);
+        if (campaign_ok) runner_campaign_run(&sv, r);
     } else {
         fault_plan plan = s->faults;
         plan.fired = calloc((size_t)(plan.n ? plan.n : 1), sizeof *plan.fired); /* the scenario's stays clean */
         TR_CHECK(plan.fired != NULL, "out of host memory");
         sc_supervised out;
-        sc_supervise(&sv, &plan, r, &out);
+        runner_supervise(&sv, &plan, r, &out);
         free(plan.fired);
         const bool done = out.completed, cont = out.continuity_ok, weights = out.weights_ok;
         const bool stop_expected = s->expect.expect_failure_kind >= 0;
         if (s->expect.completes && !stop_expected)
-            sc_add_check(r, done, "completes", "%s after %d attempt(s)",
-                         done ? "reached the last iteration" : "did NOT reach the last iteration", r->nattempts);
+            runner_add_check(r, done, "completes", "%s after %d attempt(s)",
+                             done ? "reached the last iteration" : "did NOT reach the last iteration", r->nattempts);
         if (stop_expected) {
             bool stopped = !done && r->nattempts > 0;
-            sc_add_check(r, stopped, "stops on the expected fault", "expected the job to stop on %s: %s",
-                         fault_kind_name((fault_kind)s->expect.expect_failure_kind),
-                         r->nattempts ? r->attempts[r->nattempts - 1].cause : "no attempt");
+            runner_add_check(r, stopped, "stops on the expected fault", "expected the job to stop on %s: %s",
+                             fault_kind_name((fault_kind)s->expect.expect_failure_kind),
+                             r->nattempts ? r->attempts[r->nattempts - 1].cause : "no attempt");
         }
         check_faults(r, s);
         if (s->expect.continuity && !stop_expected)
-            sc_add_check(r, cont, "continuity", "%s",
-                         cont ? "every iteration's loss is bit-identical to the fault-free run"
-                              : "some iteration's loss differs from the fault-free run (or is missing)");
+            runner_add_check(r, cont, "continuity", "%s",
+                             cont ? "every iteration's loss is bit-identical to the fault-free run"
+                                  : "some iteration's loss differs from the fault-free run (or is missing)");
         if (s->expect.final_weights && !stop_expected)
-            sc_add_check(r, weights, "final weights", "%s",
-                         weights ? "every rank's fp32 weights are bit-identical to the fault-free run"
-                                 : "the final weights differ from the fault-free run");
+            runner_add_check(r, weights, "final weights", "%s",
+                             weights ? "every rank's fp32 weights are bit-identical to the fault-free run"
+                                     : "the final weights differ from the fault-free run");
         if (s->expect.max_restarts >= 0)
-            sc_add_check(r, r->nattempts - 1 <= s->expect.max_restarts, "restarts",
-                         "%d restart(s), at most %d expected", r->nattempts - 1, s->expect.max_restarts);
+            runner_add_check(r, r->nattempts - 1 <= s->expect.max_restarts, "restarts",
+                             "%d restart(s), at most %d expected", r->nattempts - 1, s->expect.max_restarts);
     }
     if (s->expect.memory_under_capacity) {
         bool ok = r->capacity_bytes == 0 || r->peak_bytes <= r->capacity_bytes;
-        sc_add_check(r, ok, "memory under capacity", "device peak %.1f MiB per rank, capacity %.1f MiB",
-                     r->peak_bytes / 1048576.0, r->capacity_bytes / 1048576.0);
+        runner_add_check(r, ok, "memory under capacity", "device peak %.1f MiB per rank, capacity %.1f MiB",
+                         r->peak_bytes / 1048576.0, r->capacity_bytes / 1048576.0);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->wall_seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     r->passed = r->nchecks > 0;
     for (int i = 0; i < r->nchecks; i++) r->passed &= r->checks[i].passed;
-    sc_run_free(&ref);
+    runner_run_free(&ref);
     if (own_log) fclose(own_log);
-    sc_job_free(&j);
+    runner_job_free(&j);
     return 0;
 }

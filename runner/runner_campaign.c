@@ -50,12 +50,12 @@ static int drawable_kinds(const sc_job *j, const scenario *s, fault_kind *kinds)
     return nk;
 }
 
-bool sc_campaign_can_draw(const sc_job *j, const scenario *s, sc_report *r) {
+bool runner_campaign_can_draw(const sc_job *j, const scenario *s, sc_report *r) {
     fault_kind kinds[FAULT_KIND_COUNT];
     if (drawable_kinds(j, s, kinds) > 0) return true;
     memset(&r->campaign, 0, sizeof r->campaign);
     r->has_campaign = true;
-    sc_add_check(
+    runner_add_check(
         r, false, "campaign: a fault kind to draw",
         "none of campaign.kinds can be thrown at this scenario: data_corrupt and data_stall need data.path (a file "
         "to damage), preempt a scenario of its own (--exit-signal-handler), the checkpoint kinds "
@@ -66,7 +66,7 @@ bool sc_campaign_can_draw(const sc_job *j, const scenario *s, sc_report *r) {
 static void draw(const sc_job *j, const scenario *s, uint64_t *rng, fault_spec *f) {
     fault_kind kinds[FAULT_KIND_COUNT];
     const int nk = drawable_kinds(j, s, kinds);
-    TR_CHECK(nk > 0, "the campaign has no fault kind it can draw (scenario_run asks sc_campaign_can_draw first)");
+    TR_CHECK(nk > 0, "the campaign has no fault kind it can draw (runner_run asks runner_campaign_can_draw first)");
     fault_kind k = kinds[pick(rng, 0, nk - 1)];
     fault_spec_default(f, k);
     const int64_t lo = s->campaign.step_min > 0 ? s->campaign.step_min : 1;
@@ -113,7 +113,7 @@ static void draw(const sc_job *j, const scenario *s, uint64_t *rng, fault_spec *
     }
 }
 
-int sc_campaign_run(const sc_supervisor *sv, sc_report *r) {
+int runner_campaign_run(const sc_supervisor *sv, sc_report *r) {
     sc_job *j = sv->job;
     const scenario *s = sv->s;
     const sc_run_options *o = sv->o;
@@ -134,7 +134,7 @@ int sc_campaign_run(const sc_supervisor *sv, sc_report *r) {
         plan.fired = &fired;
         sc_report one = {0};
         sc_supervised out;
-        sc_supervise(sv, &plan, &one, &out);
+        runner_supervise(sv, &plan, &one, &out);
         const bool cont = out.continuity_ok, weights = out.weights_ok, done = out.completed;
         const sc_fault_outcome *fo = &one.faults[0];
         if (one.peak_bytes > r->peak_bytes) r->peak_bytes = one.peak_bytes;
@@ -160,26 +160,27 @@ int sc_campaign_run(const sc_supervisor *sv, sc_report *r) {
             char what[200], name[96];
             fault_spec_describe(&f, what, sizeof what);
             snprintf(name, sizeof name, "campaign trial %d", t + 1);
-            sc_add_check(r, false, name,
-                         "%s: fired %d, detected %d, attributed %d, continuity %d, weights %d, completed %d; %s", what,
-                         fo->fired, fo->detected, fo->attributed, cont, weights, done, fo->diagnosis);
+            runner_add_check(r, false, name,
+                             "%s: fired %d, detected %d, attributed %d, continuity %d, weights %d, completed %d; %s",
+                             what, fo->fired, fo->detected, fo->attributed, cont, weights, done, fo->diagnosis);
         }
         if (o->progress) report_progress(o->progress, "campaign trials", t + 1, s->campaign.count);
         plan.faults = NULL;
-        sc_report_free(&one);
+        report_free(&one);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     c->wall_seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     c->mean_detect_seconds = c->detected ? detect_sum / c->detected : 0;
-    sc_add_check(r, c->fired == c->trials, "campaign: every fault fired", "%d of %d", c->fired, c->trials);
-    sc_add_check(r, c->detected == c->trials, "campaign: every fault detected", "%d of %d", c->detected, c->trials);
-    sc_add_check(r, c->attributed == c->trials, "campaign: every blame correct", "%d of %d", c->attributed, c->trials);
-    sc_add_check(r, c->continuity_ok == c->trials, "campaign: nothing lost",
-                 "%d of %d recovered with every loss and the final weights bit-identical to the fault-free run",
-                 c->continuity_ok, c->trials);
+    runner_add_check(r, c->fired == c->trials, "campaign: every fault fired", "%d of %d", c->fired, c->trials);
+    runner_add_check(r, c->detected == c->trials, "campaign: every fault detected", "%d of %d", c->detected, c->trials);
+    runner_add_check(r, c->attributed == c->trials, "campaign: every blame correct", "%d of %d", c->attributed,
+                     c->trials);
+    runner_add_check(r, c->continuity_ok == c->trials, "campaign: nothing lost",
+                     "%d of %d recovered with every loss and the final weights bit-identical to the fault-free run",
+                     c->continuity_ok, c->trials);
     if (s->expect.max_detect_seconds > 0)
-        sc_add_check(r, c->max_detect_seconds <= s->expect.max_detect_seconds, "campaign: time to detect",
-                     "max %.1f s, mean %.1f s simulated (limit %.1f s)", c->max_detect_seconds, c->mean_detect_seconds,
-                     s->expect.max_detect_seconds);
+        runner_add_check(r, c->max_detect_seconds <= s->expect.max_detect_seconds, "campaign: time to detect",
+                         "max %.1f s, mean %.1f s simulated (limit %.1f s)", c->max_detect_seconds,
+                         c->mean_detect_seconds, s->expect.max_detect_seconds);
     return 0;
 }

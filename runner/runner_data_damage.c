@@ -88,8 +88,8 @@ static int damage_copy(const char *prefix, fault_damage how, char *path, size_t 
     return -1;
 }
 
-int sc_data_copies(sc_job *j, const char *work, const fault_spec *damage, char *first, size_t firstlen, char *what,
-                   size_t whatlen) {
+int runner_data_copies(sc_job *j, const char *work, const fault_spec *damage, char *first, size_t firstlen, char *what,
+                       size_t whatlen) {
     tr_config *cfg = j->cfg;
     int n = 0;
     for (int i = 0; i < cfg->n_data_path; i++) {

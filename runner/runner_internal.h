@@ -29,30 +29,30 @@ typedef struct sc_run {
     double wall;
 } sc_run;
 
-int sc_job_init(sc_job *j, const scenario *s, const sc_run_options *o, char *err, size_t errlen);
-void sc_job_free(sc_job *j);
-/* Runs the job once with cfg->faults / load / save as they are; fills out (free with sc_run_free). */
-void sc_job_run(sc_job *j, sc_run *out);
-void sc_run_free(sc_run *r);
+int runner_job_init(sc_job *j, const scenario *s, const sc_run_options *o, char *err, size_t errlen);
+void runner_job_free(sc_job *j);
+/* Runs the job once with cfg->faults / load / save as they are; fills out (free with runner_run_free). */
+void runner_job_run(sc_job *j, sc_run *out);
+void runner_run_free(sc_run *r);
 
 /* Decides whether the run that fault i fired in detected it and named its culprit; fills o. */
-void sc_judge_fault(const sc_job *j, const fault_plan *plan, int i, const sc_run *run, sc_fault_outcome *o);
+void runner_judge_fault(const sc_job *j, const fault_plan *plan, int i, const sc_run *run, sc_fault_outcome *o);
 /* One line on why the run stopped. */
-void sc_run_cause(const sc_job *j, const sc_run *run, char *out, size_t outlen);
+void runner_run_cause(const sc_job *j, const sc_run *run, char *out, size_t outlen);
 
 /* data_corrupt (runner_data_damage.c): the first call points the job's --data-path files at copies in
  * work/data_copies, later calls copy the originals over them again (the repair); with a data_corrupt
  * fault (NULL: none) a copy is then damaged as its `damage` says, `first` naming the file and `what`
  * the act. Returns how many paths have files (0: nothing to damage), or -1 when a copy or the damage
  * failed. */
-int sc_data_copies(sc_job *j, const char *work, const fault_spec *damage, char *first, size_t firstlen, char *what,
-                   size_t whatlen);
+int runner_data_copies(sc_job *j, const char *work, const fault_spec *damage, char *first, size_t firstlen, char *what,
+                       size_t whatlen);
 
 /* mkdir -p: 0, or -1 with err. */
-int sc_make_dir(const char *path, char *err, size_t errlen);
+int runner_make_dir(const char *path, char *err, size_t errlen);
 
 /* Appends a check to r. */
-void sc_add_check(sc_report *r, bool passed, const char *name, const char *fmt, ...)
+void runner_add_check(sc_report *r, bool passed, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* What a supervised run needs: the job, its scenario and options, and the fault-free reference run
@@ -74,18 +74,18 @@ typedef struct sc_supervised {
 /* The supervised run of one fault plan: attempts with restarts, each fault judged by its kind's
  * judge (runner_supervise.c), final losses and digests compared with the reference. Fills r's
  * attempts, faults and losses and *out; returns the last run's rc. */
-int sc_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_supervised *out);
+int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_supervised *out);
 
 /* Whether the campaign has a fault kind it can throw at this job; when not, a failed check into r that
  * says what each kind needs. Asked before the fault-free run, which would be for nothing. */
-bool sc_campaign_can_draw(const sc_job *j, const scenario *s, sc_report *r);
+bool runner_campaign_can_draw(const sc_job *j, const scenario *s, sc_report *r);
 
 /* A campaign: s->campaign.count single faults at random, each supervised; totals and checks into r.
- * sc_campaign_can_draw said yes. */
-int sc_campaign_run(const sc_supervisor *sv, sc_report *r);
+ * runner_campaign_can_draw said yes. */
+int runner_campaign_run(const sc_supervisor *sv, sc_report *r);
 
 /* mode: predict: one shape-only run of the job at full size (runner_predict.c); the predict report, the
  * attempt and the "completes" check into r, the JSON report into the work folder's predict.json. */
-void sc_predict_run(sc_job *j, const sc_run_options *o, sc_report *r);
+void runner_predict_run(sc_job *j, const sc_run_options *o, sc_report *r);
 
 #endif

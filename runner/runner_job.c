@@ -8,7 +8,7 @@
 #include "runner_internal.h"
 #include "twinrun/err.h"
 
-int sc_job_init(sc_job *j, const scenario *s, const sc_run_options *o, char *err, size_t errlen) {
+int runner_job_init(sc_job *j, const scenario *s, const sc_run_options *o, char *err, size_t errlen) {
     memset(j, 0, sizeof *j);
     j->world = s->nodes * s->gpus_per_node;
     j->cfg = calloc(1, sizeof *j->cfg);
@@ -19,11 +19,11 @@ int sc_job_init(sc_job *j, const scenario *s, const sc_run_options *o, char *err
     tr_config_defaults(j->cfg);
     char perr[2048] = "";
     int rc = tr_config_parse(j->cfg, argc, argv, perr, sizeof perr);
-    sc_argv_free(argv, argc);
+    scenario_argv_free(argv, argc);
     if (rc) return tr_errf(err, errlen, "%s: the job's flags: %s", s->path, rc == 1 ? "--help is not a job" : perr);
     j->cfg->log_straggler = true; /* the supervisor wants to know about slow ranks */
     if (s->watchdog_seconds > 0) j->cfg->distributed_timeout_minutes = s->watchdog_seconds / 60.0;
-    if (tr_train_prepare_config(j->cfg, j->world, perr, sizeof perr))
+    if (train_prepare_config(j->cfg, j->world, perr, sizeof perr))
         return tr_errf(err, errlen, "%s: the job does not fit this layout: %s", s->path, perr);
     j->iters = j->cfg->train_iters > 0 ? j->cfg->train_iters : j->cfg->train_samples / j->cfg->global_batch_size;
     twin_options_default(&j->opt);
@@ -41,12 +41,12 @@ int sc_job_init(sc_job *j, const scenario *s, const sc_run_options *o, char *err
     return 0;
 }
 
-void sc_job_free(sc_job *j) {
+void runner_job_free(sc_job *j) {
     free(j->cfg);
     memset(j, 0, sizeof *j);
 }
 
-void sc_run_free(sc_run *r) {
+void runner_run_free(sc_run *r) {
     twin_result_free(&r->tres);
     free(r->losses);
     free(r->digests);
@@ -64,7 +64,7 @@ static int launch_on_twin(void *ctx, int world, launch_entry entry, void *arg, c
     return twin_launch(world, entry, arg, l->opt, l->result, err, errlen);
 }
 
-void sc_job_run(sc_job *j, sc_run *out) {
+void runner_job_run(sc_job *j, sc_run *out) {
     memset(out, 0, sizeof *out);
     out->losses = malloc(sizeof(double) * (size_t)(j->iters + 1));
     out->digests = calloc((size_t)j->world, sizeof *out->digests);
@@ -76,7 +76,7 @@ void sc_job_run(sc_job *j, sc_run *out) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     sc_launch l = {&j->opt, &out->tres};
-    out->rc = tr_train_with(j->cfg, j->world, j->log, &out->sum, launch_on_twin, &l, out->err, sizeof out->err);
+    out->rc = train_run_with(j->cfg, j->world, j->log, &out->sum, launch_on_twin, &l, out->err, sizeof out->err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     out->wall = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     fflush(j->log);

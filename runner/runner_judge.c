@@ -26,7 +26,7 @@ static bool names_data_file(const sc_job *j, const char *msg) {
     return false;
 }
 
-void sc_run_cause(const sc_job *j, const sc_run *run, char *out, size_t outlen) {
+void runner_run_cause(const sc_job *j, const sc_run *run, char *out, size_t outlen) {
     const twin_result *t = &run->tres;
     const tr_diagnosis *d = &run->sum.diag;
     if (run->rc == 0 && run->sum.signal_exit_iteration > 0) {
@@ -56,7 +56,7 @@ void sc_run_cause(const sc_job *j, const sc_run *run, char *out, size_t outlen) 
     }
 }
 
-void sc_judge_fault(const sc_job *j, const fault_plan *plan, int i, const sc_run *run, sc_fault_outcome *o) {
+void runner_judge_fault(const sc_job *j, const fault_plan *plan, int i, const sc_run *run, sc_fault_outcome *o) {
     const fault_spec *f = &plan->faults[i];
     const twin_result *t = &run->tres;
     const tr_diagnosis *d = &run->sum.diag;

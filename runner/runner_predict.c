@@ -8,7 +8,7 @@
 #include "train/predict_report.h"
 #include "twinrun/err.h"
 
-void sc_predict_run(sc_job *j, const sc_run_options *o, sc_report *r) {
+void runner_predict_run(sc_job *j, const sc_run_options *o, sc_report *r) {
     tr_predict p;
     memset(&p, 0, sizeof p);
     j->cfg->predict = true;
@@ -18,7 +18,7 @@ void sc_predict_run(sc_job *j, const sc_run_options *o, sc_report *r) {
     if (o->progress) fprintf(o->progress, "  predict: shape-only run of %d ranks ...\n", j->world);
     j->opt.trace_path = o->trace_path; /* --trace: the predicted timeline (ranks 0-63 unless told) */
     sc_run run;
-    sc_job_run(j, &run);
+    runner_job_run(j, &run);
     j->predict = NULL;
     sc_attempt *at = calloc(1, sizeof *at);
     TR_CHECK(at != NULL, "out of host memory for an attempt");
@@ -34,15 +34,15 @@ void sc_predict_run(sc_job *j, const sc_run_options *o, sc_report *r) {
     r->capacity_bytes = run.sum.device_capacity;
     r->predict = true;
     if (run.rc == 0) {
-        r->step_time_s = p.step_time, r->tokens_per_s = tr_predict_tokens_per_s(&p), r->mfu = tr_predict_mfu(&p);
+        r->step_time_s = p.step_time, r->tokens_per_s = train_predict_tokens_per_s(&p), r->mfu = train_predict_mfu(&p);
         size_t len = 0;
         FILE *f = open_memstream(&r->predict_text, &len);
         TR_CHECK(f != NULL, "out of host memory for the predict report");
-        tr_predict_print(f, &p);
+        train_predict_print(f, &p);
         fclose(f);
     }
-    sc_add_check(r, run.rc == 0 && run.sum.iterations >= j->iters, "completes", "%s",
-                 run.rc ? run.err : "the shape-only run reached the last iteration");
-    tr_predict_free(&p);
-    sc_run_free(&run);
+    runner_add_check(r, run.rc == 0 && run.sum.iterations >= j->iters, "completes", "%s",
+                     run.rc ? run.err : "the shape-only run reached the last iteration");
+    train_predict_free(&p);
+    runner_run_free(&run);
 }

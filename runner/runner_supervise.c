@@ -15,7 +15,7 @@
 #include "runner_internal.h"
 #include "twinrun/err.h"
 
-void sc_add_check(sc_report *r, bool passed, const char *name, const char *fmt, ...) {
+void runner_add_check(sc_report *r, bool passed, const char *name, const char *fmt, ...) {
     sc_check *c = realloc(r->checks, sizeof *c * (size_t)(r->nchecks + 1));
     TR_CHECK(c != NULL, "out of host memory for a check");
     r->checks = c;
@@ -133,7 +133,7 @@ static void judge_in_job(attempt_state *st, int i) {
     if (fired->attempt != st->a + 1) return;
     sc_fault_outcome *fo = &st->r->faults[i];
     fo->fired = true, fo->attempt = st->a, fo->fired_at = fired->at;
-    sc_judge_fault(st->sv->job, st->plan, i, &st->run, fo);
+    runner_judge_fault(st->sv->job, st->plan, i, &st->run, fo);
 }
 
 /* data_corrupt, before: damage the job's copy of a data file (the first such fault not yet fired). */
@@ -142,8 +142,8 @@ static void damage_data(attempt_state *st, int i) {
     if (st->data_tried || fired->attempt) return;
     st->data_tried = true;
     char what[sizeof st->damaged + 64];
-    if (sc_data_copies(st->sv->job, st->sv->o->work_dir, &st->plan->faults[i], st->damaged, sizeof st->damaged, what,
-                       sizeof what) > 0) {
+    if (runner_data_copies(st->sv->job, st->sv->o->work_dir, &st->plan->faults[i], st->damaged, sizeof st->damaged,
+                           what, sizeof what) > 0) {
         fired->attempt = st->a + 1, fired->fired = true, fired->at = 0;
         fprintf(stderr, "twinrun: fault injected: %s\n", what);
     }
@@ -168,7 +168,7 @@ static void judge_data_corrupt(attempt_state *st, int i) {
     fo->attributed = fo->detected && prefix[0] && strstr(st->run.err, prefix);
     snprintf(fo->diagnosis, sizeof fo->diagnosis, "%.500s", st->run.err);
     /* the operator restores the file */
-    (void)sc_data_copies(st->sv->job, st->sv->o->work_dir, NULL, NULL, 0, NULL, 0);
+    (void)runner_data_copies(st->sv->job, st->sv->o->work_dir, NULL, NULL, 0, NULL, 0);
 }
 
 /* ckpt_corrupt, before: stop this attempt after the save the fault will damage (the first such
@@ -246,7 +246,7 @@ static sc_attempt *record_attempt(attempt_state *st, double *final) {
     r->sim_seconds += run->tres.end_time;
     if (run->sum.device_peak_bytes > r->peak_bytes) r->peak_bytes = run->sum.device_peak_bytes;
     if (run->sum.device_capacity) r->capacity_bytes = run->sum.device_capacity;
-    sc_run_cause(j, run, at->cause, sizeof at->cause);
+    runner_run_cause(j, run, at->cause, sizeof at->cause);
     return at;
 }
 
@@ -273,7 +273,7 @@ static void start_supervision(const sc_supervisor *sv, fault_plan *plan, sc_repo
     for (int i = 0; i < plan->n; i++) r->faults[i].fault = plan->faults[i], r->faults[i].attempt = -1;
 }
 
-int sc_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_supervised *out) {
+int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_supervised *out) {
     sc_job *j = sv->job;
     const scenario *s = sv->s;
     start_supervision(sv, plan, r);
@@ -291,8 +291,8 @@ int sc_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_sup
             if (judge_of(plan->faults[i].kind)->before) judge_of(plan->faults[i].kind)->before(&st, i);
         j->cfg->exit_interval = st.corrupt >= 0 ? (int)plan->faults[st.corrupt].step : 0;
         j->opt.trace_path = a == 0 ? sv->o->trace_path : NULL;
-        sc_run_free(&st.run);
-        sc_job_run(j, &st.run);
+        runner_run_free(&st.run);
+        runner_job_run(j, &st.run);
         rc = st.run.rc;
         st.at = record_attempt(&st, final);
         for (int i = 0; i < nf; i++) judge_of(plan->faults[i].kind)->judge(&st, i);
@@ -320,7 +320,7 @@ int sc_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_sup
         ref != NULL && rc == 0 && !memcmp(st.run.digests, ref->digests, sizeof(uint64_t) * (size_t)j->world);
     free(r->losses);
     r->losses = final;
-    sc_run_free(&st.run);
+    runner_run_free(&st.run);
     j->cfg->faults = NULL;
     return rc;
 }

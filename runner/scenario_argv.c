@@ -55,7 +55,7 @@ int scenario_argv(const scenario *s, char ***argv_out, int *argc_out) {
     snprintf(num, sizeof num, "%" PRIu64, s->seed);
     if (rc == 0) rc = push(argv, &argc, "--seed", NULL) || push(argv, &argc, num, NULL);
     if (rc) {
-        sc_argv_free(argv, argc);
+        scenario_argv_free(argv, argc);
         return -1;
     }
     argv[argc] = NULL; /* argv[argc] == NULL, as main's is */
@@ -64,7 +64,7 @@ int scenario_argv(const scenario *s, char ***argv_out, int *argc_out) {
     return 0;
 }
 
-void sc_argv_free(char **argv, int argc) {
+void scenario_argv_free(char **argv, int argc) {
     if (!argv) return;
     for (int i = 0; i < argc; i++) free(argv[i]);
     free(argv);

@@ -107,8 +107,8 @@ static int find_duplicate(sc_host *hs, int n, const char *file, char *err, size_
                    file, again->line, again->name, first->line);
 }
 
-int sc_hostfile_parse(const char *text, size_t len, const char *name, sc_host **hosts, int *nhosts, char *err,
-                      size_t errlen) {
+int scenario_hostfile_parse(const char *text, size_t len, const char *name, sc_host **hosts, int *nhosts, char *err,
+                            size_t errlen) {
     const char *file = name ? name : "<hostfile>";
     *hosts = NULL;
     *nhosts = 0;

@@ -35,11 +35,11 @@ typedef struct scn_node {
 
 /* Parses one YAML document. Aliases, unknown tags, several documents, non-scalar keys and duplicate
  * keys are refused. *root is NULL for an empty stream. -1 with "NAME:LINE:COL: message" in err. */
-int scn_load(const char *text, size_t len, const char *name, scn_node **root, char *err, size_t errlen);
-void scn_free(scn_node *n);
+int scenario_yaml_load(const char *text, size_t len, const char *name, scn_node **root, char *err, size_t errlen);
+void scenario_yaml_free(scn_node *n);
 
 /* Mapping access: the value of `key`, and its key node (for positions), or NULL. */
-const scn_node *scn_get(const scn_node *map, const char *key, const scn_node **key_node);
+const scn_node *scenario_yaml_get(const scn_node *map, const char *key, const scn_node **key_node);
 
 /* Where messages go and what they are about. */
 typedef struct sc_ctx {
@@ -50,53 +50,53 @@ typedef struct sc_ctx {
 
 /* A scenario's name (given at `at`, or the file's when NULL) is one plain folder name: -1 with the
  * reason otherwise (runner/work_dir.c). */
-int sc_check_name(sc_ctx *c, const scn_node *at, const char *name);
+int work_check_name(sc_ctx *c, const scn_node *at, const char *name);
 /* "NAME:LINE:COL: <message>" at node `at` (1:1 when NULL); returns -1. */
-int sc_fail(sc_ctx *c, const scn_node *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int scenario_fail(sc_ctx *c, const scn_node *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* "'many'", "a mapping", "a list", "nothing": what a node holds, for "expected X, got Y". */
-void sc_describe(const scn_node *v, char *out, size_t outlen);
+void scenario_describe(const scn_node *v, char *out, size_t outlen);
 
-bool scn_is_null(const scn_node *v);
+bool scenario_is_null(const scn_node *v);
 /* Plain true/false (any case YAML 1.2 allows): 1 true, 0 false, -1 not a bool. */
-int scn_bool_value(const scn_node *v);
+int scenario_bool_value(const scn_node *v);
 /* Plain decimal integer that fits int64 / whole text a finite number: 0, else -1. */
-int scn_int_value(const scn_node *v, int64_t *out);
-int scn_number_value(const scn_node *v, double *out);
+int scenario_int_value(const scn_node *v, int64_t *out);
+int scenario_number_value(const scn_node *v, double *out);
 
 /* Typed reads of a value at `path` ("cluster.nodes"): -1 with the message when the type or range is off. */
-int sc_get_int(sc_ctx *c, const scn_node *v, const char *path, int64_t lo, int64_t hi, int64_t *out);
-int sc_get_u64(sc_ctx *c, const scn_node *v, const char *path, uint64_t *out);
-int sc_get_number(sc_ctx *c, const scn_node *v, const char *path, double *out);
-int sc_get_bool(sc_ctx *c, const scn_node *v, const char *path, bool *out);
+int scenario_get_int(sc_ctx *c, const scn_node *v, const char *path, int64_t lo, int64_t hi, int64_t *out);
+int scenario_get_u64(sc_ctx *c, const scn_node *v, const char *path, uint64_t *out);
+int scenario_get_number(sc_ctx *c, const scn_node *v, const char *path, double *out);
+int scenario_get_bool(sc_ctx *c, const scn_node *v, const char *path, bool *out);
 /* A scalar as text (numbers included: "name: 2024" is the string "2024"); not null, no NUL bytes,
  * shorter than outlen; empty only when allow_empty. */
-int sc_get_string(sc_ctx *c, const scn_node *v, const char *path, char *out, size_t outlen, bool allow_empty);
-int sc_want_map(sc_ctx *c, const scn_node *v, const char *path);
-int sc_want_seq(sc_ctx *c, const scn_node *v, const char *path);
+int scenario_get_string(sc_ctx *c, const scn_node *v, const char *path, char *out, size_t outlen, bool allow_empty);
+int scenario_want_map(sc_ctx *c, const scn_node *v, const char *path);
+int scenario_want_seq(sc_ctx *c, const scn_node *v, const char *path);
 /* Every key of `map` must be one of `allowed` (NULL-terminated); else the unknown key's position,
  * the closest allowed one when it is a near miss, and the whole list. `path` "" for the top level. */
-int sc_check_keys(sc_ctx *c, const scn_node *map, const char *path, const char *const *allowed);
+int scenario_check_keys(sc_ctx *c, const scn_node *map, const char *path, const char *const *allowed);
 
 /* The closest of `names` (NULL-terminated) to `s` when it is a plausible typo, else NULL. */
-const char *sc_closest(const char *s, const char *const *names);
+const char *scenario_closest(const char *s, const char *const *names);
 
 /* `rel` against the folder of the scenario file `base`, made absolute (the working directory for
  * a relative base). -1 when it does not fit. */
-int sc_resolve_path(const char *base, const char *rel, char *out, size_t outlen);
+int scenario_resolve_path(const char *base, const char *rel, char *out, size_t outlen);
 /* Reads a regular file of at most SC_TEXT_MAX bytes; -1 with errno-style text in why. */
-int sc_read_file(const char *path, char **text, size_t *len, char *why, size_t whylen);
+int scenario_read_file(const char *path, char **text, size_t *len, char *why, size_t whylen);
 
 /* ---- sections (scenario_*.c) ---- */
-int sc_load_cluster(sc_ctx *c, const scn_node *root, scenario *s);
-int sc_load_parallel(sc_ctx *c, const scn_node *root, scenario *s);
+int scenario_load_cluster(sc_ctx *c, const scn_node *root, scenario *s);
+int scenario_load_parallel(sc_ctx *c, const scn_node *root, scenario *s);
 /* model:, training:, data: into s->flags; sets train_iters. */
-int sc_load_flags(sc_ctx *c, const scn_node *root, scenario *s);
-int sc_load_faults(sc_ctx *c, const scn_node *root, scenario *s);
-int sc_load_campaign(sc_ctx *c, const scn_node *root, scenario *s);
-int sc_load_expect(sc_ctx *c, const scn_node *root, scenario *s);
+int scenario_load_flags(sc_ctx *c, const scn_node *root, scenario *s);
+int scenario_load_faults(sc_ctx *c, const scn_node *root, scenario *s);
+int scenario_load_campaign(sc_ctx *c, const scn_node *root, scenario *s);
+int scenario_load_expect(sc_ctx *c, const scn_node *root, scenario *s);
 
 /* The last flag of that name ("num-layers"), or NULL: a later flag overrides an earlier one. */
-const sc_flag *sc_flag_last(const scenario *s, const char *name);
-void sc_flags_free(scenario *s);
+const sc_flag *scenario_flag_last(const scenario *s, const char *name);
+void scenario_flags_free(scenario *s);
 
 #endif

@@ -39,11 +39,11 @@ static const struct {
     const char *const *flags;
 } presets[] = {{"llama3-8b", llama3_8b}, {"llama3-70b", llama3_70b}, {"tiny", tiny}};
 
-const char *const *sc_model_preset(const char *name) {
+const char *const *scenario_model_preset(const char *name) {
     if (!name) return NULL;
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strcmp(name, presets[i].name) == 0) return presets[i].flags;
     return NULL;
 }
 
-const char *sc_model_preset_names(void) { return "llama3-8b, llama3-70b, tiny"; }
+const char *scenario_model_preset_names(void) { return "llama3-8b, llama3-70b, tiny"; }

@@ -14,7 +14,7 @@
 #include "core/text.h"
 #include "scenario_internal.h"
 
-int sc_fail(sc_ctx *c, const scn_node *at, const char *fmt, ...) {
+int scenario_fail(sc_ctx *c, const scn_node *at, const char *fmt, ...) {
     if (!c->err || c->errlen == 0) return -1;
     int k = snprintf(c->err, c->errlen, "%s:%d:%d: ", c->name, at ? at->line : 1, at ? at->col : 1);
     if (k < 0 || (size_t)k >= c->errlen) return -1;
@@ -25,14 +25,14 @@ int sc_fail(sc_ctx *c, const scn_node *at, const char *fmt, ...) {
     return -1;
 }
 
-void sc_describe(const scn_node *v, char *out, size_t outlen) {
-    if (!v || scn_is_null(v)) snprintf(out, outlen, "nothing");
+void scenario_describe(const scn_node *v, char *out, size_t outlen) {
+    if (!v || scenario_is_null(v)) snprintf(out, outlen, "nothing");
     else if (v->kind == SCN_MAP) snprintf(out, outlen, "a mapping");
     else if (v->kind == SCN_SEQ) snprintf(out, outlen, "a list");
     else snprintf(out, outlen, "'%.60s%s'", v->text, v->len > 60 ? "..." : "");
 }
 
-bool scn_is_null(const scn_node *v) {
+bool scenario_is_null(const scn_node *v) {
     if (!v) return true;
     if (v->kind != SCN_SCALAR || !v->plain) return false;
     static const char *const nulls[] = {"", "~", "null", "Null", "NULL"};
@@ -41,14 +41,14 @@ bool scn_is_null(const scn_node *v) {
     return false;
 }
 
-int scn_bool_value(const scn_node *v) {
+int scenario_bool_value(const scn_node *v) {
     if (!v || v->kind != SCN_SCALAR || !v->plain) return -1;
     if (!strcmp(v->text, "true") || !strcmp(v->text, "True") || !strcmp(v->text, "TRUE")) return 1;
     if (!strcmp(v->text, "false") || !strcmp(v->text, "False") || !strcmp(v->text, "FALSE")) return 0;
     return -1;
 }
 
-int scn_int_value(const scn_node *v, int64_t *out) {
+int scenario_int_value(const scn_node *v, int64_t *out) {
     if (!v || v->kind != SCN_SCALAR || !v->plain || strlen(v->text) != v->len) return -1;
     const char *p = v->text + (v->text[0] == '-' || v->text[0] == '+');
     if (!*p) return -1;
@@ -61,7 +61,7 @@ int scn_int_value(const scn_node *v, int64_t *out) {
     return 0;
 }
 
-int scn_number_value(const scn_node *v, double *out) {
+int scenario_number_value(const scn_node *v, double *out) {
     if (!v || v->kind != SCN_SCALAR || !v->plain || strlen(v->text) != v->len) return -1;
     const char *t = v->text;
     /* strtod takes leading blanks, hex, "inf" and "nan"; a scenario's numbers are decimal and finite */
@@ -74,87 +74,87 @@ int scn_number_value(const scn_node *v, double *out) {
     return 0;
 }
 
-int sc_get_int(sc_ctx *c, const scn_node *v, const char *path, int64_t lo, int64_t hi, int64_t *out) {
+int scenario_get_int(sc_ctx *c, const scn_node *v, const char *path, int64_t lo, int64_t hi, int64_t *out) {
     int64_t x;
     char got[96];
-    if (scn_int_value(v, &x)) {
-        sc_describe(v, got, sizeof got);
-        return sc_fail(c, v, "%s: expected an integer, got %s", path, got);
+    if (scenario_int_value(v, &x)) {
+        scenario_describe(v, got, sizeof got);
+        return scenario_fail(c, v, "%s: expected an integer, got %s", path, got);
     }
     if (x < lo || x > hi) {
         if (hi == INT64_MAX || (hi == INT_MAX && lo >= 0))
-            return sc_fail(c, v, "%s: %lld is out of range: it must be at least %lld", path, (long long)x,
-                           (long long)lo);
-        return sc_fail(c, v, "%s: %lld is out of range: it must be in %lld-%lld", path, (long long)x, (long long)lo,
-                       (long long)hi);
+            return scenario_fail(c, v, "%s: %lld is out of range: it must be at least %lld", path, (long long)x,
+                                 (long long)lo);
+        return scenario_fail(c, v, "%s: %lld is out of range: it must be in %lld-%lld", path, (long long)x,
+                             (long long)lo, (long long)hi);
     }
     *out = x;
     return 0;
 }
 
-int sc_get_u64(sc_ctx *c, const scn_node *v, const char *path, uint64_t *out) {
+int scenario_get_u64(sc_ctx *c, const scn_node *v, const char *path, uint64_t *out) {
     char got[96];
     bool ok = v && v->kind == SCN_SCALAR && v->plain && v->len > 0 && strlen(v->text) == v->len;
     for (const char *p = ok ? v->text : ""; ok && *p; p++) ok = isdigit((unsigned char)*p);
     if (!ok) {
-        sc_describe(v, got, sizeof got);
-        return sc_fail(c, v, "%s: expected a non-negative integer, got %s", path, got);
+        scenario_describe(v, got, sizeof got);
+        return scenario_fail(c, v, "%s: expected a non-negative integer, got %s", path, got);
     }
     errno = 0;
     unsigned long long x = strtoull(v->text, NULL, 10);
-    if (errno == ERANGE) return sc_fail(c, v, "%s: %s is too large (at most %llu)", path, v->text, ULLONG_MAX);
+    if (errno == ERANGE) return scenario_fail(c, v, "%s: %s is too large (at most %llu)", path, v->text, ULLONG_MAX);
     *out = x;
     return 0;
 }
 
-int sc_get_number(sc_ctx *c, const scn_node *v, const char *path, double *out) {
+int scenario_get_number(sc_ctx *c, const scn_node *v, const char *path, double *out) {
     char got[96];
-    if (scn_number_value(v, out)) {
-        sc_describe(v, got, sizeof got);
-        return sc_fail(c, v, "%s: expected a number, got %s", path, got);
+    if (scenario_number_value(v, out)) {
+        scenario_describe(v, got, sizeof got);
+        return scenario_fail(c, v, "%s: expected a number, got %s", path, got);
     }
     return 0;
 }
 
-int sc_get_bool(sc_ctx *c, const scn_node *v, const char *path, bool *out) {
-    int b = scn_bool_value(v);
+int scenario_get_bool(sc_ctx *c, const scn_node *v, const char *path, bool *out) {
+    int b = scenario_bool_value(v);
     if (b < 0) {
         char got[96];
-        sc_describe(v, got, sizeof got);
-        return sc_fail(c, v, "%s: expected true or false, got %s", path, got);
+        scenario_describe(v, got, sizeof got);
+        return scenario_fail(c, v, "%s: expected true or false, got %s", path, got);
     }
     *out = b == 1;
     return 0;
 }
 
-int sc_get_string(sc_ctx *c, const scn_node *v, const char *path, char *out, size_t outlen, bool allow_empty) {
+int scenario_get_string(sc_ctx *c, const scn_node *v, const char *path, char *out, size_t outlen, bool allow_empty) {
     char got[96];
-    if (!v || v->kind != SCN_SCALAR || (scn_is_null(v) && !(allow_empty && v->len == 0))) {
-        sc_describe(v, got, sizeof got);
-        return sc_fail(c, v, "%s: expected a string, got %s", path, got);
+    if (!v || v->kind != SCN_SCALAR || (scenario_is_null(v) && !(allow_empty && v->len == 0))) {
+        scenario_describe(v, got, sizeof got);
+        return scenario_fail(c, v, "%s: expected a string, got %s", path, got);
     }
-    if (strlen(v->text) != v->len) return sc_fail(c, v, "%s: the text holds a NUL character", path);
-    if (v->len == 0 && !allow_empty) return sc_fail(c, v, "%s: is empty: give a value", path);
-    if (v->len >= outlen) return sc_fail(c, v, "%s: %zu bytes long; at most %zu fit", path, v->len, outlen - 1);
+    if (strlen(v->text) != v->len) return scenario_fail(c, v, "%s: the text holds a NUL character", path);
+    if (v->len == 0 && !allow_empty) return scenario_fail(c, v, "%s: is empty: give a value", path);
+    if (v->len >= outlen) return scenario_fail(c, v, "%s: %zu bytes long; at most %zu fit", path, v->len, outlen - 1);
     memcpy(out, v->text, v->len + 1);
     return 0;
 }
 
-int sc_want_map(sc_ctx *c, const scn_node *v, const char *path) {
+int scenario_want_map(sc_ctx *c, const scn_node *v, const char *path) {
     if (v && v->kind == SCN_MAP) return 0;
     char got[96];
-    sc_describe(v, got, sizeof got);
-    return sc_fail(c, v, "%s: expected a mapping (key: value lines indented under it), got %s", path, got);
+    scenario_describe(v, got, sizeof got);
+    return scenario_fail(c, v, "%s: expected a mapping (key: value lines indented under it), got %s", path, got);
 }
 
-int sc_want_seq(sc_ctx *c, const scn_node *v, const char *path) {
+int scenario_want_seq(sc_ctx *c, const scn_node *v, const char *path) {
     if (v && v->kind == SCN_SEQ) return 0;
     char got[96];
-    sc_describe(v, got, sizeof got);
-    return sc_fail(c, v, "%s: expected a list ('- item' lines or [a, b]), got %s", path, got);
+    scenario_describe(v, got, sizeof got);
+    return scenario_fail(c, v, "%s: expected a list ('- item' lines or [a, b]), got %s", path, got);
 }
 
-const char *sc_closest(const char *s, const char *const *names) {
+const char *scenario_closest(const char *s, const char *const *names) {
     size_t best = SIZE_MAX, len = strlen(s);
     const char *hit = NULL;
     for (; *names; names++) {
@@ -165,7 +165,7 @@ const char *sc_closest(const char *s, const char *const *names) {
     return best <= limit && best < len ? hit : NULL;
 }
 
-int sc_check_keys(sc_ctx *c, const scn_node *map, const char *path, const char *const *allowed) {
+int scenario_check_keys(sc_ctx *c, const scn_node *map, const char *path, const char *const *allowed) {
     for (int i = 0; i < map->n; i++) {
         const scn_node *k = map->items[2 * i];
         bool ok = false;
@@ -179,17 +179,17 @@ int sc_check_keys(sc_ctx *c, const scn_node *map, const char *path, const char *
             if (w < 0 || (size_t)w >= sizeof list - used) break;
             used += (size_t)w;
         }
-        const char *near = strlen(k->text) == k->len ? sc_closest(k->text, allowed) : NULL;
+        const char *near = strlen(k->text) == k->len ? scenario_closest(k->text, allowed) : NULL;
         char where[96];
         if (path[0]) snprintf(where, sizeof where, "in %s:", path);
         else snprintf(where, sizeof where, "at the top level");
-        return sc_fail(c, k, "unknown key '%.60s' %s%s%s%s; allowed: %s", k->text, where,
-                       near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "", list);
+        return scenario_fail(c, k, "unknown key '%.60s' %s%s%s%s; allowed: %s", k->text, where,
+                             near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "", list);
     }
     return 0;
 }
 
-int sc_resolve_path(const char *base, const char *rel, char *out, size_t outlen) {
+int scenario_resolve_path(const char *base, const char *rel, char *out, size_t outlen) {
     char dir[SC_PATH_LEN * 2];
     if (rel[0] == '/') {
         if (strlen(rel) >= outlen) return -1;
@@ -217,7 +217,7 @@ int sc_resolve_path(const char *base, const char *rel, char *out, size_t outlen)
     return w < 0 || (size_t)w >= outlen ? -1 : 0;
 }
 
-int sc_read_file(const char *path, char **text, size_t *len, char *why, size_t whylen) {
+int scenario_read_file(const char *path, char **text, size_t *len, char *why, size_t whylen) {
     *text = NULL;
     *len = 0;
     FILE *f = fopen(path, "rb");

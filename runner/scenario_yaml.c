@@ -26,9 +26,9 @@ static int fail_at(builder *b, yaml_mark_t m, const char *fmt, const char *arg) 
     return tr_errf(b->err, b->errlen, "%s:%zu:%zu: %s", b->name, m.line + 1, m.column + 1, msg);
 }
 
-void scn_free(scn_node *n) {
+void scenario_yaml_free(scn_node *n) {
     if (!n) return;
-    for (int i = 0; i < n->stored; i++) scn_free(n->items[i]);
+    for (int i = 0; i < n->stored; i++) scenario_yaml_free(n->items[i]);
     free(n->items);
     free(n->text);
     free(n);
@@ -57,11 +57,11 @@ static int attach(builder *b, scn_node *child, yaml_mark_t m) {
     int stored = p->stored;
     if (p->kind == SCN_MAP && stored % 2 == 0) {
         if (child->kind != SCN_SCALAR) {
-            scn_free(child);
+            scenario_yaml_free(child);
             return fail_at(b, m, "%s", "a mapping key must be a plain name, not a mapping or a list");
         }
         if (stored / 2 >= SC_MAP_MAX) {
-            scn_free(child);
+            scenario_yaml_free(child);
             return fail_at(b, m, "more than %s keys in one mapping", "1024");
         }
         for (int i = 0; i < stored; i += 2) {
@@ -70,16 +70,16 @@ static int attach(builder *b, scn_node *child, yaml_mark_t m) {
                 char msg[160];
                 snprintf(msg, sizeof msg, "duplicate key '%.60s' (first at line %d, column %d): keep one of them",
                          child->text, k->line, k->col);
-                scn_free(child);
+                scenario_yaml_free(child);
                 return fail_at(b, m, "%s", msg);
             }
         }
     } else if (p->kind == SCN_SEQ && stored >= SC_SEQ_MAX) {
-        scn_free(child);
+        scenario_yaml_free(child);
         return fail_at(b, m, "more than %s items in one list", "10000");
     }
     if (append(b, p, child, m)) {
-        scn_free(child);
+        scenario_yaml_free(child);
         return -1;
     }
     p->n = p->kind == SCN_MAP ? p->stored / 2 : p->stored;
@@ -133,7 +133,7 @@ static int on_event(builder *b, yaml_event_t *ev, bool *doc_seen, bool *done) {
         n->len = ev->data.scalar.length;
         n->text = malloc(n->len + 1);
         if (!n->text) {
-            scn_free(n);
+            scenario_yaml_free(n);
             return fail_at(b, m, "%s", "out of memory");
         }
         memcpy(n->text, ev->data.scalar.value, n->len);
@@ -166,7 +166,7 @@ static int on_event(builder *b, yaml_event_t *ev, bool *doc_seen, bool *done) {
     return 0;
 }
 
-int scn_load(const char *text, size_t len, const char *name, scn_node **root, char *err, size_t errlen) {
+int scenario_yaml_load(const char *text, size_t len, const char *name, scn_node **root, char *err, size_t errlen) {
     builder b = {.name = name ? name : "<scenario>", .err = err, .errlen = errlen};
     *root = NULL;
     yaml_parser_t parser;
@@ -190,15 +190,15 @@ int scn_load(const char *text, size_t len, const char *name, scn_node **root, ch
     yaml_parser_delete(&parser);
     if (rc) {
         /* open containers own what was attached to them; the root is set only once all closed */
-        for (int i = b.depth - 1; i >= 0; i--) scn_free(b.stack[i]);
-        scn_free(b.root);
+        for (int i = b.depth - 1; i >= 0; i--) scenario_yaml_free(b.stack[i]);
+        scenario_yaml_free(b.root);
         return -1;
     }
     *root = b.root;
     return 0;
 }
 
-const scn_node *scn_get(const scn_node *map, const char *key, const scn_node **key_node) {
+const scn_node *scenario_yaml_get(const scn_node *map, const char *key, const scn_node **key_node) {
     if (key_node) *key_node = NULL;
     if (!map || map->kind != SCN_MAP) return NULL;
     size_t kl = strlen(key);

@@ -29,7 +29,7 @@ static int remove_tree(const char *dir) {
     return nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-int sc_work_clean(const char *work_dir) {
+int work_clean(const char *work_dir) {
     static const char *const parts[] = {"checkpoints", "checkpoints.quarantine", "data_cache"};
     char marker[4096];
     struct stat st;

@@ -21,7 +21,7 @@
 static const char *const parts[] = {"checkpoints", "checkpoints.quarantine", "data_cache", "data_copies", "job.log",
                                     "predict.json"};
 
-int sc_check_name(sc_ctx *c, const scn_node *at, const char *name) {
+int work_check_name(sc_ctx *c, const scn_node *at, const char *name) {
     static const char ok[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
     const char *why = NULL;
     if (!name[0]) why = "is empty";
@@ -32,11 +32,12 @@ int sc_check_name(sc_ctx *c, const scn_node *at, const char *name) {
     else if (name[0] == '.') why = "starts with '.'";
     else if (name[strspn(name, ok)]) why = "holds a character other than letters, digits, '.', '_' and '-'";
     if (!why) return 0;
-    return sc_fail(c, at,
-                   "%s '%.80s' %s: it names the scenario's work folder, --work/NAME, where a rehearsal writes and "
-                   "empties its checkpoints; use one plain folder name (letters, digits, '.', '_', '-')%s",
-                   at ? "name:" : "the file's name (the scenario's default name)", name, why,
-                   at ? "" : ", or give the scenario a name:");
+    return scenario_fail(
+        c, at,
+        "%s '%.80s' %s: it names the scenario's work folder, --work/NAME, where a rehearsal writes and "
+        "empties its checkpoints; use one plain folder name (letters, digits, '.', '_', '-')%s",
+        at ? "name:" : "the file's name (the scenario's default name)", name, why,
+        at ? "" : ", or give the scenario a name:");
 }
 
 /* 1: DIR holds the marker; 0: it does not; -1: DIR cannot be read (errno). */
@@ -63,7 +64,7 @@ static void some_entries(const char *dir, char *out, size_t cap, int *n) {
     if (*n > 3 && len + 8 < cap) snprintf(out + len, cap - len, ", ...");
 }
 
-int sc_work_check(const char *dir, char *err, size_t errlen) {
+int work_check(const char *dir, char *err, size_t errlen) {
     struct stat st;
     if (lstat(dir, &st) != 0) {
         if (errno == ENOENT) return 0;
@@ -100,8 +101,8 @@ int sc_work_check(const char *dir, char *err, size_t errlen) {
     return 0;
 }
 
-int sc_work_prepare(const char *dir, const scenario *s, char *err, size_t errlen) {
-    if (sc_work_check(dir, err, errlen) || sc_make_dir(dir, err, errlen)) return -1;
+int work_prepare(const char *dir, const scenario *s, char *err, size_t errlen) {
+    if (work_check(dir, err, errlen) || runner_make_dir(dir, err, errlen)) return -1;
     const int m = marked(dir);
     if (m > 0) return 0;
     char path[SC_PATH_LEN + 64], text[SC_NAME_LEN + SC_PATH_LEN + 160];

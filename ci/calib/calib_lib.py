@@ -53,7 +53,7 @@ def read_gpu_profile(path, iterations=None):
     """The per-kind table of a TWINRUN_GPU_PROFILE file, as {kind: {"step_ms", "step_calls", "calls",
     "total_ms", "max_us"}} per steady iteration, and how the steady figures were obtained.
 
-    Tables with step_calls/step_ms columns (engine/cuda/gpu_profile.cu since the iteration marks) give
+    Tables with step_calls/step_ms columns (cuda/gpu_profile.cu since the iteration marks) give
     them directly. Older tables summed every call, the first iteration's warm-up included (a GEMM's first
     call loads its module: 116 ms instead of 50 µs); for those, `iterations` (how many the run did) is
     needed and a kind's steady call is estimated as its mean without its slowest call, the warm-up one.

@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "twinrun/file_io.h"
+
 #define CKPT_FORMAT_VERSION 1
 #define CKPT_NAME_MAX 255 /* bytes in a blob name */
 #define CKPT_MAX_DIMS 4
@@ -32,18 +34,7 @@
 #define CKPT_PATH_MAX 4096 /* DIR itself is limited to 3000 bytes */
 
 /* ---- file I/O, through a table so tests can inject crashes and ENOSPC at every step ---------- */
-typedef struct ckpt_io {
-    void *ctx;
-    int (*open)(void *ctx, const char *path, int flags, int mode); /* open(2): fd, or -1 with errno */
-    ssize_t (*write)(void *ctx, int fd, const void *buf, size_t n);
-    int (*fsync)(void *ctx, int fd);
-    int (*close)(void *ctx, int fd);
-    int (*rename)(void *ctx, const char *from, const char *to);
-    int (*fsync_dir)(void *ctx, const char *dir);
-    int (*unlink)(void *ctx, const char *path);
-    int (*mkdir)(void *ctx, const char *path);
-    int (*rmdir)(void *ctx, const char *path);
-} ckpt_io;
+typedef tr_file_io ckpt_io; /* twinrun/file_io.h: the table, shared with the fault library */
 
 /* The real thing (plain POSIX calls). Every function below accepts io == NULL for it. */
 const ckpt_io *ckpt_io_posix(void);
@@ -141,7 +132,7 @@ typedef struct ckpt_provenance {
     bool mock_data;
     int n_data_path;
     char **data_path;          /* --data-path as given (weights and prefixes); ckpt_provenance_free */
-    uint64_t data_fingerprint; /* the preflight's (tr_data_fingerprint); 0 = no data files */
+    uint64_t data_fingerprint; /* the preflight's (train_data_fingerprint); 0 = no data files */
     char tokenizer_type[CKPT_PROV_STR], tokenizer_model[CKPT_PROV_PATH];
     uint64_t tokenizer_fingerprint; /* FNV-1a of the tokenizer's file; 0 = none */
 } ckpt_provenance;

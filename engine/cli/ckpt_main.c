@@ -1,5 +1,4 @@
-/* ckpt: look at twinrun checkpoints. (Built by tests/ckpt/tests.cmake until twinrun_engine links zlib;
- * then it becomes engine/cli/ckpt_main.c.)
+/* ckpt: look at twinrun checkpoints.
  *   ckpt inspect DIR [--iteration N]   iteration, layout, samples, scheduler, provenance, files, verification
  *   ckpt verify DIR [--iteration N]    every checksum, the manifest's own too; non-zero exit naming the bad file
  *   ckpt export DIR --hf OUT [--iteration N] [--overwrite]
@@ -113,7 +112,7 @@ static int export_hf(const char *dir, int64_t it, const char *out, bool overwrit
     llama_model *m = llama_create_table(&cfg, NULL, err, sizeof err);
     if (m && (host = malloc((m->total ? m->total : 1) * sizeof *host)) == NULL)
         snprintf(err, sizeof err, "out of host memory");
-    if (m && host && !tr_ckpt_read_weights(rd, m, host, err, sizeof err) &&
+    if (m && host && !train_ckpt_read_weights(rd, m, host, err, sizeof err) &&
         !ckpt_hf_export(m, &cfg, host, out, CKPT_HF_SHARD_BYTES, overwrite, err, sizeof err)) {
         printf("exported iteration %lld of %s to %s (%zu parameters, Hugging Face LlamaForCausalLM)\n", (long long)it,
                dir, out, m->total);

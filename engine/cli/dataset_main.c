@@ -559,7 +559,7 @@ static int cmd_samples(int argc, char **argv) {
     if (!rc && out) {
         char path[4200];
         int64_t shape[2] = {count, S};
-        if (tr_mkdirs(out, err, sizeof err)) rc = TR_EXIT_FATAL;
+        if (tr_data_mkdirs(out, err, sizeof err)) rc = TR_EXIT_FATAL;
         snprintf(path, sizeof path, "%s/tokens.npy", out);
         if (!rc && tr_npy_save(path, TR_NPY_INT64, 2, shape, tok, err, sizeof err)) rc = TR_EXIT_FATAL;
         snprintf(path, sizeof path, "%s/labels.npy", out);

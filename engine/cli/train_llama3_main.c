@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
     /* the environment the configuration checks need (--deterministic-mode: Megatron's NCCL_ALGO rule) */
     const char *nccl_algo = getenv("NCCL_ALGO");
     snprintf(cfg.nccl_algo, sizeof cfg.nccl_algo, "%s", nccl_algo ? nccl_algo : "");
-    if (tr_train_prepare_config(&cfg, world, err, sizeof err)) {
+    if (train_prepare_config(&cfg, world, err, sizeof err)) {
         fputs(cfg.warnings, stderr);
         fprintf(stderr, "train_llama3: %s\n", err);
         return TR_EXIT_USAGE;
@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
     /* Megatron's start-up banner, once per job: by the process that runs rank 0 */
     tr_launch_vars lv0;
     if (tr_launch_vars_from_env(&lv0, err, sizeof err) != 0 || lv0.rank <= 0)
-        tr_banner_print(stdout, "train_llama3", &cfg, world);
+        train_banner_print(stdout, "train_llama3", &cfg, world);
     /* faults to rehearse with (docs/faults.md): the same plan in the twin and on GPUs */
     fault_plan plan = {0};
     const char *faults = getenv("TWINRUN_FAULTS");
@@ -67,10 +67,10 @@ int main(int argc, char **argv) {
         }
         cfg.faults = &plan;
     }
-    tr_train_summary sum = {0}; /* no per-iteration arrays: tr_train keeps these two pointers */
+    tr_train_summary sum = {0}; /* no per-iteration arrays: train_run keeps these two pointers */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    rc = tr_train(&cfg, world, stdout, &sum, err, sizeof err);
+    rc = train_run(&cfg, world, stdout, &sum, err, sizeof err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     fault_plan_free(&plan);
     if (rc) {

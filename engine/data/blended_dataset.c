@@ -130,7 +130,7 @@ static int check_cache(const tr_blended_dataset *b, const tr_gpt_config *cfg, in
 }
 
 static int save_cache(const tr_blended_dataset *b, const tr_gpt_config *cfg, int split, char *err, size_t errlen) {
-    if (tr_mkdirs(cfg->cache_dir, err, errlen)) return -1;
+    if (tr_data_mkdirs(cfg->cache_dir, err, errlen)) return -1;
     char p[4200];
     bpath(p, sizeof p, cfg, b->hash, split, "description.txt");
     FILE *f = fopen(p, "wb");

@@ -64,7 +64,7 @@ char *tr_gpt_description(const tr_doc_source *src, const tr_gpt_config *cfg, int
     return j.buf;
 }
 
-int tr_mkdirs(const char *path, char *err, size_t errlen) {
+int tr_data_mkdirs(const char *path, char *err, size_t errlen) {
     char buf[4096];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
         return tr_errf(err, errlen, "%s: path too long", path);
@@ -174,7 +174,7 @@ static int load_cache(tr_gpt_dataset *ds, const tr_gpt_index_params *p, const tr
 }
 
 static int save_cache(const tr_gpt_dataset *ds, const tr_gpt_config *cfg, char *err, size_t errlen) {
-    if (tr_mkdirs(cfg->cache_dir, err, errlen)) return -1;
+    if (tr_data_mkdirs(cfg->cache_dir, err, errlen)) return -1;
     char path[4200], tmp[4300];
     cache_path(path, sizeof path, cfg, ds, "description.txt");
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());

@@ -60,6 +60,6 @@ int tr_gpt_dataset_get(const tr_gpt_dataset *ds, int64_t idx, int64_t *out, char
 int tr_gpt_dataset_locate(const tr_gpt_dataset *ds, int64_t idx, int64_t pos, int64_t *doc, int64_t *offset);
 
 /* mkdir -p. */
-int tr_mkdirs(const char *path, char *err, size_t errlen);
+int tr_data_mkdirs(const char *path, char *err, size_t errlen);
 
 #endif

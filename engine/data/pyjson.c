@@ -135,7 +135,7 @@ void tr_pyjson_int(tr_pyjson *j, int64_t v) {
 }
 void tr_pyjson_float(tr_pyjson *j, double v) {
     char b[40];
-    tr_py_float_repr(v, b, sizeof b);
+    tr_pyjson_float_repr(v, b, sizeof b);
     before_item(j);
     puts_(j, b);
 }
@@ -182,7 +182,7 @@ int tr_pyjson_raw(tr_pyjson *j, const char *json_text) {
     return 0;
 }
 
-void tr_py_float_repr(double v, char *out, size_t cap) {
+void tr_pyjson_float_repr(double v, char *out, size_t cap) {
     if (isnan(v)) {
         snprintf(out, cap, "NaN"); /* json.dumps spelling */
         return;

@@ -35,6 +35,6 @@ void tr_pyjson_bool(tr_pyjson *j, int v);
 int tr_pyjson_raw(tr_pyjson *j, const char *json_text);
 
 /* Python's repr(float): the shortest digits that round-trip, '1e-05' / '0.99' / '1.0' style. */
-void tr_py_float_repr(double v, char *out, size_t cap);
+void tr_pyjson_float_repr(double v, char *out, size_t cap);
 
 #endif

@@ -136,7 +136,7 @@ static void print_arguments(FILE *out, const tr_config *cfg, int world) {
     free(lines);
 }
 
-void tr_banner_print(FILE *out, const char *program, const tr_config *cfg, int world) {
+void train_banner_print(FILE *out, const char *program, const tr_config *cfg, int world) {
     tr_version_print(out, program);
     const int tp = cfg->tensor_model_parallel_size, pp = cfg->pipeline_model_parallel_size;
     const int cp = cfg->context_parallel_size, dp = world / (tp * pp * cp);
@@ -150,7 +150,7 @@ void tr_banner_print(FILE *out, const char *program, const tr_config *cfg, int w
                 cfg->tokenizer_model, (long long)cfg->tokenizer_vocab, (long long)cfg->tokenizer_eod,
                 (long long)cfg->tokenizer_bos);
     char load[TR_PATH_LEN * 2 + 1024];
-    tr_ckpt_describe_load(cfg, load, sizeof load);
+    train_ckpt_describe_load(cfg, load, sizeof load);
     if (load[0]) fprintf(out, " > checkpoint: %s\n", load);
     const int mult = cfg->make_vocab_size_divisible_by * tp;
     const int padded = (cfg->vocab_size + mult - 1) / mult * mult;

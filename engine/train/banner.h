@@ -8,7 +8,7 @@
 
 #include "twinrun/config.h"
 
-/* cfg after tr_train_prepare_config, for a job of `world` ranks; `program` names the build line. */
-void tr_banner_print(FILE *out, const char *program, const tr_config *cfg, int world);
+/* cfg after train_prepare_config, for a job of `world` ranks; `program` names the build line. */
+void train_banner_print(FILE *out, const char *program, const tr_config *cfg, int world);
 
 #endif

@@ -103,9 +103,9 @@ static int first_failed_rank(llama_model *m, const tr_groups *gr, int mine) {
     return h > -16777216.0f ? (int)-h : -1;
 }
 
-int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, const tr_groups *gr,
-                 const tr_lr_schedule *sched, const tr_run_position *pos, const ckpt_provenance *prov,
-                 const ckpt_io *io, int *culprit, char *err, size_t errlen) {
+int train_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr_grid *g, const tr_groups *gr,
+                    const tr_lr_schedule *sched, const tr_run_position *pos, const ckpt_provenance *prov,
+                    const ckpt_io *io, int *culprit, char *err, size_t errlen) {
     int ignored;
     if (!culprit) culprit = &ignored;
     *culprit = g->rank;
@@ -186,19 +186,19 @@ int tr_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const tr
     return cfg->keep_last > 0 ? ckpt_prune(io, cfg->save, cfg->keep_last, err, errlen) : 0;
 }
 
-int tr_ckpt_open(const tr_config *cfg, ckpt_reader **rd, char *err, size_t errlen) {
+int train_ckpt_open(const tr_config *cfg, ckpt_reader **rd, char *err, size_t errlen) {
     *rd = NULL;
     int64_t it;
-    int r = tr_ckpt_pick(cfg, &it, NULL, 0, err, errlen);
+    int r = train_ckpt_pick(cfg, &it, NULL, 0, err, errlen);
     if (r < 0) return -1;
-    if (r == 1) return 0; /* nothing there yet (tr_ckpt_pick says why): a fresh start */
+    if (r == 1) return 0; /* nothing there yet (train_ckpt_pick says why): a fresh start */
     ckpt_verify_report rep;
     if (ckpt_verify(cfg->load, it, &rep, err, errlen)) return -1;
     *rd = ckpt_reader_open(cfg->load, it, err, errlen);
     return *rd ? 0 : -1;
 }
 
-int tr_ckpt_read_weights(ckpt_reader *rd, const llama_model *m, float *host, char *err, size_t errlen) {
+int train_ckpt_read_weights(ckpt_reader *rd, const llama_model *m, float *host, char *err, size_t errlen) {
     for (int i = 0; i < m->nparams; i++) {
         const llama_param *p = &m->params_tab[i];
         piece pcs[2];
@@ -210,8 +210,8 @@ int tr_ckpt_read_weights(ckpt_reader *rd, const llama_model *m, float *host, cha
     return 0;
 }
 
-int tr_ckpt_load_from(ckpt_reader *rd, llama_model *m, tr_optimizer *o, const tr_config *cfg, tr_run_position *pos,
-                      int *loaded, char *err, size_t errlen) {
+int train_ckpt_load_from(ckpt_reader *rd, llama_model *m, tr_optimizer *o, const tr_config *cfg, tr_run_position *pos,
+                         int *loaded, char *err, size_t errlen) {
     *loaded = 0;
     if (!rd) return 0;
     const ckpt_manifest *man = ckpt_reader_manifest(rd);

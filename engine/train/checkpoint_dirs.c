@@ -10,7 +10,7 @@
 #include "twinrun/err.h"
 #include "twinrun/launch.h"
 
-int tr_ckpt_resolve_paths(tr_config *cfg, char *err, size_t errlen) {
+int train_ckpt_resolve_paths(tr_config *cfg, char *err, size_t errlen) {
     char root[TR_PATH_LEN];
     int64_t it;
     if (cfg->load[0] && ckpt_iter_path(cfg->load, root, sizeof root, &it)) {
@@ -29,7 +29,7 @@ int tr_ckpt_resolve_paths(tr_config *cfg, char *err, size_t errlen) {
     return 0;
 }
 
-int tr_ckpt_pick(const tr_config *cfg, int64_t *it, char *fresh, size_t freshlen, char *err, size_t errlen) {
+int train_ckpt_pick(const tr_config *cfg, int64_t *it, char *fresh, size_t freshlen, char *err, size_t errlen) {
     char scratch[8];
     if (!fresh) fresh = scratch, freshlen = sizeof scratch;
     fresh[0] = '\0';
@@ -79,12 +79,12 @@ int tr_ckpt_pick(const tr_config *cfg, int64_t *it, char *fresh, size_t freshlen
     return 0;
 }
 
-void tr_ckpt_describe_load(const tr_config *cfg, char *out, size_t cap) {
+void train_ckpt_describe_load(const tr_config *cfg, char *out, size_t cap) {
     out[0] = '\0';
     if (!cfg->load[0]) return;
     int64_t it = -1;
     char fresh[TR_PATH_LEN + 256], err[1024];
-    const int r = tr_ckpt_pick(cfg, &it, fresh, sizeof fresh, err, sizeof err);
+    const int r = train_ckpt_pick(cfg, &it, fresh, sizeof fresh, err, sizeof err);
     if (r == 0)
         snprintf(out, cap, "loading iteration %lld from %s (%s)", (long long)it, cfg->load,
                  cfg->ckpt_step >= 0 ? "as --load or --ckpt-step named it" : "the latest, as its tracker names it");
@@ -102,7 +102,7 @@ static bool hosts_rank0(void) {
     return r <= 0 || proc == 0; /* a malformed layout failed earlier, in launch_world_size */
 }
 
-int tr_ckpt_guard_save(const tr_config *cfg, int64_t start, ckpt_lock **lock, char *err, size_t errlen) {
+int train_ckpt_guard_save(const tr_config *cfg, int64_t start, ckpt_lock **lock, char *err, size_t errlen) {
     *lock = NULL;
     if (!cfg->save[0]) return 0;
     char why[1024];

@@ -96,8 +96,8 @@ static void *watch_thread(void *arg) {
     }
 }
 
-tr_data_watch *tr_data_watch_open(tr_data *data, dev_device *dev, fault_rank *fr, int rank, double limit_s, char *err,
-                                  size_t errlen) {
+tr_data_watch *train_data_watch_open(tr_data *data, dev_device *dev, fault_rank *fr, int rank, double limit_s,
+                                     char *err, size_t errlen) {
     tr_data_watch *w = calloc(1, sizeof *w);
     if (!w) return tr_errf(err, errlen, "out of host memory for the data watchdog"), NULL;
     w->data = data, w->dev = dev, w->fr = fr, w->rank = rank, w->limit_s = limit_s > 0 ? limit_s : 0;
@@ -120,7 +120,7 @@ tr_data_watch *tr_data_watch_open(tr_data *data, dev_device *dev, fault_rank *fr
     return w;
 }
 
-void tr_data_watch_close(tr_data_watch *w) {
+void train_data_watch_close(tr_data_watch *w) {
     if (!w) return;
     tr_data_set_read_hook(w->data, NULL, NULL);
     if (w->has_thread) {

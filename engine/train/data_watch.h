@@ -18,9 +18,9 @@ typedef struct tr_data_watch tr_data_watch;
 /* Watches the reads of `data` (this rank's reader) with a limit of limit_s seconds; limit_s 0: no
  * deadline, but an injected stall still stops the read forever. NULL with err when the watching thread
  * cannot start. */
-tr_data_watch *tr_data_watch_open(tr_data *data, dev_device *dev, fault_rank *fr, int rank, double limit_s, char *err,
-                                  size_t errlen);
+tr_data_watch *train_data_watch_open(tr_data *data, dev_device *dev, fault_rank *fr, int rank, double limit_s,
+                                     char *err, size_t errlen);
 /* Stops the thread and removes the hook; NULL is fine. */
-void tr_data_watch_close(tr_data_watch *w);
+void train_data_watch_close(tr_data_watch *w);
 
 #endif

@@ -1,6 +1,6 @@
 #include "train/memory_report.h"
 
-void tr_memory_report_of(tr_memory_report *r, const llama_model *m, const tr_optimizer *o) {
+void train_memory_report_of(tr_memory_report *r, const llama_model *m, const tr_optimizer *o) {
     const llama_dims *dm = &m->dims;
     /* measured, not derived from the formula below, so that the report checks the formula */
     r->weights = m->weight_bytes;
@@ -25,13 +25,13 @@ void tr_memory_report_of(tr_memory_report *r, const llama_model *m, const tr_opt
     }
 }
 
-double tr_memory_formula_per_param(const tr_memory_report *r) {
+double train_memory_formula_per_param(const tr_memory_report *r) {
     return r->act_bytes + r->grad_bytes + (double)r->state_bytes / r->dp;
 }
 
-double tr_megatron_per_param(bool distributed, int dp) { return distributed ? 6.0 + 12.0 / dp : 18.0; }
+double train_megatron_per_param(bool distributed, int dp) { return distributed ? 6.0 + 12.0 / dp : 18.0; }
 
-double tr_megatron_weight_optimizer_bytes(const tr_config *c, int V, int dp) {
+double train_megatron_weight_optimizer_bytes(const tr_config *c, int V, int dp) {
     double h = c->hidden_size, L = c->num_layers, heads = c->num_attention_heads;
     double kv = c->kv_channels > 0 ? c->kv_channels : h / heads;
     double groups = c->group_query_attention ? c->num_query_groups : heads;
@@ -45,10 +45,10 @@ double tr_megatron_weight_optimizer_bytes(const tr_config *c, int V, int dp) {
     /* the most loaded shard: its stage's layers and one embedding table, split by TP; norms are replicated */
     double shard = ((attn + mlp) * L / pp + emb) / tp + (norms * L + final_norm) / pp;
     if (c->untie_embeddings_and_output_weights && pp == 1) shard += emb / tp;
-    return shard * tr_megatron_per_param(c->use_distributed_optimizer, dp);
+    return shard * train_megatron_per_param(c->use_distributed_optimizer, dp);
 }
 
-void tr_memory_report_print(FILE *out, int rank, const tr_memory_report *r, double megatron) {
+void train_memory_report_print(FILE *out, int rank, const tr_memory_report *r, double megatron) {
     const double MB = 1024.0 * 1024.0;
     fprintf(
         out,
@@ -61,9 +61,9 @@ void tr_memory_report_print(FILE *out, int rank, const tr_memory_report *r, doub
             "[memory] rank %d: weights+gradients+optimizer %.2f MB for %zu parameters = %.3f bytes/parameter; "
             "formula %d + %d + %d/DP at DP %d = %.3f%s; Megatron's %s = %.3f\n",
             rank, fixed / MB, r->params, r->params ? (double)fixed / (double)r->params : 0.0, r->act_bytes,
-            r->grad_bytes, r->state_bytes, r->dp, tr_memory_formula_per_param(r),
+            r->grad_bytes, r->state_bytes, r->dp, train_memory_formula_per_param(r),
             r->distributed ? " (distributed optimizer)" : "", r->distributed ? "6 + 12/DP" : "18",
-            tr_megatron_per_param(r->distributed, r->dp));
+            train_megatron_per_param(r->distributed, r->dp));
     if (r->nbuckets > 1) /* Megatron's DDP logs its buckets too */
         fprintf(out,
                 "[memory] rank %d: %d gradient buckets of %zu to %zu elements (padding included), reduced over data "

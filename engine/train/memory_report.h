@@ -32,15 +32,15 @@ typedef struct tr_memory_report {
 } tr_memory_report;
 
 /* Weights, gradients and optimizer state as the device counted their allocations. */
-void tr_memory_report_of(tr_memory_report *r, const llama_model *m, const tr_optimizer *o);
+void train_memory_report_of(tr_memory_report *r, const llama_model *m, const tr_optimizer *o);
 /* twinrun's formula for r's rank: bytes per parameter of weights, gradients and optimizer state. */
-double tr_memory_formula_per_param(const tr_memory_report *r);
+double train_memory_formula_per_param(const tr_memory_report *r);
 /* Megatron's per parameter (theoretical_memory_usage.py): 6 + 12/dp with the distributed optimizer, else 18. */
-double tr_megatron_per_param(bool distributed, int dp);
+double train_megatron_per_param(bool distributed, int dp);
 
 /* Megatron's compute_weight_and_optimizer_memory, in bytes, for a layout of dp data-parallel ranks. */
-double tr_megatron_weight_optimizer_bytes(const tr_config *cfg, int padded_vocab, int dp);
+double train_megatron_weight_optimizer_bytes(const tr_config *cfg, int padded_vocab, int dp);
 
-void tr_memory_report_print(FILE *out, int rank, const tr_memory_report *r, double megatron_bytes);
+void train_memory_report_print(FILE *out, int rank, const tr_memory_report *r, double megatron_bytes);
 
 #endif

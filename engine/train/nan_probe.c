@@ -39,7 +39,7 @@ static void observe(void *arg, llama_site site, int layer, int micro, tr_buf x, 
     kern_sum_squares(p->m->stream, p->sites + i, x, n);
 }
 
-int tr_nan_probe_init(tr_nan_probe *p, llama_model *m, int num_micro, int layers, bool check, fault_rank *faults) {
+int train_nan_probe_init(tr_nan_probe *p, llama_model *m, int num_micro, int layers, bool check, fault_rank *faults) {
     memset(p, 0, sizeof *p);
     p->m = m, p->check = check, p->faults = faults, p->num_micro = num_micro, p->layers = layers;
     if (!check && !faults) return 0;
@@ -54,21 +54,21 @@ int tr_nan_probe_init(tr_nan_probe *p, llama_model *m, int num_micro, int layers
     return 0;
 }
 
-void tr_nan_probe_free(tr_nan_probe *p) {
+void train_nan_probe_free(tr_nan_probe *p) {
     if (p->m && p->m->site_arg == p) p->m->site = NULL, p->m->site_arg = NULL;
     if (p->sites) dev_free(p->m->dev, p->sites);
     free(p->host);
     memset(p, 0, sizeof *p);
 }
 
-void tr_nan_probe_begin(tr_nan_probe *p) {
+void train_nan_probe_begin(tr_nan_probe *p) {
     if (p->sites) dev_memset_zero(p->m->stream, p->sites, sizeof(float) * (size_t)p->nsites);
     p->active = true;
 }
 
-void tr_nan_probe_end(tr_nan_probe *p) { p->active = false; }
+void train_nan_probe_end(tr_nan_probe *p) { p->active = false; }
 
-void tr_nan_probe_origin(tr_nan_probe *p, const tr_groups *gr, tr_nan_origin *out) {
+void train_nan_probe_origin(tr_nan_probe *p, const tr_groups *gr, tr_nan_origin *out) {
     /* this rank's earliest non-finite site: {key, site, layer, micro}; key -1 = none */
     float mine[4] = {-1, 0, 0, 0};
     if (p->sites) {
@@ -110,11 +110,11 @@ void tr_nan_probe_origin(tr_nan_probe *p, const tr_groups *gr, tr_nan_origin *ou
     free(all);
 }
 
-const char *tr_nan_site_name(llama_site s) {
+const char *train_nan_site_name(llama_site s) {
     return s == LLAMA_SITE_ACTIVATION ? "activation" : s == LLAMA_SITE_LOSS ? "loss" : "gradient";
 }
 
-void tr_nan_origin_describe(const tr_nan_origin *o, const tr_grid *g, char *out, size_t outlen) {
+void train_nan_origin_describe(const tr_nan_origin *o, const tr_grid *g, char *out, size_t outlen) {
     if (o->rank < 0) {
         snprintf(out, outlen,
                  "no probed tensor was non-finite (it arose after the backward pass: the gradient "
@@ -129,5 +129,5 @@ void tr_nan_origin_describe(const tr_nan_origin *o, const tr_grid *g, char *out,
         snprintf(out, outlen, "rank %d%s, the loss, micro-batch %d", o->rank, where, o->micro);
     else
         snprintf(out, outlen, "rank %d%s, layer %d %s, micro-batch %d", o->rank, where, o->layer,
-                 tr_nan_site_name(o->site), o->micro);
+                 train_nan_site_name(o->site), o->micro);
 }

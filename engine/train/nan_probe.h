@@ -36,15 +36,15 @@ typedef struct tr_nan_origin {
 } tr_nan_origin;
 
 /* Installs the probe as m's observer when check or faults is set. 0, or -1 on device OOM. */
-int tr_nan_probe_init(tr_nan_probe *p, llama_model *m, int num_micro, int layers, bool check, fault_rank *faults);
-void tr_nan_probe_free(tr_nan_probe *p);
+int train_nan_probe_init(tr_nan_probe *p, llama_model *m, int num_micro, int layers, bool check, fault_rank *faults);
+void train_nan_probe_free(tr_nan_probe *p);
 /* Before a training step: clears the sums and starts probing; after: stops. */
-void tr_nan_probe_begin(tr_nan_probe *p);
-void tr_nan_probe_end(tr_nan_probe *p);
+void train_nan_probe_begin(tr_nan_probe *p);
+void train_nan_probe_end(tr_nan_probe *p);
 /* Collective over the world, called by every rank when the step's check fired. */
-void tr_nan_probe_origin(tr_nan_probe *p, const tr_groups *gr, tr_nan_origin *out);
+void train_nan_probe_origin(tr_nan_probe *p, const tr_groups *gr, tr_nan_origin *out);
 /* "rank 213 (tp 5, pp 3, dp 2), layer 41 activation, micro-batch 0" */
-void tr_nan_origin_describe(const tr_nan_origin *o, const tr_grid *g_of_origin, char *out, size_t outlen);
-const char *tr_nan_site_name(llama_site s);
+void train_nan_origin_describe(const tr_nan_origin *o, const tr_grid *g_of_origin, char *out, size_t outlen);
+const char *train_nan_site_name(llama_site s);
 
 #endif

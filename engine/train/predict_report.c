@@ -10,7 +10,7 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-int tr_predict_init(tr_predict *p, int nstages, int world) {
+int train_predict_init(tr_predict *p, int nstages, int world) {
     memset(p, 0, sizeof *p);
     p->stage = calloc((size_t)(nstages > 0 ? nstages : 1), sizeof *p->stage);
     if (!p->stage) return -1;
@@ -20,12 +20,12 @@ int tr_predict_init(tr_predict *p, int nstages, int world) {
     return 0;
 }
 
-void tr_predict_free(tr_predict *p) {
+void train_predict_free(tr_predict *p) {
     free(p->stage);
     memset(p, 0, sizeof *p);
 }
 
-void tr_predict_add_rank(tr_predict *p, int stage, int rank, const dev_device *d, const tr_predict_time *t) {
+void train_predict_add_rank(tr_predict *p, int stage, int rank, const dev_device *d, const tr_predict_time *t) {
     if (stage < 0 || stage >= p->nstages) return;
     p->ranks++;
     if (t->step > p->step_time || p->step_rank < 0) p->step_time = t->step, p->step_rank = rank;
@@ -40,7 +40,7 @@ void tr_predict_add_rank(tr_predict *p, int stage, int rank, const dev_device *d
     s->time = *t;
 }
 
-size_t tr_predict_max_peak(const tr_predict *p, int *stage) {
+size_t train_predict_max_peak(const tr_predict *p, int *stage) {
     size_t best = 0;
     int at = -1;
     for (int i = 0; i < p->nstages; i++)
@@ -49,18 +49,18 @@ size_t tr_predict_max_peak(const tr_predict *p, int *stage) {
     return best;
 }
 
-double tr_predict_tokens_per_s(const tr_predict *p) {
+double train_predict_tokens_per_s(const tr_predict *p) {
     return p->step_time > 0 ? p->tokens_per_step / p->step_time : 0.0;
 }
 
-double tr_predict_mfu(const tr_predict *p) {
+double train_predict_mfu(const tr_predict *p) {
     if (!(p->step_time > 0) || !(p->peak_flops > 0) || p->world < 1) return 0.0;
     return p->flops_per_step / (p->step_time * p->world * p->peak_flops);
 }
 
 static double gib(size_t b) { return (double)b / GIB; }
 
-int tr_predict_largest_micro_batch(const tr_predict *p, int *stage) {
+int train_predict_largest_micro_batch(const tr_predict *p, int *stage) {
     int best = -1;
     for (int i = 0; i < p->nstages && p->capacity && p->micro_batch > 0; i++) {
         const tr_predict_stage *s = &p->stage[i];
@@ -79,12 +79,12 @@ int tr_predict_largest_micro_batch(const tr_predict *p, int *stage) {
 
 /* The table's unit: GiB, or MiB when every peak is below 1 GiB (a small config's table would read 0.00). */
 static double unit_of(const tr_predict *p, const char **name) {
-    const size_t worst = tr_predict_max_peak(p, NULL);
+    const size_t worst = train_predict_max_peak(p, NULL);
     *name = worst >= (size_t)1 << 30 ? "GiB" : "MiB";
     return worst >= (size_t)1 << 30 ? GIB : 1024.0 * 1024.0;
 }
 
-void tr_predict_print(FILE *out, const tr_predict *p) {
+void train_predict_print(FILE *out, const tr_predict *p) {
     fprintf(out,
             "[predict] shape-only run: %d ranks on %s, %.2f GiB each; the kernels computed nothing and charged "
             "the cost model's time\n",
@@ -110,7 +110,7 @@ void tr_predict_print(FILE *out, const tr_predict *p) {
                 p->capacity ? 100.0 * (double)s->peak / (double)p->capacity : 0.0);
     }
     int at;
-    const size_t worst = tr_predict_max_peak(p, &at);
+    const size_t worst = train_predict_max_peak(p, &at);
     if (!p->capacity)
         fprintf(out, "[predict] no capacity to compare with: the largest peak is stage %d's %.2f %s\n", at,
                 (double)worst / u, uname);
@@ -124,7 +124,7 @@ void tr_predict_print(FILE *out, const tr_predict *p) {
                 "--micro-batch-size, add --recompute-granularity, or use more model parallelism)\n",
                 at, gib(worst), gib(worst - p->capacity), gib(p->capacity), p->device);
     int lim = 0;
-    const int largest = tr_predict_largest_micro_batch(p, &lim);
+    const int largest = train_predict_largest_micro_batch(p, &lim);
     if (largest >= 0)
         fprintf(out,
                 "[predict] micro-batch %d; the largest that fits is about %d (stage %d: weights, main grads and "
@@ -147,12 +147,12 @@ void tr_predict_print(FILE *out, const tr_predict *p) {
     fprintf(out,
             "[predict] throughput %.0f tokens/s (%.0f tokens a step); %.1f TFLOP/s per GPU of model FLOPs; MFU %.1f%% "
             "of %.1f TFLOP/s dense bf16\n",
-            tr_predict_tokens_per_s(p), p->tokens_per_step,
-            p->step_time > 0 ? p->flops_per_step / p->step_time / p->world / 1e12 : 0.0, 100.0 * tr_predict_mfu(p),
+            train_predict_tokens_per_s(p), p->tokens_per_step,
+            p->step_time > 0 ? p->flops_per_step / p->step_time / p->world / 1e12 : 0.0, 100.0 * train_predict_mfu(p),
             p->peak_flops / 1e12);
 }
 
-int tr_predict_write_json(const char *path, const tr_predict *p, char *err, size_t errlen) {
+int train_predict_write_json(const char *path, const tr_predict *p, char *err, size_t errlen) {
     cJSON *root = cJSON_CreateObject(), *stages = cJSON_CreateArray();
     if (!root || !stages) {
         cJSON_Delete(root), cJSON_Delete(stages);
@@ -162,8 +162,8 @@ int tr_predict_write_json(const char *path, const tr_predict *p, char *err, size
     cJSON_AddNumberToObject(root, "capacity_bytes", (double)p->capacity);
     cJSON_AddNumberToObject(root, "runtime_bytes", (double)p->runtime);
     cJSON_AddNumberToObject(root, "step_time_s", p->step_time);
-    cJSON_AddNumberToObject(root, "tokens_per_s", tr_predict_tokens_per_s(p));
-    cJSON_AddNumberToObject(root, "mfu", tr_predict_mfu(p));
+    cJSON_AddNumberToObject(root, "tokens_per_s", train_predict_tokens_per_s(p));
+    cJSON_AddNumberToObject(root, "mfu", train_predict_mfu(p));
     cJSON_AddItemToObject(root, "stages", stages);
     /* the JSON's part order (weights, main_grads, optimizer, activations, workspace, comm_buffers) */
     static const dev_mem_tag order[] = {DEV_MEM_WEIGHTS,     DEV_MEM_MAIN_GRADS, DEV_MEM_OPTIMIZER,

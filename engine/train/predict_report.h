@@ -1,7 +1,7 @@
 /* The predict report (--predict, docs/prediction.md): per pipeline stage, the device memory peak and
  * its parts against the capacity; the simulated step time and its split; tokens/s and MFU.
  *
- * Every rank adds what its device counted (tr_predict_add_rank) when its run ends; the job prints the
+ * Every rank adds what its device counted (train_predict_add_rank) when its run ends; the job prints the
  * report once, and writes it as JSON with --predict-json. Ranks of one stage differ only in which shard
  * they hold, so a stage is represented by its rank with the largest peak. */
 #ifndef TWINRUN_ENGINE_TRAIN_PREDICT_REPORT_H
@@ -45,25 +45,25 @@ typedef struct tr_predict {
 } tr_predict;
 
 /* 0, or -1 when out of host memory. */
-int tr_predict_init(tr_predict *p, int nstages, int world);
-void tr_predict_free(tr_predict *p);
+int train_predict_init(tr_predict *p, int nstages, int world);
+void train_predict_free(tr_predict *p);
 
 /* Rank `rank` of stage `stage`, its device d (peak and parts as counted) and its last iteration's times. */
-void tr_predict_add_rank(tr_predict *p, int stage, int rank, const dev_device *d, const tr_predict_time *t);
+void train_predict_add_rank(tr_predict *p, int stage, int rank, const dev_device *d, const tr_predict_time *t);
 
 /* Derived figures. */
-size_t tr_predict_max_peak(const tr_predict *p, int *stage);
+size_t train_predict_max_peak(const tr_predict *p, int *stage);
 /* The largest micro-batch that would fit the capacity, estimated from this run: each stage's weights, main
  * grads and optimizer state stay, the rest of its peak grows in proportion to the micro-batch. -1 when
  * unknown (no capacity or micro-batch); *stage: the stage that limits it. */
-int tr_predict_largest_micro_batch(const tr_predict *p, int *stage);
-double tr_predict_tokens_per_s(const tr_predict *p);
-double tr_predict_mfu(const tr_predict *p); /* 0 when the step time or the peak is unknown */
+int train_predict_largest_micro_batch(const tr_predict *p, int *stage);
+double train_predict_tokens_per_s(const tr_predict *p);
+double train_predict_mfu(const tr_predict *p); /* 0 when the step time or the peak is unknown */
 
-void tr_predict_print(FILE *out, const tr_predict *p);
+void train_predict_print(FILE *out, const tr_predict *p);
 /* The JSON report (docs/prediction.md): exactly device, capacity_bytes, runtime_bytes, step_time_s,
  * tokens_per_s, mfu and stages[{stage, weights, main_grads, optimizer, activations, workspace, comm_buffers,
  * peak}]. 0, or -1 with err. */
-int tr_predict_write_json(const char *path, const tr_predict *p, char *err, size_t errlen);
+int train_predict_write_json(const char *path, const tr_predict *p, char *err, size_t errlen);
 
 #endif

@@ -10,7 +10,7 @@
 
 enum { FP_WORDS = 8 }; /* build lo/hi, config lo/hi, data lo/hi, devices, spare — as int32 for the all-gather */
 
-uint64_t tr_config_fingerprint(const tr_config *cfg) {
+uint64_t train_config_fingerprint(const tr_config *cfg) {
     /* the struct's bytes (defaults start from memset, so padding is zero) minus what is not a flag */
     size_t upto = offsetof(tr_config, n_warnings);
     return tr_fnv1a(TR_FNV_OFFSET, cfg, upto);
@@ -18,7 +18,7 @@ uint64_t tr_config_fingerprint(const tr_config *cfg) {
 
 static void put64(int32_t *w, uint64_t v) { w[0] = (int32_t)(uint32_t)v, w[1] = (int32_t)(uint32_t)(v >> 32); }
 
-const char *tr_preflight_issue_name(tr_preflight_issue i) {
+const char *train_preflight_issue_name(tr_preflight_issue i) {
     static const char *const names[] = {"ok", "build version", "device count", "flags", "data files"};
     return (unsigned)i < sizeof names / sizeof *names ? names[i] : "?";
 }
@@ -43,8 +43,8 @@ static int64_t majority(const int32_t *all, int world, int w, int words, bool *h
     return *has_majority ? cand : word_of(all, 0, w, words);
 }
 
-int tr_preflight(const tr_config *cfg, const tr_groups *gr, dev_device *d, int rank, int world, uint64_t data_fp,
-                 fault_rank *faults, tr_preflight_result *res, char *err, size_t errlen) {
+int train_preflight(const tr_config *cfg, const tr_groups *gr, dev_device *d, int rank, int world, uint64_t data_fp,
+                    fault_rank *faults, tr_preflight_result *res, char *err, size_t errlen) {
     memset(res, 0, sizeof *res);
     res->first_rank = -1;
     dev_info info;
@@ -53,7 +53,7 @@ int tr_preflight(const tr_config *cfg, const tr_groups *gr, dev_device *d, int r
     int32_t mine[FP_WORDS] = {0};
     put64(mine + 0,
           tr_fnv1a(TR_FNV_OFFSET, version, strlen(version)) ^ tr_fnv1a(0, info.backend, strlen(info.backend)));
-    put64(mine + 2, tr_config_fingerprint(cfg));
+    put64(mine + 2, train_config_fingerprint(cfg));
     put64(mine + 4, data_fp);
     mine[6] = fault_visible_devices(faults, info.count);
     if (world == 1 || !gr || !gr->world) return 0;
@@ -90,18 +90,19 @@ int tr_preflight(const tr_config *cfg, const tr_groups *gr, dev_device *d, int r
                 used += (size_t)snprintf(err + used, errlen > used ? errlen - used : 0,
                                          "preflight: the ranks do not agree on their %s; the job stops before "
                                          "training.\n  rank   what                      this rank        %s\n",
-                                         tr_preflight_issue_name(checks[c].issue),
+                                         train_preflight_issue_name(checks[c].issue),
                                          has_majority ? "most ranks" : "rank 0 (no majority: the ranks split evenly)");
             }
             if (checks[c].issue != res->issue) continue;
             res->ndiffer++;
             if (shown++ < 16 && used < errlen) {
                 if (nw == 1)
-                    used += (size_t)snprintf(err + used, errlen - used, "  %-6d %-25s %-16lld %lld\n", r,
-                                             tr_preflight_issue_name(checks[c].issue), (long long)v, (long long)want);
+                    used +=
+                        (size_t)snprintf(err + used, errlen - used, "  %-6d %-25s %-16lld %lld\n", r,
+                                         train_preflight_issue_name(checks[c].issue), (long long)v, (long long)want);
                 else
                     used += (size_t)snprintf(err + used, errlen - used, "  %-6d %-25s %016llx %016llx\n", r,
-                                             tr_preflight_issue_name(checks[c].issue), (unsigned long long)v,
+                                             train_preflight_issue_name(checks[c].issue), (unsigned long long)v,
                                              (unsigned long long)want);
             }
         }
@@ -119,7 +120,7 @@ int tr_preflight(const tr_config *cfg, const tr_groups *gr, dev_device *d, int r
     return -1;
 }
 
-uint64_t tr_data_fingerprint(const tr_config *cfg) {
+uint64_t train_data_fingerprint(const tr_config *cfg) {
     uint64_t h = 0;
     for (int i = 0; i < cfg->n_data_path; i++) {
         /* weights and prefixes alike: only names with a .idx beside them count */

@@ -31,15 +31,15 @@ typedef struct tr_preflight_result {
 } tr_preflight_result;
 
 /* FNV-1a of the config's flags (not the run-time fields): equal on every rank of a healthy job. */
-uint64_t tr_config_fingerprint(const tr_config *cfg);
+uint64_t train_config_fingerprint(const tr_config *cfg);
 
 /* Collective over the world. data_fp fingerprints this process's data files (0 = none). Returns 0
  * when every rank agrees; otherwise -1 with the table (at most a screen) in err, on every rank. */
-int tr_preflight(const tr_config *cfg, const tr_groups *gr, dev_device *d, int rank, int world, uint64_t data_fp,
-                 fault_rank *faults, tr_preflight_result *res, char *err, size_t errlen);
+int train_preflight(const tr_config *cfg, const tr_groups *gr, dev_device *d, int rank, int world, uint64_t data_fp,
+                    fault_rank *faults, tr_preflight_result *res, char *err, size_t errlen);
 
-const char *tr_preflight_issue_name(tr_preflight_issue i);
+const char *train_preflight_issue_name(tr_preflight_issue i);
 /* FNV-1a over the --data-path files (each .idx whole, each .bin's size and first MiB); 0 = none. */
-uint64_t tr_data_fingerprint(const tr_config *cfg);
+uint64_t train_data_fingerprint(const tr_config *cfg);
 
 #endif

@@ -26,7 +26,7 @@ static uint64_t hash_file(uint64_t h, const char *path, const char *name) {
     return h;
 }
 
-uint64_t tr_tokenizer_fingerprint(const tr_config *cfg) {
+uint64_t train_tokenizer_fingerprint(const tr_config *cfg) {
     if (!cfg->tokenizer_model[0] || !strcmp(cfg->tokenizer_type, "NullTokenizer")) return 0;
     struct stat st;
     if (stat(cfg->tokenizer_model, &st) != 0) return 0;
@@ -42,7 +42,7 @@ uint64_t tr_tokenizer_fingerprint(const tr_config *cfg) {
     return h;
 }
 
-int tr_provenance_of(const tr_config *cfg, uint64_t data_fp, ckpt_provenance *out, char *err, size_t errlen) {
+int train_provenance_of(const tr_config *cfg, uint64_t data_fp, ckpt_provenance *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     out->present = true;
     snprintf(out->version, sizeof out->version, "%s", TR_VERSION_NUMBER);
@@ -53,7 +53,7 @@ int tr_provenance_of(const tr_config *cfg, uint64_t data_fp, ckpt_provenance *ou
     out->data_fingerprint = data_fp;
     snprintf(out->tokenizer_type, sizeof out->tokenizer_type, "%s", cfg->tokenizer_type);
     snprintf(out->tokenizer_model, sizeof out->tokenizer_model, "%s", cfg->tokenizer_model);
-    out->tokenizer_fingerprint = tr_tokenizer_fingerprint(cfg);
+    out->tokenizer_fingerprint = train_tokenizer_fingerprint(cfg);
     const char *paths[TR_MAX_PATHS];
     for (int i = 0; i < cfg->n_data_path; i++) paths[i] = cfg->data_path[i];
     if (ckpt_provenance_set_paths(out, cfg->n_data_path, paths))

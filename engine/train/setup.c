@@ -21,7 +21,7 @@
  * Megatron says and does. */
 static int use_checkpoint_args(tr_config *cfg, char *err, size_t errlen) {
     int64_t it;
-    int r = tr_ckpt_pick(cfg, &it, NULL, 0, err, errlen);
+    int r = train_ckpt_pick(cfg, &it, NULL, 0, err, errlen);
     if (r < 0) return -1;
     if (r == 1) {
         tr_config_warn(cfg,
@@ -86,14 +86,14 @@ static void check_tokenizer_model(tr_config *cfg, tr_errlist *el) {
                        cfg->tokenizer_model, strerror(errno));
 }
 
-int tr_train_prepare_config(tr_config *cfg, int world, char *err, size_t errlen) {
+int train_prepare_config(tr_config *cfg, int world, char *err, size_t errlen) {
     if (cfg->hf_load[0]) {
         char path[TR_PATH_LEN + 16];
         snprintf(path, sizeof path, "%s/config.json", cfg->hf_load);
         hf_llama_config hf;
         if (hf_config_load(&hf, path, err, errlen) || hf_config_apply(&hf, cfg, err, errlen)) return -1;
     }
-    if (tr_ckpt_resolve_paths(cfg, err, errlen)) return -1;
+    if (train_ckpt_resolve_paths(cfg, err, errlen)) return -1;
     if (cfg->use_checkpoint_args && cfg->load[0] && use_checkpoint_args(cfg, err, errlen)) return -1;
     /* every problem of the job at once, before any rank starts: one report, not one per rank */
     tr_errlist el;
@@ -126,7 +126,7 @@ static int data_set_position(void *ctx, int64_t train, int64_t valid, char *err,
 
 static int64_t data_valid_consumed(void *ctx) { return tr_data_consumed_valid_samples(ctx); }
 
-int tr_job_data_open(tr_data **out, const tr_config *cfg, char *err, size_t errlen) {
+int train_job_data_open(tr_data **out, const tr_config *cfg, char *err, size_t errlen) {
     *out = NULL;
     if (cfg->tokens_file[0]) return 0;
     if (!cfg->mock_data && cfg->n_data_path == 0)
@@ -135,10 +135,10 @@ int tr_job_data_open(tr_data **out, const tr_config *cfg, char *err, size_t errl
     return *out ? 0 : -1;
 }
 
-int tr_batch_source_open(tr_batch_source *src, const tr_config *cfg, tr_data *shared, int dp_rank, int dp_size,
-                         char *err, size_t errlen) {
+int train_batch_source_open(tr_batch_source *src, const tr_config *cfg, tr_data *shared, int dp_rank, int dp_size,
+                            char *err, size_t errlen) {
     src->data = NULL;
-    if (!shared) return tr_tokens_file_open(src, cfg, dp_rank, dp_size, err, errlen);
+    if (!shared) return train_tokens_file_open(src, cfg, dp_rank, dp_size, err, errlen);
     tr_data *d = tr_data_view(shared, dp_rank, dp_size, err, errlen);
     if (!d) return -1;
     src->next = data_next;

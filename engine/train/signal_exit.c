@@ -4,7 +4,7 @@
 #include <pthread.h>
 #include <time.h>
 
-void tr_signal_guard_begin(tr_signal_guard *g, bool enable) {
+void train_signal_guard_begin(tr_signal_guard *g, bool enable) {
     g->active = false;
     if (!enable) return;
     sigset_t term;
@@ -13,18 +13,18 @@ void tr_signal_guard_begin(tr_signal_guard *g, bool enable) {
     g->active = pthread_sigmask(SIG_BLOCK, &term, &g->old_mask) == 0;
 }
 
-void tr_signal_guard_end(tr_signal_guard *g) {
+void train_signal_guard_end(tr_signal_guard *g) {
     if (!g->active) return;
     sigset_t term;
     sigemptyset(&term);
     sigaddset(&term, SIGTERM);
     const struct timespec now = {0, 0};
-    while (tr_sigterm_pending() && sigtimedwait(&term, NULL, &now) == SIGTERM) {}
+    while (train_sigterm_pending() && sigtimedwait(&term, NULL, &now) == SIGTERM) {}
     pthread_sigmask(SIG_SETMASK, &g->old_mask, NULL);
     g->active = false;
 }
 
-bool tr_sigterm_pending(void) {
+bool train_sigterm_pending(void) {
     sigset_t pending;
     return sigpending(&pending) == 0 && sigismember(&pending, SIGTERM) == 1;
 }

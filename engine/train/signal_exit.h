@@ -16,11 +16,11 @@ typedef struct tr_signal_guard {
 } tr_signal_guard;
 
 /* Blocks SIGTERM for the job when `enable` (--exit-signal-handler); a no-op otherwise. */
-void tr_signal_guard_begin(tr_signal_guard *g, bool enable);
+void train_signal_guard_begin(tr_signal_guard *g, bool enable);
 /* Consumes a SIGTERM the job acted on (so it does not kill the process once unblocked) and restores
  * the caller's mask. */
-void tr_signal_guard_end(tr_signal_guard *g);
+void train_signal_guard_end(tr_signal_guard *g);
 /* True while a SIGTERM is pending for this process. */
-bool tr_sigterm_pending(void);
+bool train_sigterm_pending(void);
 
 #endif

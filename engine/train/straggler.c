@@ -6,7 +6,7 @@
 #include "twinrun/coll.h"
 #include "twinrun/err.h"
 
-void tr_straggler_init(tr_straggler *s, dev_device *d, int64_t next_iteration) {
+void train_straggler_init(tr_straggler *s, dev_device *d, int64_t next_iteration) {
     memset(s, 0, sizeof *s);
     s->busy_start = dev_busy_seconds(d);
     s->first_iteration = next_iteration;
@@ -19,7 +19,7 @@ static int cmp_float(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-void tr_straggler_report(tr_straggler *s, const tr_groups *gr, dev_device *d, int64_t it, FILE *log) {
+void train_straggler_report(tr_straggler *s, const tr_groups *gr, dev_device *d, int64_t it, FILE *log) {
     const int64_t n_it = it - s->first_iteration + 1;
     const double busy = dev_busy_seconds(d);
     float mine = n_it > 0 ? (float)((busy - s->busy_start) / (double)n_it) : 0.0f;

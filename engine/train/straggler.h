@@ -19,9 +19,9 @@ typedef struct tr_straggler {
     double first_listed; /* clock when a rank was first over TR_STRAGGLER_RATIO; < 0 never */
 } tr_straggler;
 
-void tr_straggler_init(tr_straggler *s, dev_device *d, int64_t next_iteration);
+void train_straggler_init(tr_straggler *s, dev_device *d, int64_t next_iteration);
 /* Collective over the world at the end of iteration `it` (every rank, same iterations). log: the
  * reporting rank's log, NULL on the others. */
-void tr_straggler_report(tr_straggler *s, const tr_groups *gr, dev_device *d, int64_t it, FILE *log);
+void train_straggler_report(tr_straggler *s, const tr_groups *gr, dev_device *d, int64_t it, FILE *log);
 
 #endif

@@ -15,7 +15,7 @@ struct tr_tb_log {
 
 static void scalar(tr_tb_log *t, const char *tag, double v, int64_t step, int64_t samples, bool vs_samples);
 
-tr_tb_log *tr_tb_log_open(const tr_config *cfg, int world, dev_device *d, char *err, size_t errlen) {
+tr_tb_log *train_tb_log_open(const tr_config *cfg, int world, dev_device *d, char *err, size_t errlen) {
     tr_tb_log *t = calloc(1, sizeof *t);
     if (!t) {
         snprintf(err, errlen, "out of host memory for the TensorBoard writer");
@@ -52,7 +52,7 @@ static void scalar(tr_tb_log *t, const char *tag, double v, int64_t step, int64_
     }
 }
 
-void tr_tb_log_iteration(tr_tb_log *t, const tr_log_line *l) {
+void train_tb_log_iteration(tr_tb_log *t, const tr_log_line *l) {
     if (!t || l->iteration % t->cfg->tensorboard_log_interval != 0) return;
     const int64_t it = l->iteration, n = l->consumed_samples;
     scalar(t, "learning-rate", l->lr, it, n, true);
@@ -71,20 +71,20 @@ void tr_tb_log_iteration(tr_tb_log *t, const tr_log_line *l) {
     }
 }
 
-void tr_tb_log_interval(tr_tb_log *t, const tr_log_line *avg) {
+void train_tb_log_interval(tr_tb_log *t, const tr_log_line *avg) {
     if (!t || !t->cfg->log_timers_to_tensorboard) return;
     scalar(t, "iteration-time", avg->elapsed_ms_per_iter / 1000.0, avg->iteration, 0, false);
     if (t->cfg->log_throughput) scalar(t, "throughput", avg->tflops_per_gpu, avg->iteration, 0, false);
 }
 
-void tr_tb_log_validation(tr_tb_log *t, int64_t iteration, int64_t consumed_samples, double loss) {
+void train_tb_log_validation(tr_tb_log *t, int64_t iteration, int64_t consumed_samples, double loss) {
     if (!t) return;
     scalar(t, "lm loss validation", loss, iteration, consumed_samples, true);
     if (t->cfg->log_validation_ppl_to_tensorboard)
         scalar(t, "lm loss validation ppl", exp(loss < 20.0 ? loss : 20.0), iteration, consumed_samples, true);
 }
 
-void tr_tb_log_close(tr_tb_log *t) {
+void train_tb_log_close(tr_tb_log *t) {
     if (!t) return;
     tr_tb_close(t->w);
     free(t);

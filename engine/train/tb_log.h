@@ -22,13 +22,13 @@
 typedef struct tr_tb_log tr_tb_log;
 
 /* Opens the event file in cfg->tensorboard_dir for a job of `world` ranks. NULL with err when that fails. */
-tr_tb_log *tr_tb_log_open(const tr_config *cfg, int world, dev_device *d, char *err, size_t errlen);
+tr_tb_log *train_tb_log_open(const tr_config *cfg, int world, dev_device *d, char *err, size_t errlen);
 /* Every iteration, with that iteration's own values (Megatron writes the iteration's loss, not the
  * interval's average). */
-void tr_tb_log_iteration(tr_tb_log *t, const tr_log_line *l);
+void train_tb_log_iteration(tr_tb_log *t, const tr_log_line *l);
 /* At each --log-interval, with the interval's averages (timers, throughput). */
-void tr_tb_log_interval(tr_tb_log *t, const tr_log_line *avg);
-void tr_tb_log_validation(tr_tb_log *t, int64_t iteration, int64_t consumed_samples, double loss);
-void tr_tb_log_close(tr_tb_log *t);
+void train_tb_log_interval(tr_tb_log *t, const tr_log_line *avg);
+void train_tb_log_validation(tr_tb_log *t, int64_t iteration, int64_t consumed_samples, double loss);
+void train_tb_log_close(tr_tb_log *t);
 
 #endif

@@ -60,8 +60,8 @@ static void tokens_file_close(void *ctx) {
     free(tf);
 }
 
-int tr_tokens_file_open(tr_batch_source *src, const tr_config *cfg, int dp_rank, int dp_size, char *err,
-                        size_t errlen) {
+int train_tokens_file_open(tr_batch_source *src, const tr_config *cfg, int dp_rank, int dp_size, char *err,
+                           size_t errlen) {
     tokens_file *tf = calloc(1, sizeof *tf);
     if (!tf) return tr_errf(err, errlen, "out of host memory");
     tf->dp_rank = dp_rank, tf->dp_size = dp_size;

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <time.h>
 
-void tr_log_timestamp(char *buf, size_t n, double seconds) {
+void train_log_timestamp(char *buf, size_t n, double seconds) {
     time_t whole = (time_t)floor(seconds);
     long micros = (long)((seconds - floor(seconds)) * 1e6);
     struct tm tm;
@@ -13,7 +13,7 @@ void tr_log_timestamp(char *buf, size_t n, double seconds) {
     snprintf(buf, n, "%s.%06ld", date, micros);
 }
 
-void tr_log_write_line(FILE *out, const char *timestamp, const tr_log_line *l, int log_throughput) {
+void train_log_write_line(FILE *out, const char *timestamp, const tr_log_line *l, int log_throughput) {
     /* the twin's figures come from its cost model, not a clock: said next to each number, after it,
      * so a parser of Megatron's lines still reads the number */
     char sim[48] = "";
@@ -33,13 +33,13 @@ void tr_log_write_line(FILE *out, const char *timestamp, const tr_log_line *l, i
     fflush(out);
 }
 
-void tr_log_write_validation(FILE *out, int64_t iteration, double loss) {
+void train_log_write_validation(FILE *out, int64_t iteration, double loss) {
     char at[48];
     snprintf(at, sizeof at, "iteration %lld", (long long)iteration);
-    tr_log_write_validation_at(out, at, loss);
+    train_log_write_validation_at(out, at, loss);
 }
 
-void tr_log_write_validation_at(FILE *out, const char *at, double loss) {
+void train_log_write_validation_at(FILE *out, const char *at, double loss) {
     char line[320];
     int n = snprintf(line, sizeof line, " validation loss at %.128s | lm loss value: %.6E | lm loss PPL: %.6E | ", at,
                      loss, exp(loss < 20.0 ? loss : 20.0));
@@ -55,7 +55,7 @@ static void json_double(FILE *out, const char *key, double v, int last) {
     else fprintf(out, "\"%s\":null%s", key, last ? "" : ","); /* JSON has no NaN */
 }
 
-void tr_log_write_json(FILE *out, const tr_log_line *l) {
+void train_log_write_json(FILE *out, const tr_log_line *l) {
     fprintf(out, "{\"iteration\":%lld,\"consumed_samples\":%lld,", (long long)l->iteration,
             (long long)l->consumed_samples);
     json_double(out, "lm_loss", l->lm_loss, 0);
@@ -68,7 +68,7 @@ void tr_log_write_json(FILE *out, const tr_log_line *l) {
     fflush(out);
 }
 
-double tr_flops_per_iteration(const tr_config *c, int V) {
+double train_flops_per_iteration(const tr_config *c, int V) {
     double B = c->global_batch_size, s = c->seq_length, h = c->hidden_size, L = c->num_layers;
     double kv = c->kv_channels > 0 ? c->kv_channels : h / c->num_attention_heads;
     double groups = c->group_query_attention ? c->num_query_groups : c->num_attention_heads;

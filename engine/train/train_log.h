@@ -25,23 +25,23 @@ typedef struct tr_log_line {
 /* Writes " [YYYY-mm-dd HH:MM:SS.ffffff] iteration ... |" and a newline to out. `timestamp` is the
  * bracketed time text (the caller decides the clock: wall time, or the twin's simulated time). With
  * l->simulated the time and throughput figures say "(simulated, H100 spec)". */
-void tr_log_write_line(FILE *out, const char *timestamp, const tr_log_line *l, int log_throughput);
+void train_log_write_line(FILE *out, const char *timestamp, const tr_log_line *l, int log_throughput);
 
 /* Formats unix time `seconds` as Megatron's "%Y-%m-%d %H:%M:%S.%f" (UTC). */
-void tr_log_timestamp(char *buf, size_t n, double seconds);
+void train_log_timestamp(char *buf, size_t n, double seconds);
 
 /* Megatron's evaluate_and_print_results block: a dashed rule, " validation loss at iteration N |
  * lm loss value: X | lm loss PPL: Y | ", the rule again (PPL = exp(min(20, loss))). */
-void tr_log_write_validation(FILE *out, int64_t iteration, double loss);
+void train_log_write_validation(FILE *out, int64_t iteration, double loss);
 /* The same block for any "at" text: " validation loss at <at> | ..." ("iteration 100 on validation set"
  * after training, as Megatron prints it). */
-void tr_log_write_validation_at(FILE *out, const char *at, double loss);
+void train_log_write_validation_at(FILE *out, const char *at, double loss);
 
 /* One JSON object per line: {"iteration":..,"lm_loss":..,...,"simulated":true|false}; "simulated" is
  * constant for a run and says whether the time fields come from the twin's cost model. */
-void tr_log_write_json(FILE *out, const tr_log_line *l);
+void train_log_write_json(FILE *out, const tr_log_line *l);
 
 /* Megatron's num_floating_point_operations for one iteration (causal-halved attention term). */
-double tr_flops_per_iteration(const tr_config *cfg, int padded_vocab);
+double train_flops_per_iteration(const tr_config *cfg, int padded_vocab);
 
 #endif

@@ -46,7 +46,7 @@ typedef struct job {
     uint64_t data_fp;              /* the data files' fingerprint, for the preflight */
     ckpt_provenance prov;          /* what every save records of where the run came from */
     ckpt_reader *ckpt;             /* --load's checkpoint, verified and opened once for every rank; NULL = none */
-    char fresh[TR_PATH_LEN + 256]; /* --load without a checkpoint: why (tr_ckpt_pick) */
+    char fresh[TR_PATH_LEN + 256]; /* --load without a checkpoint: why (train_ckpt_pick) */
     ckpt_lock *lock;               /* --save's, for the job's life (this process runs rank 0) */
     tr_predict *predict;           /* --predict: what every rank's device counted; NULL otherwise */
     char err[1024 + 32];           /* "rank N: " and a rank's 1024-byte message */
@@ -72,10 +72,10 @@ typedef struct rank_state {
 
 static void rank_state_free(rank_state *st) {
     if (st->metrics) fclose(st->metrics);
-    if (st->model) tr_nan_probe_free(&st->probe);
-    tr_data_watch_close(st->data_watch); /* before the reader it watches and the fault plan it asks */
+    if (st->model) train_nan_probe_free(&st->probe);
+    train_data_watch_close(st->data_watch); /* before the reader it watches and the fault plan it asks */
     fault_rank_close(st->faults);
-    tr_tb_log_close(st->tb);
+    train_tb_log_close(st->tb);
     if (st->have_src) st->src.close(st->src.ctx);
     optim_destroy(st->optim, st->model);
     llama_destroy(st->model);
@@ -109,13 +109,13 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
                           st->groups.pp, st->groups.dp_cp, st->groups.world};
     for (size_t i = 0; i < sizeof comms / sizeof *comms; i++) fault_rank_watch(st->faults, comms[i]);
     tr_preflight_result pre;
-    if (tr_preflight(cfg, &st->groups, st->dev, rank, world, jb->data_fp, st->faults, &pre, err, errlen)) {
+    if (train_preflight(cfg, &st->groups, st->dev, rank, world, jb->data_fp, st->faults, &pre, err, errlen)) {
         st->agreed_error = true;
         tr_diagnosis *dg = &jb->summary->diag;
         if (reporter) {
             *dg = (tr_diagnosis){
                 .kind = "preflight", .rank = pre.first_rank, .layer = -1, .micro = -1, .time = dev_clock_now(st->dev)};
-            snprintf(dg->detail, sizeof dg->detail, "%s", tr_preflight_issue_name(pre.issue));
+            snprintf(dg->detail, sizeof dg->detail, "%s", train_preflight_issue_name(pre.issue));
         }
         return TR_EXIT_USAGE;
     }
@@ -145,11 +145,11 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
     }
     st->optim = optim_create(st->model, cfg, g, err, errlen);
     if (!st->optim) return TR_EXIT_FATAL;
-    if (tr_batch_source_open(&st->src, cfg, jb->data, g->coord[TR_AXIS_DP], g->size[TR_AXIS_DP], err, errlen))
+    if (train_batch_source_open(&st->src, cfg, jb->data, g->coord[TR_AXIS_DP], g->size[TR_AXIS_DP], err, errlen))
         return TR_EXIT_USAGE;
     st->have_src = true;
-    if (st->src.data && !(st->data_watch = tr_data_watch_open(st->src.data, st->dev, st->faults, rank,
-                                                              cfg->data_read_timeout_minutes * 60.0, err, errlen)))
+    if (st->src.data && !(st->data_watch = train_data_watch_open(st->src.data, st->dev, st->faults, rank,
+                                                                 cfg->data_read_timeout_minutes * 60.0, err, errlen)))
         return TR_EXIT_FATAL;
     if (reporter && cfg->metrics_jsonl[0]) {
         st->metrics = fopen(cfg->metrics_jsonl, "w");
@@ -157,7 +157,7 @@ static int setup(rank_state *st, const job *jb, int rank, int world, bool report
             return tr_errf(err, errlen, "--metrics-jsonl %s: cannot open for writing", cfg->metrics_jsonl),
                    TR_EXIT_USAGE;
     }
-    if (reporter && cfg->tensorboard_dir[0] && !(st->tb = tr_tb_log_open(cfg, world, st->dev, err, errlen)))
+    if (reporter && cfg->tensorboard_dir[0] && !(st->tb = train_tb_log_open(cfg, world, st->dev, err, errlen)))
         return TR_EXIT_USAGE;
     return 0;
 }
@@ -189,7 +189,7 @@ static bool stop_on_signal(rank_state *st, const tr_config *cfg, bool preempted)
         dev_rank_note("killed by SIGTERM (no --exit-signal-handler)");
         dev_rank_abort(143);
     }
-    return cfg->exit_signal_handler && any_rank(st, preempted || tr_sigterm_pending());
+    return cfg->exit_signal_handler && any_rank(st, preempted || train_sigterm_pending());
 }
 
 /* A checkpoint save through the fault library's I/O; a rank whose own shard failed is the culprit. */
@@ -198,8 +198,8 @@ static int save(rank_state *st, job *jb, const tr_config *cfg, const tr_lr_sched
     const ckpt_io *io = fault_ckpt_io(st->faults, now->iteration, ckpt_io_posix());
     int culprit;
     optim_params_ready(st->optim, st->model); /* --overlap-param-gather: the last step's gathers first */
-    if (!tr_ckpt_save(st->model, st->optim, cfg, &st->grid, &st->groups, sched, now, &jb->prov, io, &culprit, err,
-                      errlen))
+    if (!train_ckpt_save(st->model, st->optim, cfg, &st->grid, &st->groups, sched, now, &jb->prov, io, &culprit, err,
+                         errlen))
         return 0;
     st->agreed_error = culprit != rank;
     tr_diagnosis *dg = &jb->summary->diag;
@@ -264,9 +264,9 @@ static int prepare(rank_state *st, const job *jb, rank_run *r) {
     if (st->dev) dev_get_info(st->dev, &r->dinfo);
     r->num_micro = rc ? 0 : cfg->global_batch_size / (cfg->micro_batch_size * st->grid.size[TR_AXIS_DP]);
     r->iters = cfg->train_iters > 0 ? cfg->train_iters : cfg->train_samples / cfg->global_batch_size;
-    r->flops = rc ? 0 : tr_flops_per_iteration(cfg, st->model->dims.V);
-    if (!rc && tr_nan_probe_init(&st->probe, st->model, r->num_micro, cfg->num_layers,
-                                 cfg->check_for_nan_in_loss_and_grad, st->faults)) {
+    r->flops = rc ? 0 : train_flops_per_iteration(cfg, st->model->dims.V);
+    if (!rc && train_nan_probe_init(&st->probe, st->model, r->num_micro, cfg->num_layers,
+                                    cfg->check_for_nan_in_loss_and_grad, st->faults)) {
         tr_errf(r->err, sizeof r->err, "out of device memory for the NaN/Inf probes: %s", dev_last_error(st->dev));
         rc = TR_EXIT_FATAL;
     }
@@ -278,7 +278,7 @@ static int resume(rank_state *st, const job *jb, rank_run *r) {
     const tr_config *cfg = jb->cfg;
     if (!cfg->load[0]) return 0;
     int rc = 0, loaded = 0;
-    if (tr_ckpt_load_from(jb->ckpt, st->model, st->optim, cfg, &r->pos, &loaded, r->err, sizeof r->err))
+    if (train_ckpt_load_from(jb->ckpt, st->model, st->optim, cfg, &r->pos, &loaded, r->err, sizeof r->err))
         rc = TR_EXIT_USAGE;
     /* a run without validation (--eval-iters 0) has no validation set to place the checkpoint's
      * position in: it carries the position unchanged to its own saves, as Megatron does */
@@ -295,11 +295,11 @@ static int resume(rank_state *st, const job *jb, rank_run *r) {
 static void diagnose_nan(rank_state *st, const job *jb, rank_run *r, int64_t it) {
     r->nan_iters++;
     tr_nan_origin origin;
-    tr_nan_probe_origin(&st->probe, &st->groups, &origin);
+    train_nan_probe_origin(&st->probe, &st->groups, &origin);
     tr_grid og;
     char where[256], why[600];
     const bool known = origin.rank >= 0 && !tr_grid_init(&og, jb->cfg, r->world, origin.rank, NULL, 0);
-    tr_nan_origin_describe(&origin, known ? &og : NULL, where, sizeof where);
+    train_nan_origin_describe(&origin, known ? &og : NULL, where, sizeof where);
     snprintf(why, sizeof why, "%.599s", r->err);
     snprintf(r->err, sizeof r->err, "iteration %lld: %s. First non-finite value: %s", (long long)it, why, where);
     if (r->reporter) {
@@ -310,7 +310,7 @@ static void diagnose_nan(rank_state *st, const job *jb, rank_run *r, int64_t it)
                                .micro = origin.micro,
                                .iteration = it,
                                .time = dev_clock_now(st->dev)};
-        snprintf(diag->detail, sizeof diag->detail, "%s", origin.rank >= 0 ? tr_nan_site_name(origin.site) : "");
+        snprintf(diag->detail, sizeof diag->detail, "%s", origin.rank >= 0 ? train_nan_site_name(origin.site) : "");
     }
 }
 
@@ -345,10 +345,10 @@ static void log_iteration(rank_state *st, const job *jb, rank_run *r, int64_t it
         .nan_iters = r->nan_iters,
         .simulated = r->dinfo.simulated[0] ? r->dinfo.simulated : NULL,
     };
-    if (st->metrics) tr_log_write_json(st->metrics, &line);
-    tr_tb_log_iteration(st->tb, &line);
+    if (st->metrics) train_log_write_json(st->metrics, &line);
+    train_tb_log_iteration(st->tb, &line);
     if (cfg->log_straggler && it % cfg->log_interval == 0) {
-        tr_straggler_report(&r->strag, &st->groups, st->dev, it, r->reporter ? jb->log : NULL);
+        train_straggler_report(&r->strag, &st->groups, st->dev, it, r->reporter ? jb->log : NULL);
         if (r->reporter)
             sum->straggler_rank = r->strag.worst_rank, sum->straggler_ratio = r->strag.worst_ratio,
             sum->straggler_time = r->strag.first_listed;
@@ -357,11 +357,11 @@ static void log_iteration(rank_state *st, const job *jb, rank_run *r, int64_t it
         line.lm_loss = r->loss_acc / r->n_acc;
         line.elapsed_ms_per_iter = r->t_acc / r->n_acc * 1000.0;
         line.tflops_per_gpu = r->t_acc > 0 ? r->flops / (r->t_acc / r->n_acc) / 1e12 / r->world : 0.0;
-        tr_tb_log_interval(st->tb, &line);
+        train_tb_log_interval(st->tb, &line);
         if (r->reporter) {
             char ts[64];
-            tr_log_timestamp(ts, sizeof ts, wall_seconds());
-            tr_log_write_line(jb->log, ts, &line, cfg->log_throughput);
+            train_log_timestamp(ts, sizeof ts, wall_seconds());
+            train_log_write_line(jb->log, ts, &line, cfg->log_throughput);
         }
         r->loss_acc = r->t_acc = 0;
         r->n_acc = 0;
@@ -377,8 +377,8 @@ static int evaluate_and_save(rank_state *st, job *jb, rank_run *r, int64_t it, c
                                 r->err, sizeof r->err);
         if (rc) return rc;
         if (r->reporter) {
-            tr_log_write_validation(jb->log, it, vloss);
-            tr_tb_log_validation(st->tb, it, r->consumed, vloss);
+            train_log_write_validation(jb->log, it, vloss);
+            train_tb_log_validation(st->tb, it, r->consumed, vloss);
             jb->summary->last_valid_loss = vloss;
         }
     }
@@ -439,10 +439,10 @@ static int iterate(rank_state *st, job *jb, rank_run *r) {
         fault_step_begin(st->faults, it);
         const bool preempted = fault_preempt(st->faults);
         tr_step_result res;
-        tr_nan_probe_begin(&st->probe);
+        train_nan_probe_begin(&st->probe);
         int rc = train_step(st->model, st->optim, cfg, &par, r->num_micro, lr, st->src.next, st->src.ctx, &res, r->err,
                             sizeof r->err);
-        tr_nan_probe_end(&st->probe);
+        train_nan_probe_end(&st->probe);
         if (rc == TR_EXIT_NAN) diagnose_nan(st, jb, r, it);
         if (rc) return rc;
         fault_step_end(st->faults, dev_busy_seconds(st->dev) - busy0);
@@ -491,16 +491,17 @@ static int finish(rank_state *st, job *jb, rank_run *r) {
         if (r->reporter) {
             char at[64];
             snprintf(at, sizeof at, "iteration %lld on validation set", (long long)r->last);
-            tr_log_write_validation_at(jb->log, at, vloss);
-            tr_tb_log_validation(st->tb, r->last, r->consumed, vloss);
+            train_log_write_validation_at(jb->log, at, vloss);
+            train_tb_log_validation(st->tb, r->last, r->consumed, vloss);
             jb->summary->last_valid_loss = vloss;
         }
     }
     if (r->rank == 0 || r->reporter) {
         tr_memory_report mr;
-        tr_memory_report_of(&mr, st->model, st->optim);
-        tr_memory_report_print(jb->log, r->rank, &mr,
-                               tr_megatron_weight_optimizer_bytes(cfg, st->model->dims.V, st->grid.size[TR_AXIS_DP]));
+        train_memory_report_of(&mr, st->model, st->optim);
+        train_memory_report_print(
+            jb->log, r->rank, &mr,
+            train_megatron_weight_optimizer_bytes(cfg, st->model->dims.V, st->grid.size[TR_AXIS_DP]));
     }
     return 0;
 }
@@ -534,7 +535,7 @@ static void predict_add(tr_predict *p, const rank_state *st, const rank_run *r) 
         p->flops_per_step = r->flops; /* needs the padded vocabulary, which the model knows */
     }
     if (r->reporter) p->iterations = r->last - r->pos.iteration;
-    tr_predict_add_rank(p, st->grid.coord[TR_AXIS_PP], r->rank, st->dev, &r->last_time);
+    train_predict_add_rank(p, st->grid.coord[TR_AXIS_PP], r->rank, st->dev, &r->last_time);
 }
 
 /* The training entry of one rank: prepare, resume, iterate, finish; what every rank reports
@@ -558,7 +559,7 @@ static int train_rank(int rank, int world, void *arg) {
                 " the checkpoint is at iteration %lld and this run trains to iteration %lld: nothing left to "
                 "train (raise --train-iters or --train-samples to continue)\n",
                 (long long)r.pos.iteration, (long long)r.iters);
-    if (!rc) tr_straggler_init(&r.strag, st.dev, r.pos.iteration + 1);
+    if (!rc) train_straggler_init(&r.strag, st.dev, r.pos.iteration + 1);
     if (!rc) rc = iterate(&st, jb, &r);
     if (!rc) rc = finish(&st, jb, &r);
     if (r.reporter) sum->consumed_samples = r.consumed, sum->reported = true;
@@ -578,12 +579,12 @@ static int train_rank(int rank, int world, void *arg) {
     return rc;
 }
 
-int tr_train(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, char *err, size_t errlen) {
-    return tr_train_with(cfg, world, log, sum, NULL, NULL, err, errlen);
+int train_run(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, char *err, size_t errlen) {
+    return train_run_with(cfg, world, log, sum, NULL, NULL, err, errlen);
 }
 
-int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, launch_fn launch, void *launch_ctx,
-                  char *err, size_t errlen) {
+int train_run_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, launch_fn launch,
+                   void *launch_ctx, char *err, size_t errlen) {
     double *losses = sum->iteration_loss;
     uint64_t *digests = sum->weight_digest;
     tr_predict *keep = sum->predict;
@@ -593,19 +594,19 @@ int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *
     sum->straggler_time = -1;
     sum->diag.rank = -1;
     job jb = {.cfg = cfg, .log = log, .summary = sum};
-    if (tr_job_data_open(&jb.data, cfg, err, errlen)) {
+    if (train_job_data_open(&jb.data, cfg, err, errlen)) {
         snprintf(sum->diag.kind, sizeof sum->diag.kind, "data");
         return TR_EXIT_USAGE;
     }
-    jb.data_fp = tr_data_fingerprint(cfg);
-    if (cfg->load[0] && tr_ckpt_open(cfg, &jb.ckpt, err, errlen)) {
+    jb.data_fp = train_data_fingerprint(cfg);
+    if (cfg->load[0] && train_ckpt_open(cfg, &jb.ckpt, err, errlen)) {
         snprintf(sum->diag.kind, sizeof sum->diag.kind, "ckpt_load");
         tr_data_close(jb.data);
         return TR_EXIT_USAGE;
     }
     if (cfg->load[0] && !jb.ckpt) {
         int64_t none;
-        (void)tr_ckpt_pick(cfg, &none, jb.fresh, sizeof jb.fresh, err, errlen);
+        (void)train_ckpt_pick(cfg, &none, jb.fresh, sizeof jb.fresh, err, errlen);
     }
     if (cfg->load[0] && !jb.ckpt && cfg->exit_on_missing_checkpoint) {
         /* Megatron's words; non-zero (as Megatron now exits) so a scheduler or CI sees the typo */
@@ -623,7 +624,7 @@ int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *
     }
     {
         const int64_t start = jb.ckpt && !cfg->finetune ? ckpt_reader_manifest(jb.ckpt)->iteration : 0;
-        if (tr_ckpt_guard_save(cfg, start, &jb.lock, err, errlen)) {
+        if (train_ckpt_guard_save(cfg, start, &jb.lock, err, errlen)) {
             snprintf(sum->diag.kind, sizeof sum->diag.kind, "ckpt_save");
             if (jb.ckpt) ckpt_reader_close(jb.ckpt);
             tr_data_close(jb.data);
@@ -632,7 +633,7 @@ int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *
     }
     tr_predict own, *predict = keep ? keep : &own; /* the caller's, or this call's */
     if (cfg->predict) {
-        if (tr_predict_init(predict, cfg->pipeline_model_parallel_size, world)) {
+        if (train_predict_init(predict, cfg->pipeline_model_parallel_size, world)) {
             if (jb.ckpt) ckpt_reader_close(jb.ckpt);
             tr_data_close(jb.data);
             ckpt_lock_release(jb.lock);
@@ -642,23 +643,23 @@ int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *
         predict->tokens_per_step = (double)cfg->global_batch_size * cfg->seq_length;
         predict->micro_batch = cfg->micro_batch_size;
     }
-    if (tr_provenance_of(cfg, jb.data_fp, &jb.prov, err, errlen)) {
-        if (jb.predict && !keep) tr_predict_free(predict);
+    if (train_provenance_of(cfg, jb.data_fp, &jb.prov, err, errlen)) {
+        if (jb.predict && !keep) train_predict_free(predict);
         if (jb.ckpt) ckpt_reader_close(jb.ckpt);
         tr_data_close(jb.data);
         return TR_EXIT_FATAL;
     }
     tr_signal_guard sig;
-    tr_signal_guard_begin(&sig, cfg->exit_signal_handler);
+    train_signal_guard_begin(&sig, cfg->exit_signal_handler);
     int rc = launch ? launch(launch_ctx, world, train_rank, &jb, err, errlen)
                     : launch_ranks(world, train_rank, &jb, err, errlen);
-    tr_signal_guard_end(&sig);
+    train_signal_guard_end(&sig);
     if (jb.predict) {
         if (rc == 0) {
-            tr_predict_print(log, predict);
-            if (cfg->predict_json[0] && tr_predict_write_json(cfg->predict_json, predict, err, errlen)) rc = -1;
+            train_predict_print(log, predict);
+            if (cfg->predict_json[0] && train_predict_write_json(cfg->predict_json, predict, err, errlen)) rc = -1;
         }
-        if (!keep) tr_predict_free(predict);
+        if (!keep) train_predict_free(predict);
     }
     ckpt_provenance_free(&jb.prov);
     if (jb.ckpt) ckpt_reader_close(jb.ckpt);

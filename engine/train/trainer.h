@@ -40,27 +40,27 @@ typedef struct tr_train_summary {
     double first_iteration_wall;   /* CLOCK_REALTIME seconds when the reporter began its first iteration (0: none) */
     int64_t signal_exit_iteration; /* --exit-signal-handler: the iteration the job stopped at on SIGTERM; 0 none */
     double signal_exit_time;       /* the reporter's clock then */
-    /* Optional, owned by the caller (kept across tr_train's reset): losses[it] for each iteration
+    /* Optional, owned by the caller (kept across train_run's reset): losses[it] for each iteration
      * run ([train_iters + 1]); digests[rank] of each rank's final fp32 master weights ([world]). */
     double *iteration_loss;
     uint64_t *weight_digest;
     /* Optional, owned by the caller: with --predict the report (train/predict_report.h) is gathered here
-     * instead of in tr_train's own, and left for the caller, who frees it with tr_predict_free. */
+     * instead of in train_run's own, and left for the caller, who frees it with train_predict_free. */
     struct tr_predict *predict;
 } tr_train_summary;
 
 /* Runs training over `world` ranks (the twin: all of them in this process; a real build: this
  * process's rank). Iteration lines go to `log` from the last rank (Megatron's habit), JSON lines to
- * cfg->metrics_jsonl. The caller initialises *summary (zeroes, or its two optional arrays): tr_train
+ * cfg->metrics_jsonl. The caller initialises *summary (zeroes, or its two optional arrays): train_run
  * resets every other field. Returns an exit code (0, TR_EXIT_FATAL, TR_EXIT_USAGE or TR_EXIT_NAN) with err
  * filled on failure. */
-int tr_train(const tr_config *cfg, int world, FILE *log, tr_train_summary *summary, char *err, size_t errlen);
-/* tr_train with the ranks started by launch(launch_ctx, ...) instead of launch_ranks (NULL: launch_ranks). */
-int tr_train_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *summary, launch_fn launch,
-                  void *launch_ctx, char *err, size_t errlen);
+int train_run(const tr_config *cfg, int world, FILE *log, tr_train_summary *summary, char *err, size_t errlen);
+/* train_run with the ranks started by launch(launch_ctx, ...) instead of launch_ranks (NULL: launch_ranks). */
+int train_run_with(const tr_config *cfg, int world, FILE *log, tr_train_summary *summary, launch_fn launch,
+                   void *launch_ctx, char *err, size_t errlen);
 
 /* Completes the config before training: merges --hf-load DIR/config.json (the model shape) and
  * runs the cross-flag checks for this world size. Returns 0 or -1 with err. */
-int tr_train_prepare_config(tr_config *cfg, int world, char *err, size_t errlen);
+int train_prepare_config(tr_config *cfg, int world, char *err, size_t errlen);
 
 #endif

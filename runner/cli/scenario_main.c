@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
         tr_version_print(stdout, "scenario");
         return 0;
     }
-    if (argc >= 2 && !strcmp(argv[1], "plan")) return sc_plan_main(argc - 2, argv + 2);
+    if (argc >= 2 && !strcmp(argv[1], "plan")) return plan_main(argc - 2, argv + 2);
     if (argc < 3 || (strcmp(argv[1], "run") && strcmp(argv[1], "check"))) return usage();
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines in order with the ranks' messages, also in a file */
     const bool run = !strcmp(argv[1], "run");
@@ -137,7 +137,7 @@ int main(int argc, char **argv) {
         }
         char dir[SC_PATH_LEN + SC_NAME_LEN + 2];
         snprintf(dir, sizeof dir, "%s/%s", work, s.name);
-        if (!run && (scenario_check_faults(&s, err, sizeof err) || sc_work_check(dir, err, sizeof err))) {
+        if (!run && (runner_check_faults(&s, err, sizeof err) || work_check(dir, err, sizeof err))) {
             fprintf(stderr, "scenario: %s\n", err);
             status = 2;
             scenario_free(&s);
@@ -153,14 +153,14 @@ int main(int argc, char **argv) {
         printf("== %s: %s\n", s.name, s.description[0] ? s.description : s.path);
         fflush(stdout);
         sc_run_options o = {.work_dir = dir, .job_log = log, .progress = stdout, .trace_path = trace};
-        if (scenario_run(&s, &o, &reports[nrep], err, sizeof err)) {
+        if (runner_run(&s, &o, &reports[nrep], err, sizeof err)) {
             fprintf(stderr, "scenario: %s\n", err);
             status = 2;
-            sc_report_free(&reports[nrep]);
+            report_free(&reports[nrep]);
         } else {
             report_text(stdout, &reports[nrep]);
             if (!reports[nrep].passed && status == 0) status = 1;
-            if (clean && reports[nrep].passed && sc_work_clean(dir)) status = 2;
+            if (clean && reports[nrep].passed && work_clean(dir)) status = 2;
             views[nrep] = &reports[nrep];
             nrep++;
         }
@@ -189,7 +189,7 @@ int main(int argc, char **argv) {
         else report_junit(f, views, nrep), fclose(f);
     }
     if (log) fclose(log);
-    for (int i = 0; i < nrep; i++) sc_report_free(&reports[i]);
+    for (int i = 0; i < nrep; i++) report_free(&reports[i]);
     for (int i = 0; i < nfiles; i++) free(files[i]);
     free(files), free(reports), free(views);
     return status;

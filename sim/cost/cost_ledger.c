@@ -43,7 +43,7 @@ twin_ledger *twin_ledger_open(int rank) {
     return l;
 }
 
-/* The GPU profile's name for the launch: GEMMs by shape and types (engine/cuda/kern_gemm_cublaslt.cu
+/* The GPU profile's name for the launch: GEMMs by shape and types (cuda/kern_gemm_cublaslt.cu
  * spells it so), every other kind by its entry point. */
 static void label_of(char *out, size_t len, const twin_kernel_cost *kc) {
     if (kc->m > 0)

@@ -99,7 +99,7 @@ void twin_result_free(twin_result *res);
 /* The twin's launch_ranks (sim/launch) with a supervisor's settings: runs the job's ranks under opt
  * instead of the defaults and the TWINRUN_TWIN_DEVICE / TWINRUN_TWIN_SEED / TWINRUN_FLIGHT_* settings
  * of the environment (opt NULL: exactly launch_ranks), and leaves the run's result in *result, freeing
- * what it held (result NULL: freed). The scenario runner passes it to the engine (tr_train_with). */
+ * what it held (result NULL: freed). The scenario runner passes it to the engine (train_run_with). */
 int twin_launch(int world, launch_entry entry, void *arg, const twin_options *opt, twin_result *result, char *err,
                 size_t errlen);
 

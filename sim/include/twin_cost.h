@@ -16,7 +16,7 @@
 #include "twinrun/dtype.h"
 
 /* The kinds of kernel launch the twin charges: one per cost call site of sim/kern (its name is the
- * GPU profile's kind of the same entry point, engine/cuda/gpu_profile.h), GEMMs in two classes
+ * GPU profile's kind of the same entry point, cuda/gpu_profile.h), GEMMs in two classes
  * (their fitted efficiencies differ by 10%): bf16 output, and bf16 inputs accumulated into an fp32
  * output (the weight gradients into the main grads). TWIN_K_MEMSET is dev_memset_zero, charged
  * only on a calibrated spec (uncalibrated twin timelines stay as they were). */

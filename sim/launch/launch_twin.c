@@ -38,7 +38,7 @@ int twin_launch(int world, launch_entry entry, void *arg, const twin_options *gi
     const char *seed = getenv("TWINRUN_TWIN_SEED");
     if (seed && *seed && !given) opt.seed = strtoull(seed, NULL, 10);
     tr_flight_env fe; /* TWINRUN_FLIGHT_*: the same dumps as the real backend writes */
-    if (tr_flight_env_read(&fe, err, errlen)) return -1;
+    if (tr_launch_flight_env_read(&fe, err, errlen)) return -1;
     if (!given) {
         opt.dump_dir = fe.dir;
         opt.dump_at_exit = fe.at_exit;

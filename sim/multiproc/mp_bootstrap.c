@@ -1,7 +1,7 @@
 /* Start-up of the multi-process twin: every process learns every other's bootstrap record (its
  * libfabric address above all) before the first libfabric message. Under mpirun the records go
  * through MPI_Allgather; otherwise through the rendezvous store that process 0 serves on
- * MASTER_ADDR:MASTER_PORT (engine/launch/tcp_store.h, the real build's rendezvous too). */
+ * MASTER_ADDR:MASTER_PORT (base/launch/tcp_store.h, the real build's rendezvous too). */
 #include "mp_bootstrap.h"
 
 #include <stdio.h>

@@ -15,7 +15,7 @@
  *           uid:u64 seq:u64 a:i32 b:i32 n:i32 op:u8 dtype:u8 redop:i8 pad:u8 peer:i32
  *           nmembers:u32 count:u64, then nmembers x (index:u32 rank:u32 arrival:f64 data_len:u64),
  *           then the members' data, in member order
- *   ABORT, FAIL: a reason (text); DUMP: flight dumps (engine/flight text format); BYE: exit code (4 bytes);
+ *   ABORT, FAIL: a reason (text); DUMP: flight dumps (base/flight text format); BYE: exit code (4 bytes);
  *   IDLE: messages received (8 bytes); CONFIRM_OK: quiet (1 byte), the confirmed sent and received counts
  *   (8 bytes each); HELLO, CONFIRM, STUCK: none
  * Integers are little-endian; doubles are IEEE-754 binary64 bit patterns. */

@@ -26,9 +26,9 @@ typedef struct mp_config {
     int chunk;             /* ranks go to processes round-robin in chunks of this many (= ranks_per_proc: blocks) */
     const char *launcher;  /* who numbered the processes, for messages ("mpirun", ...) */
     bool mpi;              /* exchange endpoint addresses through MPI (started by mpirun) */
-    char master_addr[256]; /* otherwise through the rendezvous store there (engine/launch/tcp_store.h) */
+    char master_addr[256]; /* otherwise through the rendezvous store there (base/launch/tcp_store.h) */
     int master_port;
-    char store_token[257]; /* TWINRUN_STORE_TOKEN ("" none), TWINRUN_STORE_BIND: engine/launch/launch_vars.h */
+    char store_token[257]; /* TWINRUN_STORE_TOKEN ("" none), TWINRUN_STORE_BIND: base/launch/launch_vars.h */
     char store_bind[256];
     double timeout_s;           /* wall-clock watchdog on waits for other processes */
     bool timeout_explicit;      /* timeout_s came from TWINRUN_REMOTE_TIMEOUT; otherwise each waiting rank's

@@ -4,7 +4,7 @@ add_test(NAME arch_boundaries COMMAND ${CMAKE_CURRENT_LIST_DIR}/boundaries.sh ${
 set_tests_properties(arch_boundaries PROPERTIES LABELS "${labels}")
 
 # No mutable file-scope state in the libraries beyond the twin's documented hardware state.
-set(arch_libs $<TARGET_FILE:twinrun_engine>)
+set(arch_libs $<TARGET_FILE:twinrun_base> $<TARGET_FILE:twinrun_fault> $<TARGET_FILE:twinrun_engine>)
 if(TWINRUN_BACKEND STREQUAL "twin")
   list(APPEND arch_libs $<TARGET_FILE:twinrun_twin> $<TARGET_FILE:twinrun_runner>)
 endif()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The job's heartbeat (engine/launch/heartbeat.h) with two real processes on loopback: launch_check
+# The job's heartbeat (base/launch/heartbeat.h) with two real processes on loopback: launch_check
 # --hold keeps both ranks on it as train_llama3's ranks are. A rank killed with SIGKILL, the rank
 # that serves the store killed, and a rank stopped (SIGSTOP: silent, sockets open) must each make the
 # other exit 1 within 10 s, naming the lost rank; with nobody lost both exit 0.

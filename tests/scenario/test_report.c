@@ -174,7 +174,7 @@ static void test_json_round_trip(void **state) {
     assert_true(cJSON_IsNull(get(root, "reference_losses")));
     cJSON_Delete(root);
     free(text);
-    sc_report_free(&r);
+    report_free(&r);
 }
 
 static int count(const char *s, const char *needle) {
@@ -236,8 +236,8 @@ static void test_junit_counts_and_escapes(void **state) {
     assert_non_null(strstr(x, "name=\"scenario\" time=\"0\">"));
     free(x);
     assert_int_equal(report_junit(stdout, NULL, 1), -1);
-    sc_report_free(&a);
-    sc_report_free(&b);
+    report_free(&a);
+    report_free(&b);
 }
 
 static void test_text_summary(void **state) {
@@ -274,9 +274,9 @@ static void test_text_summary(void **state) {
     t = capture(write_text, &r);
     assert_non_null(strstr(t, "PASSED: 2/2 expectations\n"));
     free(t);
-    sc_report_free(&r);
-    sc_report_free(&r); /* idempotent */
-    sc_report_free(NULL);
+    report_free(&r);
+    report_free(&r); /* idempotent */
+    report_free(NULL);
 }
 
 static void test_progress_is_silent_in_files(void **state) {

@@ -251,7 +251,7 @@ static void test_argv(void **state) {
     assert_int_equal(cfg->seed, 4242);
     assert_int_equal(cfg->n_data_path, 4);
     free(cfg);
-    sc_argv_free(argv, argc);
+    scenario_argv_free(argv, argc);
     scenario_free(&s);
 }
 
@@ -271,13 +271,13 @@ static void test_switch_false_removes_preset_switch(void **state) {
         switches += strcmp(argv[i], "--disable-bias-linear") == 0;
     }
     assert_int_equal(switches, 1); /* preset and training both set it: emitted once */
-    sc_argv_free(argv, argc);
+    scenario_argv_free(argv, argc);
     scenario_free(&s);
 }
 
 static void test_presets(void **state) {
     (void)state;
-    const char *const *p = sc_model_preset("llama3-70b");
+    const char *const *p = scenario_model_preset("llama3-70b");
     assert_non_null(p);
     int found = 0;
     for (; p[0]; p += 2) {
@@ -291,13 +291,13 @@ static void test_presets(void **state) {
         if (!strcmp(p[0], "group-query-attention")) found += p[1] == NULL;
     }
     assert_int_equal(found, 8);
-    p = sc_model_preset("llama3-8b");
+    p = scenario_model_preset("llama3-8b");
     assert_non_null(p);
     assert_string_equal(p[0], "num-layers");
     assert_string_equal(p[1], "32");
-    assert_null(sc_model_preset("llama3-7b"));
-    assert_null(sc_model_preset(NULL));
-    assert_string_equal(sc_model_preset_names(), "llama3-8b, llama3-70b, tiny");
+    assert_null(scenario_model_preset("llama3-7b"));
+    assert_null(scenario_model_preset(NULL));
+    assert_string_equal(scenario_model_preset_names(), "llama3-8b, llama3-70b, tiny");
 
     /* every preset is a model the engine accepts, on its own */
     const char *names[] = {"llama3-8b", "llama3-70b", "tiny"};
@@ -317,7 +317,7 @@ static void test_presets(void **state) {
         if (tr_config_parse(cfg, argc, argv, err, sizeof err) || tr_config_finalize(cfg, 1, err, sizeof err))
             fail_msg("preset %s: %s", names[k], err);
         free(cfg);
-        sc_argv_free(argv, argc);
+        scenario_argv_free(argv, argc);
         scenario_free(&s);
     }
 }
@@ -534,7 +534,7 @@ static void test_hostfile_parse(void **state) {
     char err[ERRLEN] = "";
     const char *ok = "# cluster A\n\ntrain-node-000 slots=8\n  train-node-001   slots=8 max_slots=8 # spare\n"
                      "train-node-002\n";
-    assert_int_equal(sc_hostfile_parse(ok, strlen(ok), "hf", &h, &n, err, sizeof err), 0);
+    assert_int_equal(scenario_hostfile_parse(ok, strlen(ok), "hf", &h, &n, err, sizeof err), 0);
     assert_int_equal(n, 3);
     assert_string_equal(h[1].name, "train-node-001");
     assert_int_equal(h[1].slots, 8);
@@ -558,12 +558,12 @@ static void test_hostfile_parse(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = 0;
         h = (sc_host *)1;
-        assert_int_equal(sc_hostfile_parse(bad[i].text, strlen(bad[i].text), "hf", &h, &n, err, sizeof err), -1);
+        assert_int_equal(scenario_hostfile_parse(bad[i].text, strlen(bad[i].text), "hf", &h, &n, err, sizeof err), -1);
         assert_null(h);
         assert_contains(err, bad[i].msg);
     }
     const char nul[] = "a slots=8\nb\0 slots=8\n";
-    assert_int_equal(sc_hostfile_parse(nul, sizeof nul - 1, "hf", &h, &n, err, sizeof err), -1);
+    assert_int_equal(scenario_hostfile_parse(nul, sizeof nul - 1, "hf", &h, &n, err, sizeof err), -1);
     assert_contains(err, "hf:2: a NUL byte");
 }
 

@@ -93,27 +93,27 @@ static void test_check(void **state) {
     (void)state;
     char dir[256], err[1024];
     sub(dir, sizeof dir, "absent");
-    assert_int_equal(sc_work_check(dir, err, sizeof err), 0);
+    assert_int_equal(work_check(dir, err, sizeof err), 0);
     /* someone's folder: refused, named, untouched */
     sub(dir, sizeof dir, "user");
     assert_int_equal(mkdir(dir, 0755), 0);
     put("user/notes.txt", "mine");
-    assert_int_equal(sc_work_check(dir, err, sizeof err), -1);
+    assert_int_equal(work_check(dir, err, sizeof err), -1);
     assert_non_null(strstr(err, "already exists and scenario run did not make it (no .twinrun-scenario in it; it "
                                 "holds 'notes.txt')"));
     assert_non_null(strstr(err, "give another --work or rename the scenario"));
     /* marked: fine; a part that is a link out: refused */
     put("user/.twinrun-scenario", "work folder\n");
-    assert_int_equal(sc_work_check(dir, err, sizeof err), 0);
+    assert_int_equal(work_check(dir, err, sizeof err), 0);
     char link[256];
     sub(link, sizeof link, "user/checkpoints");
     assert_int_equal(symlink("/", link), 0);
-    assert_int_equal(sc_work_check(dir, err, sizeof err), -1);
+    assert_int_equal(work_check(dir, err, sizeof err), -1);
     assert_non_null(strstr(err, "/user/checkpoints is a symbolic link"));
     /* the folder itself a link */
     sub(link, sizeof link, "linked");
     assert_int_equal(symlink(dir, link), 0);
-    assert_int_equal(sc_work_check(link, err, sizeof err), -1);
+    assert_int_equal(work_check(link, err, sizeof err), -1);
     assert_non_null(strstr(err, "is a symbolic link: a rehearsal writes and empties checkpoints only inside --work"));
 }
 
@@ -127,7 +127,7 @@ static void test_clean(void **state) {
     put("w/checkpoints/keep.bin", "weights");
     put("w/job.log", "log");
     /* not marked: nothing removed */
-    assert_int_equal(sc_work_clean(dir), -1);
+    assert_int_equal(work_clean(dir), -1);
     assert_true(exists("w/checkpoints/keep.bin"));
     /* marked: the checkpoints go, the log and the marker stay; a link in it is removed, not followed */
     put("w/.twinrun-scenario", "work folder\n");
@@ -137,7 +137,7 @@ static void test_clean(void **state) {
     char link[256];
     sub(link, sizeof link, "w/data_cache");
     assert_int_equal(symlink(path, link), 0);
-    assert_int_equal(sc_work_clean(dir), 0);
+    assert_int_equal(work_clean(dir), 0);
     assert_false(exists("w/checkpoints"));
     assert_false(exists("w/data_cache"));
     assert_true(exists("outside/precious"));
@@ -148,7 +148,7 @@ static void test_clean(void **state) {
     assert_int_equal(mkdir(path, 0755), 0);
     sub(link, sizeof link, "wl");
     assert_int_equal(symlink(dir, link), 0);
-    assert_int_equal(sc_work_clean(link), -1);
+    assert_int_equal(work_clean(link), -1);
     assert_true(exists("w/checkpoints"));
 }
 

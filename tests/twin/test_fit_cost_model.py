@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ci/fit_cost_model.py on a fixture whose answer is known: GPU profiles (in the format
-engine/cuda/gpu_profile.cu prints) and twin ledgers made from chosen latencies and efficiencies; the
+cuda/gpu_profile.cu prints) and twin ledgers made from chosen latencies and efficiencies; the
 fit must give them back. Then the old profile format's warm-up estimate, and bad inputs (exit 2 with
 the reason; --check of a different table: exit 1).
 Usage: test_fit_cost_model.py REPO_ROOT"""

@@ -86,14 +86,14 @@ static int prepare(tr_config *c, int world, const char *extra, char *err, size_t
     for (char *tok = strtok(text, " "); tok && argc < 128; tok = strtok(NULL, " ")) argv[argc++] = tok;
     tr_config_defaults(c);
     if (tr_config_parse(c, argc, argv, err, errlen)) return -1;
-    return tr_train_prepare_config(c, world, err, errlen);
+    return train_prepare_config(c, world, err, errlen);
 }
 
 /* Runs the config quietly; the summary's peak, and with predict the report. */
 static int run(const tr_config *c, int world, tr_train_summary *sum, char *err, size_t errlen) {
     FILE *log = fopen("/dev/null", "w");
     assert_non_null(log);
-    int rc = tr_train(c, world, log, sum, err, errlen);
+    int rc = train_run(c, world, log, sum, err, errlen);
     fclose(log);
     return rc;
 }
@@ -114,7 +114,7 @@ static void check_agreement(int world, const char *layout, int stages) {
     assert_int_equal(p.nstages, stages);
     assert_int_equal(p.ranks, world);
     int at;
-    assert_int_equal(tr_predict_max_peak(&p, &at), normal.device_peak_bytes);
+    assert_int_equal(train_predict_max_peak(&p, &at), normal.device_peak_bytes);
     for (int s = 0; s < stages; s++) {
         size_t sum = 0;
         for (int t = 0; t < DEV_MEM_TAG_COUNT; t++) sum += p.stage[s].parts[t];
@@ -130,7 +130,7 @@ static void check_agreement(int world, const char *layout, int stages) {
     /* the normal run trained; the shape-only one read zeros, and finished anyway */
     assert_true(normal.last_loss > 0);
     assert_true(pred.last_loss == 0.0);
-    tr_predict_free(&p);
+    train_predict_free(&p);
 }
 
 static void test_peak_agrees_tp2_pp2_dp2(void **state) {
@@ -182,9 +182,9 @@ static void test_predict_same_with_pool(void **state) {
             assert_int_equal(p.stage[st].peak, first.stage[st].peak);
             assert_true(memcmp(&p.stage[st].time, &first.stage[st].time, sizeof p.stage[st].time) == 0);
         }
-        tr_predict_free(&p);
+        train_predict_free(&p);
     }
-    tr_predict_free(&first);
+    train_predict_free(&first);
     if (saved) setenv("TWINRUN_TWIN_THREADS", saved, 1);
     else unsetenv("TWINRUN_TWIN_THREADS");
     free(saved);

@@ -100,7 +100,7 @@ static void test_py_float_repr(void **state) {
         "0.0001", "100.0", "0.969", "0.03"};
     char b[64];
     for (unsigned i = 0; i < sizeof v / sizeof *v; i++) {
-        tr_py_float_repr(v[i], b, sizeof b);
+        tr_pyjson_float_repr(v[i], b, sizeof b);
         assert_string_equal(b, r[i]);
     }
 }

@@ -1,4 +1,4 @@
-/* The rendezvous store against strangers (engine/launch/tcp_store.h): while a real job of eight
+/* The rendezvous store against strangers (base/launch/tcp_store.h): while a real job of eight
  * clients publishes and reads its keys, others connect without the token, with a wrong token, with
  * an oversized or malformed frame, or hold connections open without a word, or open more
  * connections than the server takes. Every stranger is refused (and counted), the job completes,

@@ -19,7 +19,7 @@ static char *render(const tr_log_line *l, int throughput) {
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
-    tr_log_write_line(f, "2025-01-02 03:04:05.678901", l, throughput);
+    train_log_write_line(f, "2025-01-02 03:04:05.678901", l, throughput);
     fclose(f);
     return buf;
 }
@@ -56,7 +56,7 @@ static void test_json_line_has_no_nan(void **state) {
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
-    tr_log_write_json(f, &l);
+    train_log_write_json(f, &l);
     fclose(f);
     assert_non_null(strstr(buf, "\"lm_loss\":null"));
     assert_non_null(strstr(buf, "\"grad_norm\":2.5"));
@@ -70,7 +70,7 @@ static void test_validation_block(void **state) {
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
-    tr_log_write_validation(f, 100, 25.0);
+    train_log_write_validation(f, 100, 25.0);
     fclose(f);
     const char *line = " validation loss at iteration 100 | lm loss value: 2.500000E+01 | lm loss PPL: 4.851652E+08 | ";
     size_t len = strlen(line);
@@ -92,7 +92,7 @@ static void test_flops_llama3_8b(void **state) {
     c.global_batch_size = 1, c.seq_length = 8192, c.hidden_size = 4096, c.num_layers = 32;
     c.num_attention_heads = 32, c.group_query_attention = true, c.num_query_groups = 8, c.kv_channels = 128;
     c.ffn_hidden_size = 14336, c.swiglu = true;
-    double per_token = tr_flops_per_iteration(&c, 128256) / 8192.0;
+    double per_token = train_flops_per_iteration(&c, 128256) / 8192.0;
     assert_true(fabs(per_token / 5.147e10 - 1.0) < 1e-3);
 }
 
@@ -106,7 +106,7 @@ static void test_megatron_memory_formula(void **state) {
     c.num_query_groups = 8, c.kv_channels = 128, c.ffn_hidden_size = 14336, c.swiglu = true;
     c.untie_embeddings_and_output_weights = true, c.use_distributed_optimizer = true;
     c.normalization = TR_NORM_RMSNORM;
-    double mb = tr_megatron_weight_optimizer_bytes(&c, 128256, 8) / (1024.0 * 1024.0);
+    double mb = train_megatron_weight_optimizer_bytes(&c, 128256, 8) / (1024.0 * 1024.0);
     assert_true(fabs(mb - 57436.90) < 0.01);
 }
 

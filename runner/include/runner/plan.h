@@ -75,23 +75,23 @@ typedef struct sc_plan_result {
     double wall_seconds;
 } sc_plan_result;
 
-void sc_plan_options_default(sc_plan_options *o);
-/* Plans s. 0 with r filled (free with sc_plan_free), or -1 with err when the job cannot be planned (its
+void plan_options_default(sc_plan_options *o);
+/* Plans s. 0 with r filled (free with plan_free), or -1 with err when the job cannot be planned (its
  * flags do not parse, no candidate left, no work folder). */
-int sc_plan(const scenario *s, const sc_plan_options *o, sc_plan_result *r, char *err, size_t errlen);
-void sc_plan_free(sc_plan_result *r);
+int plan_search(const scenario *s, const sc_plan_options *o, sc_plan_result *r, char *err, size_t errlen);
+void plan_free(sc_plan_result *r);
 
 /* "none", "selective", "full". */
-const char *sc_plan_recompute_name(sc_plan_recompute rc);
+const char *plan_recompute_name(sc_plan_recompute rc);
 /* The table of candidates, the choice and what recomputation buys. */
-void sc_plan_print(FILE *f, const sc_plan_result *r);
+void plan_print(FILE *f, const sc_plan_result *r);
 /* {"scenario", "device", "capacity_bytes", "headroom", "world", "global_batch", "seq_length", "runs",
  *  "best", "candidates": [{"tp", "pp", "cp", "dp", "micro_batch", "recompute", "status", "peak_bytes",
  *  "step_time_s", "tokens_per_s", "mfu", "note"}]}: 0, or -1 when the file cannot be written. */
-int sc_plan_write_json(const char *path, const sc_plan_result *r);
+int plan_write_json(const char *path, const sc_plan_result *r);
 
 /* `scenario plan FILE [options]` (argv after "plan"): the exit status (0: one fits, 1: none fits, 2: bad
  * input or the job cannot be planned). */
-int sc_plan_main(int argc, char **argv);
+int plan_main(int argc, char **argv);
 
 #endif

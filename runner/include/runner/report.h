@@ -82,7 +82,7 @@ typedef struct sc_report {
     double wall_seconds, sim_seconds;
 } sc_report;
 
-void sc_report_free(sc_report *r);
+void report_free(sc_report *r);
 
 /* The one-screen summary. */
 void report_text(FILE *f, const sc_report *r);

@@ -19,25 +19,25 @@ typedef struct sc_run_options {
 
 /* Rehearses s. Returns 0 with the report filled (r->passed says whether every expectation held), or
  * -1 with err when the rehearsal itself could not run (bad flags for this layout, no work dir). */
-int scenario_run(const scenario *s, const sc_run_options *o, sc_report *r, char *err, size_t errlen);
+int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *err, size_t errlen);
 
 /* Faults that could never fire in the scenario's layout (a NaN in the loss off the last pipeline
- * stage, in a layer on another stage): -1 with "FILE:LINE:COL: ..." in err. scenario_run checks
+ * stage, in a layer on another stage): -1 with "FILE:LINE:COL: ..." in err. runner_run checks
  * it first; `scenario check` too. */
-int scenario_check_faults(const scenario *s, char *err, size_t errlen);
+int runner_check_faults(const scenario *s, char *err, size_t errlen);
 
 /* Removes WORK_DIR/checkpoints and WORK_DIR/data_cache (what `scenario run --clean` drops after a
  * scenario passed; reports and logs stay), only in a folder that holds SC_WORK_MARKER. 0, or -1 with
  * the reason on stderr. */
-int sc_work_clean(const char *work_dir);
+int work_clean(const char *work_dir);
 
-/* The file scenario_run puts in each work folder it makes (runner/work_dir.c). */
+/* The file runner_run puts in each work folder it makes (runner/work_dir.c). */
 #define SC_WORK_MARKER ".twinrun-scenario"
 /* -1 with err when DIR may not be a work folder: a symbolic link, not a directory, a folder that holds
  * files but no marker (someone else's), or a part a rehearsal writes (checkpoints, job.log, ...) that
  * is a symbolic link. An absent DIR is fine. Writes nothing: `scenario check` asks it too. */
-int sc_work_check(const char *dir, char *err, size_t errlen);
-/* sc_work_check, then DIR created and marked (scenario_run does it first). */
-int sc_work_prepare(const char *dir, const scenario *s, char *err, size_t errlen);
+int work_check(const char *dir, char *err, size_t errlen);
+/* work_check, then DIR created and marked (runner_run does it first). */
+int work_prepare(const char *dir, const scenario *s, char *err, size_t errlen);
 
 #endif

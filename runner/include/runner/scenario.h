@@ -107,18 +107,18 @@ void scenario_free(scenario *s);
 
 /* An OpenMPI hostfile: "host [slots=N] [max_slots=N]" per line, '#' comments. Returns 0 or -1 with
  * "FILE:LINE: message". hosts is allocated. */
-int sc_hostfile_parse(const char *text, size_t len, const char *name, sc_host **hosts, int *nhosts, char *err,
-                      size_t errlen);
+int scenario_hostfile_parse(const char *text, size_t len, const char *name, sc_host **hosts, int *nhosts, char *err,
+                            size_t errlen);
 
 /* The flags of a model preset ("llama3-70b": 80 layers, hidden 8192, ...), NULL-terminated pairs
  * {name, value}; value NULL for switches. NULL when the preset is unknown. */
-const char *const *sc_model_preset(const char *name);
+const char *const *scenario_model_preset(const char *name);
 /* Comma-separated list of presets for messages. */
-const char *sc_model_preset_names(void);
+const char *scenario_model_preset_names(void);
 
 /* The argv for tr_config_parse: every flag as "--name" [value], plus the layout flags
- * (--tensor-model-parallel-size ..., --seed). Allocated: free with sc_argv_free. */
+ * (--tensor-model-parallel-size ..., --seed). Allocated: free with scenario_argv_free. */
 int scenario_argv(const scenario *s, char ***argv, int *argc);
-void sc_argv_free(char **argv, int argc);
+void scenario_argv_free(char **argv, int argc);
 
 #endif

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Builds the cuda backend on a GPU machine and runs what can only run there:
+#   1. ctest -L gpu (every test, linked against twinrun_cuda), GEMM path cuBLASLt (default);
+#   2. the GEMM-using tests again with TWINRUN_GEMM=blas (the GemmEx path MUSA uses) and =naive;
+#   3. compute-sanitizer memcheck/racecheck on a few kernel tests;
+#   4. kern_oracle: the twin's kernels vs the GPU's on large random shapes (+ determinism);
+#   5. coll_smoke: NCCL with 1 rank (asynchronous, synchronous, an injected hang the watchdog must end),
+#      and with 2 ranks (file rendezvous, a timeout) when 2 GPUs exist. The fuller check of the
+#      asynchronous collectives and the watchdog: tools/async_check.sh.
+#
+# Usage (from the repository root): cuda/tools/device_check.sh OUTDIR [DEBS_DIR]
+# DEBS_DIR (default .debs) holds .deb files of cmocka, cJSON and pkg-config for machines that lack
+# them (apt-get download libcmocka0 libcmocka-dev libcjson1 libcjson-dev pkgconf pkgconf-bin
+# libpkgconf3 pkg-config zlib1g zlib1g-dev); they are unpacked under /tmp, never into /.
+set -u
+OUT=${1:-/tmp/twinrun-gpu}
+DEBS=${2:-.debs}
+B=${TWINRUN_GPU_BUILD:-/tmp/build-cuda-dev}
+mkdir -p "$OUT"
+log() { echo "== $*"; }
+
+log machine
+nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+"$NVCC" --version | tail -2; cmake --version | head -1; gcc --version | head -1; head -2 /etc/os-release
+
+# what the image lacks (the .debs of DEBS_DIR unpacked under /tmp), NCCL from the Python wheel: CMAKE_EXTRA
+DEBS=$DEBS . ci/gpu_env.sh
+extra=("${CMAKE_EXTRA[@]}")
+echo "cmake extras: ${extra[*]:-none}"
+
+# want NAME EXPECTED GOT: one check's exit status against the one it should have; the script ends with
+# the list of those that differed and exit 1 (each check's output is in OUT, its status printed too)
+failed=()
+want() { [ "$3" -eq "$2" ] || failed+=("$1 (exit $3, want $2)"); }
+
+log configure and build
+cmake -S . -B "$B" -DTWINRUN_BACKEND=cuda -DCMAKE_C_COMPILER=gcc -DCMAKE_CUDA_COMPILER="$NVCC" \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >"$OUT/build.log" 2>&1 &&
+    cmake --build "$B" -j"$(nproc)" >>"$OUT/build.log" 2>&1
+rc=$?
+want build 0 $rc
+tail -5 "$OUT/build.log"
+if [ $rc -ne 0 ]; then # another folder's file may be mid-edit: report it, test what did build
+    grep -E "error|Error" "$OUT/build.log" | head -20
+    [ -e "$B/cuda/libtwinrun_cuda.a" ] || exit 1
+    cmake --build "$B" -j"$(nproc)" -- -k >>"$OUT/build.log" 2>&1
+fi
+
+export NCCL_NVLS_ENABLE=0
+log "ctest -L gpu (cuBLASLt)"
+ctest --test-dir "$B" -L gpu --no-tests=error --output-on-failure --timeout 240 -j4 >"$OUT/ctest.log" 2>&1
+want "ctest -L gpu" 0 $?
+grep -E "tests passed|Failed|\*\*\*|Not Run|Timeout" "$OUT/ctest.log"
+
+for mode in blas naive; do
+    log "TWINRUN_GEMM=$mode"
+    TWINRUN_GEMM=$mode ctest --test-dir "$B" -R 'kern_gemm|refcheck|test_train$' --output-on-failure --timeout 240 \
+        --no-tests=error -j4 >"$OUT/ctest_$mode.log" 2>&1
+    want "ctest TWINRUN_GEMM=$mode" 0 $?
+    grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest_$mode.log"
+done
+
+log "kern_oracle (twin kernels vs GPU kernels, large shapes)"
+timeout 240 "$B/bin/kern_oracle" >"$OUT/oracle.log" 2>&1
+rc=$?
+echo "kern_oracle rc=$rc"
+want kern_oracle 0 $rc
+grep -E "FAILED|NOT DETERMINISTIC|kern_oracle:" "$OUT/oracle.log"
+
+log compute-sanitizer
+if command -v compute-sanitizer >/dev/null; then
+    for t in test_kern_attention test_kern_cp test_kern_norm test_kern_cross_entropy test_kern_embedding \
+        test_kern_elementwise test_kern_multi_tensor test_kern_swiglu test_kern_rope; do
+        timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tests/$t" >>"$OUT/sanitizer.log" 2>&1
+        rc=$?
+        echo "memcheck $t rc=$rc"
+        want "memcheck $t" 0 $rc
+    done
+    for t in test_kern_attention test_kern_cp; do
+        timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 "$B/tests/$t" >>"$OUT/sanitizer.log" 2>&1
+        rc=$?
+        echo "racecheck $t rc=$rc"
+        want "racecheck $t" 0 $rc
+    done
+fi
+
+log coll_smoke
+export TWINRUN_RENDEZVOUS_DIR
+TWINRUN_RENDEZVOUS_DIR=$(mktemp -d)
+{
+    timeout 120 "$B/bin/coll_smoke" 0 1
+    rc=$?
+    echo "1 rank rc=$rc"
+    want "coll_smoke 1 rank" 0 $rc
+    TWINRUN_COLL_SYNC=1 timeout 120 "$B/bin/coll_smoke" 0 1
+    rc=$?
+    echo "1 rank synchronous rc=$rc"
+    want "coll_smoke 1 rank synchronous" 0 $rc
+    # an injected GPU hang: the watchdog thread must end the process with 1 (tools/async_check.sh times it)
+    TWINRUN_COLL_TIMEOUT_S=5 TWINRUN_FLIGHT_DIR=$OUT timeout 60 "$B/bin/coll_smoke" 0 1 hang
+    rc=$?
+    echo "1 rank hang rc=$rc (want 1)"
+    want "coll_smoke hang" 1 $rc
+    if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+        TWINRUN_RUN_ID=two timeout 120 "$B/bin/coll_smoke" 1 2 & p=$!
+        TWINRUN_RUN_ID=two timeout 120 "$B/bin/coll_smoke" 0 2; r0=$?
+        wait $p; r1=$?; echo "2 ranks rc=$r0,$r1"
+        want "coll_smoke 2 ranks, rank 0" 0 $r0; want "coll_smoke 2 ranks, rank 1" 0 $r1
+        export TWINRUN_COLL_TIMEOUT_S=5
+        TWINRUN_RUN_ID=late timeout 120 "$B/bin/coll_smoke" 1 2 timeout & p=$!
+        TWINRUN_RUN_ID=late timeout 120 "$B/bin/coll_smoke" 0 2 timeout; r0=$?
+        wait $p; r1=$?; echo "2 ranks timeout rc=$r0,$r1"
+        want "coll_smoke 2 ranks timeout, rank 0" 0 $r0; want "coll_smoke 2 ranks timeout, rank 1" 0 $r1
+    fi
+} >"$OUT/smoke.log" 2>&1
+grep -E "FAILED|rc=|all ok|returned" "$OUT/smoke.log"
+ls "$TWINRUN_RENDEZVOUS_DIR"
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "device check: ${#failed[@]} failed: ${failed[*]}"
+    exit 1
+fi
+echo "device check: every step exited as it should"

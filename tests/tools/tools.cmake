@@ -1,0 +1,31 @@
+# Tools the tests and GPU checks use that belong to no one backend (docs/architecture.md):
+#   kern_oracle.c  the twin's CPU kernels as the GPU kernels' oracle (a cuda build: both backends' kernels)
+#   fakegpu/       a CPU stand-in for CUDA and NCCL, to run the CUDA backend's collective code (fakegpu_check.sh)
+#   flash_emu/     the CUDA flash-attention kernels on the CPU, warps emulated (flash_emu.sh)
+# The last two build themselves from their scripts; kern_oracle is built here.
+
+# kern_oracle: the twin's CPU kernels (sim/kern, every kern_X renamed twin_kern_X) as the oracle
+# for the GPU kernels on large random inputs (see kern_oracle.c).
+if(TWINRUN_BACKEND STREQUAL "cuda")
+  file(GLOB _twin_kern_src CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/sim/kern/*.c)
+  # every kernel of the one list, TR_KERNELS in twinrun/kern.h: X(kern_name, (parameters))
+  file(READ ${PROJECT_SOURCE_DIR}/base/include/twinrun/kern.h _kern_h)
+  string(REGEX MATCHALL "X\\(kern_[a-z0-9_]+," _kernel_entries "${_kern_h}")
+  set(_twin_renames "")
+  foreach(entry ${_kernel_entries})
+    string(REGEX REPLACE "X\\((kern_[a-z0-9_]+)," "\\1" fn "${entry}")
+    list(APPEND _twin_renames "${fn}=twin_${fn}")
+  endforeach()
+  list(LENGTH _twin_renames _nkernels)
+  if(_nkernels LESS 2)
+    message(FATAL_ERROR "kern_oracle: no X(kern_...) line in base/include/twinrun/kern.h's TR_KERNELS")
+  endif()
+  set_source_files_properties(${_twin_kern_src} PROPERTIES COMPILE_DEFINITIONS "${_twin_renames}")
+  add_executable(kern_oracle ${CMAKE_CURRENT_LIST_DIR}/kern_oracle.c ${_twin_kern_src})
+  # sim/ and sim/include for the twin kernels' own headers (kern_cpu.h includes twin_cost.h); the
+  # oracle defines the cost hook itself.
+  target_include_directories(kern_oracle PRIVATE ${PROJECT_SOURCE_DIR}/sim/kern ${PROJECT_SOURCE_DIR}/sim
+                             ${PROJECT_SOURCE_DIR}/sim/include ${TWINRUN_EXPORTS}/twin)
+  target_link_libraries(kern_oracle PRIVATE ${TWINRUN_LINK})
+  set_target_properties(kern_oracle PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+endif()
