@@ -2,7 +2,7 @@
  * the job token without sending it (base/launch/store_proto.h).
  *
  * Hand-written, not a library: the engine links no crypto library today, the GPU machines' image
- * cannot install one (no package registry there, ci/gpu_env.sh), and these ~120 lines are checked
+ * cannot install one (no package registry there, lab/gpu_env.sh), and these ~120 lines are checked
  * against the FIPS 180-4 and RFC 4231 test vectors (tests/unit/test_sha256.c). */
 #ifndef TWINRUN_BASE_LAUNCH_SHA256_H
 #define TWINRUN_BASE_LAUNCH_SHA256_H
