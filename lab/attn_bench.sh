@@ -11,7 +11,7 @@
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 . "$(dirname "$0")/gpu_env.sh"
-lab_args "$(sed -n '2,14p' "$0")" "$@"
+lab_args "$@"
 [ ${#ARGS[@]} -eq 1 ] && [ "${ARGS[0]#-}" = "${ARGS[0]}" ] || lab_die "usage: lab/attn_bench.sh [--debs DIR] [--build DIR] OUTDIR"
 OUTDIR=$(lab_outdir "${ARGS[0]}")
 cd "$(dirname "$0")/.."

@@ -17,7 +17,7 @@
 # Example: git worktree add /tmp/old c8da9f5 && lab/gpu_ab.sh /tmp/old /tmp/ab
 set -euo pipefail
 . "$(dirname "$0")/gpu_env.sh"
-lab_args "$(sed -n '2,23p' "$0")" "$@"
+lab_args "$@"
 ROUNDS=3 pos=()
 set -- "${ARGS[@]}"
 while [ $# -gt 0 ]; do

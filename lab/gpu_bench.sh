@@ -27,7 +27,7 @@
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 . "$(dirname "$0")/gpu_env.sh"
-lab_args "$(sed -n '2,32p' "$0")" "$@"
+lab_args "$@"
 quick=0 profile=0 checks=0 oracle=1 pos=()
 for a in "${ARGS[@]}"; do
     case $a in

@@ -26,7 +26,7 @@
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 . "$(dirname "$0")/gpu_env.sh"
-lab_args "$(sed -n '2,29p' "$0")" "$@"
+lab_args "$@"
 [ ${#ARGS[@]} -eq 1 ] && [ "${ARGS[0]#-}" = "${ARGS[0]}" ] || lab_die "usage: lab/gpu_calibrate.sh [--debs DIR] [--build DIR] OUTDIR"
 OUTDIR=$(lab_outdir "${ARGS[0]}")
 cd "$(dirname "$0")/.."

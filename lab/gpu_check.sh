@@ -14,7 +14,7 @@
 # Exit status 1 when any step failed; every step runs and prints its own verdict.
 set -uo pipefail
 . "$(dirname "$0")/gpu_env.sh"
-lab_args "$(sed -n '2,15p' "$0")" "$@"
+lab_args "$@"
 TWIN=$(dirname "$0")/../.gpu_inputs
 pos=()
 set -- "${ARGS[@]}"

@@ -10,7 +10,7 @@
 #   (lab/gpu_env.sh). Exit status 1 when a run failed or the two runs with the flag differ.
 set -uo pipefail
 . "$(dirname "$0")/gpu_env.sh"
-lab_args "$(sed -n '2,11p' "$0")" "$@"
+lab_args "$@"
 BIN="" STEPS=8 pos=()
 set -- "${ARGS[@]}"
 while [ $# -gt 0 ]; do

@@ -4,9 +4,10 @@
 # Sourcing it only defines functions; each one prints what went wrong on stderr and returns non-zero,
 # and the scripts stop there.
 #
-#   lab_args USAGE "$@"     the options every GPU script takes: --debs DIR (or --debs=DIR: a folder of .deb
+#   lab_args "$@"           the options every GPU script takes: --debs DIR (or --debs=DIR: a folder of .deb
 #                           files, default $TWINRUN_DEBS), --build DIR (the cuda build folder, default
-#                           $TWINRUN_GPU_BUILD, else the script's own under /tmp), -h/--help (prints USAGE);
+#                           $TWINRUN_GPU_BUILD, else the script's own under /tmp), -h/--help (prints the
+#                           script's header comment);
 #                           sets DEBS and GPU_BUILD, and leaves everything else, in order, in ARGS
 #   lab_deps [DEBS_DIR]     finds nvcc, cmake, gcc, pkg-config and the libraries (cJSON, zlib, PCRE2, cmocka)
 #                           on the system; whatever is missing comes from DEBS_DIR's .deb files, unpacked
@@ -37,8 +38,7 @@ lab_die() {
 }
 
 lab_args() {
-    local usage=$1 a
-    shift
+    local a
     DEBS=${TWINRUN_DEBS:-}
     GPU_BUILD=${TWINRUN_GPU_BUILD:-}
     ARGS=()
@@ -50,7 +50,7 @@ lab_args() {
         --debs=*) DEBS=${a#--debs=} ;;
         --build) [ $# -gt 0 ] || lab_die "--build needs a folder"; GPU_BUILD=$1; shift ;;
         --build=*) GPU_BUILD=${a#--build=} ;;
-        -h | --help) echo "$usage"; exit 0 ;;
+        -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) ARGS+=("$a") ;;
         esac
     done

@@ -9,7 +9,7 @@
 # Exit status 1 when a case was not diagnosed as on the twin, or a step before the cases failed.
 set -uo pipefail
 . "$(dirname "$0")/gpu_env.sh"
-lab_args "$(sed -n '2,10p' "$0")" "$@"
+lab_args "$@"
 [ ${#ARGS[@]} -eq 1 ] && [ "${ARGS[0]#-}" = "${ARGS[0]}" ] ||
     lab_die "usage: lab/gpu_faults.sh [--debs DIR] [--build DIR] OUTDIR"
 W=$(lab_outdir "${ARGS[0]}") || exit 1

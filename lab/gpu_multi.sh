@@ -25,7 +25,7 @@
 # Exit status 1 when a check failed or the build did; every check runs and prints its verdict.
 set -u
 . "$(dirname "$0")/gpu_env.sh"
-lab_args "$(sed -n '2,32p' "$0")" "$@"
+lab_args "$@"
 TWIN=$(dirname "$0")/../.gpu_inputs
 pos=()
 set -- "${ARGS[@]}"

@@ -54,7 +54,7 @@
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 . "$(dirname "$0")/gpu_env.sh"
-lab_args "$(sed -n '2,60p' "$0")" "$@"
+lab_args "$@"
 mode=bench pos=() BUDGET=${TWINRUN_MULTI_BENCH_BUDGET_S:-0}
 set -- "${ARGS[@]}"
 while [ $# -gt 0 ]; do

@@ -14,7 +14,7 @@
 # Exit status 1 when a run or a comparison failed.
 set -uo pipefail
 . "$(dirname "$0")/gpu_env.sh"
-lab_args "$(sed -n '2,18p' "$0")" "$@"
+lab_args "$@"
 twin_only=0 TWIN_DIR="" pos=()
 set -- "${ARGS[@]}"
 while [ $# -gt 0 ]; do

@@ -26,7 +26,7 @@
 #   cuda/tools/async_check.sh /tmp/ac > summary.txt 2>&1; tar czf async_check.tgz -C /tmp ac
 set -u
 . "$(dirname "$0")/../../lab/gpu_env.sh"
-lab_args "$(sed -n '2,27p' "$0")" "$@"
+lab_args "$@"
 [ ${#ARGS[@]} -eq 1 ] && [ "${ARGS[0]#-}" = "${ARGS[0]}" ] ||
     lab_die "usage: cuda/tools/async_check.sh [--debs DIR] [--build DIR] OUTDIR"
 OUT=$(lab_outdir "${ARGS[0]}") || exit 1

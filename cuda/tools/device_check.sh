@@ -14,7 +14,7 @@
 #   /tmp/build-cuda-dev). Exit status 1 when any step exited otherwise than it should.
 set -u
 . "$(dirname "$0")/../../lab/gpu_env.sh"
-lab_args "$(sed -n '2,14p' "$0")" "$@"
+lab_args "$@"
 [ ${#ARGS[@]} -eq 1 ] && [ "${ARGS[0]#-}" = "${ARGS[0]}" ] ||
     lab_die "usage: cuda/tools/device_check.sh [--debs DIR] [--build DIR] OUTDIR"
 OUT=$(lab_outdir "${ARGS[0]}") || exit 1

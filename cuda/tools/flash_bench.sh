@@ -11,7 +11,7 @@ variants=()
 for ((i = 1; i <= $#; i++)); do
     if [ "${!i}" = "--" ]; then variants=("${@:i+1}"); set -- "${@:1:i-1}"; break; fi
 done
-lab_args "$(sed -n '2,9p' "$0")" "$@"
+lab_args "$@"
 [ ${#ARGS[@]} -eq 1 ] && [ "${ARGS[0]#-}" = "${ARGS[0]}" ] ||
     lab_die "usage: cuda/tools/flash_bench.sh [--debs DIR] [--build DIR] OUTDIR [-- VARIANT ...]"
 OUTDIR=$(lab_outdir "${ARGS[0]}")
