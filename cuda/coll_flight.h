@@ -1,5 +1,5 @@
 /* The real backend's flight recorder and watchdog ending, in the twin's format (base/flight/flight.h),
- * so `blame` reads GPU dumps as it reads the twin's and ci/compare_flight.py compares the two.
+ * so `blame` reads GPU dumps as it reads the twin's and lab/compare_flight.py compares the two.
  *
  * Each rank (one process, one device) records every collective its communicators issue: group,
  * sequence number (per communicator; send/recv per peer and direction, as the twin counts), op,

@@ -3,7 +3,7 @@
  *                           fires; real backend: the rank whose watchdog fires)
  *   TWINRUN_FLIGHT_RECORDS  ring entries per rank (default 256; 1..16777216)
  *   TWINRUN_FLIGHT_AT_EXIT  1: also dump when the run ends normally, for trace comparisons
- *                           (ci/compare_flight.py) */
+ *                           (lab/compare_flight.py) */
 #ifndef TWINRUN_BASE_LAUNCH_FLIGHT_ENV_H
 #define TWINRUN_BASE_LAUNCH_FLIGHT_ENV_H
 

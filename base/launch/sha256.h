@@ -1,8 +1,8 @@
 /* SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104): the rendezvous store's client proves it holds
  * the job token without sending it (base/launch/store_proto.h).
  *
- * Hand-written, not a library: the engine links no crypto library today, the GPU machines' image
- * cannot install one (no package registry there, ci/gpu_env.sh), and these ~120 lines are checked
+ * Hand-written, not a library: the engine links no crypto library today, a GPU machine without internet
+ * would need one among its local packages (lab/gpu_env.sh, --debs), and these ~120 lines are checked
  * against the FIPS 180-4 and RFC 4231 test vectors (tests/unit/test_sha256.c). */
 #ifndef TWINRUN_BASE_LAUNCH_SHA256_H
 #define TWINRUN_BASE_LAUNCH_SHA256_H

@@ -9,26 +9,31 @@
 #      `blame` reading it (exit 1: a hang found, naming the communicator 'hang' and seq 1) — asynchronous
 #      mode only: in synchronous mode a group of one never waits on the host (coll_nccl.c), so nothing
 #      there can see a hang on one GPU (a synchronous run times out so after 59 s); its host-side
-#      timeout is checked with two processes (step 4, ci/gpu_multi.sh);
+#      timeout is checked with two processes (step 4, lab/gpu_multi.sh);
 #   4. with 2 GPUs: coll_smoke with 2 processes, normal and the timeout case (TWINRUN_COLL_ON_TIMEOUT=return);
 #   5. train_llama3 on one GPU, asynchronous and synchronous: the metrics (losses, grad norms, learning
 #      rates) identical bit for bit, and the step times — a tiny fp32 model (launch-bound: what the events
-#      cost) and the 1.5B bf16 model of ci/gpu_bench.sh (compute-bound);
+#      cost) and the 1.5B bf16 model of lab/gpu_bench.sh (compute-bound);
 #   6. a training hang: TWINRUN_COLL_HANG=dp_cp:6 with --distributed-timeout-minutes 0.1 (6 s): exit 1
 #      within 6 + 5 s of the hang, the dump, blame.
 # Prints one line per check and "async check: N passed, M failed"; exit 1 on a failure.
 #
-# Usage (repository root, on the GPU machine): cuda/tools/async_check.sh OUTDIR [DEBS_DIR]
+# Usage (repository root): cuda/tools/async_check.sh [--debs DIR] [--build DIR] OUTDIR
+#   OUTDIR  the logs, flight dumps and metrics (made if absent); --debs: a folder of .deb files for what
+#   the system lacks (lab/gpu_env.sh); --build: the build folder (default /tmp/build-cuda-async).
+#   TWINRUN_ASYNC_STEPS: the training runs' iterations (default 12). Exit status 1 when a check failed.
 # Example, keeping a summary and one tarball of the logs, dumps and metrics:
 #   cuda/tools/async_check.sh /tmp/ac > summary.txt 2>&1; tar czf async_check.tgz -C /tmp ac
 set -u
-OUT=${1:-/tmp/twinrun-async}
-DEBS=${2:-.debs}
-B=${TWINRUN_GPU_BUILD:-/tmp/build-cuda-async}
+. "$(dirname "$0")/../../lab/gpu_env.sh"
+lab_args "$@"
+[ ${#ARGS[@]} -eq 1 ] && [ "${ARGS[0]#-}" = "${ARGS[0]}" ] ||
+    lab_die "usage: cuda/tools/async_check.sh [--debs DIR] [--build DIR] OUTDIR"
+OUT=$(lab_outdir "${ARGS[0]}") || exit 1
+B=${GPU_BUILD:-/tmp/build-cuda-async}
 STEPS=${TWINRUN_ASYNC_STEPS:-12}
-mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 1
 rm -rf "$OUT"/smoke_* "$OUT"/hang_* "$OUT"/two_* "$OUT"/train_* # this script's own, from an earlier run
-cd "$(dirname "$0")/../../.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 pass=0 fail=0
 log() { echo "== $(date +%T) $*"; }
 ok() { pass=$((pass + 1)); echo "ok   $*"; }
@@ -37,18 +42,14 @@ now() { date +%s.%N; }
 sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a - b }'; }  # a - b, one decimal
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }        # a <= b
 
-log "async check at $(cat .gpu_commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-nvidia-smi -L
-DEBS=$DEBS . ci/gpu_env.sh
+log "async check at $(lab_commit)"
+nvidia-smi -L || lab_die "nvidia-smi -L failed: no GPU visible"
+lab_deps "$DEBS" || exit 1
 log build
-if ! { cmake -S . -B "$B" -DTWINRUN_BACKEND=cuda -DCMAKE_C_COMPILER=gcc -DCMAKE_CUDA_COMPILER="$NVCC" \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release "${CMAKE_EXTRA[@]}" &&
-    cmake --build "$B" -j"$(nproc)" --target coll_smoke train_llama3 blame; } >"$OUT/build.log" 2>&1; then
+if ! gpu_build "$B" "$OUT/build.log" coll_smoke train_llama3 blame; then
     grep -E "error|Error" "$OUT/build.log" | head -30
-    echo "async check: the build failed (see build.log)"
-    exit 1
+    lab_die "the build failed (see $OUT/build.log)"
 fi
-export NCCL_NVLS_ENABLE=0
 export TWINRUN_RENDEZVOUS_DIR
 TWINRUN_RENDEZVOUS_DIR=$(mktemp -d)
 
@@ -124,7 +125,7 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
         [ $r0 -eq 0 ] && [ $r1 -eq 0 ] && ok "coll_smoke 2 ranks timeout, $mode" || bad "coll_smoke 2 ranks timeout, $mode: $r0,$r1"
     done
 else
-    echo "(one GPU: the two-process coll_smoke cases are ci/gpu_multi.sh's)"
+    echo "(one GPU: the two-process coll_smoke cases are lab/gpu_multi.sh's)"
 fi
 
 # ---- 5. training, asynchronous vs synchronous -------------------------------------------------------
@@ -164,8 +165,8 @@ for model in tiny big; do
     if [ -s "$a/bits" ] && cmp -s "$a/bits" "$b/bits"; then
         ok "train $model: async and sync metrics identical bit for bit; step $(step_ms "$a/metrics.jsonl") ms async, $(step_ms "$b/metrics.jsonl") ms sync"
     else bad "train $model: the metrics differ (or a run failed)"; diff "$a/bits" "$b/bits" | head -4; fi
-    if python3 ci/compare_flight.py "$a" "$b" >/dev/null 2>&1; then ok "train $model: collective traces identical (compare_flight)"
-    else bad "train $model: collective traces differ"; python3 ci/compare_flight.py "$a" "$b" 2>&1 | tail -3; fi
+    if python3 lab/compare_flight.py "$a" "$b" >/dev/null 2>&1; then ok "train $model: collective traces identical (compare_flight)"
+    else bad "train $model: collective traces differ"; python3 lab/compare_flight.py "$a" "$b" 2>&1 | tail -3; fi
 done
 
 # ---- 6. a hang in training ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@
  * runs are compared, and "bits" says whether the two gave the same bits. Exits 1 when a comparison fails or a deterministic path is not.
  *
  * Output: one line per (shape, path), "attn path D T B fwd_ms bwd_ms fwd_tflops bwd_tflops rel_l2
- * bits", which ci/attn_bench.sh puts beside torch's SDPA backends. */
+ * bits", which lab/attn_bench.sh puts beside torch's SDPA backends. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>

@@ -8,26 +8,25 @@
 #      and with 2 ranks (file rendezvous, a timeout) when 2 GPUs exist. The fuller check of the
 #      asynchronous collectives and the watchdog: tools/async_check.sh.
 #
-# Usage (from the repository root): cuda/tools/device_check.sh OUTDIR [DEBS_DIR]
-# DEBS_DIR (default .debs) holds .deb files of cmocka, cJSON and pkg-config for machines that lack
-# them (apt-get download libcmocka0 libcmocka-dev libcjson1 libcjson-dev pkgconf pkgconf-bin
-# libpkgconf3 pkg-config zlib1g zlib1g-dev); they are unpacked under /tmp, never into /.
+# Usage (repository root): cuda/tools/device_check.sh [--debs DIR] [--build DIR] OUTDIR
+#   OUTDIR  the logs (made if absent); --debs: a folder of .deb files for what the system lacks, unpacked
+#   under /tmp, never into / (lab/gpu_env.sh, lab/README.md); --build: the build folder (default
+#   /tmp/build-cuda-dev). Exit status 1 when any step exited otherwise than it should.
 set -u
-OUT=${1:-/tmp/twinrun-gpu}
-DEBS=${2:-.debs}
-B=${TWINRUN_GPU_BUILD:-/tmp/build-cuda-dev}
-mkdir -p "$OUT"
+. "$(dirname "$0")/../../lab/gpu_env.sh"
+lab_args "$@"
+[ ${#ARGS[@]} -eq 1 ] && [ "${ARGS[0]#-}" = "${ARGS[0]}" ] ||
+    lab_die "usage: cuda/tools/device_check.sh [--debs DIR] [--build DIR] OUTDIR"
+OUT=$(lab_outdir "${ARGS[0]}") || exit 1
+cd "$(dirname "$0")/../.." || exit 1
+B=${GPU_BUILD:-/tmp/build-cuda-dev}
 log() { echo "== $*"; }
 
 log machine
 nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+# what the system lacks (from the .debs), NCCL and cuDNN where the toolkit has none: CMAKE_EXTRA, NVCC
+lab_deps "$DEBS" || exit 1
 "$NVCC" --version | tail -2; cmake --version | head -1; gcc --version | head -1; head -2 /etc/os-release
-
-# what the image lacks (the .debs of DEBS_DIR unpacked under /tmp), NCCL from the Python wheel: CMAKE_EXTRA
-DEBS=$DEBS . ci/gpu_env.sh
-extra=("${CMAKE_EXTRA[@]}")
-echo "cmake extras: ${extra[*]:-none}"
 
 # want NAME EXPECTED GOT: one check's exit status against the one it should have; the script ends with
 # the list of those that differed and exit 1 (each check's output is in OUT, its status printed too)
@@ -35,19 +34,16 @@ failed=()
 want() { [ "$3" -eq "$2" ] || failed+=("$1 (exit $3, want $2)"); }
 
 log configure and build
-cmake -S . -B "$B" -DTWINRUN_BACKEND=cuda -DCMAKE_C_COMPILER=gcc -DCMAKE_CUDA_COMPILER="$NVCC" \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >"$OUT/build.log" 2>&1 &&
-    cmake --build "$B" -j"$(nproc)" >>"$OUT/build.log" 2>&1
+gpu_build "$B" "$OUT/build.log"
 rc=$?
 want build 0 $rc
 tail -5 "$OUT/build.log"
-if [ $rc -ne 0 ]; then # another folder's file may be mid-edit: report it, test what did build
+if [ $rc -ne 0 ]; then # a target that failed: report it, test what did build
     grep -E "error|Error" "$OUT/build.log" | head -20
     [ -e "$B/cuda/libtwinrun_cuda.a" ] || exit 1
     cmake --build "$B" -j"$(nproc)" -- -k >>"$OUT/build.log" 2>&1
 fi
 
-export NCCL_NVLS_ENABLE=0
 log "ctest -L gpu (cuBLASLt)"
 ctest --test-dir "$B" -L gpu --no-tests=error --output-on-failure --timeout 240 -j4 >"$OUT/ctest.log" 2>&1
 want "ctest -L gpu" 0 $?

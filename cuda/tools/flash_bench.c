@@ -12,7 +12,7 @@
  * failure.
  *
  * Usage: flash_bench [VARIANT ...]   (names as TWINRUN_FLASH_VARIANT takes them; default: the list below)
- * On the GPU machine: cuda/tools/flash_bench.sh (builds it, runs it, writes $OUT/flash_bench.txt). */
+ * On the GPU machine: cuda/tools/flash_bench.sh (builds it, runs it, writes OUTDIR/flash_bench.txt). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>

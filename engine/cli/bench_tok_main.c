@@ -1,5 +1,5 @@
 /* bench_tok: the tokenizer's encoding throughput and ids, to set beside Hugging Face `tokenizers`
- * (ci/bench/tok/hf_encode.mjs) on the same text and tokenizer.
+ * (lab/bench/tok/hf_encode.mjs) on the same text and tokenizer.
  *   Every {"KEY": "..."} text of --input is read into memory, then encoded --rounds times on one
  *   thread (the best round is reported: text MB/s and tokens/s), then by --workers threads at once
  *   (each encoding the whole set), so that per-core scaling shows. --ids-out writes each text's ids

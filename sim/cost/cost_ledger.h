@@ -1,7 +1,7 @@
 /* TWINRUN_TWIN_PROFILE=FILE: the twin's answer to the GPU build's TWINRUN_GPU_PROFILE table — what
  * one rank's kernels of one iteration cost, per kind of launch, in the GPU profile's kind names
  * ("gemm 4096x2048x2048 NT bf16.bf16>bf16", "norm_backward"), with the FLOPs, bytes and roofline
- * terms the cost model charged them for. ci/fit_cost_model.py sets the one beside the other to fit
+ * terms the cost model charged them for. lab/fit_cost_model.py sets the one beside the other to fit
  * the kernel efficiencies of a calibrated spec (docs/prediction.md#calibration).
  *
  * The ledger belongs to one device (the rank of TWINRUN_TWIN_PROFILE_RANK, default 0) and reports the

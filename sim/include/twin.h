@@ -42,7 +42,7 @@ typedef struct twin_options {
     FILE *event_log;           /* one text line per scheduler event; NULL = none */
     const char *dump_dir;      /* when the watchdog fires, write flight_rank<R>.txt here; NULL = none */
     bool dump_at_exit;         /* also write them when the run ends without a hang (collective traces to
-                                   compare with the real backend's: ci/compare_flight.py) */
+                                   compare with the real backend's: lab/compare_flight.py) */
     size_t flight_capacity;    /* flight-recorder ring entries per rank; default 256 */
     bool quiet;                /* no per-failure line on stderr */
     bool end_on_abort;         /* a rank whose collective times out or is aborted ends there (TWIN_RANK_KILLED),

@@ -45,11 +45,11 @@ twinrun_expect(NAME scenario_campaign_data EXIT 0
   LABELS ${labels} slow valgrind-skip PROPERTIES TIMEOUT 300 FIXTURES_SETUP campaign_data_json
   COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_data.yaml --work ${scn_work} --clean
           --json ${scn_work}/campaign_data.json)
-# ci/campaign_summary.py adds the report up, data_corrupt's trials per form of damage (campaign.per_trial).
+# lab/campaign_summary.py adds the report up, data_corrupt's trials per form of damage (campaign.per_trial).
 twinrun_expect(NAME scenario_campaign_summary EXIT 0
   OUTPUT "crash +1 +1\ndata_corrupt +2 +2\n  bin_missing +1 +1\n  idx_dtype +1 +1\n1 slices: trials 3, fired 3, detected 3, attributed 3, continuity_ok 3, recovered 3"
   LABELS ${labels} slow valgrind-skip PROPERTIES TIMEOUT 60 FIXTURES_REQUIRED campaign_data_json
-  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/ci/campaign_summary.py ${scn_work}/campaign_data.json)
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/lab/campaign_summary.py ${scn_work}/campaign_data.json)
 
 # Every form of data damage (fault key `damage`) in one job: each trips its own check of the loader, which
 # names the file (the bad token mid-run, at iteration 2, naming the document too); the repair copies both

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ci/fit_cost_model.py on a fixture whose answer is known: GPU profiles (in the format
+"""lab/fit_cost_model.py on a fixture whose answer is known: GPU profiles (in the format
 cuda/gpu_profile.cu prints) and twin ledgers made from chosen latencies and efficiencies; the
 fit must give them back. Then the old profile format's warm-up estimate, and bad inputs (exit 2 with
 the reason; --check of a different table: exit 1).
@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else "."
-FIT = os.path.join(ROOT, "ci", "fit_cost_model.py")
+FIT = os.path.join(ROOT, "lab", "fit_cost_model.py")
 P, BW = 989.5e12, 4.8e12  # the H200 spec's peaks (the ledgers' terms are against them)
 
 # class -> (latency, flops_eff, bytes_eff, additive): what the fixture's "GPU" ran at

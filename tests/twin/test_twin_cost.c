@@ -49,7 +49,7 @@ static void test_the_h200_charges_its_fitted_efficiencies(void **state) {
     const twin_kernel_eff *m = &h200->cal->kind[TWIN_K_MEMSET];
     twin_kernel_cost memset_ = {.kind = TWIN_K_MEMSET, .bytes = 6e9, .dt = TR_F32};
     assert_true(twin_kernel_cost_seconds(h200, &memset_) == m->latency + 6e9 / (h200->mem_bandwidth * m->bytes_eff));
-    /* every entry of the generated table is a plausible one: ci/fit_cost_model.py bounds them so */
+    /* every entry of the generated table is a plausible one: lab/fit_cost_model.py bounds them so */
     for (int k = 0; k < TWIN_K_COUNT; k++) {
         const twin_kernel_eff *x = &h200->cal->kind[k];
         assert_true(x->flops_eff > 0 && x->flops_eff <= 5 && x->bytes_eff > 0 && x->bytes_eff <= 5);

@@ -35,30 +35,30 @@ twinrun_expect(NAME calib_fit_fixture EXIT 0 OUTPUT "test_fit_cost_model: ok" LA
 # The H200 table built into the twin is the fit of the committed measurements (the twin replays their
 # flags in predict mode for its ledgers).
 twinrun_expect_sh(calib_fit_committed 0 "matches the fit of"
-  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} ci/fit_cost_model.py docs/results/calibration/h200-2026-12-02b --bin $<TARGET_FILE:train_llama3> --check sim/cost/calibration_h200.c --md-out ${CMAKE_CURRENT_BINARY_DIR}/calib_fit.md"
+  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/fit_cost_model.py docs/results/calibration/h200-2026-12-02b --bin $<TARGET_FILE:train_llama3> --check sim/cost/calibration_h200.c --md-out ${CMAKE_CURRENT_BINARY_DIR}/calib_fit.md"
   LABELS twin)
-# ci/gpu_calibrate.sh's dry run on the twin (a tiny model), end to end through predict_vs_measured.py: the
+# lab/gpu_calibrate.sh's dry run on the twin (a tiny model), end to end through predict_vs_measured.py: the
 # twin's own runs are what its predict mode predicts (step time and peak), so every target holds.
 # It leaves three files, and the tarball holds the folder the scripts read.
 twinrun_expect_sh(calib_dry_run 0 "calibration.json\ngpu_calibrate.tar.gz\nsummary.txt\n.*tiny_seq64_mb2_full \\| [0-9.]+ \\| [0-9.]+ \\| [+-]0\\.0%.*targets missed: none"
-  "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/calib_dry && rm -rf $D && TWINRUN_TWIN_DEVICE=H200 TWINRUN_CALIB_TINY=1 TWINRUN_CALIB_BIN=$<TARGET_FILE:train_llama3> TWINRUN_CALIB_WORK=$D/work ci/gpu_calibrate.sh $D/out && ls $D/out && mkdir $D/back && tar -xzf $D/out/gpu_calibrate.tar.gz -C $D/back && ${Python3_EXECUTABLE} ci/predict_vs_measured.py $D/back/calib --strict --bin $<TARGET_FILE:train_llama3>"
+  "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/calib_dry && rm -rf $D && TWINRUN_TWIN_DEVICE=H200 TWINRUN_CALIB_TINY=1 TWINRUN_CALIB_BIN=$<TARGET_FILE:train_llama3> TWINRUN_CALIB_WORK=$D/work lab/gpu_calibrate.sh $D/out && ls $D/out && mkdir $D/back && tar -xzf $D/out/gpu_calibrate.tar.gz -C $D/back && ${Python3_EXECUTABLE} lab/predict_vs_measured.py $D/back/calib --strict --bin $<TARGET_FILE:train_llama3>"
   LABELS twin)
 
-# ci/gpu_multi_bench.sh's dry run on the twin (docs/benchmarks.md): 2 simulated GPUs, the tiny
+# lab/gpu_multi_bench.sh's dry run on the twin (docs/benchmarks.md): 2 simulated GPUs, the tiny
 # stand-in model in L1, TP2, DP2 and PP2 through scripts/launch_llama3.sh (the "measured" side: the twin's own
-# runs, H200 spec), the twin's predictions, ci/gpu_multi.sh's correctness checks on the twin (their twin
-# side from ci/twin_multi.sh), the report. Asserts the four files it leaves, then every
+# runs, H200 spec), the twin's predictions, lab/gpu_multi.sh's correctness checks on the twin (their twin
+# side from lab/twin_multi.sh), the report. Asserts the four files it leaves, then every
 # layout's figures (efficiency in (0, 1.5], wait share in [0, 1], twin step > 0 and, the measured side being
 # the twin itself, within 2% of it; no failed check), and the same from the tarball alone (what a run cut
 # short leaves). `valgrind-skip`: under ci/memcheck.py valgrind would watch only the shell.
 twinrun_expect_sh(multi_bench_dry_run 0 "summary: 14 passed, 0 failed.*\ngpu_multi_bench.json\ngpu_multi_bench.md\ngpu_multi_bench_runs.tar.gz\ngpu_multi_logs.tar.gz\ncheck: 4 layouts, every figure in range.*check: 4 layouts, every figure in range"
-  "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/multi_bench_dry && rm -rf $D && TWINRUN_MULTI_BENCH_DRY=1 TWINRUN_MULTI_BENCH_GPUS=2 TWINRUN_MULTI_BENCH_BIN=$<TARGET_FILE:train_llama3> TWINRUN_MULTI_BENCH_WORK=$D/work ci/gpu_multi_bench.sh $D/out && ls $D/out && C='check --layouts tiny_L1,tiny_TP2,tiny_DP2,tiny_PP2 --twin-tolerance 0.02' && ${Python3_EXECUTABLE} ci/bench/multi_bench_report.py $C $D/out/gpu_multi_bench.json && mkdir $D/back && tar -xzf $D/out/gpu_multi_bench_runs.tar.gz -C $D/back && ${Python3_EXECUTABLE} ci/bench/multi_bench_report.py report $D/back/runs --gpus 2 --dry-run --quiet --json $D/back/j.json --md $D/back/t.md && ${Python3_EXECUTABLE} ci/bench/multi_bench_report.py $C $D/back/j.json"
+  "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/multi_bench_dry && rm -rf $D && TWINRUN_MULTI_BENCH_DRY=1 TWINRUN_MULTI_BENCH_GPUS=2 TWINRUN_MULTI_BENCH_BIN=$<TARGET_FILE:train_llama3> TWINRUN_MULTI_BENCH_WORK=$D/work lab/gpu_multi_bench.sh $D/out && ls $D/out && C='check --layouts tiny_L1,tiny_TP2,tiny_DP2,tiny_PP2 --twin-tolerance 0.02' && ${Python3_EXECUTABLE} lab/bench/multi_bench_report.py $C $D/out/gpu_multi_bench.json && mkdir $D/back && tar -xzf $D/out/gpu_multi_bench_runs.tar.gz -C $D/back && ${Python3_EXECUTABLE} lab/bench/multi_bench_report.py report $D/back/runs --gpus 2 --dry-run --quiet --json $D/back/j.json --md $D/back/t.md && ${Python3_EXECUTABLE} lab/bench/multi_bench_report.py $C $D/back/j.json"
   LABELS twin valgrind-skip PROPERTIES TIMEOUT 600)
 # The dry run's assertions refuse what is out of range: an efficiency of 2, a wait share of 1.2, a zero twin
 # step, GPUs that are not TP x PP x DP, a missing layout, a failed correctness check.
 twinrun_expect(NAME multi_bench_check_refuses EXIT 1 LABELS twin
   OUTPUT "layout tiny_PP2 missing.*tiny_TP2: scaling_efficiency 2.0 not in .0, 1.5..*tiny_TP2: collective_wait_share 1.2 not in .0, 1..*tiny_TP2: twin_step_s 0 not > 0.*tiny_DP2: gpus 4 != tp x pp x dp.*correctness checks failed"
-  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/ci/bench/multi_bench_report.py check
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/lab/bench/multi_bench_report.py check
     ${CMAKE_CURRENT_SOURCE_DIR}/twin/data/multi_bench_bad.json --layouts tiny_L1,tiny_TP2,tiny_DP2,tiny_PP2)
 
 # `valgrind-skip`: test_twin_streams's race cases end their ranks at the racing operation on purpose

@@ -30,18 +30,18 @@ python3 "$src/tests/unit/tok_real_text.py" texts.jsonl "$max" "$src/tests/data/t
     exit 1
 case $case in
 hf)
-    node "$src/ci/bench/tok/llama3_from_js.mjs" llama3 || exit 1
+    node "$src/lab/bench/tok/llama3_from_js.mjs" llama3 || exit 1
     "$bin/bench_tok" --tokenizer-model llama3 --input texts.jsonl --rounds 1 --ids-out twinrun.jsonl || exit 1
-    node "$src/ci/bench/tok/llama3_js_encode.mjs" texts.jsonl js.jsonl || exit 1
-    node "$src/ci/bench/tok/hf_encode.mjs" llama3/tokenizer.json texts.jsonl hf.jsonl 1 || exit 1
+    node "$src/lab/bench/tok/llama3_js_encode.mjs" texts.jsonl js.jsonl || exit 1
+    node "$src/lab/bench/tok/hf_encode.mjs" llama3/tokenizer.json texts.jsonl hf.jsonl 1 || exit 1
     python3 "$src/tests/unit/tok_compare.py" texts.jsonl twinrun=twinrun.jsonl tokenizers=hf.jsonl \
         llama3-tokenizer-js=js.jsonl ;;
 tiktoken)
-    node "$src/ci/bench/tok/tiktoken_ranks_from_js.mjs" ranks.json || exit 1
+    node "$src/lab/bench/tok/tiktoken_ranks_from_js.mjs" ranks.json || exit 1
     for run in v1:128000:1000 v2:64000:256; do
         pat=${run%%:*} rest=${run#*:}
         vocab=${rest%%:*} ns=${rest#*:}
-        node "$src/ci/bench/tok/tiktoken_encode.mjs" ranks.json "$pat" "$vocab" "$ns" texts.jsonl "tk_$pat.jsonl" ||
+        node "$src/lab/bench/tok/tiktoken_encode.mjs" ranks.json "$pat" "$vocab" "$ns" texts.jsonl "tk_$pat.jsonl" ||
             exit 1
         "$bin/bench_tok" --tokenizer-type TikTokenizer --tokenizer-model ranks.json --tiktoken-pattern "$pat" \
             --vocab-size "$vocab" --tiktoken-num-special-tokens "$ns" --input texts.jsonl --rounds 1 \

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The cost model's calibration data from one GPU (≤ 8 min from a bare machine): builds the cuda
+# preset's train_llama3, then runs the Llama-3-style 1.5B model (16 layers, hidden 2048, FFN 8192, 32
+# heads / 8 groups, vocabulary 128256, bf16, mock data: lab/gpu_bench.sh's flags) at several sequence
+# lengths, micro-batches and recompute settings. Each config runs twice: once plain (the step time: the
+# median of the iterations after the first 2; the peaks: the engine's accounted one from its [memory]
+# line, and the device's from nvidia-smi sampled every 20 ms, minus what was in use before), once with
+# TWINRUN_GPU_PROFILE=1 (the kernel table per steady iteration, the first left out as warm-up).
+# lab/calib/collect_calibration.py then writes calibration.json. Afterwards, on any machine with a twin
+# build, with the tarball's calib/ folder as DIR (docs/prediction.md#calibration):
+#   lab/fit_cost_model.py DIR --c-out sim/cost/calibration_h200.c --md-out fit.md   (refit the kernels)
+#   lab/predict_vs_measured.py DIR                                               (step time within 10%, peak within 5%)
+# The runs' files gather in a scratch folder (TWINRUN_CALIB_WORK, default a fresh one under /tmp) and are
+# packed into OUTDIR/gpu_calibrate.tar.gz after every config, so a run cut short still leaves what it
+# measured; calibration.json and summary.txt land beside it at the end.
+#
+# Usage (repository root): lab/gpu_calibrate.sh [--debs DIR] [--build DIR] OUTDIR
+#   OUTDIR  the tarball, calibration.json and summary.txt (made if absent); --debs: a folder of .deb files
+#   for what the system lacks (lab/gpu_env.sh); --build: the cuda build folder (default /tmp/build-cuda-calib)
+# Environment: TWINRUN_CALIB_BIN (a train_llama3 already built: no build), TWINRUN_CALIB_TINY=1 (a tiny model and
+#   two configs: the dry run of this script on the twin build, TWINRUN_CALIB_BIN=build/twin/bin/train_llama3),
+#   TWINRUN_CALIB_STEPS (plain run's iterations, default 8), TWINRUN_CALIB_TIMEOUT (s per run, default 90),
+#   TWINRUN_CALIB_CONFIGS (a space-separated subset of the config names below), TWINRUN_CALIB_SET=holdout
+#   (three configs the fit did not use: the out-of-sample check).
+# Exit status 1 when the build, a run or the collector failed (every config is tried first).
+set -euo pipefail
+export PYTHONUNBUFFERED=1
+. "$(dirname "$0")/gpu_env.sh"
+lab_args "$@"
+[ ${#ARGS[@]} -eq 1 ] && [ "${ARGS[0]#-}" = "${ARGS[0]}" ] || lab_die "usage: lab/gpu_calibrate.sh [--debs DIR] [--build DIR] OUTDIR"
+OUTDIR=$(lab_outdir "${ARGS[0]}")
+cd "$(dirname "$0")/.."
+WORK=${TWINRUN_CALIB_WORK:-$(mktemp -d /tmp/twinrun-calib-work.XXXXXX)}
+D=$WORK/calib
+mkdir -p "$D"
+log() { echo "== $(date +%T) $*"; }
+pack() { tar -C "$WORK" -czf "$OUTDIR/gpu_calibrate.tar.gz" calib; }
+commit=$(lab_commit)
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
+gpu=${gpu:-"no GPU (dry run)"}
+log "twinrun calibration at $commit on $gpu -> $OUTDIR"
+
+BIN=${TWINRUN_CALIB_BIN:-}
+if [ -z "$BIN" ]; then
+    B=${GPU_BUILD:-/tmp/build-cuda-calib}
+    log "configure and build the cuda backend's train_llama3 ($B)"
+    lab_deps "$DEBS"
+    if ! gpu_build "$B" "$D/build.log" train_llama3; then
+        grep -E "error|Error" "$D/build.log" | head -30 || true
+        pack
+        lab_die "the build failed (see calib/build.log in the tarball)"
+    fi
+    BIN=$B/bin/train_llama3
+fi
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+failed=0
+
+if [ "${TWINRUN_CALIB_TINY:-0}" = 1 ]; then
+    MODEL="--num-layers 2 --hidden-size 64 --ffn-hidden-size 176 --num-attention-heads 8 --num-query-groups 2
+        --vocab-size 512"
+    # name seq micro-batch recompute(none|selective|full)
+    CONFIGS=("tiny_seq32_mb2 32 2 none" "tiny_seq64_mb2_full 64 2 full")
+else
+    MODEL="--num-layers 16 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 32 --num-query-groups 8
+        --vocab-size 128256"
+    # the three configs of lab/gpu_bench.sh, a long sequence (attention's share grows), and both recompute
+    # kinds (peaks with and without recompute)
+    CONFIGS=("seq1024_mb4 1024 4 none" "seq4096_mb1 4096 1 none" "seq4096_mb4 4096 4 none"
+        "seq8192_mb1 8192 1 none" "seq2048_mb8_selective 2048 8 selective" "seq4096_mb4_full 4096 4 full")
+    # TWINRUN_CALIB_SET=holdout: configs the fit never saw (other sequence lengths and batches), to check
+    # the calibrated model out of sample (lab/predict_vs_measured.py on their folder)
+    [ "${TWINRUN_CALIB_SET:-fit}" = holdout ] &&
+        CONFIGS=("seq2048_mb4 2048 4 none" "seq1024_mb8_selective 1024 8 selective" "seq8192_mb2_full 8192 2 full")
+fi
+if [ -n "${TWINRUN_CALIB_CONFIGS:-}" ]; then
+    keep=()
+    for c in "${CONFIGS[@]}"; do
+        for w in $TWINRUN_CALIB_CONFIGS; do [ "${c%% *}" = "$w" ] && keep+=("$c"); done
+    done
+    CONFIGS=("${keep[@]}")
+fi
+STEPS=${TWINRUN_CALIB_STEPS:-8}
+TMO=${TWINRUN_CALIB_TIMEOUT:-90}
+
+# The flags of a config, one a line (the .args file the collector reads and the twin replays).
+flags() { # seq mb recompute iters
+    # shellcheck disable=SC2086
+    printf '%s\n' $MODEL --group-query-attention --seq-length "$1" --max-position-embeddings "$1" \
+        --position-embedding-type rope --rotary-base 500000 --normalization RMSNorm --swiglu \
+        --untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0 --hidden-dropout 0 \
+        --micro-batch-size "$2" --global-batch-size "$2" --train-iters "$4" --lr 3e-4 --min-lr 3e-5 \
+        --lr-decay-style cosine --lr-warmup-iters 2 --clip-grad 1.0 --weight-decay 0.1 --adam-beta1 0.9 \
+        --adam-beta2 0.95 --bf16 --mock-data --eval-iters 0 --log-interval 1 --seed 1234
+    case $3 in
+    none) ;;
+    selective) printf '%s\n' --recompute-granularity selective ;;
+    full) printf '%s\n' --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 ;;
+    *) echo "gpu_calibrate.sh: unknown recompute setting $3" >&2; exit 2 ;;
+    esac
+}
+
+# nvidia-smi's memory.used (MiB) every 20 ms into $1 until the returned pid is killed; nothing without a GPU.
+sample_memory() {
+    if command -v nvidia-smi >/dev/null && nvidia-smi >/dev/null 2>&1; then
+        nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 -lms 20 >"$1" 2>/dev/null &
+        echo $!
+    else
+        echo 0
+    fi
+}
+
+printf '%s\n' "${CONFIGS[@]}" >"$D/configs.txt"
+for c in "${CONFIGS[@]}"; do
+    read -r name seq mb rec <<<"$c"
+    flags "$seq" "$mb" "$rec" "$STEPS" >"$D/$name.args"
+    mapfile -t args <"$D/$name.args"
+    log "$name: $STEPS iterations"
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 >"$D/$name.smi_base.txt" 2>/dev/null || true
+    pid=$(sample_memory "$D/$name.smi.txt")
+    rc=0
+    timeout "$TMO" "$BIN" "${args[@]}" --metrics-jsonl "$D/$name.metrics.jsonl" --data-cache-path /tmp/twinrun-calib-cache \
+        >"$D/$name.log" 2>&1 || rc=$?
+    [ "$pid" != 0 ] && { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
+    echo "$rc" >"$D/$name.exit"
+    [ $rc -eq 0 ] || { echo "  exit $rc:"; tail -5 "$D/$name.log" | sed 's/^/    /'; failed=1; }
+    grep -E "^\[memory\] rank 0: weights |^\[after training\]" "$D/$name.log" | sed 's/^/  /' || true
+
+    log "$name: profiled, 4 iterations (the first is warm-up)"
+    mapfile -t pargs < <(flags "$seq" "$mb" "$rec" 4)
+    rc=0
+    TWINRUN_GPU_PROFILE=1 TWINRUN_GPU_PROFILE_FILE="$D/profile_$name.txt" timeout "$TMO" "$BIN" "${pargs[@]}" \
+        --data-cache-path /tmp/twinrun-calib-cache >"$D/$name.profile.log" 2>&1 || rc=$?
+    [ $rc -eq 0 ] || { echo "  profiled run exit $rc"; tail -3 "$D/$name.profile.log" | sed 's/^/    /'; failed=1; }
+    [ -f "$D/profile_$name.txt" ] && head -4 "$D/profile_$name.txt" | sed 's/^/  /'
+    pack
+done
+
+log "calibration.json"
+python3 lab/calib/collect_calibration.py "$D" --commit "$commit" --gpu "$gpu" | tee "$D/summary.txt"
+cp "$D/calibration.json" "$D/summary.txt" "$OUTDIR/"
+pack
+[ $failed -eq 0 ] || lab_die "some runs failed (see above; their logs are in the tarball)"
+log "done: $OUTDIR/gpu_calibrate.tar.gz (calib/ of $WORK)"
