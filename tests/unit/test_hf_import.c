@@ -38,18 +38,14 @@ static int setup(void **state) {
     f->d = dev_open(0, 0, err, sizeof err);
     f->m = llama_create(&f->cfg, f->d, dev_stream_default(f->d), err, sizeof err);
     if (!f->m) return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/twinrun_hf_import_%d", (int)getpid());
-    mkdir(f->dir, 0755);
+    if (fx_tmpdir(f->dir, sizeof f->dir, "hf-import")) return -1;
     *state = f;
     return 0;
 }
 
 static int teardown(void **state) {
     fixture *f = *state;
-    char path[300];
-    snprintf(path, sizeof path, "%s/model.safetensors", f->dir);
-    unlink(path);
-    rmdir(f->dir);
+    fx_rm_rf(f->dir);
     llama_destroy(f->m);
     dev_close(f->d);
     free(f);
