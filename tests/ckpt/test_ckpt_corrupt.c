@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "ckpt_test_model.h"
-#include "ckpt_test_util.h"
+#include "common/fixture.h"
+#include "common/fixture_ckpt.h"
 
 static const ckpt_layout L4 = {.tp = 2, .pp = 2, .dp = 1, .cp = 1};
 
@@ -26,8 +26,7 @@ static void expect_bad(const char *dir, const char *file, const char *what) {
 static void test_flip_and_truncate_every_file(void **state) {
     (void)state;
     char dir[256], err[1024], path[600];
-    snprintf(dir, sizeof dir, "/tmp/twinrun_ckpt_corrupt_%d", (int)getpid());
-    rm_tree(dir);
+    assert_int_equal(fx_tmppath(dir, sizeof dir, "ckpt_corrupt"), 0);
     if (tm_save(NULL, dir, 10, &L4, 0, err, sizeof err) || tm_save(NULL, dir, 20, &L4, 0, err, sizeof err))
         fail_msg("%s", err);
     const char *files[] = {"shard_00000.bin", "shard_00001.bin", "shard_00002.bin", "shard_00003.bin", "manifest.json"};
@@ -35,7 +34,7 @@ static void test_flip_and_truncate_every_file(void **state) {
     for (int f = 0; f < 5; f++) {
         snprintf(path, sizeof path, "%s/iter_0000020/%s", dir, files[f]);
         size_t len;
-        char *orig = fio_slurp(path, &len);
+        char *orig = fx_read_file(path, &len);
         assert_non_null(orig);
         /* every byte of a shard's fixed header and first record, then every 13th byte (so header,
          * header CRC, padding and data all get hit, and valgrind runs stay short); the manifest's
@@ -45,7 +44,7 @@ static void test_flip_and_truncate_every_file(void **state) {
             char *bad = malloc(len);
             memcpy(bad, orig, len);
             bad[b] = f == 4 ? (char)(orig[b] == '9' ? '8' : orig[b] + 1) : (char)(orig[b] ^ 0x10);
-            fio_spit(path, bad, len);
+            fx_write_file(path, bad, len);
             free(bad);
             char what[64];
             snprintf(what, sizeof what, "byte %zu flipped", b);
@@ -64,14 +63,14 @@ static void test_flip_and_truncate_every_file(void **state) {
             checked++;
         }
         for (size_t cut = 0; cut < len; cut += len / 7 + 1) {
-            fio_spit(path, orig, cut);
+            fx_write_file(path, orig, cut);
             expect_bad(dir, files[f], "truncation");
             if (f < 4) { /* the reader refuses it too, before any data is read */
                 assert_null(ckpt_reader_open(dir, 20, err, sizeof err));
                 assert_non_null(strstr(err, files[f]));
             }
         }
-        fio_spit(path, orig, len);
+        fx_write_file(path, orig, len);
         free(orig);
         if (ckpt_verify(dir, 20, NULL, err, sizeof err)) fail_msg("restored %s: %s", files[f], err);
     }
@@ -84,16 +83,16 @@ static void test_flip_and_truncate_every_file(void **state) {
     assert_non_null(strstr(err, "manifest.json is missing"));
     /* a corrupt tracker */
     snprintf(path, sizeof path, "%s/%s", dir, CKPT_TRACKER);
-    fio_spit(path, "2x", 2);
+    fx_write_file(path, "2x", 2);
     assert_int_equal(ckpt_latest(dir, &it, err, sizeof err), -1);
     assert_non_null(strstr(err, "not an iteration number"));
-    fio_spit(path, "release", 7);
+    fx_write_file(path, "release", 7);
     assert_int_equal(ckpt_latest(dir, &it, err, sizeof err), -1);
     assert_non_null(strstr(err, "release"));
-    fio_spit(path, "10\n", 3); /* Megatron strips whitespace */
+    fx_write_file(path, "10\n", 3); /* Megatron strips whitespace */
     assert_int_equal(ckpt_latest(dir, &it, err, sizeof err), 0);
     assert_int_equal(it, 10);
-    rm_tree(dir);
+    fx_rm_rf(dir);
 }
 
 static int iter_exists(const char *dir, int64_t it) {
@@ -106,8 +105,7 @@ static int iter_exists(const char *dir, int64_t it) {
 static void test_retention(void **state) {
     (void)state;
     char dir[256], err[1024], p[600];
-    snprintf(dir, sizeof dir, "/tmp/twinrun_ckpt_prune_%d", (int)getpid());
-    rm_tree(dir);
+    assert_int_equal(fx_tmppath(dir, sizeof dir, "ckpt_prune"), 0);
     assert_int_equal(ckpt_prune(NULL, dir, 2, err, sizeof err), 0); /* nothing saved: nothing to do */
     for (int64_t it = 10; it <= 40; it += 10)
         if (tm_save(NULL, dir, it, &L4, 1, err, sizeof err)) fail_msg("%s", err);
@@ -115,7 +113,7 @@ static void test_retention(void **state) {
     assert_int_equal(ckpt_save_begin(NULL, dir, 25, false, err, sizeof err), 0);
     assert_int_equal(ckpt_save_begin(NULL, dir, 50, false, err, sizeof err), 0);
     snprintf(p, sizeof p, "%s/iter_0000050/shard_00000.bin", dir);
-    fio_spit(p, "x", 1);
+    fx_write_file(p, "x", 1);
     int64_t iters[16];
     assert_int_equal(ckpt_list(dir, iters, 16, err, sizeof err), 6);
     assert_int_equal(ckpt_prune(NULL, dir, 2, err, sizeof err), 0);
@@ -128,10 +126,10 @@ static void test_retention(void **state) {
     /* the tracker's checkpoint survives even when newer complete ones exist */
     if (tm_save(NULL, dir, 60, &L4, 1, err, sizeof err)) fail_msg("%s", err);
     snprintf(p, sizeof p, "%s/%s", dir, CKPT_TRACKER);
-    fio_spit(p, "40", 2);
+    fx_write_file(p, "40", 2);
     assert_int_equal(ckpt_prune(NULL, dir, 1, err, sizeof err), 0);
     assert_true(iter_exists(dir, 40) && iter_exists(dir, 60));
-    rm_tree(dir);
+    fx_rm_rf(dir);
 }
 
 int main(void) {

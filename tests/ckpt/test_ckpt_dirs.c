@@ -7,15 +7,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "ckpt_test_model.h"
-#include "ckpt_test_util.h"
+#include "common/fixture.h"
+#include "common/fixture_ckpt.h"
 
 static const ckpt_layout L4 = {.tp = 2, .pp = 1, .dp = 2, .cp = 1, .dist_opt = true};
-
-static void tmpdir(char *out, size_t cap, const char *tag) {
-    snprintf(out, cap, "/tmp/twinrun_ckdirs_%s_%d", tag, (int)getpid());
-    rm_tree(out);
-}
 
 /* FNV-1a over every entry's name and bytes, in name order, recursively: equal iff nothing changed. */
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
@@ -39,7 +34,7 @@ static uint64_t tree_hash(const char *dir, uint64_t h) {
             if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) h = tree_hash(p, h);
             else {
                 size_t len = 0;
-                char *data = fio_slurp(p, &len);
+                char *data = fx_read_file(p, &len);
                 h = fnv(h, data ? data : "", len);
                 free(data);
             }
@@ -70,26 +65,26 @@ static void test_iter_path(void **state) {
     assert_int_equal(ckpt_iter_path("ck/iter_0000004.x", root, sizeof root, &it), 0); /* a quarantined copy */
     /* a root that happens to be called iter_N (it holds the tracker itself) stays a root */
     char dir[256];
-    tmpdir(dir, sizeof dir, "named");
+    assert_int_equal(fx_tmppath(dir, sizeof dir, "ckdirs_named"), 0);
     char named[300], tracker[400];
     snprintf(named, sizeof named, "%s/iter_0000009", dir);
     assert_int_equal(ckpt_make_dirs(named, tracker, sizeof tracker), 0);
     snprintf(tracker, sizeof tracker, "%s/%s", named, CKPT_TRACKER);
-    fio_spit(tracker, "3", 1);
+    fx_write_file(tracker, "3", 1);
     assert_int_equal(ckpt_iter_path(named, root, sizeof root, &it), 0);
-    rm_tree(dir);
+    fx_rm_rf(dir);
 }
 
 static void test_probe_kinds(void **state) {
     (void)state;
     char dir[256], err[1024], path[512];
     ckpt_dir_info info;
-    tmpdir(dir, sizeof dir, "probe");
+    assert_int_equal(fx_tmppath(dir, sizeof dir, "ckdirs_probe"), 0);
     assert_int_equal(ckpt_dir_probe(dir, &info, err, sizeof err), 0);
     assert_int_equal(info.kind, CKPT_DIR_ABSENT);
     assert_int_equal(ckpt_make_dirs(dir, err, sizeof err), 0);
     snprintf(path, sizeof path, "%s/%s", dir, CKPT_LOCK);
-    fio_spit(path, "x", 1); /* a lock file left by a killed job does not make it non-empty */
+    fx_write_file(path, "x", 1); /* a lock file left by a killed job does not make it non-empty */
     assert_int_equal(ckpt_dir_probe(dir, &info, err, sizeof err), 0);
     assert_int_equal(info.kind, CKPT_DIR_EMPTY);
     snprintf(path, sizeof path, "%s/iter_0000002", dir);
@@ -98,7 +93,7 @@ static void test_probe_kinds(void **state) {
     assert_int_equal(info.kind, CKPT_DIR_INTERRUPTED);
     assert_int_equal(info.incomplete, 2);
     snprintf(path, sizeof path, "%s/notes.txt", dir);
-    fio_spit(path, "mine", 4);
+    fx_write_file(path, "mine", 4);
     assert_int_equal(ckpt_dir_probe(dir, &info, err, sizeof err), 0);
     assert_int_equal(info.kind, CKPT_DIR_FOREIGN);
     assert_string_equal(info.foreign, "notes.txt");
@@ -118,13 +113,13 @@ static void test_probe_kinds(void **state) {
     snprintf(path, sizeof path, "%s/notes.txt", dir);
     assert_int_equal(ckpt_dir_probe(path, &info, err, sizeof err), -1);
     assert_non_null(strstr(err, "is not a directory"));
-    rm_tree(dir);
+    fx_rm_rf(dir);
 }
 
 static void test_lock(void **state) {
     (void)state;
     char dir[256], err[1024], pid[32];
-    tmpdir(dir, sizeof dir, "lock");
+    assert_int_equal(fx_tmppath(dir, sizeof dir, "ckdirs_lock"), 0);
     assert_int_equal(ckpt_make_dirs(dir, err, sizeof err), 0);
     ckpt_lock *a = ckpt_lock_take(dir, err, sizeof err);
     assert_non_null(a);
@@ -148,13 +143,13 @@ static void test_lock(void **state) {
     snprintf(missing, sizeof missing, "%s/not/there", dir);
     assert_int_equal(ckpt_dir_writable(missing, err, sizeof err), -1);
     assert_non_null(strstr(err, "cannot be written"));
-    rm_tree(dir);
+    fx_rm_rf(dir);
 }
 
 static void test_save_begin_never_replaces(void **state) {
     (void)state;
     char dir[256], err[1024], path[512];
-    tmpdir(dir, sizeof dir, "over");
+    assert_int_equal(fx_tmppath(dir, sizeof dir, "ckdirs_over"), 0);
     if (tm_save(NULL, dir, 10, &L4, 1, err, sizeof err) || tm_save(NULL, dir, 20, &L4, 1, err, sizeof err))
         fail_msg("%s", err);
     /* the tracker's iteration and an older complete one: refused, not a byte changed */
@@ -181,7 +176,7 @@ static void test_save_begin_never_replaces(void **state) {
     if (tm_save_over(NULL, dir, 10, &L4, 1, true, err, sizeof err)) fail_msg("%s", err);
     assert_int_equal(ckpt_latest(dir, &it, err, sizeof err), 0);
     assert_int_equal(it, 10);
-    rm_tree(dir);
+    fx_rm_rf(dir);
 }
 
 int main(void) {

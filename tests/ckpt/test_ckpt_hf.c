@@ -8,13 +8,14 @@
 #include <cmocka.h>
 
 #include "ckpt/hf_export.h"
-#include "ckpt_test_util.h"
+#include "common/fixture.h"
+#include "common/fixture_ckpt.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/llama.h"
 #include "model/llama_hf.h"
 
-#define TINY TWINRUN_TEST_DATA "/tiny_gqa"
+#define TINY FX_TINY_GQA
 
 typedef struct fixture {
     tr_config cfg;
@@ -28,27 +29,23 @@ typedef struct fixture {
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
     char err[512];
-    tr_config_defaults(&f->cfg);
-    if (hf_config_load(&f->hf, TINY "/config.json", err, sizeof err) ||
-        hf_config_apply(&f->hf, &f->cfg, err, sizeof err)) {
+    if (fx_tiny_gqa(&f->cfg, &f->hf, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return -1;
     }
-    f->cfg.micro_batch_size = 1, f->cfg.seq_length = 8;
     f->d = dev_open(0, 0, err, sizeof err);
     f->m = f->d ? llama_create(&f->cfg, f->d, dev_stream_default(f->d), err, sizeof err) : NULL;
     if (!f->m) return fprintf(stderr, "%s\n", err), -1;
     f->orig = malloc(f->m->total * sizeof *f->orig);
     if (llama_hf_read(f->m, TINY, f->orig, err, sizeof err)) return fprintf(stderr, "%s\n", err), -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/twinrun_ckpt_hf_%d", (int)getpid());
-    rm_tree(f->dir);
+    if (fx_tmppath(f->dir, sizeof f->dir, "ckpt_hf")) return -1;
     *state = f;
     return 0;
 }
 
 static int teardown(void **state) {
     fixture *f = *state;
-    rm_tree(f->dir);
+    fx_rm_rf(f->dir);
     free(f->orig);
     llama_destroy(f->m);
     dev_close(f->d);

@@ -8,7 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "ckpt_test_model.h"
+#include "common/fixture.h"
+#include "common/fixture_ckpt.h"
 #include "twinrun/config.h"
 
 static char *replace(const char *s, const char *from, const char *to) {

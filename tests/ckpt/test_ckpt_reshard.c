@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "ckpt_test_model.h"
-#include "ckpt_test_util.h"
+#include "common/fixture.h"
+#include "common/fixture_ckpt.h"
 
 static void read_as(const char *dir, int64_t iter, int tp, int dp) {
     char err[1024];
@@ -58,15 +58,16 @@ static void read_as(const char *dir, int64_t iter, int tp, int dp) {
 
 static void save_and_read(const ckpt_layout *L, const char *tag) {
     char dir[256], err[1024];
-    snprintf(dir, sizeof dir, "/tmp/twinrun_ckpt_reshard_%s_%d", tag, (int)getpid());
-    rm_tree(dir);
+    char name[128];
+    snprintf(name, sizeof name, "ckpt_reshard_%s", tag);
+    assert_int_equal(fx_tmppath(dir, sizeof dir, name), 0);
     if (tm_save(NULL, dir, 7, L, 0, err, sizeof err)) fail_msg("%s", err);
     if (ckpt_verify(dir, 7, NULL, err, sizeof err)) fail_msg("%s", err);
     read_as(dir, 7, 1, 1);
     read_as(dir, 7, 4, 1);
     read_as(dir, 7, 2, 2);
     read_as(dir, 7, 1, 3);
-    rm_tree(dir);
+    fx_rm_rf(dir);
 }
 
 static void test_from_tp2_pp2(void **state) {
@@ -125,8 +126,7 @@ static void test_runs_cover_placements(void **state) {
 static void test_overlapping_pieces(void **state) {
     (void)state;
     char dir[256], err[1024];
-    snprintf(dir, sizeof dir, "/tmp/twinrun_ckpt_overlap_%d", (int)getpid());
-    rm_tree(dir);
+    assert_int_equal(fx_tmppath(dir, sizeof dir, "ckpt_overlap"), 0);
     ckpt_layout one = {1, 1, 1, 1, false};
     ckpt_coords c0 = {0};
     const int64_t shape[2] = {6, 8};
@@ -151,7 +151,7 @@ static void test_overlapping_pieces(void **state) {
     assert_int_equal(tm_check_region(rd, "t", CKPT_F32, shape, 2, ckpt_place_slice(1, 1, 6), 3, err, sizeof err), 0);
     ckpt_reader_close(rd);
     for (int i = 0; i < 4; i++) free(data[i]);
-    rm_tree(dir);
+    fx_rm_rf(dir);
 }
 
 /* The reader maps a shard on its first piece, and reads it with pread when the file no longer has the
@@ -160,8 +160,7 @@ static void test_overlapping_pieces(void **state) {
 static void test_shard_changed_after_open(void **state) {
     (void)state;
     char dir[256], shard[512], err[1024];
-    snprintf(dir, sizeof dir, "/tmp/twinrun_ckpt_changed_%d", (int)getpid());
-    rm_tree(dir);
+    assert_int_equal(fx_tmppath(dir, sizeof dir, "ckpt_changed"), 0);
     ckpt_layout one = {1, 1, 1, 1, false};
     ckpt_coords c0 = {0};
     const int64_t shape[2] = {6, 8};
@@ -198,7 +197,7 @@ static void test_shard_changed_after_open(void **state) {
     assert_non_null(strstr(err, "read of tensor 't' failed"));
     ckpt_reader_close(rd);
     free(data);
-    rm_tree(dir);
+    fx_rm_rf(dir);
 }
 
 int main(void) {

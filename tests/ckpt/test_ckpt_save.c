@@ -9,15 +9,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "ckpt_test_model.h"
-#include "ckpt_test_util.h"
+#include "common/fixture.h"
+#include "common/fixture_ckpt.h"
 
 static const ckpt_layout L4 = {.tp = 2, .pp = 1, .dp = 2, .cp = 1, .dist_opt = true};
-
-static void tmpdir(char *out, size_t cap, const char *tag) {
-    snprintf(out, cap, "/tmp/twinrun_ckpt_%s_%d", tag, (int)getpid());
-    rm_tree(out);
-}
 
 static void check_all(const char *dir, int64_t iter, const ckpt_layout *L) {
     char err[1024];
@@ -46,7 +41,7 @@ static void check_all(const char *dir, int64_t iter, const ckpt_layout *L) {
 static void test_round_trip(void **state) {
     (void)state;
     char dir[256], err[1024];
-    tmpdir(dir, sizeof dir, "rt");
+    assert_int_equal(fx_tmppath(dir, sizeof dir, "ckpt_rt"), 0);
     int64_t it = -1;
     assert_int_equal(ckpt_latest(dir, &it, err, sizeof err), 1); /* nothing saved yet */
     for (int gather = 0; gather < 2; gather++) {
@@ -75,14 +70,14 @@ static void test_round_trip(void **state) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, CKPT_TRACKER);
     size_t len = 0;
-    char *t = fio_slurp(path, &len);
+    char *t = fx_read_file(path, &len);
     assert_int_equal(len, 3);
     assert_memory_equal(t, "101", 3);
     free(t);
     /* a complete checkpoint is never overwritten */
     assert_int_equal(ckpt_save_begin(NULL, dir, 101, false, err, sizeof err), -1);
     assert_non_null(strstr(err, "already a complete checkpoint (the latest)"));
-    rm_tree(dir);
+    fx_rm_rf(dir);
 }
 
 static void assert_no_tmp(const char *dir) {
@@ -109,10 +104,10 @@ static int64_t assert_latest_whole(const char *dir, int64_t a, int64_t b, const 
 static void test_crash_at_every_step(void **state) {
     (void)state;
     char dir[256], err[1024], when[64];
-    tmpdir(dir, sizeof dir, "crash");
+    assert_int_equal(fx_tmppath(dir, sizeof dir, "ckpt_crash"), 0);
     int saw_old = 0, saw_new = 0, steps = -1;
     for (int k = 0; steps < 0; k++) {
-        rm_tree(dir);
+        fx_rm_rf(dir);
         if (tm_save(NULL, dir, 10, &L4, k % 2, err, sizeof err)) fail_msg("%s", err);
         fault_io f;
         fio_init(&f);
@@ -146,13 +141,13 @@ static void test_crash_at_every_step(void **state) {
     }
     assert_true(steps > 30); /* begin, 4 shards, manifest, tracker: dozens of steps */
     assert_true(saw_old > 0 && saw_new > 0);
-    rm_tree(dir);
+    fx_rm_rf(dir);
 }
 
 static void test_enospc_at_every_write(void **state) {
     (void)state;
     char dir[256], err[1024];
-    tmpdir(dir, sizeof dir, "enospc");
+    assert_int_equal(fx_tmppath(dir, sizeof dir, "ckpt_enospc"), 0);
     int writes = -1;
     regex_t re;
     assert_int_equal(regcomp(&re,
@@ -160,7 +155,7 @@ static void test_enospc_at_every_write(void **state) {
                              REG_EXTENDED),
                      0);
     for (int k = 0; writes < 0; k++) {
-        rm_tree(dir);
+        fx_rm_rf(dir);
         if (tm_save(NULL, dir, 10, &L4, 0, err, sizeof err)) fail_msg("%s", err);
         fault_io f;
         fio_init(&f);
@@ -183,7 +178,7 @@ static void test_enospc_at_every_write(void **state) {
     regfree(&re);
     /* any other failing step (open, fsync, rename, ...) also fails cleanly */
     for (int k = 0;; k++) {
-        rm_tree(dir);
+        fx_rm_rf(dir);
         if (tm_save(NULL, dir, 10, &L4, 0, err, sizeof err)) fail_msg("%s", err);
         fault_io f;
         fio_init(&f);
@@ -194,13 +189,13 @@ static void test_enospc_at_every_write(void **state) {
         if (rc == 0 && total <= k) break;
         assert_latest_whole(dir, 10, 20, "after EIO"); /* 20 only when the last fsync of the directory failed */
     }
-    rm_tree(dir);
+    fx_rm_rf(dir);
 }
 
 static void test_commit_refuses_incomplete(void **state) {
     (void)state;
     char dir[256], err[1024], path[512];
-    tmpdir(dir, sizeof dir, "incomplete");
+    assert_int_equal(fx_tmppath(dir, sizeof dir, "ckpt_incomplete"), 0);
     if (tm_save(NULL, dir, 10, &L4, 0, err, sizeof err)) fail_msg("%s", err);
     /* rank 2 dies before writing its shard */
     assert_int_equal(ckpt_save_begin(NULL, dir, 20, false, err, sizeof err), 0);
@@ -237,21 +232,21 @@ static void test_commit_refuses_incomplete(void **state) {
     char src[512];
     snprintf(src, sizeof src, "%s/iter_0000010/shard_00002.bin", dir);
     size_t len = 0;
-    char *old = fio_slurp(src, &len);
-    fio_spit(path, old, len);
+    char *old = fx_read_file(src, &len);
+    fx_write_file(path, old, len);
     free(old);
     assert_int_equal(ckpt_save_commit(NULL, dir, 20, &m, err, sizeof err), -1);
     assert_non_null(strstr(err, "belongs to iteration 10"));
     /* a rank's reported size that disagrees with the disk is refused */
     assert_int_equal(ckpt_latest(dir, &it, err, sizeof err), 0);
     assert_int_equal(it, 10);
-    rm_tree(dir);
+    fx_rm_rf(dir);
 }
 
 static void test_bad_blobs_rejected(void **state) {
     (void)state;
     char dir[256], err[1024];
-    tmpdir(dir, sizeof dir, "badblob");
+    assert_int_equal(fx_tmppath(dir, sizeof dir, "ckpt_badblob"), 0);
     assert_int_equal(ckpt_save_begin(NULL, dir, 1, false, err, sizeof err), 0);
     float x[4] = {0};
     ckpt_layout one = {1, 1, 1, 1, false};
@@ -269,13 +264,13 @@ static void test_bad_blobs_rejected(void **state) {
     ckpt_coords bad = {.rank = 1};
     assert_int_equal(ckpt_shard_write(NULL, dir, 1, &one, &bad, &b, 1, NULL, err, sizeof err), -1);
     assert_non_null(strstr(err, "does not fit layout"));
-    rm_tree(dir);
+    fx_rm_rf(dir);
 }
 
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--write-fixture") == 0) { /* for the ckpt program's tests */
         char err[1024];
-        rm_tree(argv[2]);
+        fx_rm_rf(argv[2]);
         if (tm_save(NULL, argv[2], 10, &L4, 0, err, sizeof err) ||
             tm_save(NULL, argv[2], 20, &L4, 1, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);

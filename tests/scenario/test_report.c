@@ -12,6 +12,8 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "common/fixture.h"
+
 #include "runner/report.h"
 
 #define ITERS 4
@@ -60,19 +62,6 @@ static void fill(sc_report *r) {
     r->passed = false;
 }
 
-static char *capture(void (*write)(FILE *, const void *), const void *arg) {
-    FILE *f = tmpfile();
-    assert_non_null(f);
-    write(f, arg);
-    long n = ftell(f);
-    rewind(f);
-    char *s = calloc(1, (size_t)n + 1);
-    assert_non_null(s);
-    assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    return s;
-}
-
 static void write_json(FILE *f, const void *r) { assert_int_equal(report_json(f, r), 0); }
 static void write_text(FILE *f, const void *r) { report_text(f, r); }
 static void write_junit1(FILE *f, const void *r) {
@@ -100,7 +89,7 @@ static void test_json_round_trip(void **state) {
     (void)state;
     sc_report r;
     fill(&r);
-    char *text = capture(write_json, &r);
+    char *text = fx_capture(write_json, &r);
     cJSON *root = cJSON_Parse(text);
     assert_non_null(root);
     assert_string_equal(str(root, "name"), "unit<&>");
@@ -167,7 +156,7 @@ static void test_json_round_trip(void **state) {
     r.has_campaign = false;
     free(r.reference_losses);
     r.reference_losses = NULL;
-    text = capture(write_json, &r);
+    text = fx_capture(write_json, &r);
     root = cJSON_Parse(text);
     assert_non_null(root);
     assert_true(cJSON_IsNull(get(root, "campaign")));
@@ -191,7 +180,7 @@ static void test_junit_counts_and_escapes(void **state) {
     snprintf(b.name, sizeof b.name, "clean");
     b.checks[1].passed = true;
     b.passed = true;
-    char *x = capture(write_junit1, &a);
+    char *x = fx_capture(write_junit1, &a);
     assert_true(strncmp(x, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", 39) == 0);
     assert_non_null(strstr(x, "<testsuites name=\"twinrun scenarios\" tests=\"2\" failures=\"1\""));
     assert_non_null(strstr(x, "<testsuite name=\"unit&lt;&amp;&gt;\" tests=\"2\" failures=\"1\""));
@@ -231,7 +220,7 @@ static void test_junit_counts_and_escapes(void **state) {
     /* a run with no expectations still gives CI a test case to fail */
     b.nchecks = 0;
     b.passed = false;
-    x = capture(write_junit1, &b);
+    x = fx_capture(write_junit1, &b);
     assert_non_null(strstr(x, "tests=\"1\" failures=\"1\""));
     assert_non_null(strstr(x, "name=\"scenario\" time=\"0\">"));
     free(x);
@@ -244,7 +233,7 @@ static void test_text_summary(void **state) {
     (void)state;
     sc_report r;
     fill(&r);
-    char *t = capture(write_text, &r);
+    char *t = fx_capture(write_text, &r);
     fputs(t, stdout);
     assert_non_null(strstr(t, "scenario unit<&>: 2 nodes x 4 GPUs (H100), 8 ranks, TP2xPP2xCP1xDP2, 4 iterations\n"));
     assert_non_null(strstr(t, "watchdog: rank 5 never joined dp all_reduce #41"));
@@ -271,7 +260,7 @@ static void test_text_summary(void **state) {
 
     r.checks[1].passed = true;
     r.passed = true;
-    t = capture(write_text, &r);
+    t = fx_capture(write_text, &r);
     assert_non_null(strstr(t, "PASSED: 2/2 expectations\n"));
     free(t);
     report_free(&r);

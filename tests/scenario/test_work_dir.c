@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "common/fixture.h"
+
 #include "runner/runner.h"
 #include "runner/scenario.h"
 
@@ -20,15 +22,12 @@ static char g_dir[64];
 
 static int setup(void **state) {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/twinrun-workdir-XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return fx_tmpdir(g_dir, sizeof g_dir, "workdir");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd);
+    return fx_rm_rf(g_dir);
 }
 
 static void put(const char *rel, const char *text) {

@@ -13,6 +13,8 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "common/fixture.h"
+
 #include "fault/fault.h"
 #include "train/predict_report.h"
 #include "train/trainer.h"
@@ -195,7 +197,7 @@ static void test_predict_same_with_pool(void **state) {
 static void test_predict_json(void **state) {
     (void)state;
     char err[2048] = "", path[256];
-    snprintf(path, sizeof path, "/tmp/twinrun_test_predict_%d.json", (int)getpid());
+    assert_int_equal(fx_tmppath(path, sizeof path, "predict.json"), 0);
     tr_config c;
     assert_int_equal(prepare(&c, 8,
                              "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 4 --bf16 "

@@ -10,7 +10,9 @@
 
 #include <cmocka.h>
 
-#include "twin/twin_test_util.h"
+#include "common/fixture.h"
+#include "common/fixture_coll.h"
+#include "twin.h"
 #include "twinrun/dev.h"
 
 typedef struct coll_case {

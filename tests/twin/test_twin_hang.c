@@ -13,8 +13,10 @@
 
 #include <cmocka.h>
 
+#include "common/fixture.h"
+#include "common/fixture_coll.h"
 #include "flight/flight.h"
-#include "twin/twin_test_util.h"
+#include "twin.h"
 #include "twinrun/dev.h"
 #include "twinrun/err.h"
 
@@ -189,8 +191,8 @@ static void test_hang_inside_a_subgroup(void **state) {
 /* The dumps on disk say the same as the in-memory analysis: parse them back and blame again. */
 static void test_dumps_round_trip_through_blame(void **state) {
     (void)state;
-    char dir[] = "/tmp/twin_dumps_XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    assert_int_equal(fx_tmpdir(dir, sizeof dir, "twin-dumps"), 0);
     hang_case hc = {.n = 16, .culprit = 9, .rounds = 3, .bad_round = 2, .how = HANG_FOREVER};
     twin_result res;
     run(&hc, 600.0, dir, &res);

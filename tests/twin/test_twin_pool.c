@@ -11,7 +11,9 @@
 
 #include <cmocka.h>
 
-#include "twin/twin_test_util.h"
+#include "common/fixture.h"
+#include "common/fixture_coll.h"
+#include "twin.h"
 #include "twinrun/dev.h"
 #include "twinrun/kern.h"
 

@@ -14,7 +14,9 @@
 
 #include <cmocka.h>
 
-#include "twin/twin_test_util.h"
+#include "common/fixture.h"
+#include "common/fixture_coll.h"
+#include "twin.h"
 #include "twin_cost.h"
 #include "twinrun/dev.h"
 #include "twinrun/err.h"

@@ -13,8 +13,10 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "common/fixture.h"
+#include "common/fixture_coll.h"
 #include "trace/trace.h"
-#include "twin/twin_test_util.h"
+#include "twin.h"
 #include "twin_cost.h"
 #include "twinrun/dev.h"
 
@@ -81,22 +83,9 @@ static void run(const char *trace_path, const char *trace_ranks, twin_result *re
     assert_int_equal(rc.problems, 0);
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    assert_non_null(s);
-    assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 static cJSON *load_trace(const char *path) {
-    char *text = slurp(path);
+    char *text = fx_read_file(path, NULL);
+    assert_non_null(text);
     cJSON *root = cJSON_Parse(text);
     free(text);
     assert_non_null(root);
@@ -112,14 +101,10 @@ static double num_of(const cJSON *e, const char *key) {
     return v->valuedouble;
 }
 
-static void tmp_path(char *path, size_t n, const char *what) {
-    snprintf(path, n, "/tmp/twin_trace_%s_%ld.json", what, (long)getpid());
-}
-
 static void test_trace_of_a_hang(void **state) {
     (void)state;
     char path[128];
-    tmp_path(path, sizeof path, "hang");
+    assert_int_equal(fx_tmppath(path, sizeof path, "trace_hang.json"), 0);
     twin_result plain, traced;
     run(NULL, NULL, &plain);
     run(path, NULL, &traced);
@@ -242,7 +227,7 @@ static void test_trace_of_a_hang(void **state) {
 static void test_trace_ranks_and_errors(void **state) {
     (void)state;
     char path[128];
-    tmp_path(path, sizeof path, "ranks");
+    assert_int_equal(fx_tmppath(path, sizeof path, "trace_ranks.json"), 0);
     twin_result res;
     run(path, "1,3", &res);
     twin_result_free(&res);

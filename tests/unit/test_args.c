@@ -12,7 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "common/assert_text.h"
+#include "common/fixture.h"
 #include "config/flags.h"
 #include "twinrun/config.h"
 
@@ -645,16 +645,6 @@ static void test_odd_vectors(void **state) {
 
 /* ---- --help and docs/flags.md ------------------------------------------------------------------ */
 
-static char *capture(void (*print)(FILE *)) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_non_null(f);
-    print(f);
-    fclose(f);
-    return buf;
-}
-
 static void test_help(void **state) {
     (void)state;
     tr_config *c = cfg_new();
@@ -674,7 +664,7 @@ static void test_help(void **state) {
     assert_int_equal(rc2, 1);
     assert_true(written > 1000);
 
-    char *help = capture(tr_config_print_help);
+    char *help = fx_capture_f(tr_config_print_help);
     size_t n;
     const tr_flag *t = tr_flags(&n);
     for (size_t i = 0; i < n; i++) {
@@ -697,32 +687,19 @@ static void test_help(void **state) {
     free(c);
 }
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)len + 1);
-    size_t got = fread(buf, 1, (size_t)len, f);
-    buf[got] = 0;
-    fclose(f);
-    return buf;
-}
-
 static void test_docs_flags_md_matches_table(void **state) {
     (void)state;
     const char *data = getenv("TWINRUN_TEST_DATA") ? getenv("TWINRUN_TEST_DATA") : TWINRUN_TEST_DATA;
     char path[2048];
     snprintf(path, sizeof path, "%s/../../docs/flags.md", data);
-    char *want = capture(tr_config_print_flags_md);
+    char *want = fx_capture_f(tr_config_print_flags_md);
     if (getenv("TWINRUN_REGEN_DOCS")) {
         FILE *f = fopen(path, "wb");
         assert_non_null(f);
         fputs(want, f);
         fclose(f);
     }
-    char *have = read_file(path);
+    char *have = fx_read_file(path, NULL);
     if (!have) fail_msg("%s is missing; regenerate: TWINRUN_REGEN_DOCS=1 ctest -R test_args", path);
 
     size_t n;
@@ -1126,7 +1103,7 @@ static void test_issue_flags_are_stored(void **state) {
 /* --help must not call implemented what a run refuses or ignores */
 static void test_help_is_truthful(void **state) {
     (void)state;
-    char *help = capture(tr_config_print_help);
+    char *help = fx_capture_f(tr_config_print_help);
     assert_contains(help, "(one of: rope; refused: learned_absolute, none, yarn, mrope, relative)");
     /* the status line sits right under its flag's line, indented 47 columns */
     char want[512];

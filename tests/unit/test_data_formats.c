@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "common/fixture.h"
+
 #include "data/indexed_dataset.h"
 #include "data/md5.h"
 #include "data/mt19937.h"
@@ -203,8 +205,8 @@ static void test_npy(void **state) {
  * 9 magic + 8 version + 1 dtype + 8 S(2) + 8 D(3) + 2*4 lengths + 2*8 pointers + 3*8 doc indices. */
 static void test_idx_worked_example(void **state) {
     (void)state;
-    char dir[] = "/tmp/twinrun-idx-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    assert_int_equal(fx_tmpdir(dir, sizeof dir, "idx"), 0);
     char prefix[256], err[512];
     snprintf(prefix, sizeof prefix, "%s/ex", dir);
     tr_idx_writer *w = tr_idx_writer_open(prefix, TR_IDX_INT32, false, err, sizeof err);
@@ -235,9 +237,7 @@ static void test_idx_worked_example(void **state) {
         assert_int_equal(tr_idx_read(d, 1, 0, 3, t, err, sizeof err), -1);
         tr_idx_close(d);
     }
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(fx_rm_rf(dir), 0);
 }
 
 static size_t slurp(const char *prefix, const char *ext, unsigned char *buf, size_t cap) {
@@ -254,8 +254,8 @@ static size_t slurp(const char *prefix, const char *ext, unsigned char *buf, siz
  * before its commit) leaves it byte for byte and no temporary file behind. */
 static void test_idx_writer_keeps_existing(void **state) {
     (void)state;
-    char dir[] = "/tmp/twinrun-idx-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    assert_int_equal(fx_tmpdir(dir, sizeof dir, "idx"), 0);
     char prefix[256], err[512];
     snprintf(prefix, sizeof prefix, "%s/k", dir);
     const int64_t a[3] = {1, 2, 3}, b[2] = {7, 8};
@@ -279,9 +279,7 @@ static void test_idx_writer_keeps_existing(void **state) {
         assert_int_equal(slurp(prefix, "idx", now, sizeof now), ni);
         assert_memory_equal(now, idx0, ni);
     }
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "test $(ls '%s' | wc -l) -eq 2", dir);
-    assert_int_equal(system(cmd), 0); /* k.bin and k.idx: no temporary file left */
+    assert_int_equal(fx_sh("test $(ls '%s' | wc -l) -eq 2", dir), 0); /* k.bin and k.idx: no temporary file left */
     /* committed: replaced */
     w = tr_idx_writer_open(prefix, TR_IDX_INT32, true, err, sizeof err);
     assert_non_null(w);
@@ -293,15 +291,14 @@ static void test_idx_writer_keeps_existing(void **state) {
     assert_int_equal(tr_idx_read(d, 0, 0, 2, t, err, sizeof err), 0);
     assert_int_equal(t[0], 7), assert_int_equal(t[1], 8);
     tr_idx_close(d);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(fx_rm_rf(dir), 0);
 }
 
 /* Every dtype code round-trips through writer and reader (float codes are read-only). */
 static void test_idx_dtypes(void **state) {
     (void)state;
-    char dir[] = "/tmp/twinrun-idx-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    assert_int_equal(fx_tmpdir(dir, sizeof dir, "idx"), 0);
     char prefix[256], err[512];
     snprintf(prefix, sizeof prefix, "%s/t", dir);
     const int codes[6] = {TR_IDX_UINT8, TR_IDX_INT8, TR_IDX_INT16, TR_IDX_INT32, TR_IDX_INT64, TR_IDX_UINT16};
@@ -324,9 +321,7 @@ static void test_idx_dtypes(void **state) {
     }
     assert_int_equal(tr_idx_optimal_code(32000), TR_IDX_UINT16);
     assert_int_equal(tr_idx_optimal_code(128256), TR_IDX_INT32);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(fx_rm_rf(dir), 0);
 }
 
 /* Bad .idx/.bin input: a precise error each, never a crash. Starts from the 82-byte example. */

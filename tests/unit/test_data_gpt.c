@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "common/fixture.h"
+
 #include "data/batch.h"
 #include "data/blended_dataset.h"
 #include "data/gpt_index.h"
@@ -23,14 +25,11 @@ static char g_dir[64];
 
 static int setup(void **state) {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/twinrun-data-gpt-XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return fx_tmpdir(g_dir, sizeof g_dir, "data-gpt");
 }
 static int teardown(void **state) {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd);
+    return fx_rm_rf(g_dir);
 }
 
 /* Writes a corpus of n documents; document k has len[k] tokens, token j = base + 1000*k + j. */

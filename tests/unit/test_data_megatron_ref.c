@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "common/fixture.h"
+
 #include "data/batch.h"
 #include "data/npy.h"
 #include "twinrun/config.h"
@@ -59,18 +61,13 @@ static int setup(void **state) {
     (void)state;
     /* Megatron ran with the relative prefix "corpus" (its description says so) */
     if (chdir(CASE) != 0) return -1;
-    snprintf(g_cache, sizeof g_cache, "/tmp/twinrun-data-refcache-XXXXXX");
-    if (!mkdtemp(g_cache)) return -1;
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "cp cache/* '%s'/ && chmod u+w '%s'/*", g_cache, g_cache);
-    return system(cmd);
+    if (fx_tmpdir(g_cache, sizeof g_cache, "data-refcache")) return -1;
+    return fx_sh("cp cache/* '%s'/ && chmod u+w '%s'/*", g_cache, g_cache);
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_cache);
-    return system(cmd);
+    return fx_rm_rf(g_cache);
 }
 
 static void load(const char *path, tr_npy *a) {
@@ -98,8 +95,8 @@ static void test_megatron_cache_is_hit(void **state) {
 /* Built from scratch in an empty cache directory: the .npy files are byte-identical to Megatron's. */
 static void test_indices_bit_for_bit(void **state) {
     (void)state;
-    char dir[] = "/tmp/twinrun-data-ref-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    assert_int_equal(fx_tmpdir(dir, sizeof dir, "data-ref"), 0);
     tr_data *d = open_case(dir, 0, 1);
     assert_non_null(d);
     assert_int_equal(tr_data_gpt(d, 0, 0)->cache, TR_CACHE_BUILT);
@@ -115,14 +112,10 @@ static void test_indices_bit_for_bit(void **state) {
             const char *ext = k < 3 ? "npy" : "txt";
             snprintf(mine, sizeof mine, "%s/%s-GPTDataset-%s-%s.%s", dir, hash[s], split[s], what, ext);
             snprintf(ref, sizeof ref, "cache/%s-GPTDataset-%s-%s.%s", hash[s], split[s], what, ext);
-            char cmd[1200];
-            snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", mine, ref);
-            if (system(cmd) != 0) fail_msg("%s differs from Megatron's %s", mine, ref);
+            if (fx_sh("cmp -s '%s' '%s'", mine, ref) != 0) fail_msg("%s differs from Megatron's %s", mine, ref);
         }
     tr_data_close(d);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(fx_rm_rf(dir), 0);
 }
 
 /* Every train sample (400) and the first valid samples, in order, token for token. */
@@ -165,15 +158,13 @@ static void test_samples_from_cache(void **state) {
 
 static void test_samples_built_without_cache(void **state) {
     (void)state;
-    char dir[] = "/tmp/twinrun-data-ref-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    assert_int_equal(fx_tmpdir(dir, sizeof dir, "data-ref"), 0);
     tr_data *d = open_case(dir, 0, 1);
     assert_non_null(d);
     check_samples(d);
     tr_data_close(d);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(fx_rm_rf(dir), 0);
 }
 
 /* The sampler: with dp 2 and mbs 5, rank r's k-th micro-batch is samples 10k + 5r .. +5; one
@@ -212,11 +203,9 @@ static void test_sampler_dp_ranks(void **state) {
 /* A stale or corrupt cache is detected, rebuilt and rewritten; the result is Megatron's again. */
 static void test_corrupt_cache_is_rebuilt(void **state) {
     (void)state;
-    char dir[] = "/tmp/twinrun-data-ref-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "cp cache/* '%s'/ && chmod u+w '%s'/*", dir, dir);
-    assert_int_equal(system(cmd), 0);
+    char dir[64];
+    assert_int_equal(fx_tmpdir(dir, sizeof dir, "data-ref"), 0);
+    assert_int_equal(fx_sh("cp cache/* '%s'/ && chmod u+w '%s'/*", dir, dir), 0);
     /* duplicate one shuffle entry: still a valid .npy, no longer a permutation */
     char path[600];
     snprintf(path, sizeof path, "%s/%s-GPTDataset-train-shuffle_index.npy", dir, TRAIN_HASH);
@@ -238,18 +227,17 @@ static void test_corrupt_cache_is_rebuilt(void **state) {
     assert_int_equal(tr_data_gpt(d, 1, 0)->cache, TR_CACHE_REBUILT);
     assert_non_null(strstr(tr_data_gpt(d, 1, 0)->cache_note, "payload"));
     tr_data_close(d);
-    snprintf(cmd, sizeof cmd,
-             "cmp -s '%s/%s-GPTDataset-train-shuffle_index.npy' cache/%s-GPTDataset-train-shuffle_index.npy", dir,
-             TRAIN_HASH, TRAIN_HASH);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(
+        fx_sh("cmp -s '%s/%s-GPTDataset-train-shuffle_index.npy' cache/%s-GPTDataset-train-shuffle_index.npy", dir,
+              TRAIN_HASH, TRAIN_HASH),
+        0);
     /* and now it is a hit */
     d = open_case(dir, 0, 1);
     assert_non_null(d);
     assert_int_equal(tr_data_gpt(d, 0, 0)->cache, TR_CACHE_HIT);
     assert_int_equal(tr_data_gpt(d, 1, 0)->cache, TR_CACHE_HIT);
     tr_data_close(d);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(fx_rm_rf(dir), 0);
 }
 
 int main(void) {

@@ -11,13 +11,15 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "common/fixture.h"
+
 #include "ckpt/hf_export.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/llama.h"
 #include "model/llama_hf.h"
 
-#define TINY TWINRUN_TEST_DATA "/tiny_gqa"
+#define TINY FX_TINY_GQA
 
 typedef struct fixture {
     tr_config cfg;
@@ -29,28 +31,21 @@ typedef struct fixture {
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
     char err[512];
-    tr_config_defaults(&f->cfg);
-    hf_llama_config hf;
-    if (hf_config_load(&hf, TINY "/config.json", err, sizeof err) || hf_config_apply(&hf, &f->cfg, err, sizeof err)) {
+    if (fx_tiny_gqa(&f->cfg, NULL, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return -1;
     }
-    f->cfg.micro_batch_size = 1, f->cfg.seq_length = 8;
     f->d = dev_open(0, 0, err, sizeof err);
     f->m = llama_create(&f->cfg, f->d, dev_stream_default(f->d), err, sizeof err);
     if (!f->m) return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/twinrun_hf_import_%d", (int)getpid());
-    mkdir(f->dir, 0755);
+    if (fx_tmpdir(f->dir, sizeof f->dir, "hf-import")) return -1;
     *state = f;
     return 0;
 }
 
 static int teardown(void **state) {
     fixture *f = *state;
-    char path[300];
-    snprintf(path, sizeof path, "%s/model.safetensors", f->dir);
-    unlink(path);
-    rmdir(f->dir);
+    fx_rm_rf(f->dir);
     llama_destroy(f->m);
     dev_close(f->d);
     free(f);
@@ -146,9 +141,7 @@ static hf_llama_config import_logits(fixture *f, const char *dir, const tr_confi
     llama_forward(m2, tok, lab, NULL);
     llama_get_logits(m2, logits);
     llama_destroy(m2);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(fx_rm_rf(dir), 0);
     return hf;
 }
 

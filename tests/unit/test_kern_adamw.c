@@ -1,6 +1,6 @@
 /* kern_adamw_update against the AdamW formula evaluated by hand in double over three steps, the
  * wd = 0 path, grad_scale, bf16 model and gradient copies, model aliasing master, determinism. */
-#include "unit/kern_testlib.h"
+#include "common/fixture_kern.h"
 
 enum { AW_N = 37, AW_STEPS = 3 };
 

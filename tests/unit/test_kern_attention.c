@@ -1,7 +1,7 @@
 /* kern_attention_forward/backward: causal GQA against a naive double softmax attention with an
  * explicit mask (out and lse), dq/dk/dv against finite differences for NH/KV = 4, 1 and NH (one
  * shared group), determinism and bf16 storage. */
-#include "unit/kern_testlib.h"
+#include "common/fixture_kern.h"
 
 typedef struct attn_case {
     int B, T, NH, KV, D;

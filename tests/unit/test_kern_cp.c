@@ -8,7 +8,7 @@
  * - arbitrary (unsorted) positions against a naive double reference with an explicit mask, and
  *   dq/dk/dv against finite differences;
  * - determinism. */
-#include "unit/kern_testlib.h"
+#include "common/fixture_kern.h"
 
 typedef struct pos_case {
     int B, Tq, Tk, NH, KV, D;

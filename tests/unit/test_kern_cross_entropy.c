@@ -1,7 +1,7 @@
 /* kern_cross_entropy_forward/backward: losses against a double log-sum-exp reference (also with
  * huge logits), dlogits against finite differences of sum(losses * dloss) with masked rows,
  * in-place backward, determinism and bf16 storage. */
-#include "unit/kern_testlib.h"
+#include "common/fixture_kern.h"
 
 enum { CE_N = 6, CE_V = 11 };
 

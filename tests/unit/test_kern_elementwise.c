@@ -1,5 +1,5 @@
 /* kern_add, kern_scale, kern_cast (bf16 rounding on known bit patterns) and kern_sum_squares. */
-#include "unit/kern_testlib.h"
+#include "common/fixture_kern.h"
 
 static float f32_from_bits(uint32_t u) {
     float f;

@@ -1,6 +1,6 @@
 /* kern_embedding_forward/backward: lookup values, scatter-add gradient against finite differences,
  * accumulation in row order, determinism and bf16 storage. */
-#include "unit/kern_testlib.h"
+#include "common/fixture_kern.h"
 
 enum { EMB_N = 12, EMB_C = 5, EMB_V = 9 };
 

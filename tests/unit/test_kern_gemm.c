@@ -1,7 +1,7 @@
 /* kern_gemm against a naive double reference (to tolerance, and bit for bit against its contract's
  * scalar loop), its gradients (the gemms a linear layer's backward
  * issues) against finite differences, beta == 0 semantics, determinism and bf16 storage. */
-#include "unit/kern_testlib.h"
+#include "common/fixture_kern.h"
 
 typedef struct gemm_case {
     int m, n, k;

@@ -1,8 +1,8 @@
 /* The twin kernels' argument guards: nonsense shapes and out-of-range ids end the rank through
  * tr_fatal with a message that names the problem. Each case runs in a forked child so the fatal
  * exit can be observed. Twin only: a GPU backend checks token ids on the device, if at all. */
-#include "unit/expect_fatal.h"
-#include "unit/kern_testlib.h"
+#include "common/fixture.h"
+#include "common/fixture_kern.h"
 
 /* Small fp32 device tensors every case can point at. */
 static tr_buf g_a, g_b, g_c;
@@ -64,19 +64,19 @@ static void run_cast_int_to_float(void) { kern_cast(kt_s, g_a, tr_buf_make(g_ids
 static void test_kernels_reject_nonsense(void **state) {
     (void)state;
     if (!kt_backend_is_twin()) skip();
-    expect_fatal("embedding fwd, token 512", run_embedding_forward_bad_token, "512 at", "[0, 512)");
-    expect_fatal("embedding bwd, token 512", run_embedding_backward_bad_token, "512 at", "[0, 512)");
-    expect_fatal("cross entropy, target 512", run_cross_entropy_bad_target, "target 512", "[0, 512)");
-    expect_fatal("cross entropy bwd, target", run_cross_entropy_bwd_bad_target, "target 512", "[0, 512)");
-    expect_fatal("embedding N = 0", run_embedding_empty, "N > 0", "embedding");
-    expect_fatal("gemm k = 0", run_gemm_zero_k, "k > 0", "gemm");
-    expect_fatal("attention NH % KV", run_attention_heads_not_multiple, "NH % KV == 0", "--num-query-groups");
-    expect_fatal("rope odd rot_dim", run_rope_odd_rot_dim, "rot_dim % 2 == 0", "--rotary-percent");
-    expect_fatal("rope rot_dim > D", run_rope_rot_dim_beyond_head, "rot_dim <= D", "head dim");
-    expect_fatal("RMSNorm with a bias", run_rms_norm_with_bias, "bias.p == NULL", "RMSNorm");
-    expect_fatal("swiglu N < 0", run_swiglu_empty, "N > 0", "swiglu");
-    expect_fatal("adamw step 0", run_adamw_step_zero, "step >= 1", "1-based");
-    expect_fatal("cast from int32", run_cast_int_to_float, "int32", "fp32 or bf16");
+    fx_expect_fatal("embedding fwd, token 512", run_embedding_forward_bad_token, "512 at", "[0, 512)");
+    fx_expect_fatal("embedding bwd, token 512", run_embedding_backward_bad_token, "512 at", "[0, 512)");
+    fx_expect_fatal("cross entropy, target 512", run_cross_entropy_bad_target, "target 512", "[0, 512)");
+    fx_expect_fatal("cross entropy bwd, target", run_cross_entropy_bwd_bad_target, "target 512", "[0, 512)");
+    fx_expect_fatal("embedding N = 0", run_embedding_empty, "N > 0", "embedding");
+    fx_expect_fatal("gemm k = 0", run_gemm_zero_k, "k > 0", "gemm");
+    fx_expect_fatal("attention NH % KV", run_attention_heads_not_multiple, "NH % KV == 0", "--num-query-groups");
+    fx_expect_fatal("rope odd rot_dim", run_rope_odd_rot_dim, "rot_dim % 2 == 0", "--rotary-percent");
+    fx_expect_fatal("rope rot_dim > D", run_rope_rot_dim_beyond_head, "rot_dim <= D", "head dim");
+    fx_expect_fatal("RMSNorm with a bias", run_rms_norm_with_bias, "bias.p == NULL", "RMSNorm");
+    fx_expect_fatal("swiglu N < 0", run_swiglu_empty, "N > 0", "swiglu");
+    fx_expect_fatal("adamw step 0", run_adamw_step_zero, "step >= 1", "1-based");
+    fx_expect_fatal("cast from int32", run_cast_int_to_float, "int32", "fp32 or bf16");
 }
 
 int main(void) {

@@ -3,9 +3,9 @@
  * hands some values back to the host (about one in 30 000: ~30 here), constants, and a part of a shard
  * that starts inside it (kern_init_desc.first); and llama_init_value
  * (the engine's host path) agrees with it. */
+#include "common/fixture_kern.h"
 #include "model/llama.h"
 #include "twinrun/init_normal.h"
-#include "unit/kern_testlib.h"
 
 static float expected(const kern_init_desc *d, size_t i) {
     if (!d->normal) return d->constant;

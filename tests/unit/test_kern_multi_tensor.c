@@ -3,7 +3,7 @@
  * stay untouched, empty ranges, two weight decays, bf16 gradients and model copy. AdamW must match
  * bit for bit (the same arithmetic per element); the sum of squares to fp32 rounding (a GPU sums in
  * another order; the twin, range by range, gives the same bits). */
-#include "unit/kern_testlib.h"
+#include "common/fixture_kern.h"
 
 enum { NR = 300 };
 

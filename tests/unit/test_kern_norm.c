@@ -1,7 +1,7 @@
 /* kern_norm_forward/backward (RMSNorm and LayerNorm, with and without --apply-layernorm-1p, with
  * and without bias): values and statistics against a naive double reference, every gradient
  * against finite differences, accumulation into existing gradients, determinism, bf16 storage. */
-#include "unit/kern_testlib.h"
+#include "common/fixture_kern.h"
 
 typedef struct norm_case {
     kern_norm_desc nd;

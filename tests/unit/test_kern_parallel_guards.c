@@ -5,8 +5,8 @@
  * by the full-vocabulary kernels (test_kern_guards.c) or by the caller, which knows the vocabulary.
  * Twin only: a GPU backend checks ids on the device (the kernel traps) and positions not at all
  * on the host. */
-#include "unit/expect_fatal.h"
-#include "unit/kern_testlib.h"
+#include "common/fixture.h"
+#include "common/fixture_kern.h"
 
 /* Small device tensors every case can point at. */
 static tr_buf g_a, g_b;
@@ -62,17 +62,18 @@ static void run_attn_pos_heads(void) {
 static void test_parallel_kernels_reject_nonsense(void **state) {
     (void)state;
     if (!kt_backend_is_twin()) skip();
-    expect_fatal("embedding slice fwd, token -3", run_emb_slice_fwd_negative, "token id -3 at position 2", "negative");
-    expect_fatal("embedding slice bwd, token -3", run_emb_slice_bwd_negative, "token id -3", "negative");
-    expect_fatal("embedding slice, start -16", run_emb_slice_bad_start, "vocab_start >= 0", "padded vocabulary");
-    expect_fatal("ce slice sums, target -3", run_ce_sums_negative, "target -3 at row 2", "negative");
-    expect_fatal("ce slice bwd, target -3", run_ce_bwd_negative, "target -3 at row 2", "negative");
-    expect_fatal("attention fwd, blind query", run_attn_fwd_blind_query, "query 1 at position 1 sees no key",
-                 "smallest key position is 2");
-    expect_fatal("attention bwd, blind query", run_attn_bwd_blind_query, "query 1 at position 1 sees no key",
-                 "context parallelism");
-    expect_fatal("attention, no q_pos", run_attn_no_positions, "q_pos != NULL", "q_pos[Tq]");
-    expect_fatal("attention pos, NH % KV", run_attn_pos_heads, "NH % KV == 0", "--num-query-groups");
+    fx_expect_fatal("embedding slice fwd, token -3", run_emb_slice_fwd_negative, "token id -3 at position 2",
+                    "negative");
+    fx_expect_fatal("embedding slice bwd, token -3", run_emb_slice_bwd_negative, "token id -3", "negative");
+    fx_expect_fatal("embedding slice, start -16", run_emb_slice_bad_start, "vocab_start >= 0", "padded vocabulary");
+    fx_expect_fatal("ce slice sums, target -3", run_ce_sums_negative, "target -3 at row 2", "negative");
+    fx_expect_fatal("ce slice bwd, target -3", run_ce_bwd_negative, "target -3 at row 2", "negative");
+    fx_expect_fatal("attention fwd, blind query", run_attn_fwd_blind_query, "query 1 at position 1 sees no key",
+                    "smallest key position is 2");
+    fx_expect_fatal("attention bwd, blind query", run_attn_bwd_blind_query, "query 1 at position 1 sees no key",
+                    "context parallelism");
+    fx_expect_fatal("attention, no q_pos", run_attn_no_positions, "q_pos != NULL", "q_pos[Tq]");
+    fx_expect_fatal("attention pos, NH % KV", run_attn_pos_heads, "NH % KV == 0", "--num-query-groups");
 }
 
 int main(void) {

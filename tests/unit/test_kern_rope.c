@@ -1,7 +1,7 @@
 /* kern_rope_forward/backward: rotate-half RoPE against a naive double reference (full and partial
  * rot_dim, implicit and explicit positions), the backward against finite differences of the
  * forward, pass-through of the unrotated dims, determinism and bf16 storage. */
-#include "unit/kern_testlib.h"
+#include "common/fixture_kern.h"
 
 typedef struct rope_case {
     kern_rope_desc rd;

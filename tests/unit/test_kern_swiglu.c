@@ -1,6 +1,6 @@
 /* kern_swiglu_forward/backward: silu(gate) * up against a double reference, dh against finite
  * differences, in-place backward, determinism and bf16 storage. */
-#include "unit/kern_testlib.h"
+#include "common/fixture_kern.h"
 
 enum { SW_N = 5, SW_F = 7 };
 

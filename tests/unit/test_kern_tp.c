@@ -5,7 +5,7 @@
  * (one slice holds each token, the others add exact zeros / skip the row), losses and dlogits within
  * kt_fwd_tol. Then the backward against finite differences of the composed loss, the statistics of
  * slices that do not hold a row's target, in-place backward, bf16 storage and determinism. */
-#include "unit/kern_testlib.h"
+#include "common/fixture_kern.h"
 
 enum { TP_N = 24, TP_C = 12, TP_V = 64 }; /* token rows, hidden, whole (padded) vocabulary */
 

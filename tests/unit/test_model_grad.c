@@ -12,6 +12,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "common/fixture.h"
+
 #include "model/llama.h"
 
 enum { B = 2, T = 6 };
@@ -21,13 +23,10 @@ static bool g_qk_norm; /* and --qk-layernorm */
 
 static tr_config config(tr_norm_type norm, bool one_p, double rotary_percent) {
     tr_config c;
-    tr_config_defaults(&c);
-    c.num_layers = 2, c.hidden_size = 16, c.ffn_hidden_size = 24, c.num_attention_heads = 4;
-    c.group_query_attention = true, c.num_query_groups = 2;
-    c.seq_length = T, c.max_position_embeddings = T, c.vocab_size = 50; /* padded to 128 */
-    c.position_embedding_type = TR_POS_ROPE, c.normalization = norm, c.apply_layernorm_1p = one_p;
+    fx_tiny_llama(&c, 16, 24, T, 50); /* vocabulary padded to 128 */
+    c.normalization = norm, c.apply_layernorm_1p = one_p;
     c.rotary_percent = rotary_percent, c.rotary_base = 10000;
-    c.swiglu = true, c.untie_embeddings_and_output_weights = true, c.disable_bias_linear = g_biases != 1;
+    c.disable_bias_linear = g_biases != 1;
     c.add_qkv_bias = g_biases == 2;
     c.qk_layernorm = g_qk_norm;
     c.micro_batch_size = B, c.global_batch_size = B;

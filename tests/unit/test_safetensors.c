@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "common/assert_text.h"
+#include "common/fixture.h"
 #include "io/safetensors.h"
 
 #define ERRLEN 1024
@@ -679,22 +679,6 @@ static void test_writer_rejects_bad_tensors(void **state) {
 
 /* ---- model directories ---------------------------------------------------------------------- */
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-static void rm_rf(const char *dir) { nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS); }
-
-static void write_text(const char *dir, const char *name, const char *text) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *fp = fopen(path, "w");
-    assert_non_null(fp);
-    fputs(text, fp);
-    fclose(fp);
-}
-
 /* Two shards: s1 holds a [2,3] and b [4], s2 holds c [5]. Values are index + base. */
 static void make_shards(const char *dir) {
     char err[ERRLEN] = "", path[512];
@@ -723,7 +707,7 @@ static void test_model_sharded(void **state) {
     char dir[] = "/tmp/twinrun_st_shard_XXXXXX";
     assert_non_null(mkdtemp(dir));
     make_shards(dir);
-    write_text(dir, "model.safetensors.index.json", GOOD_INDEX);
+    fx_write_text(dir, "model.safetensors.index.json", GOOD_INDEX);
     st_model m;
     char err[ERRLEN] = "";
     assert_ok(st_model_open(&m, dir, err, ERRLEN), err);
@@ -751,19 +735,19 @@ static void test_model_sharded(void **state) {
     assert_string_equal(unread[0], "b");
     assert_int_equal(st_model_unread(&m, NULL, 0), 1);
     st_model_close(&m);
-    rm_rf(dir);
+    fx_rm_rf(dir);
 }
 
 static void expect_model_error(const char *index, const char *needle) {
     char dir[] = "/tmp/twinrun_st_bad_XXXXXX";
     assert_non_null(mkdtemp(dir));
     make_shards(dir);
-    write_text(dir, "model.safetensors.index.json", index);
+    fx_write_text(dir, "model.safetensors.index.json", index);
     st_model m;
     char err[ERRLEN] = "";
     assert_error(st_model_open(&m, dir, err, ERRLEN), err, needle);
     assert_int_equal(m.nfiles, 0);
-    rm_rf(dir);
+    fx_rm_rf(dir);
 }
 
 static void test_model_missing_shard(void **state) {
@@ -813,12 +797,12 @@ static void test_model_bad_shard_contents(void **state) {
     (void)state;
     char dir[] = "/tmp/twinrun_st_badshard_XXXXXX";
     assert_non_null(mkdtemp(dir));
-    write_text(dir, "s.safetensors", "garbage!");
-    write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": \"s.safetensors\"}}");
+    fx_write_text(dir, "s.safetensors", "garbage!");
+    fx_write_text(dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": \"s.safetensors\"}}");
     st_model m;
     char err[ERRLEN] = "";
     assert_error(st_model_open(&m, dir, err, ERRLEN), err, "s.safetensors: header length");
-    rm_rf(dir);
+    fx_rm_rf(dir);
 }
 
 static void test_model_single_file_and_empty_dir(void **state) {

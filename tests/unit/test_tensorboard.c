@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "common/fixture.h"
+
 #include "io/crc32c.h"
 #include "io/tensorboard.h"
 
@@ -147,8 +149,8 @@ static void test_event_bytes(void **state) {
 
 static void test_file_round_trip(void **state) {
     (void)state;
-    char dir[] = "/tmp/twinrun_tb_XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    assert_int_equal(fx_tmpdir(dir, sizeof dir, "tb"), 0);
     char sub[512], err[512] = "";
     snprintf(sub, sizeof sub, "%s/a/b", dir); /* created, parents too */
     tr_tb_writer *w = tr_tb_open(sub, err, sizeof err);
@@ -182,7 +184,7 @@ static void test_file_round_trip(void **state) {
     assert_string_equal(ev[7].tag, "throughput");
     assert_int_equal(ev[7].step, 1ll << 40);
     assert_true(ev[7].value == 123.25f);
-    unlink(copy);
+    assert_int_equal(fx_rm_rf(dir), 0); /* the event file and the folders made for it */
 }
 
 static void test_open_errors(void **state) {

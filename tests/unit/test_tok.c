@@ -13,31 +13,16 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "common/fixture.h"
+
 #include "tok/tok.h"
 #include "tok/tok_internal.h"
 
 #define SMALL TWINRUN_TEST_DATA "/tokenizer_small"
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    fclose(f);
-    if (s) s[n] = 0;
-    *len = (size_t)n;
-    return s;
-}
-
 static tr_tok *small(void) {
     size_t len;
-    char *json = slurp(SMALL "/tokenizer.json", &len), err[512] = "";
+    char *json = fx_read_file(SMALL "/tokenizer.json", &len), err[512] = "";
     assert_non_null(json);
     tr_tok *t = tr_tok_from_json(json, len, "tokenizer_small", err, sizeof err);
     if (!t) fail_msg("%s", err);
@@ -140,7 +125,7 @@ static void test_invalid_utf8_named(void **state) {
  * a message holding want. */
 static void refuse(const char *key, const char *value, const char *want) {
     size_t len;
-    char *json = slurp(SMALL "/tokenizer.json", &len), err[512] = "";
+    char *json = fx_read_file(SMALL "/tokenizer.json", &len), err[512] = "";
     cJSON *root = cJSON_Parse(json);
     free(json);
     cJSON_ReplaceItemInObjectCaseSensitive(root, key, cJSON_Parse(value));

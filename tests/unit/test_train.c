@@ -9,6 +9,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "common/fixture.h"
+
 #include "model/llama.h"
 #include "optim/optimizer.h"
 #include "train/step.h"
@@ -16,12 +18,7 @@
 
 static tr_config tiny(int mbs, int gbs) {
     tr_config c;
-    tr_config_defaults(&c);
-    c.num_layers = 2, c.hidden_size = 32, c.ffn_hidden_size = 64, c.num_attention_heads = 4;
-    c.group_query_attention = true, c.num_query_groups = 2;
-    c.seq_length = 8, c.max_position_embeddings = 8, c.vocab_size = 100;
-    c.position_embedding_type = TR_POS_ROPE, c.normalization = TR_NORM_RMSNORM;
-    c.swiglu = true, c.untie_embeddings_and_output_weights = true, c.disable_bias_linear = true;
+    fx_tiny_llama(&c, 32, 64, 8, 100);
     c.micro_batch_size = mbs, c.global_batch_size = gbs;
     c.train_iters = 4, c.lr = 1e-2, c.min_lr = 1e-3, c.clip_grad = 1.0, c.weight_decay = 0.1;
     return c;

@@ -1,24 +1,35 @@
-/* Death tests for the rank-fail path: run a case in a forked child and check that it ended through
- * tr_fatal (exit code TR_EXIT_FATAL) with a message naming the problem. Header-only, for tests. */
-#ifndef TWINRUN_TESTS_UNIT_EXPECT_FATAL_H
-#define TWINRUN_TESTS_UNIT_EXPECT_FATAL_H
-
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
+/* A printer's output as a string, and death tests (fixture.h). A death test forks: the case runs in a
+ * child whose end (tr_fatal's exit) would otherwise end the test program. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cmocka.h>
-
+#include "common/fixture.h"
 #include "twinrun/err.h"
 
-typedef void (*guard_case_fn)(void);
+char *fx_capture(void (*print)(FILE *f, const void *arg), const void *arg) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    print(f, arg);
+    fclose(f);
+    return buf;
+}
 
-/* Runs fn in a child; asserts it exits with TR_EXIT_FATAL and stderr contains both needles. */
-static void expect_fatal(const char *name, guard_case_fn fn, const char *needle1, const char *needle2) {
+char *fx_capture_f(void (*print)(FILE *f)) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    print(f);
+    fclose(f);
+    return buf;
+}
+
+void fx_expect_fatal(const char *name, fx_case_fn fn, const char *needle1, const char *needle2) {
     int fds[2];
     assert_int_equal(pipe(fds), 0);
     fflush(stdout);
@@ -46,5 +57,3 @@ static void expect_fatal(const char *name, guard_case_fn fn, const char *needle1
     if (!strstr(msg, needle1) || !strstr(msg, needle2))
         fail_msg("%s: message lacks \"%s\" / \"%s\": %s", name, needle1, needle2, msg);
 }
-
-#endif

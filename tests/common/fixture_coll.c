@@ -1,22 +1,8 @@
-/* Shared by the twin tests: deterministic inputs and the serial reference reductions.
- *
- * The references are the straightforward loop the twin promises to match bit for bit:
- * acc = x[0]; acc = acc op x[r] for r = 1..n-1 in fp32; bf16 widened and rounded once at the end;
- * avg multiplies every input by (float)(1/n) first. cmocka's asserts longjmp, which must never
- * cross coroutine stacks, so rank entries count problems and the test's main thread asserts. */
-#ifndef TWINRUN_TESTS_TWIN_TWIN_TEST_UTIL_H
-#define TWINRUN_TESTS_TWIN_TWIN_TEST_UTIL_H
+/* The collective tests' fixtures (fixture_coll.h): a varied input per (rank, index, salt) and the
+ * serial loop every reduction of the twin must match bit for bit. */
+#include "common/fixture_coll.h"
 
-#include <math.h>
-#include <stdint.h>
-#include <string.h>
-
-#include "twin.h"
-#include "twinrun/coll.h"
-#include "twinrun/dtype.h"
-
-/* A value for (rank, index, salt) with a varied exponent and sign, so fp32 sums round. */
-static inline float tt_input(int rank, size_t i, int salt) {
+float tt_input(int rank, size_t i, int salt) {
     uint64_t x = (uint64_t)rank * 0x9e3779b97f4a7c15ULL ^ (uint64_t)i * 0xbf58476d1ce4e5b9ULL ^
                  (uint64_t)salt * 0x94d049bb133111ebULL;
     x ^= x >> 31;
@@ -27,8 +13,7 @@ static inline float tt_input(int rank, size_t i, int salt) {
     return (float)((x >> 7) & 1 ? -mag : mag);
 }
 
-/* Fills host memory with the inputs of dtype dt. */
-static inline void tt_fill(void *dst, tr_dtype dt, int rank, size_t offset, size_t n, int salt) {
+void tt_fill(void *dst, tr_dtype dt, int rank, size_t offset, size_t n, int salt) {
     for (size_t i = 0; i < n; i++) {
         float v = tt_input(rank, offset + i, salt);
         if (dt == TR_F32) ((float *)dst)[i] = v;
@@ -37,13 +22,11 @@ static inline void tt_fill(void *dst, tr_dtype dt, int rank, size_t offset, size
     }
 }
 
-static inline float tt_widen(const void *src, tr_dtype dt, size_t i) {
+float tt_widen(const void *src, tr_dtype dt, size_t i) {
     return dt == TR_BF16 ? tr_bf16_to_f32(((const uint16_t *)src)[i]) : ((const float *)src)[i];
 }
 
-/* Serial reference: out[i] = reduce over members (global ranks[]) of input(rank, offset + i). */
-static inline void tt_reduce_ref(void *out, tr_dtype dt, coll_op op, const int *ranks, int n, size_t offset,
-                                 size_t count, int salt) {
+void tt_reduce_ref(void *out, tr_dtype dt, coll_op op, const int *ranks, int n, size_t offset, size_t count, int salt) {
     uint16_t tmp16;
     int32_t tmp32;
     float tmpf;
@@ -80,9 +63,6 @@ static inline void tt_reduce_ref(void *out, tr_dtype dt, coll_op op, const int *
     }
 }
 
-/* ranks [first, first + n*stride) by stride */
-static inline void tt_range(int *ranks, int first, int n, int stride) {
+void tt_range(int *ranks, int first, int n, int stride) {
     for (int i = 0; i < n; i++) ranks[i] = first + i * stride;
 }
-
-#endif
