@@ -23,3 +23,17 @@ if(MPIRUN)
   set_tests_properties(launch_check_mpirun PROPERTIES
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 endif()
+
+# The CUDA backend's collective code (cuda/coll_*.c, cuda/tools/coll_smoke.c) built against fakegpu, a CPU
+# stand-in for CUDA and NCCL (tests/tools/fakegpu), and run: both modes' smoke test, the injected hang
+# and its blame, then all of it under ThreadSanitizer. Here so that a CUDA runtime call the fake lacks
+# fails a test, not only the next GPU run. Skipped, saying why, where gcc has no ThreadSanitizer (the
+# script's last line, printed once its plain half passed). `slow`: ~90 s on 2 cores (little of it CPU time:
+# the runs wait), the ThreadSanitizer half ~60 s of it. `gcc-plain`: not in the coverage build (its library
+# links only with --coverage; the collective code the script compiles is not instrumented there).
+if(NOT TWINRUN_COVERAGE)
+  twinrun_expect_sh(fakegpu_collectives 0 "ok   build against fakegpu under ThreadSanitizer.*fakegpu check: 18 passed, 0 failed\n"
+    "bash tests/tools/fakegpu/fakegpu_check.sh $<TARGET_FILE:twinrun_base>"
+    LABELS ${labels} slow gcc-plain PROPERTIES TIMEOUT 300 COST 90 WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+    SKIP_REGULAR_EXPRESSION "fakegpu check: ThreadSanitizer half SKIPPED: ")
+endif()

@@ -2,7 +2,8 @@
 #   kern_oracle.c  the twin's CPU kernels as the GPU kernels' oracle (a cuda build: both backends' kernels)
 #   fakegpu/       a CPU stand-in for CUDA and NCCL, to run the CUDA backend's collective code (fakegpu_check.sh)
 #   flash_emu/     the CUDA flash-attention kernels on the CPU, warps emulated (flash_emu.sh)
-# The last two build themselves from their scripts; kern_oracle is built here.
+# The last two build themselves from their scripts (fakegpu_check.sh runs as the ctest test
+# fakegpu_collectives, tests/launch/tests.cmake); kern_oracle is built here.
 
 # kern_oracle: the twin's CPU kernels (sim/kern, every kern_X renamed twin_kern_X) as the oracle
 # for the GPU kernels on large random inputs (see kern_oracle.c).

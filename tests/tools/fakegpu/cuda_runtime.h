@@ -16,6 +16,9 @@ typedef enum cudaError {
     cudaErrorInvalidResourceHandle = 400,
 } cudaError_t;
 
+/* only device-to-device: the collective code copies between device buffers (a one-rank collective) */
+enum cudaMemcpyKind { cudaMemcpyDeviceToDevice = 3 };
+
 typedef struct fake_stream *cudaStream_t;
 typedef struct fake_event *cudaEvent_t;
 
@@ -42,6 +45,8 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s);
+/* a copy on s, in its order (device memory is host memory here); other kinds are refused */
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s);
 
 /* fakegpu's own: enqueue fn(arg) on s (the "kernels" of fake_dev.c and fake_nccl.c) */
 void fake_enqueue(cudaStream_t s, void (*fn)(void *), void *arg);
