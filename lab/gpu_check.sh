@@ -15,19 +15,7 @@
 set -uo pipefail
 . "$(dirname "$0")/gpu_env.sh"
 lab_args "$@"
-TWIN=$(dirname "$0")/../.gpu_inputs
-pos=()
-set -- "${ARGS[@]}"
-while [ $# -gt 0 ]; do
-    case $1 in
-    --twin) TWIN=${2:?--twin needs a folder}; shift 2 ;;
-    -*) lab_die "unknown option $1" ;;
-    *) pos+=("$1"); shift ;;
-    esac
-done
-[ ${#pos[@]} -eq 1 ] || lab_die "usage: lab/gpu_check.sh [--debs DIR] [--build DIR] [--twin TWIN_DIR] OUTDIR"
-OUT=$(lab_outdir "${pos[0]}") || exit 1
-TWIN=$(cd "$TWIN" 2>/dev/null && pwd) || lab_die "--twin $TWIN: no such folder (lab/twin_metrics.sh writes it)"
+lab_twin_outdir "lab/gpu_check.sh [--debs DIR] [--build DIR] [--twin TWIN_DIR] OUTDIR" lab/twin_metrics.sh
 cd "$(dirname "$0")/.." || exit 1
 B=${GPU_BUILD:-/tmp/build-cuda-dev}
 rc=0

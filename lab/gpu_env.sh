@@ -68,6 +68,26 @@ lab_outdir() {
     (cd "$1" && pwd)
 }
 
+# lab_twin_outdir USAGE WRITER: after lab_args, the scripts that compare with the twin's side take
+# [--twin DIR] OUTDIR; sets TWIN (absolute; default .gpu_inputs at the repository root, which WRITER
+# fills) and OUT (made if absent)
+lab_twin_outdir() {
+    local usage=$1 writer=$2 pos=()
+    TWIN=$(dirname "$0")/../.gpu_inputs
+    set -- "${ARGS[@]}"
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --twin) TWIN=${2:?--twin needs a folder}; shift 2 ;;
+        -*) lab_die "unknown option $1" ;;
+        *) pos+=("$1"); shift ;;
+        esac
+    done
+    [ ${#pos[@]} -eq 1 ] || lab_die "usage: $usage"
+    OUT=$(lab_outdir "${pos[0]}") || exit 1
+    [ -d "$TWIN" ] || lab_die "--twin $TWIN: no such folder ($writer writes it)"
+    TWIN=$(cd "$TWIN" && pwd)
+}
+
 lab_commit() {
     git rev-parse --short HEAD 2>/dev/null || cat .gpu_commit 2>/dev/null || echo unknown
 }

@@ -26,19 +26,7 @@
 set -u
 . "$(dirname "$0")/gpu_env.sh"
 lab_args "$@"
-TWIN=$(dirname "$0")/../.gpu_inputs
-pos=()
-set -- "${ARGS[@]}"
-while [ $# -gt 0 ]; do
-    case $1 in
-    --twin) TWIN=${2:?--twin needs a folder}; shift 2 ;;
-    -*) lab_die "unknown option $1" ;;
-    *) pos+=("$1"); shift ;;
-    esac
-done
-[ ${#pos[@]} -eq 1 ] || lab_die "usage: lab/gpu_multi.sh [--debs DIR] [--build DIR] [--twin TWIN_DIR] OUTDIR"
-OUT=$(lab_outdir "${pos[0]}") || exit 1
-TWIN=$(cd "$TWIN" 2>/dev/null && pwd) || lab_die "--twin $TWIN: no such folder (lab/twin_multi.sh writes it)"
+lab_twin_outdir "lab/gpu_multi.sh [--debs DIR] [--build DIR] [--twin TWIN_DIR] OUTDIR" lab/twin_multi.sh
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 B=${GPU_BUILD:-/tmp/build-cuda-dev}
 W=${TWINRUN_MULTI_WORK:-/tmp/gpu_multi}
