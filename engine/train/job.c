@@ -9,7 +9,8 @@
 #include "train/provenance.h"
 #include "twinrun/err.h"
 
-int train_job_open(tr_job *jb, const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, char *err, size_t errlen) {
+int train_job_open(tr_job *jb, const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, char *err,
+                   size_t errlen) {
     double *losses = sum->iteration_loss;
     uint64_t *digests = sum->weight_digest;
     tr_predict *keep = sum->predict;
@@ -86,8 +87,7 @@ int train_job_close(tr_job *jb, int rc, char *err, size_t errlen) {
     if (jb->predict) {
         if (rc == 0) {
             train_predict_print(jb->log, jb->predict);
-            if (cfg->predict_json[0] && train_predict_write_json(cfg->predict_json, jb->predict, err, errlen))
-                rc = -1;
+            if (cfg->predict_json[0] && train_predict_write_json(cfg->predict_json, jb->predict, err, errlen)) rc = -1;
         }
         if (!jb->keep) train_predict_free(jb->predict);
     }

@@ -31,14 +31,15 @@ typedef struct tr_job {
     tr_predict own;                /* the report when the caller keeps none */
     bool keep;                     /* the caller's report (summary->predict): left to the caller */
     tr_signal_guard sig;
-    char err[1024 + 32];   /* "rank N: " and a rank's 1024-byte message */
-    char first_err[1024];  /* the first failing rank's message as it said it */
-    int same_err_ranks;    /* later ranks that failed with exactly that message (not printed again) */
+    char err[1024 + 32];  /* "rank N: " and a rank's 1024-byte message */
+    char first_err[1024]; /* the first failing rank's message as it said it */
+    int same_err_ranks;   /* later ranks that failed with exactly that message (not printed again) */
 } tr_job;
 
 /* Resets the summary (keeping the caller's arrays and report) and opens what the ranks share, SIGTERM's
  * guard last. 0, or an exit code with err (and the summary's diagnosis) with nothing left open. */
-int train_job_open(tr_job *jb, const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, char *err, size_t errlen);
+int train_job_open(tr_job *jb, const tr_config *cfg, int world, FILE *log, tr_train_summary *sum, char *err,
+                   size_t errlen);
 /* After the ranks ended with rc: the guard, the predict report, the rest closed; the summary's job
  * figures and err. Returns the job's exit code. */
 int train_job_close(tr_job *jb, int rc, char *err, size_t errlen);

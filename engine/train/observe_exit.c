@@ -27,7 +27,8 @@ static bool should_stop(void *state, tr_loop *l) {
     if (cfg->exit_duration_in_mins > 0 &&
         train_any_rank(s->dev, s->world, (dev_clock_now(s->dev) - s->start) / 60.0 > cfg->exit_duration_in_mins)) {
         if (s->log)
-            fprintf(s->log, " exiting program after %g minutes (--exit-duration-in-mins)\n", cfg->exit_duration_in_mins);
+            fprintf(s->log, " exiting program after %g minutes (--exit-duration-in-mins)\n",
+                    cfg->exit_duration_in_mins);
         return l->stop = TR_STOP_EXIT, true;
     }
     return false;

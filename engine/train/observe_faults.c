@@ -27,7 +27,8 @@ static void step_end(void *state, tr_loop *l) {
 int train_observe_faults(tr_rank *st, const tr_job *jb) {
     (void)jb;
     faults_obs *s = calloc(1, sizeof *s);
-    if (!s) return tr_errf(st->loop.err, sizeof st->loop.err, "out of host memory for the fault observer"), TR_EXIT_FATAL;
+    if (!s)
+        return tr_errf(st->loop.err, sizeof st->loop.err, "out of host memory for the fault observer"), TR_EXIT_FATAL;
     s->fr = st->faults, s->dev = st->dev;
     return train_observer_register(
         st, &(tr_observer){.state = s, .on_iteration_begin = begin, .on_step_end = step_end, .close = free});

@@ -14,10 +14,10 @@ typedef struct log_obs {
     FILE *log;
     tr_train_summary *sum;
     int world;
-    FILE *metrics;              /* --metrics-jsonl; NULL without */
-    tr_tb_log *tb;              /* --tensorboard-dir; NULL without */
-    char simulated[64];         /* the device spec behind simulated timings; "" for wall time */
-    double loss_acc, t_acc;     /* over the current logging interval */
+    FILE *metrics;          /* --metrics-jsonl; NULL without */
+    tr_tb_log *tb;          /* --tensorboard-dir; NULL without */
+    char simulated[64];     /* the device spec behind simulated timings; "" for wall time */
+    double loss_acc, t_acc; /* over the current logging interval */
     int n_acc;
 } log_obs;
 
@@ -114,11 +114,11 @@ int train_observe_log(tr_rank *st, const tr_job *jb) {
     dev_get_info(st->dev, &info);
     snprintf(s->simulated, sizeof s->simulated, "%s", info.simulated);
     int rc = train_observer_register(st, &(tr_observer){.state = s,
-                                                         .on_iteration_begin = begin,
-                                                         .on_iteration_end = iteration_end,
-                                                         .on_log_interval = log_interval,
-                                                         .on_validation = validation,
-                                                         .close = close_log});
+                                                        .on_iteration_begin = begin,
+                                                        .on_iteration_end = iteration_end,
+                                                        .on_log_interval = log_interval,
+                                                        .on_validation = validation,
+                                                        .close = close_log});
     if (rc) return rc;
     if (cfg->metrics_jsonl[0] && !(s->metrics = fopen(cfg->metrics_jsonl, "w")))
         return tr_errf(err, errlen, "--metrics-jsonl %s: cannot open for writing", cfg->metrics_jsonl), TR_EXIT_USAGE;

@@ -37,7 +37,8 @@ static int stopped(void *state, tr_loop *l) {
 
 int train_observe_signal(tr_rank *st, const tr_job *jb) {
     signal_obs *s = calloc(1, sizeof *s);
-    if (!s) return tr_errf(st->loop.err, sizeof st->loop.err, "out of host memory for the signal handler"), TR_EXIT_FATAL;
+    if (!s)
+        return tr_errf(st->loop.err, sizeof st->loop.err, "out of host memory for the signal handler"), TR_EXIT_FATAL;
     s->handler = jb->cfg->exit_signal_handler, s->dev = st->dev, s->world = st->groups.world;
     s->log = st->reporter ? jb->log : NULL;
     s->sum = st->reporter ? jb->summary : NULL;

@@ -31,10 +31,12 @@ static void iteration_end(void *state, tr_loop *l) {
 
 int train_observe_straggler(tr_rank *st, const tr_job *jb) {
     straggler_obs *s = calloc(1, sizeof *s);
-    if (!s) return tr_errf(st->loop.err, sizeof st->loop.err, "out of host memory for the straggler report"), TR_EXIT_FATAL;
+    if (!s)
+        return tr_errf(st->loop.err, sizeof st->loop.err, "out of host memory for the straggler report"), TR_EXIT_FATAL;
     s->cfg = jb->cfg, s->groups = &st->groups, s->dev = st->dev;
     s->log = st->reporter ? jb->log : NULL;
     s->sum = st->reporter ? jb->summary : NULL;
     return train_observer_register(
-        st, &(tr_observer){.state = s, .on_train_begin = train_begin, .on_iteration_end = iteration_end, .close = free});
+        st,
+        &(tr_observer){.state = s, .on_train_begin = train_begin, .on_iteration_end = iteration_end, .close = free});
 }

@@ -53,12 +53,12 @@ static void add_to_report(void *state, const tr_loop *l, int rc) {
 
 int train_observe_timing(tr_rank *st, const tr_job *jb) {
     timing_obs *s = calloc(1, sizeof *s);
-    if (!s) return tr_errf(st->loop.err, sizeof st->loop.err, "out of host memory for the timing observer"), TR_EXIT_FATAL;
+    if (!s)
+        return tr_errf(st->loop.err, sizeof st->loop.err, "out of host memory for the timing observer"), TR_EXIT_FATAL;
     s->dev = st->dev, s->predict = jb->predict, s->rank = st->rank, s->reporter = st->reporter;
     s->stage = st->grid.coord[TR_AXIS_PP];
-    return train_observer_register(st, &(tr_observer){.state = s,
-                                                      .on_iteration_begin = begin,
-                                                      .on_step_end = step_end,
-                                                      .on_exit = add_to_report,
-                                                      .close = free});
+    return train_observer_register(
+        st,
+        &(tr_observer){
+            .state = s, .on_iteration_begin = begin, .on_step_end = step_end, .on_exit = add_to_report, .close = free});
 }

@@ -26,23 +26,23 @@ typedef enum tr_stop {
 /* One rank's run as its observers see it: the run's constants, the iteration in progress and where the
  * run stands. The trainer writes it; an observer writes only the fields its comment gives it. */
 typedef struct tr_loop {
-    int64_t start;     /* the iteration the run starts after: 0, or the loaded checkpoint's */
-    int64_t iters;     /* the job's last iteration */
-    double flops;      /* per iteration, for the TFLOP/s column */
-    bool decoupled;    /* --decoupled-lr: the embedding and output layer have their own schedule */
-    int64_t iteration; /* the one in progress */
+    int64_t start;           /* the iteration the run starts after: 0, or the loaded checkpoint's */
+    int64_t iters;           /* the job's last iteration */
+    double flops;            /* per iteration, for the TFLOP/s column */
+    bool decoupled;          /* --decoupled-lr: the embedding and output layer have their own schedule */
+    int64_t iteration;       /* the one in progress */
     double lr, decoupled_lr; /* decoupled_lr -1 without --decoupled-lr */
     int step_rc;             /* train_step's return */
     tr_step_result res;
-    double seconds;         /* the step's time on the rank's clock: the timing observer's */
-    bool preempted;         /* a scenario preempts this rank this iteration: the fault observer's */
-    int64_t consumed;       /* train samples consumed, this iteration's included once it ended */
-    int64_t resumed_valid;  /* validation samples consumed when the run resumed */
-    int64_t done;           /* the last iteration completed */
-    int nan_iters;          /* iterations a NaN/Inf stopped: the NaN observer's */
-    tr_stop stop;           /* set by the observer that stopped the loop */
-    bool agreed_error;      /* the error is one every rank reached alike (preflight, NaN, a save's vote) */
-    char err[1024];         /* the rank's error */
+    double seconds;        /* the step's time on the rank's clock: the timing observer's */
+    bool preempted;        /* a scenario preempts this rank this iteration: the fault observer's */
+    int64_t consumed;      /* train samples consumed, this iteration's included once it ended */
+    int64_t resumed_valid; /* validation samples consumed when the run resumed */
+    int64_t done;          /* the last iteration completed */
+    int nan_iters;         /* iterations a NaN/Inf stopped: the NaN observer's */
+    tr_stop stop;          /* set by the observer that stopped the loop */
+    bool agreed_error;     /* the error is one every rank reached alike (preflight, NaN, a save's vote) */
+    char err[1024];        /* the rank's error */
 } tr_loop;
 
 typedef struct tr_observer {
