@@ -74,6 +74,8 @@ int train_job_open(tr_job *jb, const tr_config *cfg, int world, FILE *log, tr_tr
         if (jb->predict && !keep) train_predict_free(predict);
         if (jb->ckpt) ckpt_reader_close(jb->ckpt);
         tr_data_close(jb->data);
+        ckpt_lock_release(jb->lock); /* the --save folder is not this job's any more: the next may take it */
+        jb->lock = NULL;
         return TR_EXIT_FATAL;
     }
     train_signal_guard_begin(&jb->sig, cfg->exit_signal_handler);
