@@ -291,8 +291,17 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
             if (judge_of(plan->faults[i].kind)->before) judge_of(plan->faults[i].kind)->before(&st, i);
         j->cfg->exit_interval = st.corrupt >= 0 ? (int)plan->faults[st.corrupt].step : 0;
         j->opt.trace_path = a == 0 ? sv->o->trace_path : NULL;
+        char trace[SC_PATH_LEN + 32], every[32];
+        if (sv->o->record && !s->campaign.count) { /* what report_html draws (runner.h) */
+            snprintf(trace, sizeof trace, "%s/trace_attempt%d.json", sv->o->work_dir, a);
+            j->opt.trace_path = trace, j->opt.trace_ranks = every;
+            snprintf(every, sizeof every, "0-%d", j->world - 1);
+            snprintf(j->cfg->metrics_jsonl, sizeof j->cfg->metrics_jsonl, "%.*s/metrics_attempt%d.jsonl",
+                     (int)sizeof j->cfg->metrics_jsonl - 48, sv->o->work_dir, a);
+        }
         runner_run_free(&st.run);
         runner_job_run(j, &st.run);
+        j->cfg->metrics_jsonl[0] = 0, j->opt.trace_ranks = NULL;
         rc = st.run.rc;
         st.at = record_attempt(&st, final);
         for (int i = 0; i < nf; i++) judge_of(plan->faults[i].kind)->judge(&st, i);

@@ -92,4 +92,21 @@ int report_json(FILE *f, const sc_report *r);
 /* One <testsuites> with a <testsuite> per report and a <testcase> per check. */
 int report_junit(FILE *f, const sc_report *const *reports, int n);
 
+/* The HTML report (docs/reports.md#html): one self-contained page that opens offline, drawn from a
+ * JSON report (report_json's text) and, where given, the scenario's work folder (what
+ * sc_run_options.record kept there: each run's metrics, each attempt's trace of every rank, job.log)
+ * and a real run's --metrics-jsonl to compare with. uPlot's script, style and license are inlined
+ * from uplot_dir (NULL: $TWINRUN_UPLOT_DIR, else build/npm/node_modules/uplot, where ci/deps.sh puts it). */
+typedef struct report_html_input {
+    const char *report_json; /* the JSON report's text */
+    const char *work_dir;    /* NULL: the report alone (no grad norms, heat maps or per-stage memory) */
+    const char *compare;     /* NULL: none */
+    const char *uplot_dir;
+} report_html_input;
+/* The page to f: 0, or -1 with err (a report that is not one, a metrics file with a bad line, no uPlot). */
+int report_html(FILE *f, const report_html_input *in, char *err, size_t errlen);
+/* The page to path, whole or not at all (base/core/safe_file.h); a file already there is replaced
+ * only when it is a page report_html wrote. 0, or -1 with err. */
+int report_html_write(const char *path, const report_html_input *in, char *err, size_t errlen);
+
 #endif
