@@ -65,7 +65,8 @@ static void header(FILE *f, const cJSON *r) {
     esc(f, jstr(r, "device"));
     const cJSON *tp = jget(layout, "tp"), *pp = jget(layout, "pp"), *cp = jget(layout, "cp"), *dp = jget(layout, "dp");
     fprintf(f, "), TP%dxPP%dxCP%dxDP%d, %d iterations", tp ? tp->valueint : 0, pp ? pp->valueint : 0,
-            cp ? cp->valueint : 0, dp ? dp->valueint : 0, jget(r, "train_iters") ? jget(r, "train_iters")->valueint : 0);
+            cp ? cp->valueint : 0, dp ? dp->valueint : 0,
+            jget(r, "train_iters") ? jget(r, "train_iters")->valueint : 0);
     const cJSON *sim = jget(r, "sim_seconds"), *wall = jget(r, "wall_seconds");
     fprintf(f, " &middot; simulated <span data-k=\"sim_seconds\" data-v=\"%.17g\">%.3f s</span>, wall %.3f s</p>\n",
             cJSON_IsNumber(sim) ? sim->valuedouble : 0, cJSON_IsNumber(sim) ? sim->valuedouble : 0,

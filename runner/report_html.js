@@ -3,6 +3,7 @@
  * in data-drawn (the points, rows or bars it drew), which the browser test reads. */
 (function () {
   'use strict';
+  var started = performance.now();
   var D = JSON.parse(document.getElementById('report-data').textContent);
   var R = D.report;
   var COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#bcbd22'];
@@ -29,7 +30,8 @@
     var ref = D.reference_metrics ? column(D.reference_metrics, k) : {};
     if (!D.reference_metrics && k === 1 && R.reference_losses)
       R.reference_losses.forEach(function (v, it) { if (it > 0 && v !== null) ref[it] = v; });
-    if (Object.keys(ref).length) { sets.push(ref); labels.push('fault-free'); colors.push('#000'); }
+    /* each plot's fault-free line has a colour of its own: the browser test finds it in the screenshot */
+    if (Object.keys(ref).length) { sets.push(ref); labels.push('fault-free'); colors.push(k === 1 ? '#3d0066' : '#004d40'); }
     var resumes = {};
     R.attempts.forEach(function (a, j) {
       var m = D.attempt_metrics && D.attempt_metrics[j] ? column(D.attempt_metrics[j], k) : {};
@@ -227,8 +229,8 @@
 
   /* ---- memory ---------------------------------------------------------------------------- */
   function memory(el) {
-    var parts = [['weights', '#4c9be8'], ['gradients', '#f2c14e'], ['optimizer', '#2ca02c'],
-      ['activations', '#d1495b']];
+    var parts = [['weights', '#1b9e77'], ['gradients', '#d95f02'], ['optimizer', '#7570b3'],
+      ['activations', '#e7298a']];
     var stages = D.memory || [], cap = R.capacity_bytes, MB = 1048576;
     var rowsN = stages.length + 1, W = 900, L = 170, rowH = 30;
     var note = document.createElement('p');
@@ -282,5 +284,7 @@
   }
   D.heat.forEach(function (h) { heatmap(h, host); });
   memory(document.getElementById('memory-plot'));
+  document.body.dataset.height = document.documentElement.scrollHeight;
+  document.body.dataset.renderMs = (performance.now() - started).toFixed(0);
   document.body.dataset.rendered = 'true';
 }());

@@ -9,8 +9,8 @@
 
 #include "report_html_internal.h"
 
-#define HEAT_COLS 480  /* columns of a heat map: active time plus its breaks */
-#define BREAK_COLS 8   /* a quiet stretch (no rank changed state) drawn as a break this wide */
+#define HEAT_COLS 480   /* columns of a heat map: active time plus its breaks */
+#define BREAK_COLS 8    /* a quiet stretch (no rank changed state) drawn as a break this wide */
 #define BREAK_FRAC 0.02 /* quiet for more than this share of the attempt: a break */
 
 enum { ST_NONE = 0, ST_BUSY, ST_WAIT, ST_HUNG, ST_DEAD, ST_UNREC, ST_COUNT };
@@ -369,8 +369,9 @@ cJSON *report_html_data(const char *report_json, const char *work, const char *c
     const cJSON *checks = cJSON_GetObjectItemCaseSensitive(report, "checks");
     const cJSON *attempts = cJSON_GetObjectItemCaseSensitive(report, "attempts");
     if (!cJSON_IsObject(report) || !cJSON_IsString(name) || !cJSON_IsArray(checks) || !cJSON_IsArray(attempts)) {
-        snprintf(err, errlen, "not a scenario report (a JSON object with name, checks and attempts, as `scenario run "
-                              "--json` writes)%s",
+        snprintf(err, errlen,
+                 "not a scenario report (a JSON object with name, checks and attempts, as `scenario run "
+                 "--json` writes)%s",
                  cJSON_IsArray(report) ? ": it holds several scenarios; the page draws one" : "");
         cJSON_Delete(report);
         return NULL;

@@ -91,7 +91,8 @@ static int html_page(const char *page, const char *json, const char *work, const
     if (keep_json && tr_safe_write(path, json, strlen(json), true, NULL, err, sizeof err))
         return fprintf(stderr, "scenario: %s\n", err), 2;
     report_html_input in = {.report_json = json, .work_dir = work, .compare = compare};
-    if (report_html_write(page, &in, err, sizeof err)) return fprintf(stderr, "scenario: --html %s: %s\n", page, err), 2;
+    if (report_html_write(page, &in, err, sizeof err))
+        return fprintf(stderr, "scenario: --html %s: %s\n", page, err), 2;
     printf("html report: %s\n", page);
     return 0;
 }
@@ -158,14 +159,14 @@ int main(int argc, char **argv) {
     int nfiles = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
-        const char **slot = !strcmp(a, "--work")    ? &work
-                            : !strcmp(a, "--json")  ? &json
-                            : !strcmp(a, "--junit") ? &junit
-                            : !strcmp(a, "--trace") ? &trace
-                            : !strcmp(a, "--log")   ? &logp
-                            : !strcmp(a, "--html")  ? &html
+        const char **slot = !strcmp(a, "--work")      ? &work
+                            : !strcmp(a, "--json")    ? &json
+                            : !strcmp(a, "--junit")   ? &junit
+                            : !strcmp(a, "--trace")   ? &trace
+                            : !strcmp(a, "--log")     ? &logp
+                            : !strcmp(a, "--html")    ? &html
                             : !strcmp(a, "--compare") ? &compare
-                                                    : NULL;
+                                                      : NULL;
         if (!strcmp(a, "--clean")) {
             clean = true;
         } else if (slot) {
@@ -239,8 +240,7 @@ int main(int argc, char **argv) {
             FILE *m = html ? open_memstream(&text, &len) : NULL;
             int jrc = m ? report_json(m, &reports[nrep]) : -1;
             if (m && fclose(m)) jrc = -1;
-            if (html && jrc)
-                fprintf(stderr, "scenario: --html %s: out of memory for the report\n", html), status = 2;
+            if (html && jrc) fprintf(stderr, "scenario: --html %s: out of memory for the report\n", html), status = 2;
             else if (html && html_page(html, text, dir, compare, true)) status = 2;
             free(text);
             if (!reports[nrep].passed && status == 0) status = 1;

@@ -88,6 +88,9 @@ void report_free(sc_report *r);
 void report_text(FILE *f, const sc_report *r);
 /* A progress line for a terminal ("\r[#####.....] attempt 2, iteration 5/8"); nothing when f is not a tty. */
 void report_progress(FILE *f, const char *what, int64_t done, int64_t total);
+/* One plain line (CI logs too): "  [12.3 s, about 40 s left] what", the estimate from done of total
+ * (iterations, trials) at the pace so far; no estimate when nothing is done yet or all is. */
+void report_progress_line(FILE *f, double elapsed, int64_t done, int64_t total, const char *what);
 int report_json(FILE *f, const sc_report *r);
 /* One <testsuites> with a <testsuite> per report and a <testcase> per check. */
 int report_junit(FILE *f, const sc_report *const *reports, int n);
