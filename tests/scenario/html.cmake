@@ -16,6 +16,6 @@ twinrun_expect_sh(scenario_html_missing_plot 1 "html_check: memory-plot: no canv
 # What the page is drawn from, checked before anything is written: no report in the folder, a --compare
 # file that is not metrics JSONL, a file of someone else's where the page would go; `scenario report`
 # draws the page again from the work folder, with a real run's metrics beside the twin's.
-twinrun_expect_sh(scenario_html_inputs 0 "report.json: No such file or directory ..scenario run FILE --html PAGE.. keeps it.*bad.jsonl:2: not a JSON object.*mine.html already exists. .it is not a page scenario wrote.*html report: .*again.html.*compare ok"
+twinrun_expect_sh(scenario_html_inputs 0 "report.json: No such file or directory ..scenario run FILE --html PAGE. keeps it.*bad.jsonl:2: not a JSON object.*mine.html already exists. .it is not a page scenario wrote.*html report: .*again.html.*compare ok"
   "d=${html_work}/faults_8rank\n${scn} report ${html_work} --html ${html_work}/x.html\ntest $? = 2 || exit 1\nprintf '{\"iteration\":1,\"lm_loss\":5}\\nnot json\\n' > ${html_work}/bad.jsonl\n${scn} report $d --html ${html_work}/x.html --compare ${html_work}/bad.jsonl\ntest $? = 2 || exit 1\necho mine > ${html_work}/mine.html\n${scn} report $d --html ${html_work}/mine.html\ntest $? = 2 && grep -qx mine ${html_work}/mine.html || exit 1\n${scn} report $d --html ${html_work}/again.html --compare $d/metrics_reference.jsonl && grep -q '\"compare\":{\"path\"' ${html_work}/again.html && echo compare ok"
   LABELS ${labels} PROPERTIES FIXTURES_REQUIRED html_page RESOURCE_LOCK html_work)
