@@ -19,3 +19,12 @@ void report_progress(FILE *f, const char *what, int64_t done, int64_t total) {
     if (done == total) fputc('\n', f);
     fflush(f);
 }
+
+void report_progress_line(FILE *f, double elapsed, int64_t done, int64_t total, const char *what) {
+    if (!f) return;
+    if (done > 0 && total > done)
+        fprintf(f, "  [%.1f s, about %.0f s left] %s\n", elapsed, elapsed / (double)done * (double)(total - done),
+                what ? what : "");
+    else fprintf(f, "  [%.1f s] %s\n", elapsed, what ? what : "");
+    fflush(f);
+}

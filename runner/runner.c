@@ -118,7 +118,11 @@ int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *e
         !s->predict && campaign_ok && (s->expect.continuity || s->expect.final_weights || s->campaign.count > 0);
     if (want_ref) {
         if (o->progress) fprintf(o->progress, "  fault-free run of %d ranks ...\n", j.world);
+        if (o->record && !campaign) /* its losses and grad norms, for report_html */
+            snprintf(j.cfg->metrics_jsonl, sizeof j.cfg->metrics_jsonl, "%.*s/metrics_reference.jsonl",
+                     (int)sizeof j.cfg->metrics_jsonl - 32, o->work_dir);
         runner_job_run(&j, &ref);
+        j.cfg->metrics_jsonl[0] = 0;
         if (ref.rc) {
             tr_errf(err, errlen, "%s: the fault-free run failed, so there is nothing to compare with: %s", s->path,
                     ref.err);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runner_internal.h"
@@ -283,6 +284,8 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
     for (int64_t i = 0; i <= j->iters; i++) final[i] = NAN;
 
     attempt_state st = {.sv = sv, .plan = plan, .r = r, .ckpts = s->save_interval > 0};
+    struct timespec t0; /* the progress lines' elapsed time */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = 0, restarts = 0;
     for (int a = 0;; a++) {
         plan->attempt = st.a = a;
@@ -291,14 +294,29 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
             if (judge_of(plan->faults[i].kind)->before) judge_of(plan->faults[i].kind)->before(&st, i);
         j->cfg->exit_interval = st.corrupt >= 0 ? (int)plan->faults[st.corrupt].step : 0;
         j->opt.trace_path = a == 0 ? sv->o->trace_path : NULL;
+        char trace[SC_PATH_LEN + 32], every[32];
+        if (sv->o->record && !s->campaign.count) { /* what report_html draws (runner.h) */
+            snprintf(trace, sizeof trace, "%s/trace_attempt%d.json", sv->o->work_dir, a);
+            j->opt.trace_path = trace, j->opt.trace_ranks = every;
+            snprintf(every, sizeof every, "0-%d", j->world - 1);
+            snprintf(j->cfg->metrics_jsonl, sizeof j->cfg->metrics_jsonl, "%.*s/metrics_attempt%d.jsonl",
+                     (int)sizeof j->cfg->metrics_jsonl - 48, sv->o->work_dir, a);
+        }
         runner_run_free(&st.run);
         runner_job_run(j, &st.run);
+        j->cfg->metrics_jsonl[0] = 0, j->opt.trace_ranks = NULL;
         rc = st.run.rc;
         st.at = record_attempt(&st, final);
         for (int i = 0; i < nf; i++) judge_of(plan->faults[i].kind)->judge(&st, i);
-        if (sv->o->progress)
-            fprintf(sv->o->progress, "  attempt %d: iterations %lld..%lld, %s\n", a, (long long)st.at->start_iteration,
-                    (long long)st.at->end_iteration, st.at->cause);
+        if (sv->o->progress) {
+            char line[700];
+            snprintf(line, sizeof line, "attempt %d: iterations %lld..%lld, %s", a, (long long)st.at->start_iteration,
+                     (long long)st.at->end_iteration, st.at->cause);
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            report_progress_line(sv->o->progress, (double)(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) * 1e-9,
+                                 st.at->end_iteration, j->iters, line);
+        }
         if (damage_saved_checkpoint(&st)) continue; /* the planned stop is not a restart */
         bool stop_kind = false;
         for (int i = 0; i < nf; i++)

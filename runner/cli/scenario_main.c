@@ -1,11 +1,14 @@
 /* scenario: rehearse cluster jobs on the twin.
  *
  *   scenario run FILE.yaml|DIR ... [--work DIR] [--json FILE] [--junit FILE] [--trace FILE] [--log FILE] [--clean]
+ *                [--html PAGE [--compare METRICS.jsonl]]
+ *   scenario report WORKDIR --html PAGE [--compare METRICS.jsonl]
  *   scenario check FILE.yaml ...
  *   scenario plan FILE.yaml [--device NAME] [--micro-batches 1,2,4] [--recompute ...] [--layouts] ...
  *
  * `run` rehearses each scenario (a directory: every *.yaml in it, in name order), prints the
- * one-screen summary, and writes the JSON / JUnit / Perfetto reports asked for. Exit status: 0 when
+ * one-screen summary, and writes the JSON / JUnit / Perfetto / HTML reports asked for; `report` draws
+ * the HTML page again from what `run --html` kept in a scenario's work folder. Exit status: 0 when
  * every expectation of every scenario held, 1 when one did not, 2 when a scenario could not be
  * loaded or run (the message says where and how to fix it). `plan` searches micro-batch sizes and
  * recomputation (runner/plan.h): exit 0 when one fits, 1 when none does, 2 on bad input. */
@@ -17,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/safe_file.h"
 #include "runner/plan.h"
 #include "runner/report.h"
 #include "runner/runner.h"
@@ -27,6 +31,8 @@ static int usage(void) {
     fputs(
         "usage: scenario run FILE.yaml|DIR ... [--work DIR] [--json FILE] [--junit FILE] [--trace FILE] [--log FILE]\n"
         "                    [--clean]   (after a scenario passed: drop its checkpoints and data cache)\n"
+        "                    [--html PAGE [--compare METRICS.jsonl]]   (one scenario: its page, docs/reports.md#html)\n"
+        "       scenario report WORKDIR --html PAGE [--compare METRICS.jsonl]   (the page again, from WORKDIR)\n"
         "       scenario check FILE.yaml ...\n"
         "       scenario plan FILE.yaml [--device NAME] [--micro-batches 1,2,4] [--recompute none,selective,full]\n"
         "                               [--layouts] [--all] [--headroom F] [--work DIR] [--json FILE]\n"
@@ -76,6 +82,60 @@ static int free_files(char **files, int n, int status) {
     return status;
 }
 
+/* The HTML page of one scenario from its JSON report text and work folder (which gets report.json, so
+ * `scenario report` can draw it again). 0, or 2 with the reason on stderr. */
+static int html_page(const char *page, const char *json, const char *work, const char *compare, bool keep_json) {
+    char err[4400];
+    char path[SC_PATH_LEN + SC_NAME_LEN + 32];
+    snprintf(path, sizeof path, "%s/report.json", work);
+    if (keep_json && tr_safe_write(path, json, strlen(json), true, NULL, err, sizeof err))
+        return fprintf(stderr, "scenario: %s\n", err), 2;
+    report_html_input in = {.report_json = json, .work_dir = work, .compare = compare};
+    if (report_html_write(page, &in, err, sizeof err))
+        return fprintf(stderr, "scenario: --html %s: %s\n", page, err), 2;
+    printf("html report: %s\n", page);
+    return 0;
+}
+
+/* scenario report WORKDIR --html PAGE [--compare METRICS.jsonl] */
+static int report_main(int argc, char **argv) {
+    const char *work = NULL, *page = NULL, *compare = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char **slot = !strcmp(argv[i], "--html") ? &page : !strcmp(argv[i], "--compare") ? &compare : NULL;
+        if (slot && i + 1 >= argc) return fprintf(stderr, "scenario report: %s needs a value\n", argv[i]), 2;
+        if (slot) *slot = argv[++i];
+        else if (argv[i][0] == '-') return fprintf(stderr, "scenario report: unknown option %s\n", argv[i]), usage();
+        else if (work) return fprintf(stderr, "scenario report: one work folder, not %s and %s\n", work, argv[i]), 2;
+        else work = argv[i];
+    }
+    if (!work || !page)
+        return fprintf(stderr, "scenario report: needs a scenario's work folder and --html PAGE\n"), usage();
+    char path[4200];
+    snprintf(path, sizeof path, "%s/report.json", work);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fprintf(stderr,
+                       "scenario report: %s: %s (`scenario run FILE --html PAGE` keeps it in the scenario's work "
+                       "folder, WORK/NAME)\n",
+                       path, strerror(errno)),
+               2;
+    char *json = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&json, &len);
+    char buf[65536];
+    for (size_t n; m && (n = fread(buf, 1, sizeof buf, f)) > 0;) fwrite(buf, 1, n, m);
+    const bool bad = ferror(f);
+    fclose(f);
+    if (m) fclose(m);
+    if (!m || bad) {
+        free(json);
+        return fprintf(stderr, "scenario report: cannot read %s\n", path), 2;
+    }
+    const int rc = html_page(page, json, work, compare, false);
+    free(json);
+    return rc;
+}
+
 static FILE *open_out(const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) fprintf(stderr, "scenario: cannot write %s: %s\n", path, strerror(errno));
@@ -88,21 +148,25 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc >= 2 && !strcmp(argv[1], "plan")) return plan_main(argc - 2, argv + 2);
+    if (argc >= 2 && !strcmp(argv[1], "report")) return report_main(argc - 2, argv + 2);
     if (argc < 3 || (strcmp(argv[1], "run") && strcmp(argv[1], "check"))) return usage();
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines in order with the ranks' messages, also in a file */
     const bool run = !strcmp(argv[1], "run");
-    const char *work = "build/scenarios", *json = NULL, *junit = NULL, *trace = NULL, *logp = NULL;
+    const char *work = "build/scenarios", *json = NULL, *junit = NULL, *trace = NULL, *logp = NULL, *html = NULL,
+               *compare = NULL;
     bool clean = false;
     char **files = NULL;
     int nfiles = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
-        const char **slot = !strcmp(a, "--work")    ? &work
-                            : !strcmp(a, "--json")  ? &json
-                            : !strcmp(a, "--junit") ? &junit
-                            : !strcmp(a, "--trace") ? &trace
-                            : !strcmp(a, "--log")   ? &logp
-                                                    : NULL;
+        const char **slot = !strcmp(a, "--work")      ? &work
+                            : !strcmp(a, "--json")    ? &json
+                            : !strcmp(a, "--junit")   ? &junit
+                            : !strcmp(a, "--trace")   ? &trace
+                            : !strcmp(a, "--log")     ? &logp
+                            : !strcmp(a, "--html")    ? &html
+                            : !strcmp(a, "--compare") ? &compare
+                                                      : NULL;
         if (!strcmp(a, "--clean")) {
             clean = true;
         } else if (slot) {
@@ -121,6 +185,17 @@ int main(int argc, char **argv) {
     }
     if (nfiles == 0)
         return fprintf(stderr, "scenario: no scenario files given (a directory had no *.yaml?)\n"),
+               free_files(files, nfiles, 2);
+    if (compare && !html)
+        return fprintf(stderr, "scenario: --compare draws a real run beside the twin's on the page: it needs --html\n"),
+               free_files(files, nfiles, 2);
+    if (html && (!run || nfiles > 1))
+        return fprintf(stderr, "scenario: --html draws one scenario's page: %s\n",
+                       run ? "give one scenario file (or one --html per run)" : "it is an option of `run`"),
+               free_files(files, nfiles, 2);
+    if (html && trace)
+        return fprintf(stderr, "scenario: --html keeps every attempt's trace of every rank in the work folder "
+                               "(WORK/NAME/trace_attempt0.json is the first attempt's): drop --trace\n"),
                free_files(files, nfiles, 2);
     sc_report *reports = calloc((size_t)nfiles, sizeof *reports);
     const sc_report **views = calloc((size_t)nfiles, sizeof *views);
@@ -152,13 +227,22 @@ int main(int argc, char **argv) {
         }
         printf("== %s: %s\n", s.name, s.description[0] ? s.description : s.path);
         fflush(stdout);
-        sc_run_options o = {.work_dir = dir, .job_log = log, .progress = stdout, .trace_path = trace};
+        sc_run_options o = {
+            .work_dir = dir, .job_log = log, .progress = stdout, .trace_path = trace, .record = html != NULL};
         if (runner_run(&s, &o, &reports[nrep], err, sizeof err)) {
             fprintf(stderr, "scenario: %s\n", err);
             status = 2;
             report_free(&reports[nrep]);
         } else {
             report_text(stdout, &reports[nrep]);
+            char *text = NULL;
+            size_t len = 0;
+            FILE *m = html ? open_memstream(&text, &len) : NULL;
+            int jrc = m ? report_json(m, &reports[nrep]) : -1;
+            if (m && fclose(m)) jrc = -1;
+            if (html && jrc) fprintf(stderr, "scenario: --html %s: out of memory for the report\n", html), status = 2;
+            else if (html && html_page(html, text, dir, compare, true)) status = 2;
+            free(text);
             if (!reports[nrep].passed && status == 0) status = 1;
             if (clean && reports[nrep].passed && work_clean(dir)) status = 2;
             views[nrep] = &reports[nrep];

@@ -233,3 +233,5 @@ twinrun_expect(NAME scenario_plan_find_shipped EXIT 2
   OUTPUT "^scenario plan: predict_70b.yaml: not in the current directory\\x3b using scenarios/predict_70b.yaml\nscenario plan: unknown device 'B200'"
   LABELS ${labels} PROPERTIES WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
   COMMAND ${scn} plan predict_70b.yaml --device B200 --work ${scn_work}/plan)
+
+include(${CMAKE_CURRENT_LIST_DIR}/html.cmake) # the HTML report and its browser test

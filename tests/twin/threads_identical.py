@@ -40,6 +40,7 @@ WALL = [
     (re.compile(r"wall [0-9.]+ s"), "wall W s"),
     (re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\]"), "[T]"),
     (re.compile(r"^\[(startup|process)\] .*$", re.M), "[\\1] W"),  # wall time, host RSS
+    (re.compile(r"^  \[[0-9.]+ s(, about [0-9]+ s left)?\] ", re.M), "  [W] "),  # the scenario's progress lines
 ]
 
 

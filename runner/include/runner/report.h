@@ -88,8 +88,28 @@ void report_free(sc_report *r);
 void report_text(FILE *f, const sc_report *r);
 /* A progress line for a terminal ("\r[#####.....] attempt 2, iteration 5/8"); nothing when f is not a tty. */
 void report_progress(FILE *f, const char *what, int64_t done, int64_t total);
+/* One plain line (CI logs too): "  [12.3 s, about 40 s left] what", the estimate from done of total
+ * (iterations, trials) at the pace so far; no estimate when nothing is done yet or all is. */
+void report_progress_line(FILE *f, double elapsed, int64_t done, int64_t total, const char *what);
 int report_json(FILE *f, const sc_report *r);
 /* One <testsuites> with a <testsuite> per report and a <testcase> per check. */
 int report_junit(FILE *f, const sc_report *const *reports, int n);
+
+/* The HTML report (docs/reports.md#html): one self-contained page that opens offline, drawn from a
+ * JSON report (report_json's text) and, where given, the scenario's work folder (what
+ * sc_run_options.record kept there: each run's metrics, each attempt's trace of every rank, job.log)
+ * and a real run's --metrics-jsonl to compare with. uPlot's script, style and license are inlined
+ * from uplot_dir (NULL: $TWINRUN_UPLOT_DIR, else build/npm/node_modules/uplot, where ci/deps.sh puts it). */
+typedef struct report_html_input {
+    const char *report_json; /* the JSON report's text */
+    const char *work_dir;    /* NULL: the report alone (no grad norms, heat maps or per-stage memory) */
+    const char *compare;     /* NULL: none */
+    const char *uplot_dir;
+} report_html_input;
+/* The page to f: 0, or -1 with err (a report that is not one, a metrics file with a bad line, no uPlot). */
+int report_html(FILE *f, const report_html_input *in, char *err, size_t errlen);
+/* The page to path, whole or not at all (base/core/safe_file.h); a file already there is replaced
+ * only when it is a page report_html wrote. 0, or -1 with err. */
+int report_html_write(const char *path, const report_html_input *in, char *err, size_t errlen);
 
 #endif

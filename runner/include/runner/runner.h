@@ -5,6 +5,7 @@
 #ifndef TWINRUN_RUNNER_RUNNER_RUNNER_H
 #define TWINRUN_RUNNER_RUNNER_RUNNER_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "runner/report.h"
@@ -15,6 +16,9 @@ typedef struct sc_run_options {
     FILE *job_log;          /* the job's Megatron lines; NULL = work_dir/job.log */
     FILE *progress;         /* progress bar (a tty) and one line per attempt; NULL = none */
     const char *trace_path; /* Perfetto trace of the first attempt; NULL = none */
+    bool record;            /* also keep in work_dir what report_html draws: each run's metrics JSONL
+                               (metrics_reference.jsonl, metrics_attempt<N>.jsonl) and each attempt's
+                               trace of every rank (trace_attempt<N>.json); not for a campaign */
 } sc_run_options;
 
 /* Rehearses s. Returns 0 with the report filled (r->passed says whether every expectation held), or
