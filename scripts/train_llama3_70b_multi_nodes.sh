@@ -54,7 +54,8 @@ Environment: TP_SIZE PP_SIZE CP_SIZE (8 8 1), MICRO_BATCH_SIZE (1), NUM_MICROBAT
 is MICRO_BATCH_SIZE × NUM_MICROBATCHES × DP), TRAIN_ITERS (10000), LR (1.5e-4), MIN_LR (1.5e-5),
 LR_WARMUP_ITERS (1% of TRAIN_ITERS), VOCAB_SIZE (128256), SAVE_INTERVAL (1000), EVAL_INTERVAL (1000), EVAL_ITERS (10), LOG_INTERVAL (1),
 MASTER_ADDR (the hostfile's first host), MASTER_PORT (29500), LOG_DIR, TENSORBOARD_DIR, DATA_CACHE_PATH,
-TRAIN_BIN, MPIRUN (mpirun), MPIRUN_ARGS (more mpirun words), EXTRA_ARGS (more train_llama3 flags).
+TRAIN_BIN (default: BACKEND/bin/train_llama3 under TWINRUN_BUILD_ROOT, the repository's build/ unless set),
+MPIRUN (mpirun), MPIRUN_ARGS (more mpirun words), EXTRA_ARGS (more train_llama3 flags).
 See docs/launch.md.
 USAGE
 }

@@ -64,10 +64,10 @@ lc_check_choice() {
 }
 
 # ---- printing commands -----------------------------------------------------------------------------
-# A word as a shell would need it: plain words as they are (flags, paths, 99,1,0), anything else in
-# single quotes, so a dry run's lines can be copied into a shell (printf %q escapes commas as well).
-# Builds the line in a variable rather than a subshell a word: a fork costs tens of milliseconds on a
-# loaded machine, and a command line has a hundred words.
+# lc_quote_cmd WORDS...: one line, each word as a shell needs it: plain words as they are (flags,
+# paths, 99,1,0), anything else in single quotes, so a dry run's lines can be pasted into a shell
+# (printf %q would escape the commas too). Built in a variable, not a subshell a word: a fork costs
+# tens of milliseconds on a loaded machine, and a command line has a hundred words.
 lc_quote_cmd() {
     local w line='' sep=''
     for w in "$@"; do
@@ -82,13 +82,16 @@ lc_quote_cmd() {
 }
 
 # ---- GPUs on this node ----------------------------------------------------------------------------
+# lc_count_gpus LISTING: the "GPU i" lines (grep -c exits 1 on none, which set -e would take for an error)
+lc_count_gpus() { printf '%s\n' "$1" | grep -Ec '^GPU [0-9]+' || true; }
+
 # lc_visible LISTING VISIBLE: how many of the GPUs in LISTING (the tool's "GPU i: name (UUID: u)"
 # lines) a *_VISIBLE_DEVICES value leaves. Unset is handled by the caller (everything); "" or none/void
 # hides them all; "all" keeps them; otherwise a comma list of indices or UUIDs, read as CUDA reads
 # CUDA_VISIBLE_DEVICES: up to the first entry that names no listed GPU (-1 included).
 lc_visible() {
     local listing=$1 vis=$2 total entry n=0
-    total=$(printf '%s\n' "$listing" | grep -Ec '^GPU [0-9]+')
+    total=$(lc_count_gpus "$listing")
     case "$vis" in
     "" | none | void | NoDevFiles) echo 0; return ;;
     all) echo "$total"; return ;;
@@ -98,7 +101,7 @@ lc_visible() {
         entry=${entry// /}
         if lc_is_uint "$entry"; then
             [ "$entry" -lt "$total" ] || break
-        elif [ -n "$entry" ] && printf '%s\n' "$listing" | grep -Fq "$entry"; then
+        elif [ -n "$entry" ] && grep -Fq -- "$entry" <<<"$listing"; then
             :
         else
             break
@@ -117,7 +120,7 @@ lc_detect_gpus() {
     LC_NVIDIA_GPUS=0 LC_MTHREADS_GPUS=0 LC_GPU_TOOLS=
     if command -v nvidia-smi >/dev/null 2>&1; then
         out=$(nvidia-smi --list-gpus 2>/dev/null || true)
-        LC_NVIDIA_GPUS=$(printf '%s\n' "$out" | grep -Ec '^GPU [0-9]+')
+        LC_NVIDIA_GPUS=$(lc_count_gpus "$out")
         if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then LC_NVIDIA_GPUS=$(lc_visible "$out" "$CUDA_VISIBLE_DEVICES"); fi
         LC_GPU_TOOLS+="nvidia-smi lists $LC_NVIDIA_GPUS${CUDA_VISIBLE_DEVICES+ within CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES'}; "
     else
@@ -125,7 +128,7 @@ lc_detect_gpus() {
     fi
     if command -v mthreads-gmi >/dev/null 2>&1; then
         out=$(mthreads-gmi -L 2>/dev/null || true)
-        LC_MTHREADS_GPUS=$(printf '%s\n' "$out" | grep -Ec '^GPU [0-9]+')
+        LC_MTHREADS_GPUS=$(lc_count_gpus "$out")
         if [ -n "${MTHREADS_VISIBLE_DEVICES+set}" ]; then
             LC_MTHREADS_GPUS=$(lc_visible "$out" "$MTHREADS_VISIBLE_DEVICES")
         fi
@@ -165,13 +168,14 @@ lc_select_backend() {
     esac
 }
 
-# lc_train_bin BACKEND: TRAIN_BIN as given, else the build of that backend (build/cuda, build/musa,
-# build/twin: the presets' folders). No other build stands in for a missing one: the CUDA binary on a
-# MUSA node would fail at its first call, the twin's would train on the CPU.
+# lc_train_bin BACKEND: TRAIN_BIN as given, else the build of that backend under TWINRUN_BUILD_ROOT
+# (default: the repository's build/, whose cuda, musa and twin folders the presets make). No other build
+# stands in for a missing one: the CUDA binary on a MUSA node would fail at its first call, the twin's
+# would train on the CPU.
 lc_train_bin() {
     local backend=$1
     if [ -z "${TRAIN_BIN:-}" ]; then
-        TRAIN_BIN="$LC_ROOT/build/$backend/bin/train_llama3"
+        TRAIN_BIN="${TWINRUN_BUILD_ROOT:-$LC_ROOT/build}/$backend/bin/train_llama3"
         [ -x "$TRAIN_BIN" ] ||
             lc_die "找不到训练程序 train_llama3 ($TRAIN_BIN) for backend $backend: build it (cmake --preset $backend && cmake --build build/$backend -j) or set TRAIN_BIN"
     fi
