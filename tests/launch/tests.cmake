@@ -116,8 +116,7 @@ launchers_test(launch_seed70_slots_over_gpus 2
 launchers_test(launch_seed70_dry_run_twin 0
   "后端: twin .*twin: one process on this machine runs all 1024 ranks [(]log ds/logs/twin[.]log[)]:.env WORLD_SIZE=1024 [^ ]*train_llama3 --num-layers 80 .*node 127 train-node-127 [(]slots=8[)]: ranks 1016-1023"
   "${TWIN_BIN} TWINRUN_BACKEND=twin DRY_RUN=1 ${L70} --dataset_dir ds --data_format bf16 && test ! -e ran")
-find_program(MPIRUN mpirun)
-if(MPIRUN)
+if(MPIRUN) # found above, for launch_check_mpirun
   # Real mpirun over a one-node hostfile (2 slots, TP1 PP1) with the stand-in MUSA build: the rank
   # variables, a log per rank, the last rank on the console; then a failing rank's exit code comes back.
   launchers_test(launch_seed70_mpirun 0
