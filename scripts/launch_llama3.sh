@@ -7,19 +7,76 @@
 # variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), writes one
 # log per rank, and exits with the first non-zero exit code after stopping the node's other ranks.
 #
-#   scripts/launch_llama3.sh [CHECKPOINT_PATH [TENSORBOARD_LOGS_PATH [TOKENIZER_ARG [DATA_ARG]]]]
+#   scripts/launch_llama3.sh [--backend B] [--dry-run] [CHECKPOINT_PATH [TENSORBOARD_LOGS_PATH [TOKENIZER_ARG [DATA_ARG]]]]
+#   scripts/launch_llama3.sh --help
 #
-# twinrun's own knobs:
-#   TRAIN_BIN         the train_llama3 to run (default: build/cuda/bin/train_llama3, else build/twin/...)
-#   TWINRUN_BACKEND   cuda | twin | auto (default: cuda when nvidia-smi lists a GPU). With twin, node 0
-#                     runs the whole job in one process (the twin's WORLD_SIZE ranks); other nodes exit 0
-#   LOG_DIR           per-rank logs rank_00000.log ... (default: $EXP_DIR/$EXP_NAME/logs with
-#                     USE_EXP_STRUCTURE=1, else logs/$EXP_NAME); flight dumps go to $LOG_DIR/flight
-#   NUM_LAYERS HIDDEN_SIZE FFN_HIDDEN_SIZE NUM_ATTENTION_HEADS NUM_QUERY_GROUPS KV_CHANNELS SEQ_LENGTH
-#   VOCAB_SIZE TRAIN_SAMPLES ... (the seed's defaults: Llama3-8B), EXTRA_ARGS (more flags, word-split)
-#   DRY_RUN=1         print what would run (each rank's variables and command line) and exit 0
+# The four positional paths are the seed's ($1..$4, as Megatron's train_llama3_8b_h100_fp8.sh); a word
+# starting with '-' is never taken as one. The multi-node 70B guide's entry point is
+# scripts/train_llama3_70b_multi_nodes.sh; the code both share is scripts/lib/launch_common.sh.
 # =============================================================================
-set -u
+set -euo pipefail
+
+# shellcheck disable=SC2034 # read by the library's messages
+LC_PROG=launch_llama3
+LC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib/launch_common.sh
+. "$LC_ROOT/scripts/lib/launch_common.sh"
+
+usage() {
+    cat <<'USAGE'
+用法 (usage): launch_llama3.sh [OPTIONS] [CHECKPOINT_PATH [TENSORBOARD_LOGS_PATH [TOKENIZER_ARG [DATA_ARG]]]]
+
+The Llama3-8B tutorial's train_llama3_8b_dynamic.sh with twinrun's train_llama3. Run it once per node;
+the platform's WORLD_SIZE (nodes), RANK (this node), MASTER_ADDR and MASTER_PORT say where it is.
+With no argument it trains the tutorial's Llama3-8B on mock data, as the tutorial's script does.
+
+Positional paths (each also an environment variable of the same name):
+  CHECKPOINT_PATH        --save and --load (default checkpoints/llama3_8b_fp8)
+  TENSORBOARD_LOGS_PATH  --tensorboard-dir (default tensorboard_logs/llama3_8b_fp8)
+  TOKENIZER_ARG          Hugging Face tokenizer directory, or MOCK (default) for mock data
+  DATA_ARG               Megatron data prefix (.bin/.idx), or MOCK (default)
+
+Options:
+  --backend auto|cuda|musa|twin   what runs the ranks (default: TWINRUN_BACKEND, else auto). auto: the
+                                  MUSA build with mthreads-gmi's GPUs, the CUDA build with nvidia-smi's;
+                                  no GPU is an error. twin: the CPU twin runs the whole job on node 0
+  --dry-run                       print the configuration and each rank's command line; start nothing
+                                  (the same as DRY_RUN=1)
+  -h, --help                      this text
+  --                              the words after it are positional paths even if they start with '-'
+
+Environment knobs (the tutorial's): TP_SIZE CP_SIZE PP_SIZE MICRO_BATCH_SIZE GLOBAL_BATCH_SIZE DTYPE
+USE_BF16 FAST_TEST_MODE NUM_LAYERS HIDDEN_SIZE FFN_HIDDEN_SIZE NUM_ATTENTION_HEADS NUM_QUERY_GROUPS
+SEQ_LENGTH MAX_POSITION_EMBEDDINGS LEARNING_RATE MIN_LEARNING_RATE LR_DECAY_STYLE WEIGHT_DECAY
+TRAIN_SAMPLES LR_DECAY_SAMPLES LR_WARMUP_SAMPLES EXP_NAME EXP_DIR USE_EXP_STRUCTURE LOG_INTERVAL
+SAVE_INTERVAL EVAL_INTERVAL ENABLE_PROFILING GPUS_PER_NODE. twinrun's: TRAIN_BIN (default: BACKEND/bin/train_llama3
+under TWINRUN_BUILD_ROOT, the repository's build/ unless set), TWINRUN_BACKEND,
+LOG_DIR, KV_CHANNELS, VOCAB_SIZE, EVAL_ITERS, DISTRIBUTED_TIMEOUT_MINUTES, EXTRA_ARGS (more flags for
+train_llama3, word-split, appended last so they win), KILL_GRACE_SECONDS. See docs/launch.md.
+USAGE
+}
+
+# Options first, then at most the seed's four positional paths. Anything else starting with '-' is a
+# mistake (e.g. the 70B script's --dataset_dir given here) and is refused, never read as a path.
+VALID_OPTS="--backend, --dry-run, --help, --"
+POSITIONAL=()
+BACKEND_REQ=${TWINRUN_BACKEND:-auto}
+while [ $# -gt 0 ]; do
+    if [ ${#POSITIONAL[@]} -gt 0 ] && [[ "$1" != -* ]]; then POSITIONAL+=("$1"); shift; continue; fi
+    case "$(lc_norm_opt "$1")" in
+    -h | --help) usage; exit 0 ;;
+    --dry-run) [[ "$1" != *=* ]] || lc_die "--dry-run takes no value"; DRY_RUN=1; shift ;;
+    --backend) lc_opt_value "$1" $(($# - 1)) "${2-}"; BACKEND_REQ=$LC_VAL; shift "$LC_SHIFT" ;;
+    --) shift; POSITIONAL+=("$@"); break ;;
+    --dataset-dir | --data-format | --load | --hostfile)
+        lc_die "未知选项 (unknown option) '$1': it is the 70B guide's; that entry point is scripts/train_llama3_70b_multi_nodes.sh. This script takes: $VALID_OPTS and up to four positional paths (see --help)" ;;
+    -*) lc_unknown_option "$1" "$VALID_OPTS" ;;
+    *) POSITIONAL+=("$1"); shift ;;
+    esac
+done
+[ ${#POSITIONAL[@]} -le 4 ] ||
+    lc_die "too many arguments (${#POSITIONAL[@]}): at most CHECKPOINT_PATH TENSORBOARD_LOGS_PATH TOKENIZER_ARG DATA_ARG (see --help)"
+for a in "${POSITIONAL[@]}"; do [ -n "$a" ] || lc_die "an empty positional path: give a path or leave it out"; done
 
 # 性能调优环境变量 (the seed's; NCCL reads them)
 export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-1}
@@ -28,9 +85,9 @@ export NCCL_IB_TIMEOUT=${NCCL_IB_TIMEOUT:-23}
 export NCCL_P2P_DISABLE=${NCCL_P2P_DISABLE:-0}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 
-die() { echo "错误: $*" >&2; exit 2; }
-is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
-need_pos() { is_uint "${!1}" && [ "${!1}" -ge 1 ] || die "$1=${!1} 不是正整数 (must be a positive integer)"; }
+die() { lc_die "$@"; }
+is_uint() { lc_is_uint "$1"; }
+need_pos() { lc_need_pos "$1"; }
 
 # AIStudio 平台环境变量适配: the platform's variables are node-level
 PLATFORM_WORLD_SIZE=${WORLD_SIZE:-1} # 平台：节点数量
@@ -42,27 +99,17 @@ NODE_RANK=$PLATFORM_RANK
 MASTER_ADDR=$PLATFORM_MASTER_ADDR
 MASTER_PORT=$PLATFORM_MASTER_PORT
 need_pos NUM_NODES
-is_uint "$NODE_RANK" && [ "$NODE_RANK" -lt "$NUM_NODES" ] ||
+{ is_uint "$NODE_RANK" && [ "$NODE_RANK" -lt "$NUM_NODES" ]; } ||
     die "RANK=$NODE_RANK (节点编号) must be in 0..$((NUM_NODES - 1)) for WORLD_SIZE=$NUM_NODES nodes"
 { is_uint "$MASTER_PORT" && [ "$MASTER_PORT" -ge 1 ] && [ "$MASTER_PORT" -le 65535 ]; } ||
     die "MASTER_PORT=$MASTER_PORT is not a TCP port (1..65535; torchrun's default is 29500)"
 [[ "$MASTER_ADDR" =~ ^[^[:space:]]+$ ]] || die "MASTER_ADDR='$MASTER_ADDR' must be a host name or address"
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-if [ -z "${TRAIN_BIN:-}" ]; then
-    for b in "$HERE/build/cuda/bin/train_llama3" "$HERE/build/twin/bin/train_llama3"; do
-        [ -x "$b" ] && { TRAIN_BIN=$b; break; }
-    done
-fi
-[ -n "${TRAIN_BIN:-}" ] && [ -x "$TRAIN_BIN" ] ||
-    die "找不到训练程序 train_llama3: build it (cmake --preset cuda && cmake --build build/cuda) or set TRAIN_BIN"
-
-AVAILABLE_GPUS=$( (nvidia-smi --list-gpus 2>/dev/null || true) | grep -c '^GPU')
-BACKEND=${TWINRUN_BACKEND:-auto}
-if [ "$BACKEND" = auto ]; then
-    if [ "$AVAILABLE_GPUS" -gt 0 ]; then BACKEND=cuda; else BACKEND=twin; fi
-fi
-[ "$BACKEND" = cuda ] || [ "$BACKEND" = twin ] || die "TWINRUN_BACKEND=$BACKEND: use cuda, twin or auto"
+# The backend from this node's GPUs (nvidia-smi or mthreads-gmi), or the twin when asked for.
+lc_select_backend "$BACKEND_REQ"
+BACKEND=$LC_BACKEND
+AVAILABLE_GPUS=$LC_GPUS
+lc_train_bin "$BACKEND"
 
 # 自动检测每个节点的 GPU 数量
 if [ -z "${GPUS_PER_NODE:-}" ]; then
@@ -73,10 +120,10 @@ need_pos GPUS_PER_NODE
 WORLD_SIZE=$((GPUS_PER_NODE * NUM_NODES))
 
 # 基础路径配置
-CHECKPOINT_PATH=${1:-${CHECKPOINT_PATH:-"checkpoints/llama3_8b_fp8"}}
-TENSORBOARD_LOGS_PATH=${2:-${TENSORBOARD_LOGS_PATH:-"tensorboard_logs/llama3_8b_fp8"}}
-TOKENIZER_ARG=${3:-${TOKENIZER_ARG:-"MOCK"}}
-DATA_ARG=${4:-${DATA_ARG:-"MOCK"}}
+CHECKPOINT_PATH=${POSITIONAL[0]:-${CHECKPOINT_PATH:-"checkpoints/llama3_8b_fp8"}}
+TENSORBOARD_LOGS_PATH=${POSITIONAL[1]:-${TENSORBOARD_LOGS_PATH:-"tensorboard_logs/llama3_8b_fp8"}}
+TOKENIZER_ARG=${POSITIONAL[2]:-${TOKENIZER_ARG:-"MOCK"}}
+DATA_ARG=${POSITIONAL[3]:-${DATA_ARG:-"MOCK"}}
 EXP_NAME=${EXP_NAME:-"llama3-8b-fp8-training"}
 EXP_DIR=${EXP_DIR:-"./experiments"}
 FULL_EXP_PATH="${EXP_DIR}/${EXP_NAME}"
@@ -87,11 +134,11 @@ if [[ "${USE_EXP_STRUCTURE:-0}" == "1" ]]; then
 fi
 LOG_DIR=${LOG_DIR:-"logs/${EXP_NAME}"}
 
-if [ "$BACKEND" = cuda ] && [ "$GPUS_PER_NODE" -gt "$AVAILABLE_GPUS" ]; then
+if [ "$BACKEND" != twin ] && [ "$GPUS_PER_NODE" -gt "$AVAILABLE_GPUS" ]; then
     echo "警告: 配置的 GPU 数量 ($GPUS_PER_NODE) 超过可用 GPU 数量 ($AVAILABLE_GPUS)"
     echo "自动调整为可用 GPU 数量: $AVAILABLE_GPUS"
     GPUS_PER_NODE=$AVAILABLE_GPUS
-    [ "$GPUS_PER_NODE" -ge 1 ] || die "这个节点没有 GPU (no GPU on this node): use TWINRUN_BACKEND=twin for a dry run"
+    [ "$GPUS_PER_NODE" -ge 1 ] || die "这个节点没有 $BACKEND GPU (no GPU on this node: $LC_GPU_TOOLS): to rehearse on the CPU twin use --backend twin (or TWINRUN_BACKEND=twin)"
     WORLD_SIZE=$((GPUS_PER_NODE * NUM_NODES))
 fi
 
@@ -256,7 +303,7 @@ else
     NPROC=$GPUS_PER_NODE
 fi
 echo "开始训练..."
-echo "训练命令: $TRAIN_BIN ${ARGS[*]}"
+echo "训练命令: $(lc_quote_cmd "$TRAIN_BIN" "${ARGS[@]}")"
 if [[ "${DRY_RUN:-0}" == "1" ]]; then
     for ((l = 0; l < NPROC; l++)); do
         if [ "$BACKEND" = twin ]; then
@@ -279,8 +326,9 @@ mkdir -p "$TWINRUN_FLIGHT_DIR"
 # the job's spec (the same TWINRUN_STORE_TOKEN on every node); without one the store is open and says so.
 if [ -z "${TWINRUN_STORE_TOKEN:-}" ]; then
     if [ "$NUM_NODES" -eq 1 ]; then
-        TWINRUN_STORE_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+        TWINRUN_STORE_TOKEN=$(lc_new_token)
     else
+        # shellcheck disable=SC2028 # the \n is part of a command for the user to paste
         echo "launch_llama3: warning: $NUM_NODES nodes and no TWINRUN_STORE_TOKEN: the rendezvous store on" \
             "$MASTER_ADDR:$MASTER_PORT accepts any client; export the same secret on every node, e.g." \
             "TWINRUN_STORE_TOKEN=\$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n') in the job's spec" >&2
@@ -291,9 +339,9 @@ fi
 PIDS=()
 alive() { for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
 stop_all() { # TERM, then KILL whatever is still there after KILL_GRACE_SECONDS (a rank stuck in a hang)
-    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
     for ((i = 0; i < ${KILL_GRACE_SECONDS:-5} * 10; i++)); do alive || return 0; sleep 0.1; done
-    for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+    for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
 }
 trap 'echo "launch_llama3: interrupted: stopping the ranks" >&2; stop_all; exit 130' INT TERM
 
@@ -301,7 +349,7 @@ trap 'echo "launch_llama3: interrupted: stopping the ranks" >&2; stop_all; exit 
 # lines can land after the launcher's own verdict (and after whatever the caller appends to the same
 # file: a truncating redirect keeps each writer's own offset). A `cmd > >(tee)` pipeline gives no handle
 # on tee, so open it first: TEE_FD is the pipe, TEE_PIDS what to wait for at the end.
-TEE_FD= TEE_PIDS=()
+TEE_FD='' TEE_PIDS=()
 console_tee() {
     exec {TEE_FD}> >(tee "$1")
     TEE_PIDS+=($!)
@@ -336,8 +384,8 @@ TRAIN_EXIT_CODE=0
 running=("${PIDS[@]}")
 while [ ${#running[@]} -gt 0 ]; do
     ended=
-    wait -n -p ended "${running[@]}"
-    rc=$?
+    rc=0
+    wait -n -p ended "${running[@]}" || rc=$?
     [ -n "$ended" ] || break # nothing left to wait for
     left=()
     for p in "${running[@]}"; do [ "$p" = "$ended" ] || left+=("$p"); done

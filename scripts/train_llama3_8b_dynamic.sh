@@ -1,0 +1,1 @@
+launch_llama3.sh
