@@ -34,8 +34,7 @@ static void add_item(char *buf, size_t cap, const char *fmt, ...) {
 static void schedule_diff(const tr_lr_schedule *run, const ckpt_sched *ck, char *out, size_t cap) {
     out[0] = 0;
     if (run->max_lr != ck->max_lr) add_item(out, cap, "--lr %.9g (the checkpoint's %.9g)", run->max_lr, ck->max_lr);
-    if (run->min_lr != ck->min_lr)
-        add_item(out, cap, "--min-lr %.9g (the checkpoint's %.9g)", run->min_lr, ck->min_lr);
+    if (run->min_lr != ck->min_lr) add_item(out, cap, "--min-lr %.9g (the checkpoint's %.9g)", run->min_lr, ck->min_lr);
     if (run->init_lr != ck->init_lr)
         add_item(out, cap, "--lr-warmup-init %.9g (the checkpoint's %.9g)", run->init_lr, ck->init_lr);
     if ((int)run->style != ck->style)
@@ -139,16 +138,17 @@ static void check_data(tr_config *cfg, const ckpt_manifest *m, const char *where
     const bool same_paths = !strcmp(run, ck);
     if (same_paths && fp == p->data_fingerprint) return;
     if (cfg->mock_data == p->mock_data && fp == p->data_fingerprint) { /* moved or renamed: the same bytes */
-        tr_config_warn(cfg, "%s: --data-path %s (the checkpoint's %s): the same files by their fingerprint", where,
-                       run, ck);
+        tr_config_warn(cfg, "%s: --data-path %s (the checkpoint's %s): the same files by their fingerprint", where, run,
+                       ck);
         return;
     }
     char what[4096 + 128];
     if (same_paths)
-        snprintf(what, sizeof what, "the files of --data-path %s changed since the save (fingerprint %016" PRIx64
-                 ", the checkpoint's %016" PRIx64 ")", run, fp, p->data_fingerprint);
-    else
-        snprintf(what, sizeof what, "%s%s (the checkpoint's %s)", cfg->mock_data ? "" : "--data-path ", run, ck);
+        snprintf(what, sizeof what,
+                 "the files of --data-path %s changed since the save (fingerprint %016" PRIx64
+                 ", the checkpoint's %016" PRIx64 ")",
+                 run, fp, p->data_fingerprint);
+    else snprintf(what, sizeof what, "%s%s (the checkpoint's %s)", cfg->mock_data ? "" : "--data-path ", run, ck);
     if (cfg->finetune || cfg->allow_data_change)
         tr_config_warn(cfg, "%s: %s: %s", where, cfg->finetune ? "--finetune" : "--allow-data-change", what);
     else
@@ -174,7 +174,8 @@ static void check_tokenizer(tr_config *cfg, const ckpt_manifest *m, const char *
              cfg->tokenizer_type[0] ? cfg->tokenizer_type : "(none)",
              cfg->tokenizer_model[0] ? cfg->tokenizer_model : "(none)",
              same_type && same_model ? " whose files changed since the save" : "",
-             p->tokenizer_type[0] ? p->tokenizer_type : "(none)", p->tokenizer_model[0] ? p->tokenizer_model : "(none)");
+             p->tokenizer_type[0] ? p->tokenizer_type : "(none)",
+             p->tokenizer_model[0] ? p->tokenizer_model : "(none)");
     if (cfg->finetune || cfg->allow_tokenizer_change)
         tr_config_warn(cfg, "%s: %s: %s", where, cfg->finetune ? "--finetune" : "--allow-tokenizer-change", what);
     else

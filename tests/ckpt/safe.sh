@@ -271,6 +271,50 @@ resume_data)
     expect_rc 0 "$bin/train_llama3" $(data a) --load "$ck" --allow-tokenizer-change
     hasF "$at: --allow-tokenizer-change: --tokenizer-type HuggingFaceTokenizer"
     rm -rf "$work/$case.tok" ;;
+fifo)
+    # a FIFO where a file must be (a shard, the manifest, the lock file, a dataset, --tokens-file) is
+    # refused at once, naming it, instead of blocking the open forever; the checkpoints as they were
+    four
+    fifo_in() { rm "$1" && mkfifo "$1"; }
+    h=$(tree_hash "$ck")
+    for f in shard_00000.bin manifest.json; do
+        rm -rf "$ck.f" && cp -r "$ck" "$ck.f" && fifo_in "$ck.f/iter_0000004/$f"
+        msg="$ck.f/iter_0000004/$f: a FIFO, not a regular file; a checkpoint's files are regular files: put back the file the save wrote"
+        expect_rc 1 timeout 60 "$bin/ckpt" verify "$ck.f"
+        hasF "$msg"
+        hasF "an older complete checkpoint exists: iteration 2"
+        expect_rc 1 timeout 60 "$bin/ckpt" export "$ck.f" --hf "$work/$case.hf"
+        hasF "$msg"
+        # shellcheck disable=SC2086
+        expect_rc 2 timeout 60 $train --load "$ck.f"
+        hasF "$msg"
+        lacks "iteration  *5/"
+    done
+    expect_rc 1 timeout 60 "$bin/ckpt" inspect "$ck.f"
+    hasF "manifest.json: a FIFO, not a regular file"
+    [ "$(tree_hash "$ck")" = "$h" ] || fail "the checkpoints changed"
+    # the lock file of --save: the holder's line is not read from a FIFO
+    rm -rf "$ck.f" && cp -r "$ck" "$ck.f" && mkfifo "$ck.f/.twinrun.lock"
+    # shellcheck disable=SC2086
+    expect_rc 2 timeout 120 $train --load "$ck.f" --save "$ck.f" --save-interval 2
+    hasF "--save $ck.f: $ck.f/.twinrun.lock is not a regular file (twinrun's lock file is one); remove it"
+    lacks "iteration  *5/"
+    # data files and --tokens-file
+    mkfifo "$work/$case.d.idx" && : >"$work/$case.d.bin" && mkfifo "$work/$case.tokens"
+    real=$(echo "$tiny" | sed 's/--mock-data//')
+    # shellcheck disable=SC2086
+    expect_rc 2 timeout 60 "$bin/train_llama3" $real --data-path "$work/$case.d"
+    hasF "$work/$case.d.idx: cannot open: a FIFO, not a regular file"
+    # shellcheck disable=SC2086
+    expect_rc 2 timeout 60 "$bin/train_llama3" $real --tokens-file "$work/$case.tokens"
+    hasF "--tokens-file $work/$case.tokens: cannot open: a FIFO, not a regular file"
+    # a tokenizer's files
+    mkdir "$work/$case.tok" && cp "$src/tests/data/tokenizer_small/tokenizer_config.json" "$work/$case.tok/" &&
+        mkfifo "$work/$case.tok/tokenizer.json"
+    # shellcheck disable=SC2086
+    expect_rc 2 timeout 60 $train --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$work/$case.tok"
+    hasF "$work/$case.tok/tokenizer.json: a FIFO, not a regular file"
+    rm -rf "$ck.f" "$work/$case.tok" ;;
 *)
     fail "no case $case" ;;
 esac
