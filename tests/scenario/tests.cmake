@@ -154,6 +154,14 @@ twinrun_expect_sh(faults_env_data_stall 1 "fault injected: data stall.*data watc
 twinrun_expect_sh(faults_env_data_stall_off 1 "watchdog: rank [0-9]+ waited 600.000 s.*stopped first: rank 5 .*status blocked"
   "WORLD_SIZE=8 TWINRUN_FAULTS='data_stall@2:rank=5' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str} --data-read-timeout-minutes 0"
   LABELS ${labels} PROPERTIES FAIL_REGULAR_EXPRESSION "data watchdog")
+# a fault that could never fire (a layer the model lacks, a step past the run) is refused before training
+# by the check scenarios use (fault_spec_check_job), in the same words a scenario's fault gets
+twinrun_expect_sh(faults_env_layer 2 "TWINRUN_FAULTS: fault 1 \\(NaN in the gradient of layer 4 on rank 5 at iteration 3\\): layer 4 does not exist: --num-layers is 4 \\(layers 0-3\\)"
+  "WORLD_SIZE=8 TWINRUN_FAULTS='nan@3:rank=5,tensor=gradient,layer=4' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str}"
+  LABELS ${labels} PROPERTIES FAIL_REGULAR_EXPRESSION "iteration +1/")
+twinrun_expect_sh(faults_env_step 2 "TWINRUN_FAULTS: fault 1 \\(crash of rank 1 at iteration 9\\): step 9 is beyond --train-iters 4: it would never fire\\x3b use a step in 1-4"
+  "WORLD_SIZE=8 TWINRUN_FAULTS='crash@9:rank=1' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str}"
+  LABELS ${labels} PROPERTIES FAIL_REGULAR_EXPRESSION "iteration +1/")
 twinrun_expect_sh(faults_env_bad 2 "TWINRUN_FAULTS: .*rank 8"
   "WORLD_SIZE=8 TWINRUN_FAULTS='hang@2:rank=8' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str}"
   LABELS ${labels})
