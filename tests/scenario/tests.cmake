@@ -107,6 +107,13 @@ twinrun_expect_sh(scenario_check_bad 2 "bad_alias.yaml:[0-9]+:[0-9]+: "
   "${scn} check ${PROJECT_SOURCE_DIR}/tests/scenario/data/bad_alias.yaml"
   LABELS ${labels})
 
+# `scenario check` runs every check `scenario run` makes before training: the job's flags as the engine
+# validates them (a missing lr passed check and failed run), in run's words; nothing is written.
+set(nolr_dir ${CMAKE_CURRENT_BINARY_DIR}/scenario_check_job)
+twinrun_expect_sh(scenario_check_job 2 "nolr.yaml: the job does not fit this layout: --lr is required and must be > 0.*check wrote nothing.*nolr.yaml: the job does not fit this layout: --lr is required and must be > 0"
+  "rm -rf ${nolr_dir} && mkdir -p ${nolr_dir} && cd ${nolr_dir} && printf 'name: nolr\\ncluster: {nodes: 1, gpus_per_node: 1}\\nmodel: {preset: tiny}\\ntraining: {train-iters: 4, micro-batch-size: 1, global-batch-size: 1}\\ndata: {mock: true}\\n' >nolr.yaml && ${scn} check nolr.yaml --work w\ncheck=$?\n[ ! -e w ] && echo check wrote nothing\n${scn} run nolr.yaml --work w\nrun=$?\n[ $check = 2 ] && exit $run"
+  LABELS ${labels} PROPERTIES FAIL_REGULAR_EXPRESSION ": ok \\(")
+
 # The flagship, as the README's main command runs it.
 twinrun_expect(NAME scenario_thousand_card EXIT 0 OUTPUT "PASSED: [0-9]+/[0-9]+ expectations"
   LABELS ${labels} heavy PROPERTIES TIMEOUT 1200
