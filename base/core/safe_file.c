@@ -118,12 +118,12 @@ int tr_safe_write(const char *path, const void *text, size_t n, bool overwrite, 
 }
 
 static const char *file_kind(mode_t m) {
-    return S_ISFIFO(m)   ? "a FIFO"
-           : S_ISCHR(m)  ? "a character device"
-           : S_ISBLK(m)  ? "a block device"
-           : S_ISSOCK(m) ? "a socket"
-           : S_ISDIR(m)  ? "a directory"
-                         : "not a file";
+    return S_ISFIFO(m)   ? "is a FIFO"
+           : S_ISCHR(m)  ? "is a character device"
+           : S_ISBLK(m)  ? "is a block device"
+           : S_ISSOCK(m) ? "is a socket"
+           : S_ISDIR(m)  ? "is a directory"
+                         : "is no file";
 }
 
 int tr_safe_open_regular(const char *path, char *why, size_t whylen) {

@@ -223,6 +223,13 @@ int train_resume_check(tr_config *cfg, char *err, size_t errlen) {
     snprintf(where, sizeof where, "--load %s iteration %lld", cfg->load, (long long)it);
     tr_errlist el;
     tr_errlist_init(&el);
+    /* another shape is an error whatever the flags (the weights would mean something else); listed first,
+     * with whatever else changed, so one round fixes the command line */
+    ckpt_model_shape run;
+    ckpt_model_from_config(cfg, &run);
+    char at[TR_PATH_LEN + 32], shape[1024];
+    snprintf(at, sizeof at, "%s iteration %lld", cfg->load, (long long)it);
+    if (ckpt_model_compare(&m.model, &run, at, shape, sizeof shape)) tr_errlist_add(&el, "%s", shape);
     check_schedule(cfg, &m, where, &el);
     check_seed(cfg, &m, where, &el);
     if (m.prov.present) {

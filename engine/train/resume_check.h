@@ -5,7 +5,7 @@
  * and the tokenizer (refused unless --allow-data-change / --allow-tokenizer-change), the batch sizes
  * and the build that saved (said, and the run goes on, as Megatron goes on). --finetune and
  * --no-load-optim load no scheduler, --finetune no data position or seed either: then each change is
- * only said. The model's shape is checked where the weights are read (ckpt_model_compare). */
+ * only said. Another model shape is an error, listed first (ckpt_model_compare, which the load repeats). */
 #ifndef TWINRUN_ENGINE_TRAIN_RESUME_CHECK_H
 #define TWINRUN_ENGINE_TRAIN_RESUME_CHECK_H
 

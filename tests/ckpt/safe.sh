@@ -152,7 +152,7 @@ two_jobs)
     four
     # shellcheck disable=SC2086
     $train --load "$ck" --save "$ck" --save-interval 1000000 --train-iters 50000 --log-interval 1000000 \
-        >"$work/$case.first.out" 2>&1 &
+        --override-opt_param-scheduler >"$work/$case.first.out" 2>&1 &
     first=$!
     for _ in $(seq 300); do [ -s "$ck/.twinrun.lock" ] && break; sleep 0.1; done
     h=$(tree_hash "$ck")
@@ -279,7 +279,7 @@ fifo)
     h=$(tree_hash "$ck")
     for f in shard_00000.bin manifest.json; do
         rm -rf "$ck.f" && cp -r "$ck" "$ck.f" && fifo_in "$ck.f/iter_0000004/$f"
-        msg="$ck.f/iter_0000004/$f: a FIFO, not a regular file; a checkpoint's files are regular files: put back the file the save wrote"
+        msg="$ck.f/iter_0000004/$f: is a FIFO, not a regular file; a checkpoint's files are regular files: put back the file the save wrote"
         expect_rc 1 timeout 60 "$bin/ckpt" verify "$ck.f"
         hasF "$msg"
         hasF "an older complete checkpoint exists: iteration 2"
@@ -291,7 +291,7 @@ fifo)
         lacks "iteration  *5/"
     done
     expect_rc 1 timeout 60 "$bin/ckpt" inspect "$ck.f"
-    hasF "manifest.json: a FIFO, not a regular file"
+    hasF "manifest.json: is a FIFO, not a regular file"
     [ "$(tree_hash "$ck")" = "$h" ] || fail "the checkpoints changed"
     # the lock file of --save: the holder's line is not read from a FIFO
     rm -rf "$ck.f" && cp -r "$ck" "$ck.f" && mkfifo "$ck.f/.twinrun.lock"
@@ -304,16 +304,16 @@ fifo)
     real=$(echo "$tiny" | sed 's/--mock-data//')
     # shellcheck disable=SC2086
     expect_rc 2 timeout 60 "$bin/train_llama3" $real --data-path "$work/$case.d"
-    hasF "$work/$case.d.idx: cannot open: a FIFO, not a regular file"
+    hasF "$work/$case.d.idx: cannot open: is a FIFO, not a regular file"
     # shellcheck disable=SC2086
     expect_rc 2 timeout 60 "$bin/train_llama3" $real --tokens-file "$work/$case.tokens"
-    hasF "--tokens-file $work/$case.tokens: cannot open: a FIFO, not a regular file"
+    hasF "--tokens-file $work/$case.tokens: cannot open: is a FIFO, not a regular file"
     # a tokenizer's files
     mkdir "$work/$case.tok" && cp "$src/tests/data/tokenizer_small/tokenizer_config.json" "$work/$case.tok/" &&
         mkfifo "$work/$case.tok/tokenizer.json"
     # shellcheck disable=SC2086
     expect_rc 2 timeout 60 $train --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$work/$case.tok"
-    hasF "$work/$case.tok/tokenizer.json: a FIFO, not a regular file"
+    hasF "$work/$case.tok/tokenizer.json: is a FIFO, not a regular file"
     rm -rf "$ck.f" "$work/$case.tok" ;;
 *)
     fail "no case $case" ;;
