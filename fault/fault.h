@@ -103,6 +103,21 @@ void fault_spec_default(fault_spec *f, fault_kind k);
 /* Checks one spec against a world of `world` ranks on nodes of `gpus_per_node`; -1 with err naming
  * the field and the fix. */
 int fault_spec_check(const fault_spec *f, int world, int gpus_per_node, char *err, size_t errlen);
+/* What a fault is checked against beyond the world: the job's length, model and saves, each with the name
+ * its caller gives the setting (a scenario's "training.train-iters", train_llama3's "--train-iters"). A
+ * value of 0 is unknown and not checked (train_iters, num_layers); save_interval 0: no checkpoints. */
+typedef struct fault_job {
+    int world, gpus_per_node;
+    int64_t train_iters;
+    int num_layers, save_interval;
+    const char *iters_name, *layers_name, *interval_name;
+} fault_job;
+/* Which part of a fault fault_spec_check_job found wrong (a scenario points at that line). */
+typedef enum fault_check_at { FAULT_AT_SPEC, FAULT_AT_STEP, FAULT_AT_LAYER } fault_check_at;
+/* The one check of a fault against its job, for TWINRUN_FAULTS and scenarios alike: fault_spec_check,
+ * then a step within train_iters (it would never fire), a layer the model has, and a checkpoint fault at
+ * an iteration the job saves. -1 with err naming the setting and the fix, *at (may be NULL) what is wrong. */
+int fault_spec_check_job(const fault_spec *f, const fault_job *j, fault_check_at *at, char *err, size_t errlen);
 /* One line describing the fault: "hang of rank 213 before dp all_reduce at iteration 3". */
 void fault_spec_describe(const fault_spec *f, char *out, size_t outlen);
 /* True when the fault targets global rank r (its rank, or a rank of its node). */

@@ -303,3 +303,29 @@ void fault_plan_free(fault_plan *p) {
     memset(p, 0, sizeof *p);
     p->gpus_per_node = gpn;
 }
+
+int fault_spec_check_job(const fault_spec *f, const fault_job *j, fault_check_at *at, char *err, size_t errlen) {
+    fault_check_at ignored;
+    if (!at) at = &ignored;
+    *at = FAULT_AT_SPEC;
+    if (fault_spec_check(f, j->world, j->gpus_per_node, err, errlen)) return -1;
+    *at = FAULT_AT_STEP;
+    if (j->train_iters > 0 && f->step > j->train_iters) /* a start-up kind has step 0 */
+        return tr_errf(err, errlen, "step %lld is beyond %s %lld: it would never fire; use a step in 1-%lld",
+                       (long long)f->step, j->iters_name, (long long)j->train_iters, (long long)j->train_iters);
+    *at = FAULT_AT_LAYER;
+    if (f->layer >= 0 && j->num_layers > 0 && f->layer >= j->num_layers)
+        return tr_errf(err, errlen, "layer %d does not exist: %s is %d (layers 0-%d)", f->layer, j->layers_name,
+                       j->num_layers, j->num_layers - 1);
+    const bool ckpt = f->kind == FAULT_CKPT_ENOSPC || f->kind == FAULT_CKPT_CRASH || f->kind == FAULT_CKPT_CORRUPT;
+    *at = FAULT_AT_SPEC;
+    if (ckpt && j->save_interval <= 0)
+        return tr_errf(err, errlen, "the job saves no checkpoints: set %s", j->interval_name);
+    *at = FAULT_AT_STEP;
+    if (ckpt && f->step % j->save_interval != 0 && f->step != j->train_iters)
+        return tr_errf(err, errlen,
+                       "no checkpoint is saved at iteration %lld: use a multiple of %s %d (or train-iters %lld)",
+                       (long long)f->step, j->interval_name, j->save_interval, (long long)j->train_iters);
+    *at = FAULT_AT_SPEC;
+    return 0;
+}

@@ -75,6 +75,14 @@ int runner_check_faults(const scenario *s, char *err, size_t errlen) {
     return 0;
 }
 
+int runner_check(const scenario *s, const char *work_dir, char *err, size_t errlen) {
+    sc_run_options o = {.work_dir = work_dir};
+    sc_job j;
+    int rc = runner_job_init(&j, s, &o, err, errlen);
+    runner_job_free(&j);
+    return rc ? -1 : runner_check_faults(s, err, errlen);
+}
+
 int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     snprintf(r->name, sizeof r->name, "%s", s->name);

@@ -1,6 +1,7 @@
 /* faults:, campaign: and expect:, checked against the cluster and the job they run on: a fault
  * that can never fire (a rank that does not exist, a step after the last iteration, a
  * checkpoint fault at an iteration that saves nothing) is a mistake in the scenario. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,10 +55,6 @@ static int key_text(sc_ctx *c, const scn_node *v, const char *path, fault_key k,
 }
 
 /* Whether the job writes a checkpoint after iteration `step`: every interval, and at the end. */
-static bool saves_at(const scenario *s, int64_t step) {
-    return s->save_interval > 0 && (step % s->save_interval == 0 || step == s->train_iters);
-}
-
 static int load_fault(sc_ctx *c, const scn_node *item, int idx, scenario *s, fault_spec *f) {
     char path[64], kpath[96], text[64], msg[384];
     snprintf(path, sizeof path, "faults[%d]", idx);
@@ -102,28 +99,23 @@ static int load_fault(sc_ctx *c, const scn_node *item, int idx, scenario *s, fau
         given |= 1u << key;
     }
 
-    int world = s->nodes * s->gpus_per_node;
-    if (fault_spec_check(f, world, s->gpus_per_node, msg, sizeof msg))
-        return scenario_fail(c, item, "%s (%s): %s", path, kn, msg);
-    if (f->step > s->train_iters) /* a start-up kind has step 0 */
-        return scenario_fail(c, sv ? sv : item,
-                             "%s (%s): step %lld is beyond training.train-iters %lld: it would never fire; "
-                             "use a step in 1-%lld",
-                             path, kn, (long long)f->step, (long long)s->train_iters, (long long)s->train_iters);
     const sc_flag *nl = scenario_flag_last(s, "num-layers");
     long long layers = nl && nl->value ? strtoll(nl->value, NULL, 10) : 0;
-    if (f->layer >= 0 && layers > 0 && f->layer >= layers)
-        return scenario_fail(c, scenario_yaml_get(item, "layer", NULL),
-                             "%s (%s): layer %d does not exist: num-layers is %lld (layers 0-%lld)", path, kn, f->layer,
-                             layers, layers - 1);
-    bool ckpt = kind == FAULT_CKPT_ENOSPC || kind == FAULT_CKPT_CRASH || kind == FAULT_CKPT_CORRUPT;
-    if (ckpt && s->save_interval == 0)
-        return scenario_fail(c, item, "%s (%s): the job saves no checkpoints: set checkpoint.interval", path, kn);
-    if (ckpt && !saves_at(s, f->step))
-        return scenario_fail(c, sv ? sv : item,
-                             "%s (%s): no checkpoint is saved at iteration %lld: use a multiple of "
-                             "checkpoint.interval %d (or train-iters %lld)",
-                             path, kn, (long long)f->step, s->save_interval, (long long)s->train_iters);
+    const fault_job job = {.world = s->nodes * s->gpus_per_node,
+                           .gpus_per_node = s->gpus_per_node,
+                           .train_iters = s->train_iters,
+                           .num_layers = layers > 0 && layers <= INT32_MAX ? (int)layers : 0,
+                           .save_interval = s->save_interval,
+                           .iters_name = "training.train-iters",
+                           .layers_name = "num-layers",
+                           .interval_name = "checkpoint.interval"};
+    fault_check_at at;
+    if (fault_spec_check_job(f, &job, &at, msg, sizeof msg)) {
+        const scn_node *where = at == FAULT_AT_STEP && sv ? sv : item;
+        if (at == FAULT_AT_LAYER && scenario_yaml_get(item, "layer", NULL))
+            where = scenario_yaml_get(item, "layer", NULL);
+        return scenario_fail(c, where, "%s (%s): %s", path, kn, msg);
+    }
     fault_spec_normalize(f, given, s->gpus_per_node);
     return 0;
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/safe_file.h"
 #include "core/text.h"
 #include "scenario_internal.h"
 
@@ -220,11 +221,8 @@ int scenario_resolve_path(const char *base, const char *rel, char *out, size_t o
 int scenario_read_file(const char *path, char **text, size_t *len, char *why, size_t whylen) {
     *text = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(why, whylen, "%s", strerror(errno));
-        return -1;
-    }
+    FILE *f = tr_safe_fopen_regular(path, why, whylen);
+    if (!f) return -1;
     struct stat st;
     /* a FIFO or device would never end or never stop: only regular files */
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {

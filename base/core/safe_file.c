@@ -116,3 +116,50 @@ int tr_safe_write(const char *path, const void *text, size_t n, bool overwrite, 
     }
     return tr_safe_commit(&s, err, errlen);
 }
+
+static const char *file_kind(mode_t m) {
+    return S_ISFIFO(m)   ? "is a FIFO"
+           : S_ISCHR(m)  ? "is a character device"
+           : S_ISBLK(m)  ? "is a block device"
+           : S_ISSOCK(m) ? "is a socket"
+           : S_ISDIR(m)  ? "is a directory"
+                         : "is no file";
+}
+
+int tr_safe_open_regular(const char *path, char *why, size_t whylen) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        const int e = errno;
+        if (why) snprintf(why, whylen, "%s", strerror(e));
+        errno = e;
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const int e = errno;
+        const bool statted = fstat(fd, &st) == 0;
+        close(fd);
+        if (why) {
+            if (statted) snprintf(why, whylen, "%s, not a regular file", file_kind(st.st_mode));
+            else snprintf(why, whylen, "%s", strerror(e));
+        }
+        errno = statted ? 0 : e;
+        return -1;
+    }
+    const int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK); /* a regular file's reads never block anyway */
+    return fd;
+}
+
+FILE *tr_safe_fopen_regular(const char *path, char *why, size_t whylen) {
+    const int fd = tr_safe_open_regular(path, why, whylen);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        const int e = errno;
+        if (why) snprintf(why, whylen, "%s", strerror(e));
+        close(fd);
+        errno = e;
+    }
+    return f;
+}

@@ -40,4 +40,13 @@ int tr_safe_rename(tr_safe_file *s, char *err, size_t errlen);
 int tr_safe_write(const char *path, const void *text, size_t n, bool overwrite, const char *hint, char *err,
                   size_t errlen);
 
+/* Reading a file that must be a regular file (a checkpoint shard, a manifest, a dataset, a tokenizer, a
+ * configuration): opened with O_NONBLOCK first, so that a FIFO or a device in its place is refused at
+ * once instead of blocking the open (a FIFO waits forever for a writer) or every read, then switched back
+ * to blocking reads. Returns the descriptor (O_CLOEXEC), or -1 with errno and why set: errno the open's
+ * error (why its text), or 0 when the path is no regular file (why: "is a FIFO, not a regular file", ...). */
+int tr_safe_open_regular(const char *path, char *why, size_t whylen);
+/* The same as a stdio stream for reading ("rb"); NULL as above. */
+FILE *tr_safe_fopen_regular(const char *path, char *why, size_t whylen);
+
 #endif

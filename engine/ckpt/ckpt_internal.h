@@ -102,6 +102,9 @@ int ckpt_write_all(const ckpt_io *io, int fd, const void *buf, size_t n, const c
                    uint64_t total, char *err, size_t errlen);
 /* The message for a failed io call. */
 int ckpt_io_err(const char *what, const char *path, int errnum, char *err, size_t errlen);
+/* Opens a checkpoint file for reading: a regular file only (a FIFO or device in its place is refused at
+ * once, naming what it is). The descriptor, or -1 with err. */
+int ckpt_open_read(const char *path, char *err, size_t errlen);
 
 /* Reads a whole small file (NUL-terminated, at most max bytes). malloc'd, NULL with err. */
 char *ckpt_read_small(const char *path, size_t max, size_t *len, char *err, size_t errlen);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt_internal.h"
+#include "core/safe_file.h"
 #include "twinrun/err.h"
 
 static int px_open(void *ctx, const char *path, int flags, int mode) {
@@ -65,6 +66,16 @@ int ckpt_io_err(const char *what, const char *path, int errnum, char *err, size_
     return tr_errf(err, errlen, "%s: %s failed: %s", path, what, strerror(errnum));
 }
 
+int ckpt_open_read(const char *path, char *err, size_t errlen) {
+    char why[256];
+    const int fd = tr_safe_open_regular(path, why, sizeof why);
+    if (fd >= 0) return fd;
+    if (errno) return ckpt_io_err("open", path, errno, err, errlen);
+    /* a FIFO would block the open, a device every read: refused before either */
+    return tr_errf(err, errlen, "%s: %s; a checkpoint's files are regular files: put back the file the save wrote",
+                   path, why);
+}
+
 int ckpt_write_all(const ckpt_io *io, int fd, const void *buf, size_t n, const char *path, uint64_t done,
                    uint64_t total, char *err, size_t errlen) {
     const uint8_t *p = buf;
@@ -102,9 +113,10 @@ int ckpt_write_atomic(const ckpt_io *io, const char *path, const char *parent_di
 }
 
 char *ckpt_read_small(const char *path, size_t max, size_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
+    const int fd = ckpt_open_read(path, err, errlen);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
-        ckpt_io_err("open", path, errno, err, errlen);
+        if (fd >= 0) ckpt_io_err("open", path, errno, err, errlen), close(fd);
         return NULL;
     }
     /* sized by the file, not by the limit: a 64 MiB buffer per manifest read is slow under valgrind */

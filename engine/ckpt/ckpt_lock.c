@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt_internal.h"
+#include "core/safe_file.h"
 #include "twinrun/err.h"
 
 #ifndef F_OFD_SETLK
@@ -37,7 +38,7 @@ static int lock_fd(int fd) {
 /* The holder's line from the file, for the refusal. */
 static void holder_of(const char *path, char *out, size_t cap) {
     snprintf(out, cap, "its identity is not recorded");
-    FILE *f = fopen(path, "r");
+    FILE *f = tr_safe_fopen_regular(path, NULL, 0);
     if (!f) return;
     char line[512];
     if (fgets(line, sizeof line, f)) {
@@ -53,11 +54,22 @@ ckpt_lock *ckpt_lock_take(const char *dir, char *err, size_t errlen) {
     ckpt_pathf(l->path, sizeof l->path, "%s/%s", dir, CKPT_LOCK);
     /* the holder may remove the file between our open and our lock: then lock the new one */
     for (int attempt = 0; attempt < 8; attempt++) {
-        l->fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        /* O_NONBLOCK: a FIFO or device in the lock file's place must not block the open; refused below */
+        l->fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
         if (l->fd < 0) {
             tr_errf(err, errlen,
                     "--save %s: cannot create its lock file %s: %s; give a --save directory this job can write", dir,
                     l->path, strerror(errno));
+            free(l);
+            return NULL;
+        }
+        struct stat st;
+        if (fstat(l->fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+            close(l->fd);
+            tr_errf(err, errlen,
+                    "--save %s: %s is not a regular file (twinrun's lock file is one); remove it, or give another "
+                    "--save",
+                    dir, l->path);
             free(l);
             return NULL;
         }

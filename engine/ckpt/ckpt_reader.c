@@ -157,9 +157,9 @@ static int shard_fd(ckpt_reader *r, int shard, char *err, size_t errlen) {
     if (r->fd[slot] >= 0) close(r->fd[slot]);
     char path[TR_CKPT_PATH_MAX];
     ckpt_pathf(path, sizeof path, "%s/%s", r->idir, r->m.files[shard].name);
-    r->fd[slot] = open(path, O_RDONLY | O_CLOEXEC);
+    r->fd[slot] = ckpt_open_read(path, err, errlen);
     r->fd_shard[slot] = r->fd[slot] >= 0 ? shard : -1;
-    if (r->fd[slot] < 0) return ckpt_io_err("open", path, errno, err, errlen);
+    if (r->fd[slot] < 0) return -1;
     return r->fd[slot];
 }
 
@@ -171,7 +171,7 @@ static const shard_map *shard_map_of(ckpt_reader *r, int shard) {
     const size_t len = (size_t)r->m.files[shard].size;
     char path[TR_CKPT_PATH_MAX];
     ckpt_pathf(path, sizeof path, "%s/%s", r->idir, r->m.files[shard].name);
-    const int fd = len ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    const int fd = len ? ckpt_open_read(path, NULL, 0) : -1;
     if (fd < 0) return m; /* the pread path opens it again and reports the error */
     /* Only a file still of the manifest's size: one cut short since the open (another process, a full
      * disk's repair) would fault with SIGBUS where the mapping passes its end; pread reports it instead. */

@@ -24,8 +24,8 @@ static int read_at(int fd, void *buf, size_t n, uint64_t off) {
 
 int ckpt_shard_header_load(ckpt_shard_header *h, const char *path, char *err, size_t errlen) {
     memset(h, 0, sizeof *h);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ckpt_io_err("open", path, errno, err, errlen);
+    int fd = ckpt_open_read(path, err, errlen);
+    if (fd < 0) return -1;
     uint8_t fixed[16];
     uint8_t *buf = NULL;
     int rc = -1;
@@ -62,8 +62,8 @@ out:
 
 /* Reads the file once: its CRC, and each blob's CRC compared with the header's. */
 static int check_data(const char *path, const ckpt_shard_header *h, uint32_t *file_crc, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ckpt_io_err("open", path, errno, err, errlen);
+    int fd = ckpt_open_read(path, err, errlen);
+    if (fd < 0) return -1;
     /* no bigger than the file: small shards (tests, valgrind) should not pay for 8 MiB buffers */
     const size_t CHUNK = h->file_size < ((size_t)8 << 20) ? (size_t)h->file_size + 1 : ((size_t)8 << 20);
     uint8_t *buf = malloc(CHUNK);

@@ -1,5 +1,6 @@
 /* train_llama3: Megatron-LM's pretrain_gpt.py flags, one rank, on whichever backend this binary
  * was linked with (the twin or CUDA). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,29 @@ int main(int argc, char **argv) {
         if (fault_plan_parse(faults, world, per_node, &plan, err, sizeof err)) {
             fprintf(stderr, "train_llama3: TWINRUN_FAULTS: %s\n", err);
             return TR_EXIT_USAGE;
+        }
+        /* against this job, by the check scenarios use: a fault that could never fire is refused */
+        const int64_t iters = cfg.train_iters > 0
+                                  ? cfg.train_iters
+                                  : cfg.train_samples / (cfg.global_batch_size > 0 ? cfg.global_batch_size : 1);
+        const fault_job job = {.world = world,
+                               .gpus_per_node = per_node,
+                               .train_iters = iters,
+                               .num_layers = cfg.num_layers,
+                               .save_interval = !cfg.save[0]            ? 0
+                                                : cfg.save_interval > 0 ? cfg.save_interval
+                                                                        : (int)(iters < INT32_MAX ? iters : 0),
+                               .iters_name = "--train-iters",
+                               .layers_name = "--num-layers",
+                               .interval_name = "--save and --save-interval"};
+        for (int i = 0; i < plan.n; i++) {
+            if (fault_spec_check_job(&plan.faults[i], &job, NULL, err, sizeof err)) {
+                char what[256];
+                fault_spec_describe(&plan.faults[i], what, sizeof what);
+                fprintf(stderr, "train_llama3: TWINRUN_FAULTS: fault %d (%s): %s\n", i + 1, what, err);
+                fault_plan_free(&plan);
+                return TR_EXIT_USAGE;
+            }
         }
         cfg.faults = &plan;
     }

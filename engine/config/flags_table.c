@@ -513,7 +513,14 @@ static const tr_flag FLAGS[] = {
      .help = "load weights only; iteration 0, fresh optimizer, scheduler and RNG"},
     {"--no-load-optim", TR_K_BOOL, TR_SEC_CHECKPOINT, F(no_load_optim), .def = "off",
      .help = "do not load optimizer state"},
-    {"--no-load-rng", TR_K_BOOL, TR_SEC_CHECKPOINT, F(no_load_rng), .def = "off", .help = "do not load RNG state"},
+    {"--no-load-rng", TR_K_BOOL, TR_SEC_CHECKPOINT, F(no_load_rng), .def = "off",
+     .help = "do not load RNG state: twinrun's is the seed, so a resume may take another --seed (the data order "
+             "changes from there)"},
+    {"--override-opt_param-scheduler", TR_K_BOOL, TR_SEC_CHECKPOINT, F(override_opt_param_scheduler), .def = "off",
+     .help = "on resume, use this run's learning-rate schedule where it differs from the checkpoint's"},
+    {"--use-checkpoint-opt_param-scheduler", TR_K_BOOL, TR_SEC_CHECKPOINT, F(use_checkpoint_opt_param_scheduler),
+     .def = "off",
+     .help = "on resume, take the learning-rate schedule from the checkpoint instead of the command line"},
     {"--no-save-optim", TR_K_BOOL, TR_SEC_CHECKPOINT, .def = "off", .status = TR_ST_ACCEPTED,
      .reason = "twinrun always saves optimizer and RNG state so that a resume is bit-exact",
      .help = "leave optimizer state out of checkpoints"},
@@ -578,6 +585,11 @@ static const tr_flag FLAGS[] = {
     {"--overwrite-checkpoints", TR_K_BOOL, TR_SEC_TWINRUN, F(overwrite_checkpoints), .def = "off",
      .help = "let this run save over complete checkpoints in --save (a fresh start into a directory that holds "
              "some, or a resume from an older --ckpt-step); without it such a run is refused at start"},
+    {"--allow-data-change", TR_K_BOOL, TR_SEC_TWINRUN, F(allow_data_change), .def = "off",
+     .help = "resume although --data-path or its files differ from the checkpoint's (the data position carries over "
+             "in samples)"},
+    {"--allow-tokenizer-change", TR_K_BOOL, TR_SEC_TWINRUN, F(allow_tokenizer_change), .def = "off",
+     .help = "resume although the tokenizer differs from the checkpoint's"},
     {"--predict", TR_K_BOOL, TR_SEC_TWINRUN, F(predict), .def = "off",
      .help = "twin build only: run the job at full size in shape-only mode (memory and simulated time, no math) and "
              "report whether it fits and how fast a step is (docs/prediction.md)"},

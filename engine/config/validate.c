@@ -116,6 +116,18 @@ static int check_model(const tr_config *c, tr_errlist *el) {
     if (c->make_vocab_size_divisible_by < 1)
         return tr_errlist_add(el, "--make-vocab-size-divisible-by %d must be at least 1",
                               c->make_vocab_size_divisible_by);
+    /* the padded vocabulary (a multiple of --make-vocab-size-divisible-by x TP) is an int row count and
+     * token ids are int32: a size whose padding passes INT32_MAX would wrap negative further on */
+    const int64_t mult = (int64_t)c->make_vocab_size_divisible_by *
+                         (c->tensor_model_parallel_size > 0 ? c->tensor_model_parallel_size : 1);
+    const int64_t padded = ((int64_t)c->vocab_size + mult - 1) / mult * mult;
+    if (c->vocab_size > 0 && padded > INT32_MAX)
+        return tr_errlist_add(el,
+                              "--vocab-size %d padded to a multiple of %lld (--make-vocab-size-divisible-by %d x "
+                              "TP %d) is %lld, beyond %d (token ids are 32-bit); give the tokenizer's "
+                              "vocabulary (Llama 3: 128256)",
+                              c->vocab_size, (long long)mult, c->make_vocab_size_divisible_by,
+                              c->tensor_model_parallel_size, (long long)padded, INT32_MAX);
     return 0;
 }
 

@@ -1,5 +1,6 @@
 /* GPTDataset: description, cache, samples (see gpt_dataset.h). */
 #include "data/gpt_dataset.h"
+#include "core/safe_file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -91,7 +92,7 @@ static int cache_path(char *out, size_t cap, const tr_gpt_config *cfg, const tr_
 }
 
 static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = tr_safe_fopen_regular(path, NULL, 0);
     if (!f) return NULL;
     size_t cap = 4096, n = 0;
     char *b = malloc(cap);

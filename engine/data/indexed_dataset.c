@@ -153,8 +153,9 @@ fail:
 }
 
 static int read_file(const char *path, unsigned char **buf, size_t *len, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return tr_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    char why[256];
+    int fd = tr_safe_open_regular(path, why, sizeof why); /* a FIFO there would block the open */
+    if (fd < 0) return tr_errf(err, errlen, "%s: cannot open: %s", path, why);
     struct stat st;
     if (fstat(fd, &st) != 0) {
         close(fd);
@@ -187,12 +188,13 @@ tr_idx_dataset *tr_idx_open(const char *prefix, bool use_mmap, char *err, size_t
         tr_errf(err, errlen, "%s: path too long", prefix);
         return NULL;
     }
-    int fd = open(bpath, O_RDONLY);
+    char why[256];
+    int fd = tr_safe_open_regular(bpath, why, sizeof why);
     if (fd < 0) {
         tr_errf(err, errlen,
                 "%s: cannot open the token file: %s (a dataset is <prefix>.bin + <prefix>.idx; pass "
                 "the prefix to --data-path)",
-                bpath, strerror(errno));
+                bpath, why);
         return NULL;
     }
     struct stat st;

@@ -1,6 +1,7 @@
 /* .npy reader/writer (see npy.h). The header is a Python dict literal; we accept the keys in any
  * order with the spacing variations numpy has produced over the years, nothing more. */
 #include "data/npy.h"
+#include "core/safe_file.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -163,8 +164,9 @@ int tr_npy_parse(const void *buf, size_t len, const char *what, tr_npy *a, char 
 
 int tr_npy_load(const char *path, tr_npy *a, char *err, size_t errlen) {
     memset(a, 0, sizeof *a);
-    FILE *f = fopen(path, "rb");
-    if (!f) return tr_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    char why[256];
+    FILE *f = tr_safe_fopen_regular(path, why, sizeof why);
+    if (!f) return tr_errf(err, errlen, "%s: cannot open: %s", path, why);
     if (fseek(f, 0, SEEK_END) != 0) {
         fclose(f);
         return tr_errf(err, errlen, "%s: cannot seek", path);

@@ -1,6 +1,7 @@
 /* Hugging Face LlamaConfig (config.json) -> hf_llama_config, strictly: anything twinrun's Llama
  * cannot reproduce exactly is an error rather than a silently different model. */
 #include "io/hf_config.h"
+#include "core/safe_file.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -316,8 +317,9 @@ int hf_config_parse(hf_llama_config *out, const char *json, size_t len, const ch
 }
 
 int hf_config_load(hf_llama_config *out, const char *path, char *err, size_t errlen) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return tr_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    char why[256];
+    FILE *fp = tr_safe_fopen_regular(path, why, sizeof why);
+    if (!fp) return tr_errf(err, errlen, "%s: cannot open: %s", path, why);
     char *buf = NULL;
     size_t len = 0, cap = 0;
     int rc = 0;

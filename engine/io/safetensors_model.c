@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/safe_file.h"
 #include "io/safetensors.h"
 #include "twinrun/err.h"
 
@@ -34,9 +35,10 @@ static int join(char *out, size_t outlen, const char *dir, const char *name, cha
 }
 
 static char *slurp(const char *path, size_t *len_out, char *err, size_t errlen) {
-    FILE *fp = fopen(path, "rb");
+    char why[256];
+    FILE *fp = tr_safe_fopen_regular(path, why, sizeof why);
     if (!fp) {
-        tr_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        tr_errf(err, errlen, "%s: cannot open: %s", path, why);
         return NULL;
     }
     char *buf = NULL;

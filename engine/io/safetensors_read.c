@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/safe_file.h"
 #include "io/safetensors.h"
 #include "io/safetensors_internal.h"
 #include "twinrun/err.h"
@@ -420,8 +421,9 @@ int st_open(st_file *f, const char *path, char *err, size_t errlen) {
         return tr_errf(err, errlen, "%.200s...: path longer than %zu bytes; use a shorter path", path,
                        sizeof f->path - 1);
     set_path(f, path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tr_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    char why[256];
+    int fd = tr_safe_open_regular(path, why, sizeof why);
+    if (fd < 0) return tr_errf(err, errlen, "%s: cannot open: %s", path, why);
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/safe_file.h"
 #include "tok/tok_dir.h"
 #include "twinrun/err.h"
 
@@ -18,9 +19,10 @@
 
 /* The whole file, NUL-terminated; NULL with err (missing, unreadable, empty). */
 static char *slurp(const char *path, size_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
+    char why[256];
+    FILE *f = tr_safe_fopen_regular(path, why, sizeof why);
     if (!f) {
-        tr_errf(err, errlen, "%s: %s; %s", path, strerror(errno), HF_FIX);
+        tr_errf(err, errlen, "%s: %s; %s", path, why, HF_FIX);
         return NULL;
     }
     char *s = NULL;

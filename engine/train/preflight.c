@@ -1,4 +1,5 @@
 #include "train/preflight.h"
+#include "core/safe_file.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,7 +129,7 @@ uint64_t train_data_fingerprint(const tr_config *cfg) {
         for (int e = 0; e < 2; e++) {
             char path[TR_PATH_LEN + 8];
             snprintf(path, sizeof path, "%s%s", cfg->data_path[i], ext[e]);
-            FILE *f = fopen(path, "rb");
+            FILE *f = tr_safe_fopen_regular(path, NULL, 0);
             if (!f) continue;
             if (!h) h = TR_FNV_OFFSET;
             /* the whole index (small) and the data file's size and first megabyte */

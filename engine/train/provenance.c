@@ -1,4 +1,5 @@
 #include "train/provenance.h"
+#include "core/safe_file.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -14,7 +15,7 @@ _Static_assert(TR_MAX_PATHS <= CKPT_PROV_MAX_PATHS && TR_PATH_LEN <= CKPT_PROV_P
 
 /* Adds a file's name and bytes to h (h unchanged when it cannot be read). */
 static uint64_t hash_file(uint64_t h, const char *path, const char *name) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = tr_safe_fopen_regular(path, NULL, 0);
     if (!f) return h;
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) return fclose(f), h;

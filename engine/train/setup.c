@@ -13,6 +13,7 @@
 #include "tok/tok_dir.h"
 #include "train/batch_source.h"
 #include "train/checkpoint.h"
+#include "train/resume_check.h"
 #include "train/trainer.h"
 #include "twinrun/err.h"
 
@@ -102,7 +103,8 @@ int train_prepare_config(tr_config *cfg, int world, char *err, size_t errlen) {
     llama_check_config(cfg, &el);
     check_tokenizer_model(cfg, &el);
     if (tr_errlist_format(&el, err, errlen)) return -1;
-    return tr_config_finalize(cfg, world, err, errlen);
+    if (tr_config_finalize(cfg, world, err, errlen)) return -1;
+    return train_resume_check(cfg, err, errlen); /* what a resume changes of its checkpoint, before any rank */
 }
 
 static int data_next(void *ctx, int micro, int32_t *tokens, int32_t *labels, float *mask, int32_t *pos, char *err,

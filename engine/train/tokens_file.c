@@ -1,6 +1,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/safe_file.h"
 #include "train/batch_source.h"
 #include "twinrun/err.h"
 
@@ -66,10 +67,11 @@ int train_tokens_file_open(tr_batch_source *src, const tr_config *cfg, int dp_ra
     if (!tf) return tr_errf(err, errlen, "out of host memory");
     tf->dp_rank = dp_rank, tf->dp_size = dp_size;
     snprintf(tf->path, sizeof tf->path, "%s", cfg->tokens_file);
-    tf->f = fopen(cfg->tokens_file, "rb");
+    char why[256];
+    tf->f = tr_safe_fopen_regular(cfg->tokens_file, why, sizeof why);
     if (!tf->f) {
         tokens_file_close(tf);
-        return tr_errf(err, errlen, "--tokens-file %s: cannot open", cfg->tokens_file);
+        return tr_errf(err, errlen, "--tokens-file %s: cannot open: %s", cfg->tokens_file, why);
     }
     tf->mbs = cfg->micro_batch_size, tf->gbs = cfg->global_batch_size, tf->T = cfg->seq_length;
     fseek(tf->f, 0, SEEK_END);

@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
         }
         char dir[SC_PATH_LEN + SC_NAME_LEN + 2];
         snprintf(dir, sizeof dir, "%s/%s", work, s.name);
-        if (!run && (runner_check_faults(&s, err, sizeof err) || work_check(dir, err, sizeof err))) {
+        if (!run && (runner_check(&s, dir, err, sizeof err) || work_check(dir, err, sizeof err))) {
             fprintf(stderr, "scenario: %s\n", err);
             status = 2;
             scenario_free(&s);

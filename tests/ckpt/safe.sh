@@ -9,7 +9,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$work" && cd "$work" || exit 1
 out=$work/$case.out
 ck=$work/$case.ck
-rm -rf "$ck" "$work/$case".*.jsonl
+rm -rf "$ck" "$work/$case".* # what an earlier run of this case left
 
 . "$src/tests/common/expect.sh" # fail, expect_rc, has, hasF, lacks, count
 
@@ -152,7 +152,7 @@ two_jobs)
     four
     # shellcheck disable=SC2086
     $train --load "$ck" --save "$ck" --save-interval 1000000 --train-iters 50000 --log-interval 1000000 \
-        >"$work/$case.first.out" 2>&1 &
+        --override-opt_param-scheduler >"$work/$case.first.out" 2>&1 &
     first=$!
     for _ in $(seq 300); do [ -s "$ck/.twinrun.lock" ] && break; sleep 0.1; done
     h=$(tree_hash "$ck")
@@ -178,6 +178,143 @@ read_only)
     hasF "--save $dir cannot be written ("
     hasF "the first checkpoint would fail; fix its permissions or mount, or give another --save"
     lacks "iteration  *1/" ;;
+resume_changes)
+    # a resume that changes what the checkpoint recorded names each change and its fix; nothing is saved
+    # over the checkpoint when it is refused; the flag that allows the change lets the run go on
+    four
+    h=$(tree_hash "$ck")
+    refused() { # STATUS TEXT FLAGS...: the resume is refused naming TEXT, the checkpoints as they were
+        want=$1 text=$2; shift 2
+        # shellcheck disable=SC2086
+        expect_rc "$want" $train --load "$ck" --save "$ck" --save-interval 2 "$@"
+        hasF "$text"
+        lacks "iteration  *5/"
+        [ "$(tree_hash "$ck")" = "$h" ] || fail "the checkpoints changed after: $*"
+    }
+    at="--load $ck iteration 4"
+    refused 2 "$at was saved with --seed 1234, this run has --seed 7: the seed orders the data" --seed 7
+    hasF "pass --seed 1234 to continue the run, or --no-load-rng to go on with --seed 7"
+    refused 2 "$at was saved with another learning-rate schedule: --lr 0.002 (the checkpoint's 0.001); pass --override-opt_param-scheduler to use this run's, or --use-checkpoint-opt_param-scheduler to keep the checkpoint's (Megatron's rule)" --lr 2e-3
+    refused 2 "decay 20 samples (--lr-decay-iters/-samples, else --train-iters/-samples; the checkpoint's 16)" --train-iters 10
+    refused 2 "--lr-decay-style linear (the checkpoint's cosine)" --lr-decay-style linear
+    refused 2 "--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler are both set" --lr 2e-3 \
+        --override-opt_param-scheduler --use-checkpoint-opt_param-scheduler
+    # another model shape is an error (no flag resumes it)
+    refused 2 "$ck iteration 4: the checkpoint has --hidden-size 32, this run 64; use the checkpoint's value" \
+        --hidden-size 64
+    # the global batch is said, and (with an iteration-counted schedule) the schedule it stretches refused
+    refused 2 "$at: --global-batch-size 4 (the checkpoint's 2): the data position (8 samples) carries over" \
+        --global-batch-size 4
+    hasF "warmup 4 samples (--lr-warmup-iters/-samples/-fraction; the checkpoint's 2)"
+    # --use-checkpoint-opt_param-scheduler: the checkpoint's schedule, so the uninterrupted run's losses
+    # shellcheck disable=SC2086
+    expect_rc 0 $train --metrics-jsonl "$work/$case.straight.jsonl"
+    # shellcheck disable=SC2086
+    expect_rc 0 $train --load "$ck" --lr 2e-3 --min-lr 0 --use-checkpoint-opt_param-scheduler \
+        --metrics-jsonl "$work/$case.resumed.jsonl"
+    hasF "$at: --use-checkpoint-opt_param-scheduler: the checkpoint's learning-rate schedule, not the command line's: --lr 0.002 (the checkpoint's 0.001); --min-lr 0 (the checkpoint's 0.0001)"
+    same_tail "$work/$case.resumed.jsonl" "$work/$case.straight.jsonl" 4
+    # --override-opt_param-scheduler and --no-load-rng: this run's values, each change said
+    # shellcheck disable=SC2086
+    expect_rc 0 $train --load "$ck" --train-iters 10 --override-opt_param-scheduler --seed 7 --no-load-rng
+    hasF "$at: --override-opt_param-scheduler: this run's learning-rate schedule: decay 20 samples"
+    hasF "$at: --no-load-rng: --seed 7, not the checkpoint's 1234: the data order changes from here"
+    has "iteration  *10/  *10 |"
+    # --finetune loads neither: each change only said
+    # shellcheck disable=SC2086
+    expect_rc 0 $train --load "$ck" --finetune --seed 7 --lr 2e-3
+    hasF "$at: --seed 7 (the checkpoint's 1234): --finetune starts the data over in its order"
+    hasF "$at: this run's learning-rate schedule (--finetune does not load the checkpoint's): --lr 0.002" ;;
+resume_data)
+    # another dataset or tokenizer than the checkpoint's: refused naming both, unless the flag says so
+    tok=$src/tests/data/tokenizer_small
+    cp -r "$tok" "$work/$case.tok"
+    awk 'BEGIN { for (i = 0; i < 200; i++) printf "{\"text\": \"the quick brown fox %d jumps over the lazy dog %d\"}\n", i, i * 7 }' >"$work/$case.a.jsonl"
+    awk 'BEGIN { for (i = 0; i < 200; i++) printf "{\"text\": \"a slow green turtle %d walks under the busy cat %d\"}\n", i, i * 3 }' >"$work/$case.b.jsonl"
+    for d in a b; do
+        expect_rc 0 "$bin/dataset" preprocess --input "$work/$case.$d.jsonl" --output-prefix "$work/$case.$d" \
+            --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$work/$case.tok"
+    done
+    real=$(echo "$tiny" | sed 's/--mock-data//; s/--vocab-size 128//')
+    data() { echo "$real --vocab-size 4096 --tokenizer-type HuggingFaceTokenizer --tokenizer-model $work/$case.tok --data-path $work/$case.$1_text_document --split 100,0,0"; }
+    # shellcheck disable=SC2086
+    expect_rc 0 "$bin/train_llama3" $(data a) --save "$ck" --save-interval 2 --exit-interval 4
+    h=$(tree_hash "$ck")
+    at="--load $ck iteration 4"
+    # shellcheck disable=SC2086
+    expect_rc 2 "$bin/train_llama3" $(data b) --load "$ck" --save "$ck" --save-interval 2
+    hasF "$at was trained on other data: --data-path $work/$case.b_text_document (the checkpoint's $work/$case.a_text_document); its position (8 samples) means other samples here: give the checkpoint's data, or pass --allow-data-change to go on"
+    [ "$(tree_hash "$ck")" = "$h" ] || fail "the checkpoints changed"
+    # the same path, other bytes: named by the fingerprint
+    cp "$work/$case.a_text_document.bin" "$work/$case.keep.bin"
+    cp "$work/$case.a_text_document.idx" "$work/$case.keep.idx"
+    cp "$work/$case.b_text_document.bin" "$work/$case.a_text_document.bin"
+    cp "$work/$case.b_text_document.idx" "$work/$case.a_text_document.idx"
+    # shellcheck disable=SC2086
+    expect_rc 2 "$bin/train_llama3" $(data a) --load "$ck" --save "$ck" --save-interval 2
+    hasF "$at was trained on other data: the files of --data-path $work/$case.a_text_document changed since the save (fingerprint "
+    [ "$(tree_hash "$ck")" = "$h" ] || fail "the checkpoints changed"
+    # shellcheck disable=SC2086
+    expect_rc 0 "$bin/train_llama3" $(data a) --load "$ck" --allow-data-change
+    hasF "$at: --allow-data-change: the files of --data-path $work/$case.a_text_document changed since the save"
+    has "iteration  *8/  *8 |"
+    mv "$work/$case.keep.bin" "$work/$case.a_text_document.bin"
+    mv "$work/$case.keep.idx" "$work/$case.a_text_document.idx"
+    # another tokenizer (its files edited since the save)
+    echo '{}' >"$work/$case.tok/tokenizer_config.json"
+    # shellcheck disable=SC2086
+    expect_rc 2 "$bin/train_llama3" $(data a) --load "$ck" --save "$ck" --save-interval 2
+    hasF "$at was trained with another tokenizer: --tokenizer-type HuggingFaceTokenizer --tokenizer-model $work/$case.tok whose files changed since the save"
+    hasF "give the checkpoint's tokenizer, or pass --allow-tokenizer-change to go on"
+    [ "$(tree_hash "$ck")" = "$h" ] || fail "the checkpoints changed"
+    # shellcheck disable=SC2086
+    expect_rc 0 "$bin/train_llama3" $(data a) --load "$ck" --allow-tokenizer-change
+    hasF "$at: --allow-tokenizer-change: --tokenizer-type HuggingFaceTokenizer"
+    rm -rf "$work/$case.tok" ;;
+fifo)
+    # a FIFO where a file must be (a shard, the manifest, the lock file, a dataset, --tokens-file) is
+    # refused at once, naming it, instead of blocking the open forever; the checkpoints as they were
+    four
+    fifo_in() { rm "$1" && mkfifo "$1"; }
+    h=$(tree_hash "$ck")
+    for f in shard_00000.bin manifest.json; do
+        rm -rf "$ck.f" && cp -r "$ck" "$ck.f" && fifo_in "$ck.f/iter_0000004/$f"
+        msg="$ck.f/iter_0000004/$f: is a FIFO, not a regular file; a checkpoint's files are regular files: put back the file the save wrote"
+        expect_rc 1 timeout 60 "$bin/ckpt" verify "$ck.f"
+        hasF "$msg"
+        hasF "an older complete checkpoint exists: iteration 2"
+        expect_rc 1 timeout 60 "$bin/ckpt" export "$ck.f" --hf "$work/$case.hf"
+        hasF "$msg"
+        # shellcheck disable=SC2086
+        expect_rc 2 timeout 60 $train --load "$ck.f"
+        hasF "$msg"
+        lacks "iteration  *5/"
+    done
+    expect_rc 1 timeout 60 "$bin/ckpt" inspect "$ck.f"
+    hasF "manifest.json: is a FIFO, not a regular file"
+    [ "$(tree_hash "$ck")" = "$h" ] || fail "the checkpoints changed"
+    # the lock file of --save: the holder's line is not read from a FIFO
+    rm -rf "$ck.f" && cp -r "$ck" "$ck.f" && mkfifo "$ck.f/.twinrun.lock"
+    # shellcheck disable=SC2086
+    expect_rc 2 timeout 120 $train --load "$ck.f" --save "$ck.f" --save-interval 2
+    hasF "--save $ck.f: $ck.f/.twinrun.lock is not a regular file (twinrun's lock file is one); remove it"
+    lacks "iteration  *5/"
+    # data files and --tokens-file
+    mkfifo "$work/$case.d.idx" && : >"$work/$case.d.bin" && mkfifo "$work/$case.tokens"
+    real=$(echo "$tiny" | sed 's/--mock-data//')
+    # shellcheck disable=SC2086
+    expect_rc 2 timeout 60 "$bin/train_llama3" $real --data-path "$work/$case.d"
+    hasF "$work/$case.d.idx: cannot open: is a FIFO, not a regular file"
+    # shellcheck disable=SC2086
+    expect_rc 2 timeout 60 "$bin/train_llama3" $real --tokens-file "$work/$case.tokens"
+    hasF "--tokens-file $work/$case.tokens: cannot open: is a FIFO, not a regular file"
+    # a tokenizer's files
+    mkdir "$work/$case.tok" && cp "$src/tests/data/tokenizer_small/tokenizer_config.json" "$work/$case.tok/" &&
+        mkfifo "$work/$case.tok/tokenizer.json"
+    # shellcheck disable=SC2086
+    expect_rc 2 timeout 60 $train --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$work/$case.tok"
+    hasF "$work/$case.tok/tokenizer.json: is a FIFO, not a regular file"
+    rm -rf "$ck.f" "$work/$case.tok" ;;
 *)
     fail "no case $case" ;;
 esac

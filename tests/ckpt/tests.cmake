@@ -51,7 +51,8 @@ set_tests_properties(ckpt_provenance PROPERTIES LABELS "${labels}" TIMEOUT 300)
 # resume command (--load .../iter_0000004) continuing bit for bit, and each way a run used to lose its
 # checkpoints, refused with the tree's hash unchanged and the fix named. tests/ckpt/safe.sh holds the cases.
 foreach(case guide_resume save_iter_dir step_conflict fresh_over_complete no_tracker older_step missing
-        not_checkpoint two_jobs read_only)
+        not_checkpoint two_jobs read_only
+        resume_changes resume_data fifo)
   add_test(NAME ckpt_safe_${case} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/ckpt/safe.sh ${PROJECT_BINARY_DIR}/bin
     ${CMAKE_CURRENT_BINARY_DIR}/ckpt_safe ${case})
   set_tests_properties(ckpt_safe_${case} PROPERTIES LABELS "${labels}")

@@ -107,6 +107,13 @@ twinrun_expect_sh(scenario_check_bad 2 "bad_alias.yaml:[0-9]+:[0-9]+: "
   "${scn} check ${PROJECT_SOURCE_DIR}/tests/scenario/data/bad_alias.yaml"
   LABELS ${labels})
 
+# `scenario check` runs every check `scenario run` makes before training: the job's flags as the engine
+# validates them (a missing lr passed check and failed run), in run's words; nothing is written.
+set(nolr_dir ${CMAKE_CURRENT_BINARY_DIR}/scenario_check_job)
+twinrun_expect_sh(scenario_check_job 2 "nolr.yaml: the job does not fit this layout: --lr is required and must be > 0.*check wrote nothing.*nolr.yaml: the job does not fit this layout: --lr is required and must be > 0"
+  "rm -rf ${nolr_dir} && mkdir -p ${nolr_dir} && cd ${nolr_dir} && printf 'name: nolr\\ncluster: {nodes: 1, gpus_per_node: 1}\\nmodel: {preset: tiny}\\ntraining: {train-iters: 4, micro-batch-size: 1, global-batch-size: 1}\\ndata: {mock: true}\\n' >nolr.yaml && ${scn} check nolr.yaml --work w\ncheck=$?\n[ ! -e w ] && echo check wrote nothing\n${scn} run nolr.yaml --work w\nrun=$?\n[ $check = 2 ] && exit $run"
+  LABELS ${labels} PROPERTIES FAIL_REGULAR_EXPRESSION ": ok \\(")
+
 # The flagship, as the README's main command runs it.
 twinrun_expect(NAME scenario_thousand_card EXIT 0 OUTPUT "PASSED: [0-9]+/[0-9]+ expectations"
   LABELS ${labels} heavy PROPERTIES TIMEOUT 1200
@@ -154,6 +161,14 @@ twinrun_expect_sh(faults_env_data_stall 1 "fault injected: data stall.*data watc
 twinrun_expect_sh(faults_env_data_stall_off 1 "watchdog: rank [0-9]+ waited 600.000 s.*stopped first: rank 5 .*status blocked"
   "WORLD_SIZE=8 TWINRUN_FAULTS='data_stall@2:rank=5' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str} --data-read-timeout-minutes 0"
   LABELS ${labels} PROPERTIES FAIL_REGULAR_EXPRESSION "data watchdog")
+# a fault that could never fire (a layer the model lacks, a step past the run) is refused before training
+# by the check scenarios use (fault_spec_check_job), in the same words a scenario's fault gets
+twinrun_expect_sh(faults_env_layer 2 "TWINRUN_FAULTS: fault 1 \\(NaN in the gradient of layer 4 on rank 5 at iteration 3\\): layer 4 does not exist: --num-layers is 4 \\(layers 0-3\\)"
+  "WORLD_SIZE=8 TWINRUN_FAULTS='nan@3:rank=5,tensor=gradient,layer=4' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str}"
+  LABELS ${labels} PROPERTIES FAIL_REGULAR_EXPRESSION "iteration +1/")
+twinrun_expect_sh(faults_env_step 2 "TWINRUN_FAULTS: fault 1 \\(crash of rank 1 at iteration 9\\): step 9 is beyond --train-iters 4: it would never fire\\x3b use a step in 1-4"
+  "WORLD_SIZE=8 TWINRUN_FAULTS='crash@9:rank=1' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str}"
+  LABELS ${labels} PROPERTIES FAIL_REGULAR_EXPRESSION "iteration +1/")
 twinrun_expect_sh(faults_env_bad 2 "TWINRUN_FAULTS: .*rank 8"
   "WORLD_SIZE=8 TWINRUN_FAULTS='hang@2:rank=8' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str}"
   LABELS ${labels})

@@ -7,6 +7,13 @@ twinrun_expect(NAME cli_unknown_flag EXIT 2 OUTPUT "unknown flag --num-layer\\x3
   LABELS ${labels} COMMAND ${bin}/train_llama3 --num-layer 2)
 twinrun_expect(NAME cli_missing_value EXIT 2 OUTPUT "--hidden-size" LABELS ${labels}
   COMMAND ${bin}/train_llama3 --hidden-size)
+# a vocabulary whose padding passes INT32_MAX is refused before anything starts (it wrapped to a negative
+# size and a bogus out-of-memory advice)
+twinrun_expect(NAME cli_vocab_overflow EXIT 2 LABELS ${labels}
+  OUTPUT "--vocab-size 2147483647 padded to a multiple of 128 .* is 2147483648, beyond 2147483647 \\(token ids are 32-bit\\)\\x3b give the tokenizer's vocabulary"
+  COMMAND ${bin}/train_llama3 --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 8
+  --max-position-embeddings 8 --micro-batch-size 1 --global-batch-size 1 --train-iters 1 --lr 1e-3 --mock-data
+  --vocab-size 2147483647)
 twinrun_expect(NAME cli_no_data EXIT 2 OUTPUT "no training data" LABELS ${labels}
   COMMAND ${bin}/train_llama3 --hf-load ${TWINRUN_TEST_DATA}/tiny_gqa --micro-batch-size 1 --global-batch-size 2
   --seq-length 16 --train-iters 2 --lr 1e-3)

@@ -111,6 +111,9 @@ typedef struct tr_config {
     int64_t ckpt_step;  /* --ckpt-step N: load iteration N instead of the latest; -1 = latest */
     bool exit_on_missing_checkpoint; /* --load with nothing to load exits 1 instead of a fresh start */
     bool use_checkpoint_args;        /* the model flags come from the checkpoint's manifest */
+    /* a resumed learning-rate schedule that differs from the checkpoint's (Megatron's scheduler asserts
+     * unless one of these): this run's values, or the checkpoint's */
+    bool override_opt_param_scheduler, use_checkpoint_opt_param_scheduler;
 
     /* twinrun's own */
     char hf_load[TR_PATH_LEN];       /* --hf-load DIR: import Hugging Face weights and config */
@@ -118,6 +121,8 @@ typedef struct tr_config {
     char tokens_file[TR_PATH_LEN];   /* --tokens-file FILE: raw int32 [iters, GBS, seq+1] (tests) */
     int keep_last;                   /* --keep-last N: checkpoints kept in --save after each save; 0 = all */
     bool overwrite_checkpoints;      /* --overwrite-checkpoints: a save may replace a complete iter_N */
+    bool allow_data_change;          /* resume although the data differ from the checkpoint's (train/resume_check.c) */
+    bool allow_tokenizer_change;     /* resume although the tokenizer differs from the checkpoint's */
     bool predict;                    /* --predict: the twin in shape-only mode (docs/prediction.md) */
     char predict_json[TR_PATH_LEN];  /* --predict-json FILE: the predict report as JSON */
 

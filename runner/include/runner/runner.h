@@ -30,6 +30,12 @@ int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *e
  * it first; `scenario check` too. */
 int runner_check_faults(const scenario *s, char *err, size_t errlen);
 
+/* Every check runner_run makes before its first job, writing nothing: the job's flags parsed and
+ * validated for this layout as the engine validates them (a missing --lr, a tokenizer that cannot be
+ * read, ...), then runner_check_faults. `scenario check` calls it, so a file it calls ok is one
+ * `scenario run` starts. 0, or -1 with the same message runner_run would give. */
+int runner_check(const scenario *s, const char *work_dir, char *err, size_t errlen);
+
 /* Removes WORK_DIR/checkpoints and WORK_DIR/data_cache (what `scenario run --clean` drops after a
  * scenario passed; reports and logs stay), only in a folder that holds SC_WORK_MARKER. 0, or -1 with
  * the reason on stderr. */
