@@ -105,7 +105,8 @@ static int train_rank(int rank, int world, void *arg) {
     if (!rc && st.reporter && l->start >= l->iters)
         fprintf(jb->log,
                 " the checkpoint is at iteration %lld and this run trains to iteration %lld: nothing left to "
-                "train (raise --train-iters or --train-samples to continue)\n",
+                "train (raise --train-iters or --train-samples to continue, with --override-opt_param-scheduler: "
+                "a longer run decays the learning rate over more iterations)\n",
                 (long long)l->start, (long long)l->iters);
     if (!rc) train_observers_train_begin(&st.obs, l);
     if (!rc) rc = iterate(&st, jb->cfg, &stopped);
