@@ -141,11 +141,12 @@ if(MPIRUN) # found above, for launch_check_mpirun
 endif()
 if(TWINRUN_BACKEND STREQUAL "twin")
   # The guide's command as written, trained on the twin: 8 nodes x 8 slots at the guide's TP8 PP8 (64
-  # ranks), a tiny Llama after `--`, 4 iterations on the fixture's data and tokenizer; then the guide's
-  # resume as written, --load .../checkpoints/iter_0000004, for a fifth.
+  # ranks), a tiny Llama after `--`, a 5-iteration job stopped after iteration 4 (--exit-interval, as a
+  # job that lost its nodes there) on the fixture's data and tokenizer; then the guide's resume as
+  # written, --load .../checkpoints/iter_0000004, for the fifth (the same schedule: nothing to override).
   launchers_test(launch_seed70_twin_run 0
-    "WORLD_SIZE=64 = TP 8 × PP 8 × CP 1 × DP 1.*iteration +4/ +4 [|].*saved checkpoint at iteration 4 to ds/checkpoints.*训练成功完成!.*loaded checkpoint from .* at iteration 4.*iteration +5/ +5 [|].*训练成功完成!"
-    "export ${TWIN_BIN} TWINRUN_BACKEND=twin VOCAB_SIZE=32000 SAVE_INTERVAL=4 EVAL_INTERVAL=4 EVAL_ITERS=1 && TRAIN_ITERS=4 ${L70} --dataset_dir ds --data_format bf16 -- ${TINY70} && TRAIN_ITERS=5 ${L70} --dataset_dir ds --data_format bf16 --load ds/checkpoints/iter_0000004 -- ${TINY70}"
+    "WORLD_SIZE=64 = TP 8 × PP 8 × CP 1 × DP 1.*iteration +4/ +5 [|].*saved checkpoint at iteration 4 to ds/checkpoints.*训练成功完成!.*loaded checkpoint from .* at iteration 4.*iteration +5/ +5 [|].*训练成功完成!"
+    "export ${TWIN_BIN} TWINRUN_BACKEND=twin VOCAB_SIZE=32000 SAVE_INTERVAL=4 EVAL_INTERVAL=4 EVAL_ITERS=1 TRAIN_ITERS=5 && ${L70} --dataset_dir ds --data_format bf16 -- ${TINY70} --exit-interval 4 && ${L70} --dataset_dir ds --data_format bf16 --load ds/checkpoints/iter_0000004 -- ${TINY70}"
     8)
 endif()
 
