@@ -39,10 +39,11 @@ done
 one=$(sed -n 's/.*model parallel rank (0, 0): //p' "$work/linear_one.log")
 qkv=$(sed -n 's/.*model parallel rank (0, 0): //p' "$work/qkv_one.log")
 [ $((one - qkv)) -eq $((4 * (32 + 2 * 64 + 32))) ] || fail "parameter counts $one (linear) and $qkv (qkv only)"
-# a TP2 x PP2 checkpoint with biases resumes on one rank and exports to Hugging Face with them
+# a TP2 x PP2 checkpoint with biases resumes on one rank (for two more iterations: a longer schedule,
+# which Megatron takes only with --override-opt_param-scheduler) and exports to Hugging Face with them
 rm -rf "$work/save" "$work/hf"
 run save 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --save "$work/save" --save-interval 6
-run resume 1 --train-iters 8 --load "$work/save"
+run resume 1 --train-iters 8 --override-opt_param-scheduler --load "$work/save"
 grep -q "loaded checkpoint from $work/save at iteration 6" "$work/resume.log" || fail "resume did not load"
 "$bin/ckpt" export "$work/save" --hf "$work/hf" >"$work/export.log" 2>&1 || fail "ckpt export: $(cat "$work/export.log")"
 grep -q '"attention_bias":[[:space:]]*true' "$work/hf/config.json" || fail "config.json lacks attention_bias true"
