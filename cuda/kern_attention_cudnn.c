@@ -186,6 +186,38 @@ static cudnnBackendDescriptor_t dnn_virtual(dnn_build *b, cudnnDataType_t dt, in
     return dnn_tensor(b, 0, dt, dims, strides, false);
 }
 
+/* The fp32 dQ accumulator. cuDNN's frontend declares it in the F16x16 reordered layout (tiles the
+ * engine's atomic adds cover whole), as it does the swizzled tensors of its other attention graphs; the
+ * engine alone reads and writes it, so its layout is the engine's business. TWINRUN_CUDNN_DQ_REORDER=0
+ * declares the plain row-major layout instead (the A/B of lab/attn_bench.sh). */
+static bool dnn_dq_reordered(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("TWINRUN_CUDNN_DQ_REORDER");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on;
+}
+
+static cudnnBackendDescriptor_t dnn_dq_accumulator(dnn_build *b, const int64_t dims[4], const int64_t strides[4]) {
+    cudnnBackendDescriptor_t t = dnn_new(b, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    const int64_t uid = UID_DQ_ACC, align = 16;
+    const bool no = false;
+    const cudnnBackendTensorReordering_t mode =
+        dnn_dq_reordered() ? CUDNN_TENSOR_REORDERING_F16x16 : CUDNN_TENSOR_REORDERING_NONE;
+    dnn_set(b, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32);
+    dnn_set(b, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
+    dnn_set(b, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
+    dnn_set(b, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    dnn_set(b, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+    dnn_set(b, t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &no);
+    dnn_set(b, t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &no);
+    dnn_set(b, t, CUDNN_ATTR_TENSOR_REORDERING_MODE, CUDNN_TYPE_TENSOR_REORDERING_MODE, 1, &mode);
+    dnn_finalize(b, t, "the dQ accumulator");
+    return t;
+}
+
 static cudnnBackendDescriptor_t dnn_scalar(dnn_build *b, int64_t uid, cudnnDataType_t dt) {
     const int64_t one[4] = {1, 1, 1, 1};
     return dnn_tensor(b, uid, dt, one, one, true);
@@ -385,7 +417,7 @@ static int dnn_backward_ops(dnn_build *b, const dnn_key *k, cudnnBackendDescript
         ops[n++] = dnn_matmul(b, ds, kk, t_dq);
     } else {
         const int64_t dacc[4] = {B, H, Tq, D}, sacc[4] = {H * Tq * D, Tq * D, D, 1};
-        cudnnBackendDescriptor_t acc = dnn_tensor(b, UID_DQ_ACC, f32, dacc, sacc, false);
+        cudnnBackendDescriptor_t acc = dnn_dq_accumulator(b, dacc, sacc);
         ops[n++] = dnn_matmul(b, ds, kk, acc);
         ops[n++] = dnn_pointwise(b, CUDNN_POINTWISE_IDENTITY, f32, -1, acc, NULL, NULL, t_dq);
     }

@@ -10,7 +10,8 @@
 #   gpu_bench.json (docs/results/gpu_bench.json's format), gpu_bench.md (for docs/benchmarks.md),
 #   runs/<config>.<recipe>.{log,json}, profile_*.txt (--profile), oracle.log, sanitizer.log (--checks).
 #
-# Usage (repository root): lab/gpu_bench.sh [--debs DIR] [--build DIR] [--quick] [--profile] [--checks] [--no-oracle] OUTDIR
+# Usage (repository root): lab/gpu_bench.sh [--debs DIR] [--build DIR] [--quick] [--profile] [--checks] [--no-oracle]
+#          [--no-baseline] OUTDIR
 #   OUTDIR       the results (made if absent)
 #   --debs       a folder of .deb files for what the system lacks (lab/gpu_env.sh)
 #   --build      the cuda build folder (default /tmp/build-cuda-bench)
@@ -18,9 +19,11 @@
 #   --profile    one more short twinrun run with TWINRUN_GPU_PROFILE=1: where the step's time goes
 #   --checks     after the table: compute-sanitizer memcheck/racecheck on the attention and other new kernels
 #   --no-oracle  skip kern_oracle (twin kernels vs GPU kernels) before the benchmark
+#   --no-baseline  twinrun only (no PyTorch runs, no ratios): a quick look at twinrun's own step
 # Environment: TWINRUN_BENCH_BIN (a train_llama3 already built: no build), TWINRUN_BENCH_TINY=1 (a tiny
 #   model: the dry run of the script on the twin build), TWINRUN_BENCH_STEPS, TWINRUN_BENCH_TIMEOUT (s per run),
-#   TWINRUN_BENCH_PROFILE_CONFIG (the config --profile runs: 0 .. 4 in the order below; default 0),
+#   TWINRUN_BENCH_PROFILE_CONFIG (the configs --profile runs: 0 .. 4 in the order below, comma-separated, or
+#   `all`; default 0),
 #   TWINRUN_BENCH_CONFIGS (a comma-separated subset, "name seq mb" each, e.g. "llama8b-8l 8192 1").
 # Exit status 1 when a step failed (the build, kern_oracle, a run, the table, a sanitizer check), after
 # everything else has run and the table is written.
@@ -28,18 +31,19 @@ set -euo pipefail
 export PYTHONUNBUFFERED=1
 . "$(dirname "$0")/gpu_env.sh"
 lab_args "$@"
-quick=0 profile=0 checks=0 oracle=1 pos=()
+quick=0 profile=0 checks=0 oracle=1 baseline=1 pos=()
 for a in "${ARGS[@]}"; do
     case $a in
     --quick) quick=1 ;;
     --profile) profile=1 ;;
     --checks) checks=1 ;;
     --no-oracle) oracle=0 ;;
+    --no-baseline) baseline=0 ;;
     -*) lab_die "unknown option $a" ;;
     *) pos+=("$a") ;;
     esac
 done
-[ ${#pos[@]} -eq 1 ] || lab_die "usage: lab/gpu_bench.sh [--debs DIR] [--build DIR] [--quick] [--profile] [--checks] [--no-oracle] OUTDIR"
+[ ${#pos[@]} -eq 1 ] || lab_die "usage: lab/gpu_bench.sh [--debs DIR] [--build DIR] [--quick] [--profile] [--checks] [--no-oracle] [--no-baseline] OUTDIR"
 OUTDIR=$(lab_outdir "${pos[0]}")
 cd "$(dirname "$0")/.."
 R=$OUTDIR/runs
@@ -107,7 +111,7 @@ STEPS=${TWINRUN_BENCH_STEPS:-$([ $quick = 1 ] && echo 6 || echo 10)}
 TMO=${TWINRUN_BENCH_TIMEOUT:-150}
 printf '%s\n' "${CONFIGS[@]}" >"$R/configs.txt"
 have_torch=0
-python3 -c 'import torch, transformers; assert torch.cuda.is_available()' 2>/dev/null && have_torch=1
+[ $baseline = 1 ] && python3 -c 'import torch, transformers; assert torch.cuda.is_available()' 2>/dev/null && have_torch=1
 
 # The Megatron flags of the 8B seed's recipe, shrunk to the 1.5B model; one micro-batch a step, as the
 # PyTorch loop does.
@@ -149,7 +153,7 @@ for c in "${CONFIGS[@]}"; do
             else tail -1 "$R/$key.pytorch_$mode.log"; fi
         done
     else
-        echo "  (no torch with CUDA here: PyTorch baselines skipped)"
+        [ $baseline = 0 ] || echo "  (no torch with CUDA here: PyTorch baselines skipped)"
     fi
 done
 
@@ -158,19 +162,23 @@ python3 lab/bench/bench_table.py "$R" "$commit" "$gpu" "$OUTDIR/gpu_bench.json" 
     failed+=("bench_table.py")
 
 if [ $profile = 1 ]; then
-    pc=${TWINRUN_BENCH_PROFILE_CONFIG:-0}
-    [ "$pc" -lt "${#CONFIGS[@]}" ] || pc=0
-    read -r name seq mb <<<"${CONFIGS[$pc]}"
-    model_of "$name"
-    log "profile: ${name} seq $seq mb $mb, 4 iterations with TWINRUN_GPU_PROFILE=1"
-    rc=0
-    # shellcheck disable=SC2046
-    TWINRUN_GPU_PROFILE=1 TWINRUN_GPU_PROFILE_FILE="$OUTDIR/profile_${name}_seq${seq}_mb${mb}.txt" \
-        timeout "$TMO" "$BIN" $(twinrun_args "$seq" "$mb" 4 "$R/profile.metrics.jsonl" "/tmp/twinrun-bench-cache") \
-        >"$R/profile.log" 2>&1 || rc=$?
-    echo "profiled run exit $rc"
-    [ $rc -eq 0 ] || failed+=("profiled run (exit $rc)")
-    head -40 "$OUTDIR/profile_${name}_seq${seq}_mb${mb}.txt" 2>/dev/null || tail -5 "$R/profile.log"
+    pcs=${TWINRUN_BENCH_PROFILE_CONFIG:-0}
+    [ "$pcs" = all ] && pcs=$(seq -s, 0 $((${#CONFIGS[@]} - 1)))
+    for pc in ${pcs//,/ }; do
+        [[ $pc =~ ^[0-9]+$ ]] && [ "$pc" -lt "${#CONFIGS[@]}" ] || lab_die "TWINRUN_BENCH_PROFILE_CONFIG: $pc is not 0 .. $((${#CONFIGS[@]} - 1)) or all"
+        read -r name seq mb <<<"${CONFIGS[$pc]}"
+        model_of "$name"
+        pf=$OUTDIR/profile_${name}_seq${seq}_mb${mb}.txt
+        log "profile: ${name} seq $seq mb $mb, 4 iterations with TWINRUN_GPU_PROFILE=1"
+        rc=0
+        # shellcheck disable=SC2046
+        TWINRUN_GPU_PROFILE=1 TWINRUN_GPU_PROFILE_FILE="$pf" \
+            timeout "$TMO" "$BIN" $(twinrun_args "$seq" "$mb" 4 "$R/profile.metrics.jsonl" "/tmp/twinrun-bench-cache") \
+            >"$R/profile_$pc.log" 2>&1 || rc=$?
+        echo "profiled run exit $rc"
+        [ $rc -eq 0 ] || failed+=("profiled run $name seq $seq mb $mb (exit $rc)")
+        head -40 "$pf" 2>/dev/null || tail -5 "$R/profile_$pc.log"
+    done
 fi
 
 if [ $checks = 1 ]; then

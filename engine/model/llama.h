@@ -175,6 +175,10 @@ typedef struct llama_model {
     float *master; /* [master_len] fp32: elements [master_begin, master_begin + master_len) of the parameter
                       buffers (== params, whole, in fp32 training) */
     void *grads;   /* [total_alloc] grad_dt */
+    bool *grad_lazy;  /* [nparams] written first by its weight-gradient GEMM each step: not zeroed beforehand */
+    bool *grad_fresh; /* [nparams] a lazy gradient not yet written this step (its memory holds old values) */
+    size_t (*grad_zero_runs)[2]; /* [n_grad_zero_runs] element ranges llama_begin_grads zeroes: all but the lazy */
+    int n_grad_zero_runs;
     size_t master_begin, master_len; /* (0, total_alloc), or the optimizer's shard (layout.opt_shard) in bf16 */
     size_t weight_bytes, grad_bytes; /* device memory params + master, and grads, took (the device's count) */
 
@@ -326,6 +330,14 @@ void llama_get_grads(llama_model *m, float *host);
 void llama_sync_params(llama_model *m);
 
 void llama_zero_grads(llama_model *m);
+/* The start of a step's gradients: every gradient is zero, except that the weight-gradient GEMMs of the
+ * linear layers overwrite theirs on first use instead of adding to a zeroed buffer (one pass over
+ * 4 bytes a parameter saved). Until the step's llama_settle_grads, m->grads holds old values in their
+ * ranges: read the gradients only after it. */
+void llama_begin_grads(llama_model *m);
+/* Zeroes the lazy gradients that no micro-batch wrote (none, in every layout the engine has) at or
+ * above element `watermark`, so every gradient from there up is defined. */
+void llama_settle_grads(llama_model *m, size_t watermark);
 
 /* Hugging Face keeps the fused fc1 (mlp.gate_up_proj.weight or .bias) as two tensors: HF's name of
  * half `half` (0: gate_proj rows, 1: up_proj rows) into out. false for any other parameter. */

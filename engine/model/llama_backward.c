@@ -16,11 +16,13 @@ static tr_buf grad(const llama_model *m, int p) {
 }
 
 /* For y[N,out] = x[N,in] @ W^T: dx[N,in] = dy @ W (overwrite, or add when accumulate),
- * dW[out,in] += dy^T @ x. */
+ * dW[out,in] += dy^T @ x; the step's first write of a lazy gradient overwrites it (llama_begin_grads). */
 static void linear_backward(const llama_model *m, tr_buf dx, tr_buf dy, tr_buf x, int p, int N, bool accumulate) {
     const llama_param *w = &m->params_tab[p];
     int out = (int)w->shape[0], in = (int)w->shape[1];
-    kern_gemm(m->stream, grad(m, p), dy, x, out, in, N, true, false, 1.0f, 1.0f);
+    const bool first = m->grad_fresh && m->grad_fresh[p];
+    kern_gemm(m->stream, grad(m, p), dy, x, out, in, N, true, false, 1.0f, first ? 0.0f : 1.0f);
+    if (first) m->grad_fresh[p] = false;
     if (dx.p)
         kern_gemm(m->stream, dx, dy, llama_weight(m, p), N, in, out, false, false, 1.0f, accumulate ? 1.0f : 0.0f);
 }
@@ -71,6 +73,7 @@ void *llama_stage_grad(llama_model *m) { return m->g.dresid; }
 /* Tells the listener (gradient buckets with --overlap-grad-reduce) that every gradient at or above
  * `watermark` is final for this micro-batch. */
 static void grads_done(llama_model *m, size_t watermark) {
+    llama_settle_grads(m, watermark);
     if (m->grads_done) m->grads_done(m->grads_done_arg, watermark);
 }
 

@@ -518,6 +518,7 @@ void llama_destroy(llama_model *m) {
         return;
     }
     if (m->step && m->step_free) m->step_free(m->step);
+    free(m->grad_lazy), free(m->grad_fresh), free(m->grad_zero_runs);
     if (m->acts)
         for (int i = 0; i < m->layout.slots; i++) free_acts(m, &m->acts[i]);
     free_acts(m, &m->ws);
@@ -680,4 +681,53 @@ void llama_get_grads(llama_model *m, float *host) {
 
 void llama_zero_grads(llama_model *m) {
     dev_memset_zero(m->stream, m->grads, m->total_alloc * tr_dtype_size(m->dims.grad_dt));
+    if (m->grad_fresh) memset(m->grad_fresh, 0, (size_t)m->nparams * sizeof *m->grad_fresh);
+}
+
+/* Which gradients the linear layers' weight-gradient GEMMs write first (llama_backward.c's
+ * linear_backward: beta 0 on first use), and the runs of the buffer that are zeroed at each step's start:
+ * everything else, the padding between buckets and at the end included. */
+static void plan_lazy_grads(llama_model *m) {
+    m->grad_lazy = calloc((size_t)m->nparams + 1, sizeof *m->grad_lazy);
+    m->grad_fresh = calloc((size_t)m->nparams + 1, sizeof *m->grad_fresh);
+    m->grad_zero_runs = calloc((size_t)m->nparams + 2, sizeof *m->grad_zero_runs);
+    TR_CHECK(m->grad_lazy && m->grad_fresh && m->grad_zero_runs, "out of host memory for the gradient plan");
+    for (int l = 0; l < m->dims.nl; l++) {
+        const llama_layer_params *lp = &m->layer[l];
+        const int w[] = {lp->wq, lp->wk, lp->wv, lp->wo, lp->fc1, lp->fc2};
+        for (size_t j = 0; j < sizeof w / sizeof w[0]; j++) m->grad_lazy[w[j]] = true;
+    }
+    if (m->p_head >= 0 && m->p_head != m->p_embed) m->grad_lazy[m->p_head] = true;
+    /* the parameters lie in ascending offsets: the runs between lazy ones */
+    size_t at = 0;
+    int n = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        const llama_param *p = &m->params_tab[i];
+        if (!m->grad_lazy[i] || p->numel == 0) continue;
+        TR_CHECK(p->offset >= at, "parameters out of order in the gradient buffer");
+        if (p->offset > at) m->grad_zero_runs[n][0] = at, m->grad_zero_runs[n][1] = p->offset, n++;
+        at = p->offset + p->numel;
+    }
+    if (m->total_alloc > at) m->grad_zero_runs[n][0] = at, m->grad_zero_runs[n][1] = m->total_alloc, n++;
+    m->n_grad_zero_runs = n;
+}
+
+void llama_begin_grads(llama_model *m) {
+    if (!m->grad_lazy) plan_lazy_grads(m);
+    const size_t es = tr_dtype_size(m->dims.grad_dt);
+    for (int r = 0; r < m->n_grad_zero_runs; r++)
+        dev_memset_zero(m->stream, (char *)m->grads + m->grad_zero_runs[r][0] * es,
+                        (m->grad_zero_runs[r][1] - m->grad_zero_runs[r][0]) * es);
+    for (int i = 0; i < m->nparams; i++) m->grad_fresh[i] = m->grad_lazy[i] && m->params_tab[i].numel > 0;
+}
+
+void llama_settle_grads(llama_model *m, size_t watermark) {
+    if (!m->grad_fresh) return;
+    const size_t es = tr_dtype_size(m->dims.grad_dt);
+    for (int i = 0; i < m->nparams; i++) {
+        const llama_param *p = &m->params_tab[i];
+        if (!m->grad_fresh[i] || p->offset < watermark) continue;
+        dev_memset_zero(m->stream, (char *)m->grads + p->offset * es, p->numel * es);
+        m->grad_fresh[i] = false;
+    }
 }

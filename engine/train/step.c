@@ -252,7 +252,7 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
     TR_CHECK(st.loss_dev != NULL, "out of device memory for the step's losses");
     TR_CHECK(st.mask_all != NULL, "out of host memory for the step's loss masks");
     m->step = &st, m->step_free = run_state_free_host;
-    llama_zero_grads(m);
+    llama_begin_grads(m);
 
     /* Megatron's non-interleaved 1F1B: warm-up forwards, steady one-forward-one-backward, cool-down */
     const int P = m->layout.pp, r = m->layout.pp_rank, M = num_micro;
@@ -283,6 +283,7 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
         send_backward(&st.pipe);
     }
     batches_free(&st.b);
+    llama_settle_grads(m, 0); /* a no-op after a full backward; after a failed one, no old values stay */
     if (st.scalar) dev_free(m->dev, st.scalar);
     if (!rc) {
         llama_sp_reduce_norm_grads_range(m, 0, st.tp_unreduced_end); /* what the buckets' callbacks left */

@@ -309,8 +309,10 @@ static void norm_gpu(void *p) {
                        Dv(c->w), layer ? c->mean->d : NULL, c->rstd->d, c->N, c->C);
 }
 
-static void case_norm(kern_norm_kind kind, bool zc, tr_dtype dt) {
-    norm_ctx c = {.nd = {kind, 1e-5f, zc}, .N = 200, .C = 1000};
+/* C 1000: the generic kernels; C a multiple of 8 (4096, 8192): the fast path (rows in registers, more
+ * rows than one chunk of the fused weight-gradient sums, and a last chunk cut short) */
+static void case_norm(kern_norm_kind kind, bool zc, tr_dtype dt, int N, int C) {
+    norm_ctx c = {.nd = {kind, 1e-5f, zc}, .N = N, .C = C};
     const size_t nc = (size_t)c.N * c.C;
     c.out = t_new(dt, nc), c.mean = t_new(TR_F32, c.N), c.rstd = t_new(TR_F32, c.N), c.inp = t_new(dt, nc);
     c.w = t_new(dt, c.C), c.bias = t_new(dt, c.C), c.dinp = t_new(dt, nc), c.dw = t_new(dt, c.C);
@@ -328,7 +330,7 @@ static void case_norm(kern_norm_kind kind, bool zc, tr_dtype dt) {
     const char *nm[] = {"out", "rstd", "dinp (+=)", "dweight (+=)", "dbias (+=)"};
     char name[96];
     for (int i = 0; i < (layer ? 5 : 4); i++) {
-        snprintf(name, sizeof name, "%s%s N200 C1000 %s %s", layer ? "layernorm" : "rmsnorm", zc ? "+1p" : "",
+        snprintf(name, sizeof name, "%s%s N%d C%d %s %s", layer ? "layernorm" : "rmsnorm", zc ? "+1p" : "", N, C,
                  tr_dtype_name(dt), nm[i]);
         compare(name, outs[i], i < 2 ? 2e-5 : 1e-4);
     }
@@ -607,8 +609,10 @@ int main(int argc, char **argv) {
         case_attention(dt, 1, 333, 2, 1, 128);
         case_attention_pos(dt, 2, 150, 1, 4, 2, 64);
         case_attention_pos(dt, 2, 150, 0, 4, 2, 128);
-        case_norm(KERN_NORM_RMS, false, dt);
-        case_norm(KERN_NORM_LAYER, true, dt);
+        case_norm(KERN_NORM_RMS, false, dt, 200, 1000);
+        case_norm(KERN_NORM_LAYER, true, dt, 200, 1000);
+        case_norm(KERN_NORM_RMS, false, dt, 1000, 4096);
+        case_norm(KERN_NORM_LAYER, false, dt, 333, 8192);
         case_embedding(dt);
         case_embedding_slice(dt);
         case_ce_slice(dt);
