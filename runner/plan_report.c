@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/safe_file.h"
 #include "runner/plan.h"
 
 #define GIB 1073741824.0
@@ -178,9 +179,13 @@ int plan_write_json(const char *path, const sc_plan_result *r) {
     char *text = ok ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
     if (!text) return -1;
-    FILE *f = fopen(path, "w");
-    int rc = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF ? 0 : -1;
-    if (f && fclose(f) != 0) rc = -1;
-    free(text);
+    /* a temporary name renamed over the old file once whole: a failed write leaves the old one */
+    const size_t n = strlen(text);
+    char *line = realloc(text, n + 2);
+    if (!line) return free(text), -1;
+    line[n] = '\n', line[n + 1] = '\0';
+    char why[512];
+    const int rc = tr_safe_write(path, line, n + 1, true, NULL, why, sizeof why);
+    free(line);
     return rc;
 }

@@ -2,10 +2,10 @@
 #include "train/predict_report.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/safe_file.h"
 #include "twinrun/err.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -184,14 +184,16 @@ int train_predict_write_json(const char *path, const tr_predict *p, char *err, s
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text) return tr_errf(err, errlen, "--predict-json %s: out of host memory", path);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        const int e = errno;
+    /* a temporary name renamed over the old file once whole: a failed write leaves the old one */
+    const size_t n = strlen(text);
+    char why[512];
+    char *line = realloc(text, n + 2);
+    if (!line) {
         free(text);
-        return tr_errf(err, errlen, "--predict-json %s: cannot open for writing: %s", path, strerror(e));
+        return tr_errf(err, errlen, "--predict-json %s: out of host memory", path);
     }
-    const bool ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    free(text);
-    if (fclose(f) != 0 || !ok) return tr_errf(err, errlen, "--predict-json %s: write failed", path);
-    return 0;
+    line[n] = '\n', line[n + 1] = '\0';
+    const int rc = tr_safe_write(path, line, n + 1, true, NULL, why, sizeof why);
+    free(line);
+    return rc ? tr_errf(err, errlen, "--predict-json %s", why) : 0;
 }

@@ -251,26 +251,34 @@ int main(int argc, char **argv) {
         fflush(stdout);
         scenario_free(&s);
     }
+    /* the reports go to a temporary name, renamed over the old one only once whole */
     if (json && nrep) {
-        FILE *f = open_out(json);
-        if (!f) status = 2;
-        else {
-            if (nrep == 1) report_json(f, &reports[0]);
+        tr_safe_file sf;
+        char err[512];
+        if (tr_safe_open(&sf, json, true, NULL, err, sizeof err)) {
+            fprintf(stderr, "scenario: --json %s\n", err), status = 2;
+        } else {
+            if (nrep == 1) report_json(sf.f, &reports[0]);
             else {
-                fputs("[\n", f);
+                fputs("[\n", sf.f);
                 for (int i = 0; i < nrep; i++) {
-                    if (i) fputs(",\n", f);
-                    report_json(f, &reports[i]);
+                    if (i) fputs(",\n", sf.f);
+                    report_json(sf.f, &reports[i]);
                 }
-                fputs("]\n", f);
+                fputs("]\n", sf.f);
             }
-            fclose(f);
+            if (tr_safe_commit(&sf, err, sizeof err)) fprintf(stderr, "scenario: --json %s\n", err), status = 2;
         }
     }
     if (junit && nrep) {
-        FILE *f = open_out(junit);
-        if (!f) status = 2;
-        else report_junit(f, views, nrep), fclose(f);
+        tr_safe_file sf;
+        char err[512];
+        if (tr_safe_open(&sf, junit, true, NULL, err, sizeof err)) {
+            fprintf(stderr, "scenario: --junit %s\n", err), status = 2;
+        } else {
+            report_junit(sf.f, views, nrep);
+            if (tr_safe_commit(&sf, err, sizeof err)) fprintf(stderr, "scenario: --junit %s\n", err), status = 2;
+        }
     }
     if (log) fclose(log);
     for (int i = 0; i < nrep; i++) report_free(&reports[i]);

@@ -250,3 +250,10 @@ twinrun_expect(NAME scenario_plan_find_shipped EXIT 2
   COMMAND ${scn} plan predict_70b.yaml --device B200 --work ${scn_work}/plan)
 
 include(${CMAKE_CURRENT_LIST_DIR}/html.cmake) # the HTML report and its browser test
+
+# A report that cannot be written whole leaves what was there: --predict-json and --json onto a
+# directory fail with the path named, and the directory keeps its file.
+set(keep_dir ${scn_work}/report_kept)
+twinrun_expect_sh(report_write_keeps_old 0 "--predict-json .*report_kept.*cannot rename its temporary file over it.*\nexit=2\nscenario: --json .*report_kept.*\nexit=2\nkept\n"
+  "rm -rf ${keep_dir} && mkdir -p ${keep_dir} && echo old > ${keep_dir}/f && WORLD_SIZE=4 ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str} --predict --predict-json ${keep_dir} >/dev/null; echo exit=$?; ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/predict_small.yaml --work ${scn_work}/rk --clean --json ${keep_dir} >/dev/null; echo exit=$?; test \"$(cat ${keep_dir}/f)\" = old && ! ls ${keep_dir}.tmp.* 2>/dev/null && echo kept"
+  LABELS ${labels})
