@@ -79,8 +79,8 @@ __global__ void k_norm_bwd_dinp(tr_buf dinp, tr_buf dout, tr_buf inp, tr_buf wei
 }
 
 /* pw[chunk, c] = sum over the chunk's rows (in order) of dout * xhat; pb likewise of dout. */
-__global__ void k_norm_bwd_wpartial(float *pw, float *pb, tr_buf dout, tr_buf inp, const float *mean,
-                                    const float *rstd, int N, int C, bool layer) {
+__global__ void k_norm_bwd_wpartial(float *pw, float *pb, tr_buf dout, tr_buf inp, const float *mean, const float *rstd,
+                                    int N, int C, bool layer) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     const int n0 = blockIdx.y * TR_NORM_ROWS, n1 = min(N, n0 + TR_NORM_ROWS);
@@ -108,7 +108,6 @@ __global__ void k_norm_bwd_wfinal(tr_buf dweight, tr_buf dbias, const float *pw,
     if (dbias.p) stf(dbias, (size_t)c, ldf(dbias, (size_t)c) + ab);
 }
 
-
 /* ---- fast path --------------------------------------------------------------------------------------- */
 
 /* Sums of a and b over a block of NT threads (a power of two); every thread gets both. A fixed tree, as
@@ -131,8 +130,7 @@ __device__ __forceinline__ void norm_load_row(const T *row, int C, float x[TR_NO
 #pragma unroll
     for (int v = 0; v < TR_NORM_VPT; v++) {
         const int c0 = (v * NT + (int)threadIdx.x) * 8;
-        if (c0 < C)
-            ld8(row + c0, x[v]);
+        if (c0 < C) ld8(row + c0, x[v]);
         else
 #pragma unroll
             for (int k = 0; k < 8; k++) x[v][k] = 0.0f;
@@ -271,13 +269,13 @@ static int norm_fast_threads(int C, tr_buf a, tr_buf b, tr_buf c) {
     return nt;
 }
 
-#define NORM_FAST_SWITCH(nt, CALL)                                                                          \
-    switch (nt) {                                                                                            \
-    case 64: CALL(64); break;                                                                                \
-    case 128: CALL(128); break;                                                                              \
-    case 256: CALL(256); break;                                                                              \
-    case 512: CALL(512); break;                                                                              \
-    default: CALL(1024); break;                                                                              \
+#define NORM_FAST_SWITCH(nt, CALL)                                                                                     \
+    switch (nt) {                                                                                                      \
+    case 64: CALL(64); break;                                                                                          \
+    case 128: CALL(128); break;                                                                                        \
+    case 256: CALL(256); break;                                                                                        \
+    case 512: CALL(512); break;                                                                                        \
+    default: CALL(1024); break;                                                                                        \
     }
 
 extern "C" void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_buf out, float *mean, float *rstd,
@@ -289,13 +287,13 @@ extern "C" void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_bu
     if (nt) {
         cudaStream_t st = tr_cu_stream(s);
         const bool zc = nd->zero_centered_gamma;
-#define FWD8(NT)                                                                                                    \
-    if (inp.dt == TR_BF16)                                                                                       \
-        k_norm_fwd8<uint16_t, NT><<<N, NT, 0, st>>>((uint16_t *)out.p, mean, rstd, (const uint16_t *)inp.p, weight, \
-                                                    bias, C, layer, zc, nd->eps);                                  \
-    else                                                                                                         \
-        k_norm_fwd8<float, NT><<<N, NT, 0, st>>>((float *)out.p, mean, rstd, (const float *)inp.p, weight, bias, C,  \
-                                                 layer, zc, nd->eps)
+#define FWD8(NT)                                                                                                       \
+    if (inp.dt == TR_BF16)                                                                                             \
+        k_norm_fwd8<uint16_t, NT><<<N, NT, 0, st>>>((uint16_t *)out.p, mean, rstd, (const uint16_t *)inp.p, weight,    \
+                                                    bias, C, layer, zc, nd->eps);                                      \
+    else                                                                                                               \
+        k_norm_fwd8<float, NT>                                                                                         \
+            <<<N, NT, 0, st>>>((float *)out.p, mean, rstd, (const float *)inp.p, weight, bias, C, layer, zc, nd->eps)
         NORM_FAST_SWITCH(nt, FWD8)
 #undef FWD8
         CU_CHECK_LAUNCH("k_norm_fwd8");
@@ -306,9 +304,9 @@ extern "C" void kern_norm_forward(dev_stream *s, const kern_norm_desc *nd, tr_bu
     CU_CHECK_LAUNCH("k_norm_fwd");
 }
 
-extern "C" void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight,
-                                   tr_buf dbias, tr_buf dout, tr_buf inp, tr_buf weight, const float *mean,
-                                   const float *rstd, int N, int C) {
+extern "C" void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_buf dinp, tr_buf dweight, tr_buf dbias,
+                                   tr_buf dout, tr_buf inp, tr_buf weight, const float *mean, const float *rstd, int N,
+                                   int C) {
     TR_PROF(s, "norm_backward");
     kern_norm_backward_check(s, nd, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
     const bool layer = nd->kind == KERN_NORM_LAYER;
@@ -321,13 +319,13 @@ extern "C" void kern_norm_backward(dev_stream *s, const kern_norm_desc *nd, tr_b
         float *pw = (float *)tr_cu_scratch(s, pbytes, "norm dweight partials");
         float *pb = dbias.p ? (float *)tr_cu_scratch(s, pbytes, "norm dbias partials") : NULL;
         const bool zc = nd->zero_centered_gamma;
-#define BWD8(NT)                                                                                                   \
-    if (inp.dt == TR_BF16)                                                                                      \
-        k_norm_bwd8<uint16_t, NT><<<chunks, NT, 0, st>>>((uint16_t *)dinp.p, pw, pb, (const uint16_t *)dout.p,     \
-                                                         (const uint16_t *)inp.p, weight, mean, rstd, N, C, layer, \
-                                                         zc);                                                     \
-    else                                                                                                        \
-        k_norm_bwd8<float, NT><<<chunks, NT, 0, st>>>((float *)dinp.p, pw, pb, (const float *)dout.p,              \
+#define BWD8(NT)                                                                                                       \
+    if (inp.dt == TR_BF16)                                                                                             \
+        k_norm_bwd8<uint16_t, NT><<<chunks, NT, 0, st>>>((uint16_t *)dinp.p, pw, pb, (const uint16_t *)dout.p,         \
+                                                         (const uint16_t *)inp.p, weight, mean, rstd, N, C, layer,     \
+                                                         zc);                                                          \
+    else                                                                                                               \
+        k_norm_bwd8<float, NT><<<chunks, NT, 0, st>>>((float *)dinp.p, pw, pb, (const float *)dout.p,                  \
                                                       (const float *)inp.p, weight, mean, rstd, N, C, layer, zc)
         NORM_FAST_SWITCH(nt, BWD8)
 #undef BWD8

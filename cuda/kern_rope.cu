@@ -107,8 +107,8 @@ static const float2 *rope_table(cudaStream_t st, int T, int half, const rope_fre
     return table;
 }
 
-static void rope_apply(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int T,
-                       int H, int D, float sign) {
+static void rope_apply(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const int32_t *positions, int B, int T, int H,
+                       int D, float sign) {
     if (sign > 0) kern_rope_forward_check(s, rd, x, positions, B, T, H, D);
     else kern_rope_backward_check(s, rd, x, positions, B, T, H, D);
     TR_CHECK(rd->rot_dim / 2 <= TR_ROPE_MAX_HALF, "rope rot_dim above 1024 is not supported by the CUDA kernel");
@@ -125,7 +125,7 @@ static void rope_apply(dev_stream *s, const kern_rope_desc *rd, tr_buf x, const 
         if (!positions) {
             const float2 *table = rope_table(tr_cu_stream(s), T, half, &f);
             k_rope_tok_table<<<(unsigned)((size_t)B * (size_t)T), threads, 0, tr_cu_stream(s)>>>(x, table, T, H, D,
-                                                                                              half, sign);
+                                                                                                 half, sign);
             CU_CHECK_LAUNCH("k_rope_tok_table");
             return;
         }
@@ -145,8 +145,8 @@ extern "C" void kern_rope_forward(dev_stream *s, const kern_rope_desc *rd, tr_bu
     rope_apply(s, rd, x, positions, B, T, H, D, 1.0f);
 }
 
-extern "C" void kern_rope_backward(dev_stream *s, const kern_rope_desc *rd, tr_buf dx, const int32_t *positions,
-                                   int B, int T, int H, int D) {
+extern "C" void kern_rope_backward(dev_stream *s, const kern_rope_desc *rd, tr_buf dx, const int32_t *positions, int B,
+                                   int T, int H, int D) {
     TR_PROF(s, "rope_backward");
     rope_apply(s, rd, dx, positions, B, T, H, D, -1.0f);
 }

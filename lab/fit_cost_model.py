@@ -72,14 +72,28 @@ def term(cls, row):
     return row["compute_s"] if cls in COMPUTE else row["memory_s"]
 
 
+def same_launch(kind):
+    """A GEMM's launch name less its " +=" (beta 1): the step's first weight-gradient GEMM of a parameter
+    overwrites its gradient (beta 0) and later ones add, at the same cost to within C's read, so a profile
+    from before or after that change joins the same rows."""
+    return kind[:-3] if kind.endswith(" +=") else kind
+
+
 def join(cfg_name, gpu, ledger):
     """Matched rows (a twin kind with its measured time per iteration) and the unmatched of each side."""
     measured, gpu_calls = {}, {}
     for kind, v in gpu.items():
-        label = ALIASES.get(kind, kind)
+        label = same_launch(ALIASES.get(kind, kind))
         measured[label] = measured.get(label, 0.0) + v["step_ms"] / 1000.0
         gpu_calls[label] = gpu_calls.get(label, 0.0) + v["step_calls"]
-    twin = {r["kind"]: r for r in ledger["kinds"]}
+    twin = {}
+    for r in ledger["kinds"]:
+        label = same_launch(r["kind"])
+        if label not in twin:
+            twin[label] = dict(r)
+        else:
+            for k in ("calls", "compute_s", "memory_s", "roofline_s"):
+                twin[label][k] = twin[label].get(k, 0.0) + r.get(k, 0.0)
     rows = []
     for label, r in twin.items():
         if r["class"] not in CLASSES:

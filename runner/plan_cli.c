@@ -98,7 +98,8 @@ int plan_main(int argc, char **argv) {
     if (rc) return fprintf(stderr, "scenario plan: %s\n", err), 2;
     plan_print(stdout, &r);
     int status = r.best >= 0 ? 0 : 1;
-    if (json && plan_write_json(json, &r)) fprintf(stderr, "scenario plan: cannot write %s (an old one is left as it was)\n", json), status = 2;
+    if (json && plan_write_json(json, &r))
+        fprintf(stderr, "scenario plan: cannot write %s (an old one is left as it was)\n", json), status = 2;
     plan_free(&r);
     return status;
 }

@@ -317,7 +317,7 @@ static cJSON *heat_of(const char *path, int attempt, char *err, size_t errlen) {
     return h;
 }
 
-/* ---- memory: job.log's [memory] lines (rank 0 and the last stage's reporting rank) ------------- */
+/* ---- memory: job.log's [memory] lines (each stage's first rank, and the reporter) ---------------------- */
 
 static cJSON *memory_of(const char *work, const cJSON *report) {
     char path[REPORT_HTML_PATH];

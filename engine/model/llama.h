@@ -170,11 +170,11 @@ typedef struct llama_model {
     int nbuckets;         /* gradient buckets: [bucket_begin[k], bucket_begin[k + 1]) of the buffers, ascending */
     size_t *bucket_begin; /* [nbuckets + 1], the last total_alloc; each bucket a multiple of the shards */
 
-    void *ones;    /* [B*T] act_dt ones: a bias is a rank-1 product (ones x bias), its gradient dy^T x ones */
-    void *params;  /* [total_alloc] act_dt */
-    float *master; /* [master_len] fp32: elements [master_begin, master_begin + master_len) of the parameter
+    void *ones;       /* [B*T] act_dt ones: a bias is a rank-1 product (ones x bias), its gradient dy^T x ones */
+    void *params;     /* [total_alloc] act_dt */
+    float *master;    /* [master_len] fp32: elements [master_begin, master_begin + master_len) of the parameter
                       buffers (== params, whole, in fp32 training) */
-    void *grads;   /* [total_alloc] grad_dt */
+    void *grads;      /* [total_alloc] grad_dt */
     bool *grad_lazy;  /* [nparams] written first by its weight-gradient GEMM each step: not zeroed beforehand */
     bool *grad_fresh; /* [nparams] a lazy gradient not yet written this step (its memory holds old values) */
     size_t (*grad_zero_runs)[2]; /* [n_grad_zero_runs] element ranges llama_begin_grads zeroes: all but the lazy */

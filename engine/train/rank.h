@@ -41,7 +41,7 @@ int train_rank_open(tr_rank *st, const tr_job *jb, int rank, int world);
 /* --load: the checkpoint's weights, optimizer state and data position; st->loop starts there. */
 int train_rank_resume(tr_rank *st, const tr_job *jb);
 void train_rank_close(tr_rank *st);
-/* The memory report of this rank (Megatron prints the first stage's and the reporter's). */
+/* The memory report of this rank (printed by each pipeline stage's first rank and the reporter). */
 void train_rank_memory_report(const tr_rank *st, const tr_config *cfg, FILE *log);
 /* FNV-1a of this rank's fp32 master weights (its optimizer shard of them when the distributed
  * optimizer shards them; the other shards are other ranks' digests): equal digests, equal bits. */

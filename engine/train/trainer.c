@@ -60,7 +60,8 @@ static int iterate(tr_rank *st, const tr_config *cfg, bool *stopped) {
 }
 
 /* The end of a run that went well: the observers' (Megatron's last save between save intervals), the
- * evaluation after training, the memory report of the first stage (the most loaded) and of the reporter. */
+ * evaluation after training, the memory report of each pipeline stage's first rank (ranks are stage-major:
+ * tp, cp and dp 0 of the stage) and of the reporter. */
 static int finish(tr_rank *st, const tr_job *jb, bool stopped) {
     const tr_config *cfg = jb->cfg;
     int rc = train_observers_train_end(&st->obs, &st->loop);
@@ -68,7 +69,8 @@ static int finish(tr_rank *st, const tr_job *jb, bool stopped) {
     /* Megatron evaluates once more when training ends (not when it exits early): after the last save */
     if (!stopped && st->src.next_valid && cfg->eval_iters > 0 && (rc = validate(st, cfg, st->loop.done, true)))
         return rc;
-    if (st->rank == 0 || st->reporter) train_rank_memory_report(st, cfg, jb->log);
+    const int per_stage = st->world / (st->model->layout.pp > 0 ? st->model->layout.pp : 1);
+    if (st->rank % (per_stage > 0 ? per_stage : 1) == 0 || st->reporter) train_rank_memory_report(st, cfg, jb->log);
     return 0;
 }
 

@@ -33,9 +33,9 @@ const twin_calibration twin_calibration_h200 = {
             /* add: latency and efficiency fitted over 6 rows */
             [TWIN_K_ADD] = {2.959e-06, 1, 0.9243, false},
             /* scale: not measured: the pooled memory-bound fit */
-            [TWIN_K_SCALE] = {4e-06, 1, 0.4922, false},
+            [TWIN_K_SCALE] = {4e-06, 1, 0.4698, false},
             /* cast: not measured: the pooled memory-bound fit */
-            [TWIN_K_CAST] = {4e-06, 1, 0.4922, false},
+            [TWIN_K_CAST] = {4e-06, 1, 0.4698, false},
             /* sum_squares: efficiency over 6 rows, latency fixed */
             [TWIN_K_SUM_SQUARES] = {4e-06, 1, 0.6494, false},
             /* adamw_update: efficiency over 6 rows, latency fixed */
@@ -53,10 +53,10 @@ const twin_calibration twin_calibration_h200 = {
             /* ce_slice_backward: efficiency over 6 rows, latency fixed */
             [TWIN_K_CE_BWD] = {4e-06, 1, 0.3771, false},
             /* cross_entropy_forward: not measured: the pooled memory-bound fit */
-            [TWIN_K_XENT_FWD] = {4e-06, 1, 0.4922, false},
+            [TWIN_K_XENT_FWD] = {4e-06, 1, 0.4698, false},
             /* cross_entropy_backward: not measured: the pooled memory-bound fit */
-            [TWIN_K_XENT_BWD] = {4e-06, 1, 0.4922, false},
+            [TWIN_K_XENT_BWD] = {4e-06, 1, 0.4698, false},
             /* memset: efficiency over 6 rows, latency fixed */
-            [TWIN_K_MEMSET] = {4e-06, 1, 0.9606, false},
+            [TWIN_K_MEMSET] = {4e-06, 1, 0.1932, false},
         },
 };

@@ -22,7 +22,10 @@ check() {
     env WORLD_SIZE="$world" "$bin/train_llama3" $base --global-batch-size "$dp" "$@" >"$work/$name.log" 2>&1 ||
         { tail -5 "$work/$name.log"; fail "$name: exit status $?"; }
     lines=$(grep "^\[memory\] rank [0-9]*: weights+gradients+optimizer" "$work/$name.log")
-    [ "$(echo "$lines" | wc -l)" -eq 2 ] || fail "$name: expected the first and the last rank's line: $lines"
+    # each pipeline stage's first rank (PP lines) and the last rank
+    pp=$(echo "$*" | sed -n 's/.*--pipeline-model-parallel-size \([0-9]*\).*/\1/p')
+    [ "$(echo "$lines" | wc -l)" -eq $((${pp:-1} + 1)) ] ||
+        fail "$name: expected each pipeline stage's first rank's line and the last rank's: $lines"
     echo "$lines" | while read -r line; do
         echo "$line" | awk -v want="$want" -v dp="$dp" -v meg="$meg" '{
             for (i = 1; i <= NF; i++) {
