@@ -236,7 +236,7 @@
     var note = document.createElement('p');
     note.className = 'note';
     note.textContent = (stages.length ? 'Stages whose ranks logged their memory split (job.log\'s [memory] lines: ' +
-      'rank 0 and the last stage\'s reporting rank); ' : 'No per-stage split was logged; ') +
+      'each pipeline stage\'s first rank, and the reporting rank); ' : 'No per-stage split was logged; ') +
       'the bottom bar is the largest device peak of any rank against the device\'s capacity.';
     el.appendChild(note);
     var cv = document.createElement('canvas');

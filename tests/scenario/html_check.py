@@ -147,6 +147,12 @@ def main():
             problems.append(f"a heat map drew {a.get('data-drawn')} rank rows, not {report['world']}")
     if not inside("memory-plot", "canvas"):
         problems.append("memory-plot: no canvas: the memory bars were not drawn")
+    else:  # one bar per pipeline stage (each stage's first rank logs its split), and the capacity bar
+        pp = report.get("layout", {}).get("pp")
+        bars = [a for _, a in inside("memory-plot", "canvas")]
+        if pp and bars and bars[0].get("data-drawn") != str(pp + 1):
+            problems.append(f"memory-plot: {bars[0].get('data-drawn')} bars drawn, not one per stage ({pp}) and the "
+                            "capacity bar")
 
     # the numbers equal the JSON report's
     def close(v, want):
