@@ -53,6 +53,12 @@ void fx_write_text(const char *dir, const char *name, const char *text);
  * exactly when it ran and exited 0 (a command cut off by a signal, or one that did not start, is not 0). */
 int fx_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A TCP port for a test's rendezvous: below the kernel's ephemeral range (32768 and up on Linux, where an
+ * outgoing connection of anything on the host may hold any port at any time), free on 127.0.0.1 when
+ * asked (bound and released), and a different one at each call. Another test can still take it in the
+ * moment between; 0 when none of 200 tries was free. */
+int fx_free_port(void);
+
 /* ---- output and death tests ---------------------------------------------------------------- */
 
 /* What print(f, arg) writes, as a malloc'd string (asserts the stream could be made). */

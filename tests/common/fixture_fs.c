@@ -10,7 +10,29 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "common/fixture.h"
+
+int fx_free_port(void) {
+    static unsigned calls;
+    for (int i = 0; i < 200; i++) {
+        /* spread by process and call, so parallel tests rarely try the same ports */
+        const unsigned x = (unsigned)getpid() * 2654435761u + (calls++) * 40503u;
+        const int port = 20000 + (int)(x % 12000u); /* [20000, 32000) */
+        const int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0) return 0;
+        const int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        struct sockaddr_in a = {
+            .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        const int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        close(fd);
+        if (ok) return port;
+    }
+    return 0;
+}
 
 int fx_tmpdir(char *out, size_t cap, const char *tag) {
     int n = snprintf(out, cap, "/tmp/twinrun-%s-XXXXXX", tag);

@@ -8,6 +8,7 @@
 #   multiproc.sh BIN_DIR WORK_DIR bad_input   hostfile short of slots, unreachable rendezvous, unknown provider
 set -uo pipefail
 bin=$1 work=$2 mode=$3
+here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 # CI runs as root
 args=(--num-layers 4 --hidden-size 64 --ffn-hidden-size 128 --num-attention-heads 8 --group-query-attention
@@ -18,7 +19,8 @@ args=(--num-layers 4 --hidden-size 64 --ffn-hidden-size 128 --num-attention-head
       --eval-iters 0 --log-interval 1000 --data-cache-path "$work/cache")
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
-port() { echo $((20000 + RANDOM % 20000)); }
+# a free port below the ephemeral range at each call (free_port.py says why)
+port() { python3 "$here/free_port.py"; }
 
 # torchrun-style: N processes of PER ranks each, in the background; pids in PIDS
 PIDS=()

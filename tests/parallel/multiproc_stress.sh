@@ -12,6 +12,7 @@
 #   original report (slow: on a machine with other work each job waits minutes for its share).
 set -uo pipefail
 bin=$1 work=$2 jobs=${3:-12} contention=${4:-even}
+here=$(cd "$(dirname "$0")" && pwd)
 case $contention in even) job_nice=0 ;; hard) job_nice=19 ;; *) echo "contention: even or hard" >&2; exit 2 ;; esac
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 common=(--num-layers 2 --num-attention-heads 4 --group-query-attention --num-query-groups 2 --seq-length 16
@@ -26,7 +27,6 @@ busy=()
 for _ in 1 2; do bash -c 'while :; do :; done' & busy+=($!); done
 trap 'kill "${busy[@]}" 2>/dev/null' EXIT
 
-base=$((20000 + RANDOM % 20000))
 failed=0 t0=$SECONDS
 for ((j = 0; j < jobs; j++)); do
     case $((j % 3)) in
@@ -34,7 +34,7 @@ for ((j = 0; j < jobs; j++)); do
     1) n=2 kind=small size=("${small[@]}") ;;
     2) n=4 kind=large size=("${large[@]}") ;;
     esac
-    port=$((base + j))
+    port=$(python3 "$here/free_port.py") || exit 1 # below the ephemeral range, free now (free_port.py)
     pids=()
     for ((r = 0; r < n; r++)); do
         RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \

@@ -235,7 +235,8 @@ void __gcov_dump(void);
 
 /* Runs the job as NPROCS processes; codes[p] their exit codes, texts[p] what they wrote. */
 static void run_job(scenario what, int codes[NPROCS], char *texts[NPROCS]) {
-    const int port = 20000 + (int)(getpid() % 20000);
+    const int port = fx_free_port(); /* each job its own: no socket of the last one lingers on it */
+    assert_true(port > 0);
     pid_t pids[NPROCS];
     char paths[NPROCS][64];
     fflush(NULL);
