@@ -8,6 +8,7 @@
 #include "core/hash.h"
 #include "twinrun/coll.h"
 #include "twinrun/err.h"
+#include "twinrun/version.h"
 
 enum { FP_WORDS = 8 }; /* build lo/hi, config lo/hi, data lo/hi, devices, spare — as int32 for the all-gather */
 
@@ -50,7 +51,11 @@ int train_preflight(const tr_config *cfg, const tr_groups *gr, dev_device *d, in
     res->first_rank = -1;
     dev_info info;
     dev_get_info(d, &info);
-    const char *version = fault_build_version(faults, TR_VERSION);
+    /* the build: version, the commit it was built from (two builds of one version differ in code) and the
+     * backend; a version_skew fault replaces the whole string on its rank */
+    char build[160];
+    snprintf(build, sizeof build, "%s commit %s", TR_VERSION, tr_version_commit());
+    const char *version = fault_build_version(faults, build);
     int32_t mine[FP_WORDS] = {0};
     put64(mine + 0,
           tr_fnv1a(TR_FNV_OFFSET, version, strlen(version)) ^ tr_fnv1a(0, info.backend, strlen(info.backend)));
@@ -111,7 +116,7 @@ int train_preflight(const tr_config *cfg, const tr_groups *gr, dev_device *d, in
     free(all);
     if (res->issue == TR_PREFLIGHT_OK) return 0;
     static const char *const fixes[] = {
-        "", "install the same twinrun build on every node",
+        "", "install the same twinrun build (version and commit: train_llama3 --version) on every node",
         "check the node's GPUs (nvidia-smi / mthreads-gmi) and CUDA_VISIBLE_DEVICES; drain it from the hostfile",
         "launch every rank with the same flags", "give every node the same data files (--data-path)"};
     if (used < errlen)
