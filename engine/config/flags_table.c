@@ -595,7 +595,7 @@ static const tr_flag FLAGS[] = {
              "report whether it fits and how fast a step is (docs/prediction.md)"},
     {"--predict-json", TR_K_STRING, TR_SEC_TWINRUN, F(predict_json), .metavar = "FILE", .def = "none",
      .help = "with --predict: also write the report as JSON (device, capacity, step time, tokens/s, MFU, memory "
-             "per pipeline stage)"},
+             "per pipeline stage); written to a temporary name and renamed over FILE once whole"},
 };
 
 _Static_assert(sizeof FLAGS / sizeof FLAGS[0] <= TR_FLAGS_MAX, "raise TR_FLAGS_MAX");
