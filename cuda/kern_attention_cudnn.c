@@ -161,9 +161,11 @@ static void dnn_finalize(dnn_build *b, cudnnBackendDescriptor_t d, const char *w
     DNN_TRY(b, cudnnBackendFinalize(d), "finalizing %s", what);
 }
 
-/* A tensor [d0,d1,d2,d3] with strides s; uid 0: a virtual one (a fresh id). */
-static cudnnBackendDescriptor_t dnn_tensor(dnn_build *b, int64_t uid, cudnnDataType_t dt, const int64_t dims[4],
-                                           const int64_t strides[4], bool by_value) {
+/* A tensor [d0,d1,d2,d3] with strides s in layout `reorder` (NONE: as the strides say); uid 0: a virtual
+ * one (a fresh id). */
+static cudnnBackendDescriptor_t dnn_tensor_laid(dnn_build *b, int64_t uid, cudnnDataType_t dt, const int64_t dims[4],
+                                                const int64_t strides[4], bool by_value,
+                                                cudnnBackendTensorReordering_t reorder) {
     cudnnBackendDescriptor_t t = dnn_new(b, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
     const bool virt = uid == 0;
     if (virt) uid = b->next_uid++;
@@ -175,8 +177,15 @@ static cudnnBackendDescriptor_t dnn_tensor(dnn_build *b, int64_t uid, cudnnDataT
     dnn_set(b, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
     dnn_set(b, t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt);
     dnn_set(b, t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
+    if (reorder != CUDNN_TENSOR_REORDERING_NONE)
+        dnn_set(b, t, CUDNN_ATTR_TENSOR_REORDERING_MODE, CUDNN_TYPE_TENSOR_REORDERING_MODE, 1, &reorder);
     dnn_finalize(b, t, "a tensor");
     return t;
+}
+
+static cudnnBackendDescriptor_t dnn_tensor(dnn_build *b, int64_t uid, cudnnDataType_t dt, const int64_t dims[4],
+                                           const int64_t strides[4], bool by_value) {
+    return dnn_tensor_laid(b, uid, dt, dims, strides, by_value, CUDNN_TENSOR_REORDERING_NONE);
 }
 
 /* A virtual tensor of the same kind as the dims/strides given. */
@@ -200,22 +209,8 @@ static bool dnn_dq_reordered(void) {
 }
 
 static cudnnBackendDescriptor_t dnn_dq_accumulator(dnn_build *b, const int64_t dims[4], const int64_t strides[4]) {
-    cudnnBackendDescriptor_t t = dnn_new(b, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
-    const int64_t uid = UID_DQ_ACC, align = 16;
-    const bool no = false;
-    const cudnnBackendTensorReordering_t mode =
-        dnn_dq_reordered() ? CUDNN_TENSOR_REORDERING_F16x16 : CUDNN_TENSOR_REORDERING_NONE;
-    dnn_set(b, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32);
-    dnn_set(b, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
-    dnn_set(b, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
-    dnn_set(b, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
-    dnn_set(b, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
-    dnn_set(b, t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &no);
-    dnn_set(b, t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &no);
-    dnn_set(b, t, CUDNN_ATTR_TENSOR_REORDERING_MODE, CUDNN_TYPE_TENSOR_REORDERING_MODE, 1, &mode);
-    dnn_finalize(b, t, "the dQ accumulator");
-    return t;
+    return dnn_tensor_laid(b, UID_DQ_ACC, CUDNN_DATA_FLOAT, dims, strides, false,
+                           dnn_dq_reordered() ? CUDNN_TENSOR_REORDERING_F16x16 : CUDNN_TENSOR_REORDERING_NONE);
 }
 
 static cudnnBackendDescriptor_t dnn_scalar(dnn_build *b, int64_t uid, cudnnDataType_t dt) {

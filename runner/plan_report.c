@@ -180,12 +180,13 @@ int plan_write_json(const char *path, const sc_plan_result *r) {
     cJSON_Delete(o);
     if (!text) return -1;
     /* a temporary name renamed over the old file once whole: a failed write leaves the old one */
-    const size_t n = strlen(text);
-    char *line = realloc(text, n + 2);
-    if (!line) return free(text), -1;
-    line[n] = '\n', line[n + 1] = '\0';
     char why[512];
-    const int rc = tr_safe_write(path, line, n + 1, true, NULL, why, sizeof why);
-    free(line);
+    tr_safe_file sf;
+    int rc = tr_safe_open(&sf, path, true, NULL, why, sizeof why);
+    if (!rc) {
+        fputs(text, sf.f), fputc('\n', sf.f);
+        rc = tr_safe_commit(&sf, why, sizeof why);
+    }
+    free(text);
     return rc;
 }

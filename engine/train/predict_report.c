@@ -185,15 +185,13 @@ int train_predict_write_json(const char *path, const tr_predict *p, char *err, s
     cJSON_Delete(root);
     if (!text) return tr_errf(err, errlen, "--predict-json %s: out of host memory", path);
     /* a temporary name renamed over the old file once whole: a failed write leaves the old one */
-    const size_t n = strlen(text);
     char why[512];
-    char *line = realloc(text, n + 2);
-    if (!line) {
-        free(text);
-        return tr_errf(err, errlen, "--predict-json %s: out of host memory", path);
+    tr_safe_file sf;
+    int rc = tr_safe_open(&sf, path, true, NULL, why, sizeof why);
+    if (!rc) {
+        fputs(text, sf.f), fputc('\n', sf.f);
+        rc = tr_safe_commit(&sf, why, sizeof why); /* a failed write is seen here (ferror, fflush) */
     }
-    line[n] = '\n', line[n + 1] = '\0';
-    const int rc = tr_safe_write(path, line, n + 1, true, NULL, why, sizeof why);
-    free(line);
+    free(text);
     return rc ? tr_errf(err, errlen, "--predict-json %s", why) : 0;
 }
