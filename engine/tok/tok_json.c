@@ -19,6 +19,14 @@ static const char *type_of(const cJSON *o) {
 
 static bool flag(const cJSON *o, const char *key) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key)); }
 
+/* A token id as the file writes it: an integer 0..INT32_MAX. The range is checked before the cast
+ * (casting 2e77 or NaN to an integer is undefined); tr_tok_set_id narrows it to the ids it keeps. */
+static bool json_id(const cJSON *v, int32_t *id) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= INT32_MAX)) return false;
+    *id = (int32_t)v->valuedouble;
+    return (double)*id == v->valuedouble;
+}
+
 /* A byte-level token (as tokenizer.json writes it) -> its bytes in out [>= strlen(s)]. A token with a
  * character outside the byte-level alphabet keeps its UTF-8 as is (the ByteLevel decoder's fallback);
  * returns false for it, since the BPE can never produce it. */
@@ -45,14 +53,15 @@ static int vocab(tr_tok *t, const cJSON *v, char *err, size_t errlen) {
     size_t bcap = 0;
     int rc = 0;
     for (const cJSON *e = v->child; e && !rc; e = e->next) {
-        if (!cJSON_IsNumber(e) || e->valuedouble != (double)(int32_t)e->valuedouble) {
-            rc = tr_errf(err, errlen, "%s: model.vocab['%s'] is not an integer id", t->name, e->string);
+        int32_t id;
+        if (!json_id(e, &id)) {
+            rc =
+                tr_errf(err, errlen, "%s: model.vocab['%s'] is not an integer id 0..%d", t->name, e->string, INT32_MAX);
             break;
         }
         size_t n = strlen(e->string), len;
         if (n + 1 > bcap && !(buf = realloc(buf, bcap = n + 1))) return tr_errf(err, errlen, "out of memory");
         bool mapped = unbyte(e->string, buf, &len);
-        int32_t id = (int32_t)e->valuedouble;
         rc = tr_tok_set_id(t, id, buf, len, TR_TOK_MODEL, err, errlen);
         if (!rc && (tr_tok_map_put(&t->text, e->string, n, id) || (mapped && tr_tok_map_put(&t->raw, buf, len, id))))
             rc = tr_errf(err, errlen, "out of memory");
@@ -140,9 +149,11 @@ static int added(tr_tok *t, const cJSON *a, char *err, size_t errlen) {
     for (const cJSON *e = a->child; e; e = e->next, i++) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id"),
                     *c = cJSON_GetObjectItemCaseSensitive(e, "content");
-        if (!cJSON_IsNumber(id) || !cJSON_IsString(c) || !c->valuestring[0])
-            return tr_errf(err, errlen, "%s: added_tokens[%d] needs an integer \"id\" and a non-empty \"content\"",
-                           t->name, i);
+        int32_t tid;
+        if (!json_id(id, &tid) || !cJSON_IsString(c) || !c->valuestring[0])
+            return tr_errf(err, errlen,
+                           "%s: added_tokens[%d] needs an integer \"id\" (0..%d) and a non-empty \"content\"", t->name,
+                           i, INT32_MAX);
         const char *opts[] = {"single_word", "lstrip", "rstrip"};
         for (int k = 0; k < 3; k++)
             if (flag(e, opts[k]))
@@ -152,7 +163,6 @@ static int added(tr_tok *t, const cJSON *a, char *err, size_t errlen) {
         char *buf = malloc(n + 1);
         if (!buf) return tr_errf(err, errlen, "out of memory");
         unbyte(c->valuestring, buf, &len); /* decoding runs the ByteLevel decoder over added tokens too */
-        int32_t tid = (int32_t)id->valuedouble;
         int rc = tr_tok_set_id(t, tid, buf, len, flag(e, "special") ? TR_TOK_SPECIAL : TR_TOK_ADDED, err, errlen);
         free(buf);
         if (rc) return -1;
@@ -232,11 +242,12 @@ static int template(tr_tok *t, const cJSON *p, char *err, size_t errlen) {
                            cJSON_IsString(sp) ? sp->valuestring : "?");
         for (const cJSON *i = ids->child; i; i = i->next) {
             int *n = seen_a ? &t->npost : &t->npre;
-            if (*n == TR_TOK_TEMPLATE_MAX || !cJSON_IsNumber(i))
+            int32_t id;
+            if (*n == TR_TOK_TEMPLATE_MAX || !json_id(i, &id))
                 return tr_errf(err, errlen,
-                               "%s: post_processor template: more than %d special ids, or one not a number", t->name,
-                               TR_TOK_TEMPLATE_MAX);
-            (seen_a ? t->post : t->pre)[(*n)++] = (int32_t)i->valuedouble;
+                               "%s: post_processor template: more than %d special ids, or one not an integer id",
+                               t->name, TR_TOK_TEMPLATE_MAX);
+            (seen_a ? t->post : t->pre)[(*n)++] = id;
         }
     }
     return 0;

@@ -158,6 +158,18 @@ static void test_components_refused_by_name(void **state) {
     refuse("model", "{\"type\": \"BPE\", \"vocab\": {\"a\": 0.5}, \"merges\": []}",
            "model.vocab['a'] is not an integer");
     refuse("added_tokens", "[{\"id\": 5, \"content\": \"x\", \"lstrip\": true}]", "('x'): lstrip is not implemented");
+    /* ids outside int32 were cast before they were checked (undefined behaviour; the fuzz target's
+     * crash, kept in fuzz/corpus/fuzz_tok_json) */
+    refuse("model", "{\"type\": \"BPE\", \"vocab\": {\"a\": 2e77}, \"merges\": []}",
+           "model.vocab['a'] is not an integer id 0..2147483647");
+    refuse("model", "{\"type\": \"BPE\", \"vocab\": {\"a\": -1}, \"merges\": []}",
+           "model.vocab['a'] is not an integer id 0..2147483647");
+    refuse("added_tokens", "[{\"id\": 1e300, \"content\": \"x\"}]",
+           "added_tokens[0] needs an integer \"id\" (0..2147483647)");
+    refuse("post_processor",
+           "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"s\"}}],"
+           " \"special_tokens\": {\"s\": {\"ids\": [-3e40]}}}",
+           "post_processor template: more than 16 special ids, or one not an integer id");
 }
 
 /* A tokenizer.json with the 256 byte tokens, "ab" (id 256), "abc" (257), one merge a+b, and

@@ -1,0 +1,39 @@
+/* libFuzzer: the encoder (tr_tok_encode) on any bytes, with tests/data/tokenizer_small. Invalid
+ * UTF-8 must be refused with a message; valid text must decode back to itself, byte for byte. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tok/tok.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static tr_tok *load(void) {
+    FILE *f = fopen(TWINRUN_TEST_DATA "/tokenizer_small/tokenizer.json", "rb");
+    if (!f) __builtin_trap();
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    char err[512];
+    tr_tok *t = tr_tok_from_json(buf, n, "tokenizer_small", err, sizeof err);
+    if (!t) __builtin_trap();
+    return t;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static tr_tok *t;
+    static tr_tok_buf b;
+    if (!t) t = load();
+    char err[256] = "", *out = NULL;
+    size_t len = 0, cap = 0;
+    const char *s = (const char *)data;
+    if (tr_tok_encode(t, &b, s, size, false, err, sizeof err)) {
+        if (tr_tok_utf8_valid(s, size) == size || !err[0]) __builtin_trap();
+        return 0;
+    }
+    if (tr_tok_decode(t, b.ids, b.n, false, &out, &len, &cap, err, sizeof err)) __builtin_trap();
+    if (len != size || memcmp(out, s, size)) __builtin_trap();
+    free(out);
+    return 0;
+}
