@@ -22,7 +22,13 @@
  *
  * A plan (operation graph -> heuristics' engine configs -> the first that finalizes) is built once per
  * shape and kept for the device's life; its workspace comes from the stream's scratch at each call. A
- * shape that no engine takes is remembered as refused: the caller's own kernels serve it. */
+ * shape that no engine takes is remembered as refused: the caller's own kernels serve it.
+ *
+ * The heuristics' first engine is not always the fastest (a few percent either way by shape, and for
+ * a backward the deterministic engine sometimes beats the atomic one), so outside --deterministic-mode
+ * the first call of each shape times a few candidates (dnn_choose) on its own operands and keeps the
+ * fastest. In --deterministic-mode the choice is fixed (the heuristics' first deterministic engine): a
+ * timed choice could differ between two runs, and so could the bits. */
 #include "kern_attention_cudnn.h"
 
 #include <math.h>
@@ -40,7 +46,7 @@
 #error "kern_attention_cudnn.c needs cuDNN 9 (configure with -DTWINRUN_CUDNN=OFF to build without it)"
 #endif
 
-enum { DNN_MAX_DESC = 96, DNN_MAX_PLANS = 64, DNN_MAX_CFG = 64 };
+enum { DNN_MAX_DESC = 96, DNN_MAX_PLANS = 256, DNN_MAX_CFG = 64, DNN_MAX_CHOICES = 64 };
 
 /* the real tensors' unique ids (virtual ones count up from UID_VIRTUAL) */
 enum {
@@ -64,7 +70,7 @@ enum {
 };
 
 typedef struct dnn_key {
-    int bwd, det, B, Tq, Tk, NH, KV, D;
+    int bwd, det, alt, B, Tq, Tk, NH, KV, D; /* alt: which finalizing engine config (0: the heuristics' first) */
     int64_t q_bstride, k_bstride, lse_bstride, lse_hstride;
 } dnn_key;
 
@@ -77,12 +83,21 @@ typedef struct dnn_plan {
     int ndesc;
 } dnn_plan;
 
+/* The plan a call of shape `want` (alt 0) runs: the fastest of the timed candidates. */
+typedef struct dnn_choice {
+    dnn_key want;
+    const dnn_plan *plan; /* NULL: no candidate takes the shape */
+} dnn_choice;
+
 typedef struct dnn_state {
     bool usable;
     bool zero_dq_acc; /* cuDNN before 9.6.0 leaves the dQ accumulator's zeroing to its caller */
+    int tune;         /* TWINRUN_CUDNN_TUNE: 0 the heuristics' first engine, 1 the fastest (default), 2 and say which */
     cudnnHandle_t h;
     dnn_plan *plans[DNN_MAX_PLANS];
     int nplans;
+    dnn_choice choices[DNN_MAX_CHOICES];
+    int nchoices;
 } dnn_state;
 
 /* a graph being built: its descriptors, the next virtual uid, the first failure */
@@ -130,6 +145,8 @@ static dnn_state *dnn_state_get(dev_stream *s) {
      * TWINRUN_CUDNN_DQ_MEMSET=1 zeroes it here too, for the A/B */
     const char *env = getenv("TWINRUN_CUDNN_DQ_MEMSET");
     g->zero_dq_acc = version < 90600 || (env && strcmp(env, "1") == 0);
+    const char *tune = getenv("TWINRUN_CUDNN_TUNE");
+    g->tune = !tune || !*tune ? 1 : strcmp(tune, "0") == 0 ? 0 : strcmp(tune, "log") == 0 ? 2 : 1;
     return g;
 }
 
@@ -480,6 +497,7 @@ static void dnn_build_plan(dnn_state *g, dnn_plan *p) {
         b.st = CUDNN_STATUS_NOT_SUPPORTED;
         snprintf(b.what, sizeof b.what, "the heuristics offered no engine");
     }
+    int skip = p->key.alt; /* finalizing configs to pass over */
     for (int64_t i = 0; b.st == CUDNN_STATUS_SUCCESS && i < got && !p->plan; i++) {
         if (p->key.det && dnn_cfg_has_note(&b, cfgs[i], CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)) continue;
         cudnnBackendDescriptor_t plan = NULL;
@@ -492,7 +510,8 @@ static void dnn_build_plan(dnn_state *g, dnn_plan *p) {
             cudnnBackendFinalize(plan) == CUDNN_STATUS_SUCCESS) {
             int64_t n = 0;
             if (cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
-                                         &p->workspace) == CUDNN_STATUS_SUCCESS) {
+                                         &p->workspace) == CUDNN_STATUS_SUCCESS &&
+                skip-- == 0) {
                 p->plan = plan;
                 break;
             }
@@ -505,7 +524,7 @@ static void dnn_build_plan(dnn_state *g, dnn_plan *p) {
                  p->key.det ? " deterministically" : "");
     }
     p->ok = b.st == CUDNN_STATUS_SUCCESS;
-    if (!p->ok) {
+    if (!p->ok && p->key.alt == 0) { /* a missing alternative is no news */
         char detail[512] = "";
         cudnnGetLastErrorString(detail, sizeof detail);
         const dnn_key *k = &p->key;
@@ -529,10 +548,11 @@ static dnn_plan *dnn_plan_get(dnn_state *g, const dnn_key *key) {
     return p;
 }
 
-static dnn_key dnn_key_of(const tr_cu_sdpa *a, int bwd, int det) {
+static dnn_key dnn_key_of(const tr_cu_sdpa *a, int bwd, int det, int alt) {
     dnn_key k;
     memset(&k, 0, sizeof k); /* padding too: keys are compared with memcmp */
-    k.bwd = bwd, k.det = det, k.B = a->B, k.Tq = a->Tq, k.Tk = a->Tk, k.NH = a->NH, k.KV = a->KV, k.D = a->D;
+    k.bwd = bwd, k.det = det, k.alt = alt, k.B = a->B, k.Tq = a->Tq, k.Tk = a->Tk, k.NH = a->NH, k.KV = a->KV,
+    k.D = a->D;
     k.q_bstride = a->q_bstride, k.k_bstride = a->k_bstride, k.lse_bstride = a->lse_bstride;
     k.lse_hstride = a->lse_hstride;
     return k;
@@ -564,26 +584,18 @@ static void dnn_execute(dnn_state *g, dev_stream *s, const dnn_plan *p, int n, i
     tr_cu_scratch_free(s, ws);
 }
 
-bool tr_cu_cudnn_forward(dev_stream *s, const tr_cu_sdpa *a) {
-    dnn_state *g = dnn_state_get(s);
-    if (!g->usable) return false;
-    const dnn_key key = dnn_key_of(a, 0, 0);
-    const dnn_plan *p = dnn_plan_get(g, &key);
-    if (!p || !p->ok) return false;
+/* One forward of a on plan p. */
+static void dnn_forward_run(dnn_state *g, dev_stream *s, const dnn_plan *p, const tr_cu_sdpa *a) {
     float scale = (float)(1.0 / sqrt((double)a->D)), neg_inf = -INFINITY;
     int32_t seq_q = a->Tq, seq_kv = a->Tk;
     int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_LSE, UID_SCALE, UID_NEG_INF, UID_SEQ_Q, UID_SEQ_KV};
     void *ptrs[] = {(void *)a->q, (void *)a->k, (void *)a->v, a->out, a->lse, &scale, &neg_inf, &seq_q, &seq_kv};
     dnn_execute(g, s, p, a->Tq != a->Tk ? 9 : 7, uids, ptrs);
-    return true;
 }
 
-bool tr_cu_cudnn_backward(dev_stream *s, const tr_cu_sdpa *a, bool deterministic) {
-    dnn_state *g = dnn_state_get(s);
-    if (!g->usable) return false;
-    const dnn_key key = dnn_key_of(a, 1, deterministic);
-    const dnn_plan *p = dnn_plan_get(g, &key);
-    if (!p || !p->ok) return false;
+/* One backward of a on plan p (its key says atomic or deterministic). */
+static void dnn_backward_run(dnn_state *g, dev_stream *s, const dnn_plan *p, const tr_cu_sdpa *a) {
+    const bool deterministic = p->key.det;
     const size_t rows = (size_t)a->B * a->NH * a->Tq;
     float *delta = (float *)tr_cu_scratch(s, rows * sizeof(float), "attention delta"); /* [B,NH,Tq] */
     float *acc = deterministic
@@ -595,21 +607,103 @@ bool tr_cu_cudnn_backward(dev_stream *s, const tr_cu_sdpa *a, bool deterministic
     if (acc && g->zero_dq_acc) CU_CHECK(cudaMemsetAsync(acc, 0, rows * a->D * sizeof(float), tr_cu_stream(s)));
     float scale = (float)(1.0 / sqrt((double)a->D)), neg_inf = -INFINITY, one = 1.0f;
     int32_t seq_q = a->Tq, seq_kv = a->Tk;
-    int64_t uids[14] = {UID_Q,  UID_K,  UID_V,     UID_O,       UID_LSE, UID_DO,    UID_DQ,
+    int64_t uids[16] = {UID_Q,  UID_K,  UID_V,     UID_O,       UID_LSE, UID_DO,    UID_DQ,
                         UID_DK, UID_DV, UID_SCALE, UID_NEG_INF, UID_ONE, UID_DELTA, 0};
     void *ptrs[16] = {(void *)a->q, (void *)a->k, (void *)a->v, (void *)a->out, a->lse, (void *)a->dout, a->dq, a->dk,
                       a->dv,        &scale,       &neg_inf,     &one,           delta};
     int n = 13;
     if (acc) uids[n] = UID_DQ_ACC, ptrs[n++] = acc;
-    int64_t uids_full[16];
-    memcpy(uids_full, uids, sizeof(int64_t) * (size_t)n);
     if (a->Tq != a->Tk) {
-        uids_full[n] = UID_SEQ_Q, ptrs[n++] = &seq_q;
-        uids_full[n] = UID_SEQ_KV, ptrs[n++] = &seq_kv;
+        uids[n] = UID_SEQ_Q, ptrs[n++] = &seq_q;
+        uids[n] = UID_SEQ_KV, ptrs[n++] = &seq_kv;
     }
-    dnn_execute(g, s, p, n, uids_full, ptrs);
+    dnn_execute(g, s, p, n, uids, ptrs);
     tr_cu_scratch_free(s, acc);
     tr_cu_scratch_free(s, delta);
+}
+
+static void dnn_run(dnn_state *g, dev_stream *s, const dnn_plan *p, const tr_cu_sdpa *a) {
+    if (p->key.bwd) dnn_backward_run(g, s, p, a);
+    else dnn_forward_run(g, s, p, a);
+}
+
+/* The fastest of p's runs on a's operands, in ms: one warm-up, then the best of three (a run
+ * overwrites its outputs whole, so the caller's run afterwards is as if none had been). */
+static float dnn_time(dnn_state *g, dev_stream *s, const dnn_plan *p, const tr_cu_sdpa *a) {
+    cudaStream_t st = tr_cu_stream(s);
+    cudaEvent_t e0, e1;
+    CU_CHECK(cudaEventCreate(&e0));
+    CU_CHECK(cudaEventCreate(&e1));
+    dnn_run(g, s, p, a);
+    float best = INFINITY;
+    for (int r = 0; r < 3; r++) {
+        float ms = 0;
+        CU_CHECK(cudaEventRecord(e0, st));
+        dnn_run(g, s, p, a);
+        CU_CHECK(cudaEventRecord(e1, st));
+        CU_CHECK(cudaEventSynchronize(e1));
+        CU_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (ms < best) best = ms;
+    }
+    CU_CHECK(cudaEventDestroy(e0));
+    CU_CHECK(cudaEventDestroy(e1));
+    return best;
+}
+
+/* The deterministic backward keeps dP, [B,NH,Tq,Tk] bf16, in its workspace: beyond this it is no
+ * candidate for a call that did not ask for it (256 MiB: the frontend's old limit for that engine). */
+#define DNN_DP_WORKSPACE_MAX ((int64_t)256 << 20)
+
+/* The plan for a's shape: with --deterministic-mode (det) or TWINRUN_CUDNN_TUNE=0 the heuristics' first
+ * engine; otherwise the fastest, timed at the first call, of the first two engine configs — and for a
+ * backward of both the atomic and the deterministic graphs. NULL when no engine takes the shape. */
+static const dnn_plan *dnn_choose(dnn_state *g, dev_stream *s, const tr_cu_sdpa *a, int bwd, bool det) {
+    const dnn_key want = dnn_key_of(a, bwd, det, 0);
+    for (int i = 0; i < g->nchoices; i++)
+        if (memcmp(&g->choices[i].want, &want, sizeof want) == 0) return g->choices[i].plan;
+    dnn_plan *first = dnn_plan_get(g, &want);
+    const dnn_plan *pick = first && first->ok ? first : NULL;
+    if (!det && g->tune && g->nchoices < DNN_MAX_CHOICES) {
+        dnn_key cand[4];
+        int nc = 0;
+        cand[nc++] = want;
+        cand[nc++] = dnn_key_of(a, bwd, 0, 1);
+        if (bwd) cand[nc++] = dnn_key_of(a, bwd, 1, 0), cand[nc++] = dnn_key_of(a, bwd, 1, 1);
+        float best = INFINITY;
+        pick = NULL;
+        for (int i = 0; i < nc; i++) {
+            const dnn_plan *p = dnn_plan_get(g, &cand[i]);
+            if (!p || !p->ok || (p->key.det && p->workspace > DNN_DP_WORKSPACE_MAX)) continue;
+            const float ms = dnn_time(g, s, p, a);
+            if (g->tune == 2)
+                fprintf(stderr, "twinrun: cuDNN attention %s B %d Tq %d Tk %d heads %d/%d D %d: %s engine %d %.3f ms\n",
+                        bwd ? "backward" : "forward", a->B, a->Tq, a->Tk, a->NH, a->KV, a->D,
+                        p->key.det ? "deterministic"
+                        : bwd      ? "atomic"
+                                   : "fused",
+                        p->key.alt, ms);
+            if (ms < best) best = ms, pick = p;
+        }
+    }
+    if (g->nchoices < DNN_MAX_CHOICES) g->choices[g->nchoices++] = (dnn_choice){want, pick};
+    return pick;
+}
+
+bool tr_cu_cudnn_forward(dev_stream *s, const tr_cu_sdpa *a) {
+    dnn_state *g = dnn_state_get(s);
+    if (!g->usable) return false;
+    const dnn_plan *p = dnn_choose(g, s, a, 0, dev_deterministic(s->dev));
+    if (!p) return false;
+    dnn_forward_run(g, s, p, a);
+    return true;
+}
+
+bool tr_cu_cudnn_backward(dev_stream *s, const tr_cu_sdpa *a, bool deterministic) {
+    dnn_state *g = dnn_state_get(s);
+    if (!g->usable) return false;
+    const dnn_plan *p = dnn_choose(g, s, a, 1, deterministic);
+    if (!p) return false;
+    dnn_backward_run(g, s, p, a);
     return true;
 }
 
