@@ -125,6 +125,16 @@ static void campaign(builder *b, cJSON *root, const sc_report *r) {
     num(b, o, "max_detect_seconds", c->max_detect_seconds);
     num(b, o, "mean_detect_seconds", c->mean_detect_seconds);
     num(b, o, "wall_seconds", c->wall_seconds);
+    num(b, o, "mean_trial_seconds", c->mean_trial_seconds);
+    num(b, o, "jobs", c->jobs);
+    if (c->seed <= (1ULL << 53)) { /* a JSON number holds it exactly; a larger seed goes as its decimal string */
+        num(b, o, "seed", (double)c->seed);
+    } else {
+        char seed[24];
+        snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
+        str(b, o, "seed", seed);
+    }
+    num(b, o, "replay_trial", (double)c->replay_trial);
     cJSON *kinds = object(b, o, "per_kind");
     for (int k = 0; k < FAULT_KIND_COUNT && kinds; k++) {
         cJSON *e = object(b, kinds, fault_kind_name((fault_kind)k));
@@ -140,7 +150,8 @@ static void campaign(builder *b, cJSON *root, const sc_report *r) {
     for (int t = 0; t < c->trials && arr; t++) {
         cJSON *e = element(b, arr);
         if (!e) return;
-        num(b, e, "trial", t + 1);
+        num(b, e, "trial", c->trial[t].number);
+        num(b, e, "wall_seconds", c->trial[t].wall_seconds);
         outcome(b, e, &c->trial[t].outcome);
         boolean(b, e, "continuity_ok", c->trial[t].continuity_ok);
         boolean(b, e, "completed", c->trial[t].completed);

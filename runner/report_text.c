@@ -120,8 +120,13 @@ static void campaign(FILE *f, const sc_report *r) {
     const sc_campaign_result *c = &r->campaign;
     fprintf(f, "campaign: %d trials, %d fired, %d detected, %d attributed, %d continuity, %d recovered\n", c->trials,
             c->fired, c->detected, c->attributed, c->continuity_ok, c->recovered);
-    fprintf(f, "  detection max %.3f s, mean %.3f s (simulated); %.3f s of wall time\n  per kind (ok/trials):",
-            c->max_detect_seconds, c->mean_detect_seconds, c->wall_seconds);
+    if (c->replay_trial > 0)
+        fprintf(f, "  the replay of trial %lld of the campaign drawn from seed %llu\n", (long long)c->replay_trial,
+                (unsigned long long)c->seed);
+    fprintf(f,
+            "  detection max %.3f s, mean %.3f s (simulated); %.3f s of wall time, %.3f s a trial, %d at a time\n"
+            "  per kind (ok/trials):",
+            c->max_detect_seconds, c->mean_detect_seconds, c->wall_seconds, c->mean_trial_seconds, c->jobs);
     int col = 22, listed = 0;
     for (int k = 0; k < FAULT_KIND_COUNT; k++) {
         if (c->per_kind_trials[k] <= 0) continue;

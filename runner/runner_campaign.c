@@ -1,9 +1,23 @@
 /* A campaign: N random single faults, each rehearsed from scratch under the supervisor and judged
  * like a scenario's own faults; the totals say how many were detected, blamed right, and recovered
- * with the fault-free run's losses and weights. */
+ * with the fault-free run's losses and weights.
+ *
+ * The faults are drawn first, all from the one seed in trial order, so trial K's fault is the same
+ * however the trials run: one after another in this process, or `jobs` at a time, each in a process
+ * fork()ed from this one after the fault-free run (a copy of the runner with no thread running: the
+ * twin's worker pool lives only within a run) with a folder of its own and a one-thread twin (the
+ * threads never change a result: docs/twin.md#threads). A child sends its trial's outcome back through
+ * a pipe; the totals are then added up in trial order, so the report does not depend on which trial
+ * finished first. `--campaign-seed S --trial K` replays trial K alone. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runner_internal.h"
 #include "twinrun/err.h"
@@ -113,6 +127,181 @@ static void draw(const sc_job *j, const scenario *s, uint64_t *rng, fault_spec *
     }
 }
 
+/* One trial's result as a child process sends it back (plain data). */
+typedef struct trial_result {
+    sc_campaign_trial trial;
+    size_t peak_bytes, capacity_bytes;
+    double sim_seconds;
+} trial_result;
+
+static double seconds_since(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (t1.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+/* Fault f supervised under sv, judged into res. */
+static void trial_run(const sc_supervisor *sv, const fault_spec *f, int number, trial_result *res) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    fault_spec fault = *f;
+    fault_plan plan = {.n = 1, .faults = &fault, .gpus_per_node = sv->s->gpus_per_node};
+    fault_firing fired = {0};
+    plan.fired = &fired;
+    sc_report one = {0};
+    sc_supervised out;
+    runner_supervise(sv, &plan, &one, &out);
+    memset(res, 0, sizeof *res);
+    sc_campaign_trial *t = &res->trial;
+    t->number = number;
+    t->outcome = one.faults[0];
+    t->continuity_ok = out.continuity_ok && out.weights_ok;
+    t->completed = out.completed;
+    const sc_fault_outcome *fo = &t->outcome;
+    t->ok = fo->fired && fo->detected && fo->attributed && t->continuity_ok && t->completed;
+    res->peak_bytes = one.peak_bytes;
+    res->capacity_bytes = one.capacity_bytes;
+    res->sim_seconds = one.sim_seconds;
+    plan.faults = NULL;
+    report_free(&one);
+    t->wall_seconds = seconds_since(&t0);
+}
+
+/* A trial whose process did not report: failed, with what became of the process. */
+static void trial_lost(const fault_spec *f, int number, int status, trial_result *res) {
+    memset(res, 0, sizeof *res);
+    res->trial.number = number;
+    res->trial.outcome.fault = *f;
+    res->trial.outcome.attempt = -1;
+    res->trial.outcome.detect_seconds = -1;
+    if (WIFSIGNALED(status))
+        snprintf(res->trial.outcome.diagnosis, sizeof res->trial.outcome.diagnosis,
+                 "the trial's process died of signal %d (%s) before it reported", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else
+        snprintf(res->trial.outcome.diagnosis, sizeof res->trial.outcome.diagnosis,
+                 "the trial's process exited %d without a report", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+/* The child's side: trial `number` in WORK/trial_<number> (its job.log, console.log: the ranks'
+ * messages, and its checkpoints while it runs) with a one-thread twin, its result written whole to
+ * fd. Never returns. */
+static void trial_child(const sc_supervisor *sv, const fault_spec *f, int number, int fd) {
+    char dir[SC_PATH_LEN + 32], logp[SC_PATH_LEN + 48], err[512];
+    snprintf(dir, sizeof dir, "%s/trial_%d", sv->o->work_dir, number);
+    trial_result res;
+    FILE *log = NULL;
+    if (runner_make_dir(dir, err, sizeof err) == 0) {
+        snprintf(logp, sizeof logp, "%s/job.log", dir);
+        log = fopen(logp, "w");
+    }
+    if (!log) _exit(3);
+    /* the ranks' messages of trials running side by side would interleave: each trial keeps its own */
+    char con[SC_PATH_LEN + 48];
+    snprintf(con, sizeof con, "%s/console.log", dir);
+    FILE *c = fopen(con, "w");
+    if (c) dup2(fileno(c), STDOUT_FILENO), dup2(fileno(c), STDERR_FILENO), fclose(c);
+    sc_job j = *sv->job;
+    j.log = log;
+    j.opt.threads = 1;
+    snprintf(j.ckpt_dir, sizeof j.ckpt_dir, "%.*s/checkpoints", (int)sizeof j.ckpt_dir - 16, dir);
+    sc_run_options o = *sv->o;
+    o.work_dir = dir, o.job_log = log, o.progress = NULL, o.trace_path = NULL;
+    const sc_supervisor csv = {&j, sv->s, &o, sv->reference};
+    trial_run(&csv, f, number, &res);
+    fclose(log);
+    /* a trial that went as it should leaves its logs; its checkpoints are what a post-mortem of a
+     * failed one needs, and a thousand trials' would fill a runner's disk */
+    if (res.trial.ok) {
+        char ck[SC_PATH_LEN + 64];
+        snprintf(ck, sizeof ck, "%s/checkpoints", dir);
+        (void)work_remove_tree(ck);
+        snprintf(ck, sizeof ck, "%s/checkpoints.quarantine", dir);
+        (void)work_remove_tree(ck);
+    }
+    const char *p = (const char *)&res;
+    size_t left = sizeof res;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) _exit(4);
+        p += w, left -= (size_t)w;
+    }
+    /* exit, not _exit: what this process wrote is flushed into its console.log, and a coverage build
+     * writes its counts (the parent flushed its own buffers before the fork: nothing is written twice) */
+    exit(0);
+}
+
+/* Runs n trials (faults[i] is trial first + i + 1) `jobs` at a time in child processes; fills res[i].
+ * The parent starts, waits and collects; a child that dies is its trial's failure, not the campaign's. */
+static void trials_parallel(const sc_supervisor *sv, const fault_spec *faults, int first, int n, int jobs,
+                            trial_result *res) {
+    typedef struct running {
+        pid_t pid;
+        int fd, i;
+        size_t got;
+    } running;
+    running *run = calloc((size_t)jobs, sizeof *run);
+    TR_CHECK(run != NULL, "out of host memory");
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int next = 0, active = 0, done = 0;
+    while (done < n) {
+        while (active < jobs && next < n) {
+            fflush(NULL); /* nothing buffered here is written twice by a child */
+            int pfd[2];
+            if (pipe(pfd) != 0) tr_fatal("a pipe for a campaign trial: %s", strerror(errno));
+            const pid_t pid = fork();
+            if (pid < 0) tr_fatal("fork for a campaign trial: %s", strerror(errno));
+            if (pid == 0) {
+                close(pfd[0]);
+                for (int k = 0; k < jobs; k++)
+                    if (run[k].pid > 0) close(run[k].fd);
+                trial_child(sv, &faults[next], first + next + 1, pfd[1]);
+            }
+            close(pfd[1]);
+            int k = 0;
+            while (run[k].pid > 0) k++;
+            run[k] = (running){pid, pfd[0], next, 0};
+            next++, active++;
+        }
+        int status = 0;
+        const pid_t pid = waitpid(-1, &status, 0);
+        if (pid < 0) {
+            if (errno != EINTR) tr_fatal("waiting for campaign trials: %s", strerror(errno));
+            continue;
+        }
+        int k = 0;
+        while (k < jobs && run[k].pid != pid) k++;
+        if (k == jobs) continue; /* not one of ours */
+        /* the child wrote its result before it exited: the pipe holds it whole (or nothing) */
+        char *p = (char *)&res[run[k].i];
+        size_t got = 0;
+        ssize_t r;
+        while (got < sizeof *res &&
+               ((r = read(run[k].fd, p + got, sizeof *res - got)) > 0 || (r < 0 && errno == EINTR)))
+            if (r > 0) got += (size_t)r;
+        close(run[k].fd);
+        const int i = run[k].i;
+        if (got != sizeof *res || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            trial_lost(&faults[i], first + i + 1, status, &res[i]);
+        run[k].pid = 0, active--, done++;
+        if (sv->o->progress) {
+            char what[160];
+            snprintf(what, sizeof what, "trial %d: %s (%.1f s)", res[i].trial.number, res[i].trial.ok ? "ok" : "FAILED",
+                     res[i].trial.wall_seconds);
+            report_progress_line(sv->o->progress, seconds_since(&t0), done, n, what);
+        }
+    }
+    free(run);
+}
+
+/* Online CPUs, at least 1. */
+static int cpus(void) {
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 int runner_campaign_run(const sc_supervisor *sv, sc_report *r) {
     sc_job *j = sv->job;
     const scenario *s = sv->s;
@@ -120,56 +309,68 @@ int runner_campaign_run(const sc_supervisor *sv, sc_report *r) {
     sc_campaign_result *c = &r->campaign;
     memset(c, 0, sizeof *c);
     r->has_campaign = true;
-    uint64_t rng = s->campaign.seed ^ 0x7477696e72756eULL;
-    struct timespec t0, t1;
+    c->seed = o->campaign_seed_set ? o->campaign_seed : s->campaign.seed;
+    uint64_t rng = c->seed ^ 0x7477696e72756eULL;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    double detect_sum = 0;
+    /* every fault first, in the seed's order: trial K's fault whatever runs */
+    const int count = s->campaign.count;
+    const int first = o->trial > 0 ? o->trial - 1 : 0, n = o->trial > 0 ? 1 : count;
+    c->replay_trial = o->trial > 0 ? o->trial : 0;
+    fault_spec *faults = calloc((size_t)(first + n), sizeof *faults);
+    trial_result *res = calloc((size_t)n, sizeof *res);
+    c->trial = calloc((size_t)n, sizeof *c->trial);
+    TR_CHECK(faults && res, "out of host memory for the campaign's trials");
+    for (int t = 0; t < first + n; t++) draw(j, s, &rng, &faults[t]);
+    int jobs = o->jobs > 0 ? o->jobs : cpus();
+    if (jobs > n) jobs = n;
+    c->jobs = jobs;
+    if (jobs > 1) {
+        trials_parallel(sv, faults + first, first, n, jobs, res);
+    } else {
+        for (int i = 0; i < n; i++) {
+            trial_run(sv, &faults[first + i], first + i + 1, &res[i]);
+            if (o->progress) report_progress(o->progress, "campaign trials", i + 1, n);
+        }
+    }
+    double detect_sum = 0, trial_sum = 0;
     int failures_listed = 0;
-    c->trial = s->campaign.count > 0 ? calloc((size_t)s->campaign.count, sizeof *c->trial) : NULL;
-    for (int t = 0; t < s->campaign.count; t++) {
-        fault_spec f;
-        draw(j, s, &rng, &f);
-        fault_plan plan = {.n = 1, .faults = &f, .gpus_per_node = s->gpus_per_node};
-        fault_firing fired = {0};
-        plan.fired = &fired;
-        sc_report one = {0};
-        sc_supervised out;
-        runner_supervise(sv, &plan, &one, &out);
-        const bool cont = out.continuity_ok, weights = out.weights_ok, done = out.completed;
-        const sc_fault_outcome *fo = &one.faults[0];
-        if (one.peak_bytes > r->peak_bytes) r->peak_bytes = one.peak_bytes;
-        if (one.capacity_bytes) r->capacity_bytes = one.capacity_bytes;
-        r->sim_seconds += one.sim_seconds;
+    for (int i = 0; i < n; i++) {
+        const sc_campaign_trial *t = &res[i].trial;
+        const sc_fault_outcome *fo = &t->outcome;
+        const fault_spec *f = &faults[first + i];
+        if (res[i].peak_bytes > r->peak_bytes) r->peak_bytes = res[i].peak_bytes;
+        if (res[i].capacity_bytes) r->capacity_bytes = res[i].capacity_bytes;
+        r->sim_seconds += res[i].sim_seconds;
+        trial_sum += t->wall_seconds;
         c->trials++;
-        c->per_kind_trials[f.kind]++;
+        c->per_kind_trials[f->kind]++;
         c->fired += fo->fired;
         c->detected += fo->fired && fo->detected;
         c->attributed += fo->fired && fo->attributed;
-        c->continuity_ok += cont && weights;
-        c->recovered += done;
-        const bool ok = fo->fired && fo->detected && fo->attributed && cont && weights && done;
-        c->per_kind_ok[f.kind] += ok;
-        if (c->trial)
-            c->trial[t] =
-                (sc_campaign_trial){.outcome = *fo, .continuity_ok = cont && weights, .completed = done, .ok = ok};
+        c->continuity_ok += t->continuity_ok;
+        c->recovered += t->completed;
+        c->per_kind_ok[f->kind] += t->ok;
+        if (c->trial) c->trial[i] = *t;
         if (fo->detected && fo->detect_seconds >= 0) {
             detect_sum += fo->detect_seconds;
             if (fo->detect_seconds > c->max_detect_seconds) c->max_detect_seconds = fo->detect_seconds;
         }
-        if (!ok && failures_listed++ < 8) {
+        if (!t->ok && failures_listed++ < 8) {
             char what[200], name[96];
-            fault_spec_describe(&f, what, sizeof what);
-            snprintf(name, sizeof name, "campaign trial %d", t + 1);
+            fault_spec_describe(f, what, sizeof what);
+            snprintf(name, sizeof name, "campaign trial %d", t->number);
             runner_add_check(r, false, name,
-                             "%s: fired %d, detected %d, attributed %d, continuity %d, weights %d, completed %d; %s",
-                             what, fo->fired, fo->detected, fo->attributed, cont, weights, done, fo->diagnosis);
+                             "%s: fired %d, detected %d, attributed %d, continuity %d, completed %d; %s; replay: "
+                             "scenario run %s --campaign-seed %llu --trial %d",
+                             what, fo->fired, fo->detected, fo->attributed, t->continuity_ok, t->completed,
+                             fo->diagnosis, s->path, (unsigned long long)c->seed, t->number);
         }
-        if (o->progress) report_progress(o->progress, "campaign trials", t + 1, s->campaign.count);
-        plan.faults = NULL;
-        report_free(&one);
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    c->wall_seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    free(res);
+    free(faults);
+    c->wall_seconds = seconds_since(&t0);
+    c->mean_trial_seconds = c->trials ? trial_sum / c->trials : 0;
     c->mean_detect_seconds = c->detected ? detect_sum / c->detected : 0;
     runner_add_check(r, c->fired == c->trials, "campaign: every fault fired", "%d of %d", c->fired, c->trials);
     runner_add_check(r, c->detected == c->trials, "campaign: every fault detected", "%d of %d", c->detected, c->trials);

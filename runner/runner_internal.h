@@ -48,6 +48,10 @@ void runner_run_cause(const sc_job *j, const sc_run *run, char *out, size_t outl
 int runner_data_copies(sc_job *j, const char *work, const fault_spec *damage, char *first, size_t firstlen, char *what,
                        size_t whatlen);
 
+/* Deletes DIR and what it holds, never following a symbolic link out of it; absent is fine (work_clean.c).
+ * 0, or -1 after saying on stderr what could not be removed. */
+int work_remove_tree(const char *dir);
+
 /* mkdir -p: 0, or -1 with err. */
 int runner_make_dir(const char *path, char *err, size_t errlen);
 

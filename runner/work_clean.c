@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "runner/runner.h"
+#include "runner_internal.h"
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     (void)st, (void)ftw;
@@ -23,7 +24,7 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 }
 
 /* Deletes DIR (depth first, never following symbolic links out of it); absent is fine. */
-static int remove_tree(const char *dir) {
+int work_remove_tree(const char *dir) {
     struct stat st;
     if (lstat(dir, &st) != 0) return errno == ENOENT ? 0 : -1;
     return nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
@@ -46,7 +47,7 @@ int work_clean(const char *work_dir) {
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
         char path[4096];
         if (snprintf(path, sizeof path, "%s/%s", work_dir, parts[i]) >= (int)sizeof path) return -1;
-        if (remove_tree(path)) rc = -1;
+        if (work_remove_tree(path)) rc = -1;
     }
     return rc;
 }

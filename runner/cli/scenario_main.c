@@ -31,6 +31,8 @@ static int usage(void) {
     fputs(
         "usage: scenario run FILE.yaml|DIR ... [--work DIR] [--json FILE] [--junit FILE] [--trace FILE] [--log FILE]\n"
         "                    [--clean]   (after a scenario passed: drop its checkpoints and data cache)\n"
+        "                    [--jobs N]  (a campaign's trials N at a time, each in its own process; default: one per CPU)\n"
+        "                    [--campaign-seed S] [--trial K]   (a campaign's draws from seed S; only its trial K: a replay)\n"
         "                    [--html PAGE [--compare METRICS.jsonl]]   (one scenario: its page, docs/reports.md#html)\n"
         "       scenario report WORKDIR --html PAGE [--compare METRICS.jsonl]   (the page again, from WORKDIR)\n"
         "       scenario check FILE.yaml ...\n"
@@ -154,7 +156,9 @@ int main(int argc, char **argv) {
     const bool run = !strcmp(argv[1], "run");
     const char *work = "build/scenarios", *json = NULL, *junit = NULL, *trace = NULL, *logp = NULL, *html = NULL,
                *compare = NULL;
-    bool clean = false;
+    bool clean = false, campaign_seed_set = false;
+    unsigned long long campaign_seed = 0;
+    int jobs = 0, trial = 0;
     char **files = NULL;
     int nfiles = 0;
     for (int i = 2; i < argc; i++) {
@@ -169,6 +173,20 @@ int main(int argc, char **argv) {
                                                       : NULL;
         if (!strcmp(a, "--clean")) {
             clean = true;
+        } else if (!strcmp(a, "--jobs") || !strcmp(a, "--campaign-seed") || !strcmp(a, "--trial")) {
+            if (i + 1 >= argc) return fprintf(stderr, "scenario: %s needs a value\n", a), free_files(files, nfiles, 2);
+            const char *v = argv[++i];
+            char *end = NULL;
+            errno = 0;
+            const unsigned long long x = strtoull(v, &end, 10);
+            const bool seed = !strcmp(a, "--campaign-seed");
+            if (!*v || *end || errno || v[0] == '-' || (!seed && (x < 1 || x > 1000000)))
+                return fprintf(stderr, "scenario: %s %s: %s\n", a, v,
+                               seed ? "an integer 0..18446744073709551615 please" : "a whole number 1..1000000 please"),
+                       free_files(files, nfiles, 2);
+            if (seed) campaign_seed = x, campaign_seed_set = true;
+            else if (!strcmp(a, "--jobs")) jobs = (int)x;
+            else trial = (int)x;
         } else if (slot) {
             if (i + 1 >= argc) return fprintf(stderr, "scenario: %s needs a value\n", a), free_files(files, nfiles, 2);
             *slot = argv[++i];
@@ -192,6 +210,10 @@ int main(int argc, char **argv) {
     if (html && (!run || nfiles > 1))
         return fprintf(stderr, "scenario: --html draws one scenario's page: %s\n",
                        run ? "give one scenario file (or one --html per run)" : "it is an option of `run`"),
+               free_files(files, nfiles, 2);
+    if ((trial || campaign_seed_set) && (!run || nfiles > 1))
+        return fprintf(stderr, "scenario: --trial and --campaign-seed replay one scenario's campaign: %s\n",
+                       run ? "give one scenario file" : "they are options of `run`"),
                free_files(files, nfiles, 2);
     if (html && trace)
         return fprintf(stderr, "scenario: --html keeps every attempt's trace of every rank in the work folder "
@@ -227,8 +249,24 @@ int main(int argc, char **argv) {
         }
         printf("== %s: %s\n", s.name, s.description[0] ? s.description : s.path);
         fflush(stdout);
-        sc_run_options o = {
-            .work_dir = dir, .job_log = log, .progress = stdout, .trace_path = trace, .record = html != NULL};
+        if ((trial || campaign_seed_set) && (s.campaign.count <= 0 || s.predict)) {
+            fprintf(stderr,
+                    "scenario: %s has no campaign (campaign: {count: N, seed: S}): --trial and --campaign-seed "
+                    "replay a campaign's trial\n",
+                    files[i]);
+            status = 2;
+            scenario_free(&s);
+            continue;
+        }
+        sc_run_options o = {.work_dir = dir,
+                            .job_log = log,
+                            .progress = stdout,
+                            .trace_path = trace,
+                            .record = html != NULL,
+                            .jobs = jobs,
+                            .campaign_seed_set = campaign_seed_set,
+                            .campaign_seed = campaign_seed,
+                            .trial = trial};
         if (runner_run(&s, &o, &reports[nrep], err, sizeof err)) {
             fprintf(stderr, "scenario: %s\n", err);
             status = 2;

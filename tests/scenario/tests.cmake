@@ -28,12 +28,30 @@ twinrun_expect(NAME scenario_campaign_small EXIT 0
   OUTPUT "campaign: 4 trials, 4 fired, 4 detected, 4 attributed, 4 continuity, 4 recovered.*per kind \\(ok/trials\\): node_crash 1/1 nan 1/1 coll_mismatch 1/1 ckpt_enospc 1/1.*PASSED: 6/6 expectations"
   LABELS ${labels} PROPERTIES TIMEOUT 300 FIXTURES_SETUP campaign_small_json
   COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_small.yaml --work ${scn_work} --clean
-          --json ${scn_work}/campaign_small.json)
+          --jobs 2 --json ${scn_work}/campaign_small.json)
 # Its JSON report lists each trial's fault and fate (campaign.per_trial), agreeing with the totals.
 twinrun_expect(NAME scenario_campaign_small_report EXIT 0 OUTPUT "per_trial ok" LABELS ${labels}
   PROPERTIES TIMEOUT 60 FIXTURES_REQUIRED campaign_small_json
   COMMAND ${Python3_EXECUTABLE} -c
   "import json, collections\nc = json.load(open('${scn_work}/campaign_small.json'))['campaign']\nt = c['per_trial']\nassert [x['trial'] for x in t] == list(range(1, c['trials'] + 1)), t\nfor key in ('fired', 'detected', 'attributed', 'continuity_ok'):\n    assert sum(x[key] for x in t) == c[key], key\nassert sum(x['completed'] for x in t) == c['recovered']\nkinds = collections.Counter(x['kind'] for x in t)\nassert kinds == collections.Counter({k: v['trials'] for k, v in c['per_kind'].items() if v['trials']}), kinds\nassert all(x['ok'] and x['description'] and x['diagnosis'] and x['attempt'] is not None for x in t), t\nprint('per_trial ok', sorted(kinds))")
+
+# The trials run two at a time above, each in its own process and folder: one after another in this
+# process (--jobs 1) they give every trial the same fault and fate, and `--campaign-seed 3 --trial 3`
+# replays trial 3 alone with the same result (tests/scenario/campaign_jobs.py); a trial that went well
+# leaves its logs and no checkpoints.
+twinrun_expect(NAME scenario_campaign_jobs EXIT 0 OUTPUT "sequential = parallel: 4 trials.*replay of trial 3 = trial 3"
+  LABELS ${labels} PROPERTIES TIMEOUT 300 FIXTURES_REQUIRED campaign_small_json
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/scenario/campaign_jobs.py ${scn}
+          ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_small.yaml ${scn_work}/campaign_small.json
+          ${scn_work}/campaign_small ${scn_work}/campaign_jobs)
+
+# A replay needs a campaign to draw from, and the numbers are checked.
+twinrun_expect(NAME scenario_trial_no_campaign EXIT 2 OUTPUT "has no campaign \\(campaign: \\{count: N, seed: S\\}\\): --trial and --campaign-seed replay a campaign's trial"
+  LABELS ${labels} PROPERTIES TIMEOUT 60
+  COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/faults_8rank.yaml --work ${scn_work} --trial 2)
+twinrun_expect(NAME scenario_jobs_bad EXIT 2 OUTPUT "--jobs 0: a whole number 1..1000000 please"
+  LABELS ${labels} PROPERTIES TIMEOUT 60
+  COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_small.yaml --work ${scn_work} --jobs 0)
 
 # A campaign over a Megatron-written data file draws data_corrupt too (the job's copy damaged, refused by
 # the loader naming it, restored for the next trial): seed 5 throws two and a crash. `slow` (vocabulary

@@ -43,6 +43,8 @@ typedef struct sc_check {
 
 /* One trial of a campaign: its fault and fate, and whether the job then ended as the fault-free run. */
 typedef struct sc_campaign_trial {
+    int number; /* 1-based: the fault the campaign's seed draws number-th (`scenario run --trial`) */
+    double wall_seconds;
     sc_fault_outcome outcome;
     bool continuity_ok; /* every loss and the final weights bit-identical to the fault-free run */
     bool completed;     /* reached the last iteration */
@@ -54,6 +56,10 @@ typedef struct sc_campaign_result {
     int trials, fired, detected, attributed, continuity_ok, recovered;
     double max_detect_seconds, mean_detect_seconds;
     double wall_seconds;
+    double mean_trial_seconds; /* wall time of a trial, its own process's */
+    uint64_t seed;             /* the draws' seed (campaign.seed or --campaign-seed) */
+    int jobs;                  /* trials at once */
+    int64_t replay_trial;      /* > 0: this report is the replay of that one trial (--trial) */
     int per_kind_trials[FAULT_KIND_COUNT], per_kind_ok[FAULT_KIND_COUNT];
     sc_campaign_trial *trial; /* [trials]; NULL when out of memory (the totals stay) */
 } sc_campaign_result;

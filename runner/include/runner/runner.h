@@ -6,6 +6,7 @@
 #define TWINRUN_RUNNER_RUNNER_RUNNER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "runner/report.h"
@@ -19,6 +20,12 @@ typedef struct sc_run_options {
     bool record;            /* also keep in work_dir what report_html draws: each run's metrics JSONL
                                (metrics_reference.jsonl, metrics_attempt<N>.jsonl) and each attempt's
                                trace of every rank (trace_attempt<N>.json); not for a campaign */
+    int jobs;               /* a campaign's trials at once, each in a process of its own with a one-thread
+                               twin and the folder work_dir/trial_<K>; 0: one per online CPU; 1: one after
+                               another in this process */
+    bool campaign_seed_set; /* campaign_seed replaces the scenario's campaign.seed */
+    uint64_t campaign_seed;
+    int trial; /* > 0: the campaign runs only its trial number `trial` (1-based): the replay of one trial */
 } sc_run_options;
 
 /* Rehearses s. Returns 0 with the report filled (r->passed says whether every expectation held), or
