@@ -274,9 +274,22 @@ static void start_supervision(const sc_supervisor *sv, fault_plan *plan, sc_repo
     for (int i = 0; i < plan->n; i++) r->faults[i].fault = plan->faults[i], r->faults[i].attempt = -1;
 }
 
+/* TWINRUN_PLANTED_BUG=resume_lr:KIND, for tests only: the attempt after one in which a fault of KIND
+ * fired trains with 1.5 times the job's learning rate — a resume that loses the job's settings, the
+ * kind of bug the campaign must catch (tests/scenario/campaign_planted.py). -1: no bug planted. */
+static int planted_bug_kind(void) {
+    const char *e = getenv("TWINRUN_PLANTED_BUG");
+    if (!e || !*e) return -1;
+    const int k = strncmp(e, "resume_lr:", 10) == 0 ? fault_kind_from_name(e + 10) : -1;
+    if (k < 0) tr_fatal("TWINRUN_PLANTED_BUG=%s: resume_lr:KIND please, KIND a fault kind (docs/faults.md)", e);
+    return k;
+}
+
 int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_supervised *out) {
     sc_job *j = sv->job;
     const scenario *s = sv->s;
+    const int planted = planted_bug_kind();
+    const double lr = j->cfg->lr;
     start_supervision(sv, plan, r);
     const int nf = plan->n;
     double *final = malloc(sizeof(double) * (size_t)(j->iters + 1));
@@ -302,9 +315,12 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
             snprintf(j->cfg->metrics_jsonl, sizeof j->cfg->metrics_jsonl, "%.*s/metrics_attempt%d.jsonl",
                      (int)sizeof j->cfg->metrics_jsonl - 48, sv->o->work_dir, a);
         }
+        j->cfg->lr = lr;
+        for (int i = 0; i < nf && planted >= 0; i++)
+            if (a > 0 && (int)plan->faults[i].kind == planted && plan->fired[i].attempt == a) j->cfg->lr = 1.5 * lr;
         runner_run_free(&st.run);
         runner_job_run(j, &st.run);
-        j->cfg->metrics_jsonl[0] = 0, j->opt.trace_ranks = NULL;
+        j->cfg->metrics_jsonl[0] = 0, j->opt.trace_ranks = NULL, j->cfg->lr = lr;
         rc = st.run.rc;
         st.at = record_attempt(&st, final);
         for (int i = 0; i < nf; i++) judge_of(plan->faults[i].kind)->judge(&st, i);

@@ -45,6 +45,15 @@ twinrun_expect(NAME scenario_campaign_jobs EXIT 0 OUTPUT "sequential = parallel:
           ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_small.yaml ${scn_work}/campaign_small.json
           ${scn_work}/campaign_small ${scn_work}/campaign_jobs)
 
+# A planted bug (TWINRUN_PLANTED_BUG=resume_lr:nan, test-only: the attempt after a NaN trains with
+# another learning rate) fails exactly the campaign's NaN trial, and the replay command the report prints
+# reproduces the failure alone (and passes without the bug).
+twinrun_expect(NAME scenario_campaign_planted EXIT 0
+  OUTPUT "the campaign failed trial [0-9]+ \\((NaN|Inf)\\) and no other.*its replay alone fails the same way.*passes without the bug"
+  LABELS ${labels} PROPERTIES TIMEOUT 300
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/scenario/campaign_planted.py ${scn}
+          ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_small.yaml ${scn_work}/campaign_planted)
+
 # A replay needs a campaign to draw from, and the numbers are checked.
 twinrun_expect(NAME scenario_trial_no_campaign EXIT 2 OUTPUT "has no campaign \\(campaign: \\{count: N, seed: S\\}\\): --trial and --campaign-seed replay a campaign's trial"
   LABELS ${labels} PROPERTIES TIMEOUT 60
