@@ -650,9 +650,16 @@ static float dnn_time(dnn_state *g, dev_stream *s, const dnn_plan *p, const tr_c
     return best;
 }
 
-/* The deterministic backward keeps dP, [B,NH,Tq,Tk] bf16, in its workspace: beyond this it is no
- * candidate for a call that did not ask for it (256 MiB: the frontend's old limit for that engine). */
-#define DNN_DP_WORKSPACE_MAX ((int64_t)256 << 20)
+/* The deterministic backward keeps dP, [B,NH,Tq,Tk] bf16, in its workspace: it is a candidate for a
+ * call that did not ask for it only up to 512 MiB (B 4 x T 1024 x 32 heads and a little more), and only
+ * while the device has that and 1 GiB more free (the timing must not be what runs a job out of memory). */
+#define DNN_DP_WORKSPACE_MAX ((int64_t)512 << 20)
+
+static bool dnn_dp_affordable(const dnn_plan *p) {
+    size_t free_b = 0, total_b = 0;
+    if (p->workspace > DNN_DP_WORKSPACE_MAX || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return false;
+    return (int64_t)free_b >= p->workspace + ((int64_t)1 << 30);
+}
 
 /* The plan for a's shape: with --deterministic-mode (det) or TWINRUN_CUDNN_TUNE=0 the heuristics' first
  * engine; otherwise the fastest, timed at the first call, of the first two engine configs — and for a
@@ -673,7 +680,7 @@ static const dnn_plan *dnn_choose(dnn_state *g, dev_stream *s, const tr_cu_sdpa 
         pick = NULL;
         for (int i = 0; i < nc; i++) {
             const dnn_plan *p = dnn_plan_get(g, &cand[i]);
-            if (!p || !p->ok || (p->key.det && p->workspace > DNN_DP_WORKSPACE_MAX)) continue;
+            if (!p || !p->ok || (p->key.det && !dnn_dp_affordable(p))) continue;
             const float ms = dnn_time(g, s, p, a);
             if (g->tune == 2)
                 fprintf(stderr, "twinrun: cuDNN attention %s B %d Tq %d Tk %d heads %d/%d D %d: %s engine %d %.3f ms\n",
