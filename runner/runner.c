@@ -122,6 +122,7 @@ int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *e
 
     /* the yardstick: the same job, same seed, no faults, no checkpoints */
     sc_run ref = {0};
+    char snapshots[SC_PATH_LEN + 16] = "";
     const bool want_ref =
         !s->predict && campaign_ok && (s->expect.continuity || s->expect.final_weights || s->campaign.count > 0);
     if (want_ref) {
@@ -129,7 +130,23 @@ int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *e
         if (o->record && !campaign) /* its losses and grad norms, for report_html */
             snprintf(j.cfg->metrics_jsonl, sizeof j.cfg->metrics_jsonl, "%.*s/metrics_reference.jsonl",
                      (int)sizeof j.cfg->metrics_jsonl - 32, o->work_dir);
+        /* a campaign's snapshots: the fault-free run keeps every checkpoint it saves (saving reads the
+         * state, it changes no bit of it), and each trial starts from the newest one before its fault */
+        const bool snap = campaign && s->save_interval > 0 && !o->from_start;
+        char save0[sizeof j.cfg->save], load0[sizeof j.cfg->load];
+        const int interval0 = j.cfg->save_interval, keep0 = j.cfg->keep_last;
+        memcpy(save0, j.cfg->save, sizeof save0), memcpy(load0, j.cfg->load, sizeof load0);
+        if (snap) {
+            snprintf(snapshots, sizeof snapshots, "%s/snapshots", o->work_dir);
+            (void)work_remove_tree(snapshots); /* an earlier run's: the engine would refuse to save over them */
+            snprintf(j.cfg->save, sizeof j.cfg->save, "%s", snapshots);
+            j.cfg->load[0] = 0;
+            j.cfg->save_interval = s->save_interval;
+            j.cfg->keep_last = 0;
+        }
         runner_job_run(&j, &ref);
+        memcpy(j.cfg->save, save0, sizeof save0), memcpy(j.cfg->load, load0, sizeof load0);
+        j.cfg->save_interval = interval0, j.cfg->keep_last = keep0;
         j.cfg->metrics_jsonl[0] = 0;
         if (ref.rc) {
             tr_errf(err, errlen, "%s: the fault-free run failed, so there is nothing to compare with: %s", s->path,
@@ -144,7 +161,7 @@ int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *e
         memcpy(r->reference_losses, ref.losses, sizeof(double) * (size_t)(j.iters + 1));
     }
 
-    const sc_supervisor sv = {&j, s, o, want_ref ? &ref : NULL};
+    const sc_supervisor sv = {&j, s, o, want_ref ? &ref : NULL, snapshots[0] ? snapshots : NULL, 0};
     if (s->predict) {
         runner_predict_run(&j, o, r);
     } else if (campaign) {

@@ -9,6 +9,7 @@
  * threads never change a result: docs/twin.md#threads). A child sends its trial's outcome back through
  * a pipe; the totals are then added up in trial order, so the report does not depend on which trial
  * finished first. `--campaign-seed S --trial K` replays trial K alone. */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -141,9 +142,15 @@ static double seconds_since(const struct timespec *t0) {
 }
 
 /* Fault f supervised under sv, judged into res. */
-static void trial_run(const sc_supervisor *sv, const fault_spec *f, int number, trial_result *res) {
+static void trial_run(const sc_supervisor *sv0, const fault_spec *f, int number, trial_result *res) {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* from the newest snapshot before the fault's iteration (its save at that iteration is made in the
+     * trial, where a checkpoint fault needs it); a fault at start-up starts at iteration 1 */
+    sc_supervisor snap = *sv0;
+    const int64_t every = sv0->s->save_interval;
+    snap.resume_at = sv0->snapshots && every > 0 && f->step > 1 ? (f->step - 1) / every * every : 0;
+    const sc_supervisor *sv = &snap;
     fault_spec fault = *f;
     fault_plan plan = {.n = 1, .faults = &fault, .gpus_per_node = sv->s->gpus_per_node};
     fault_firing fired = {0};
@@ -154,6 +161,7 @@ static void trial_run(const sc_supervisor *sv, const fault_spec *f, int number, 
     memset(res, 0, sizeof *res);
     sc_campaign_trial *t = &res->trial;
     t->number = number;
+    t->resumed_from = out.resumed_from;
     t->outcome = one.faults[0];
     t->continuity_ok = out.continuity_ok && out.weights_ok;
     t->completed = out.completed;
@@ -207,7 +215,7 @@ static void trial_child(const sc_supervisor *sv, const fault_spec *f, int number
     snprintf(j.ckpt_dir, sizeof j.ckpt_dir, "%.*s/checkpoints", (int)sizeof j.ckpt_dir - 16, dir);
     sc_run_options o = *sv->o;
     o.work_dir = dir, o.job_log = log, o.progress = NULL, o.trace_path = NULL;
-    const sc_supervisor csv = {&j, sv->s, &o, sv->reference};
+    const sc_supervisor csv = {&j, sv->s, &o, sv->reference, sv->snapshots, 0};
     trial_run(&csv, f, number, &res);
     fclose(log);
     /* a trial that went as it should leaves its logs; its checkpoints are what a post-mortem of a
@@ -326,6 +334,17 @@ int runner_campaign_run(const sc_supervisor *sv, sc_report *r) {
     if (jobs > n) jobs = n;
     c->jobs = jobs;
     if (jobs > 1) {
+        /* an earlier run's trial folders would read as this one's */
+        DIR *d = opendir(o->work_dir);
+        struct dirent *e;
+        int k;
+        char tail, old[SC_PATH_LEN + 300];
+        while (d && (e = readdir(d)))
+            if (sscanf(e->d_name, "trial_%d%c", &k, &tail) == 1) {
+                snprintf(old, sizeof old, "%s/%s", o->work_dir, e->d_name);
+                (void)work_remove_tree(old);
+            }
+        if (d) closedir(d);
         trials_parallel(sv, faults + first, first, n, jobs, res);
     } else {
         for (int i = 0; i < n; i++) {

@@ -66,13 +66,20 @@ typedef struct sc_supervisor {
     const scenario *s;
     const sc_run_options *o;
     const sc_run *reference;
+    /* a campaign's snapshots: the fault-free run's checkpoints (every save kept) in this folder, NULL
+     * none; with resume_at > 0 the supervised run starts from the one of iteration resume_at (the
+     * scenario's keep_last latest up to it copied in first) instead of from iteration 1, its losses up
+     * to there the reference's (runner_campaign.c says why that is the same run) */
+    const char *snapshots;
+    int64_t resume_at;
 } sc_supervisor;
 
 /* How a supervised run ended. */
 typedef struct sc_supervised {
-    bool completed;     /* the job reached its last iteration */
-    bool continuity_ok; /* every iteration's loss is the reference's, bit for bit */
-    bool weights_ok;    /* the final weights' digests are the reference's */
+    bool completed;       /* the job reached its last iteration */
+    bool continuity_ok;   /* every iteration's loss is the reference's, bit for bit */
+    bool weights_ok;      /* the final weights' digests are the reference's */
+    int64_t resumed_from; /* the snapshot's iteration it started from (sc_supervisor.resume_at); 0: iteration 1 */
 } sc_supervised;
 
 /* The supervised run of one fault plan: attempts with restarts, each fault judged by its kind's

@@ -285,6 +285,57 @@ static int planted_bug_kind(void) {
     return k;
 }
 
+/* One file of a snapshot into a trial's checkpoint: a hard link (nothing writes a saved shard in place:
+ * a damaged one is a new save, a quarantined one is renamed), or a copy where links do not go. */
+static int place_file(const char *from, const char *to) {
+    if (link(from, to) == 0) return 0;
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    char buf[1 << 16];
+    size_t n;
+    int rc = in && out ? 0 : -1;
+    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n) rc = -1;
+    if (in && ferror(in)) rc = -1;
+    if (in) fclose(in);
+    if (out && fclose(out)) rc = -1;
+    return rc;
+}
+
+/* A campaign trial's start from the fault-free run's checkpoints (sv->snapshots): the saves a run from
+ * iteration 1 would hold when it reached iteration resume_at + 1 — every save up to resume_at, or the
+ * scenario's keep_last latest — placed in the job's checkpoint folder, and the tracker at resume_at.
+ * 0, or -1 (the folder emptied again: the trial then starts from iteration 1). */
+static int snapshot_restore(const sc_supervisor *sv) {
+    const char *dir = sv->job->ckpt_dir;
+    const int64_t every = sv->s->save_interval;
+    char err[256], from[SC_PATH_LEN + 300], to[SC_PATH_LEN + 300];
+    int rc = runner_make_dir(dir, err, sizeof err);
+    for (int64_t it = sv->resume_at, n = 0; rc == 0 && it >= every && (sv->s->keep_last <= 0 || n < sv->s->keep_last);
+         it -= every, n++) {
+        snprintf(from, sizeof from, "%s/iter_%07lld", sv->snapshots, (long long)it);
+        snprintf(to, sizeof to, "%s/iter_%07lld", dir, (long long)it);
+        DIR *d = opendir(from);
+        if (!d || mkdir(to, 0755) != 0) {
+            if (d) closedir(d);
+            rc = -1;
+            break;
+        }
+        struct dirent *e;
+        while (rc == 0 && (e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            snprintf(from, sizeof from, "%s/iter_%07lld/%s", sv->snapshots, (long long)it, e->d_name);
+            snprintf(to, sizeof to, "%s/iter_%07lld/%s", dir, (long long)it, e->d_name);
+            rc = place_file(from, to);
+        }
+        closedir(d);
+    }
+    snprintf(to, sizeof to, "%s/latest_checkpointed_iteration.txt", dir);
+    FILE *f = rc == 0 ? fopen(to, "w") : NULL;
+    if (!f || fprintf(f, "%lld\n", (long long)sv->resume_at) < 0 || fclose(f) != 0) rc = -1;
+    if (rc) rm_tree(dir);
+    return rc;
+}
+
 int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_supervised *out) {
     sc_job *j = sv->job;
     const scenario *s = sv->s;
@@ -295,6 +346,12 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
     double *final = malloc(sizeof(double) * (size_t)(j->iters + 1));
     TR_CHECK(final != NULL, "out of host memory for the losses");
     for (int64_t i = 0; i <= j->iters; i++) final[i] = NAN;
+    /* from a snapshot: iterations 1..resume_at are the fault-free run's, bit for bit, by construction */
+    out->resumed_from = 0;
+    if (sv->resume_at > 0 && sv->snapshots && sv->reference && snapshot_restore(sv) == 0) {
+        out->resumed_from = sv->resume_at;
+        for (int64_t i = 1; i <= sv->resume_at && i <= j->iters; i++) final[i] = sv->reference->losses[i];
+    }
 
     attempt_state st = {.sv = sv, .plan = plan, .r = r, .ckpts = s->save_interval > 0};
     struct timespec t0; /* the progress lines' elapsed time */

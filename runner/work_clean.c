@@ -1,5 +1,6 @@
 /* `scenario run --clean`: after a scenario passed, its work folder keeps the reports and logs and
- * loses what only a rerun or a post-mortem needs — the checkpoints and the data-index cache, which
+ * loses what only a rerun or a post-mortem needs — the checkpoints (a campaign's snapshots too) and the
+ * data-index cache, which
  * are most of its bytes (a mock dataset's indices alone are ~150 MB a configuration, Megatron's size).
  * A CI job that rehearses many scenarios would otherwise fill its disk. Only in a folder scenario run
  * marked as its own (runner/work_dir.c). */
@@ -31,7 +32,7 @@ int work_remove_tree(const char *dir) {
 }
 
 int work_clean(const char *work_dir) {
-    static const char *const parts[] = {"checkpoints", "checkpoints.quarantine", "data_cache"};
+    static const char *const parts[] = {"checkpoints", "checkpoints.quarantine", "data_cache", "snapshots"};
     char marker[4096];
     struct stat st;
     snprintf(marker, sizeof marker, "%s/" SC_WORK_MARKER, work_dir);

@@ -18,8 +18,8 @@
 
 /* What a rehearsal writes in its folder (runner_job.c, runner.c, runner_predict.c, runner_supervise.c,
  * runner_data_damage.c): none may be a symbolic link, which would carry a write or a wipe out. */
-static const char *const parts[] = {"checkpoints", "checkpoints.quarantine", "data_cache", "data_copies", "job.log",
-                                    "predict.json"};
+static const char *const parts[] = {"checkpoints", "checkpoints.quarantine", "data_cache", "data_copies",
+                                    "job.log",     "predict.json",           "snapshots"};
 
 int work_check_name(sc_ctx *c, const scn_node *at, const char *name) {
     static const char ok[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";

@@ -33,6 +33,7 @@ static int usage(void) {
         "                    [--clean]   (after a scenario passed: drop its checkpoints and data cache)\n"
         "                    [--jobs N]  (a campaign's trials N at a time, each in its own process; default: one per CPU)\n"
         "                    [--campaign-seed S] [--trial K]   (a campaign's draws from seed S; only its trial K: a replay)\n"
+        "                    [--from-start]   (a campaign's trials from iteration 1, not from the fault-free run's checkpoints)\n"
         "                    [--html PAGE [--compare METRICS.jsonl]]   (one scenario: its page, docs/reports.md#html)\n"
         "       scenario report WORKDIR --html PAGE [--compare METRICS.jsonl]   (the page again, from WORKDIR)\n"
         "       scenario check FILE.yaml ...\n"
@@ -156,7 +157,7 @@ int main(int argc, char **argv) {
     const bool run = !strcmp(argv[1], "run");
     const char *work = "build/scenarios", *json = NULL, *junit = NULL, *trace = NULL, *logp = NULL, *html = NULL,
                *compare = NULL;
-    bool clean = false, campaign_seed_set = false;
+    bool clean = false, campaign_seed_set = false, from_start = false;
     unsigned long long campaign_seed = 0;
     int jobs = 0, trial = 0;
     char **files = NULL;
@@ -173,6 +174,8 @@ int main(int argc, char **argv) {
                                                       : NULL;
         if (!strcmp(a, "--clean")) {
             clean = true;
+        } else if (!strcmp(a, "--from-start")) {
+            from_start = true;
         } else if (!strcmp(a, "--jobs") || !strcmp(a, "--campaign-seed") || !strcmp(a, "--trial")) {
             if (i + 1 >= argc) return fprintf(stderr, "scenario: %s needs a value\n", a), free_files(files, nfiles, 2);
             const char *v = argv[++i];
@@ -266,7 +269,8 @@ int main(int argc, char **argv) {
                             .jobs = jobs,
                             .campaign_seed_set = campaign_seed_set,
                             .campaign_seed = campaign_seed,
-                            .trial = trial};
+                            .trial = trial,
+                            .from_start = from_start};
         if (runner_run(&s, &o, &reports[nrep], err, sizeof err)) {
             fprintf(stderr, "scenario: %s\n", err);
             status = 2;

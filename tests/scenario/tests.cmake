@@ -54,6 +54,15 @@ twinrun_expect(NAME scenario_campaign_planted EXIT 0
   COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/scenario/campaign_planted.py ${scn}
           ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_small.yaml ${scn_work}/campaign_planted)
 
+# Trials start from the fault-free run's checkpoints: 50 trials give every verdict (fault, fired,
+# detected, blamed, recovered bit-exactly) as they do started from iteration 1 (--from-start).
+# `heavy` (gcc only): ~2 minutes on 2 cores.
+twinrun_expect(NAME scenario_campaign_snapshots EXIT 0
+  OUTPUT "50 trials, every verdict the same from the snapshots and from iteration 1 \\(50 ok"
+  LABELS ${labels} heavy PROPERTIES TIMEOUT 900
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/scenario/campaign_snapshots.py ${scn}
+          ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_snap.yaml ${scn_work}/campaign_snapshots)
+
 # A replay needs a campaign to draw from, and the numbers are checked.
 twinrun_expect(NAME scenario_trial_no_campaign EXIT 2 OUTPUT "has no campaign \\(campaign: \\{count: N, seed: S\\}\\): --trial and --campaign-seed replay a campaign's trial"
   LABELS ${labels} PROPERTIES TIMEOUT 60

@@ -25,7 +25,8 @@ typedef struct sc_run_options {
                                another in this process */
     bool campaign_seed_set; /* campaign_seed replaces the scenario's campaign.seed */
     uint64_t campaign_seed;
-    int trial; /* > 0: the campaign runs only its trial number `trial` (1-based): the replay of one trial */
+    int trial;       /* > 0: the campaign runs only its trial number `trial` (1-based): the replay of one trial */
+    bool from_start; /* a campaign's trials from iteration 1, not from the fault-free run's checkpoints */
 } sc_run_options;
 
 /* Rehearses s. Returns 0 with the report filled (r->passed says whether every expectation held), or
