@@ -124,8 +124,8 @@ static void campaign(FILE *f, const sc_report *r) {
         fprintf(f, "  the replay of trial %lld of the campaign drawn from seed %llu\n", (long long)c->replay_trial,
                 (unsigned long long)c->seed);
     fprintf(f,
-            "  detection max %.3f s, mean %.3f s (simulated); %.3f s of wall time, %.3f s a trial, %d at a time\n"
-            "  per kind (ok/trials):",
+            "  detection max %.3f s, mean %.3f s (simulated); %.3f s of wall time\n"
+            "  %.3f s a trial, %d at a time\n  per kind (ok/trials):",
             c->max_detect_seconds, c->mean_detect_seconds, c->wall_seconds, c->mean_trial_seconds, c->jobs);
     int col = 22, listed = 0;
     for (int k = 0; k < FAULT_KIND_COUNT; k++) {

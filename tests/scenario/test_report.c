@@ -52,6 +52,7 @@ static void fill(sc_report *r) {
     r->campaign.trials = 3, r->campaign.fired = 3, r->campaign.detected = 2;
     r->campaign.per_kind_trials[FAULT_HANG] = 2, r->campaign.per_kind_ok[FAULT_HANG] = 1;
     r->campaign.max_detect_seconds = 600, r->campaign.mean_detect_seconds = 300;
+    r->campaign.mean_trial_seconds = 1.5, r->campaign.jobs = 2, r->campaign.seed = (1ULL << 60) + 1;
     r->losses = malloc(sizeof(double) * (ITERS + 1));
     r->reference_losses = malloc(sizeof(double) * (ITERS + 1));
     for (int i = 0; i <= ITERS; i++) r->losses[i] = r->reference_losses[i] = 10.0 / (i + 1) + 0.1;
@@ -139,6 +140,9 @@ static void test_json_round_trip(void **state) {
     assert_int_equal((int)num(c, "trials"), 3);
     assert_int_equal((int)num(get(get(c, "per_kind"), "hang"), "trials"), 2);
     assert_int_equal((int)num(get(get(c, "per_kind"), "hang"), "ok"), 1);
+    assert_int_equal((int)num(c, "jobs"), 2);
+    assert_true(num(c, "mean_trial_seconds") == 1.5);
+    assert_string_equal(cJSON_GetStringValue(get(c, "seed")), "1152921504606846977"); /* beyond 2^53: exact, as text */
 
     const cJSON *losses = get(root, "losses"), *ref = get(root, "reference_losses");
     assert_int_equal(cJSON_GetArraySize(losses), ITERS + 1);
@@ -241,6 +245,7 @@ static void test_text_summary(void **state) {
     assert_non_null(strstr(t, "600.000"));
     assert_non_null(strstr(t, "campaign: 3 trials"));
     assert_non_null(strstr(t, "hang 1/2"));
+    assert_non_null(strstr(t, "\n  1.500 s a trial, 2 at a time\n"));
     assert_non_null(strstr(t, "FAIL  continuity: loss <&\"> 'x'? differs at iteration 3\n"));
     assert_non_null(strstr(t, "PASS  completes"));
     assert_non_null(
