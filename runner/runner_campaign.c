@@ -8,7 +8,12 @@
  * twin's worker pool lives only within a run) with a folder of its own and a one-thread twin (the
  * threads never change a result: docs/twin.md#threads). A child sends its trial's outcome back through
  * a pipe; the totals are then added up in trial order, so the report does not depend on which trial
- * finished first. `--campaign-seed S --trial K` replays trial K alone. */
+ * finished first. `--campaign-seed S --trial K` replays trial K alone.
+ *
+ * With checkpoints in the scenario a trial starts from a snapshot: the fault-free run kept every
+ * checkpoint it saved (runner.c), and the trial resumes from the newest one before its fault's
+ * iteration (runner_supervise.c's snapshot_restore), which is the state a run from iteration 1 would
+ * have reached, bit for bit; `--from-start` runs every trial from iteration 1. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
