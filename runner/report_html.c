@@ -141,6 +141,76 @@ static void faults(FILE *f, const cJSON *r) {
     fputs("</table></section>\n", f);
 }
 
+/* A campaign: its totals, ok/trials per kind, and every trial with its fault and fate; a failed one
+ * with the command that replays it alone. Cells carry their JSON values (data-k/data-v) for the
+ * browser test. */
+static void campaign(FILE *f, const cJSON *r) {
+    const cJSON *c = jget(r, "campaign");
+    if (!cJSON_IsObject(c)) return;
+    const cJSON *t = jget(c, "trials"), *seed = jget(c, "seed");
+    fputs("<section id=\"campaign\"><h2>Campaign</h2>\n<p>", f);
+    fprintf(f, "<span data-k=\"trials\" data-v=\"%.0f\">%.0f trials</span>", cJSON_IsNumber(t) ? t->valuedouble : 0,
+            cJSON_IsNumber(t) ? t->valuedouble : 0);
+    static const char *const totals[] = {"fired", "detected", "attributed", "continuity_ok", "recovered"};
+    for (size_t i = 0; i < sizeof totals / sizeof *totals; i++) {
+        const cJSON *v = jget(c, totals[i]);
+        fprintf(f, ", <span data-k=\"%s\" data-v=\"%.0f\">%.0f %s</span>", totals[i],
+                cJSON_IsNumber(v) ? v->valuedouble : 0, cJSON_IsNumber(v) ? v->valuedouble : 0,
+                i == 3 ? "bit-identical" : totals[i]);
+    }
+    const cJSON *wall = jget(c, "wall_seconds"), *each = jget(c, "mean_trial_seconds"), *jobs = jget(c, "jobs");
+    fprintf(f, "; %.1f s of wall time, %.2f s a trial, %.0f at a time; drawn from seed ",
+            cJSON_IsNumber(wall) ? wall->valuedouble : 0, cJSON_IsNumber(each) ? each->valuedouble : 0,
+            cJSON_IsNumber(jobs) ? jobs->valuedouble : 0);
+    if (cJSON_IsString(seed)) esc(f, seed->valuestring);
+    else fprintf(f, "%.0f", cJSON_IsNumber(seed) ? seed->valuedouble : 0);
+    fputs("</p>\n<table><tr><th>fault kind</th><th>trials</th><th>ok</th></tr>\n", f);
+    const cJSON *k;
+    cJSON_ArrayForEach(k, jget(c, "per_kind")) {
+        const cJSON *n = jget(k, "trials");
+        if (!cJSON_IsNumber(n) || n->valuedouble <= 0) continue;
+        fputs("<tr class=\"kind\"><td>", f);
+        esc(f, k->string);
+        fputs("</td>", f);
+        num_cell(f, "kind_trials", n, "%.0f");
+        num_cell(f, "kind_ok", jget(k, "ok"), "%.0f");
+        fputs("</tr>\n", f);
+    }
+    fputs("</table>\n<table><tr><th>trial</th><th>fault</th><th>from iteration</th><th>detected</th>"
+          "<th>attributed</th><th>detect s</th><th>nothing lost</th><th>wall s</th><th>diagnosis</th></tr>\n",
+          f);
+    const cJSON *x;
+    cJSON_ArrayForEach(x, jget(c, "per_trial")) {
+        const bool ok = jtrue(x, "ok");
+        fprintf(f, "<tr class=\"trial %s\" data-ok=\"%s\">", ok ? "pass" : "fail", ok ? "true" : "false");
+        num_cell(f, "trial", jget(x, "trial"), "%.0f");
+        fputs("<td>", f);
+        esc(f, jstr(x, "description"));
+        fputs("</td>", f);
+        num_cell(f, "resumed_from", jget(x, "resumed_from"), "%.0f");
+        fprintf(f, "<td class=\"%s\">%s</td><td class=\"%s\">%s</td>", jtrue(x, "detected") ? "pass" : "fail",
+                jtrue(x, "detected") ? "yes" : "no", jtrue(x, "attributed") ? "pass" : "fail",
+                jtrue(x, "attributed") ? "yes" : "no");
+        num_cell(f, "detect_seconds", jget(x, "detect_seconds"), "%.3f");
+        fprintf(f, "<td class=\"%s\">%s</td>", jtrue(x, "continuity_ok") ? "pass" : "fail",
+                jtrue(x, "continuity_ok") ? "yes" : "no");
+        num_cell(f, "wall_seconds", jget(x, "wall_seconds"), "%.2f");
+        fputs("<td class=\"blame\">", f);
+        esc(f, jstr(x, "diagnosis"));
+        if (!ok) {
+            const cJSON *num = jget(x, "trial");
+            fputs("<br><code>scenario run ", f);
+            esc(f, jstr(r, "path"));
+            fputs(" --campaign-seed ", f);
+            if (cJSON_IsString(seed)) esc(f, seed->valuestring);
+            else fprintf(f, "%.0f", cJSON_IsNumber(seed) ? seed->valuedouble : 0);
+            fprintf(f, " --trial %.0f</code>", cJSON_IsNumber(num) ? num->valuedouble : 0);
+        }
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table></section>\n", f);
+}
+
 /* The data object inside a <script>: "</" written "<\/" so no string in it can close the element. */
 static int data_script(FILE *f, const cJSON *d) {
     char *text = cJSON_PrintUnformatted(d);
@@ -211,6 +281,7 @@ int report_html(FILE *f, const report_html_input *in, char *err, size_t errlen) 
           "double-click to reset.</p>\n<div class=\"plots\"><div id=\"plot-loss\" class=\"plot\"></div>"
           "<div id=\"plot-grad\" class=\"plot\"></div></div></section>\n",
           f);
+    campaign(f, r);
     attempts(f, r);
     fputs("<section id=\"timeline\"><h2>Ranks over simulated time</h2>\n<div class=\"legend\" id=\"heat-legend\">"
           "</div>\n<p class=\"note\">One row per rank, one map per attempt. Quiet stretches (no rank changed "

@@ -127,7 +127,7 @@ int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *e
         !s->predict && campaign_ok && (s->expect.continuity || s->expect.final_weights || s->campaign.count > 0);
     if (want_ref) {
         if (o->progress) fprintf(o->progress, "  fault-free run of %d ranks ...\n", j.world);
-        if (o->record && !campaign) /* its losses and grad norms, for report_html */
+        if (o->record) /* its losses and grad norms, for report_html (a campaign's trials keep none) */
             snprintf(j.cfg->metrics_jsonl, sizeof j.cfg->metrics_jsonl, "%.*s/metrics_reference.jsonl",
                      (int)sizeof j.cfg->metrics_jsonl - 32, o->work_dir);
         /* a campaign's snapshots: the fault-free run keeps every checkpoint it saves (saving reads the

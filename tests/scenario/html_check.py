@@ -174,7 +174,7 @@ def main():
     cells = {}
     for t, a, p in els:
         if t == "td" and "data-k" in a:
-            section = next((s for s in ("attempts", "faults") if s in p), "header")
+            section = next((s for s in ("attempts", "faults", "campaign") if s in p), "header")
             cells.setdefault((section, a["data-k"]), []).append(a["data-v"])
     for key in ("attempt", "fired_at", "detect_seconds"):
         got, want = cells.get(("faults", key), []), [f[key] for f in report["faults"]]
@@ -188,6 +188,28 @@ def main():
     for key in ("world", "sim_seconds"):
         if not close(spans.get(key, "null"), report[key]):
             problems.append(f"header {key}: the page has {spans.get(key)}, the report {report[key]}")
+    # a campaign: its totals, each kind's ok/trials and every trial as in the report
+    camp = report.get("campaign")
+    ntrials = len(camp["per_trial"]) if camp else 0
+    if camp:
+        rows = [a for t, a in inside("campaign", "tr", "trial")]
+        if len(rows) != ntrials:
+            problems.append(f"campaign: {len(rows)} trial rows, the report has {ntrials} trials")
+        for a, x in zip(rows, camp["per_trial"]):
+            if a.get("data-ok") != ("true" if x["ok"] else "false"):
+                problems.append(f"campaign trial {x['trial']}: the page says ok={a.get('data-ok')}")
+        for key in ("trial", "resumed_from", "detect_seconds", "wall_seconds"):
+            got, want = cells.get(("campaign", key), []), [x[key] for x in camp["per_trial"]]
+            if len(got) != len(want) or not all(close(g, w) for g, w in zip(got, want)):
+                problems.append(f"campaign trials' {key}: the page has {got[:8]}, the report {want[:8]}")
+        kinds = [k for k in camp["per_kind"].values() if k["trials"] > 0]
+        for key, col in (("trials", "kind_trials"), ("ok", "kind_ok")):
+            got = cells.get(("campaign", col), [])
+            if len(got) != len(kinds) or not all(close(g, k[key]) for g, k in zip(got, kinds)):
+                problems.append(f"campaign per kind {key}: the page has {got}, the report {[k[key] for k in kinds]}")
+        for key in ("trials", "fired", "detected", "attributed", "continuity_ok", "recovered"):
+            if not close(spans.get(key, "null"), camp[key]):
+                problems.append(f"campaign {key}: the page has {spans.get(key)}, the report {camp[key]}")
 
     # the screenshot is not blank where the plots are: each plot's own colour is on it (the loss and grad
     # norm curves' fault-free lines, the heat maps' busy ranks, the memory bars' weights; report_html.js)
@@ -214,7 +236,8 @@ def main():
     if problems:
         return 1
     print(f"browser ok: every plot drew, {len(checks)} expectations, {len(report['faults'])} faults and "
-          f"{len(report['attempts'])} attempts as in the JSON report; script {body[0].get('data-render-ms')} ms, "
+          f"{len(report['attempts'])} attempts{f', {ntrials} campaign trials' if camp else ''} as in the JSON report; "
+          f"script {body[0].get('data-render-ms')} ms, "
           f"Chromium {seconds:.1f} s, page {os.path.getsize(page)} bytes")
     return 0
 

@@ -19,7 +19,8 @@ typedef struct sc_run_options {
     const char *trace_path; /* Perfetto trace of the first attempt; NULL = none */
     bool record;            /* also keep in work_dir what report_html draws: each run's metrics JSONL
                                (metrics_reference.jsonl, metrics_attempt<N>.jsonl) and each attempt's
-                               trace of every rank (trace_attempt<N>.json); not for a campaign */
+                               trace of every rank (trace_attempt<N>.json); of a campaign only the
+                               fault-free run's metrics (its trials are in the report) */
     int jobs;               /* a campaign's trials at once, each in a process of its own with a one-thread
                                twin and the folder work_dir/trial_<K>; 0: one per online CPU; 1: one after
                                another in this process */
