@@ -668,7 +668,9 @@ static const dnn_plan *dnn_choose(dnn_state *g, dev_stream *s, const tr_cu_sdpa 
     const dnn_key want = dnn_key_of(a, bwd, det, 0);
     for (int i = 0; i < g->nchoices; i++)
         if (memcmp(&g->choices[i].want, &want, sizeof want) == 0) return g->choices[i].plan;
-    dnn_plan *first = dnn_plan_get(g, &want);
+    dnn_key first_key = want; /* the mode picks timed or fixed; a forward plan never filtered engines by it */
+    if (!bwd) first_key.det = 0;
+    dnn_plan *first = dnn_plan_get(g, &first_key);
     const dnn_plan *pick = first && first->ok ? first : NULL;
     if (!det && g->tune && g->nchoices < DNN_MAX_CHOICES) {
         dnn_key cand[4];
