@@ -331,7 +331,9 @@ static int snapshot_restore(const sc_supervisor *sv) {
     }
     snprintf(to, sizeof to, "%s/latest_checkpointed_iteration.txt", dir);
     FILE *f = rc == 0 ? fopen(to, "w") : NULL;
-    if (!f || fprintf(f, "%lld\n", (long long)sv->resume_at) < 0 || fclose(f) != 0) rc = -1;
+    if (!f) rc = -1;
+    if (f && fprintf(f, "%lld\n", (long long)sv->resume_at) < 0) rc = -1;
+    if (f && fclose(f) != 0) rc = -1;
     if (rc) rm_tree(dir);
     return rc;
 }
