@@ -1,4 +1,4 @@
-/* A campaign: N random single faults, each rehearsed from scratch under the supervisor and judged
+/* A campaign: N random single faults, each rehearsed on its own under the supervisor and judged
  * like a scenario's own faults; the totals say how many were detected, blamed right, and recovered
  * with the fault-free run's losses and weights.
  *
