@@ -6,17 +6,15 @@
 #include <string.h>
 
 #include "tok/tok.h"
+#include "tok/tok_dir.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* tokenizer_small through the engine's own loader (Megatron's HuggingFaceTokenizer directory) */
 static tr_tok *load(void) {
-    FILE *f = fopen(TWINRUN_TEST_DATA "/tokenizer_small/tokenizer.json", "rb");
-    if (!f) __builtin_trap();
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
     char err[512];
-    tr_tok *t = tr_tok_from_json(buf, n, "tokenizer_small", err, sizeof err);
+    tr_tok_specials sp;
+    tr_tok *t = tr_tok_open("HuggingFaceTokenizer", TWINRUN_TEST_DATA "/tokenizer_small", NULL, &sp, err, sizeof err);
     if (!t) __builtin_trap();
     return t;
 }
