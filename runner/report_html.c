@@ -141,6 +141,12 @@ static void faults(FILE *f, const cJSON *r) {
     fputs("</table></section>\n", f);
 }
 
+/* A campaign's seed as the JSON holds it: a number, or beyond 2^53 its decimal string. */
+static void seed_text(FILE *f, const cJSON *seed) {
+    if (cJSON_IsString(seed)) esc(f, seed->valuestring);
+    else fprintf(f, "%.0f", cJSON_IsNumber(seed) ? seed->valuedouble : 0);
+}
+
 /* A campaign: its totals, ok/trials per kind, and every trial with its fault and fate; a failed one
  * with the command that replays it alone. Cells carry their JSON values (data-k/data-v) for the
  * browser test. */
@@ -162,8 +168,7 @@ static void campaign(FILE *f, const cJSON *r) {
     fprintf(f, "; %.1f s of wall time, %.2f s a trial, %.0f at a time; drawn from seed ",
             cJSON_IsNumber(wall) ? wall->valuedouble : 0, cJSON_IsNumber(each) ? each->valuedouble : 0,
             cJSON_IsNumber(jobs) ? jobs->valuedouble : 0);
-    if (cJSON_IsString(seed)) esc(f, seed->valuestring);
-    else fprintf(f, "%.0f", cJSON_IsNumber(seed) ? seed->valuedouble : 0);
+    seed_text(f, seed);
     fputs("</p>\n<table><tr><th>fault kind</th><th>trials</th><th>ok</th></tr>\n", f);
     const cJSON *k;
     cJSON_ArrayForEach(k, jget(c, "per_kind")) {
@@ -202,8 +207,7 @@ static void campaign(FILE *f, const cJSON *r) {
             fputs("<br><code>scenario run ", f);
             esc(f, jstr(r, "path"));
             fputs(" --campaign-seed ", f);
-            if (cJSON_IsString(seed)) esc(f, seed->valuestring);
-            else fprintf(f, "%.0f", cJSON_IsNumber(seed) ? seed->valuedouble : 0);
+            seed_text(f, seed);
             fprintf(f, " --trial %.0f</code>", cJSON_IsNumber(num) ? num->valuedouble : 0);
         }
         fputs("</td></tr>\n", f);
