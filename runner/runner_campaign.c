@@ -16,11 +16,9 @@
  * have reached, bit for bit; `--from-start` runs every trial from iteration 1. */
 #include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
