@@ -7,18 +7,11 @@
  *   C' = c: [n,m] ld n.
  *
  * Paths (env TWINRUN_GEMM, read when a device first runs a GEMM):
- *   lt     cuBLASLt (default on CUDA): 32 MiB workspace, the pointers' real alignment passed to the
- *          heuristic (so tr_buf_at offsets are fine); the descriptors and the algorithm are chosen once
- *          per shape (m, n, k, ta, tb, the three types, the three alignments) and kept in a plan cache
- *          on the device, so a step of ~350 GEMMs asks the heuristic only on its first iteration.
- *          The algorithm: the heuristic's first guess is not its fastest at every shape (at the 70B
- *          layer's 8192 x 8192 x 57344 and the LM head's the operand layouts of the backward ran ~10%
- *          below the forward's), so outside --deterministic-mode the heuristic's first
- *          TR_LT_CANDIDATES are timed on the GEMM's own operands at its first call with beta 0 (which
- *          overwrites c whole: the timing leaves nothing behind) and the fastest is kept. A shape first
- *          seen with beta != 0 runs the first guess until a beta-0 call times it. In
- *          --deterministic-mode, or with TWINRUN_GEMM_TUNE=0, the first guess always (one algorithm
- *          per shape: the same bits run to run); TWINRUN_GEMM_TUNE=log prints every candidate's time;
+ *   lt     cuBLASLt (default on CUDA): heuristic algorithm, 32 MiB workspace, the pointers' real
+ *          alignment passed to the heuristic (so tr_buf_at offsets are fine); the descriptors and the
+ *          heuristic's choice are built once per shape (m, n, k, ta, tb, the three types, the three
+ *          alignments) and kept in a plan cache on the device, so a step of ~350 GEMMs asks the
+ *          heuristic only on its first iteration;
  *   blas   cublasGemmEx (the MUSA default: muBLAS offers GemmEx; no Lt API confirmed);
  *   naive  the tiled fallback kernel for everything.
  * Types the libraries take with CUBLAS_COMPUTE_32F (true fp32, never TF32): a, b fp32 with c fp32;
@@ -27,7 +20,6 @@
  * libraries do not read C when beta is 0, nor does the fallback), so NaN in old c is ignored.
  * The library state (handles, workspace) lives on the device and is freed by dev_close; it is not
  * counted in dev_mem_used. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,7 +35,6 @@ enum gemm_mode { GEMM_LT = 0, GEMM_BLAS = 1, GEMM_NAIVE = 2 };
 
 typedef struct gemm_state {
     enum gemm_mode mode;
-    int tune; /* TWINRUN_GEMM_TUNE: 0 the heuristic's first guess, 1 the fastest candidate (default), 2 and say */
     cublasHandle_t blas;
     bool have_blas;
 #if TWINRUN_GPU_HAS_BLASLT
@@ -56,8 +47,7 @@ typedef struct gemm_state {
 } gemm_state;
 
 #if TWINRUN_GPU_HAS_BLASLT
-#define TR_LT_PLANS 1024     /* a power of two; a model has a few dozen GEMM shapes */
-#define TR_LT_CANDIDATES 8 /* the heuristic's first guesses timed per shape */
+#define TR_LT_PLANS 1024 /* a power of two; a model has a few dozen GEMM shapes */
 
 /* Everything that decides the descriptors and the algorithm of one GEMM. */
 typedef struct lt_key {
@@ -66,16 +56,14 @@ typedef struct lt_key {
     unsigned short al_a, al_b, al_c; /* byte alignment of the pointers, capped at 256 */
 } lt_key;
 
-/* A shape's descriptors and algorithm, built once. ok = false: cuBLASLt found no algorithm (the
- * fallback kernel runs, every time, without asking again). cand[0] is the heuristic's first guess;
- * chosen indexes the one that runs (0 until timed). */
+/* A shape's descriptors and the heuristic's algorithm, built once. ok = false: cuBLASLt found no
+ * algorithm (the fallback kernel runs, every time, without asking again). */
 typedef struct lt_plan {
-    bool used, ok, timed;
+    bool used, ok;
     lt_key key;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatmulAlgo_t cand[TR_LT_CANDIDATES];
-    int ncand, chosen;
+    cublasLtMatmulAlgo_t algo;
 } lt_plan;
 #endif
 
@@ -132,18 +120,6 @@ static gemm_state *gemm_state_get(dev_device *d) {
             g->mode = GEMM_NAIVE;
         else
             tr_fatal("TWINRUN_GEMM=%s: use lt (cuBLASLt, CUDA only), blas (GemmEx) or naive", env);
-    }
-    const char *tune = getenv("TWINRUN_GEMM_TUNE");
-    g->tune = 1;
-    if (tune && *tune) {
-        if (strcmp(tune, "0") == 0)
-            g->tune = 0;
-        else if (strcmp(tune, "log") == 0)
-            g->tune = 2;
-        else if (strcmp(tune, "1") != 0)
-            tr_fatal("TWINRUN_GEMM_TUNE=%s: use 0 (the heuristic's first algorithm), 1 (the fastest of its first %d, "
-                     "timed once per shape; the default) or log (1, printing each candidate's time)",
-                     tune, TR_LT_CANDIDATES);
     }
     d->blas = g;
     d->blas_free = gemm_state_free;
@@ -225,53 +201,14 @@ static void lt_plan_build(gemm_state *g, lt_plan *p, const lt_key *key) {
     BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
     BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
     BLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
-    cublasLtMatmulHeuristicResult_t res[TR_LT_CANDIDATES];
-    memset(res, 0, sizeof res);
+    cublasLtMatmulHeuristicResult_t res;
+    memset(&res, 0, sizeof res);
     int found = 0;
-    const int want = g->tune ? TR_LT_CANDIDATES : 1;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, want,
-                                                             res, &found);
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res,
+                                                             &found);
     cublasLtMatmulPreferenceDestroy(pref);
     p->ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
-    p->ncand = 0, p->chosen = 0, p->timed = !p->ok || found < 2;
-    for (int i = 0; p->ok && i < found && i < TR_LT_CANDIDATES; i++)
-        if (res[i].state == CUBLAS_STATUS_SUCCESS) p->cand[p->ncand++] = res[i].algo;
-    p->ok = p->ok && p->ncand > 0;
-}
-
-static void lt_run(gemm_state *g, cudaStream_t st, const lt_plan *p, int which, tr_buf c, tr_buf a, tr_buf b,
-                   float alpha, float beta) {
-    BLAS_CHECK(cublasLtMatmul(g->lt, p->op, &alpha, b.p, p->la, a.p, p->lb, &beta, c.p, p->lc, c.p, p->lc,
-                              &p->cand[which], g->ws, TR_LT_WORKSPACE, st));
-}
-
-/* Times p's candidates on this call's operands (beta 0: each run overwrites c whole, so the caller's
- * run afterwards is as if none had been) and keeps the fastest: one warm-up, then the best of two. */
-static void lt_choose(gemm_state *g, cudaStream_t st, lt_plan *p, tr_buf c, tr_buf a, tr_buf b, float alpha) {
-    cudaEvent_t e0, e1;
-    CU_CHECK(cudaEventCreate(&e0));
-    CU_CHECK(cudaEventCreate(&e1));
-    float best = INFINITY;
-    for (int i = 0; i < p->ncand; i++) {
-        lt_run(g, st, p, i, c, a, b, alpha, 0.0f);
-        float t = INFINITY;
-        for (int r = 0; r < 2; r++) {
-            float ms = 0;
-            CU_CHECK(cudaEventRecord(e0, st));
-            lt_run(g, st, p, i, c, a, b, alpha, 0.0f);
-            CU_CHECK(cudaEventRecord(e1, st));
-            CU_CHECK(cudaEventSynchronize(e1));
-            CU_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-            if (ms < t) t = ms;
-        }
-        if (g->tune == 2)
-            fprintf(stderr, "twinrun: cuBLASLt GEMM %dx%dx%d %c%c: candidate %d %.3f ms\n", p->key.m, p->key.n, p->key.k,
-                    p->key.ta ? 'T' : 'N', p->key.tb ? 'T' : 'N', i, t);
-        if (t < best) best = t, p->chosen = i;
-    }
-    CU_CHECK(cudaEventDestroy(e0));
-    CU_CHECK(cudaEventDestroy(e1));
-    p->timed = true;
+    if (p->ok) p->algo = res.algo;
 }
 
 /* The cached plan of this GEMM (built on first sight), or NULL when the cache is full. */
@@ -305,11 +242,9 @@ static bool gemm_lt(gemm_state *g, dev_stream *s, tr_buf c, tr_buf a, tr_buf b, 
         lt_plan_build(g, &tmp, &key);
         p = &tmp;
     }
-    if (p->ok) {
-        if (!p->timed && p != &tmp && beta == 0.0f && !dev_deterministic(dev_stream_device(s)))
-            lt_choose(g, tr_cu_stream(s), p, c, a, b, alpha);
-        lt_run(g, tr_cu_stream(s), p, p->chosen, c, a, b, alpha, beta);
-    }
+    if (p->ok)
+        BLAS_CHECK(cublasLtMatmul(g->lt, p->op, &alpha, b.p, p->la, a.p, p->lb, &beta, c.p, p->lc, c.p, p->lc, &p->algo,
+                                  g->ws, TR_LT_WORKSPACE, tr_cu_stream(s)));
     const bool ok = p->ok;
     if (p == &tmp) {
         cublasLtMatrixLayoutDestroy(tmp.lc);
