@@ -61,8 +61,8 @@ __global__ void k_sumsq_tiles(float *partial, tr_buf x, range_chunk rc) {
     if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
-__global__ void k_adamw_tiles(float *master, tr_buf model, bool write_model, tr_buf grad, float *m, float *v,
-                              range_chunk rc, double b1, double b2, double lr, double eps, double ibc1, double ibc2,
+__global__ void k_adamw_tiles(float *master, int16_t *rem, tr_buf model, bool write_model, tr_buf grad, float *m,
+                              float *v, range_chunk rc, double b1, double b2, double lr, double eps, double ibc1, double ibc2,
                               double grad_scale) {
     const int r = range_of_tile(rc, blockIdx.x);
     const unsigned long long len = rc.vstart[r + 1] - rc.vstart[r];
@@ -78,7 +78,7 @@ __global__ void k_adamw_tiles(float *master, tr_buf model, bool write_model, tr_
             g[k] = ldf(grad, i);
             mi[k] = m[i];
             vi[k] = v[i];
-            w[k] = master[i];
+            w[k] = master_load(i, master, rem, model);
         }
     }
 #pragma unroll
@@ -89,8 +89,7 @@ __global__ void k_adamw_tiles(float *master, tr_buf model, bool write_model, tr_
             adamw_math(g[k], &mi[k], &vi[k], &w[k], b1, b2, lr, eps, decay, ibc1, ibc2, grad_scale);
             m[i] = mi[k];
             v[i] = vi[k];
-            master[i] = w[k];
-            if (write_model) stf(model, i, w[k]);
+            master_store(i, w[k], master, rem, model, write_model);
         }
     }
 }
@@ -136,9 +135,10 @@ extern "C" void kern_sum_squares_ranges(dev_stream *s, float *out, tr_buf x, con
 }
 
 extern "C" void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *ad, const kern_range *ranges,
-                                         int nranges, float *master, tr_buf model, tr_buf grad, float *m, float *v) {
+                                         int nranges, float *master, int16_t *master_rem, tr_buf model, tr_buf grad,
+                                         float *m, float *v) {
     TR_PROF(s, "adamw_update_ranges");
-    kern_adamw_update_ranges_check(s, ad, ranges, nranges, master, model, grad, m, v);
+    kern_adamw_update_ranges_check(s, ad, ranges, nranges, master, master_rem, model, grad, m, v);
     if (nranges == 0) return;
     const bool write_model = model.p != NULL && model.p != (void *)master;
     const double b1 = ad->beta1, b2 = ad->beta2, lr = ad->lr;
@@ -148,7 +148,7 @@ extern "C" void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *a
         const unsigned long long total = chunk_of(&rc, ranges, nranges, r0, TR_BLOCK * TR_ADAMW_PER_THREAD);
         if (total == 0) continue;
         k_adamw_tiles<<<rc.tile0[rc.n], TR_BLOCK, 0, tr_cu_stream(s)>>>(
-            master, model, write_model, grad, m, v, rc, b1, b2, lr, (double)ad->eps, ibc1, ibc2, (double)ad->grad_scale);
+            master, master_rem, model, write_model, grad, m, v, rc, b1, b2, lr, (double)ad->eps, ibc1, ibc2, (double)ad->grad_scale);
         CU_CHECK_LAUNCH("k_adamw_tiles");
     }
 }

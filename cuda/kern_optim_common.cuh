@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "kern_common.cuh"
+#include "twinrun/master_split.h"
 
 /* One decoupled AdamW update, as the twin computes it: in double from the fp32 state, m, v and
  * master rounded to fp32 once. decay = 1 - lr * weight_decay, ibc1/ibc2 the reciprocals of the bias
@@ -23,16 +24,33 @@ __device__ __forceinline__ void adamw_math(float g32, float *mi, float *vi, floa
     *vi = v1;
 }
 
+/* The fp32 master of element i: master[i], or (master NULL) model's bf16 joined with rem[i]. */
+__device__ __forceinline__ float master_load(size_t i, const float *master, const int16_t *rem, tr_buf model) {
+    return master ? master[i] : tr_master_join(((const uint16_t *)model.p)[i], rem[i]);
+}
+
+/* Stores the updated master w of element i where master_load found it, and the model's copy. */
+__device__ __forceinline__ void master_store(size_t i, float w, float *master, int16_t *rem, tr_buf model,
+                                             bool write_model) {
+    if (!master) {
+        uint16_t hi;
+        tr_master_split(w, &hi, &rem[i]);
+        ((uint16_t *)model.p)[i] = hi;
+        return;
+    }
+    master[i] = w;
+    if (write_model) stf(model, i, w);
+}
+
 /* Element i of a decoupled AdamW step (adamw_math on the buffers). */
-__device__ __forceinline__ void adamw_element(size_t i, float *master, tr_buf model, bool write_model, tr_buf grad,
-                                              float *m, float *v, double b1, double b2, double lr, double eps,
-                                              double decay, double ibc1, double ibc2, double grad_scale) {
-    float mi = m[i], vi = v[i], w = master[i];
+__device__ __forceinline__ void adamw_element(size_t i, float *master, int16_t *rem, tr_buf model, bool write_model,
+                                              tr_buf grad, float *m, float *v, double b1, double b2, double lr,
+                                              double eps, double decay, double ibc1, double ibc2, double grad_scale) {
+    float mi = m[i], vi = v[i], w = master_load(i, master, rem, model);
     adamw_math(ldf(grad, i), &mi, &vi, &w, b1, b2, lr, eps, decay, ibc1, ibc2, grad_scale);
     m[i] = mi;
     v[i] = vi;
-    master[i] = w;
-    if (write_model) stf(model, i, w);
+    master_store(i, w, master, rem, model, write_model);
 }
 
 /* Pass 2 of a sum of squares: one block sums the G partials (thread t: t, t + TR_BLOCK, ... in

@@ -310,20 +310,33 @@ static void check_adamw_desc(const kern_adamw_desc *ad) {
              "adamw betas must lie in [0, 1); check --adam-beta1 and --adam-beta2");
 }
 
-static void check_adamw_buffers(const float *master, tr_buf model, tr_buf grad, const float *m, const float *v) {
-    TR_CHECK(master != NULL && m != NULL && v != NULL, "adamw needs master weights and both moments");
+static void check_adamw_buffers(const float *master, const int16_t *rem, tr_buf model, tr_buf grad, const float *m,
+                                const float *v) {
+    TR_CHECK((master != NULL) != (rem != NULL),
+             "adamw takes the master weights either fp32 or as remainders, one of them");
+    TR_CHECK(m != NULL && v != NULL, "adamw needs both moments");
     kern_check_float_buf(grad, "adamw grad");
+    /* remainders: the master's upper halves are the bf16 model's */
+    TR_CHECK(rem == NULL || (model.p != NULL && model.dt == TR_BF16),
+             "adamw with master remainders needs the bf16 model weights they complete");
     /* model.p NULL: the master weights are the only copy; model.p == master: fp32 training */
     if (model.p != NULL && model.p != (const void *)master) kern_check_float_buf(model, "adamw model");
     TR_CHECK(model.p != (const void *)master || model.dt == TR_F32, "adamw model aliases master only when it is fp32");
 }
 
-void kern_adamw_update_check(dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad,
-                             float *m, float *v, size_t n) {
+void kern_adamw_update_check(dev_stream *s, const kern_adamw_desc *ad, float *master, int16_t *master_rem, tr_buf model,
+                             tr_buf grad, float *m, float *v, size_t n) {
     (void)s;
     check_adamw_desc(ad);
     if (n == 0) return;
-    check_adamw_buffers(master, model, grad, m, v);
+    check_adamw_buffers(master, master_rem, model, grad, m, v);
+}
+
+void kern_master_split_check(dev_stream *s, tr_buf model, int16_t *rem, const float *w, size_t n) {
+    (void)s, (void)rem;
+    if (n == 0) return;
+    TR_CHECK(w != NULL && model.p != NULL, "master split reads w[n] and writes model[n]");
+    TR_CHECK(model.dt == TR_BF16, "master split writes bf16 weights");
 }
 
 /* ---- multi-tensor forms and initialisation ------------------------------------------------ */
@@ -347,10 +360,10 @@ void kern_sum_squares_ranges_check(dev_stream *s, float *out, tr_buf x, const ke
 }
 
 void kern_adamw_update_ranges_check(dev_stream *s, const kern_adamw_desc *ad, const kern_range *ranges, int nranges,
-                                    float *master, tr_buf model, tr_buf grad, float *m, float *v) {
+                                    float *master, int16_t *master_rem, tr_buf model, tr_buf grad, float *m, float *v) {
     (void)s;
     check_adamw_desc(ad);
-    if (check_ranges(ranges, nranges)) check_adamw_buffers(master, model, grad, m, v);
+    if (check_ranges(ranges, nranges)) check_adamw_buffers(master, master_rem, model, grad, m, v);
 }
 
 void kern_init_param_check(dev_stream *s, const kern_init_desc *d, float *out, size_t n) {

@@ -238,6 +238,14 @@ static const tr_flag FLAGS[] = {
      .help = "fused vocab-parallel cross-entropy"},
     {"--no-check-for-nan-in-loss-and-grad", TR_K_BOOL_OFF, TR_SEC_TRAINING, F(check_for_nan_in_loss_and_grad),
      .def = "checks on", .help = "do not stop on a NaN/Inf loss or gradient"},
+    {"--no-store-param-remainders", TR_K_BOOL_OFF, TR_SEC_TRAINING, F(store_param_remainders), .def = "remainders",
+     .help = "with --bf16, keep the fp32 master weights as a whole fp32 copy (4 bytes a parameter) instead of the "
+             "16 bits the bf16 weights lack (2 bytes; the same fp32 values, Megatron-Core's store_param_remainders; "
+             "the bf16 weights then round ties away from zero instead of to even)"},
+    {"--use-precision-aware-optimizer", TR_K_BOOL, TR_SEC_TRAINING, .def = "off", .status = TR_ST_ACCEPTED,
+     .reason = "its default dtypes (fp32 master, gradients and moments, the master stored as remainders) are "
+               "twinrun's own bf16 recipe; --main-params-dtype, --exp-avg-dtype and the like are not supported",
+     .help = "Megatron-Core's optimizer with per-state dtypes"},
     {"--manual-gc", TR_K_BOOL, TR_SEC_TRAINING, .def = "off", .status = TR_ST_ACCEPTED,
      .reason = "no Python garbage collector", .help = "run Python's garbage collector by hand"},
     {"--manual-gc-interval", TR_K_INT, TR_SEC_TRAINING, GE(0), .metavar = "N", .def = "0", .status = TR_ST_ACCEPTED,

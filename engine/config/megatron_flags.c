@@ -689,7 +689,6 @@ static const char *const MEGATRON_FLAGS[] = {
     "--use-nccl-ub",
     "--use-one-sent-docs",
     "--use-persistent-ckpt-worker",
-    "--use-precision-aware-optimizer",
     "--use-pytorch-profiler",
     "--use-ring-exchange-p2p",
     "--use-rope-scaling",

@@ -179,6 +179,8 @@ typedef struct llama_model {
     bool *grad_fresh; /* [nparams] a lazy gradient not yet written this step (its memory holds old values) */
     size_t (*grad_zero_runs)[2]; /* [n_grad_zero_runs] element ranges llama_begin_grads zeroes: all but the lazy */
     int n_grad_zero_runs;
+    int16_t *master_rem; /* [master_len] in bf16 with --store-param-remainders (the default): the fp32 master's
+                            lower halves, whose upper halves are params' (twinrun/master_split.h); master NULL */
     size_t master_begin, master_len; /* (0, total_alloc), or the optimizer's shard (layout.opt_shard) in bf16 */
     size_t weight_bytes, grad_bytes; /* device memory params + master, and grads, took (the device's count) */
 
@@ -325,6 +327,9 @@ void llama_set_master(llama_model *m, const float *host);
 /* Downloads master weights / gradients as fp32 [total]; the master weights only when they are whole
  * (!llama_master_sharded). */
 void llama_get_master(llama_model *m, float *host);
+/* The fp32 master weights this rank keeps, into host[llama_master_count] indexed as llama_master_index
+ * (a whole master, or the shard), joined from params and the remainders when it keeps those. */
+void llama_download_master(llama_model *m, float *host);
 void llama_get_grads(llama_model *m, float *host);
 /* Re-derives params (compute type) of master's elements from master after the optimizer changed master. */
 void llama_sync_params(llama_model *m);

@@ -7,6 +7,7 @@
 #include "model/llama.h"
 #include "twinrun/err.h"
 #include "twinrun/init_normal.h"
+#include "twinrun/master_split.h"
 
 int llama_dims_from_config(llama_dims *dm, const tr_config *cfg, const llama_layout *lay, char *err, size_t errlen) {
     memset(dm, 0, sizeof *dm);
@@ -410,7 +411,9 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
         m->master_len = m->total_alloc / (size_t)shards;
         m->master_begin = shards > 1 ? (size_t)lay->opt_shard * m->master_len : 0;
         dev_mem_tag_set(d, DEV_MEM_OPTIMIZER); /* Megatron counts the fp32 master with the optimizer state */
-        A(m->master, m->master_len * 4, "fp32 master parameters"); /* [master_len] fp32 */
+        if (cfg->store_param_remainders)       /* the fp32 master in 2 bytes: params hold its upper halves */
+            A(m->master_rem, m->master_len * 2, "fp32 master parameters' remainders"); /* [master_len] int16 */
+        else A(m->master, m->master_len * 4, "fp32 master parameters");                /* [master_len] fp32 */
     }
     m->weight_bytes = dev_mem_used(d) - used0;
     dev_mem_tag_set(d, DEV_MEM_MAIN_GRADS);
@@ -481,7 +484,8 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     }
     /* padding stays zero forever: the optimizer's shards may cover it */
     dev_memset_zero(s, m->params, m->total_alloc * as);
-    if (m->master != m->params) dev_memset_zero(s, m->master, m->master_len * 4);
+    if (m->master && m->master != m->params) dev_memset_zero(s, m->master, m->master_len * 4);
+    if (m->master_rem) dev_memset_zero(s, m->master_rem, m->master_len * 2);
     llama_zero_grads(m);
     return m;
 }
@@ -527,6 +531,7 @@ void llama_destroy(llama_model *m) {
                     m->g.dq,     m->g.dk,      m->g.dv,     m->g.datt,   m->g.dh,     m->g.dact,   m->g.dloss,
                     m->g.sp_loc, m->g.sp_full, m->g.dkfull, m->g.dvfull, m->g.gather, m->q_pos,    m->k_pos};
     if (m->master != m->params) dev_free(m->dev, m->master);
+    dev_free(m->dev, m->master_rem);
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(m->dev, bufs[i]);
     free(m->acts);
     free(m->params_tab);
@@ -571,7 +576,38 @@ typedef void (*master_fill_fn)(llama_model *m, void *ctx, size_t lo, size_t n, f
  * writes its fp32 values, a cast makes its compute-type params, and the rank's own shard comes last so
  * master ends holding it. Every params element is the same cast of the same value as from a whole
  * master, bit for bit, with no second whole fp32 buffer and no collective. */
+/* fill_master with remainders: no fp32 buffer holds a shard, so the values pass through a small
+ * staging buffer, chunk by chunk, split into params (every element) and the remainders (this rank's). */
+static void fill_master_split(llama_model *m, master_fill_fn fill, void *ctx) {
+    const bool sharded = llama_master_sharded(m);
+    const int shards = sharded ? (int)(m->total_alloc / m->master_len) : 1, own = sharded ? m->layout.opt_shard : 0;
+    const size_t chunk = m->total < ((size_t)1 << 22) ? (m->total ? m->total : 1) : (size_t)1 << 22;
+    const dev_mem_tag tag = dev_mem_tag_set(m->dev, DEV_MEM_WORKSPACE);
+    float *tmp = dev_alloc(m->dev, chunk * sizeof(float), "fp32 master staging"); /* [chunk] */
+    dev_mem_tag_set(m->dev, tag);
+    if (!tmp)
+        tr_fatal("no device memory for the 16 MiB that stage the fp32 master weights: %s", dev_last_error(m->dev));
+    const tr_buf params = tr_buf_make(m->params, m->dims.act_dt); /* [total_alloc] */
+    for (int sh = 0; sh < shards; sh++)
+        for (int b = 0; b < (sharded ? m->nbuckets : 1); b++) {
+            const llama_seg sg = sharded ? llama_shard_seg(m, shards, sh, b) : (llama_seg){0, m->total, 0};
+            const size_t n = sg.begin >= m->total ? 0 : m->total - sg.begin < sg.len ? m->total - sg.begin : sg.len;
+            for (size_t off = 0; off < n; off += chunk) {
+                const size_t len = n - off < chunk ? n - off : chunk;
+                fill(m, ctx, sg.begin + off, len, tmp);
+                kern_master_split(m->stream, tr_buf_at(params, sg.begin + off),
+                                  sh == own ? m->master_rem + sg.local + off : NULL, tmp, len);
+            }
+        }
+    dev_stream_sync(m->stream);
+    dev_free(m->dev, tmp);
+}
+
 static void fill_master(llama_model *m, master_fill_fn fill, void *ctx) {
+    if (m->master_rem) {
+        fill_master_split(m, fill, ctx);
+        return;
+    }
     if (!llama_master_sharded(m)) {
         fill(m, ctx, 0, m->total, m->master);
         llama_sync_params(m);
@@ -644,7 +680,7 @@ void llama_set_master(llama_model *m, const float *host) {
 }
 
 void llama_sync_params(llama_model *m) {
-    if (m->params == m->master) return;
+    if (m->params == m->master || m->master_rem) return; /* remainders: params are the master's upper halves */
     const tr_buf params = tr_buf_make(m->params, m->dims.act_dt);
     if (!llama_master_sharded(m)) {
         kern_cast(m->stream, params, tr_buf_f32(m->master), m->total);
@@ -661,8 +697,38 @@ void llama_sync_params(llama_model *m) {
 void llama_get_master(llama_model *m, float *host) {
     TR_CHECK(!llama_master_sharded(m), "llama_get_master: this rank keeps only its distributed-optimizer shard of "
                                        "the fp32 master weights, not the whole model's");
-    dev_copy_d2h(m->stream, host, m->master, m->total * sizeof(float));
+    llama_download_master(m, host);
+}
+
+/* host[local + i] = the join of params[begin + i] (bf16 bits) and rem[local + i], i < n. */
+static void join_range(llama_model *m, float *host, size_t begin, size_t local, size_t n, uint16_t *hi, int16_t *rem) {
+    dev_copy_d2h(m->stream, hi, (const uint16_t *)m->params + begin, n * sizeof *hi);
+    dev_copy_d2h(m->stream, rem, m->master_rem + local, n * sizeof *rem);
     dev_stream_sync(m->stream);
+    for (size_t i = 0; i < n; i++) host[local + i] = tr_master_join(hi[i], rem[i]);
+}
+
+void llama_download_master(llama_model *m, float *host) {
+    const size_t count = llama_master_count(m);
+    if (!m->master_rem) {
+        dev_copy_d2h(m->stream, host, m->master, count * sizeof(float));
+        dev_stream_sync(m->stream);
+        return;
+    }
+    uint16_t *hi = malloc((count ? count : 1) * sizeof *hi);
+    int16_t *rem = malloc((count ? count : 1) * sizeof *rem);
+    TR_CHECK(hi && rem, "out of host memory for the master weights");
+    if (!llama_master_sharded(m)) {
+        join_range(m, host, 0, 0, count, hi, rem);
+    } else {
+        const int shards = (int)(m->total_alloc / m->master_len);
+        for (int b = 0; b < m->nbuckets; b++) { /* this rank's segment of each bucket, as far as count reaches */
+            const llama_seg sg = llama_shard_seg(m, shards, m->layout.opt_shard, b);
+            const size_t n = sg.local >= count ? 0 : count - sg.local < sg.len ? count - sg.local : sg.len;
+            if (n) join_range(m, host, sg.begin, sg.local, n, hi, rem);
+        }
+    }
+    free(hi), free(rem);
 }
 
 void llama_get_grads(llama_model *m, float *host) {

@@ -280,9 +280,10 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
                                       : group    ? RANGES_DECOUPLED
                                                  : RANGES_MAIN,
                                       &ranges);
-            /* the segment's master: whole or sharded, the same elements */
-            float *master = model->master + llama_master_index(model, sg.begin);
-            kern_adamw_update_ranges(model->stream, &ad, ranges, nr, master, tr_buf_at(params, sg.begin),
+            /* the segment's master: whole or sharded, the same elements (fp32, or remainders) */
+            const size_t mi = llama_master_index(model, sg.begin);
+            kern_adamw_update_ranges(model->stream, &ad, ranges, nr, model->master ? model->master + mi : NULL,
+                                     model->master_rem ? model->master_rem + mi : NULL, tr_buf_at(params, sg.begin),
                                      tr_buf_at(grads, sg.begin), o->m + sg.local, o->v + sg.local);
             free(ranges);
         }

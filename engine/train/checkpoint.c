@@ -123,7 +123,10 @@ int train_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const
      * rank writes its part of, as flat ranges that a reader reassembles like whole tensors */
     const bool writer = g->coord[TR_AXIS_DP] == 0 && g->coord[TR_AXIS_CP] == 0;
     const bool master_sharded = llama_master_sharded(m);
-    float *master = download(m, m->master, llama_master_count(m)); /* indexed by llama_master_index */
+    const size_t nmaster = llama_master_count(m);
+    float *master = malloc((nmaster ? nmaster : 1) * sizeof *master); /* indexed by llama_master_index */
+    TR_CHECK(master != NULL, "out of host memory for a checkpoint");
+    llama_download_master(m, master);
     float *mh = download(m, o->m, o->shard_len), *vh = download(m, o->v, o->shard_len);
     blobs bs = {.cap = 6 * m->nparams};
     bs.b = calloc((size_t)bs.cap, sizeof *bs.b);

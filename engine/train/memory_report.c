@@ -8,7 +8,7 @@ void train_memory_report_of(tr_memory_report *r, const llama_model *m, const tr_
     r->optimizer = o->state_bytes;
     r->params = m->param_elems;
     r->act_bytes = (int)tr_dtype_size(dm->act_dt), r->grad_bytes = (int)tr_dtype_size(dm->grad_dt);
-    r->state_bytes = m->master != m->params ? 12 : 8;
+    r->state_bytes = m->master_rem ? 10 : m->master != m->params ? 12 : 8; /* + 2 or 4 of master, 8 of m and v */
     r->distributed = o->distributed;
     r->dp = o->distributed && o->shard_len ? (int)(m->total_alloc / o->shard_len) : 1;
     r->peak = dev_mem_peak(m->dev);

@@ -160,8 +160,7 @@ uint64_t train_rank_weight_digest(const tr_rank *st) {
     const size_t n = llama_master_count(m);
     float *h = malloc(sizeof(float) * (n ? n : 1));
     TR_CHECK(h != NULL, "out of host memory for the weight digest");
-    dev_copy_d2h(m->stream, h, m->master, sizeof(float) * n);
-    dev_stream_sync(m->stream);
+    llama_download_master(m, h);
     uint64_t x = tr_fnv1a(TR_FNV_OFFSET, h, sizeof(float) * n);
     free(h);
     return x;

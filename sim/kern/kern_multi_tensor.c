@@ -12,13 +12,13 @@ void kern_sum_squares_ranges(dev_stream *s, float *out, tr_buf x, const kern_ran
 }
 
 void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *ad, const kern_range *ranges, int nranges,
-                              float *master, tr_buf model, tr_buf grad, float *m, float *v) {
-    kern_adamw_update_ranges_check(s, ad, ranges, nranges, master, model, grad, m, v);
+                              float *master, int16_t *master_rem, tr_buf model, tr_buf grad, float *m, float *v) {
+    kern_adamw_update_ranges_check(s, ad, ranges, nranges, master, master_rem, model, grad, m, v);
     for (int r = 0; r < nranges; r++) {
         kern_adamw_desc d = *ad;
         d.weight_decay = ranges[r].weight_decay;
         const size_t b = ranges[r].begin;
-        kern_adamw_update(s, &d, master + b, model.p ? tr_buf_at(model, b) : model, tr_buf_at(grad, b), m + b, v + b,
-                          ranges[r].end - b);
+        kern_adamw_update(s, &d, master ? master + b : NULL, master_rem ? master_rem + b : NULL,
+                          model.p ? tr_buf_at(model, b) : model, tr_buf_at(grad, b), m + b, v + b, ranges[r].end - b);
     }
 }

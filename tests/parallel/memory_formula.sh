@@ -1,8 +1,9 @@
 #!/bin/sh
 # The distributed optimizer's static memory per rank (weights, gradients and optimizer state as the
 # twin's device counted them) equals the documented formula (docs/parallel.md, optimizer.h) within 1%:
-# bf16 2 + 4 + 12/DP bytes per parameter (Megatron's 6 + 12/DP), fp32 4 + 4 + 8/DP, at TP2 PP2 DP2 and
-# at the 70B seed's TP8 PP8 DP16 (1024 ranks, a narrow model: the formula is per parameter).
+# bf16 2 + 4 + 10/DP bytes per parameter (the fp32 master as 16-bit remainders; Megatron's 6 + 12/DP,
+# which --no-store-param-remainders gives), fp32 4 + 4 + 8/DP, at TP2 PP2 DP2 and at the 70B seed's
+# TP8 PP8 DP16 (1024 ranks, a narrow model: the formula is per parameter).
 # Usage: memory_formula.sh BIN_DIR WORK_DIR
 set -u
 bin=$1 work=$2
@@ -43,13 +44,16 @@ check() {
     done || exit 1
 }
 
-# TP2 PP2 DP2: bf16 2 + 4 + 12/2 = 12 (= Megatron's 6 + 12/2); with bf16 gradients 2 + 2 + 6; fp32 4 + 4 + 8/2
-check tp2pp2dp2_bf16 8 2 12 12 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --bf16
-check tp2pp2dp2_bf16_gradbf16 8 2 10 - --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --bf16 \
+# TP2 PP2 DP2: bf16 2 + 4 + 10/2 = 11; with a whole fp32 master 2 + 4 + 12/2 = 12 (= Megatron's 6 + 12/2);
+# with bf16 gradients 2 + 2 + 5; fp32 4 + 4 + 8/2
+check tp2pp2dp2_bf16 8 2 11 12 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --bf16
+check tp2pp2dp2_bf16_whole 8 2 12 12 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --bf16 \
+    --no-store-param-remainders
+check tp2pp2dp2_bf16_gradbf16 8 2 9 - --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --bf16 \
     --grad-reduce-in-bf16
 check tp2pp2dp2_fp32 8 2 12 - --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
-# the 70B seed's layout: 2 + 4 + 12/16 = 6.75 (= Megatron's 6 + 12/16)
-check tp8pp8dp16_bf16 1024 16 6.75 6.75 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 8 --bf16
+# the 70B seed's layout: 2 + 4 + 10/16 = 6.625 (Megatron's 6 + 12/16 = 6.75)
+check tp8pp8dp16_bf16 1024 16 6.625 6.75 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 8 --bf16
 # a passed run leaves no data cache or checkpoints behind (~150 MB a mock-data configuration): the
 # test tree must fit a CI runner's disk; a failed run keeps everything for a post-mortem
 rm -rf "$work/cache"

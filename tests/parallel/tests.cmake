@@ -61,7 +61,8 @@ foreach(seed llama3_70b llama3_8b_mock llama3_8b_real)
 endforeach()
 
 # The distributed optimizer's static memory per rank against the documented per-parameter formula
-# (bf16 2 + 4 + 12/DP, Megatron's 6 + 12/DP) at TP2 PP2 DP2 and the 70B seed's TP8 PP8 DP16.
+# (bf16 2 + 4 + 10/DP, 12/DP with a whole fp32 master: Megatron's 6 + 12/DP) at TP2 PP2 DP2 and the 70B
+# seed's TP8 PP8 DP16.
 if(TWINRUN_BACKEND STREQUAL "twin")
 twinrun_expect_sh(parallel_memory_formula 0 "memory formula: OK"
   "sh ${CMAKE_CURRENT_SOURCE_DIR}/parallel/memory_formula.sh ${PROJECT_BINARY_DIR}/bin ${CMAKE_CURRENT_BINARY_DIR}/parallel_memory_formula"

@@ -498,7 +498,7 @@ static void elem_gpu(void *p) {
     kern_scale(g_s, Dv(c->t[1]), 0.37f, n);
     kern_cast(g_s, Dv(c->t[2]), Dv(c->t[1]), n);
     kern_sum_squares(g_s, c->t[3]->d, Dv(c->t[0]), n);
-    kern_adamw_update(g_s, &c->ad, c->t[4]->d, Dv(c->t[7]), Dv(c->t[0]), c->t[5]->d, c->t[6]->d, n);
+    kern_adamw_update(g_s, &c->ad, c->t[4]->d, NULL, Dv(c->t[7]), Dv(c->t[0]), c->t[5]->d, c->t[6]->d, n);
 }
 
 static void case_elementwise(tr_dtype dt, size_t n) {
@@ -513,7 +513,7 @@ static void case_elementwise(tr_dtype dt, size_t n) {
     twin_kern_scale(NULL, H(c.t[1]), 0.37f, n);
     twin_kern_cast(NULL, H(c.t[2]), H(c.t[1]), n);
     twin_kern_sum_squares(NULL, c.t[3]->h, H(c.t[0]), n);
-    twin_kern_adamw_update(NULL, &c.ad, c.t[4]->h, H(c.t[7]), H(c.t[0]), c.t[5]->h, c.t[6]->h, n);
+    twin_kern_adamw_update(NULL, &c.ad, c.t[4]->h, NULL, H(c.t[7]), H(c.t[0]), c.t[5]->h, c.t[6]->h, n);
     tens *outs[] = {c.t[1], c.t[2], c.t[3], c.t[4], c.t[5], c.t[6], c.t[7]};
     run_gpu_twice("elementwise", elem_gpu, &c, outs, 7);
     const char *nm[] = {"add+scale", "cast",    "sum_squares (+=, 3M)", "adamw master",
@@ -535,7 +535,7 @@ static const kern_range k_ranges[] = {
 static void ranges_gpu(void *p) {
     misc_ctx *c = p;
     kern_sum_squares_ranges(g_s, c->t[1]->d, Dv(c->t[0]), k_ranges, N_RANGES);
-    kern_adamw_update_ranges(g_s, &c->ad, k_ranges, N_RANGES, c->t[2]->d, Dv(c->t[5]), Dv(c->t[0]), c->t[3]->d,
+    kern_adamw_update_ranges(g_s, &c->ad, k_ranges, N_RANGES, c->t[2]->d, NULL, Dv(c->t[5]), Dv(c->t[0]), c->t[3]->d,
                              c->t[4]->d);
 }
 
@@ -548,7 +548,7 @@ static void case_ranges(tr_dtype dt) {
     for (size_t i = 0; i < n; i++) ((float *)c.t[4]->h0)[i] = (float)(urand() * 1e-4);
     reset_host();
     twin_kern_sum_squares_ranges(NULL, c.t[1]->h, H(c.t[0]), k_ranges, N_RANGES);
-    twin_kern_adamw_update_ranges(NULL, &c.ad, k_ranges, N_RANGES, c.t[2]->h, H(c.t[5]), H(c.t[0]), c.t[3]->h,
+    twin_kern_adamw_update_ranges(NULL, &c.ad, k_ranges, N_RANGES, c.t[2]->h, NULL, H(c.t[5]), H(c.t[0]), c.t[3]->h,
                                   c.t[4]->h);
     tens *outs[] = {c.t[1], c.t[2], c.t[3], c.t[4], c.t[5]};
     run_gpu_twice("ranges", ranges_gpu, &c, outs, 5);

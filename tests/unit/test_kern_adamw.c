@@ -30,7 +30,7 @@ static void adamw_run(adamw_state *st, const float grads[AW_STEPS][AW_N], float 
     for (int step = 1; step <= AW_STEPS; step++) {
         const kern_adamw_desc ad = adamw_desc(wd, grad_scale, step);
         kt_write(grad, grads[step - 1], AW_N);
-        kern_adamw_update(kt_s, &ad, master, model, grad, m, v, AW_N);
+        kern_adamw_update(kt_s, &ad, master, NULL, model, grad, m, v, AW_N);
     }
     kt_download_f32(st->master, master, AW_N);
     kt_download_f32(st->m, m, AW_N);

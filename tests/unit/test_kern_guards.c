@@ -57,7 +57,7 @@ static void run_rms_norm_with_bias(void) {
 static void run_swiglu_empty(void) { kern_swiglu_forward(kt_s, g_a, g_b, -1, 4); }
 static void run_adamw_step_zero(void) {
     const kern_adamw_desc ad = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 0};
-    kern_adamw_update(kt_s, &ad, g_stats, g_a, g_b, g_stats + 64, g_stats + 128, 8);
+    kern_adamw_update(kt_s, &ad, g_stats, NULL, g_a, g_b, g_stats + 64, g_stats + 128, 8);
 }
 static void run_cast_int_to_float(void) { kern_cast(kt_s, g_a, tr_buf_make(g_ids, TR_I32), 4); }
 

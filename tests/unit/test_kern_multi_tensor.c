@@ -62,13 +62,13 @@ static void test_adamw_ranges_is_adamw_per_range(void **state) {
         float *dw = kt_upload_f32(w, n), *dm = kt_upload_f32(m, n), *dv = kt_upload_f32(v, n);
         tr_buf dg = kt_upload(g, n, TR_BF16), model = kt_upload(w, n, TR_BF16);
         if (way == 0) {
-            kern_adamw_update_ranges(kt_s, &ad, r, NR, dw, model, dg, dm, dv);
+            kern_adamw_update_ranges(kt_s, &ad, r, NR, dw, NULL, model, dg, dm, dv);
         } else {
             for (int i = 0; i < NR; i++) {
                 kern_adamw_desc d = ad;
                 d.weight_decay = r[i].weight_decay;
                 const size_t b = r[i].begin;
-                kern_adamw_update(kt_s, &d, dw + b, tr_buf_at(model, b), tr_buf_at(dg, b), dm + b, dv + b,
+                kern_adamw_update(kt_s, &d, dw + b, NULL, tr_buf_at(model, b), tr_buf_at(dg, b), dm + b, dv + b,
                                   r[i].end - b);
             }
         }
@@ -86,7 +86,7 @@ static void test_adamw_ranges_is_adamw_per_range(void **state) {
     /* the gaps are untouched: master there is still w */
     float *dw = kt_upload_f32(w, n), *dm = kt_upload_f32(m, n), *dv = kt_upload_f32(v, n);
     tr_buf dg = kt_upload(g, n, TR_F32);
-    kern_adamw_update_ranges(kt_s, &ad, r, NR, dw, tr_buf_make(dw, TR_F32), dg, dm, dv);
+    kern_adamw_update_ranges(kt_s, &ad, r, NR, dw, NULL, tr_buf_make(dw, TR_F32), dg, dm, dv);
     float *after = kt_host(n);
     kt_download_f32(after, dw, n);
     size_t at = 0;

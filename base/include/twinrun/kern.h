@@ -200,9 +200,14 @@ typedef struct kern_adamw_desc {
  *   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2
  *   master = master * (1 - lr wd) - lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
  *   model = master (cast to model's type; model.p may equal master for fp32 training).
- * master, m, v [n] fp32; grad [n] fp32 or bf16. */
-void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad, float *m,
-                       float *v, size_t n);
+ * The master is either master [n] fp32 (master_rem NULL), or, master NULL, model's bf16 [n] joined
+ * with master_rem [n] (twinrun/master_split.h: model then gets the split's rounding, not the cast's).
+ * m, v [n] fp32; grad [n] fp32 or bf16. */
+void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, int16_t *master_rem, tr_buf model,
+                       tr_buf grad, float *m, float *v, size_t n);
+
+/* model [n] bf16 and rem [n] (NULL: model only): w [n] fp32 split as twinrun/master_split.h does. */
+void kern_master_split(dev_stream *s, tr_buf model, int16_t *rem, const float *w, size_t n);
 
 /* ---- multi-tensor forms (the whole parameter buffer in one or a few launches) ------------ */
 
@@ -217,9 +222,9 @@ typedef struct kern_range {
 /* out[0] += sum of x[i]^2 over each range in turn: the same as kern_sum_squares range by range. */
 void kern_sum_squares_ranges(dev_stream *s, float *out, tr_buf x, const kern_range *ranges, int nranges);
 /* kern_adamw_update of every range (each with its own weight decay; ad->weight_decay is unused);
- * master, model, grad, m and v are all indexed by the ranges' element indices. */
+ * master (or master_rem), model, grad, m and v are all indexed by the ranges' element indices. */
 void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *ad, const kern_range *ranges, int nranges,
-                              float *master, tr_buf model, tr_buf grad, float *m, float *v);
+                              float *master, int16_t *master_rem, tr_buf model, tr_buf grad, float *m, float *v);
 /* ---- the list --------------------------------------------------------------------------
  * Every kernel above, once, as X(name, (parameters)): the backends' argument checks
  * (twinrun/kern_check.h declares kern_X_check with the same parameters), the GPU oracle's renamed twin
@@ -272,11 +277,12 @@ void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *ad, const ke
     X(kern_attention_backward_pos,                                                                                     \
       (dev_stream * s, tr_buf dq, tr_buf dk, tr_buf dv, tr_buf dout, tr_buf q, tr_buf k, tr_buf v, tr_buf out,         \
        const float *lse, const int32_t *q_pos, const int32_t *k_pos, int B, int Tq, int Tk, int NH, int KV, int D))    \
-    X(kern_adamw_update, (dev_stream * s, const kern_adamw_desc *ad, float *master, tr_buf model, tr_buf grad,         \
-                          float *m, float *v, size_t n))                                                               \
+    X(kern_adamw_update, (dev_stream * s, const kern_adamw_desc *ad, float *master, int16_t *master_rem, tr_buf model, \
+                          tr_buf grad, float *m, float *v, size_t n))                                                  \
+    X(kern_master_split, (dev_stream * s, tr_buf model, int16_t * rem, const float *w, size_t n))                      \
     X(kern_init_param, (dev_stream * s, const kern_init_desc *d, float *out, size_t n))                                \
     X(kern_sum_squares_ranges, (dev_stream * s, float *out, tr_buf x, const kern_range *ranges, int nranges))          \
     X(kern_adamw_update_ranges, (dev_stream * s, const kern_adamw_desc *ad, const kern_range *ranges, int nranges,     \
-                                 float *master, tr_buf model, tr_buf grad, float *m, float *v))
+                                 float *master, int16_t *master_rem, tr_buf model, tr_buf grad, float *m, float *v))
 
 #endif

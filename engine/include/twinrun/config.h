@@ -63,6 +63,7 @@ typedef struct tr_config {
     bool bf16, grad_reduce_in_bf16;
     bool calculate_per_token_loss, cross_entropy_loss_fusion;
     bool check_for_nan_in_loss_and_grad; /* default on */
+    bool store_param_remainders;         /* default on: bf16 training's fp32 master as 16-bit remainders */
     uint64_t seed;                       /* 1234 */
     tr_recompute recompute_granularity;  /* --recompute-granularity / --recompute-activations */
     tr_recompute_method recompute_method;
