@@ -15,6 +15,7 @@
 #include "twinrun/dev.h"
 #include "twinrun/dtype.h"
 #include "twinrun/kern.h"
+#include "twinrun/master_split.h"
 #include "twinrun/version.h"
 
 /* ---- the twin's kernels, renamed: twin_kern_X, declared from the one kernel list (kern.h) --------- */
@@ -562,6 +563,47 @@ static void case_ranges(tr_dtype dt) {
     release();
 }
 
+/* AdamW on the fp32 master kept as bf16 weights + 16-bit remainders (twinrun/master_split.h), the
+ * master split from fp32 on the device first (kern_master_split): the joined master compared as fp32,
+ * the weights and moments as usual. t[0] grad, t[1] fp32 master to split, t[2] weights (bf16),
+ * t[3] remainders (two bytes an element: a bf16-typed tensor), t[4] m, t[5] v, t[6] the joined master. */
+static void ranges_rem_gpu(void *p) {
+    misc_ctx *c = p;
+    const size_t n = c->t[1]->n;
+    kern_master_split(g_s, Dv(c->t[2]), (int16_t *)c->t[3]->d, c->t[1]->d, n);
+    kern_adamw_update_ranges(g_s, &c->ad, k_ranges, N_RANGES, NULL, (int16_t *)c->t[3]->d, Dv(c->t[2]), Dv(c->t[0]),
+                             c->t[4]->d, c->t[5]->d);
+}
+
+static void case_ranges_rem(tr_dtype dt) {
+    misc_ctx c = {.ad = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.8f, 7}};
+    const size_t n = 4000000;
+    c.t[0] = t_new(dt, n), c.t[1] = t_new(TR_F32, n), c.t[2] = t_new(TR_BF16, n), c.t[3] = t_new(TR_BF16, n);
+    c.t[4] = t_new(TR_F32, n), c.t[5] = t_new(TR_F32, n), c.t[6] = t_new(TR_F32, n);
+    t_fill(c.t[0], 1.0f), t_fill(c.t[1], 1.0f), t_fill(c.t[4], 0.01f);
+    for (size_t i = 0; i < n; i++) ((float *)c.t[5]->h0)[i] = (float)(urand() * 1e-4);
+    reset_host();
+    twin_kern_master_split(NULL, H(c.t[2]), (int16_t *)c.t[3]->h, c.t[1]->h, n);
+    twin_kern_adamw_update_ranges(NULL, &c.ad, k_ranges, N_RANGES, NULL, (int16_t *)c.t[3]->h, H(c.t[2]), H(c.t[0]),
+                                  c.t[4]->h, c.t[5]->h);
+    tens *outs[] = {c.t[2], c.t[3], c.t[4], c.t[5]};
+    run_gpu_twice("ranges on remainders", ranges_rem_gpu, &c, outs, 4);
+    for (size_t i = 0; i < n; i++) { /* the fp32 master each side ends with */
+        ((float *)c.t[6]->h)[i] = tr_master_join(((uint16_t *)c.t[2]->h)[i], ((int16_t *)c.t[3]->h)[i]);
+        ((float *)c.t[6]->g)[i] = tr_master_join(((uint16_t *)c.t[2]->g)[i], ((int16_t *)c.t[3]->g)[i]);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "adamw_ranges master (remainders) %s", tr_dtype_name(dt));
+    compare(name, c.t[6], 1e-5);
+    snprintf(name, sizeof name, "adamw_ranges m (remainders) %s", tr_dtype_name(dt));
+    compare(name, c.t[4], 1e-5);
+    snprintf(name, sizeof name, "adamw_ranges v (remainders) %s", tr_dtype_name(dt));
+    compare(name, c.t[5], 1e-5);
+    snprintf(name, sizeof name, "adamw_ranges model bf16 (remainders) %s", tr_dtype_name(dt));
+    compare(name, c.t[2], 1e-5);
+    release();
+}
+
 int main(int argc, char **argv) {
     if (tr_version_requested(argc, argv)) {
         tr_version_print(stdout, "kern_oracle");
@@ -622,6 +664,7 @@ int main(int argc, char **argv) {
         case_elementwise(dt, 3000001); /* > 1024 blocks of 4 x 256 elements: both sum_squares passes work */
         case_elementwise(dt, 3000000); /* a multiple of 8: add's eight-a-thread path */
         case_ranges(dt);
+        case_ranges_rem(dt);
     }
     const size_t used = dev_mem_used(g_dev);
     dev_close(g_dev);
