@@ -62,7 +62,7 @@ if [ -z "$BIN" ]; then
     lab_deps "$DEBS"
     targets=(train_llama3)
     [ $oracle = 1 ] && targets+=(kern_oracle)
-    [ $checks = 1 ] && targets+=(test_kern_attention test_kern_cp test_kern_adamw test_kern_init test_kern_multi_tensor
+    [ $checks = 1 ] && targets+=(test_kern_attention test_kern_cp test_kern_adamw test_kern_master_split test_kern_init test_kern_multi_tensor
         test_kern_embedding test_kern_tp)
     if ! gpu_build "$B" "$OUTDIR/build.log" "${targets[@]}"; then
         grep -E "error|Error" "$OUTDIR/build.log" | head -30 || true
@@ -184,7 +184,7 @@ fi
 if [ $checks = 1 ]; then
     log "compute-sanitizer on the kernel tests of the new kernels"
     if command -v compute-sanitizer >/dev/null; then
-        for t in test_kern_attention test_kern_cp test_kern_adamw test_kern_init test_kern_multi_tensor test_kern_embedding test_kern_tp; do
+        for t in test_kern_attention test_kern_cp test_kern_adamw test_kern_master_split test_kern_init test_kern_multi_tensor test_kern_embedding test_kern_tp; do
             [ -x "$B/tests/$t" ] || continue
             rc=0
             timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tests/$t" >>"$OUTDIR/sanitizer.log" 2>&1 || rc=$?
