@@ -110,7 +110,8 @@ static void test_adamw_on_remainders_moves_the_same_master(void **state) {
     dev_copy_h2d(kt_s, dh, h0, sizeof h0);
     dev_copy_h2d(kt_s, dr, r0, sizeof r0);
     for (int k = 0; k < 2; k++) dm[k] = kt_upload_f32(m, N), dv[k] = kt_upload_f32(v, N);
-    const kern_range ranges[] = {{0, 500, 0.1f}, {500, 501, 0.0f}, {600, N, 0.05f}};
+    /* ranges from multiples of 8 with lengths that are not (a GPU's eight-a-thread path and its tails) */
+    const kern_range ranges[] = {{0, 503, 0.1f}, {504, 505, 0.0f}, {600, N, 0.05f}};
     for (int step = 1; step <= STEPS; step++) {
         kt_write(grad, g + (size_t)(step - 1) * N, N);
         const kern_adamw_desc ad = {
@@ -138,7 +139,7 @@ static void test_adamw_on_remainders_moves_the_same_master(void **state) {
         assert_int_equal(h[i], wh);
         changed += to_bits(w1[i]) != to_bits(w[i]);
     }
-    assert_int_equal(changed, N - 99); /* every element in a range moved; the 99 between ranges did not */
+    assert_int_equal(changed, N - 96); /* every element in a range moved; the 96 between ranges did not */
     assert_memory_equal(mm[0], mm[1], N * sizeof(float));
     assert_memory_equal(vv[0], vv[1], N * sizeof(float));
     kt_free(dw), kt_free(model.p), kt_free(grad.p), kt_free(dh), kt_free(dr);
