@@ -33,13 +33,13 @@ const twin_calibration twin_calibration_h200 = {
             /* add: latency and efficiency fitted over 6 rows */
             [TWIN_K_ADD] = {2.959e-06, 1, 0.9243, false},
             /* scale: not measured: the pooled memory-bound fit */
-            [TWIN_K_SCALE] = {4e-06, 1, 0.4698, false},
+            [TWIN_K_SCALE] = {4e-06, 1, 0.4408, false},
             /* cast: not measured: the pooled memory-bound fit */
-            [TWIN_K_CAST] = {4e-06, 1, 0.4698, false},
+            [TWIN_K_CAST] = {4e-06, 1, 0.4408, false},
             /* sum_squares: efficiency over 6 rows, latency fixed */
             [TWIN_K_SUM_SQUARES] = {4e-06, 1, 0.6494, false},
             /* adamw_update: efficiency over 6 rows, latency fixed */
-            [TWIN_K_ADAMW] = {4e-06, 1, 0.4865, false},
+            [TWIN_K_ADAMW] = {4e-06, 1, 0.398, false},
             /* embedding_forward_slice: latency and efficiency fitted over 6 rows */
             [TWIN_K_EMBEDDING_FWD] = {9.131e-06, 1, 0.5008, false},
             /* embedding_backward_slice: latency and efficiency fitted over 6 rows */
@@ -53,9 +53,9 @@ const twin_calibration twin_calibration_h200 = {
             /* ce_slice_backward: efficiency over 6 rows, latency fixed */
             [TWIN_K_CE_BWD] = {4e-06, 1, 0.3771, false},
             /* cross_entropy_forward: not measured: the pooled memory-bound fit */
-            [TWIN_K_XENT_FWD] = {4e-06, 1, 0.4698, false},
+            [TWIN_K_XENT_FWD] = {4e-06, 1, 0.4408, false},
             /* cross_entropy_backward: not measured: the pooled memory-bound fit */
-            [TWIN_K_XENT_BWD] = {4e-06, 1, 0.4698, false},
+            [TWIN_K_XENT_BWD] = {4e-06, 1, 0.4408, false},
             /* memset: efficiency over 6 rows, latency fixed */
             [TWIN_K_MEMSET] = {4e-06, 1, 0.1932, false},
         },
