@@ -26,7 +26,7 @@ expect() {
 
 "$bin/train_llama3" "${args[@]}" --train-iters 4 --save "$work/ck" --save-interval 2 >/dev/null
 expect "inspect shows the provenance" 0 \
-    "written by: +twinrun [0-9.]+, commit [^,]+, backend twin.*batch: +global 2, micro 1.*data: +mock data.*manifest checksum: +OK" \
+    "written by: +twinrun [0-9.]+, commit [^,]+, backend (twin|cuda|musa).*batch: +global 2, micro 1.*data: +mock data.*manifest checksum: +OK" \
     "$bin/ckpt" inspect "$work/ck"
 
 for edit in 's/"consumed_train_samples":\t8/"consumed_train_samples":\t1000007/' 's/"hidden_size":\t32/"hidden_size":\t64/'; do
