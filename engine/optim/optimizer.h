@@ -14,10 +14,12 @@
  * and the next forward pass waits for each bucket just before it reads it.
  *
  * Static memory per parameter of a rank, with DP = data x context parallel ranks:
- *   bf16, distributed:      2 (bf16 params) + 4 (fp32 grads, 2 with --grad-reduce-in-bf16) + 12/DP
- *                           (fp32 master + m + v)                 Megatron: 6 + 12/DP
+ *   bf16, distributed:      2 (bf16 params) + 4 (fp32 grads, 2 with --grad-reduce-in-bf16) + 10/DP
+ *                           (the fp32 master as 16-bit remainders of the params + m + v; 12/DP with
+ *                           --no-store-param-remainders)           Megatron: 6 + 12/DP
  *   fp32, distributed:      4 (params = master) + 4 (grads) + 8/DP (m + v)
- *   not distributed:        bf16 2 + 4 + 4 + 8 = 18 (Megatron's 18); fp32 4 + 4 + 8 = 16 */
+ *   not distributed:        bf16 2 + 4 + 2 + 8 = 16 (18 with a whole fp32 master: Megatron's 18);
+ *                           fp32 4 + 4 + 8 = 16 */
 #ifndef TWINRUN_ENGINE_OPTIM_OPTIMIZER_H
 #define TWINRUN_ENGINE_OPTIM_OPTIMIZER_H
 
