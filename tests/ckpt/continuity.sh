@@ -5,7 +5,8 @@
 # with the distributed optimizer and sequence parallelism, in fp32 and bf16. Then checkpoints change
 # layout: the (2,2,2) fp32 checkpoint continues as (1,1,1) and (TP4, DP2), the one-rank checkpoint as
 # (2,2,2), and a thousand-card (TP8, PP8, DP16) checkpoint of an 8-layer model as (1,1,1) and (TP4, DP2)
-# — each within 1e-5 of the straight run.
+# — each within 1e-5 of the straight run; a bf16 checkpoint moves between a master kept as remainders
+# and a whole fp32 one, both ways.
 # Usage: continuity.sh BIN_DIR SOURCE_DIR WORK_DIR
 set -euo pipefail
 bin=$1 src=$2 work=$3
@@ -49,6 +50,19 @@ run 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --use-dist
 bits "$work/world1_fp32.straight.jsonl" | tail -n 5 >"$work/want_tail1.jsonl"
 echo "reshard (1,1,1) -> (2,2,2):"
 python3 "$src/ci/compare_metrics.py" "$work/reshard_back.jsonl" "$work/want_tail1.jsonl" 1e-5 || fail=1
+
+# a bf16 checkpoint of a run that keeps its fp32 master as remainders (the default) continues in a run
+# that keeps a whole fp32 copy (--no-store-param-remainders), and that one's checkpoint back in the
+# default: the same fp32 master either way (the bf16 weights round ties differently: within 2e-2)
+lay=(--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --use-distributed-optimizer --sequence-parallel)
+run 8 "${lay[@]}" --bf16 --no-store-param-remainders --load "$work/world8_bf16.ckpt" --metrics-jsonl "$work/whole.jsonl"
+bits "$work/world8_bf16.straight.jsonl" | tail -n 5 >"$work/want_tail_bf16.jsonl"
+echo "bf16 remainders -> whole fp32 master:"
+python3 "$src/ci/compare_metrics.py" "$work/whole.jsonl" "$work/want_tail_bf16.jsonl" 2e-2 || fail=1
+run 8 "${lay[@]}" --bf16 --no-store-param-remainders --exit-interval 5 --save "$work/whole.ckpt" --save-interval 100
+run 8 "${lay[@]}" --bf16 --load "$work/whole.ckpt" --metrics-jsonl "$work/rem.jsonl"
+echo "bf16 whole fp32 master -> remainders:"
+python3 "$src/ci/compare_metrics.py" "$work/rem.jsonl" "$work/want_tail_bf16.jsonl" 2e-2 || fail=1
 
 # the thousand-card layout: 1024 shards
 args=(--num-layers 8 --hidden-size 64 --ffn-hidden-size 128 --num-attention-heads 8 --group-query-attention
