@@ -571,11 +571,6 @@ size_t llama_master_count(const llama_model *m) {
 /* Writes fp32 values of parameter-buffer elements [lo, lo + n) into out[n] (a range of master). */
 typedef void (*master_fill_fn)(llama_model *m, void *ctx, size_t lo, size_t n, float *out);
 
-/* Fills master and params from fill. A sharded master cannot hold the whole model's fp32 values that
- * the compute copy is cast from, so the master buffer stages every optimizer shard in turn: fill
- * writes its fp32 values, a cast makes its compute-type params, and the rank's own shard comes last so
- * master ends holding it. Every params element is the same cast of the same value as from a whole
- * master, bit for bit, with no second whole fp32 buffer and no collective. */
 /* fill_master with remainders: no fp32 buffer holds a shard, so the values pass through a small
  * staging buffer, chunk by chunk, split into params (every element) and the remainders (this rank's). */
 static void fill_master_split(llama_model *m, master_fill_fn fill, void *ctx) {
@@ -603,6 +598,11 @@ static void fill_master_split(llama_model *m, master_fill_fn fill, void *ctx) {
     dev_free(m->dev, tmp);
 }
 
+/* Fills master and params from fill. A sharded master cannot hold the whole model's fp32 values that
+ * the compute copy is cast from, so the master buffer stages every optimizer shard in turn: fill
+ * writes its fp32 values, a cast makes its compute-type params, and the rank's own shard comes last so
+ * master ends holding it. Every params element is the same cast of the same value as from a whole
+ * master, bit for bit, with no second whole fp32 buffer and no collective. */
 static void fill_master(llama_model *m, master_fill_fn fill, void *ctx) {
     if (m->master_rem) {
         fill_master_split(m, fill, ctx);
