@@ -128,8 +128,9 @@
     if (h.dropped_events > 0) {
       var note = document.createElement('p');
       note.className = 'note';
-      note.textContent = 'The trace kept each rank\'s newest spans (' + h.dropped_events +
-        ' older events dropped): grey is time the rank ran whose detail was not kept.';
+      note.textContent = 'The trace kept each rank\'s newest spans and summarized the ' + h.dropped_events +
+        ' older ones: before its newest spans a rank\'s row shows its busy and waiting time over short ' +
+        'stretches; grey is time the rank ran of which the trace kept nothing.';
       box.appendChild(note);
     }
     host.appendChild(box);

@@ -13,7 +13,7 @@
 #define BREAK_COLS 8    /* a quiet stretch (no rank changed state) drawn as a break this wide */
 #define BREAK_FRAC 0.02 /* quiet for more than this share of the attempt: a break */
 
-enum { ST_NONE = 0, ST_BUSY, ST_WAIT, ST_HUNG, ST_DEAD, ST_UNREC, ST_COUNT };
+enum { ST_NONE = 0, ST_BUSY, ST_WAIT, ST_HUNG, ST_DEAD, ST_UNREC, ST_COUNT, ST_SUMMARY = ST_COUNT };
 
 char *report_html_slurp(const char *path, size_t *len, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
@@ -107,7 +107,8 @@ static int read_metrics(const char *path, bool optional, cJSON **out, char *err,
 
 typedef struct span {
     double t0, t1;
-    int state;
+    int state;         /* ST_SUMMARY: the trace's summary of dropped spans, busy and wait below */
+    double busy, wait; /* ST_SUMMARY: microseconds of each within [t0, t1] */
 } span;
 
 typedef struct rank_spans {
@@ -116,16 +117,35 @@ typedef struct rank_spans {
     double first; /* earliest span start */
 } rank_spans;
 
-static void add_span(rank_spans *r, double t0, double t1, int state) {
-    if (t1 < t0) return;
+static void add_span_w(rank_spans *r, double t0, double t1, int state, double busy, double wait) {
+    if (!(t1 >= t0)) return;
     if (r->n == r->cap) {
         int cap = r->cap ? r->cap * 2 : 64;
         span *s = realloc(r->s, sizeof *s * (size_t)cap);
         if (!s) return;
         r->s = s, r->cap = cap;
     }
-    r->s[r->n++] = (span){t0, t1, state};
+    r->s[r->n++] = (span){t0, t1, state, busy, wait};
     if (t0 < r->first) r->first = t0;
+}
+
+static void add_span(rank_spans *r, double t0, double t1, int state) { add_span_w(r, t0, t1, state, 0, 0); }
+
+/* The trace's "twinrun_dropped" metadata of one rank (sim/trace/trace_write.c): parallel arrays t0, t1,
+ * busy, wait in microseconds, one summary interval of dropped spans each. */
+static void add_dropped(rank_spans *r, const cJSON *args) {
+    const cJSON *a[4] = {cJSON_GetObjectItemCaseSensitive(args, "t0"), cJSON_GetObjectItemCaseSensitive(args, "t1"),
+                         cJSON_GetObjectItemCaseSensitive(args, "busy"),
+                         cJSON_GetObjectItemCaseSensitive(args, "wait")};
+    for (int k = 0; k < 4; k++)
+        if (!cJSON_IsArray(a[k]) || cJSON_GetArraySize(a[k]) != cJSON_GetArraySize(a[0])) return;
+    const int n = cJSON_GetArraySize(a[0]);
+    const cJSON *e[4] = {a[0]->child, a[1]->child, a[2]->child, a[3]->child};
+    for (int i = 0; i < n; i++) {
+        if (cJSON_IsNumber(e[0]) && cJSON_IsNumber(e[1]) && cJSON_IsNumber(e[2]) && cJSON_IsNumber(e[3]))
+            add_span_w(r, e[0]->valuedouble, e[1]->valuedouble, ST_SUMMARY, e[2]->valuedouble, e[3]->valuedouble);
+        for (int k = 0; k < 4; k++) e[k] = e[k]->next;
+    }
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -178,8 +198,8 @@ static int make_axis(rank_spans *ranks, int world, double end, segment *seg, int
     return nseg;
 }
 
-/* Adds a span's time to the columns it covers. */
-static void paint(double *cov, const segment *seg, int nseg, double t0, double t1) {
+/* Adds a span's time, times `weight`, to the columns it covers. */
+static void paint_w(double *cov, const segment *seg, int nseg, double t0, double t1, double weight) {
     for (int i = 0; i < nseg; i++) {
         const segment *g = &seg[i];
         if (t1 <= g->t0 || t0 >= g->t1) continue;
@@ -192,9 +212,13 @@ static void paint(double *cov, const segment *seg, int nseg, double t0, double t
         for (; c <= cz; c++) {
             const double lo = g->t0 + c * w, hi = lo + w;
             const double o = (z < hi ? z : hi) - (a > lo ? a : lo);
-            if (o > 0) cov[g->c0 + c] += o / w;
+            if (o > 0) cov[g->c0 + c] += weight * o / w;
         }
     }
+}
+
+static void paint(double *cov, const segment *seg, int nseg, double t0, double t1) {
+    paint_w(cov, seg, nseg, t0, t1, 1.0);
 }
 
 /* "b12c388": state letter (a = none, b busy, c waiting, d hung, e dead, f not recorded) and run length. */
@@ -248,6 +272,8 @@ static cJSON *heat_of(const char *path, int attempt, char *err, size_t errlen) {
             const char *c = cat->valuestring;
             const int st = !strcmp(c, "wait") ? ST_WAIT : !strcmp(c, "fault") ? ST_HUNG : ST_BUSY;
             add_span(&ranks[r], t0, t1, st);
+        } else if (!strcmp(ph->valuestring, "M") && !strcmp(cat->valuestring, "summary")) {
+            add_dropped(&ranks[r], cJSON_GetObjectItemCaseSensitive(e, "args"));
         } else if (!strcmp(ph->valuestring, "i") && !strcmp(cat->valuestring, "rank")) {
             const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
             const char *nm = cJSON_IsString(name) ? name->valuestring : "";
@@ -275,8 +301,19 @@ static cJSON *heat_of(const char *path, int attempt, char *err, size_t errlen) {
     }
     for (int r = 0; r < world; r++) {
         memset(cov, 0, sizeof *cov * (size_t)cols * ST_COUNT);
-        for (int i = 0; i < ranks[r].n; i++)
-            paint(cov + (size_t)ranks[r].s[i].state * cols, seg, nseg, ranks[r].s[i].t0, ranks[r].s[i].t1);
+        for (int i = 0; i < ranks[r].n; i++) {
+            const span *sp = &ranks[r].s[i];
+            if (sp->state != ST_SUMMARY) {
+                paint(cov + (size_t)sp->state * cols, seg, nseg, sp->t0, sp->t1);
+                continue;
+            }
+            /* a summary's busy and waiting time spread evenly over its interval; busy counts the wait
+             * as a collective's span does, so the subtraction below leaves the busy part */
+            const double len = sp->t1 - sp->t0;
+            if (len <= 0) continue;
+            paint_w(cov + (size_t)ST_BUSY * cols, seg, nseg, sp->t0, sp->t1, (sp->busy + sp->wait) / len);
+            paint_w(cov + (size_t)ST_WAIT * cols, seg, nseg, sp->t0, sp->t1, sp->wait / len);
+        }
         if (dropped > 0 && isfinite(ranks[r].first) && ranks[r].first > 0)
             paint(cov + (size_t)ST_UNREC * cols, seg, nseg, 0, ranks[r].first);
         for (int c = 0; c < cols; c++) {

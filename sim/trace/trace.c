@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "trace_internal.h"
+#include "twinrun/coll.h"
 #include "twinrun/err.h"
 
 #define DEFAULT_TRACED 64
@@ -52,7 +53,7 @@ int twin_trace_create(const char *ranks, int world, int gpus_per_node, const cha
 void twin_trace_free(twin_trace *t) {
     if (!t) return;
     if (t->ranks)
-        for (int i = 0; i < t->ntraced; i++) free(t->ranks[i].spans);
+        for (int i = 0; i < t->ntraced; i++) free(t->ranks[i].spans), free(t->ranks[i].sums);
     free(t->ranks);
     free(t->traced);
     free(t->names);
@@ -68,6 +69,55 @@ twin_trace_rank *twin_trace_rank_of(twin_trace *t, int r) {
         else hi = mid;
     }
     return lo < t->ntraced && t->traced[lo] == r ? &t->ranks[lo] : NULL;
+}
+
+/* Halves the summaries, or nearly: neighbours merge in pairs where the gap between them is at most
+ * r->gap (a quiet stretch wider than that stays a gap the heat map can show as one); while that frees
+ * less than a quarter, the gap allowed doubles. span becomes the longest interval. */
+static void sums_compact(twin_trace_rank *r) {
+    for (;;) {
+        int k = 0;
+        double smallest = INFINITY;
+        for (int i = 0; i < r->nsums;) {
+            trace_sum a = r->sums[i++];
+            if (i < r->nsums) {
+                const double g = r->sums[i].t0 - a.t1;
+                if (g <= r->gap) {
+                    const trace_sum b = r->sums[i++];
+                    a.t1 = b.t1 > a.t1 ? b.t1 : a.t1, a.busy += b.busy, a.wait += b.wait;
+                } else if (g < smallest) {
+                    smallest = g;
+                }
+            }
+            if (a.t1 - a.t0 > r->span) r->span = a.t1 - a.t0;
+            r->sums[k++] = a;
+        }
+        const bool enough = k <= r->nsums * 3 / 4;
+        r->nsums = k;
+        if (enough) return;
+        r->gap = r->gap > 0 ? (2 * r->gap > smallest ? 2 * r->gap : smallest) : smallest;
+    }
+}
+
+/* Adds a dropped span to the summaries (memory permitting: a trace must never end the run). */
+static void sum_add(twin_trace_rank *r, const trace_span *s) {
+    if (s->kind == SPAN_HUNG || !(s->t1 >= s->t0)) return; /* a hung span is the newest: never dropped */
+    double wait = 0;
+    if (s->kind == SPAN_COLL) /* the nested wait, as the writer slices it */
+        wait = (s->status == COLL_OK && s->xfer_start >= 0 ? s->xfer_start : s->t1) - s->t0;
+    if (wait < 0) wait = 0;
+    const double busy = s->t1 - s->t0 - wait;
+    if (!r->sums && !(r->sums = malloc(TRACE_SUMS * sizeof *r->sums))) return;
+    if (r->nsums > 0) {
+        trace_sum *l = &r->sums[r->nsums - 1];
+        if (s->t0 - l->t1 <= r->gap && s->t1 - l->t0 <= r->span) {
+            if (s->t1 > l->t1) l->t1 = s->t1;
+            l->busy += busy, l->wait += wait;
+            return;
+        }
+    }
+    if (r->nsums == TRACE_SUMS) sums_compact(r);
+    r->sums[r->nsums++] = (trace_sum){s->t0, s->t1, busy, wait};
 }
 
 /* A slot for a new span: grow the ring until its limit, then overwrite the oldest. Returns NULL
@@ -93,6 +143,7 @@ static trace_span *push(twin_trace_rank *r) {
     trace_span *s = &r->spans[r->head];
     r->head = (r->head + 1) % r->limit;
     r->dropped++;
+    sum_add(r, s);
     memset(s, 0, sizeof *s);
     return s;
 }

@@ -21,6 +21,16 @@ typedef struct trace_span {
     int8_t redop;
 } trace_span;
 
+/* What the ring dropped, kept coarse: [t0, t1] and how much of it the rank was busy (kernels, data
+ * moving, sleeping) and waiting for the peers of a collective, in simulated seconds. */
+typedef struct trace_sum {
+    double t0, t1, busy, wait;
+} trace_sum;
+
+/* Summaries a rank keeps of its dropped spans: the heat map of a 1024-rank page draws the whole
+ * attempt from them, where the ring alone holds the last few milliseconds. */
+#define TRACE_SUMS 128
+
 typedef struct trace_mark {
     double t;
     int rank, code;
@@ -35,6 +45,12 @@ struct twin_trace_rank {
     trace_span *spans;
     size_t cap, limit, len, head; /* head: next slot to write once len == limit */
     uint64_t dropped;
+    /* the dropped spans, summarized (trace.c: sum_add): at most TRACE_SUMS intervals in time order; a
+     * dropped span joins the last one while the gap before it is at most `gap` and the interval stays
+     * within `span`, and when they are full, neighbours merge and both bounds grow */
+    trace_sum *sums;
+    int nsums;
+    double gap, span;
     /* the compute span being coalesced: kernels since the last blocking point */
     bool open;
     double c0, c1;

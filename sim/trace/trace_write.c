@@ -153,6 +153,28 @@ static slice *rank_slices(const twin_trace_rank *r, double end_time, size_t *n) 
     return sl;
 }
 
+/* The summaries of a rank's dropped spans as one metadata event ("twinrun_dropped": interval starts and
+ * ends, and the busy and waiting time within each, in microseconds): what the report page's heat map
+ * draws where the ring kept no spans; trace viewers pass it by. */
+static void write_sums(out *o, const twin_trace *t, const twin_trace_rank *r) {
+    if (r->nsums == 0) return;
+    FILE *f = ev(o);
+    fprintf(f,
+            "\"ph\":\"M\",\"name\":\"twinrun_dropped\",\"cat\":\"summary\",\"pid\":%d,\"tid\":%d,\"ts\":0,\"args\":{",
+            pid_of(t, r->rank), r->rank + 1);
+    const char *keys[4] = {"t0", "t1", "busy", "wait"};
+    for (int k = 0; k < 4; k++) {
+        fprintf(f, "%s\"%s\":[", k ? "," : "", keys[k]);
+        for (int i = 0; i < r->nsums; i++) {
+            const trace_sum *s = &r->sums[i];
+            const double v = k == 0 ? s->t0 : k == 1 ? s->t1 : k == 2 ? s->busy : s->wait;
+            fprintf(f, "%s%.3f", i ? "," : "", v * 1e6);
+        }
+        fputc(']', f);
+    }
+    fputs("}}", f);
+}
+
 static int write_rank(out *o, const twin_trace *t, twin_trace_rank *r, double end_time) {
     trace_flush_compute(r);
     size_t n = 0;
@@ -251,9 +273,11 @@ int twin_trace_write(twin_trace *t, FILE *f, double end_time, char *err, size_t 
         json_str(f, what);
         fprintf(f, ",\"pid\":%d,\"tid\":%d,\"ts\":0}", pid_of(t, t->traced[0]), t->traced[0] + 1);
     }
-    for (int i = 0; i < t->ntraced; i++)
+    for (int i = 0; i < t->ntraced; i++) {
         if (write_rank(&o, t, &t->ranks[i], end_time))
             return tr_errf(err, errlen, "trace: out of host memory writing rank %d", t->ranks[i].rank);
+        write_sums(&o, t, &t->ranks[i]);
+    }
     for (int i = 0; i < t->nmarks; i++) write_mark(&o, t, &t->marks[i]);
     fputs("\n]}\n", f);
     if (fflush(f) || ferror(f)) return tr_errf(err, errlen, "trace: write error");

@@ -308,6 +308,82 @@ static void test_dropped_events_are_counted(void **state) {
     twin_trace_free(t);
 }
 
+/* What the ring drops is summarized, not lost: a rank of 1024 runs 6000 spans (sleeps and
+ * collectives with a wait before their data moves) with a 600 s quiet stretch in the middle; its
+ * "twinrun_dropped" intervals are at most 128, ascending, start at its first span, keep the quiet
+ * stretch a gap, and with the kept spans account for all of its busy and waiting time. */
+static void test_dropped_spans_are_summarized(void **state) {
+    (void)state;
+    twin_trace *t;
+    char err[256];
+    assert_int_equal(twin_trace_create("0-1023", 1024, 8, "H100", &t, err, sizeof err), 0);
+    twin_trace_rank *r = twin_trace_rank_of(t, 7);
+    assert_non_null(r);
+    double now = 0, busy = 0, wait = 0, gap0 = 0, gap1 = 0;
+    for (int i = 0; i < 6000; i++) {
+        if (i == 3000) gap0 = now, now += 600.0, gap1 = now; /* a hang's watchdog wait */
+        if (i % 2 == 0) {
+            twin_trace_sleep(r, now, now + 1e-3);
+            busy += 1e-3, now += 1e-3;
+        } else {
+            const twin_trace_coll c = {.group = "tp",
+                                       .op = FLIGHT_ALL_REDUCE,
+                                       .seq = (uint64_t)i,
+                                       .count = 8,
+                                       .dtype = TR_F32,
+                                       .redop = 0,
+                                       .peer = -1,
+                                       .arrival = now,
+                                       .xfer_start = now + 2e-3,
+                                       .end = now + 2.5e-3,
+                                       .status = 0};
+            twin_trace_coll_done(r, &c);
+            wait += 2e-3, busy += 0.5e-3, now += 2.5e-3;
+        }
+    }
+    char *json = write_to_string(t, now);
+    cJSON *root = cJSON_Parse(json);
+    assert_non_null(root);
+    double kept_busy = 0, kept_wait = 0, sum_busy = 0, sum_wait = 0;
+    int nsums = -1;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(root, "traceEvents")) {
+        const cJSON *tid = cJSON_GetObjectItem(e, "tid");
+        if (!cJSON_IsNumber(tid) || tid->valueint != 8) continue;
+        const char *ph = str_of(e, "ph"), *cat = str_of(e, "cat");
+        if (!strcmp(ph, "X")) {
+            const double d = num_of(e, "dur") * 1e-6;
+            if (!strcmp(cat, "wait")) kept_wait += d, kept_busy -= d; /* nested in its collective's span */
+            else kept_busy += d;
+        } else if (!strcmp(ph, "M") && !strcmp(str_of(e, "name"), "twinrun_dropped")) {
+            const cJSON *args = cJSON_GetObjectItem(e, "args");
+            const cJSON *t0 = cJSON_GetObjectItem(args, "t0"), *t1 = cJSON_GetObjectItem(args, "t1");
+            const cJSON *b = cJSON_GetObjectItem(args, "busy"), *w = cJSON_GetObjectItem(args, "wait");
+            nsums = cJSON_GetArraySize(t0);
+            assert_int_equal(cJSON_GetArraySize(t1), nsums);
+            assert_true(nsums >= 1 && nsums <= 128);
+            assert_true(fabs(cJSON_GetArrayItem(t0, 0)->valuedouble) < 1e-9); /* from the first span */
+            double prev = -1;
+            for (int i = 0; i < nsums; i++) {
+                const double a = cJSON_GetArrayItem(t0, i)->valuedouble * 1e-6;
+                const double z = cJSON_GetArrayItem(t1, i)->valuedouble * 1e-6;
+                const double bi = cJSON_GetArrayItem(b, i)->valuedouble * 1e-6;
+                const double wi = cJSON_GetArrayItem(w, i)->valuedouble * 1e-6;
+                assert_true(a >= prev - 1e-9 && z >= a && bi + wi <= z - a + 1e-9);
+                assert_false(a < gap0 + 1.0 && z > gap1 - 1.0); /* the quiet stretch stays a gap */
+                prev = z;
+                sum_busy += bi, sum_wait += wi;
+            }
+        }
+    }
+    assert_true(nsums > 0);
+    assert_true(fabs(kept_busy + sum_busy - busy) < 1e-6 * busy);
+    assert_true(fabs(kept_wait + sum_wait - wait) < 1e-6 * wait);
+    cJSON_Delete(root);
+    free(json);
+    twin_trace_free(t);
+}
+
 /* Slices on one thread must nest for Perfetto: a grouped operation that outlives its sibling is
  * clipped at the enclosing slice's end, and back-to-back kernels become one compute span. */
 static void test_slices_nest_and_kernels_coalesce(void **state) {
@@ -377,6 +453,7 @@ int main(void) {
         cmocka_unit_test(test_trace_of_a_hang),
         cmocka_unit_test(test_trace_ranks_and_errors),
         cmocka_unit_test(test_dropped_events_are_counted),
+        cmocka_unit_test(test_dropped_spans_are_summarized),
         cmocka_unit_test(test_slices_nest_and_kernels_coalesce),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
