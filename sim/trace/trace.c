@@ -101,7 +101,8 @@ static void sums_compact(twin_trace_rank *r) {
 
 /* Adds a dropped span to the summaries (memory permitting: a trace must never end the run). */
 static void sum_add(twin_trace_rank *r, const trace_span *s) {
-    if (s->kind == SPAN_HUNG || !(s->t1 >= s->t0)) return; /* a hung span is the newest: never dropped */
+    /* a hung span is the newest (never dropped); the JSON must hold finite times */
+    if (s->kind == SPAN_HUNG || !(s->t1 >= s->t0) || !isfinite(s->t1)) return;
     double wait = 0;
     if (s->kind == SPAN_COLL) /* the nested wait, as the writer slices it */
         wait = (s->status == COLL_OK && s->xfer_start >= 0 ? s->xfer_start : s->t1) - s->t0;
