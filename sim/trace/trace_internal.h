@@ -45,7 +45,8 @@ struct twin_trace_rank {
     trace_span *spans;
     size_t cap, limit, len, head; /* head: next slot to write once len == limit */
     uint64_t dropped;
-    /* the dropped spans, summarized (trace.c: sum_add): at most TRACE_SUMS intervals in time order; a
+    /* the dropped spans, summarized (trace.c: sum_add): at most TRACE_SUMS intervals in the order the
+     * ring dropped them (time order, but where a collective on another stream overlapped); a
      * dropped span joins the last one while the gap before it is at most `gap` and the interval stays
      * within `span`, and when they are full, neighbours merge and both bounds grow */
     trace_sum *sums;
