@@ -25,18 +25,23 @@ __global__ void k_ce_slice_max(float *row_max, tr_buf logits, int V, int V_real)
     if (threadIdx.x == 0) row_max[n] = mx;
 }
 
+/* A row's target below zero stops the kernel (reported by the block's first thread); past the end of
+ * the vocabulary it may be another rank's slice, so only negative ones are errors. */
+__device__ __forceinline__ bool ce_target_negative(int32_t t, int n) {
+    if (t >= 0) return false;
+    if (threadIdx.x == 0)
+        TR_DEVICE_FAIL("cross entropy (vocab slice): target %d at row %d is negative; check --vocab-size and the "
+                       "data\n",
+                       (int)t, n);
+    return true;
+}
+
 __global__ void k_ce_slice_sums(float *sum_exp, float *target_logit, tr_buf logits, const float *row_max,
                                 const int32_t *targets, int vocab_start, int V, int V_real) {
     __shared__ float sh[TR_BLOCK];
     const int n = blockIdx.x;
     const int32_t t = targets[n];
-    if (t < 0) {
-        if (threadIdx.x == 0)
-            TR_DEVICE_FAIL("cross entropy (vocab slice): target %d at row %d is negative; check --vocab-size and the "
-                           "data\n",
-                           (int)t, n);
-        return;
-    }
+    if (ce_target_negative(t, n)) return;
     const size_t row = (size_t)n * (size_t)V;
     const float mx = row_max[n];
     float acc = 0.0f;
@@ -77,13 +82,7 @@ __global__ void k_ce_slice_sums8(float *sum_exp, float *target_logit, const T *l
     __shared__ float sh[TR_BLOCK];
     const int n = blockIdx.x;
     const int32_t t = targets[n];
-    if (t < 0) {
-        if (threadIdx.x == 0)
-            TR_DEVICE_FAIL("cross entropy (vocab slice): target %d at row %d is negative; check --vocab-size and the "
-                           "data\n",
-                           (int)t, n);
-        return;
-    }
+    if (ce_target_negative(t, n)) return;
     const T *row = logits + (size_t)n * (size_t)V;
     const float mx = row_max[n];
     float acc = 0.0f;
