@@ -27,7 +27,9 @@
  * The heuristics' first engine is not always the fastest (a few percent either way by shape, and for
  * a backward the deterministic engine sometimes beats the atomic one), so outside --deterministic-mode
  * the first call of each shape times a few candidates (dnn_choose) on its own operands and keeps the
- * fastest. In --deterministic-mode the choice is fixed (the heuristics' first deterministic engine): a
+ * fastest of those whose outputs agree with the heuristics' first engine's (an engine further down the
+ * list returned wrong dQ and dK on a context-parallel chunk without a word: kern_attention_cudnn_check.cu).
+ * In --deterministic-mode the choice is fixed (the heuristics' first deterministic engine): a
  * timed choice could differ between two runs, and so could the bits. */
 #include "kern_attention_cudnn.h"
 
@@ -93,6 +95,7 @@ typedef struct dnn_state {
     bool usable;
     bool zero_dq_acc; /* cuDNN before 9.6.0 leaves the dQ accumulator's zeroing to its caller */
     int tune;         /* TWINRUN_CUDNN_TUNE: 0 the heuristics' first engine, 1 the fastest (default), 2 and say which */
+    int only_det, only_alt; /* TWINRUN_CUDNN_CANDIDATE (-1: every candidate): the one candidate timed choices take */
     cudnnHandle_t h;
     dnn_plan *plans[DNN_MAX_PLANS];
     int nplans;
@@ -147,6 +150,17 @@ static dnn_state *dnn_state_get(dev_stream *s) {
     g->zero_dq_acc = version < 90600 || (env && strcmp(env, "1") == 0);
     const char *tune = getenv("TWINRUN_CUDNN_TUNE");
     g->tune = !tune || !*tune ? 1 : strcmp(tune, "0") == 0 ? 0 : strcmp(tune, "log") == 0 ? 2 : 1;
+    g->only_det = g->only_alt = -1;
+    const char *only = getenv("TWINRUN_CUDNN_CANDIDATE");
+    if (only && *only) {
+        if (strcmp(only, "atomic0") == 0 || strcmp(only, "atomic1") == 0) g->only_det = 0;
+        else if (strcmp(only, "det0") == 0 || strcmp(only, "det1") == 0) g->only_det = 1;
+        else
+            tr_fatal("TWINRUN_CUDNN_CANDIDATE is '%s': give atomic0, atomic1, det0 or det1 (a backward's graph and "
+                     "which of the heuristics' engines; a forward takes the engine's number), or leave it unset",
+                     only);
+        g->only_alt = only[strlen(only) - 1] - '0';
+    }
     return g;
 }
 
@@ -661,9 +675,95 @@ static bool dnn_dp_affordable(const dnn_plan *p) {
     return (int64_t)free_b >= p->workspace + ((int64_t)1 << 30);
 }
 
+/* The outputs a run of a writes, as strided rows: forward out [B rows of Tq*NH*D] and lse ([B*NH rows
+ * of Tq]); backward dq, dk, dv. The check below compares each, whole. */
+typedef struct dnn_out {
+    void *p;
+    bool bf16;
+    int rows;
+    int64_t n, rstride; /* elements */
+} dnn_out;
+
+static int dnn_outputs(const tr_cu_sdpa *a, int bwd, dnn_out out[3]) {
+    const int64_t nq = (int64_t)a->Tq * a->NH * a->D, nk = (int64_t)a->Tk * a->KV * a->D;
+    if (bwd) {
+        out[0] = (dnn_out){a->dq, true, a->B, nq, a->q_bstride};
+        out[1] = (dnn_out){a->dk, true, a->B, nk, a->k_bstride};
+        out[2] = (dnn_out){a->dv, true, a->B, nk, a->k_bstride};
+        return 3;
+    }
+    out[0] = (dnn_out){a->out, true, a->B, nq, a->q_bstride};
+    /* lse: the rows of (b, h) are lse_hstride apart within a batch row; one row per (b, h) below */
+    out[1] = (dnn_out){a->lse, false, a->B * a->NH, a->Tq, 0};
+    return 2;
+}
+
+/* The element offset of row r of o (lse's rows are (b, h) pairs with two strides). */
+static int64_t dnn_row_offset(const tr_cu_sdpa *a, const dnn_out *o, int r) {
+    if (o->p == (void *)a->lse) return (int64_t)(r / a->NH) * a->lse_bstride + (int64_t)(r % a->NH) * a->lse_hstride;
+    return (int64_t)r * o->rstride;
+}
+
+/* The reference engine's outputs, packed, kept while the other candidates run. */
+typedef struct dnn_ref {
+    int n;
+    void *copy[3];
+} dnn_ref;
+
+/* Keeps a copy of a's outputs as the reference run left them; false (nothing kept) when the device
+ * lacks the room and 1 GiB more: then no other candidate can be checked, and none is taken. */
+static bool dnn_ref_keep(dev_stream *s, dnn_ref *ref, const tr_cu_sdpa *a, int bwd) {
+    dnn_out o[3];
+    ref->n = dnn_outputs(a, bwd, o);
+    size_t need = 0, free_b = 0, total_b = 0;
+    for (int i = 0; i < ref->n; i++) need += (size_t)o[i].rows * o[i].n * (o[i].bf16 ? 2 : 4);
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || free_b < need + ((size_t)1 << 30)) return false;
+    for (int i = 0; i < ref->n; i++) {
+        const size_t es = o[i].bf16 ? 2 : 4, row = (size_t)o[i].n * es;
+        ref->copy[i] = tr_cu_scratch(s, (size_t)o[i].rows * row, "attention reference outputs");
+        for (int r = 0; r < o[i].rows; r++)
+            CU_CHECK(cudaMemcpyAsync((char *)ref->copy[i] + (size_t)r * row,
+                                     (const char *)o[i].p + (size_t)dnn_row_offset(a, &o[i], r) * es, row,
+                                     cudaMemcpyDeviceToDevice, tr_cu_stream(s)));
+    }
+    return true;
+}
+
+static void dnn_ref_free(dev_stream *s, dnn_ref *ref) {
+    for (int i = ref->n - 1; i >= 0; i--) tr_cu_scratch_free(s, ref->copy[i]);
+    ref->n = 0;
+}
+
+/* The largest relative L2 distance of a's outputs (the last run's) from the reference's, and which. */
+static double dnn_ref_distance(dev_stream *s, const dnn_ref *ref, const tr_cu_sdpa *a, int bwd, int *which) {
+    dnn_out o[3];
+    const int n = dnn_outputs(a, bwd, o);
+    double worst = 0;
+    *which = 0;
+    for (int i = 0; i < n && i < ref->n; i++) {
+        double sums[2] = {0, 0};
+        if (o[i].p == (void *)a->lse) { /* one (b, h) row at a time: two strides */
+            for (int r = 0; r < o[i].rows; r++)
+                tr_cu_cudnn_diff_sums(s, (const float *)ref->copy[i] + (size_t)r * o[i].n,
+                                      (const float *)o[i].p + dnn_row_offset(a, &o[i], r), false, 1, o[i].n, 0, sums);
+        } else {
+            tr_cu_cudnn_diff_sums(s, ref->copy[i], o[i].p, o[i].bf16, o[i].rows, o[i].n, o[i].rstride, sums);
+        }
+        const double d = sums[1] > 0 ? sqrt(sums[0] / sums[1]) : sums[0] > 0 ? INFINITY : 0;
+        if (!(d <= worst)) worst = d, *which = i; /* NaN counts as the worst */
+    }
+    return worst;
+}
+
+/* Two engines' bf16 outputs differ by their sums' order, about 3e-3 (relative L2) at the oracle's
+ * shapes against each other and against the twin; an engine that computes something else is far past
+ * this (0.38 seen). */
+#define DNN_AGREE 2e-2
+
 /* The plan for a's shape: with --deterministic-mode (det) or TWINRUN_CUDNN_TUNE=0 the heuristics' first
  * engine; otherwise the fastest, timed at the first call, of the first two engine configs — and for a
- * backward of both the atomic and the deterministic graphs. NULL when no engine takes the shape. */
+ * backward of both the atomic and the deterministic graphs — among those whose outputs agree with the
+ * heuristics' first engine's on these operands (DNN_AGREE). NULL when no engine takes the shape. */
 static const dnn_plan *dnn_choose(dnn_state *g, dev_stream *s, const tr_cu_sdpa *a, int bwd, bool det) {
     const dnn_key want = dnn_key_of(a, bwd, det, 0);
     for (int i = 0; i < g->nchoices; i++)
@@ -673,26 +773,47 @@ static const dnn_plan *dnn_choose(dnn_state *g, dev_stream *s, const tr_cu_sdpa 
     dnn_plan *first = dnn_plan_get(g, &first_key);
     const dnn_plan *pick = first && first->ok ? first : NULL;
     if (!det && g->tune && g->nchoices < DNN_MAX_CHOICES) {
+        /* the reference first: the heuristics' first engine of the graph asked for */
         dnn_key cand[4];
         int nc = 0;
         cand[nc++] = want;
+        if (bwd) cand[nc++] = dnn_key_of(a, bwd, 1, 0);
         cand[nc++] = dnn_key_of(a, bwd, 0, 1);
-        if (bwd) cand[nc++] = dnn_key_of(a, bwd, 1, 0), cand[nc++] = dnn_key_of(a, bwd, 1, 1);
+        if (bwd) cand[nc++] = dnn_key_of(a, bwd, 1, 1);
+        static const char *const out_names[2][3] = {{"out", "lse", ""}, {"dQ", "dK", "dV"}};
+        dnn_ref ref = {0};
+        bool have_ref = false;
         float best = INFINITY;
         pick = NULL;
         for (int i = 0; i < nc; i++) {
+            const bool allowed =
+                g->only_alt < 0 || (cand[i].alt == g->only_alt && (!bwd || cand[i].det == g->only_det));
+            if (!allowed && i > 0) continue; /* the reference runs for the check even when not allowed */
             const dnn_plan *p = dnn_plan_get(g, &cand[i]);
             if (!p || !p->ok || (p->key.det && !dnn_dp_affordable(p))) continue;
             const float ms = dnn_time(g, s, p, a);
+            const char *kind = p->key.det ? "deterministic" : bwd ? "atomic" : "fused";
+            if (i == 0) {
+                have_ref = dnn_ref_keep(s, &ref, a, bwd);
+            } else {
+                int which = 0;
+                const double d = have_ref ? dnn_ref_distance(s, &ref, a, bwd, &which) : INFINITY;
+                if (!(d <= DNN_AGREE)) {
+                    if (have_ref)
+                        fprintf(stderr,
+                                "twinrun: cuDNN attention %s B %d Tq %d Tk %d heads %d/%d D %d: the %s engine %d's %s "
+                                "is %.2e (relative L2) from the heuristics' first engine's: not used\n",
+                                bwd ? "backward" : "forward", a->B, a->Tq, a->Tk, a->NH, a->KV, a->D, kind, p->key.alt,
+                                out_names[bwd][which], d);
+                    continue;
+                }
+            }
             if (g->tune == 2)
                 fprintf(stderr, "twinrun: cuDNN attention %s B %d Tq %d Tk %d heads %d/%d D %d: %s engine %d %.3f ms\n",
-                        bwd ? "backward" : "forward", a->B, a->Tq, a->Tk, a->NH, a->KV, a->D,
-                        p->key.det ? "deterministic"
-                        : bwd      ? "atomic"
-                                   : "fused",
-                        p->key.alt, ms);
-            if (ms < best) best = ms, pick = p;
+                        bwd ? "backward" : "forward", a->B, a->Tq, a->Tk, a->NH, a->KV, a->D, kind, p->key.alt, ms);
+            if (allowed && ms < best) best = ms, pick = p;
         }
+        if (have_ref) dnn_ref_free(s, &ref);
     }
     if (g->nchoices < DNN_MAX_CHOICES) g->choices[g->nchoices++] = (dnn_choice){want, pick};
     return pick;

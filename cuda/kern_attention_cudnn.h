@@ -51,6 +51,12 @@ bool tr_cu_cudnn_backward_pos(dev_stream *s, tr_buf dq, tr_buf dk, tr_buf dv, tr
                               tr_buf out, const float *lse, const int32_t *q_pos, const int32_t *k_pos, int B, int Tq,
                               int Tk, int NH, int KV, int D, bool deterministic);
 
+/* dnn_choose's check of a candidate engine against the reference one (kern_attention_cudnn_check.cu):
+ * adds sum (x - ref)^2 to sums[0] and sum ref^2 to sums[1] over `rows` rows of n elements (bf16, else
+ * fp32); ref is packed [rows, n], x's row r starts at x + r * rstride elements. Synchronizes s. */
+void tr_cu_cudnn_diff_sums(dev_stream *s, const void *ref, const void *x, bool bf16, int rows, int64_t n,
+                           int64_t rstride, double sums[2]);
+
 /* dev_free's notice: layouts of positions read from p are dropped (kern_attention_cudnn_cp.cu). */
 void tr_cu_cudnn_forget(const void *p);
 

@@ -611,10 +611,52 @@ static void case_ranges_rem(tr_dtype dt, bool aligned) {
     release();
 }
 
+/* --only KIND[,KIND...]: the cases of those kinds alone (gemm, attention, attention_pos, norm, embedding,
+ * ce, rope, swiglu, elementwise, ranges), to look at one kernel again without the others' minutes */
+static const char *g_only;
+
+static bool want(const char *kind) {
+    if (!g_only) return true;
+    const size_t n = strlen(kind);
+    for (const char *p = g_only; *p;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, kind, n) == 0) return true;
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
+
 int main(int argc, char **argv) {
     if (tr_version_requested(argc, argv)) {
         tr_version_print(stdout, "kern_oracle");
         return 0;
+    }
+    static const char *const kinds[] = {"gemm", "attention", "attention_pos", "norm",        "embedding",
+                                        "ce",   "rope",      "swiglu",        "elementwise", "ranges"};
+    if (argc == 3 && strcmp(argv[1], "--only") == 0) {
+        g_only = argv[2];
+        for (const char *p = g_only;;) { /* a misspelt kind would test nothing and pass */
+            const char *e = strchr(p, ',');
+            const size_t len = e ? (size_t)(e - p) : strlen(p);
+            bool known = false;
+            for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+                known |= strlen(kinds[i]) == len && strncmp(kinds[i], p, len) == 0;
+            if (!known) {
+                fprintf(stderr,
+                        "kern_oracle: --only: '%.*s' is no case kind (kinds: gemm, attention, attention_pos, "
+                        "norm, embedding, ce, rope, swiglu, elementwise, ranges)\n",
+                        (int)len, p);
+                return 2;
+            }
+            if (!e) break;
+            p = e + 1;
+        }
+    } else if (argc != 1) {
+        fprintf(stderr, "usage: kern_oracle [--only KIND[,KIND...]] (kinds: gemm, attention, attention_pos, norm, "
+                        "embedding, ce, rope, swiglu, elementwise, ranges)\n");
+        return 2;
     }
     char err[256] = "";
     g_dev = dev_open(0, 0, err, sizeof err);
@@ -627,11 +669,11 @@ int main(int argc, char **argv) {
     dev_get_info(g_dev, &info);
     printf("kern_oracle: twin CPU kernels vs %s (%s)\n", info.backend, info.name);
     for (int combo = 0; combo < 4; combo++) {
-        case_gemm(TR_F32, TR_F32, combo & 1, combo & 2, combo == 3 ? 0.5f : 0.0f);
-        case_gemm(TR_BF16, TR_BF16, combo & 1, combo & 2, combo == 1 ? 0.5f : 0.0f);
+        if (want("gemm")) case_gemm(TR_F32, TR_F32, combo & 1, combo & 2, combo == 3 ? 0.5f : 0.0f);
+        if (want("gemm")) case_gemm(TR_BF16, TR_BF16, combo & 1, combo & 2, combo == 1 ? 0.5f : 0.0f);
     }
-    case_gemm(TR_BF16, TR_F32, false, true, 1.0f);
-    case_gemm(TR_F32, TR_BF16, true, false, 0.0f); /* the fallback kernel */
+    if (want("gemm")) case_gemm(TR_BF16, TR_F32, false, true, 1.0f);
+    if (want("gemm")) case_gemm(TR_F32, TR_BF16, true, false, 0.0f); /* the fallback kernel */
     /* Attention runs with dev_set_deterministic on (--deterministic-mode: the cuDNN backward's fixed-order
      * variant), where both runs must give the same bits, then the long shapes once more with it off (the
      * default cuDNN backward, whose dQ sums have no fixed order): the oracle's bound only.
@@ -641,39 +683,40 @@ int main(int argc, char **argv) {
     for (int det = 1; det >= 0; det--) {
         dev_set_deterministic(g_dev, det);
         g_same_bits = det;
-        case_attention(TR_BF16, 1, 8192, 2, 1, 128);
-        case_attention_pos(TR_BF16, 1, det ? 2048 : 1024, 0, 2, 1, 128);
+        if (want("attention")) case_attention(TR_BF16, 1, 8192, 2, 1, 128);
+        if (want("attention_pos")) case_attention_pos(TR_BF16, 1, det ? 2048 : 1024, 0, 2, 1, 128);
         if (det) {
-            case_attention(TR_BF16, 1, 8192, 2, 1, 64);
-            case_attention_pos(TR_BF16, 1, 2048, 1, 2, 1, 64);
-            case_attention(TR_BF16, 1, 4096, 2, 1, 128);
-            case_attention(TR_BF16, 1, 4096, 4, 1, 64);
+            if (want("attention")) case_attention(TR_BF16, 1, 8192, 2, 1, 64);
+            if (want("attention_pos")) case_attention_pos(TR_BF16, 1, 2048, 1, 2, 1, 64);
+            if (want("attention")) case_attention(TR_BF16, 1, 4096, 2, 1, 128);
+            if (want("attention")) case_attention(TR_BF16, 1, 4096, 4, 1, 64);
         }
     }
     dev_set_deterministic(g_dev, true);
     g_same_bits = true;
     for (int dti = 0; dti < 2; dti++) {
         const tr_dtype dt = dti ? TR_BF16 : TR_F32;
-        case_attention(dt, 2, 600, 4, 2, 64);
-        case_attention(dt, 1, 333, 2, 1, 128);
-        case_attention_pos(dt, 2, 150, 1, 4, 2, 64);
-        case_attention_pos(dt, 2, 150, 0, 4, 2, 128);
-        case_norm(KERN_NORM_RMS, false, dt, 200, 1000);
-        case_norm(KERN_NORM_LAYER, true, dt, 200, 1000);
-        case_norm(KERN_NORM_RMS, false, dt, 1000, 4096);
-        case_norm(KERN_NORM_LAYER, false, dt, 333, 8192);
-        case_embedding(dt);
-        case_embedding_slice(dt);
-        case_ce_slice(dt, 64);
-        case_ce_slice(dt, 3000);
-        case_rope(dt, false);
-        case_rope(dt, true);
-        case_swiglu_ce(dt);
-        case_elementwise(dt, 3000001); /* > 1024 blocks of 4 x 256 elements: both sum_squares passes work */
-        case_elementwise(dt, 3000000); /* a multiple of 8: add's eight-a-thread path */
-        case_ranges(dt);
-        case_ranges_rem(dt, false);
-        case_ranges_rem(dt, true);
+        if (want("attention")) case_attention(dt, 2, 600, 4, 2, 64);
+        if (want("attention")) case_attention(dt, 1, 333, 2, 1, 128);
+        if (want("attention_pos")) case_attention_pos(dt, 2, 150, 1, 4, 2, 64);
+        if (want("attention_pos")) case_attention_pos(dt, 2, 150, 0, 4, 2, 128);
+        if (want("norm")) case_norm(KERN_NORM_RMS, false, dt, 200, 1000);
+        if (want("norm")) case_norm(KERN_NORM_LAYER, true, dt, 200, 1000);
+        if (want("norm")) case_norm(KERN_NORM_RMS, false, dt, 1000, 4096);
+        if (want("norm")) case_norm(KERN_NORM_LAYER, false, dt, 333, 8192);
+        if (want("embedding")) case_embedding(dt);
+        if (want("embedding")) case_embedding_slice(dt);
+        if (want("ce")) case_ce_slice(dt, 64);
+        if (want("ce")) case_ce_slice(dt, 3000);
+        if (want("rope")) case_rope(dt, false);
+        if (want("rope")) case_rope(dt, true);
+        if (want("swiglu")) case_swiglu_ce(dt);
+        if (want("elementwise"))
+            case_elementwise(dt, 3000001); /* > 1024 blocks of 4 x 256 elements: both sum_squares passes work */
+        if (want("elementwise")) case_elementwise(dt, 3000000); /* a multiple of 8: add's eight-a-thread path */
+        if (want("ranges")) case_ranges(dt);
+        if (want("ranges")) case_ranges_rem(dt, false);
+        if (want("ranges")) case_ranges_rem(dt, true);
     }
     const size_t used = dev_mem_used(g_dev);
     dev_close(g_dev);

@@ -29,4 +29,12 @@ if(TWINRUN_BACKEND STREQUAL "cuda")
                              ${PROJECT_SOURCE_DIR}/sim/include ${TWINRUN_EXPORTS}/twin)
   target_link_libraries(kern_oracle PRIVATE ${TWINRUN_LINK})
   set_target_properties(kern_oracle PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+  # Each cuDNN attention candidate alone (TWINRUN_CUDNN_CANDIDATE) on the context-parallel chunks and
+  # their plain-causal pieces: one whose outputs are not the heuristics' first engine's is refused at
+  # the choice (kern_attention_cudnn_check.cu) and another path serves the call, so each must pass.
+  foreach(c atomic0 atomic1 det0 det1)
+    add_test(NAME kern_oracle_cudnn_${c} COMMAND kern_oracle --only attention_pos)
+    set_tests_properties(kern_oracle_cudnn_${c} PROPERTIES LABELS "tools;gpu"
+                         ENVIRONMENT "TWINRUN_CUDNN_CANDIDATE=${c}")
+  endforeach()
 endif()
