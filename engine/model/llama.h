@@ -144,10 +144,8 @@ typedef enum llama_site { LLAMA_SITE_ACTIVATION = 0, LLAMA_SITE_LOSS, LLAMA_SITE
 /* Called by the backward pass with the lowest offset whose gradients it has finished (every element at
  * or above it holds this micro-batch's final gradient); NULL: nobody listens. */
 typedef void (*llama_grads_done_fn)(void *arg, size_t watermark);
-/* Called by the forward pass before it reads the parameters below offset `end` (their all-gather or
- * their update may still be in flight on another stream: --overlap-param-gather, the optimizer's
- * overlapped step), and with the whole buffer before anything else reads or writes them
- * (llama_params_wait); NULL: nobody listens. */
+/* Called by the forward pass before it reads the parameters below offset `end` (their all-gather may
+ * still be in flight: --overlap-param-gather); NULL: nobody listens. */
 typedef void (*llama_params_needed_fn)(void *arg, size_t end);
 /* layer is global (0-based; -1 for the loss), x the tensor of n elements, micro the micro-batch. */
 typedef void (*llama_site_fn)(void *arg, llama_site site, int layer, int micro, tr_buf x, size_t n);
@@ -326,9 +324,6 @@ float llama_init_value(uint64_t seed, const char *name, size_t e, llama_init_kin
 /* Uploads fp32 host values [total] as master weights (its shard when sharded) and the compute-type copy
  * (all of them). */
 void llama_set_master(llama_model *m, const float *host);
-/* The model's stream waits for every update of the parameters still in flight (params_needed over the
- * whole buffer): before the host or the model's stream reads or writes them outside the forward pass. */
-void llama_params_wait(llama_model *m);
 /* Downloads master weights / gradients as fp32 [total]; the master weights only when they are whole
  * (!llama_master_sharded). */
 void llama_get_master(llama_model *m, float *host);

@@ -153,18 +153,15 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
         tp_rows(m, x0, e);
     }
 
-    /* the last stage's final norm and output layer follow its layers in the buffer: waited for after them */
-    const size_t layers_end = dm->last && m->p_lnf_w >= 0 ? m->params_tab[m->p_lnf_w].offset : m->total;
     for (int l = 0; l < dm->nl; l++) {
         llama_layer_view v;
         llama_layer_view_of(m, slot, l, &v);
-        params_needed(m, l + 1 < dm->nl ? llama_layer_first_offset(m, l + 1) : layers_end);
+        params_needed(m, l + 1 < dm->nl ? llama_layer_first_offset(m, l + 1) : m->total);
         llama_layer_forward(m, &v, l, pos);
         if (m->site) m->site(m->site_arg, LLAMA_SITE_ACTIVATION, dm->l0 + l, m->site_micro, v.xout, (size_t)dm->Nl * C);
     }
 
     if (!dm->last) return;
-    params_needed(m, m->total);
     tr_buf xl = act(m, A->resid, (size_t)dm->nl * NlC);
     tr_buf lnf = act(m, A->lnf, 0), logits = act(m, A->logits, 0);
     norm_rows(m, lnf, A->lnf_mean, A->lnf_rstd, xl, m->p_lnf_w, m->p_lnf_b);

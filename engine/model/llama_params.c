@@ -674,19 +674,13 @@ static void host_fill(llama_model *m, void *arg, size_t lo, size_t n, float *out
     dev_copy_h2d(m->stream, out, (const float *)arg + lo, n * sizeof(float));
 }
 
-void llama_params_wait(llama_model *m) {
-    if (m->params_needed) m->params_needed(m->params_needed_arg, m->total_alloc);
-}
-
 void llama_set_master(llama_model *m, const float *host) {
-    llama_params_wait(m);
     fill_master(m, host_fill, (void *)host);
     dev_stream_sync(m->stream);
 }
 
 void llama_sync_params(llama_model *m) {
     if (m->params == m->master || m->master_rem) return; /* remainders: params are the master's upper halves */
-    llama_params_wait(m);
     const tr_buf params = tr_buf_make(m->params, m->dims.act_dt);
     if (!llama_master_sharded(m)) {
         kern_cast(m->stream, params, tr_buf_f32(m->master), m->total);
@@ -715,7 +709,6 @@ static void join_range(llama_model *m, float *host, size_t begin, size_t local, 
 }
 
 void llama_download_master(llama_model *m, float *host) {
-    llama_params_wait(m);
     const size_t count = llama_master_count(m);
     if (!m->master_rem) {
         dev_copy_d2h(m->stream, host, m->master, count * sizeof(float));

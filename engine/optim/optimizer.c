@@ -15,33 +15,6 @@ void optim_shard_of(const tr_config *cfg, const tr_grid *grid, int *shards, int 
         *shards > 1 ? grid->coord[TR_AXIS_DP] * grid->size[TR_AXIS_CP] + grid->coord[TR_AXIS_CP] : 0; /* in dp_cp */
 }
 
-/* The overlapped update's chunks, in the order the forward pass reads the buffer (llama_forward.c's
- * params_needed calls): what lies before the first layer (the embedding), each layer, and what follows
- * the last (the final norm and the output layer); empty chunks left out. */
-static void plan_update_chunks(tr_optimizer *o, llama_model *m) {
-    const int nl = m->dims.nl;
-    o->wait_begin = calloc((size_t)nl + 3, sizeof *o->wait_begin);
-    o->gathered = calloc((size_t)nl + 2, sizeof *o->gathered);
-    TR_CHECK(o->wait_begin && o->gathered, "out of host memory for the optimizer's update chunks");
-    size_t cut[1 + 1024 + 1];
-    int nc = 0;
-    cut[nc++] = 0;
-    TR_CHECK(nl <= 1024, "more than 1024 layers on one rank");
-    for (int l = 0; l < nl; l++) cut[nc++] = llama_layer_first_offset(m, l);
-    if (m->p_lnf_w >= 0) cut[nc++] = m->params_tab[m->p_lnf_w].offset;
-    int n = 0;
-    for (int i = 0; i < nc; i++) {
-        TR_CHECK(i == 0 || cut[i] >= cut[i - 1], "parameters out of order in the buffer");
-        if (cut[i] < m->total && (n == 0 || cut[i] > o->wait_begin[n - 1])) o->wait_begin[n++] = cut[i];
-    }
-    o->wait_begin[n] = m->total;
-    o->nwait = n;
-    for (int k = 0; k < n; k++) o->gathered[k] = dev_event_create(m->dev);
-    o->stepped = dev_event_create(m->dev);
-    o->upd = dev_stream_create(m->dev);
-    dev_stream_set_name(o->upd, "optimizer");
-}
-
 tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_grid *grid, char *err, size_t errlen) {
     tr_optimizer *o = calloc(1, sizeof *o);
     if (!o) {
@@ -115,33 +88,24 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_gr
             o->gathered = calloc((size_t)model->nbuckets, sizeof *o->gathered);
             TR_CHECK(o->gathered != NULL, "out of host memory for the parameter-gather events");
             for (int k = 0; k < model->nbuckets; k++) o->gathered[k] = dev_event_create(model->dev);
-            o->nwait = model->nbuckets;
-            o->wait_begin = calloc((size_t)model->nbuckets + 1, sizeof *o->wait_begin);
-            TR_CHECK(o->wait_begin != NULL, "out of host memory for the parameter-gather events");
-            for (int k = 0; k <= model->nbuckets; k++) o->wait_begin[k] = model->bucket_begin[k];
         }
     }
-    const char *ovu = getenv("TWINRUN_OVERLAP_UPDATE");
-    if (!o->distributed && ovu && strcmp(ovu, "1") == 0) plan_update_chunks(o, model);
     /* A test hook, not a knob: the bug the twin's stream-race check exists to catch (docs/twin.md). */
     const char *skip = getenv("TWINRUN_TEST_SKIP_WAIT");
     o->test_skip_wait = o->comm && skip && strcmp(skip, "grad-reduce") == 0;
     o->armed = model;
     o->launched_from = model->nbuckets;
-    o->gather_waited = o->nwait;
+    o->gather_waited = model->nbuckets;
     return o;
 }
 
 void optim_destroy(tr_optimizer *o, llama_model *model) {
     if (!o) return;
     if (o->comm) dev_stream_sync(o->comm);
-    if (o->upd) dev_stream_sync(o->upd);
     if (model->params_needed_arg == o) model->params_needed = NULL, model->params_needed_arg = NULL;
     if (o->gathered)
-        for (int k = 0; k < o->nwait; k++) dev_event_destroy(o->gathered[k]);
+        for (int k = 0; k < model->nbuckets; k++) dev_event_destroy(o->gathered[k]);
     free(o->gathered);
-    free(o->wait_begin);
-    dev_stream_destroy(o->upd);
     dev_event_destroy(o->stepped);
     dev_event_destroy(o->ready);
     dev_event_destroy(o->done);
@@ -209,9 +173,9 @@ static void on_grads_done(void *arg, size_t watermark) {
 static void on_params_needed(void *arg, size_t end) {
     tr_optimizer *o = arg;
     llama_model *m = o->armed;
-    while (o->gather_waited < o->nwait && o->wait_begin[o->gather_waited] < end)
+    while (o->gather_waited < m->nbuckets && m->bucket_begin[o->gather_waited] < end)
         dev_stream_wait_event(m->stream, o->gathered[o->gather_waited++]);
-    if (o->gather_waited == o->nwait) m->params_needed = NULL, m->params_needed_arg = NULL;
+    if (o->gather_waited == m->nbuckets) m->params_needed = NULL, m->params_needed_arg = NULL;
 }
 
 void optim_arm_overlap(tr_optimizer *o, llama_model *model, const tr_groups *gr) {
@@ -295,53 +259,34 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
         if (c < 1.0) coeff = c;
     }
     /* every parameter of each segment of the shard in one multi-tensor update, each with its weight
-     * decay; with --decoupled-lr the input embedding and output layer are a second update at their lr.
-     * Overlapped (upd): the one segment cut into the forward pass's chunks, each done at its event. */
+     * decay; with --decoupled-lr the input embedding and output layer are a second update at their lr */
     const tr_buf grads = tr_buf_make(model->grads, model->dims.grad_dt);
     const tr_buf params = tr_buf_make(model->params, model->dims.act_dt);
     const bool decoupled = o->decoupled_lr >= 0;
-    dev_stream *us = model->stream;
-    if (o->upd) { /* after the gradients' last writes and reads on the model's stream */
-        dev_event_record(o->stepped, model->stream);
-        dev_stream_wait_event(o->upd, o->stepped);
-        us = o->upd;
-    }
-    for (int c = 0; c < (o->upd ? o->nwait : 1); c++) {
-        for (int group = 0; group < (decoupled ? 2 : 1); group++) {
-            kern_adamw_desc ad = {
-                .lr = (float)(group == 1 ? o->decoupled_lr : lr),
-                .beta1 = (float)o->beta1,
-                .beta2 = (float)o->beta2,
-                .eps = (float)o->eps,
-                .grad_scale = (float)coeff,
-                .step = o->step,
-            };
-            for (int k = 0; k < o->nseg; k++) {
-                /* not distributed (upd): the moments are indexed by the buffer's offsets, like the chunk */
-                const llama_seg sg = o->upd ? (llama_seg){o->wait_begin[c], o->wait_begin[c + 1] - o->wait_begin[c],
-                                                          o->wait_begin[c]}
-                                            : o->segs[k];
-                kern_range *ranges;
-                const int nr = seg_ranges(model, sg, o->weight_decay, true,
-                                          !decoupled ? RANGES_ALL
-                                          : group    ? RANGES_DECOUPLED
-                                                     : RANGES_MAIN,
-                                          &ranges);
-                /* the segment's master: whole or sharded, the same elements (fp32, or remainders) */
-                const size_t mi = llama_master_index(model, sg.begin);
-                if (nr > 0 || !o->upd) /* a chunk may hold only decoupled-lr parameters */
-                    kern_adamw_update_ranges(us, &ad, ranges, nr, model->master ? model->master + mi : NULL,
-                                             model->master_rem ? model->master_rem + mi : NULL,
-                                             tr_buf_at(params, sg.begin), tr_buf_at(grads, sg.begin), o->m + sg.local,
-                                             o->v + sg.local);
-                free(ranges);
-            }
+    for (int group = 0; group < (decoupled ? 2 : 1); group++) {
+        kern_adamw_desc ad = {
+            .lr = (float)(group == 1 ? o->decoupled_lr : lr),
+            .beta1 = (float)o->beta1,
+            .beta2 = (float)o->beta2,
+            .eps = (float)o->eps,
+            .grad_scale = (float)coeff,
+            .step = o->step,
+        };
+        for (int k = 0; k < o->nseg; k++) {
+            const llama_seg sg = o->segs[k];
+            kern_range *ranges;
+            const int nr = seg_ranges(model, sg, o->weight_decay, true,
+                                      !decoupled ? RANGES_ALL
+                                      : group    ? RANGES_DECOUPLED
+                                                 : RANGES_MAIN,
+                                      &ranges);
+            /* the segment's master: whole or sharded, the same elements (fp32, or remainders) */
+            const size_t mi = llama_master_index(model, sg.begin);
+            kern_adamw_update_ranges(model->stream, &ad, ranges, nr, model->master ? model->master + mi : NULL,
+                                     model->master_rem ? model->master_rem + mi : NULL, tr_buf_at(params, sg.begin),
+                                     tr_buf_at(grads, sg.begin), o->m + sg.local, o->v + sg.local);
+            free(ranges);
         }
-        if (o->upd) dev_event_record(o->gathered[c], o->upd);
-    }
-    if (o->upd) { /* the next forward pass waits for each chunk just before it reads it */
-        o->gather_waited = 0;
-        model->params_needed = on_params_needed, model->params_needed_arg = o;
     }
     if (o->distributed) {
         /* every DP rank gets every shard's update in the compute type (in fp32 the params are the
@@ -368,5 +313,5 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
 }
 
 void optim_params_ready(tr_optimizer *o, llama_model *model) {
-    if (o && (o->overlap_gather || o->upd) && o->gather_waited < o->nwait) on_params_needed(o, model->total_alloc);
+    if (o && o->overlap_gather && o->gather_waited < model->nbuckets) on_params_needed(o, model->total_alloc);
 }

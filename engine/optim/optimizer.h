@@ -13,13 +13,6 @@
  * --overlap-param-gather too, the updated parameters are all-gathered on that stream bucket by bucket,
  * and the next forward pass waits for each bucket just before it reads it.
  *
- * Without the distributed optimizer the update itself can overlap the next forward pass
- * (TWINRUN_OVERLAP_UPDATE=1): it runs on a stream of its own in chunks of the parameter buffer in the
- * order the forward pass reads them (the embedding, each layer, the final norm and output layer), and
- * the forward pass waits for each chunk just before it reads it — the same per-element arithmetic, so
- * the same bits. AdamW reads and writes every parameter's 28 bytes (bf16 training: weights, remainders,
- * moments, fp32 gradient) at the memory's bandwidth while the forward pass is mostly GEMMs.
- *
  * Static memory per parameter of a rank, with DP = data x context parallel ranks:
  *   bf16, distributed:      2 (bf16 params) + 4 (fp32 grads, 2 with --grad-reduce-in-bf16) + 10/DP
  *                           (the fp32 master as 16-bit remainders of the params + m + v; 12/DP with
@@ -49,15 +42,11 @@ typedef struct tr_optimizer {
     llama_model *armed;      /* the model whose backward pass calls back (optim_arm_overlap) */
     const tr_groups *armed_groups;
     /* --overlap-param-gather: the step's all-gathers run on comm, bucket k's done at gathered[k]; the
-     * next forward pass waits for each bucket before it reads it (buckets below gather_waited done).
-     * The overlapped update (upd) uses the same: chunk k of the buffer updated at gathered[k]. */
+     * next forward pass waits for each bucket before it reads it (buckets below gather_waited done) */
     bool overlap_gather;
-    dev_stream *upd;      /* the overlapped update's stream (NULL: the update runs on the model's stream) */
-    dev_event *stepped;   /* the update written: comm may gather (or: the gradients final, upd may update) */
-    dev_event **gathered; /* [nwait] */
-    size_t *wait_begin;   /* [nwait + 1]: where bucket or chunk k begins; wait_begin[nwait] the buffer's end */
-    int nwait;            /* buckets (--overlap-param-gather) or chunks (upd) */
-    int gather_waited;    /* [0, gather_waited) waited for; nwait: nothing in flight */
+    dev_event *stepped;   /* the update written: comm may gather */
+    dev_event **gathered; /* [nbuckets] */
+    int gather_waited;    /* buckets [0, gather_waited) waited for; nbuckets: nothing in flight */
     bool test_skip_wait;  /* TWINRUN_TEST_SKIP_WAIT=grad-reduce: the model's stream skips its wait (a test) */
     float *m, *v;         /* [shard_len] fp32 moments */
     size_t state_bytes;   /* device memory m and v took (the device's count) */
@@ -89,8 +78,8 @@ void optim_arm_overlap(tr_optimizer *o, llama_model *model, const tr_groups *gr)
 /* After it: no more callbacks. The TP-replicated gradients below the returned offset still need their
  * TP reduction (llama_sp_reduce_norm_grads_range(model, 0, it)); model->total when nothing was armed. */
 size_t optim_disarm_overlap(tr_optimizer *o, llama_model *model);
-/* With --overlap-param-gather or the overlapped update, the step's parameter all-gathers or updates may
- * still be running: makes the model's stream wait for all of them. Call before anything but the training forward pass reads the parameters
+/* With --overlap-param-gather, the step's parameter all-gathers may still be running: makes the model's
+ * stream wait for all of them. Call before anything but the training forward pass reads the parameters
  * (checkpoints, evaluation, digests); a no-op otherwise. */
 void optim_params_ready(tr_optimizer *o, llama_model *model);
 /* This rank's segment of the bucket that holds parameter-buffer element e (its whole range when not

@@ -121,7 +121,6 @@ typedef struct run_state {
     tr_optimizer *o;         /* NULL: gradients only */
     const tr_groups *gr;     /* NULL: one rank */
     size_t tp_unreduced_end; /* TP-replicated gradients below this still need their TP reduction */
-    bool grads_begun;        /* llama_begin_grads done this step (begin_grads) */
 } run_state;
 
 static int load_batch(run_state *st, int micro, char *err, size_t errlen) {
@@ -147,17 +146,6 @@ static void forward(run_state *st, int micro) {
     size_t o = (size_t)slot * (size_t)st->b.N;
     st->m->site_micro = micro;
     llama_forward_slot(st->m, slot, st->b.tokens + o, st->b.labels + o, st->b.pos + o);
-}
-
-/* The step's gradients start at zero (or at a weight-gradient GEMM's first write): done just before the
- * first backward pass rather than at the step's start, since the last step's update may still be
- * reading them on its own stream while this step's forward pass runs (optimizer.h); the forward pass
- * has waited for every chunk by then, and llama_params_wait makes sure. */
-static void begin_grads(run_state *st) {
-    if (st->grads_begun) return;
-    llama_params_wait(st->m);
-    llama_begin_grads(st->m);
-    st->grads_begun = true;
 }
 
 static void backward(run_state *st, int micro) {
@@ -187,7 +175,6 @@ static void backward(run_state *st, int micro) {
     /* the last micro-batch writes the final gradients: with --overlap-grad-reduce each bucket's
      * reduction starts as soon as it is written */
     const bool last = micro == st->num_micro - 1;
-    begin_grads(st);
     if (last) optim_arm_overlap(st->o, st->m, st->gr);
     llama_backward_slot(st->m, slot, st->b.dloss);
     if (last) st->tp_unreduced_end = optim_disarm_overlap(st->o, st->m);
@@ -265,6 +252,7 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
     TR_CHECK(st.loss_dev != NULL, "out of device memory for the step's losses");
     TR_CHECK(st.mask_all != NULL, "out of host memory for the step's loss masks");
     m->step = &st, m->step_free = run_state_free_host;
+    llama_begin_grads(m);
 
     /* Megatron's non-interleaved 1F1B: warm-up forwards, steady one-forward-one-backward, cool-down */
     const int P = m->layout.pp, r = m->layout.pp_rank, M = num_micro;
@@ -295,7 +283,6 @@ int train_forward_backward(llama_model *m, tr_optimizer *o, const tr_config *cfg
         send_backward(&st.pipe);
     }
     batches_free(&st.b);
-    begin_grads(&st);         /* a step that failed before its first backward: no old gradients stay */
     llama_settle_grads(m, 0); /* a no-op after a full backward; after a failed one, no old values stay */
     if (st.scalar) dev_free(m->dev, st.scalar);
     if (!rc) {
