@@ -26,9 +26,10 @@
  *
  * The heuristics' first engine is not always the fastest (a few percent either way by shape, and for
  * a backward the deterministic engine sometimes beats the atomic one), so outside --deterministic-mode
- * the first call of each shape times a few candidates (dnn_choose) on its own operands and keeps the
- * fastest of those whose outputs agree with the heuristics' first engine's (an engine further down the
- * list returned wrong dQ and dK on a context-parallel chunk without a word: kern_attention_cudnn_check.cu).
+ * the first call of each backward shape times the atomic and the deterministic graphs' first engines
+ * (dnn_choose) on its own operands and keeps the faster, if its outputs agree with the other's (the
+ * heuristics' second engines returned wrong dQ and dK on a context-parallel chunk without a word, in
+ * some processes only: they are no longer candidates; kern_attention_cudnn_check.cu).
  * In --deterministic-mode the choice is fixed (the heuristics' first deterministic engine): a
  * timed choice could differ between two runs, and so could the bits. */
 #include "kern_attention_cudnn.h"
@@ -761,9 +762,9 @@ static double dnn_ref_distance(dev_stream *s, const dnn_ref *ref, const tr_cu_sd
 #define DNN_AGREE 2e-2
 
 /* The plan for a's shape: with --deterministic-mode (det) or TWINRUN_CUDNN_TUNE=0 the heuristics' first
- * engine; otherwise the fastest, timed at the first call, of the first two engine configs — and for a
- * backward of both the atomic and the deterministic graphs — among those whose outputs agree with the
- * heuristics' first engine's on these operands (DNN_AGREE). NULL when no engine takes the shape. */
+ * engine; otherwise, for a backward, the faster, timed at the first call, of the atomic and the
+ * deterministic graphs' first engines, each kept only if its outputs agree with the atomic one's on
+ * these operands (DNN_AGREE). NULL when no engine takes the shape. */
 static const dnn_plan *dnn_choose(dnn_state *g, dev_stream *s, const tr_cu_sdpa *a, int bwd, bool det) {
     const dnn_key want = dnn_key_of(a, bwd, det, 0);
     for (int i = 0; i < g->nchoices; i++)
@@ -773,27 +774,36 @@ static const dnn_plan *dnn_choose(dnn_state *g, dev_stream *s, const tr_cu_sdpa 
     dnn_plan *first = dnn_plan_get(g, &first_key);
     const dnn_plan *pick = first && first->ok ? first : NULL;
     if (!det && g->tune && g->nchoices < DNN_MAX_CHOICES) {
-        /* the reference first: the heuristics' first engine of the graph asked for */
+        /* The heuristics' first engine of each graph. Their second engines are candidates only when
+         * TWINRUN_CUDNN_CANDIDATE names one: cuDNN 9.19's returned wrong dQ/dK on a context-parallel
+         * chunk in one process and right ones in another (the check below saw 0.42, then agreement),
+         * so one agreement at the choice cannot vouch for the calls after it. */
         dnn_key cand[4];
         int nc = 0;
         cand[nc++] = want;
         if (bwd) cand[nc++] = dnn_key_of(a, bwd, 1, 0);
-        cand[nc++] = dnn_key_of(a, bwd, 0, 1);
-        if (bwd) cand[nc++] = dnn_key_of(a, bwd, 1, 1);
+        if (g->only_alt == 1) {
+            cand[nc++] = dnn_key_of(a, bwd, 0, 1);
+            if (bwd) cand[nc++] = dnn_key_of(a, bwd, 1, 1);
+        }
         static const char *const out_names[2][3] = {{"out", "lse", ""}, {"dQ", "dK", "dV"}};
         dnn_ref ref = {0};
-        bool have_ref = false;
+        bool ref_ran = false, have_ref = false; /* the reference has run; its outputs are kept */
         float best = INFINITY;
-        pick = NULL;
-        for (int i = 0; i < nc; i++) {
+        if (nc > 1) pick = NULL; /* else the first engine is the choice: nothing to time */
+        for (int i = 0; i < nc && nc > 1; i++) {
             const bool allowed =
                 g->only_alt < 0 || (cand[i].alt == g->only_alt && (!bwd || cand[i].det == g->only_det));
-            if (!allowed && i > 0) continue; /* the reference runs for the check even when not allowed */
+            /* the reference: the first engine of the first graph that takes the shape (the atomic one's,
+             * else the deterministic one's); it runs for the check even when not allowed */
+            const bool is_ref = !ref_ran && cand[i].alt == 0;
+            if (!allowed && !is_ref) continue;
             const dnn_plan *p = dnn_plan_get(g, &cand[i]);
             if (!p || !p->ok || (p->key.det && !dnn_dp_affordable(p))) continue;
             const float ms = dnn_time(g, s, p, a);
             const char *kind = p->key.det ? "deterministic" : bwd ? "atomic" : "fused";
-            if (i == 0) {
+            if (is_ref) {
+                ref_ran = true;
                 have_ref = dnn_ref_keep(s, &ref, a, bwd);
             } else {
                 int which = 0;
