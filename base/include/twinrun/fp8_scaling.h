@@ -1,0 +1,49 @@
+/* Per-tensor delayed scaling: how an FP8 tensor's scale follows its amax history, as Transformer
+ * Engine's DelayedScaling recipe does it (Megatron's --fp8-format, --fp8-amax-history-len,
+ * --fp8-amax-compute-algo, --fp8-margin; docs/fp8.md). Plain C on the host, the same bits on both
+ * builds: the twin's recipe and the oracle of a device-side update.
+ *
+ * A tensor's state is its history, len floats, and its scale (1 at the start, the history zeros):
+ *
+ *   hist[0]          this step's amax: the cast records max |x| of the tensor it quantises there
+ *                    (after the amax reduction over the ranks that share the tensor)
+ *   hist[1..len-1]   the earlier steps' amaxes, oldest first
+ *
+ * At the step's end tr_fp8_scale_update rolls the history — the oldest leaves, this step's amax
+ * becomes the newest, hist[0] is cleared for the next step — and takes the scale's amax from the
+ * window before the roll: the largest of all len entries (`max`) or hist[0] alone (`most_recent`).
+ * The scale is (fp8_max * 2^-margin) / amax in fp32, kept as it was when that amax is zero or not
+ * finite; the GEMM's inputs are x * scale cast to FP8, its product multiplied by both inputs'
+ * scale_inv = 1 / scale. A step quantises with the scale the previous step's update left ("delayed"),
+ * so one spike of amax at step s lowers the scales of steps s + 1 .. s + len and no others (`max`;
+ * with `most_recent`, step s + 1's alone). */
+#ifndef TWINRUN_BASE_FP8_SCALING_H
+#define TWINRUN_BASE_FP8_SCALING_H
+
+#include <math.h>
+
+typedef enum tr_fp8_amax_algo {
+    TR_FP8_AMAX_MAX = 0,         /* the largest amax of the history window */
+    TR_FP8_AMAX_MOST_RECENT = 1, /* this step's amax */
+} tr_fp8_amax_algo;
+
+/* Rolls hist[len] and updates *scale and *scale_inv (see the top of this file); returns the amax the
+ * scale was computed from (0 or non-finite: the scale was kept). fmaxf skips a NaN in the history, as
+ * the device's fmaxf does. */
+static inline float tr_fp8_scale_update(float *hist, int len, tr_fp8_amax_algo algo, float fp8_max, int margin,
+                                        float *scale, float *scale_inv) {
+    const float last = hist[0];
+    float amax = 0.0f;
+    for (int i = 0; i < len; i++) {
+        const float a = i < len - 1 ? hist[i + 1] : last;
+        amax = fmaxf(amax, a);
+        hist[i] = i > 0 ? a : 0.0f; /* in place: hist[i + 1] is read before hist[i + 1] is written */
+    }
+    if (algo == TR_FP8_AMAX_MOST_RECENT) amax = last;
+    const float scaled_max = fp8_max * powf(2.0f, (float)-margin);
+    if (isfinite(amax) && amax > 0.0f) *scale = scaled_max / amax;
+    *scale_inv = 1.0f / *scale;
+    return amax;
+}
+
+#endif
