@@ -9,5 +9,6 @@
 #include "twin_cost.h"
 
 extern const twin_calibration twin_calibration_h200;
+extern const twin_calibration twin_calibration_h100;
 
 #endif

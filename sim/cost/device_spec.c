@@ -84,11 +84,11 @@ static const twin_device_spec specs[] = {
                   "BF16/FP32 rates and network assumed",
     },
     {
-        /* The H100's figures with the H200's fitted kernel efficiencies (fractions of the peaks): the
-         * same Hopper SMs and clocks, only the memory differs, and the spec's own bandwidth carries that.
-         * An estimate until an H100 is measured; the planner's 80 GiB cards with calibrated times. */
+        /* The H100's figures with kernel efficiencies fitted to the real build on an H100 (the 8B and 70B
+         * seeds' layers at seq 8192; docs/prediction.md#calibration); the planner's 80 GiB cards with
+         * calibrated times. */
         .name = "H100-cal",
-        .full_name = "NVIDIA H100 SXM5 80GB (twin, the H200's calibration)",
+        .full_name = "NVIDIA H100 SXM5 80GB (twin, calibrated on an H100)",
         .bf16_flops = 989.5 * TB,
         .fp32_flops = 67 * TB,
         .mem_bandwidth = 3.35 * TB,
@@ -99,9 +99,9 @@ static const twin_device_spec specs[] = {
         .net_bandwidth = 50 * GB,
         .net_latency = 5e-6,
         .launch_overhead = 4e-6,
-        .source = "NVIDIA H100 Tensor Core GPU datasheet (SXM5 column); kernel efficiencies: the H200's fit "
-                  "(estimate for an H100)",
-        .cal = &twin_calibration_h200,
+        .source = "NVIDIA H100 Tensor Core GPU datasheet (SXM5 column); kernel efficiencies fitted on an H100 "
+                  "80GB HBM3 (docs/results/calibration/h100-2026-12-06)",
+        .cal = &twin_calibration_h100,
     },
 };
 

@@ -37,6 +37,10 @@ twinrun_expect(NAME calib_fit_fixture EXIT 0 OUTPUT "test_fit_cost_model: ok" LA
 twinrun_expect_sh(calib_fit_committed 0 "matches the fit of"
   "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/fit_cost_model.py docs/results/calibration/h200-2026-12-02b --bin $<TARGET_FILE:train_llama3> --check sim/cost/calibration_h200.c --md-out ${CMAKE_CURRENT_BINARY_DIR}/calib_fit.md"
   LABELS twin)
+# The same for the H100's (H100-cal): its data are the GPU benchmark's at 5c160df.
+twinrun_expect_sh(calib_fit_committed_h100 0 "matches the fit of"
+  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/fit_cost_model.py docs/results/calibration/h100-2026-12-06 --source docs/results/calibration/h100-2026-12-06 --bin $<TARGET_FILE:train_llama3> --check sim/cost/calibration_h100.c --md-out ${CMAKE_CURRENT_BINARY_DIR}/calib_fit_h100.md"
+  LABELS twin)
 # lab/gpu_calibrate.sh's dry run on the twin (a tiny model), end to end through predict_vs_measured.py: the
 # twin's own runs are what its predict mode predicts (step time and peak), so every target holds.
 # It leaves three files, and the tarball holds the folder the scripts read.
