@@ -3,6 +3,7 @@
 what the real build measured there (lab/gpu_calibrate.sh's calibration.json).
 
 Usage: lab/predict_vs_measured.py DATA [--bin TRAIN_LLAMA3] [--device SPEC] [--strict] [--md-out FILE]
+                                 [--json-out FILE]
 
 For every config: train_llama3 with its flags and --predict on the twin's spec (--device, default the
 folder's "device", H200), then one table row: the measured step time (the median of the iterations
@@ -12,9 +13,12 @@ allocations the twin counts) and, where the GPU script sampled it, the device's 
 "memory.used" during the run minus before it: the CUDA context, cuBLASLt's workspace and the kernels'
 scratch pool too). The prediction's kernel time on the uncalibrated roofline is shown beside it (the
 twin's ledger), to see what the calibration changed. --strict: exit 1 when a measured figure misses
-its target. Exit 2 on bad input.
+its target. --json-out writes the same as {"commit", "gpu", "device", "configs": [{"name", "held_out",
+"measured_step_s", "predicted_step_s", "measured_peak_bytes", "predicted_peak_bytes"}]}, held_out being a
+config the fit did not use (one without a kernel profile). Exit 2 on bad input.
 """
 import argparse
+import json
 import os
 import sys
 
@@ -39,6 +43,7 @@ def main(argv):
     ap.add_argument("--device")
     ap.add_argument("--strict", action="store_true")
     ap.add_argument("--md-out")
+    ap.add_argument("--json-out")
     a = ap.parse_args(argv)
     try:
         cal = load_calibration(a.data)
@@ -56,12 +61,16 @@ def main(argv):
              "| config | measured step ms | predicted ms | error | roofline kernels ms | measured peak (accounted) "
              "| predicted peak | error | device peak (nvidia-smi) | predicted + runtime | error |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    missed = []
+    missed, js = [], []
     for c, rep, led in results:
         pred_ms = 1e3 * rep["step_time_s"]
         pred_peak = max(s["peak"] for s in rep["stages"])
         roof_ms = 1e3 * sum(k.get("roofline_s", 0.0) for k in led["kinds"])
         row = [c["name"]]
+        js.append({"name": c["name"], "held_out": not c.get("profile"),
+                   "measured_step_s": c["step_ms"] / 1e3 if c.get("step_ms") else None,
+                   "predicted_step_s": rep["step_time_s"], "measured_peak_bytes": c.get("peak_accounted_bytes"),
+                   "predicted_peak_bytes": pred_peak})
         if c.get("step_ms"):
             e = err(pred_ms, c["step_ms"])
             row += [f"{c['step_ms']:.1f}", f"{pred_ms:.1f}", f"{100 * e:+.1f}%"]
@@ -94,6 +103,11 @@ def main(argv):
     if a.md_out:
         with open(a.md_out, "w") as f:
             f.write(text)
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump({"commit": cal.get("commit"), "gpu": cal.get("gpu"), "device": device, "configs": js}, f,
+                      indent=1)
+            f.write("\n")
     return 1 if a.strict and missed else 0
 
 

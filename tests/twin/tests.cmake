@@ -44,8 +44,8 @@ twinrun_expect_sh(calib_fit_committed_h100 0 "matches the fit of"
 # lab/gpu_calibrate.sh's dry run on the twin (a tiny model), end to end through predict_vs_measured.py: the
 # twin's own runs are what its predict mode predicts (step time and peak), so every target holds.
 # It leaves three files, and the tarball holds the folder the scripts read.
-twinrun_expect_sh(calib_dry_run 0 "calibration.json\ngpu_calibrate.tar.gz\nsummary.txt\n.*tiny_seq64_mb2_full \\| [0-9.]+ \\| [0-9.]+ \\| [+-]0\\.0%.*targets missed: none"
-  "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/calib_dry && rm -rf $D && TWINRUN_TWIN_DEVICE=H200 TWINRUN_CALIB_TINY=1 TWINRUN_CALIB_BIN=$<TARGET_FILE:train_llama3> TWINRUN_CALIB_WORK=$D/work lab/gpu_calibrate.sh $D/out && ls $D/out && mkdir $D/back && tar -xzf $D/out/gpu_calibrate.tar.gz -C $D/back && ${Python3_EXECUTABLE} lab/predict_vs_measured.py $D/back/calib --strict --bin $<TARGET_FILE:train_llama3>"
+twinrun_expect_sh(calib_dry_run 0 "calibration.json\ngpu_calibrate.tar.gz\nsummary.txt\n.*tiny_seq64_mb2_full \\| [0-9.]+ \\| [0-9.]+ \\| [+-]0\\.0%.*targets missed: none.*\"name\": \"tiny_seq64_mb2_full\",\n *\"held_out\": (true|false),\n *\"measured_step_s\": [0-9.e-]+,\n *\"predicted_step_s\": [0-9.e-]+,\n *\"measured_peak_bytes\": [0-9]+,\n *\"predicted_peak_bytes\": [0-9]+"
+  "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/calib_dry && rm -rf $D && TWINRUN_TWIN_DEVICE=H200 TWINRUN_CALIB_TINY=1 TWINRUN_CALIB_BIN=$<TARGET_FILE:train_llama3> TWINRUN_CALIB_WORK=$D/work lab/gpu_calibrate.sh $D/out && ls $D/out && mkdir $D/back && tar -xzf $D/out/gpu_calibrate.tar.gz -C $D/back && ${Python3_EXECUTABLE} lab/predict_vs_measured.py $D/back/calib --strict --bin $<TARGET_FILE:train_llama3> --json-out $D/pvm.json && cat $D/pvm.json"
   LABELS twin)
 
 # lab/gpu_multi_bench.sh's dry run on the twin (docs/benchmarks.md): 2 simulated GPUs, the tiny
