@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The cost model's calibration data from one GPU (≤ 8 min from a bare machine): builds the cuda
+# The cost model's calibration data from one GPU (≤ 9 min from a bare machine): builds the cuda
 # preset's train_llama3, then runs the Llama-3-style 1.5B model (16 layers, hidden 2048, FFN 8192, 32
 # heads / 8 groups, vocabulary 128256, bf16, mock data: lab/gpu_bench.sh's flags) at several sequence
-# lengths, micro-batches and recompute settings. Each config runs twice: once plain (the step time: the
+# lengths, micro-batches and recompute settings, and the 8B and 70B seeds' layers at seq 8192 (8 and 2
+# of them: lab/gpu_bench.sh's llama8b-8l and llama70b-2l). Each config runs twice: once plain (the step time: the
 # median of the iterations after the first 2; the peaks: the engine's accounted one from its [memory]
 # line, and the device's from nvidia-smi sampled every 20 ms, minus what was in use before), once with
 # TWINRUN_GPU_PROFILE=1 (the kernel table per steady iteration, the first left out as warm-up).
@@ -56,21 +57,20 @@ export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 failed=0
 
 if [ "${TWINRUN_CALIB_TINY:-0}" = 1 ]; then
-    MODEL="--num-layers 2 --hidden-size 64 --ffn-hidden-size 176 --num-attention-heads 8 --num-query-groups 2
-        --vocab-size 512"
-    # name seq micro-batch recompute(none|selective|full)
-    CONFIGS=("tiny_seq32_mb2 32 2 none" "tiny_seq64_mb2_full 64 2 full")
+    # name seq micro-batch recompute(none|selective|full) model(tiny|1.5b|8b-8l|70b-2l)
+    CONFIGS=("tiny_seq32_mb2 32 2 none tiny" "tiny_seq64_mb2_full 64 2 full tiny")
 else
-    MODEL="--num-layers 16 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 32 --num-query-groups 8
-        --vocab-size 128256"
-    # the three configs of lab/gpu_bench.sh, a long sequence (attention's share grows), and both recompute
-    # kinds (peaks with and without recompute)
-    CONFIGS=("seq1024_mb4 1024 4 none" "seq4096_mb1 4096 1 none" "seq4096_mb4 4096 4 none"
-        "seq8192_mb1 8192 1 none" "seq2048_mb8_selective 2048 8 selective" "seq4096_mb4_full 4096 4 full")
+    # the three 1.5B configs of lab/gpu_bench.sh, a long sequence (attention's share grows), both recompute
+    # kinds (peaks with and without recompute), and the seeds' layers (head dim 128, hidden 4096 and 8192)
+    CONFIGS=("seq1024_mb4 1024 4 none 1.5b" "seq4096_mb1 4096 1 none 1.5b" "seq4096_mb4 4096 4 none 1.5b"
+        "seq8192_mb1 8192 1 none 1.5b" "seq2048_mb8_selective 2048 8 selective 1.5b"
+        "seq4096_mb4_full 4096 4 full 1.5b" "llama8b-8l_seq8192_mb1 8192 1 none 8b-8l"
+        "llama70b-2l_seq8192_mb1 8192 1 none 70b-2l")
     # TWINRUN_CALIB_SET=holdout: configs the fit never saw (other sequence lengths and batches), to check
     # the calibrated model out of sample (lab/predict_vs_measured.py on their folder)
     [ "${TWINRUN_CALIB_SET:-fit}" = holdout ] &&
-        CONFIGS=("seq2048_mb4 2048 4 none" "seq1024_mb8_selective 1024 8 selective" "seq8192_mb2_full 8192 2 full")
+        CONFIGS=("seq2048_mb4 2048 4 none 1.5b" "seq1024_mb8_selective 1024 8 selective 1.5b"
+            "seq8192_mb2_full 8192 2 full 1.5b")
 fi
 if [ -n "${TWINRUN_CALIB_CONFIGS:-}" ]; then
     keep=()
@@ -82,10 +82,23 @@ fi
 STEPS=${TWINRUN_CALIB_STEPS:-8}
 TMO=${TWINRUN_CALIB_TIMEOUT:-90}
 
+# A model's flags.
+model_of() {
+    case $1 in
+    tiny) echo "--num-layers 2 --hidden-size 64 --ffn-hidden-size 176 --num-attention-heads 8 --num-query-groups 2 --vocab-size 512" ;;
+    1.5b) echo "--num-layers 16 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 32 --num-query-groups 8 --vocab-size 128256" ;;
+    8b-8l) echo "--num-layers 8 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --num-query-groups 8 --vocab-size 128256" ;;
+    70b-2l) echo "--num-layers 2 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 --num-query-groups 8 --vocab-size 128256" ;;
+    *) echo "gpu_calibrate.sh: unknown model $1" >&2; exit 2 ;;
+    esac
+}
+
 # The flags of a config, one a line (the .args file the collector reads and the twin replays).
-flags() { # seq mb recompute iters
+flags() { # seq mb recompute iters model
+    local model
+    model=$(model_of "$5")
     # shellcheck disable=SC2086
-    printf '%s\n' $MODEL --group-query-attention --seq-length "$1" --max-position-embeddings "$1" \
+    printf '%s\n' $model --group-query-attention --seq-length "$1" --max-position-embeddings "$1" \
         --position-embedding-type rope --rotary-base 500000 --normalization RMSNorm --swiglu \
         --untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0 --hidden-dropout 0 \
         --micro-batch-size "$2" --global-batch-size "$2" --train-iters "$4" --lr 3e-4 --min-lr 3e-5 \
@@ -111,8 +124,8 @@ sample_memory() {
 
 printf '%s\n' "${CONFIGS[@]}" >"$D/configs.txt"
 for c in "${CONFIGS[@]}"; do
-    read -r name seq mb rec <<<"$c"
-    flags "$seq" "$mb" "$rec" "$STEPS" >"$D/$name.args"
+    read -r name seq mb rec model <<<"$c"
+    flags "$seq" "$mb" "$rec" "$STEPS" "$model" >"$D/$name.args"
     mapfile -t args <"$D/$name.args"
     log "$name: $STEPS iterations"
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 >"$D/$name.smi_base.txt" 2>/dev/null || true
@@ -126,7 +139,7 @@ for c in "${CONFIGS[@]}"; do
     grep -E "^\[memory\] rank 0: weights |^\[after training\]" "$D/$name.log" | sed 's/^/  /' || true
 
     log "$name: profiled, 4 iterations (the first is warm-up)"
-    mapfile -t pargs < <(flags "$seq" "$mb" "$rec" 4)
+    mapfile -t pargs < <(flags "$seq" "$mb" "$rec" 4 "$model")
     rc=0
     TWINRUN_GPU_PROFILE=1 TWINRUN_GPU_PROFILE_FILE="$D/profile_$name.txt" timeout "$TMO" "$BIN" "${pargs[@]}" \
         --data-cache-path /tmp/twinrun-calib-cache >"$D/$name.profile.log" 2>&1 || rc=$?

@@ -3,7 +3,7 @@
 
 Usage: collect_calibration.py DIR [--commit C] [--gpu NAME] [--device SPEC] [--skip N]
 
-Per config of DIR/configs.txt ("name seq micro-batch recompute" lines): its flags (NAME.args, one a
+Per config of DIR/configs.txt ("name seq micro-batch recompute [model]" lines): its flags (NAME.args, one a
 line), the exit status (NAME.exit), the step time (the median of NAME.metrics.jsonl's
 elapsed_ms_per_iter after the first --skip iterations, default 2: warm-up), the accounted peak (the
 log's "[memory] ... device peak X MB"), the device's peak (the largest of NAME.smi.txt's nvidia-smi
@@ -94,8 +94,8 @@ def main(argv):
         if not line.strip():
             continue
         parts = line.split()
-        if len(parts) != 4 or not parts[1].isdigit() or not parts[2].isdigit():
-            print(f"collect_calibration.py: {a.dir}/configs.txt:{no}: want 'name seq micro-batch recompute'",
+        if len(parts) not in (4, 5) or not parts[1].isdigit() or not parts[2].isdigit():
+            print(f"collect_calibration.py: {a.dir}/configs.txt:{no}: want 'name seq micro-batch recompute [model]'",
                   file=sys.stderr)
             return 2
         configs.append(config(a.dir, parts[0], int(parts[1]), int(parts[2]), parts[3], a.skip))
