@@ -1,6 +1,6 @@
 /* Delayed scaling's update (base/include/twinrun/fp8_scaling.h) against the rule it follows, worked by
  * hand here: the roll of the history, the amax of each algorithm, the margin, the scale kept on a zero
- * or non-finite amax, and the window — one amax spike changes exactly the next len steps' scales. */
+ * or non-finite amax, and the window — one amax spike changes exactly the next len passes' scales. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 #include "twinrun/fp8.h"
 #include "twinrun/fp8_scaling.h"
 
-/* [3 | 1 7 2]: this step's 3, then the earlier steps oldest first */
+/* [3 | 1 7 2]: this pass's 3, then the earlier passes oldest first */
 static void test_roll_and_max(void **state) {
     (void)state;
     float hist[4] = {3, 1, 7, 2}, scale = 1, inv = 1;
@@ -31,12 +31,12 @@ static void test_most_recent_and_margin(void **state) {
     float hist[3] = {5, 100, 100}, scale = 1, inv = 1;
     const float amax = tr_fp8_scale_update(hist, 3, TR_FP8_AMAX_MOST_RECENT, 57344.0f, 2, &scale, &inv);
     assert_true(amax == 5.0f);
-    assert_true(scale == 57344.0f * 0.25f / 5.0f); /* E5M2's largest, 2^-margin, over this step's amax */
+    assert_true(scale == 57344.0f * 0.25f / 5.0f); /* E5M2's largest, 2^-margin, over this pass's amax */
     const float want[3] = {0, 100, 5};
     assert_memory_equal(hist, want, sizeof want);
 }
 
-/* A history of one: the amax is this step's under both algorithms. */
+/* A history of one: the amax is this pass's under both algorithms. */
 static void test_length_one(void **state) {
     (void)state;
     for (int algo = 0; algo < 2; algo++) {
@@ -62,20 +62,20 @@ static void test_scale_kept(void **state) {
     assert_true(scale == 112.0f);
 }
 
-/* Steady amax 2 with one spike of 64 at step 10, len 5: the scales of steps 11..15 come from 64, every
- * other from 2 (max); with most_recent step 11's alone. Step s quantises with the scale the update at
- * the end of step s - 1 left. */
+/* Steady amax 2 with one spike of 64 in pass 10, len 5: the scales of passes 11..15 come from 64, every
+ * other from 2 (max); with most_recent pass 11's alone. Pass s quantises with the scale the update at
+ * the end of pass s - 1 left. */
 static void test_spike_window(void **state) {
     (void)state;
-    enum { LEN = 5, STEPS = 30, SPIKE = 10 };
+    enum { LEN = 5, PASSES = 30, SPIKE = 10 };
     for (int algo = 0; algo < 2; algo++) {
         float hist[LEN] = {0}, scale = 1, inv = 1;
-        for (int step = 1; step <= STEPS; step++) {
-            if (step > 1) { /* the scale this step quantises with */
-                const bool spiked = algo == TR_FP8_AMAX_MAX ? step > SPIKE && step <= SPIKE + LEN : step == SPIKE + 1;
+        for (int pass = 1; pass <= PASSES; pass++) {
+            if (pass > 1) { /* the scale this pass quantises with */
+                const bool spiked = algo == TR_FP8_AMAX_MAX ? pass > SPIKE && pass <= SPIKE + LEN : pass == SPIKE + 1;
                 assert_true(scale == 448.0f / (spiked ? 64.0f : 2.0f));
             }
-            hist[0] = step == SPIKE ? 64.0f : 2.0f; /* the cast's record of this step's amax */
+            hist[0] = pass == SPIKE ? 64.0f : 2.0f; /* the cast's record of this pass's amax */
             tr_fp8_scale_update(hist, LEN, (tr_fp8_amax_algo)algo, 448.0f, 0, &scale, &inv);
         }
     }

@@ -5,18 +5,21 @@
  *
  * A tensor's state is its history, len floats, and its scale (1 at the start, the history zeros):
  *
- *   hist[0]          this step's amax: the cast records max |x| of the tensor it quantises there
- *                    (after the amax reduction over the ranks that share the tensor)
- *   hist[1..len-1]   the earlier steps' amaxes, oldest first
+ *   hist[0]          this pass's amax: the cast records max |x| of the tensor it quantises there
+ *                    (reduced, max, over the ranks that share the tensor before the update)
+ *   hist[1..len-1]   the earlier passes' amaxes, oldest first
  *
- * At the step's end tr_fp8_scale_update rolls the history — the oldest leaves, this step's amax
- * becomes the newest, hist[0] is cleared for the next step — and takes the scale's amax from the
+ * A "pass" is one micro-batch's forward pass for the tensors it quantises (inputs, weights) and one
+ * backward pass for the gradients: Transformer Engine updates the first at fp8_autocast's exit and the
+ * second at the end of the backward pass, so with gradient accumulation the history advances once per
+ * micro-batch. At the pass's end tr_fp8_scale_update rolls the history — the oldest leaves, this
+ * pass's amax becomes the newest, hist[0] is cleared for the next — and takes the scale's amax from the
  * window before the roll: the largest of all len entries (`max`) or hist[0] alone (`most_recent`).
  * The scale is (fp8_max * 2^-margin) / amax in fp32, kept as it was when that amax is zero or not
  * finite; the GEMM's inputs are x * scale cast to FP8, its product multiplied by both inputs'
- * scale_inv = 1 / scale. A step quantises with the scale the previous step's update left ("delayed"),
- * so one spike of amax at step s lowers the scales of steps s + 1 .. s + len and no others (`max`;
- * with `most_recent`, step s + 1's alone). */
+ * scale_inv = 1 / scale. A pass quantises with the scale the previous pass's update left ("delayed"),
+ * so one spike of amax in pass s lowers the scales of passes s + 1 .. s + len and no others (`max`;
+ * with `most_recent`, pass s + 1's alone). */
 #ifndef TWINRUN_BASE_FP8_SCALING_H
 #define TWINRUN_BASE_FP8_SCALING_H
 
