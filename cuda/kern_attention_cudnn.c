@@ -761,6 +761,50 @@ static double dnn_ref_distance(dev_stream *s, const dnn_ref *ref, const tr_cu_sd
  * this (0.38 seen). */
 #define DNN_AGREE 2e-2
 
+/* The fastest of the candidates cand[nc] on a's operands that agree with the reference, the first of
+ * the heuristics' first engines that takes the shape (DNN_AGREE); NULL when none does. */
+static const dnn_plan *dnn_time_candidates(dnn_state *g, dev_stream *s, const tr_cu_sdpa *a, int bwd,
+                                           const dnn_key *cand, int nc) {
+    static const char *const out_names[2][3] = {{"out", "lse", ""}, {"dQ", "dK", "dV"}};
+    dnn_ref ref = {0};
+    bool ref_ran = false, have_ref = false; /* the reference has run; its outputs are kept */
+    float best = INFINITY;
+    const dnn_plan *pick = NULL;
+    for (int i = 0; i < nc; i++) {
+        const bool allowed = g->only_alt < 0 || (cand[i].alt == g->only_alt && (!bwd || cand[i].det == g->only_det));
+        /* the reference: the first engine of the first graph that takes the shape (the atomic one's,
+         * else the deterministic one's); it runs for the check even when not allowed */
+        const bool is_ref = !ref_ran && cand[i].alt == 0;
+        if (!allowed && !is_ref) continue;
+        const dnn_plan *p = dnn_plan_get(g, &cand[i]);
+        if (!p || !p->ok || (p->key.det && !dnn_dp_affordable(p))) continue;
+        const float ms = dnn_time(g, s, p, a);
+        const char *kind = p->key.det ? "deterministic" : bwd ? "atomic" : "fused";
+        if (is_ref) {
+            ref_ran = true;
+            have_ref = dnn_ref_keep(s, &ref, a, bwd);
+        } else {
+            int which = 0;
+            const double d = have_ref ? dnn_ref_distance(s, &ref, a, bwd, &which) : INFINITY;
+            if (!(d <= DNN_AGREE)) {
+                if (have_ref)
+                    fprintf(stderr,
+                            "twinrun: cuDNN attention %s B %d Tq %d Tk %d heads %d/%d D %d: the %s engine %d's %s "
+                            "is %.2e (relative L2) from the heuristics' first engine's: not used\n",
+                            bwd ? "backward" : "forward", a->B, a->Tq, a->Tk, a->NH, a->KV, a->D, kind, p->key.alt,
+                            out_names[bwd][which], d);
+                continue;
+            }
+        }
+        if (g->tune == 2)
+            fprintf(stderr, "twinrun: cuDNN attention %s B %d Tq %d Tk %d heads %d/%d D %d: %s engine %d %.3f ms\n",
+                    bwd ? "backward" : "forward", a->B, a->Tq, a->Tk, a->NH, a->KV, a->D, kind, p->key.alt, ms);
+        if (allowed && ms < best) best = ms, pick = p;
+    }
+    if (have_ref) dnn_ref_free(s, &ref);
+    return pick;
+}
+
 /* The plan for a's shape: with --deterministic-mode (det) or TWINRUN_CUDNN_TUNE=0 the heuristics' first
  * engine; otherwise, for a backward, the faster, timed at the first call, of the atomic and the
  * deterministic graphs' first engines, each kept only if its outputs agree with the atomic one's on
@@ -776,7 +820,7 @@ static const dnn_plan *dnn_choose(dnn_state *g, dev_stream *s, const tr_cu_sdpa 
     if (!det && g->tune && g->nchoices < DNN_MAX_CHOICES) {
         /* The heuristics' first engine of each graph. Their second engines are candidates only when
          * TWINRUN_CUDNN_CANDIDATE names one: cuDNN 9.19's returned wrong dQ/dK on a context-parallel
-         * chunk in one process and right ones in another (the check below saw 0.42, then agreement),
+         * chunk in one process and right ones in another (dnn_time_candidates' check saw 0.42, then agreement),
          * so one agreement at the choice cannot vouch for the calls after it. */
         dnn_key cand[4];
         int nc = 0;
@@ -786,44 +830,7 @@ static const dnn_plan *dnn_choose(dnn_state *g, dev_stream *s, const tr_cu_sdpa 
             cand[nc++] = dnn_key_of(a, bwd, 0, 1);
             if (bwd) cand[nc++] = dnn_key_of(a, bwd, 1, 1);
         }
-        static const char *const out_names[2][3] = {{"out", "lse", ""}, {"dQ", "dK", "dV"}};
-        dnn_ref ref = {0};
-        bool ref_ran = false, have_ref = false; /* the reference has run; its outputs are kept */
-        float best = INFINITY;
-        if (nc > 1) pick = NULL; /* else the first engine is the choice: nothing to time */
-        for (int i = 0; i < nc && nc > 1; i++) {
-            const bool allowed =
-                g->only_alt < 0 || (cand[i].alt == g->only_alt && (!bwd || cand[i].det == g->only_det));
-            /* the reference: the first engine of the first graph that takes the shape (the atomic one's,
-             * else the deterministic one's); it runs for the check even when not allowed */
-            const bool is_ref = !ref_ran && cand[i].alt == 0;
-            if (!allowed && !is_ref) continue;
-            const dnn_plan *p = dnn_plan_get(g, &cand[i]);
-            if (!p || !p->ok || (p->key.det && !dnn_dp_affordable(p))) continue;
-            const float ms = dnn_time(g, s, p, a);
-            const char *kind = p->key.det ? "deterministic" : bwd ? "atomic" : "fused";
-            if (is_ref) {
-                ref_ran = true;
-                have_ref = dnn_ref_keep(s, &ref, a, bwd);
-            } else {
-                int which = 0;
-                const double d = have_ref ? dnn_ref_distance(s, &ref, a, bwd, &which) : INFINITY;
-                if (!(d <= DNN_AGREE)) {
-                    if (have_ref)
-                        fprintf(stderr,
-                                "twinrun: cuDNN attention %s B %d Tq %d Tk %d heads %d/%d D %d: the %s engine %d's %s "
-                                "is %.2e (relative L2) from the heuristics' first engine's: not used\n",
-                                bwd ? "backward" : "forward", a->B, a->Tq, a->Tk, a->NH, a->KV, a->D, kind, p->key.alt,
-                                out_names[bwd][which], d);
-                    continue;
-                }
-            }
-            if (g->tune == 2)
-                fprintf(stderr, "twinrun: cuDNN attention %s B %d Tq %d Tk %d heads %d/%d D %d: %s engine %d %.3f ms\n",
-                        bwd ? "backward" : "forward", a->B, a->Tq, a->Tk, a->NH, a->KV, a->D, kind, p->key.alt, ms);
-            if (allowed && ms < best) best = ms, pick = p;
-        }
-        if (have_ref) dnn_ref_free(s, &ref);
+        if (nc > 1) pick = dnn_time_candidates(g, s, a, bwd, cand, nc); /* else the first engine: nothing to time */
     }
     if (g->nchoices < DNN_MAX_CHOICES) g->choices[g->nchoices++] = (dnn_choice){want, pick};
     return pick;

@@ -96,16 +96,10 @@ fi
 # MODEL / PT_MODEL of a config's name
 model_of() {
     [ "${TWINRUN_BENCH_TINY:-0}" = 1 ] && return
-    local L H F NH G
-    case $1 in
-    llama1.5b) L=16 H=2048 F=8192 NH=32 G=8 ;;
-    llama8b-8l) L=8 H=4096 F=14336 NH=32 G=8 ;;
-    llama70b-2l) L=2 H=8192 F=28672 NH=64 G=8 ;;
-    *) echo "gpu_bench.sh: unknown config $1 (llama1.5b, llama8b-8l, llama70b-2l)" >&2; exit 2 ;;
-    esac
-    MODEL=(--num-layers $L --hidden-size $H --ffn-hidden-size $F --num-attention-heads $NH --num-query-groups $G
-        --vocab-size 128256)
-    PT_MODEL=(--layers $L --hidden $H --ffn $F --heads $NH --groups $G --vocab 128256)
+    lab_model "$1"
+    MODEL=(--num-layers $LAB_L --hidden-size $LAB_H --ffn-hidden-size $LAB_F --num-attention-heads $LAB_NH
+        --num-query-groups $LAB_G --vocab-size 128256)
+    PT_MODEL=(--layers $LAB_L --hidden $LAB_H --ffn $LAB_F --heads $LAB_NH --groups $LAB_G --vocab 128256)
 }
 STEPS=${TWINRUN_BENCH_STEPS:-$([ $quick = 1 ] && echo 6 || echo 10)}
 TMO=${TWINRUN_BENCH_TIMEOUT:-150}

@@ -57,20 +57,20 @@ export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 failed=0
 
 if [ "${TWINRUN_CALIB_TINY:-0}" = 1 ]; then
-    # name seq micro-batch recompute(none|selective|full) model(tiny|1.5b|8b-8l|70b-2l)
+    # name seq micro-batch recompute(none|selective|full) model(tiny or lab_model's: llama1.5b, llama8b-8l, llama70b-2l)
     CONFIGS=("tiny_seq32_mb2 32 2 none tiny" "tiny_seq64_mb2_full 64 2 full tiny")
 else
     # the three 1.5B configs of lab/gpu_bench.sh, a long sequence (attention's share grows), both recompute
     # kinds (peaks with and without recompute), and the seeds' layers (head dim 128, hidden 4096 and 8192)
-    CONFIGS=("seq1024_mb4 1024 4 none 1.5b" "seq4096_mb1 4096 1 none 1.5b" "seq4096_mb4 4096 4 none 1.5b"
-        "seq8192_mb1 8192 1 none 1.5b" "seq2048_mb8_selective 2048 8 selective 1.5b"
-        "seq4096_mb4_full 4096 4 full 1.5b" "llama8b-8l_seq8192_mb1 8192 1 none 8b-8l"
-        "llama70b-2l_seq8192_mb1 8192 1 none 70b-2l")
+    CONFIGS=("seq1024_mb4 1024 4 none llama1.5b" "seq4096_mb1 4096 1 none llama1.5b" "seq4096_mb4 4096 4 none llama1.5b"
+        "seq8192_mb1 8192 1 none llama1.5b" "seq2048_mb8_selective 2048 8 selective llama1.5b"
+        "seq4096_mb4_full 4096 4 full llama1.5b" "llama8b-8l_seq8192_mb1 8192 1 none llama8b-8l"
+        "llama70b-2l_seq8192_mb1 8192 1 none llama70b-2l")
     # TWINRUN_CALIB_SET=holdout: configs the fit never saw (other sequence lengths and batches), to check
     # the calibrated model out of sample (lab/predict_vs_measured.py on their folder)
     [ "${TWINRUN_CALIB_SET:-fit}" = holdout ] &&
-        CONFIGS=("seq2048_mb4 2048 4 none 1.5b" "seq1024_mb8_selective 1024 8 selective 1.5b"
-            "seq8192_mb2_full 8192 2 full 1.5b")
+        CONFIGS=("seq2048_mb4 2048 4 none llama1.5b" "seq1024_mb8_selective 1024 8 selective llama1.5b"
+            "seq8192_mb2_full 8192 2 full llama1.5b")
 fi
 if [ -n "${TWINRUN_CALIB_CONFIGS:-}" ]; then
     keep=()
@@ -82,21 +82,20 @@ fi
 STEPS=${TWINRUN_CALIB_STEPS:-8}
 TMO=${TWINRUN_CALIB_TIMEOUT:-90}
 
-# A model's flags.
+# A model's flags: the tiny dry-run model, or lab/gpu_bench.sh's (lab_model).
 model_of() {
-    case $1 in
-    tiny) echo "--num-layers 2 --hidden-size 64 --ffn-hidden-size 176 --num-attention-heads 8 --num-query-groups 2 --vocab-size 512" ;;
-    1.5b) echo "--num-layers 16 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 32 --num-query-groups 8 --vocab-size 128256" ;;
-    8b-8l) echo "--num-layers 8 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --num-query-groups 8 --vocab-size 128256" ;;
-    70b-2l) echo "--num-layers 2 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 --num-query-groups 8 --vocab-size 128256" ;;
-    *) echo "gpu_calibrate.sh: unknown model $1" >&2; exit 2 ;;
-    esac
+    if [ "$1" = tiny ]; then
+        echo "--num-layers 2 --hidden-size 64 --ffn-hidden-size 176 --num-attention-heads 8 --num-query-groups 2 --vocab-size 512"
+        return
+    fi
+    lab_model "$1"
+    echo "--num-layers $LAB_L --hidden-size $LAB_H --ffn-hidden-size $LAB_F --num-attention-heads $LAB_NH --num-query-groups $LAB_G --vocab-size 128256"
 }
 
 # The flags of a config, one a line (the .args file the collector reads and the twin replays).
 flags() { # seq mb recompute iters model
     local model
-    model=$(model_of "$5")
+    model=$(model_of "$5") || exit 2
     # shellcheck disable=SC2086
     printf '%s\n' $model --group-query-attention --seq-length "$1" --max-position-embeddings "$1" \
         --position-embedding-type rope --rotary-base 500000 --normalization RMSNorm --swiglu \

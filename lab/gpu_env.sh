@@ -88,6 +88,19 @@ lab_twin_outdir() {
     TWIN=$(cd "$TWIN" && pwd)
 }
 
+# lab_model NAME: the benchmark models' shapes (lab/gpu_bench.sh, lab/gpu_calibrate.sh) as LAB_L (layers),
+# LAB_H (hidden), LAB_F (FFN), LAB_NH (heads), LAB_G (query groups); the vocabulary is Llama-3's 128256.
+#   llama1.5b     the 1.5B Llama-3-style model; llama8b-8l, llama70b-2l: the 8B and 70B seeds' layers, as
+#                 many as fit one card beside PyTorch's recipes
+lab_model() {
+    case $1 in
+    llama1.5b) LAB_L=16 LAB_H=2048 LAB_F=8192 LAB_NH=32 LAB_G=8 ;;
+    llama8b-8l) LAB_L=8 LAB_H=4096 LAB_F=14336 LAB_NH=32 LAB_G=8 ;;
+    llama70b-2l) LAB_L=2 LAB_H=8192 LAB_F=28672 LAB_NH=64 LAB_G=8 ;;
+    *) lab_die "unknown model $1 (llama1.5b, llama8b-8l, llama70b-2l)" ;;
+    esac
+}
+
 lab_commit() {
     git rev-parse --short HEAD 2>/dev/null || cat .gpu_commit 2>/dev/null || echo unknown
 }

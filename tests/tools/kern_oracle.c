@@ -615,15 +615,20 @@ static void case_ranges_rem(tr_dtype dt, bool aligned) {
  * ce, rope, swiglu, elementwise, ranges), to look at one kernel again without the others' minutes */
 static const char *g_only;
 
+/* The comma-separated item at p: its length in *len; where the next one starts, NULL after the last. */
+static const char *list_item(const char *p, size_t *len) {
+    const char *e = strchr(p, ',');
+    *len = e ? (size_t)(e - p) : strlen(p);
+    return e ? e + 1 : NULL;
+}
+
 static bool want(const char *kind) {
     if (!g_only) return true;
-    const size_t n = strlen(kind);
-    for (const char *p = g_only; *p;) {
-        const char *e = strchr(p, ',');
-        const size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && strncmp(p, kind, n) == 0) return true;
-        if (!e) break;
-        p = e + 1;
+    for (const char *p = g_only; p;) {
+        size_t len;
+        const char *next = list_item(p, &len);
+        if (len == strlen(kind) && strncmp(p, kind, len) == 0) return true;
+        p = next;
     }
     return false;
 }
@@ -637,9 +642,9 @@ int main(int argc, char **argv) {
                                         "ce",   "rope",      "swiglu",        "elementwise", "ranges"};
     if (argc == 3 && strcmp(argv[1], "--only") == 0) {
         g_only = argv[2];
-        for (const char *p = g_only;;) { /* a misspelt kind would test nothing and pass */
-            const char *e = strchr(p, ',');
-            const size_t len = e ? (size_t)(e - p) : strlen(p);
+        for (const char *p = g_only; p;) { /* a misspelt kind would test nothing and pass */
+            size_t len;
+            const char *next = list_item(p, &len);
             bool known = false;
             for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
                 known |= strlen(kinds[i]) == len && strncmp(kinds[i], p, len) == 0;
@@ -650,8 +655,7 @@ int main(int argc, char **argv) {
                         (int)len, p);
                 return 2;
             }
-            if (!e) break;
-            p = e + 1;
+            p = next;
         }
     } else if (argc != 1) {
         fprintf(stderr, "usage: kern_oracle [--only KIND[,KIND...]] (kinds: gemm, attention, attention_pos, norm, "
