@@ -47,9 +47,9 @@ ALIASES = {
     "embedding_forward": "embedding_forward_slice",
     "embedding_backward": "embedding_backward_slice",
 }
-COMPUTE = {"gemm", "gemm_wgrad", "attention_forward", "attention_backward"}
+COMPUTE = {"gemm", "gemm_wgrad", "gemm_fp8", "attention_forward", "attention_backward"}
 ADDITIVE = {"attention_forward", "attention_backward"}
-SIBLING = {"gemm": "gemm_wgrad", "gemm_wgrad": "gemm", "attention_forward": "attention_backward",
+SIBLING = {"gemm": "gemm_wgrad", "gemm_wgrad": "gemm", "gemm_fp8": "gemm", "attention_forward": "attention_backward",
            "attention_backward": "attention_forward"}
 # twin_cost.h's enumerators, in its order (the C table names them)
 ENUM = [
@@ -63,6 +63,8 @@ ENUM = [
     ("ce_slice_sums", "TWIN_K_CE_SUMS"), ("ce_loss_from_stats", "TWIN_K_CE_LOSS"),
     ("ce_slice_backward", "TWIN_K_CE_BWD"), ("cross_entropy_forward", "TWIN_K_XENT_FWD"),
     ("cross_entropy_backward", "TWIN_K_XENT_BWD"), ("memset", "TWIN_K_MEMSET"),
+    ("gemm_fp8", "TWIN_K_GEMM_FP8"), ("fp8_quantize", "TWIN_K_FP8_QUANTIZE"),
+    ("fp8_scale_update", "TWIN_K_FP8_SCALE_UPDATE"),
 ]
 CLASSES = [c for c, _ in ENUM]
 

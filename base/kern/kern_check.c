@@ -375,3 +375,40 @@ void kern_init_param_check(dev_stream *s, const kern_init_desc *d, float *out, s
              "init: the shard's placement is not a placement (cols, gcols, col0, segments)");
     TR_CHECK(d->first >= 0, "init: the first local element is negative");
 }
+
+/* ---- FP8 --------------------------------------------------------------------------------- */
+
+static void check_fp8_format(tr_fp8_format fmt, const char *what) {
+    if (fmt != TR_FP8_E4M3 && fmt != TR_FP8_E5M2) tr_fatal("kernel: %s has FP8 format %d; e4m3 (0) or e5m2 (1)", what, fmt);
+}
+
+void kern_fp8_quantize_check(dev_stream *s, uint8_t *q, float *amax, tr_buf x, const float *scale, size_t n,
+                             tr_fp8_format fmt) {
+    (void)s, (void)amax;
+    check_fp8_format(fmt, "fp8_quantize");
+    if (n == 0) return;
+    TR_CHECK(q != NULL && scale != NULL, "fp8_quantize writes q[n] with scale[0]: neither may be NULL");
+    kern_check_float_buf(x, "fp8_quantize x");
+}
+
+void kern_gemm_fp8_check(dev_stream *s, tr_buf c, kern_fp8_operand a, kern_fp8_operand b, int m, int n, int k, bool ta,
+                         bool tb, float alpha, float beta) {
+    (void)s, (void)ta, (void)tb, (void)alpha, (void)beta;
+    TR_CHECK(m > 0 && n > 0 && k > 0, "gemm_fp8 dimensions m, n, k must be positive");
+    kern_check_float_buf(c, "gemm_fp8 c");
+    TR_CHECK(a.p && b.p && a.scale_inv && b.scale_inv, "gemm_fp8 operands need their bytes and scale_inv");
+    check_fp8_format(a.fmt, "gemm_fp8 a");
+    check_fp8_format(b.fmt, "gemm_fp8 b");
+    TR_CHECK(!(a.fmt == TR_FP8_E5M2 && b.fmt == TR_FP8_E5M2),
+             "gemm_fp8: both operands e5m2 (Hopper's FP8 GEMMs take at most one e5m2 operand)");
+}
+
+void kern_fp8_scale_update_check(dev_stream *s, float *hist, float *scale, float *scale_inv, int n, int len,
+                                 tr_fp8_amax_algo algo, tr_fp8_format fmt, int margin) {
+    (void)s, (void)margin;
+    check_fp8_format(fmt, "fp8_scale_update");
+    TR_CHECK(algo == TR_FP8_AMAX_MAX || algo == TR_FP8_AMAX_MOST_RECENT, "fp8_scale_update: unknown amax algorithm");
+    TR_CHECK(n >= 0 && len >= 1, "fp8_scale_update needs n >= 0 tensors and a history of len >= 1");
+    if (n == 0) return;
+    TR_CHECK(hist && scale && scale_inv, "fp8_scale_update needs hist, scale and scale_inv");
+}

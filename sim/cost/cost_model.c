@@ -6,12 +6,22 @@
 #include "twin_cost.h"
 #include "twinrun/err.h"
 
+/* The compute peak a launch runs at: FP8 GEMMs at the FP8 rate (the bf16 one on a device without),
+ * bf16 at the tensor cores', the rest at fp32's. */
+static double peak_of(const twin_device_spec *spec, twin_kernel_kind kind, tr_dtype dt) {
+    if (kind == TWIN_K_GEMM_FP8 && spec->fp8_flops > 0) return spec->fp8_flops;
+    return dt == TR_BF16 ? spec->bf16_flops : spec->fp32_flops;
+}
+
+static double roofline(const twin_device_spec *spec, double peak, double flops, double bytes) {
+    const double compute = flops / peak, memory = bytes / spec->mem_bandwidth;
+    return spec->launch_overhead + (compute > memory ? compute : memory);
+}
+
 double twin_kernel_seconds(const twin_device_spec *spec, double flops, double bytes, tr_dtype dt) {
     TR_CHECK(spec != NULL, "no device spec for the kernel cost");
     TR_CHECK(flops >= 0 && bytes >= 0, "kernel cost with negative FLOPs or bytes");
-    const double peak = dt == TR_BF16 ? spec->bf16_flops : spec->fp32_flops;
-    const double compute = flops / peak, memory = bytes / spec->mem_bandwidth;
-    return spec->launch_overhead + (compute > memory ? compute : memory);
+    return roofline(spec, peak_of(spec, TWIN_K_GEMM, dt), flops, bytes);
 }
 
 static const char *const kind_names[TWIN_K_COUNT] = {
@@ -39,6 +49,9 @@ static const char *const kind_names[TWIN_K_COUNT] = {
     [TWIN_K_XENT_FWD] = "cross_entropy_forward",
     [TWIN_K_XENT_BWD] = "cross_entropy_backward",
     [TWIN_K_MEMSET] = "memset",
+    [TWIN_K_GEMM_FP8] = "gemm_fp8",
+    [TWIN_K_FP8_QUANTIZE] = "fp8_quantize",
+    [TWIN_K_FP8_SCALE_UPDATE] = "fp8_scale_update",
 };
 
 const char *twin_kernel_kind_name(twin_kernel_kind kind) {
@@ -56,9 +69,11 @@ double twin_kernel_cost_seconds(const twin_device_spec *spec, const twin_kernel_
     TR_CHECK((int)kc->kind >= 0 && kc->kind < TWIN_K_COUNT, "kernel cost of an unknown kind");
     TR_CHECK(kc->flops >= 0 && kc->bytes >= 0, "kernel cost with negative FLOPs or bytes");
     const twin_kernel_eff *e = spec->cal ? &spec->cal->kind[kc->kind] : NULL;
+    /* FP8 GEMMs measured by no calibration yet: the bf16 GEMMs' fitted efficiency at the FP8 peak */
+    if (e && e->flops_eff <= 0 && kc->kind == TWIN_K_GEMM_FP8) e = &spec->cal->kind[TWIN_K_GEMM];
     if (!e || e->flops_eff <= 0) /* not calibrated: the roofline; a memset cost nothing before calibration */
-        return kc->kind == TWIN_K_MEMSET ? 0.0 : twin_kernel_seconds(spec, kc->flops, kc->bytes, kc->dt);
-    const double peak = kc->dt == TR_BF16 ? spec->bf16_flops : spec->fp32_flops;
+        return kc->kind == TWIN_K_MEMSET ? 0.0 : roofline(spec, peak_of(spec, kc->kind, kc->dt), kc->flops, kc->bytes);
+    const double peak = peak_of(spec, kc->kind, kc->dt);
     const double compute = kc->flops / (peak * e->flops_eff), memory = kc->bytes / (spec->mem_bandwidth * e->bytes_eff);
     return e->latency + (e->additive ? compute + memory : compute > memory ? compute : memory);
 }

@@ -45,6 +45,9 @@ typedef enum twin_kernel_kind {
     TWIN_K_XENT_FWD,
     TWIN_K_XENT_BWD,
     TWIN_K_MEMSET,
+    TWIN_K_GEMM_FP8,
+    TWIN_K_FP8_QUANTIZE,
+    TWIN_K_FP8_SCALE_UPDATE,
     TWIN_K_COUNT
 } twin_kernel_kind;
 
@@ -87,6 +90,7 @@ typedef struct twin_device_spec {
     const char *full_name;       /* as in dev_info.name */
     double bf16_flops;           /* dense tensor-core peak, FLOP/s */
     double fp32_flops;           /* non-tensor fp32 peak, FLOP/s */
+    double fp8_flops;            /* dense FP8 tensor-core peak, FLOP/s; 0: none (FP8 GEMMs run at bf16_flops) */
     double mem_bandwidth;        /* HBM, bytes/s */
     size_t mem_bytes;            /* device memory */
     size_t runtime_bytes;        /* of it, what the runtime holds beside the engine's allocations (the CUDA

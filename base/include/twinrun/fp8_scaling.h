@@ -23,6 +23,7 @@
 #ifndef TWINRUN_BASE_FP8_SCALING_H
 #define TWINRUN_BASE_FP8_SCALING_H
 
+#include <float.h>
 #include <math.h>
 
 typedef enum tr_fp8_amax_algo {
@@ -30,23 +31,40 @@ typedef enum tr_fp8_amax_algo {
     TR_FP8_AMAX_MOST_RECENT = 1, /* this step's amax */
 } tr_fp8_amax_algo;
 
-/* Rolls hist[len] and updates *scale and *scale_inv (see the top of this file); returns the amax the
- * scale was computed from (0 or non-finite: the scale was kept). fmaxf skips a NaN in the history, as
- * the device's fmaxf does. */
-static inline float tr_fp8_scale_update(float *hist, int len, tr_fp8_amax_algo algo, float fp8_max, int margin,
-                                        float *scale, float *scale_inv) {
+/* Host and device (a CUDA kernel calls the same function, so both builds compute the same bits). */
+#ifdef __CUDACC__
+#define TR_FP8_HD __host__ __device__
+#else
+#define TR_FP8_HD
+#endif
+
+/* Rolls the history hist[0], hist[stride], ..., hist[(len - 1) * stride] and updates *scale and
+ * *scale_inv (see the top of this file); returns the amax the scale was computed from (0 or
+ * non-finite: the scale was kept; a scale that overflows fp32 becomes FLT_MAX, as Transformer Engine's
+ * update does). fmaxf skips a NaN in the history, as the device's fmaxf does. The
+ * scaled maximum is exact (a power of two times the format's largest value), the two divisions are
+ * IEEE's correctly rounded ones on both builds. */
+static inline TR_FP8_HD float tr_fp8_scale_update_strided(float *hist, int len, int stride, tr_fp8_amax_algo algo,
+                                                          float fp8_max, int margin, float *scale, float *scale_inv) {
     const float last = hist[0];
     float amax = 0.0f;
     for (int i = 0; i < len; i++) {
-        const float a = i < len - 1 ? hist[i + 1] : last;
+        const float a = i < len - 1 ? hist[(i + 1) * stride] : last;
         amax = fmaxf(amax, a);
-        hist[i] = i > 0 ? a : 0.0f; /* in place: hist[i + 1] is read before hist[i + 1] is written */
+        hist[i * stride] = i > 0 ? a : 0.0f; /* in place: entry i + 1 is read before it is written */
     }
     if (algo == TR_FP8_AMAX_MOST_RECENT) amax = last;
-    const float scaled_max = fp8_max * powf(2.0f, (float)-margin);
+    const float scaled_max = ldexpf(fp8_max, -margin);
     if (isfinite(amax) && amax > 0.0f) *scale = scaled_max / amax;
+    if (isinf(*scale)) *scale = FLT_MAX; /* an amax so small that its scale overflows: the largest scale */
     *scale_inv = 1.0f / *scale;
     return amax;
+}
+
+/* One tensor's history, contiguous: hist[len]. */
+static inline float tr_fp8_scale_update(float *hist, int len, tr_fp8_amax_algo algo, float fp8_max, int margin,
+                                        float *scale, float *scale_inv) {
+    return tr_fp8_scale_update_strided(hist, len, 1, algo, fp8_max, margin, scale, scale_inv);
 }
 
 #endif

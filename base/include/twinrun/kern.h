@@ -22,6 +22,8 @@
 
 #include "twinrun/dev.h"
 #include "twinrun/dtype.h"
+#include "twinrun/fp8.h"
+#include "twinrun/fp8_scaling.h"
 
 /* ---- linear algebra -------------------------------------------------------------------- */
 
@@ -225,6 +227,38 @@ void kern_sum_squares_ranges(dev_stream *s, float *out, tr_buf x, const kern_ran
  * master (or master_rem), model, grad, m and v are all indexed by the ranges' element indices. */
 void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *ad, const kern_range *ranges, int nranges,
                               float *master, int16_t *master_rem, tr_buf model, tr_buf grad, float *m, float *v);
+/* ---- FP8 (per-tensor delayed scaling; twinrun/fp8.h, twinrun/fp8_scaling.h, docs/fp8.md) ------
+ * A linear layer's GEMMs in FP8, as Transformer Engine's DelayedScaling runs them: each operand is
+ * quantised with its tensor's scale (from the amax history of earlier passes), the product of the FP8
+ * values is accumulated in fp32 and multiplied by both operands' scale_inv. Scales, histories and
+ * amaxes live on the device so no step waits for the host. */
+
+/* q[n] = fp8(x[n] * scale[0]) in fmt (fp32 product, then round to nearest even, saturating:
+ * tr_fp8_from_f32); when amax is not NULL, amax[0] = max(amax[0], max |x[i]|) (fmaxf: a NaN in x is
+ * skipped, an infinity counts) — several tensors that share a scale may accumulate into one amax.
+ * x [n] fp32 or bf16; q [n] bytes. */
+void kern_fp8_quantize(dev_stream *s, uint8_t *q, float *amax, tr_buf x, const float *scale, size_t n,
+                       tr_fp8_format fmt);
+
+/* One FP8 operand of a GEMM: its bytes, their format and the factor that undoes their scale. */
+typedef struct kern_fp8_operand {
+    const uint8_t *p;
+    tr_fp8_format fmt;
+    const float *scale_inv; /* [1] device: 1 / the scale the bytes were quantised with */
+} kern_fp8_operand;
+
+/* c[m,n] = alpha * (a.scale_inv[0] * b.scale_inv[0]) * (op(a) @ op(b)) + beta * c: the products of the
+ * FP8 values summed in fp32 (exact in the twin's double), op as for kern_gemm (a [m,k], or [k,m] when
+ * ta; b [k,n], or [n,k] when tb). c fp32 or bf16; beta == 0 overwrites c. */
+void kern_gemm_fp8(dev_stream *s, tr_buf c, kern_fp8_operand a, kern_fp8_operand b, int m, int n, int k, bool ta,
+                   bool tb, float alpha, float beta);
+
+/* The end of a pass for n tensors sharing a format: for each t, tr_fp8_scale_update of its history
+ * hist[i * n + t], i = 0..len-1 (entry 0 this pass's amax) and of scale[t], scale_inv[t] — the same
+ * bits on both builds. hist [len, n], scale and scale_inv [n] fp32 (device). */
+void kern_fp8_scale_update(dev_stream *s, float *hist, float *scale, float *scale_inv, int n, int len,
+                           tr_fp8_amax_algo algo, tr_fp8_format fmt, int margin);
+
 /* ---- the list --------------------------------------------------------------------------
  * Every kernel above, once, as X(name, (parameters)): the backends' argument checks
  * (twinrun/kern_check.h declares kern_X_check with the same parameters), the GPU oracle's renamed twin
@@ -283,6 +317,12 @@ void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *ad, const ke
     X(kern_init_param, (dev_stream * s, const kern_init_desc *d, float *out, size_t n))                                \
     X(kern_sum_squares_ranges, (dev_stream * s, float *out, tr_buf x, const kern_range *ranges, int nranges))          \
     X(kern_adamw_update_ranges, (dev_stream * s, const kern_adamw_desc *ad, const kern_range *ranges, int nranges,     \
-                                 float *master, int16_t *master_rem, tr_buf model, tr_buf grad, float *m, float *v))
+                                 float *master, int16_t *master_rem, tr_buf model, tr_buf grad, float *m, float *v))  \
+    X(kern_fp8_quantize,                                                                                               \
+      (dev_stream * s, uint8_t * q, float *amax, tr_buf x, const float *scale, size_t n, tr_fp8_format fmt))           \
+    X(kern_gemm_fp8, (dev_stream * s, tr_buf c, kern_fp8_operand a, kern_fp8_operand b, int m, int n, int k, bool ta,  \
+                      bool tb, float alpha, float beta))                                                               \
+    X(kern_fp8_scale_update, (dev_stream * s, float *hist, float *scale, float *scale_inv, int n, int len,             \
+                              tr_fp8_amax_algo algo, tr_fp8_format fmt, int margin))
 
 #endif

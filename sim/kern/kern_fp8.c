@@ -1,0 +1,130 @@
+/* FP8 kernels for the twin: the quantising cast with its amax, the FP8 GEMM and the delayed-scaling
+ * update — the oracle of the GPU's (cuda/kern_fp8.cu).
+ *
+ * The cast is one fp32 multiply by the scale and tr_fp8_from_f32 (round to nearest even, saturating),
+ * the operations the GPU's cvt.rn.satfinite does, so both builds write the same bytes. The GEMM widens
+ * each FP8 value to fp32 (exact) and runs the twin's kern_gemm on them with alpha times both
+ * scale_invs: products of FP8 values are exact, the sum in double, so it differs from the GPU's fp32
+ * tensor-core sum only by the GPU's rounding (docs/fp8.md). */
+#include <math.h>
+
+#include "kern_cpu.h"
+#include "twinrun/fp8.h"
+#include "twinrun/fp8_scaling.h"
+#include "twinrun/kern.h"
+
+typedef struct quant_args {
+    uint8_t *q;
+    float *amax;
+    tr_buf x;
+    const float *scale;
+    size_t n;
+    tr_fp8_format fmt;
+} quant_args;
+
+static void quantize_body(void *args) {
+    const quant_args *a = args;
+    const float scale = a->scale[0];
+    float amax = 0.0f;
+    for (size_t i = 0; i < a->n; i++) {
+        const float v = ld(a->x, i);
+        amax = fmaxf(amax, fabsf(v));
+        a->q[i] = tr_fp8_from_f32(v * scale, a->fmt);
+    }
+    if (a->amax) a->amax[0] = fmaxf(a->amax[0], amax);
+}
+
+void kern_fp8_quantize(dev_stream *s, uint8_t *q, float *amax, tr_buf x, const float *scale, size_t n,
+                       tr_fp8_format fmt) {
+    kern_cost(s, TWIN_K_FP8_QUANTIZE, 2.0 * (double)n, (double)n * (tr_dtype_size(x.dt) + 1), TR_F32);
+    kern_fp8_quantize_check(s, q, amax, x, scale, n, fmt);
+    const twin_access acc[] = {{q, n, true}, {x.p, kern_bytes(x, n), false}, {scale, sizeof *scale, false},
+                               {amax, sizeof *amax, true}};
+    kern_access(s, "kernel fp8_quantize", acc, amax ? 4 : 3);
+    if (kern_shape_only(s) || n == 0) return;
+    quant_args a = {q, amax, x, scale, n, fmt};
+    kern_submit(s, quantize_body, &a, sizeof a);
+}
+
+typedef struct gemm8_args {
+    tr_buf c;
+    kern_fp8_operand a, b;
+    int m, n, k;
+    bool ta, tb;
+    float alpha, beta;
+} gemm8_args;
+
+/* The FP8 values of p[n] as fp32, unscaled. */
+static float *widen(const uint8_t *p, size_t n, tr_fp8_format fmt) {
+    float *w = kern_scratch(n, sizeof *w, "fp8 gemm operand");
+    float lut[256];
+    for (int b = 0; b < 256; b++) lut[b] = tr_fp8_to_f32((uint8_t)b, fmt);
+    for (size_t i = 0; i < n; i++) w[i] = lut[p[i]];
+    return w;
+}
+
+static void gemm8_body(void *args) {
+    const gemm8_args *g = args;
+    const size_t an = (size_t)g->m * (size_t)g->k, bn = (size_t)g->k * (size_t)g->n;
+    float *a = widen(g->a.p, an, g->a.fmt), *b = widen(g->b.p, bn, g->b.fmt);
+    const float alpha = g->alpha * (g->a.scale_inv[0] * g->b.scale_inv[0]);
+    kern_gemm(NULL, g->c, tr_buf_f32(a), tr_buf_f32(b), g->m, g->n, g->k, g->ta, g->tb, alpha, g->beta);
+    free(a);
+    free(b);
+}
+
+void kern_gemm_fp8(dev_stream *s, tr_buf c, kern_fp8_operand a, kern_fp8_operand b, int m, int n, int k, bool ta,
+                   bool tb, float alpha, float beta) {
+    const double bytes = (double)m * k + (double)k * n + (double)m * n * tr_dtype_size(c.dt) * (beta != 0.0f ? 2 : 1);
+    if (s && m >= 0 && n >= 0 && k >= 0)
+        twin_cost_kernel(s, &(twin_kernel_cost){.kind = TWIN_K_GEMM_FP8,
+                                                .flops = 2.0 * m * n * (double)k,
+                                                .bytes = bytes,
+                                                .dt = TR_BF16,
+                                                .m = m,
+                                                .n = n,
+                                                .k = k,
+                                                .ta = ta,
+                                                .tb = tb,
+                                                .accumulate = beta != 0.0f,
+                                                .a_dt = TR_BF16,
+                                                .b_dt = TR_BF16,
+                                                .c_dt = c.dt});
+    kern_gemm_fp8_check(s, c, a, b, m, n, k, ta, tb, alpha, beta);
+    const twin_access acc[] = {{c.p, kern_bytes(c, (size_t)m * (size_t)n), true},
+                               {a.p, (size_t)m * (size_t)k, false},
+                               {b.p, (size_t)k * (size_t)n, false},
+                               {a.scale_inv, sizeof(float), false},
+                               {b.scale_inv, sizeof(float), false}};
+    kern_access(s, "kernel gemm_fp8", acc, 5);
+    if (kern_shape_only(s)) return;
+    gemm8_args g = {c, a, b, m, n, k, ta, tb, alpha, beta};
+    kern_submit(s, gemm8_body, &g, sizeof g);
+}
+
+typedef struct update_args {
+    float *hist, *scale, *scale_inv;
+    int n, len, margin;
+    tr_fp8_amax_algo algo;
+    tr_fp8_format fmt;
+} update_args;
+
+static void update_body(void *args) {
+    const update_args *u = args;
+    const float fp8_max = tr_fp8_spec_of(u->fmt).max;
+    for (int t = 0; t < u->n; t++)
+        tr_fp8_scale_update_strided(u->hist + t, u->len, u->n, u->algo, fp8_max, u->margin, u->scale + t,
+                                    u->scale_inv + t);
+}
+
+void kern_fp8_scale_update(dev_stream *s, float *hist, float *scale, float *scale_inv, int n, int len,
+                           tr_fp8_amax_algo algo, tr_fp8_format fmt, int margin) {
+    kern_cost(s, TWIN_K_FP8_SCALE_UPDATE, 2.0 * n * (double)len, 4.0 * n * (2.0 * len + 3.0), TR_F32);
+    kern_fp8_scale_update_check(s, hist, scale, scale_inv, n, len, algo, fmt, margin);
+    const size_t nz = (size_t)(n > 0 ? n : 0), lz = (size_t)(len > 0 ? len : 0);
+    const twin_access acc[] = {{hist, 4 * nz * lz, true}, {scale, 4 * nz, true}, {scale_inv, 4 * nz, true}};
+    kern_access(s, "kernel fp8_scale_update", acc, 3);
+    if (kern_shape_only(s) || n == 0) return;
+    update_args u = {hist, scale, scale_inv, n, len, margin, algo, fmt};
+    kern_submit(s, update_body, &u, sizeof u);
+}
