@@ -33,6 +33,10 @@ void tr_config_defaults(tr_config *cfg) {
     cfg->adam_eps = 1e-8;
     cfg->check_for_nan_in_loss_and_grad = true;
     cfg->store_param_remainders = true;
+    cfg->fp8_recipe = 1; /* delayed */
+    cfg->fp8_amax_history_len = 1;
+    cfg->fp8_amax_compute_algo = 1; /* most_recent */
+    cfg->fp8_wgrad = true;
     cfg->seed = 1234;
     cfg->decoupled_lr = -1.0;     /* unset: the embedding and output layer follow --lr */
     cfg->decoupled_min_lr = -1.0; /* unset: they follow --min-lr */

@@ -13,12 +13,12 @@
 #define GE(x) .range = {.has_min = true, .min = (x)}
 #define GT(x) .range = {.has_min = true, .min_open = true, .min = (x)}
 #define UNIT_OPEN .range = {.has_min = true, .min = 0, .has_max = true, .max_open = true, .max = 1} /* [0,1) */
+#define RANGE(lo, hi) .range = {.has_min = true, .min = (lo), .has_max = true, .max = (hi)}
 #define UNIT_POS .range = {.has_min = true, .min_open = true, .min = 0, .has_max = true, .max = 1}  /* (0,1] */
 
 /* Reasons shared by many rows. */
 #define R_FUSION                                                                                                       \
     "a kernel-fusion switch of Megatron's PyTorch stack; twinrun's kernels compute the same values either way"
-#define R_FP8 "twinrun has no FP8 kernels; training runs in bf16 (or fp32) and results differ from an FP8 run"
 #define R_TOKENIZER "twinrun reads token ids that preprocessing already produced; no tokenizer runs while training"
 #define R_CKPT_FORMAT                                                                                                  \
     "twinrun writes and reads its own sharded, checksummed checkpoint format whatever the value (docs/checkpoints.md)"
@@ -63,11 +63,21 @@ static const tr_choice TRANSFORMER_IMPL[] = {
     {"transformer_engine", 0, NULL},
     {NULL, 0, NULL},
 };
-static const tr_choice FP8_FORMAT[] = {{"e4m3", 0, NULL}, {"hybrid", 0, NULL}, {NULL, 0, NULL}};
+static const tr_choice FP8_FORMAT[] = {
+    {"e4m3", TR_FP8_MODE_E4M3, NULL}, {"hybrid", TR_FP8_MODE_HYBRID, NULL}, {NULL, 0, NULL}};
 static const tr_choice FP8_RECIPE[] = {
-    {"tensorwise", 0, NULL}, {"delayed", 0, NULL}, {"mxfp8", 0, NULL}, {"blockwise", 0, NULL}, {NULL, 0, NULL},
+    {"delayed", 1, NULL},
+    {"tensorwise", 0,
+     "per-tensor current scaling (Transformer Engine's Float8CurrentScaling) is not implemented; twinrun runs "
+     "delayed scaling, Megatron's default: use --fp8-recipe delayed"},
+    {"mxfp8", 0,
+     "MXFP8 block scaling needs Blackwell's block-scaled tensor cores and is not implemented; use --fp8-recipe "
+     "delayed"},
+    {"blockwise", 0,
+     "blockwise (1x128 / 128x128) scaling is not implemented; use --fp8-recipe delayed"},
+    {NULL, 0, NULL},
 };
-static const tr_choice FP8_AMAX_ALGO[] = {{"most_recent", 0, NULL}, {"max", 0, NULL}, {NULL, 0, NULL}};
+static const tr_choice FP8_AMAX_ALGO[] = {{"most_recent", 1, NULL}, {"max", 0, NULL}, {NULL, 0, NULL}};
 static const tr_choice EMPTY_MEM[] = {{"0", 0, NULL}, {"1", 1, NULL}, {"2", 2, NULL}, {NULL, 0, NULL}};
 static const tr_choice RECOMPUTE_GRAN[] = {
     {"full", TR_RECOMPUTE_FULL, NULL}, {"selective", TR_RECOMPUTE_SELECTIVE, NULL}, {NULL, 0, NULL}};
@@ -568,17 +578,22 @@ static const tr_flag FLAGS[] = {
      .reason = "gradients are fp32 unless --grad-reduce-in-bf16", .help = "fp32 gradient accumulation and reduction"},
     {"--use-cpu-initialization", TR_K_BOOL, TR_SEC_PERF, .def = "off", .status = TR_ST_ACCEPTED,
      .reason = "twinrun's initialisation is layout-independent on any device", .help = "initialise weights on the CPU"},
-    {"--fp8-format", TR_K_ENUM, TR_SEC_PERF, .choices = FP8_FORMAT, .metavar = "FMT", .def = "none (no FP8)",
-     .status = TR_ST_WARNED, .reason = R_FP8, .help = "FP8 GEMMs through Transformer Engine"},
-    {"--fp8-recipe", TR_K_ENUM, TR_SEC_PERF, .choices = FP8_RECIPE, .metavar = "RECIPE", .def = "delayed",
-     .status = TR_ST_WARNED, .reason = R_FP8, .help = "FP8 scaling recipe"},
-    {"--fp8-margin", TR_K_INT, TR_SEC_PERF, .metavar = "N", .def = "0", .status = TR_ST_WARNED, .reason = R_FP8,
-     .help = "FP8 scaling-factor margin"},
-    {"--fp8-amax-history-len", TR_K_INT, TR_SEC_PERF, GE(1), .metavar = "N", .def = "1", .status = TR_ST_WARNED,
-     .reason = R_FP8, .help = "steps of amax history per FP8 tensor"},
-    {"--fp8-amax-compute-algo", TR_K_ENUM, TR_SEC_PERF, .choices = FP8_AMAX_ALGO, .metavar = "ALGO",
-     .def = "most_recent", .status = TR_ST_WARNED, .reason = R_FP8, .help = "how amax is taken from the history"},
-    {"--fp8-param-gather", TR_K_BOOL, TR_SEC_PERF, .def = "off", .status = TR_ST_WARNED, .reason = R_FP8,
+    {"--fp8-format", TR_K_ENUM, TR_SEC_PERF, F(fp8), .choices = FP8_FORMAT, .metavar = "FMT", .def = "none (no FP8)",
+     .help = "the linear layers' GEMMs in FP8 with delayed scaling: e4m3 everywhere, or hybrid (gradients in "
+             "e5m2); needs --bf16 (docs/fp8.md)"},
+    {"--fp8-recipe", TR_K_ENUM, TR_SEC_PERF, F(fp8_recipe), .choices = FP8_RECIPE, .metavar = "RECIPE",
+     .def = "delayed", .help = "FP8 scaling recipe: delayed (per-tensor scales from the amax history)"},
+    {"--fp8-margin", TR_K_INT, TR_SEC_PERF, F(fp8_margin), RANGE(0, 64), .metavar = "N", .def = "0",
+     .help = "scale = FP8 max x 2^-N / amax"},
+    {"--fp8-amax-history-len", TR_K_INT, TR_SEC_PERF, F(fp8_amax_history_len), RANGE(1, 65536), .metavar = "N",
+     .def = "1", .help = "passes of amax history per FP8 tensor"},
+    {"--fp8-amax-compute-algo", TR_K_ENUM, TR_SEC_PERF, F(fp8_amax_compute_algo), .choices = FP8_AMAX_ALGO,
+     .metavar = "ALGO", .def = "most_recent", .help = "how amax is taken from the history"},
+    {"--no-fp8-wgrad", TR_K_BOOL_OFF, TR_SEC_PERF, F(fp8_wgrad), .def = "off",
+     .help = "with --fp8-format: the weight-gradient GEMM in bf16"},
+    {"--fp8-param-gather", TR_K_BOOL, TR_SEC_PERF, F(fp8_param_gather), .def = "off", .status = TR_ST_WARNED,
+     .reason = "the distributed optimizer all-gathers bf16 parameters; each rank quantises its copy, so the "
+               "values are the same, the gather moves twice the bytes",
      .help = "keep parameters in FP8 and all-gather them in FP8"},
 
     /* ---- twinrun's own ------------------------------------------------------------------------ */

@@ -296,6 +296,12 @@ static int check_features(const tr_config *c, tr_errlist *el) {
     if (c->overlap_param_gather && !c->overlap_grad_reduce)
         tr_errlist_add(el,
                        "--overlap-param-gather works on --overlap-grad-reduce's buckets: add --overlap-grad-reduce");
+    if (c->fp8 != TR_FP8_MODE_NONE && !c->bf16)
+        tr_errlist_add(el, "--fp8-format runs the linear layers in FP8 around a bf16 model (Transformer Engine's "
+                           "recipe; docs/fp8.md): add --bf16");
+    if (c->fp8 == TR_FP8_MODE_NONE && c->fp8_param_gather)
+        tr_errlist_add(el, "--fp8-param-gather keeps FP8 parameters, which only an FP8 run has: add --fp8-format "
+                           "hybrid (or e4m3), or drop --fp8-param-gather");
     if (c->deterministic_mode) {
         /* Megatron's rule (validate_args): NCCL must be pinned to an algorithm whose reductions have a
          * fixed order; NVLS (NVLink SHARP) reduces in the switch */

@@ -150,6 +150,29 @@ typedef void (*llama_params_needed_fn)(void *arg, size_t end);
 /* layer is global (0-based; -1 for the loss), x the tensor of n elements, micro the micro-batch. */
 typedef void (*llama_site_fn)(void *arg, llama_site site, int layer, int micro, tr_buf x, size_t n);
 
+/* FP8 of one rank's stage (--fp8-format; llama_fp8.c, docs/fp8.md). Each layer has four FP8 linear
+ * modules as Transformer Engine has them (qkv, the attention output projection, fc1, fc2); a module's
+ * forward tensors are its input and its weight (q, k and v share theirs: one fused module in Megatron),
+ * its backward tensor the gradient of its output. All on the device. */
+enum { LLAMA_FP8_QKV = 0, LLAMA_FP8_PROJ, LLAMA_FP8_FC1, LLAMA_FP8_FC2, LLAMA_FP8_MODULES };
+typedef struct llama_fp8 {
+    bool on, wgrad;                 /* FP8 GEMMs; the weight-gradient GEMM in FP8 too (not --no-fp8-wgrad) */
+    tr_fp8_format fwd_fmt, bwd_fmt; /* e4m3 and e4m3 (--fp8-format e4m3) or e5m2 (hybrid) */
+    tr_fp8_amax_algo algo;
+    int len, margin;    /* --fp8-amax-history-len, --fp8-margin */
+    int nfwd, nbwd;     /* nl * 4 modules * (input, weight); nl * 4 modules */
+    float *fwd_hist;    /* [len, nfwd] amax histories (row 0 this pass's) */
+    float *bwd_hist;    /* [len, nbwd] */
+    float *fwd_scale;   /* [2, nfwd] scales, then their inverses */
+    float *bwd_scale;   /* [2, nbwd] */
+    float *slot_scale;  /* [slots, 2, nfwd] the forward scales each micro-batch in flight quantised with,
+                           kept for its backward pass (and recomputation) */
+    uint8_t *qx, *qw, *qg; /* scratch: a module's input [N, in], weight [out, in], output gradient [N, out] */
+    int slot;              /* the micro-batch whose scales the next quantisation uses */
+    bool record;           /* quantisations record their amax (not while recomputing) */
+    coll_comm *dp_cp_comm; /* with tp_comm, the amax reduction group (TP x CP x DP); NULL: this rank alone */
+} llama_fp8;
+
 typedef struct llama_model {
     llama_dims dims;
     llama_layout layout;
@@ -223,6 +246,7 @@ typedef struct llama_model {
      * llama_destroy when the step never ended: its rank was ended mid-step (dev_set_reclaim). */
     void *step;
     void (*step_free)(void *step);
+    llama_fp8 fp8;
 } llama_model;
 
 /* The model settings twinrun's Llama cannot build (biases, tied embeddings, ...), each added to el.
@@ -372,6 +396,32 @@ void *llama_stage_grad(llama_model *m); /* [Nl, C] act_dt, device */
  * back (summing the group's gradients of this rank's rows). W is the elements per token. */
 void llama_cp_gather(llama_model *m, tr_buf full, tr_buf local, size_t W);
 void llama_cp_reduce_scatter(llama_model *m, tr_buf local, tr_buf full, size_t W);
+
+/* FP8 (llama_fp8.c): buffers and initial state (scales 1, histories zero) when cfg asks for FP8;
+ * -1 with err when a GEMM's shape cannot run in FP8. */
+int llama_fp8_create(llama_model *m, const tr_config *cfg, char *err, size_t errlen);
+void llama_fp8_destroy(llama_model *m);
+/* A micro-batch's forward pass into `slot` starts (its scales are kept for its backward) / ends (the
+ * amaxes it recorded are reduced over the group and the forward scales updated). */
+void llama_fp8_forward_begin(llama_model *m, int slot);
+void llama_fp8_forward_end(llama_model *m);
+/* The backward pass of `slot` starts / ends (the gradients' amaxes reduced, their scales updated). */
+void llama_fp8_backward_begin(llama_model *m, int slot);
+void llama_fp8_backward_end(llama_model *m);
+/* Module `mod` of local layer l: x [N, in] quantised into the input scratch with the slot's scale
+ * (its amax recorded while m->fp8.record), then y [N, out] = x @ W_p^T in FP8. */
+void llama_fp8_quantize_input(llama_model *m, tr_buf x, size_t n, int l, int mod);
+void llama_fp8_linear_forward(llama_model *m, tr_buf y, int p, int N, int l, int mod);
+/* Its backward, the input already quantised (llama_fp8_quantize_input with record off): dy [N, out]
+ * quantised with the gradient's scale (amax recorded), dW (+)= dy^T x (overwrite when first), and
+ * dx [N, in] (+)= dy W when dx.p (add when accumulate). */
+void llama_fp8_linear_backward(llama_model *m, tr_buf dw, bool first, tr_buf dx, tr_buf dy, int p, int N,
+                               bool accumulate, int l, int mod);
+/* The FP8 state as fp32 host arrays, for checkpoints: histories then scales, forward then backward
+ * ([len * nfwd + len * nbwd + 2 * nfwd + 2 * nbwd]); 0 floats without FP8. */
+size_t llama_fp8_state_count(const llama_model *m);
+void llama_fp8_get_state(llama_model *m, float *host);
+void llama_fp8_set_state(llama_model *m, const float *host);
 
 /* Slot 0 shorthands for one-stage use. */
 void llama_forward(llama_model *m, const int32_t *tokens, const int32_t *targets, const int32_t *positions);

@@ -27,6 +27,23 @@ static void linear_backward(const llama_model *m, tr_buf dx, tr_buf dy, tr_buf x
         kern_gemm(m->stream, dx, dy, llama_weight(m, p), N, in, out, false, false, 1.0f, accumulate ? 1.0f : 0.0f);
 }
 
+/* A decoder layer's linear (module `mod` of local layer l), in FP8 with --fp8-format; new_x: its input
+ * is not the one the previous call quantised (q, k and v share theirs). */
+static void block_linear_backward(llama_model *m, tr_buf dx, tr_buf dy, tr_buf x, int p, int N, bool accumulate, int l,
+                                  int mod, bool new_x) {
+    if (!m->fp8.on) {
+        linear_backward(m, dx, dy, x, p, N, accumulate);
+        return;
+    }
+    const bool first = m->grad_fresh && m->grad_fresh[p];
+    if (new_x && m->fp8.wgrad) llama_fp8_quantize_input(m, x, (size_t)N * (size_t)m->params_tab[p].shape[1], l, mod);
+    if (!m->fp8.wgrad) /* --no-fp8-wgrad: dW in bf16 from the bf16 operands */
+        kern_gemm(m->stream, grad(m, p), dy, x, (int)m->params_tab[p].shape[0], (int)m->params_tab[p].shape[1], N,
+                  true, false, 1.0f, first ? 0.0f : 1.0f);
+    llama_fp8_linear_backward(m, grad(m, p), first, dx, dy, p, N, accumulate, l, mod);
+    if (first) m->grad_fresh[p] = false;
+}
+
 /* dbias[out] += the sum over rows of dy[rows, out] (dy^T x ones). A row-parallel linear's bias sees this
  * rank's rows only with sequence parallelism, so it is TP-replicated and summed with the norms' gradients
  * (llama_sp_reduce_norm_grads). No-op for pb < 0. */
@@ -97,6 +114,7 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
     const size_t NlC = (size_t)Nl * C;
     const int32_t *pos = A->have_positions ? A->positions : NULL;
     tr_buf dres = act(m, m->g.dresid, 0), dln = act(m, m->g.dln, 0);
+    llama_fp8_backward_begin(m, slot);
 
     if (dm->last) {
         dev_copy_h2d(s, m->g.dloss, dloss, (size_t)N * 4);
@@ -123,11 +141,11 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
 
         /* MLP: xout = xmid + fc2(swiglu(fc1(norm2(xmid)))) */
         bias_backward(m, dres, lp->b2, Nl);
-        linear_backward(m, da, all_rows(m, dres), v.a, lp->fc2, N, false);
+        block_linear_backward(m, da, all_rows(m, dres), v.a, lp->fc2, N, false, l, LLAMA_FP8_FC2, true);
         kern_swiglu_backward(s, dh, da, v.h, N, F);
         bias_backward(m, dh, lp->b1, N);
         tr_buf dp = partial_out(m, dln);
-        linear_backward(m, dp, dh, v.ln2, lp->fc1, N, false);
+        block_linear_backward(m, dp, dh, v.ln2, lp->fc1, N, false, l, LLAMA_FP8_FC1, true);
         tp_rows(m, dln, dp);
         kern_norm_backward(s, &dm->norm, dres, grad(m, lp->ln2_w), grad(m, lp->ln2_b), dln, v.xmid,
                            llama_weight(m, lp->ln2_w), v.ln2_mean, v.ln2_rstd, Nl, C);
@@ -135,7 +153,7 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
         /* attention: xmid = x + wo(attn(rope(wq ln1), rope(wk ln1), wv ln1)) */
         if (m->recompute == TR_RECOMPUTE_SELECTIVE) llama_core_attention(m, &v, false); /* att, lse again */
         bias_backward(m, dres, lp->bo, Nl);
-        linear_backward(m, datt, all_rows(m, dres), v.att, lp->wo, N, false);
+        block_linear_backward(m, datt, all_rows(m, dres), v.att, lp->wo, N, false, l, LLAMA_FP8_PROJ, true);
         if (m->layout.cp > 1) {
             tr_buf dkf = act(m, m->g.dkfull, 0), dvf = act(m, m->g.dvfull, 0);
             kern_attention_backward_pos(s, dq, dkf, dvf, datt, v.q, v.kf, v.vf, v.att, v.lse, m->q_pos, m->k_pos, B, T,
@@ -161,15 +179,16 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
         bias_backward(m, dkl, lp->bk, N);
         bias_backward(m, dv, lp->bv, N);
         dp = partial_out(m, dln);
-        linear_backward(m, dp, dql, v.ln1, lp->wq, N, false);
-        linear_backward(m, dp, dkl, v.ln1, lp->wk, N, true);
-        linear_backward(m, dp, dv, v.ln1, lp->wv, N, true);
+        block_linear_backward(m, dp, dql, v.ln1, lp->wq, N, false, l, LLAMA_FP8_QKV, true);
+        block_linear_backward(m, dp, dkl, v.ln1, lp->wk, N, true, l, LLAMA_FP8_QKV, false);
+        block_linear_backward(m, dp, dv, v.ln1, lp->wv, N, true, l, LLAMA_FP8_QKV, false);
         tp_rows(m, dln, dp);
         kern_norm_backward(s, &dm->norm, dres, grad(m, lp->ln1_w), grad(m, lp->ln1_b), dln, v.x,
                            llama_weight(m, lp->ln1_w), v.ln1_mean, v.ln1_rstd, Nl, C);
         if (m->site) m->site(m->site_arg, LLAMA_SITE_GRADIENT, dm->l0 + l, m->site_micro, dres, NlC);
         grads_done(m, llama_layer_first_offset(m, l));
     }
+    llama_fp8_backward_end(m);
     if (dm->first)
         kern_embedding_backward_slice(s, grad(m, m->p_embed), all_rows(m, dres), A->tokens, dm->vocab_start, N, C,
                                       dm->Vl);

@@ -22,6 +22,17 @@ static void linear_forward(const llama_model *m, tr_buf y, tr_buf x, int p, int 
     kern_gemm(m->stream, y, x, llama_weight(m, p), N, (int)w->shape[0], (int)w->shape[1], false, true, 1.0f, 0.0f);
 }
 
+/* A decoder layer's linear (module `mod` of local layer l; llama_fp8.c): in FP8 with --fp8-format.
+ * new_x: x is not the input the module's previous linear read (q, k and v read one). */
+static void block_linear_forward(llama_model *m, tr_buf y, tr_buf x, int p, int N, int l, int mod, bool new_x) {
+    if (!m->fp8.on) {
+        linear_forward(m, y, x, p, N);
+        return;
+    }
+    if (new_x) llama_fp8_quantize_input(m, x, (size_t)N * (size_t)m->params_tab[p].shape[1], l, mod);
+    llama_fp8_linear_forward(m, y, p, N, l, mod);
+}
+
 /* y[rows, out] += bias[out] on every row: the rank-1 product ones[rows, 1] x bias[1, out], one rounding
  * as an add would do. No-op for pb < 0 (no bias). */
 static void add_bias(const llama_model *m, tr_buf y, int pb, int rows) {
@@ -73,9 +84,9 @@ void llama_layer_forward(llama_model *m, const llama_layer_view *v, int l, const
     norm_rows(m, v->ln1, v->ln1_mean, v->ln1_rstd, v->x, lp->ln1_w, lp->ln1_b);
     /* --qk-layernorm: the projections land before their norm, which writes q and k (rows of one head) */
     const tr_buf qlin = dm->qk_norm ? v->q_pre : v->q, klin = dm->qk_norm ? v->k_pre : v->k;
-    linear_forward(m, qlin, v->ln1, lp->wq, N);
+    block_linear_forward(m, qlin, v->ln1, lp->wq, N, l, LLAMA_FP8_QKV, true);
     add_bias(m, qlin, lp->bq, N);
-    linear_forward(m, klin, v->ln1, lp->wk, N);
+    block_linear_forward(m, klin, v->ln1, lp->wk, N, l, LLAMA_FP8_QKV, false);
     add_bias(m, klin, lp->bk, N);
     if (dm->qk_norm) {
         kern_norm_forward(s, &dm->norm, v->q, v->qn_mean, v->qn_rstd, v->q_pre, llama_weight(m, lp->qn_w),
@@ -83,23 +94,23 @@ void llama_layer_forward(llama_model *m, const llama_layer_view *v, int l, const
         kern_norm_forward(s, &dm->norm, v->k, v->kn_mean, v->kn_rstd, v->k_pre, llama_weight(m, lp->kn_w),
                           llama_weight(m, lp->kn_b), N * KV, D);
     }
-    linear_forward(m, v->v, v->ln1, lp->wv, N);
+    block_linear_forward(m, v->v, v->ln1, lp->wv, N, l, LLAMA_FP8_QKV, false);
     add_bias(m, v->v, lp->bv, N);
     kern_rope_forward(s, &dm->rope, v->q, pos, B, T, NH, D);
     kern_rope_forward(s, &dm->rope, v->k, pos, B, T, KV, D);
     llama_core_attention(m, v, true);
     tr_buf o = partial_out(m, v->xmid);
-    linear_forward(m, o, v->att, lp->wo, N);
+    block_linear_forward(m, o, v->att, lp->wo, N, l, LLAMA_FP8_PROJ, true);
     tp_rows(m, v->xmid, o);
     add_bias(m, v->xmid, lp->bo, dm->Nl); /* after the reduction: once, not once per TP rank */
     kern_add(s, v->xmid, v->xmid, v->x, NlC);
 
     norm_rows(m, v->ln2, v->ln2_mean, v->ln2_rstd, v->xmid, lp->ln2_w, lp->ln2_b);
-    linear_forward(m, v->h, v->ln2, lp->fc1, N);
+    block_linear_forward(m, v->h, v->ln2, lp->fc1, N, l, LLAMA_FP8_FC1, true);
     add_bias(m, v->h, lp->b1, N);
     kern_swiglu_forward(s, v->a, v->h, N, F);
     tr_buf f = partial_out(m, v->xout);
-    linear_forward(m, f, v->a, lp->fc2, N);
+    block_linear_forward(m, f, v->a, lp->fc2, N, l, LLAMA_FP8_FC2, true);
     tp_rows(m, v->xout, f);
     add_bias(m, v->xout, lp->b2, dm->Nl);
     kern_add(s, v->xout, v->xout, v->xmid, NlC);
@@ -145,6 +156,7 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
     A->have_positions = positions != NULL;
     if (positions) dev_copy_h2d(s, A->positions, positions, (size_t)N * 4);
     const int32_t *pos = positions ? A->positions : NULL;
+    llama_fp8_forward_begin(m, slot);
 
     if (dm->first) {
         params_needed(m, m->params_tab[m->p_embed].offset + m->params_tab[m->p_embed].numel);
@@ -161,6 +173,7 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
         if (m->site) m->site(m->site_arg, LLAMA_SITE_ACTIVATION, dm->l0 + l, m->site_micro, v.xout, (size_t)dm->Nl * C);
     }
 
+    llama_fp8_forward_end(m); /* the last FP8 GEMM of this stage's pass is behind us */
     if (!dm->last) return;
     tr_buf xl = act(m, A->resid, (size_t)dm->nl * NlC);
     tr_buf lnf = act(m, A->lnf, 0), logits = act(m, A->logits, 0);

@@ -457,6 +457,7 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     }
 #undef A
     dev_mem_tag_set(d, tag0);
+    if (!failed && llama_fp8_create(m, cfg, err, errlen)) failed = 1;
     if (failed) {
         llama_destroy(m);
         return NULL;
@@ -522,6 +523,7 @@ void llama_destroy(llama_model *m) {
         return;
     }
     if (m->step && m->step_free) m->step_free(m->step);
+    llama_fp8_destroy(m);
     free(m->grad_lazy), free(m->grad_fresh), free(m->grad_zero_runs);
     if (m->acts)
         for (int i = 0; i < m->layout.slots; i++) free_acts(m, &m->acts[i]);

@@ -90,6 +90,88 @@ static ckpt_place shard_part(const llama_param *p, const piece *pc, size_t lo, s
     return pl;
 }
 
+/* ---- FP8 state: per global layer, "model.layers.N.fp8_meta" [12, len + 2] fp32: row (module * 3 + role),
+ * role 0 the input, 1 the weight, 2 the output gradient; columns the amax history (row 0 first, as the
+ * device keeps it), then the scale and its inverse. Every rank of a stage holds the same state (the
+ * amaxes are reduced over TP x CP x DP), so the writers of replicated tensors write it, by global layer:
+ * a checkpoint resharded over TP, DP or PP keeps it. ---- */
+enum { FP8_ROWS = LLAMA_FP8_MODULES * 3 };
+
+static void fp8_meta_name(char *out, size_t n, const llama_model *m, int l) {
+    snprintf(out, n, "model.layers.%d.fp8_meta", m->dims.l0 + l);
+}
+
+/* Between the device state's host image (llama_fp8_get_state's order) and per-layer tables
+ * [nl, FP8_ROWS, len + 2]; to_meta chooses the direction. */
+static void fp8_meta_convert(const llama_model *m, float *state, float *meta, bool to_meta) {
+    const llama_fp8 *f = &m->fp8;
+    const size_t len = (size_t)f->len, cols = len + 2;
+    float *fh = state, *bh = fh + len * f->nfwd, *fs = bh + len * f->nbwd, *bsc = fs + 2 * (size_t)f->nfwd;
+    for (int l = 0; l < m->dims.nl; l++)
+        for (int mod = 0; mod < LLAMA_FP8_MODULES; mod++)
+            for (int role = 0; role < 3; role++) {
+                float *row = meta + ((size_t)l * FP8_ROWS + (size_t)mod * 3 + role) * cols;
+                const bool fwd = role < 2;
+                const size_t t = fwd ? (size_t)((l * LLAMA_FP8_MODULES + mod) * 2 + role)
+                                     : (size_t)(l * LLAMA_FP8_MODULES + mod);
+                const size_t n = fwd ? (size_t)f->nfwd : (size_t)f->nbwd;
+                float *hist = fwd ? fh : bh, *sc = fwd ? fs : bsc;
+                for (size_t i = 0; i < len; i++) {
+                    if (to_meta) row[i] = hist[i * n + t];
+                    else hist[i * n + t] = row[i];
+                }
+                if (to_meta) row[len] = sc[t], row[len + 1] = sc[n + t];
+                else sc[t] = row[len], sc[n + t] = row[len + 1];
+            }
+}
+
+/* The FP8 tables of this stage's layers [nl, FP8_ROWS, len + 2], or NULL without FP8. */
+static float *fp8_meta_download(llama_model *m) {
+    const size_t n = llama_fp8_state_count(m);
+    if (!n) return NULL;
+    float *state = malloc(n * sizeof *state), *meta = malloc(n * sizeof *meta); /* the same count, reordered */
+    TR_CHECK(state && meta, "out of host memory for a checkpoint");
+    llama_fp8_get_state(m, state);
+    fp8_meta_convert(m, state, meta, true);
+    free(state);
+    return meta;
+}
+
+/* Loads the FP8 tables where the checkpoint has them with this run's history length; otherwise the
+ * state stays as llama_fp8_create left it (histories zero, scales one) and a note says so once. */
+static int fp8_meta_load(ckpt_reader *rd, llama_model *m, int rank, char *err, size_t errlen) {
+    const size_t n = llama_fp8_state_count(m);
+    if (!n) return 0;
+    const int64_t cols = m->fp8.len + 2;
+    float *meta = malloc(n * sizeof *meta), *state = malloc(n * sizeof *state);
+    TR_CHECK(meta && state, "out of host memory for a checkpoint");
+    char name[128];
+    int missing = 0, rc = 0;
+    for (int l = 0; !rc && l < m->dims.nl; l++) {
+        fp8_meta_name(name, sizeof name, m, l);
+        ckpt_dtype dt;
+        int ndim;
+        int64_t shape[CKPT_MAX_DIMS];
+        if (ckpt_reader_tensor(rd, name, &dt, &ndim, shape) || ndim != 2 || shape[0] != FP8_ROWS || shape[1] != cols) {
+            missing = 1;
+            break;
+        }
+        rc = ckpt_read(rd, name, CKPT_F32, ckpt_place_slice(0, 0, FP8_ROWS), meta + (size_t)l * FP8_ROWS * (size_t)cols,
+                       err, errlen);
+    }
+    if (!rc && !missing) {
+        llama_fp8_get_state(m, state);
+        fp8_meta_convert(m, state, meta, false);
+        llama_fp8_set_state(m, state);
+    } else if (!rc && rank == 0) {
+        printf("twinrun: the checkpoint has no FP8 state for --fp8-amax-history-len %d (a bf16 run's, or another "
+               "history length): FP8 scales start at 1 and histories empty, as in a fresh FP8 run\n",
+               m->fp8.len);
+    }
+    free(meta), free(state);
+    return rc;
+}
+
 /* The lowest rank whose shard write failed (-1: none), agreed by all. Takes the barrier's place. */
 static int first_failed_rank(llama_model *m, const tr_groups *gr, int mine) {
     float *d = dev_alloc(m->dev, sizeof(float), "checkpoint status");
@@ -128,7 +210,7 @@ int train_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const
     TR_CHECK(master != NULL, "out of host memory for a checkpoint");
     llama_download_master(m, master);
     float *mh = download(m, o->m, o->shard_len), *vh = download(m, o->v, o->shard_len);
-    blobs bs = {.cap = 6 * m->nparams};
+    blobs bs = {.cap = 6 * m->nparams + m->dims.nl};
     bs.b = calloc((size_t)bs.cap, sizeof *bs.b);
     bs.names = calloc((size_t)bs.cap, sizeof *bs.names);
     TR_CHECK(bs.b && bs.names, "out of host memory for a checkpoint");
@@ -159,8 +241,14 @@ int train_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const
             }
         }
     }
+    float *fp8 = writer && g->coord[TR_AXIS_TP] == 0 ? fp8_meta_download(m) : NULL;
+    for (int l = 0; fp8 && l < m->dims.nl; l++) {
+        piece pc = {.ndim = 2, .gshape = {FP8_ROWS, m->fp8.len + 2}, .slice = ckpt_place_slice(0, 0, FP8_ROWS)};
+        fp8_meta_name(pc.name, sizeof pc.name, m, l);
+        add_blob(&bs, "", &pc, fp8 + (size_t)l * FP8_ROWS * (size_t)(m->fp8.len + 2), pc.slice);
+    }
     rc = ckpt_shard_write(io, cfg->save, pos->iteration, &lay, &me, bs.b, bs.n, NULL, err, errlen);
-    free(bs.b), free(bs.names), free(master), free(mh), free(vh);
+    free(bs.b), free(bs.names), free(master), free(mh), free(vh), free(fp8);
     /* commit only what every rank wrote: the lowest failing rank (+1) reaches everyone */
     int failed = first_failed_rank(m, gr, rc ? g->rank : -1);
     if (rc) return rc;
@@ -213,8 +301,8 @@ int train_ckpt_read_weights(ckpt_reader *rd, const llama_model *m, float *host, 
     return 0;
 }
 
-int train_ckpt_load_from(ckpt_reader *rd, llama_model *m, tr_optimizer *o, const tr_config *cfg, tr_run_position *pos,
-                         int *loaded, char *err, size_t errlen) {
+int train_ckpt_load_from(ckpt_reader *rd, llama_model *m, tr_optimizer *o, const tr_config *cfg, int rank,
+                         tr_run_position *pos, int *loaded, char *err, size_t errlen) {
     *loaded = 0;
     if (!rd) return 0;
     const ckpt_manifest *man = ckpt_reader_manifest(rd);
@@ -251,6 +339,7 @@ int train_ckpt_load_from(ckpt_reader *rd, llama_model *m, tr_optimizer *o, const
             if (!rc) rc = ckpt_read(rd, name, CKPT_F32, want, vh + at, err, errlen);
         }
     }
+    if (!rc && !cfg->finetune) rc = fp8_meta_load(rd, m, rank, err, errlen);
     if (!rc) {
         llama_set_master(m, master);
         if (with_optim) {

@@ -34,9 +34,10 @@ int train_ckpt_save(llama_model *m, tr_optimizer *o, const tr_config *cfg, const
  * for all its ranks (train_ckpt_open: a thousand twin ranks then verify and index the files once, not a
  * thousand times; rd NULL: nothing saved yet): weights always; optimizer state unless --no-load-optim
  * or --finetune; iteration and consumed samples unless --finetune (which starts at 0). *loaded is 0
- * when the directory holds no checkpoint yet (training starts from scratch). */
+ * when the directory holds no checkpoint yet (training starts from scratch). With --fp8-format the FP8
+ * scales and amax histories too, where the checkpoint has them (rank 0 says so once where it has not). */
 struct ckpt_reader;
-int train_ckpt_load_from(struct ckpt_reader *rd, llama_model *m, tr_optimizer *o, const tr_config *cfg,
+int train_ckpt_load_from(struct ckpt_reader *rd, llama_model *m, tr_optimizer *o, const tr_config *cfg, int rank,
                          tr_run_position *pos, int *loaded, char *err, size_t errlen);
 /* The iteration a load reads: --ckpt-step's (which must exist and be complete), else the tracker's.
  * 0 with *it; 1 when --load is absent, empty or holds only saves that never completed (fresh, may be

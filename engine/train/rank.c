@@ -89,6 +89,8 @@ static int setup(tr_rank *st, const tr_job *jb) {
     st->model = llama_create_shard(cfg, &lay, pad, st->groups.tp, lay.cp > 1 ? st->groups.cp : NULL, st->dev,
                                    dev_stream_default(st->dev), err, errlen);
     if (!st->model) return TR_EXIT_USAGE;
+    /* FP8's amax reduction group: every rank of this stage (TP x CP x DP, Megatron's with context parallelism) */
+    if (g->size[TR_AXIS_DP] * g->size[TR_AXIS_CP] > 1) st->model->fp8.dp_cp_comm = st->groups.dp_cp;
     if (cfg->hf_load[0]) {
         if (llama_hf_load(st->model, cfg->hf_load, err, errlen)) return TR_EXIT_USAGE;
     } else if (!jb->ckpt) { /* a resumed job's weights come from the checkpoint */
@@ -131,7 +133,7 @@ int train_rank_resume(tr_rank *st, const tr_job *jb) {
     tr_run_position pos = {0, 0, 0};
     int rc = 0, loaded = 0;
     if (cfg->load[0]) {
-        if (train_ckpt_load_from(jb->ckpt, st->model, st->optim, cfg, &pos, &loaded, l->err, sizeof l->err))
+        if (train_ckpt_load_from(jb->ckpt, st->model, st->optim, cfg, st->grid.rank, &pos, &loaded, l->err, sizeof l->err))
             rc = TR_EXIT_USAGE;
         /* a run without validation (--eval-iters 0) has no validation set to place the checkpoint's
          * position in: it carries the position unchanged to its own saves, as Megatron does */

@@ -58,5 +58,11 @@ const twin_calibration twin_calibration_h100 = {
             [TWIN_K_XENT_BWD] = {4e-06, 1, 0.6415, false},
             /* memset: latency and efficiency fitted over 2 rows */
             [TWIN_K_MEMSET] = {4.362e-06, 1, 0.9715, false},
+            /* gemm_fp8: not measured: gemm's */
+            [TWIN_K_GEMM_FP8] = {1.557e-05, 0.7464, 1, false},
+            /* fp8_quantize: not measured: the pooled memory-bound fit */
+            [TWIN_K_FP8_QUANTIZE] = {4e-06, 1, 0.6415, false},
+            /* fp8_scale_update: not measured: the pooled memory-bound fit */
+            [TWIN_K_FP8_SCALE_UPDATE] = {4e-06, 1, 0.6415, false},
         },
 };

@@ -69,8 +69,6 @@ double twin_kernel_cost_seconds(const twin_device_spec *spec, const twin_kernel_
     TR_CHECK((int)kc->kind >= 0 && kc->kind < TWIN_K_COUNT, "kernel cost of an unknown kind");
     TR_CHECK(kc->flops >= 0 && kc->bytes >= 0, "kernel cost with negative FLOPs or bytes");
     const twin_kernel_eff *e = spec->cal ? &spec->cal->kind[kc->kind] : NULL;
-    /* FP8 GEMMs measured by no calibration yet: the bf16 GEMMs' fitted efficiency at the FP8 peak */
-    if (e && e->flops_eff <= 0 && kc->kind == TWIN_K_GEMM_FP8) e = &spec->cal->kind[TWIN_K_GEMM];
     if (!e || e->flops_eff <= 0) /* not calibrated: the roofline; a memset cost nothing before calibration */
         return kc->kind == TWIN_K_MEMSET ? 0.0 : roofline(spec, peak_of(spec, kc->kind, kc->dt), kc->flops, kc->bytes);
     const double peak = peak_of(spec, kc->kind, kc->dt);

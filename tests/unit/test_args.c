@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "common/fixture.h"
+#include "twinrun/fp8_scaling.h"
 #include "config/flags.h"
 #include "twinrun/config.h"
 
@@ -160,14 +161,18 @@ static void test_seed_001_llama3_8b_real_data_fp8(void **state) {
     assert_string_equal(c->load, "/work/checkpoints/llama3_8b");
     assert_string_equal(c->tensorboard_dir, "/work/tensorboard_logs/llama3_8b");
     assert_string_equal(c->ckpt_format, "torch_dist");
-    /* fp8 is accepted, ignored, and said so once per flag */
-    assert_contains(c->warnings, "twinrun: warning: --fp8-format ignored: ");
-    assert_contains(c->warnings, "twinrun: warning: --fp8-amax-history-len ignored: ");
-    assert_contains(c->warnings, "twinrun: warning: --fp8-amax-compute-algo ignored: ");
+    /* the seed's DTYPE=fp8 recipe is stored (docs/fp8.md); only the FP8 gather is not, and says so */
+    assert_int_equal(c->fp8, TR_FP8_MODE_HYBRID);
+    assert_int_equal(c->fp8_recipe, 1);
+    assert_int_equal(c->fp8_amax_history_len, 1024);
+    assert_int_equal(c->fp8_amax_compute_algo, TR_FP8_AMAX_MAX);
+    assert_int_equal(c->fp8_margin, 0);
+    assert_true(c->fp8_wgrad && c->fp8_param_gather);
+    assert_true(strstr(c->warnings, "--fp8-format") == NULL);
     assert_contains(c->warnings, "twinrun: warning: --fp8-param-gather ignored: ");
     /* --tensorboard-dir is implemented: no warning for it */
     assert_true(strstr(c->warnings, "--tensorboard-dir") == NULL);
-    assert_int_equal(c->n_warnings, 5);
+    assert_int_equal(c->n_warnings, 2);
     /* one node of 8 GPUs */
     assert_ok(tr_config_validate(c, 8, err, ERRLEN), err);
     assert_ok(tr_config_finalize(c, 8, err, ERRLEN), err);
@@ -220,6 +225,42 @@ static void test_seed_001_multi_node_template(void **state) {
     assert_int_equal(c->n_warnings, 0);
     assert_ok(tr_config_validate(c, 16, err, ERRLEN), err);
     assert_error(tr_config_validate(c, 12, err, ERRLEN), err, "world 12 is not divisible by TP*PP*CP = 8");
+    free(c);
+}
+
+/* The FP8 flags: recipes twinrun does not run are refused by name with the reason, FP8 needs a bf16 model,
+ * the FP8 gather an FP8 run, and the numbers their ranges. */
+static void test_fp8_flag_rules(void **state) {
+    (void)state;
+    char err[ERRLEN];
+    tr_config *c = cfg_new();
+    const char *base = "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+                       "--max-position-embeddings 32 --micro-batch-size 1 --train-iters 2 --mock-data --vocab-size 128 "
+                       "--disable-bias-linear --attention-dropout 0 --hidden-dropout 0 --lr 1e-3 ";
+    assert_error(parse_line(c, "--fp8-recipe mxfp8", err), err, "--fp8-recipe mxfp8: MXFP8 block scaling needs Blackwell");
+    assert_error(parse_line(c, "--fp8-recipe tensorwise", err), err, "use --fp8-recipe delayed");
+    assert_error(parse_line(c, "--fp8-recipe blockwise", err), err, "blockwise (1x128 / 128x128) scaling");
+    assert_error(parse_line(c, "--fp8-format e5m2", err), err, "e4m3, hybrid");
+    assert_error(parse_line(c, "--fp8-margin -1", err), err, "--fp8-margin");
+    assert_error(parse_line(c, "--fp8-amax-history-len 0", err), err, "--fp8-amax-history-len");
+    char line[512];
+    snprintf(line, sizeof line, "%s--fp8-format hybrid", base);
+    assert_ok(parse_line(c, line, err), err);
+    assert_error(tr_config_validate(c, 1, err, ERRLEN), err, "add --bf16");
+    free(c);
+    c = cfg_new();
+    snprintf(line, sizeof line, "%s--bf16 --fp8-param-gather", base);
+    assert_ok(parse_line(c, line, err), err);
+    assert_error(tr_config_validate(c, 1, err, ERRLEN), err, "add --fp8-format hybrid");
+    free(c);
+    c = cfg_new();
+    snprintf(line, sizeof line, "%s--bf16 --fp8-format e4m3 --fp8-recipe delayed --fp8-margin 2 --no-fp8-wgrad", base);
+    assert_ok(parse_line(c, line, err), err);
+    assert_ok(tr_config_validate(c, 1, err, ERRLEN), err);
+    assert_int_equal(c->fp8, TR_FP8_MODE_E4M3);
+    assert_int_equal(c->fp8_margin, 2);
+    assert_int_equal(c->fp8_amax_compute_algo, TR_FP8_AMAX_MOST_RECENT); /* Megatron's default */
+    assert_false(c->fp8_wgrad);
     free(c);
 }
 
@@ -390,8 +431,10 @@ static void test_repeated_flag_keeps_last_value(void **state) {
     assert_string_equal(c->save, "y");
     /* a repeated warned flag warns once */
     tr_config_defaults(c);
-    assert_ok(parse_line(c, "--fp8-format hybrid --fp8-format e4m3", err), err);
+    assert_ok(parse_line(c, "--fp8-param-gather --fp8-param-gather", err), err);
     assert_int_equal(c->n_warnings, 1);
+    assert_ok(parse_line(c, "--fp8-format hybrid --fp8-format e4m3", err), err);
+    assert_int_equal(c->fp8, TR_FP8_MODE_E4M3);
     free(c);
 }
 
@@ -680,7 +723,7 @@ static void test_help(void **state) {
     assert_contains(help, "--seed N");
     assert_contains(help, "[default: 1234]");
     assert_contains(help, "accepted, no effect: no Python garbage collector");
-    assert_contains(help, "accepted, ignored with a warning: twinrun has no FP8 kernels");
+    assert_contains(help, "accepted, ignored with a warning: the distributed optimizer all-gathers bf16");
     assert_contains(help, "rejected: twinrun trains in bf16 or fp32; use --bf16");
     assert_contains(help, "(one of: constant, linear, cosine, inverse-square-root; refused: WSD)");
     free(help);
@@ -1189,6 +1232,7 @@ int main(void) {
         cmocka_unit_test(test_seed_001_llama3_8b_mock_fast_test),
         cmocka_unit_test(test_seed_001_multi_node_template),
         cmocka_unit_test(test_overlap_flag_rules),
+        cmocka_unit_test(test_fp8_flag_rules),
         cmocka_unit_test(test_seed_000_llama3_70b_1024_cards),
         cmocka_unit_test(test_defaults_are_megatrons),
         cmocka_unit_test(test_equals_form),

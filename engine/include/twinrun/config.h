@@ -30,6 +30,9 @@ typedef enum tr_recompute_method {
     TR_RECOMPUTE_METHOD_BLOCK,
 } tr_recompute_method;
 
+/* --fp8-format: the linear layers' GEMMs in FP8 (docs/fp8.md). */
+typedef enum tr_fp8_mode { TR_FP8_MODE_NONE = 0, TR_FP8_MODE_E4M3, TR_FP8_MODE_HYBRID } tr_fp8_mode;
+
 typedef struct tr_config {
     /* model */
     int num_layers, hidden_size, ffn_hidden_size, num_attention_heads;
@@ -64,6 +67,12 @@ typedef struct tr_config {
     bool calculate_per_token_loss, cross_entropy_loss_fusion;
     bool check_for_nan_in_loss_and_grad; /* default on */
     bool store_param_remainders;         /* default on: bf16 training's fp32 master as 16-bit remainders */
+    tr_fp8_mode fp8;                     /* --fp8-format (bf16 training only) */
+    int fp8_recipe;                      /* --fp8-recipe: only delayed (1) is implemented; the others are refused */
+    int fp8_margin, fp8_amax_history_len;
+    int fp8_amax_compute_algo;           /* tr_fp8_amax_algo: 0 max, 1 most_recent (Megatron's default) */
+    bool fp8_wgrad;                      /* default on; --no-fp8-wgrad keeps the weight-gradient GEMM in bf16 */
+    bool fp8_param_gather;               /* --fp8-param-gather */
     uint64_t seed;                       /* 1234 */
     tr_recompute recompute_granularity;  /* --recompute-granularity / --recompute-activations */
     tr_recompute_method recompute_method;

@@ -1,0 +1,217 @@
+/* FP8 linear layers with per-tensor delayed scaling, as Megatron runs them through Transformer Engine
+ * (--fp8-format; docs/fp8.md).
+ *
+ * Each decoder layer's four linear modules (qkv, proj, fc1, fc2) run their GEMMs in FP8: the forward
+ * on the quantised input and weight (E4M3), the data and weight gradients on the quantised output
+ * gradient (E5M2 with hybrid) and the same quantised weight and input. Every FP8 tensor has a scale
+ * from the amax history of the passes before this one; each quantisation records its tensor's amax in
+ * the history's row 0, and at the end of a micro-batch's forward (the inputs and weights) or backward
+ * pass (the gradients) the rows are reduced (max) over the tensor-, context- and data-parallel ranks of
+ * this stage — Megatron's amax reduction group — and every scale is updated on the device
+ * (kern_fp8_scale_update), so ranks that share a tensor quantise it alike and no step waits for the host.
+ *
+ * The backward pass quantises the input and the weight again instead of keeping their FP8 copies:
+ * with the scales the micro-batch's forward used (kept per activation slot, since 1F1B runs other
+ * forwards in between) the bytes are the forward's own, and no FP8 activation outlives its layer —
+ * peak memory stays at bf16's plus three scratch buffers. The embedding, the output layer, attention's
+ * core, the norms and the optimizer stay in bf16 / fp32, as in Transformer Engine. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/llama.h"
+#include "twinrun/err.h"
+
+static int fwd_index(int l, int mod, int role) { return (l * LLAMA_FP8_MODULES + mod) * 2 + role; }
+static int bwd_index(int l, int mod) { return l * LLAMA_FP8_MODULES + mod; }
+
+/* A module's weights: q, k and v for qkv (one fused weight in Megatron), else one. */
+static int module_weights(const llama_model *m, int l, int mod, int *p) {
+    const llama_layer_params *lp = &m->layer[l];
+    switch (mod) {
+    case LLAMA_FP8_QKV: p[0] = lp->wq, p[1] = lp->wk, p[2] = lp->wv; return 3;
+    case LLAMA_FP8_PROJ: p[0] = lp->wo; return 1;
+    case LLAMA_FP8_FC1: p[0] = lp->fc1; return 1;
+    default: p[0] = lp->fc2; return 1;
+    }
+}
+
+int llama_fp8_create(llama_model *m, const tr_config *cfg, char *err, size_t errlen) {
+    llama_fp8 *f = &m->fp8;
+    memset(f, 0, sizeof *f);
+    if (cfg->fp8 == TR_FP8_MODE_NONE) return 0;
+    const llama_dims *dm = &m->dims;
+    if (dm->act_dt != TR_BF16) return tr_errf(err, errlen, "--fp8-format needs --bf16");
+    f->on = true;
+    f->wgrad = cfg->fp8_wgrad;
+    f->fwd_fmt = TR_FP8_E4M3;
+    f->bwd_fmt = cfg->fp8 == TR_FP8_MODE_HYBRID ? TR_FP8_E5M2 : TR_FP8_E4M3;
+    f->algo = cfg->fp8_amax_compute_algo == 0 ? TR_FP8_AMAX_MAX : TR_FP8_AMAX_MOST_RECENT;
+    f->len = cfg->fp8_amax_history_len;
+    f->margin = cfg->fp8_margin;
+    f->nfwd = dm->nl * LLAMA_FP8_MODULES * 2;
+    f->nbwd = dm->nl * LLAMA_FP8_MODULES;
+    f->record = true;
+    /* Hopper's FP8 GEMMs take 16-byte aligned rows of 16-multiple sizes (Transformer Engine refuses other
+     * shapes the same way): every dimension of every FP8 GEMM */
+    const size_t N = (size_t)dm->B * dm->T;
+    size_t max_in = 0, max_out = 0, max_w = 0;
+    for (int l = 0; l < dm->nl; l++)
+        for (int mod = 0; mod < LLAMA_FP8_MODULES; mod++) {
+            int p[3];
+            const int np = module_weights(m, l, mod, p);
+            for (int i = 0; i < np; i++) {
+                const llama_param *w = &m->params_tab[p[i]];
+                const size_t out = (size_t)w->shape[0], in = (size_t)w->shape[1];
+                if (out % 16 || in % 16 || N % 16)
+                    return tr_errf(err, errlen,
+                                   "--fp8-format: %s is [%zu, %zu] for %zu tokens a micro-batch; FP8 GEMMs need "
+                                   "every dimension a multiple of 16 (Transformer Engine's rule; twinrun's q, k "
+                                   "and v projections are three GEMMs): change the "
+                                   "widths, heads, --micro-batch-size or --seq-length, or drop --fp8-format",
+                                   w->name, out, in, N);
+                max_in = in > max_in ? in : max_in;
+                max_out = out > max_out ? out : max_out;
+                max_w = out * in > max_w ? out * in : max_w;
+            }
+        }
+    dev_device *d = m->dev;
+    const dev_mem_tag tag0 = dev_mem_tag_set(d, DEV_MEM_WORKSPACE);
+    const size_t hist = (size_t)f->len * (size_t)(f->nfwd + f->nbwd) * 4, scales = (size_t)2 * (f->nfwd + f->nbwd) * 4;
+    f->fwd_hist = dev_alloc(d, hist + scales, "fp8 amax histories and scales"); /* one block, split below */
+    f->slot_scale = dev_alloc(d, (size_t)m->layout.slots * 2 * f->nfwd * 4, "fp8 scales of the micro-batches");
+    f->qx = dev_alloc(d, N * max_in, "fp8 linear input");      /* [N, in] */
+    f->qw = dev_alloc(d, max_w, "fp8 linear weight");          /* [out, in] */
+    f->qg = dev_alloc(d, N * max_out, "fp8 linear output gradient"); /* [N, out] */
+    dev_mem_tag_set(d, tag0);
+    if (!f->fwd_hist || !f->slot_scale || !f->qx || !f->qw || !f->qg)
+        return tr_errf(err, errlen, "out of device memory for the FP8 scratch (%zu + %zu + %zu bytes)", N * max_in,
+                       max_w, N * max_out);
+    f->bwd_hist = f->fwd_hist + (size_t)f->len * f->nfwd;
+    f->fwd_scale = f->bwd_hist + (size_t)f->len * f->nbwd;
+    f->bwd_scale = f->fwd_scale + 2 * (size_t)f->nfwd;
+    /* histories start at zero, scales (and their inverses) at one: Transformer Engine's initial state */
+    const size_t n = llama_fp8_state_count(m);
+    float *h = calloc(n, sizeof *h);
+    TR_CHECK(h != NULL, "out of host memory");
+    for (size_t i = (size_t)f->len * (f->nfwd + f->nbwd); i < n; i++) h[i] = 1.0f;
+    llama_fp8_set_state(m, h);
+    free(h);
+    return 0;
+}
+
+void llama_fp8_destroy(llama_model *m) {
+    llama_fp8 *f = &m->fp8;
+    if (!m->dev) return;
+    void *bufs[] = {f->fwd_hist, f->slot_scale, f->qx, f->qw, f->qg};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(m->dev, bufs[i]);
+    memset(f, 0, sizeof *f);
+}
+
+size_t llama_fp8_state_count(const llama_model *m) {
+    const llama_fp8 *f = &m->fp8;
+    return f->on ? ((size_t)f->len + 2) * (size_t)(f->nfwd + f->nbwd) : 0;
+}
+
+/* The state is one device block in the host arrays' order. */
+void llama_fp8_get_state(llama_model *m, float *host) {
+    const size_t n = llama_fp8_state_count(m);
+    if (!n) return;
+    dev_copy_d2h(m->stream, host, m->fp8.fwd_hist, n * 4);
+    dev_stream_sync(m->stream);
+}
+
+void llama_fp8_set_state(llama_model *m, const float *host) {
+    const size_t n = llama_fp8_state_count(m);
+    if (!n) return;
+    dev_copy_h2d(m->stream, m->fp8.fwd_hist, host, n * 4);
+    dev_stream_sync(m->stream);
+}
+
+/* The slot's forward scales (row 0) and their inverses (row 1): [2, nfwd]. */
+static float *slot_scales(const llama_model *m, int slot) {
+    return m->fp8.slot_scale + (size_t)slot * 2 * (size_t)m->fp8.nfwd;
+}
+
+void llama_fp8_forward_begin(llama_model *m, int slot) {
+    llama_fp8 *f = &m->fp8;
+    if (!f->on) return;
+    f->slot = slot;
+    f->record = true;
+    dev_copy_d2d(m->stream, slot_scales(m, slot), f->fwd_scale, (size_t)2 * f->nfwd * 4);
+}
+
+/* Row 0 of a history (this pass's amaxes) reduced with max over the amax reduction group. */
+static void reduce_amax(llama_model *m, float *row, int n) {
+    if (m->layout.tp > 1) coll_all_reduce(m->tp_comm, m->stream, row, row, (size_t)n, TR_F32, COLL_MAX);
+    if (m->fp8.dp_cp_comm) coll_all_reduce(m->fp8.dp_cp_comm, m->stream, row, row, (size_t)n, TR_F32, COLL_MAX);
+}
+
+void llama_fp8_forward_end(llama_model *m) {
+    llama_fp8 *f = &m->fp8;
+    if (!f->on) return;
+    reduce_amax(m, f->fwd_hist, f->nfwd);
+    kern_fp8_scale_update(m->stream, f->fwd_hist, f->fwd_scale, f->fwd_scale + f->nfwd, f->nfwd, f->len, f->algo,
+                          f->fwd_fmt, f->margin);
+}
+
+void llama_fp8_backward_begin(llama_model *m, int slot) {
+    llama_fp8 *f = &m->fp8;
+    if (!f->on) return;
+    f->slot = slot;
+    f->record = false; /* recomputation and the backward's own quantisations of inputs and weights */
+}
+
+void llama_fp8_backward_end(llama_model *m) {
+    llama_fp8 *f = &m->fp8;
+    if (!f->on) return;
+    reduce_amax(m, f->bwd_hist, f->nbwd);
+    kern_fp8_scale_update(m->stream, f->bwd_hist, f->bwd_scale, f->bwd_scale + f->nbwd, f->nbwd, f->len, f->algo,
+                          f->bwd_fmt, f->margin);
+}
+
+/* One forward tensor's operand: bytes q quantised with the slot's scale t. */
+static kern_fp8_operand fwd_operand(const llama_model *m, const uint8_t *q, int t) {
+    return (kern_fp8_operand){q, m->fp8.fwd_fmt, slot_scales(m, m->fp8.slot) + m->fp8.nfwd + t};
+}
+
+void llama_fp8_quantize_input(llama_model *m, tr_buf x, size_t n, int l, int mod) {
+    llama_fp8 *f = &m->fp8;
+    const int t = fwd_index(l, mod, 0);
+    kern_fp8_quantize(m->stream, f->qx, f->record ? f->fwd_hist + t : NULL, x, slot_scales(m, f->slot) + t, n,
+                      f->fwd_fmt);
+}
+
+/* Weight p quantised into the weight scratch with the module's weight scale. */
+static void quantize_weight(llama_model *m, int p, int l, int mod) {
+    llama_fp8 *f = &m->fp8;
+    const int t = fwd_index(l, mod, 1);
+    kern_fp8_quantize(m->stream, f->qw, f->record ? f->fwd_hist + t : NULL, llama_weight(m, p),
+                      slot_scales(m, f->slot) + t, m->params_tab[p].numel, f->fwd_fmt);
+}
+
+void llama_fp8_linear_forward(llama_model *m, tr_buf y, int p, int N, int l, int mod) {
+    const llama_param *w = &m->params_tab[p];
+    const int out = (int)w->shape[0], in = (int)w->shape[1];
+    quantize_weight(m, p, l, mod);
+    /* y[N, out] = x[N, in] @ W[out, in]^T */
+    kern_gemm_fp8(m->stream, y, fwd_operand(m, m->fp8.qx, fwd_index(l, mod, 0)),
+                  fwd_operand(m, m->fp8.qw, fwd_index(l, mod, 1)), N, out, in, false, true, 1.0f, 0.0f);
+}
+
+void llama_fp8_linear_backward(llama_model *m, tr_buf dw, bool first, tr_buf dx, tr_buf dy, int p, int N,
+                               bool accumulate, int l, int mod) {
+    llama_fp8 *f = &m->fp8;
+    const llama_param *w = &m->params_tab[p];
+    const int out = (int)w->shape[0], in = (int)w->shape[1];
+    const int tg = bwd_index(l, mod);
+    kern_fp8_quantize(m->stream, f->qg, f->bwd_hist + tg, dy, f->bwd_scale + tg, (size_t)N * out, f->bwd_fmt);
+    const kern_fp8_operand g = {f->qg, f->bwd_fmt, f->bwd_scale + f->nbwd + tg};
+    if (f->wgrad) /* dW[out, in] (+)= dy[N, out]^T @ x[N, in] */
+        kern_gemm_fp8(m->stream, dw, g, fwd_operand(m, f->qx, fwd_index(l, mod, 0)), out, in, N, true, false, 1.0f,
+                      first ? 0.0f : 1.0f);
+    if (!dx.p) return;
+    quantize_weight(m, p, l, mod);
+    /* dx[N, in] (+)= dy[N, out] @ W[out, in] */
+    kern_gemm_fp8(m->stream, dx, g, fwd_operand(m, f->qw, fwd_index(l, mod, 1)), N, in, out, false, false, 1.0f,
+                  accumulate ? 1.0f : 0.0f);
+}
