@@ -1,8 +1,11 @@
 /* ckpt: look at twinrun checkpoints.
- *   ckpt inspect DIR [--iteration N]   iteration, layout, samples, scheduler, provenance, files, verification
+ *   ckpt inspect DIR [--iteration N] [--fp8]
+ *                                      iteration, layout, samples, scheduler, provenance, files, verification, the
+ *                                      FP8 state's summary (--fp8: every FP8 tensor's scale and amax history)
  *   ckpt verify DIR [--iteration N]    every checksum, the manifest's own too; non-zero exit naming the bad file
  *   ckpt export DIR --hf OUT [--iteration N] [--overwrite]
  *                                      verified weights as a Hugging Face model (config.json + safetensors) */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +23,7 @@
 static const char *const styles[] = {"constant", "linear", "cosine", "inverse-square-root"};
 
 static int usage(void) {
-    fprintf(stderr, "usage: ckpt inspect DIR [--iteration N]\n       ckpt verify DIR [--iteration N]\n"
+    fprintf(stderr, "usage: ckpt inspect DIR [--iteration N] [--fp8]\n       ckpt verify DIR [--iteration N]\n"
                     "       ckpt export DIR --hf OUT [--iteration N] [--overwrite]\n");
     return TR_EXIT_USAGE;
 }
@@ -126,6 +129,57 @@ static int export_hf(const char *dir, int64_t it, const char *out, bool overwrit
     return rc;
 }
 
+/* The FP8 state an FP8 run saved (model.layers.N.fp8_meta [12, history + 2]: engine/train/checkpoint.c):
+ * how many layers have it, the history length, the range of the scales and the largest amax the
+ * histories hold. Nothing for a bf16 run's checkpoint. */
+static int print_fp8(const char *dir, int64_t it, int layers, bool tables) {
+    static const char *const modules[] = {"qkv", "proj", "fc1", "fc2"}, *const roles[] = {"input", "weight", "grad"};
+    char err[1024], name[64];
+    ckpt_reader *rd = ckpt_reader_open(dir, it, err, sizeof err);
+    if (!rd) {
+        fprintf(stderr, "ckpt: %s\n", err);
+        return -1;
+    }
+    int have = 0;
+    int64_t cols = 0;
+    float smin = INFINITY, smax = 0, amax = 0;
+    for (int l = 0; l < layers; l++) {
+        snprintf(name, sizeof name, "model.layers.%d.fp8_meta", l);
+        ckpt_dtype dt;
+        int ndim;
+        int64_t shape[CKPT_MAX_DIMS];
+        if (ckpt_reader_tensor(rd, name, &dt, &ndim, shape) || ndim != 2 || shape[1] < 3) continue;
+        float *t = malloc((size_t)(shape[0] * shape[1]) * sizeof *t);
+        TR_CHECK(t != NULL, "out of host memory");
+        if (ckpt_read(rd, name, CKPT_F32, ckpt_place_slice(0, 0, shape[0]), t, err, sizeof err)) {
+            fprintf(stderr, "ckpt: %s\n", err);
+            free(t);
+            ckpt_reader_close(rd);
+            return -1;
+        }
+        cols = shape[1];
+        for (int64_t r = 0; r < shape[0]; r++) {
+            const float *row = t + r * cols;
+            if (tables && shape[0] == 12) { /* %.9g: every float back bit for bit */
+                printf("fp8 layer %d %s.%s: scale %.9g scale_inv %.9g history", l, modules[r / 3], roles[r % 3],
+                       row[cols - 2], row[cols - 1]);
+                for (int64_t i = 0; i < cols - 2; i++) printf(" %.9g", row[i]);
+                printf("\n");
+            }
+            for (int64_t i = 0; i < cols - 2; i++) amax = isfinite(row[i]) && row[i] > amax ? row[i] : amax;
+            smin = row[cols - 2] < smin ? row[cols - 2] : smin;
+            smax = row[cols - 2] > smax ? row[cols - 2] : smax;
+        }
+        free(t);
+        have++;
+    }
+    ckpt_reader_close(rd);
+    if (have)
+        printf("fp8 state:              %d of %d layers, amax history %lld, scales %.6g to %.6g, largest amax %.6g\n",
+               have, layers, (long long)(cols - 2), smin, smax, amax);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (tr_version_requested(argc, argv)) {
         tr_version_print(stdout, "ckpt");
@@ -133,11 +187,12 @@ int main(int argc, char **argv) {
     }
     if (argc < 3) return usage();
     const char *cmd = argv[1], *dir = argv[2], *given = NULL, *hf = NULL;
-    bool overwrite = false;
+    bool overwrite = false, fp8 = false;
     for (int i = 3; i < argc; i++) {
         if (strcmp(argv[i], "--iteration") == 0 && i + 1 < argc) given = argv[++i];
         else if (strcmp(argv[i], "--hf") == 0 && i + 1 < argc) hf = argv[++i];
         else if (strcmp(argv[i], "--overwrite") == 0 && strcmp(cmd, "export") == 0) overwrite = true;
+        else if (strcmp(argv[i], "--fp8") == 0 && strcmp(cmd, "inspect") == 0) fp8 = true;
         else return usage();
     }
     int inspect = strcmp(cmd, "inspect") == 0, export = strcmp(cmd, "export") == 0;
@@ -146,6 +201,7 @@ int main(int argc, char **argv) {
     if (pick_iteration(dir, given, &it)) return TR_EXIT_FATAL;
     if (export) return export_hf(dir, it, hf, overwrite);
     char err[2048];
+    int layers = 0;
     if (inspect) {
         ckpt_manifest m;
         if (ckpt_manifest_load(dir, it, &m, err, sizeof err)) {
@@ -153,6 +209,7 @@ int main(int argc, char **argv) {
             return TR_EXIT_FATAL;
         }
         print_manifest(&m);
+        layers = m.model.num_layers;
         ckpt_manifest_free(&m);
     }
     ckpt_verify_report rep;
@@ -165,5 +222,6 @@ int main(int argc, char **argv) {
            (long long)it, rep.n_files, (unsigned long long)rep.total_bytes, rep.n_tensors);
     if (rep.manifest_checked) printf("manifest checksum:      OK (crc32 %08x)\n", rep.manifest_crc32);
     else printf("manifest checksum:      none: the manifest was %s\n", OLD_MANIFEST);
+    if (inspect && print_fp8(dir, it, layers, fp8)) return TR_EXIT_FATAL;
     return TR_EXIT_OK;
 }

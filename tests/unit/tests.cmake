@@ -93,6 +93,15 @@ foreach(case ${safe_files_cases})
   set_tests_properties(safe_files_${case} PROPERTIES LABELS "${labels}")
 endforeach()
 
+# FP8 training (docs/fp8.md): resume bit for bit, layouts against one rank, a TP2 checkpoint resumed at TP1
+# keeping the amax histories, bf16 and FP8 checkpoints into each other. tests/unit/fp8_train.sh holds the cases.
+if(TWINRUN_BACKEND STREQUAL "twin") # the layouts run their ranks in one process: the twin's
+  foreach(case resume layouts reshard formats)
+    twinrun_expect_sh(fp8_train_${case} 0 "fp8_train ${case}: ok"
+      "sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/fp8_train.sh ${bin} ${CMAKE_CURRENT_BINARY_DIR}/fp8_train ${case}" LABELS ${labels})
+  endforeach()
+endif()
+
 # The same tools run directly, one call each, so that ci/memcheck.py runs them under valgrind (it leaves
 # the cli_tools.sh script above out: valgrind follows no exec, so it would watch only the shell).
 set(megatron_corpus ${PROJECT_SOURCE_DIR}/tests/data/megatron_data/gpt_u16_seq64/corpus)
