@@ -6,6 +6,34 @@
 #include "twinrun/fp8.h"
 #include "twinrun/fp8_scaling.h"
 
+/* 300,000 fp32 bit patterns of every exponent, scale 1: the kernel's bytes are tr_fp8_from_f32's. */
+static void test_quantize_every_exponent(void **state) {
+    (void)state;
+    enum { N = 300000 };
+    float *x = kt_host(N);
+    uint32_t s = 12345;
+    for (int i = 0; i < N; i++) {
+        s = s * 1664525u + 1013904223u;
+        uint32_t u = s;
+        if (i % 3 == 0) u = (u & 0x80000000u) | ((uint32_t)(100 + i % 60) << 23) | (u & 0x7fffffu); /* near fp8's range */
+        if (i % 7 == 0) u &= ~0xfffffu; /* short mantissas: exact values and ties */
+        memcpy(&x[i], &u, 4);
+    }
+    const float one = 1.0f;
+    float *scale = kt_upload_f32(&one, 1);
+    tr_buf xd = kt_upload(x, N, TR_F32);
+    uint8_t *q = kt_alloc(N), *qh = malloc(N);
+    for (int f = 0; f < 2; f++) {
+        kern_fp8_quantize(kt_s, q, NULL, xd, scale, N, (tr_fp8_format)f);
+        dev_copy_d2h(kt_s, qh, q, N);
+        for (int i = 0; i < N; i++)
+            if (qh[i] != tr_fp8_from_f32(x[i], (tr_fp8_format)f))
+                fail_msg("%s of %a: 0x%02x, tr_fp8_from_f32 0x%02x", tr_fp8_name((tr_fp8_format)f), (double)x[i], qh[i],
+                         tr_fp8_from_f32(x[i], (tr_fp8_format)f));
+    }
+    kt_free(q), kt_free(xd.p), kt_free(scale), free(qh), free(x);
+}
+
 static void test_quantize_bytes_and_amax(void **state) {
     (void)state;
     kt_rng r = {7};
@@ -131,6 +159,7 @@ static void test_scale_update_per_tensor(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quantize_every_exponent),
         cmocka_unit_test(test_quantize_bytes_and_amax),
         cmocka_unit_test(test_gemm_against_decoded_values),
         cmocka_unit_test(test_scale_update_per_tensor),
