@@ -24,7 +24,10 @@
 #   model: the dry run of the script on the twin build), TWINRUN_BENCH_STEPS, TWINRUN_BENCH_TIMEOUT (s per run),
 #   TWINRUN_BENCH_PROFILE_CONFIG (the configs --profile runs: 0 .. 4 in the order below, comma-separated, or
 #   `all`; default 0),
-#   TWINRUN_BENCH_CONFIGS (a comma-separated subset, "name seq mb" each, e.g. "llama8b-8l 8192 1").
+#   TWINRUN_BENCH_CONFIGS (a comma-separated subset, "name seq mb" each, e.g. "llama8b-8l 8192 1"),
+#   TWINRUN_BENCH_FLAGS (more train_llama3 flags for every twinrun run, e.g. the 8B seed's FP8 recipe
+#   "--fp8-format hybrid --fp8-amax-history-len 1024 --fp8-amax-compute-algo max"; lab/bench/fp8_ratio.py
+#   sets two such runs' tables side by side).
 # Exit status 1 when a step failed (the build, kern_oracle, a run, the table, a sanitizer check), after
 # everything else has run and the table is written.
 set -euo pipefail
@@ -116,7 +119,7 @@ twinrun_args() { # seq mb iters metrics cache
         --micro-batch-size "$2" --global-batch-size "$2" --train-iters "$3" --lr 3e-4 --min-lr 3e-5 \
         --lr-decay-style cosine --lr-warmup-iters 2 --clip-grad 1.0 --weight-decay 0.1 --adam-beta1 0.9 \
         --adam-beta2 0.95 --bf16 --mock-data --eval-iters 0 --log-interval 1 --seed 1234 \
-        --metrics-jsonl "$4" --data-cache-path "$5"
+        --metrics-jsonl "$4" --data-cache-path "$5" ${TWINRUN_BENCH_FLAGS:-}
 }
 
 for c in "${CONFIGS[@]}"; do
