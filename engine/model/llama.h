@@ -171,7 +171,22 @@ typedef struct llama_fp8 {
     int slot;              /* the micro-batch whose scales the next quantisation uses */
     bool record;           /* quantisations record their amax (not while recomputing) */
     coll_comm *dp_cp_comm; /* with tp_comm, the amax reduction group (TP x CP x DP); NULL: this rank alone */
+    float *host;           /* [2, max(nfwd, nbwd)] host staging of a pass's own amaxes and scales */
+    /* The largest spike this rank saw since the caller last cleared it: a pass's own amax of a tensor
+     * (before the reduction) over what its scale allowed, >= LLAMA_FP8_SPIKE_RATIO (llama_fp8.c). */
+    struct llama_fp8_spike {
+        float ratio, amax, scale; /* ratio 0: none */
+        int layer, mod, role;     /* global layer; module; 0 input, 1 weight, 2 output gradient */
+    } spike;
+    /* Test and fault hook: called with this rank's amaxes of a pass (host, before the reduction; forward:
+     * [nfwd], else [nbwd]); may change them (an amax spike), returning true when it did. NULL: none. */
+    bool (*amax_hook)(void *arg, bool forward, float *amax, int n, int l0);
+    void *amax_hook_arg;
 } llama_fp8;
+
+/* A pass's amax this many times what its tensor's scale allowed is reported as a spike: its values
+ * saturated at the format's largest, and the reduced amax lowers the scales of the passes after it. */
+#define LLAMA_FP8_SPIKE_RATIO 16.0f
 
 typedef struct llama_model {
     llama_dims dims;

@@ -15,6 +15,7 @@
  * forwards in between) the bytes are the forward's own, and no FP8 activation outlives its layer —
  * peak memory stays at bf16's plus three scratch buffers. The embedding, the output layer, attention's
  * core, the norms and the optimizer stay in bf16 / fp32, as in Transformer Engine. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +87,8 @@ int llama_fp8_create(llama_model *m, const tr_config *cfg, char *err, size_t err
     if (!f->fwd_hist || !f->slot_scale || !f->qx || !f->qw || !f->qg)
         return tr_errf(err, errlen, "out of device memory for the FP8 scratch (%zu + %zu + %zu bytes)", N * max_in,
                        max_w, N * max_out);
+    f->host = malloc(2 * (size_t)f->nfwd * sizeof *f->host); /* nfwd = 2 nbwd */
+    if (!f->host) return tr_errf(err, errlen, "out of host memory");
     f->bwd_hist = f->fwd_hist + (size_t)f->len * f->nfwd;
     f->fwd_scale = f->bwd_hist + (size_t)f->len * f->nbwd;
     f->bwd_scale = f->fwd_scale + 2 * (size_t)f->nfwd;
@@ -104,6 +107,7 @@ void llama_fp8_destroy(llama_model *m) {
     if (!m->dev) return;
     void *bufs[] = {f->fwd_hist, f->slot_scale, f->qx, f->qw, f->qg};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(m->dev, bufs[i]);
+    free(f->host);
     memset(f, 0, sizeof *f);
 }
 
@@ -140,6 +144,32 @@ void llama_fp8_forward_begin(llama_model *m, int slot) {
     dev_copy_d2d(m->stream, slot_scales(m, slot), f->fwd_scale, (size_t)2 * f->nfwd * 4);
 }
 
+/* This rank's own amaxes of the pass (row, before the reduction) against the scales it quantised with:
+ * a tensor whose amax is LLAMA_FP8_SPIKE_RATIO times what its scale allowed (the format's largest,
+ * less the margin) spiked here. The largest is kept in m->fp8.spike for the trainer to report; the
+ * hook (a fault) may change the amaxes first. One small copy to the host a pass: the reduction that
+ * follows waits for the pass anyway. */
+static void check_spikes(llama_model *m, bool fwd, float *row, const float *scale, int n) {
+    llama_fp8 *f = &m->fp8;
+    if (dev_shape_only(m->dev)) return; /* --predict: no values */
+    float *amax = f->host, *sc = f->host + n;
+    dev_copy_d2h(m->stream, amax, row, (size_t)n * 4);
+    dev_copy_d2h(m->stream, sc, scale, (size_t)n * 4);
+    dev_stream_sync(m->stream);
+    if (f->amax_hook && f->amax_hook(f->amax_hook_arg, fwd, amax, n, m->dims.l0)) {
+        dev_copy_h2d(m->stream, row, amax, (size_t)n * 4);
+        dev_stream_sync(m->stream); /* the host array is reused */
+    }
+    const float allowed = ldexpf(tr_fp8_spec_of(fwd ? f->fwd_fmt : f->bwd_fmt).max, -f->margin);
+    for (int t = 0; t < n; t++) {
+        const float ratio = amax[t] * sc[t] / allowed;
+        if (!(ratio >= LLAMA_FP8_SPIKE_RATIO) || ratio <= f->spike.ratio) continue; /* a NaN amax is the NaN probe's */
+        const int mt = fwd ? t / 2 : t;
+        f->spike = (struct llama_fp8_spike){ratio, amax[t], sc[t], m->dims.l0 + mt / LLAMA_FP8_MODULES,
+                                            mt % LLAMA_FP8_MODULES, fwd ? t % 2 : 2};
+    }
+}
+
 /* Row 0 of a history (this pass's amaxes) reduced with max over the amax reduction group. */
 static void reduce_amax(llama_model *m, float *row, int n) {
     if (m->layout.tp > 1) coll_all_reduce(m->tp_comm, m->stream, row, row, (size_t)n, TR_F32, COLL_MAX);
@@ -149,6 +179,7 @@ static void reduce_amax(llama_model *m, float *row, int n) {
 void llama_fp8_forward_end(llama_model *m) {
     llama_fp8 *f = &m->fp8;
     if (!f->on) return;
+    check_spikes(m, true, f->fwd_hist, slot_scales(m, f->slot), f->nfwd);
     reduce_amax(m, f->fwd_hist, f->nfwd);
     kern_fp8_scale_update(m->stream, f->fwd_hist, f->fwd_scale, f->fwd_scale + f->nfwd, f->nfwd, f->len, f->algo,
                           f->fwd_fmt, f->margin);
@@ -164,6 +195,7 @@ void llama_fp8_backward_begin(llama_model *m, int slot) {
 void llama_fp8_backward_end(llama_model *m) {
     llama_fp8 *f = &m->fp8;
     if (!f->on) return;
+    check_spikes(m, false, f->bwd_hist, f->bwd_scale, f->nbwd);
     reduce_amax(m, f->bwd_hist, f->nbwd);
     kern_fp8_scale_update(m->stream, f->bwd_hist, f->bwd_scale, f->bwd_scale + f->nbwd, f->nbwd, f->len, f->algo,
                           f->bwd_fmt, f->margin);

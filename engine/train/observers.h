@@ -5,6 +5,7 @@
  *   timing       (observe_timing.c)     the step's simulated split, for the predict report
  *   faults       (observe_faults.c)     the fault plan's step: stalls, slowness, crashes, preemption
  *   NaN probe    (observe_nan.c)        where the first NaN/Inf came from
+ *   FP8 spikes   (observe_fp8.c)        --fp8-format: the largest amax spike of the step, named
  *   straggler    (observe_straggler.c)  --log-straggler's report at each log interval
  *   checkpoint   (observe_checkpoint.c) --save at --save-interval, on SIGTERM and at the end
  *   signal       (observe_signal.c)     SIGTERM (or a scenario's preemption) as save-and-stop
@@ -22,6 +23,7 @@ int train_observe_log(tr_rank *st, const tr_job *jb); /* the reporter's */
 int train_observe_timing(tr_rank *st, const tr_job *jb);
 int train_observe_faults(tr_rank *st, const tr_job *jb);
 int train_observe_nan(tr_rank *st, const tr_job *jb);
+int train_observe_fp8(tr_rank *st, const tr_job *jb);
 int train_observe_straggler(tr_rank *st, const tr_job *jb);
 int train_observe_checkpoint(tr_rank *st, const tr_job *jb);
 int train_observe_signal(tr_rank *st, const tr_job *jb);

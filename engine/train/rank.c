@@ -120,6 +120,7 @@ int train_rank_open(tr_rank *st, const tr_job *jb, int rank, int world) {
     if (!rc) rc = train_observe_timing(st, jb);
     if (!rc) rc = train_observe_faults(st, jb);
     if (!rc) rc = train_observe_nan(st, jb);
+    if (!rc) rc = train_observe_fp8(st, jb);
     if (!rc) rc = train_observe_straggler(st, jb);
     if (!rc) rc = train_observe_checkpoint(st, jb);
     if (!rc) rc = train_observe_signal(st, jb);
