@@ -18,6 +18,11 @@
  * a, b bf16 with c bf16 or fp32. Anything else (fp32 operands into bf16, mixed operands) and any
  * library refusal (no algorithm found) runs the tiled fallback. beta == 0 never reads c (the
  * libraries do not read C when beta is 0, nor does the fallback), so NaN in old c is ignored.
+ *
+ * FP8 (kern_gemm_fp8, cuda/kern_fp8.cu) shares the plan cache: tr_cu_gemm_fp8_lt runs the one layout
+ * Hopper's FP8 kernels take, both operands K-major (row-major a [m,k] and b [n,k]: cuBLASLt's "TN"),
+ * with the FP8 types in the key (codes TR_LT_FP8 + format), the operands' scale_inv as the A/B scale
+ * pointers (set on the cached descriptor before each call) and the fast-accumulation flag in the key.
  * The library state (handles, workspace) lives on the device and is freed by dev_close; it is not
  * counted in dev_mem_used. */
 #include <stdlib.h>
@@ -41,6 +46,7 @@ typedef struct gemm_state {
     cublasLtHandle_t lt;
     bool have_lt;
     void *ws;
+    bool fp8_fast; /* TWINRUN_FP8_FAST_ACCUM=1: forward FP8 GEMMs without the split accumulation */
     struct lt_plan *plans; /* [TR_LT_PLANS] open addressing on the shape key */
     int nplans;
 #endif
@@ -49,10 +55,14 @@ typedef struct gemm_state {
 #if TWINRUN_GPU_HAS_BLASLT
 #define TR_LT_PLANS 1024 /* a power of two; a model has a few dozen GEMM shapes */
 
+/* Operand type codes of the key beyond tr_dtype's: TR_LT_FP8 + tr_fp8_format. */
+#define TR_LT_FP8 16
+
 /* Everything that decides the descriptors and the algorithm of one GEMM. */
 typedef struct lt_key {
     int m, n, k;
     unsigned char ta, tb, dta, dtb, dtc;
+    unsigned char fast; /* FP8: CUBLASLT_MATMUL_DESC_FAST_ACCUM */
     unsigned short al_a, al_b, al_c; /* byte alignment of the pointers, capped at 256 */
 } lt_key;
 
@@ -134,12 +144,24 @@ static gemm_state *gemm_state_get(dev_device *d) {
         CU_CHECK(cudaMalloc(&g->ws, TR_LT_WORKSPACE));
         g->plans = (lt_plan *)calloc(TR_LT_PLANS, sizeof *g->plans);
         if (!g->plans) tr_fatal("out of host memory creating the cuBLASLt plan cache");
+        const char *fast = getenv("TWINRUN_FP8_FAST_ACCUM");
+        if (fast && *fast && strcmp(fast, "0") != 0 && strcmp(fast, "1") != 0)
+            tr_fatal("TWINRUN_FP8_FAST_ACCUM=%s: use 1 (forward FP8 GEMMs with fast accumulation) or 0", fast);
+        g->fp8_fast = fast && strcmp(fast, "1") == 0;
     }
 #endif
     return g;
 }
 
 static cudaDataType lib_type(tr_dtype dt) { return dt == TR_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+#if TWINRUN_GPU_HAS_BLASLT
+/* A key's operand type code: a tr_dtype, or TR_LT_FP8 + tr_fp8_format. */
+static cudaDataType lt_type(unsigned code) {
+    if (code >= TR_LT_FP8) return code == TR_LT_FP8 + TR_FP8_E5M2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
+    return lib_type((tr_dtype)code);
+}
+#endif
 
 /* The combinations cuBLAS runs with fp32 compute. */
 static bool lib_supports(tr_buf c, tr_buf a, tr_buf b) {
@@ -165,21 +187,23 @@ static uint32_t ptr_align(const void *p) {
 
 static bool lt_key_eq(const lt_key *a, const lt_key *b) {
     return a->m == b->m && a->n == b->n && a->k == b->k && a->ta == b->ta && a->tb == b->tb && a->dta == b->dta &&
-           a->dtb == b->dtb && a->dtc == b->dtc && a->al_a == b->al_a && a->al_b == b->al_b && a->al_c == b->al_c;
+           a->dtb == b->dtb && a->dtc == b->dtc && a->fast == b->fast && a->al_a == b->al_a && a->al_b == b->al_b &&
+           a->al_c == b->al_c;
 }
 
 static uint64_t lt_key_hash(const lt_key *k) {
     const uint64_t f[] = {(uint64_t)k->m, (uint64_t)k->n, (uint64_t)k->k,
                           (uint64_t)k->ta | (uint64_t)k->tb << 8 | (uint64_t)k->dta << 16 | (uint64_t)k->dtb << 24 |
-                              (uint64_t)k->dtc << 32,
+                              (uint64_t)k->dtc << 32 | (uint64_t)k->fast << 40,
                           (uint64_t)k->al_a | (uint64_t)k->al_b << 16 | (uint64_t)k->al_c << 32};
     uint64_t h = 0xcbf29ce484222325ULL;
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) h = (h ^ f[i]) * 0x100000001b3ULL;
     return h ^ (h >> 29);
 }
 
-/* Builds the descriptors of key's GEMM and asks the heuristic once. */
-static void lt_plan_build(gemm_state *g, lt_plan *p, const lt_key *key) {
+/* Builds the descriptors of key's GEMM and asks the heuristic once. a_scale, b_scale: FP8's scale
+ * pointers of cuBLASLt's A (our b) and B (our a), or NULL. */
+static void lt_plan_build(gemm_state *g, lt_plan *p, const lt_key *key, const float *a_scale, const float *b_scale) {
     const int m = key->m, n = key->n, k = key->k;
     const bool ta = key->ta, tb = key->tb;
     const cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -188,9 +212,19 @@ static void lt_plan_build(gemm_state *g, lt_plan *p, const lt_key *key) {
     BLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    if (key->dta >= TR_LT_FP8) { /* FP8: split (precise) accumulation unless the key asks for fast */
+        const int8_t fast = key->fast ? 1 : 0;
+        BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+        if (a_scale) /* the heuristic sees a scaled GEMM; the pointers are set again before each call */
+            BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
+                                                      sizeof a_scale));
+        if (b_scale)
+            BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
+                                                      sizeof b_scale));
+    }
     /* A' = b, B' = a, C' = c (see the top of the file). */
-    BLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, lib_type((tr_dtype)key->dtb), tb ? k : n, tb ? n : k, tb ? k : n));
-    BLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, lib_type((tr_dtype)key->dta), ta ? m : k, ta ? k : m, ta ? m : k));
+    BLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, lt_type(key->dtb), tb ? k : n, tb ? n : k, tb ? k : n));
+    BLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, lt_type(key->dta), ta ? m : k, ta ? k : m, ta ? m : k));
     BLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, lib_type((tr_dtype)key->dtc), n, m, n));
     cublasLtMatmulPreference_t pref = NULL;
     BLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -212,14 +246,14 @@ static void lt_plan_build(gemm_state *g, lt_plan *p, const lt_key *key) {
 }
 
 /* The cached plan of this GEMM (built on first sight), or NULL when the cache is full. */
-static lt_plan *lt_plan_get(gemm_state *g, const lt_key *key) {
+static lt_plan *lt_plan_get(gemm_state *g, const lt_key *key, const float *a_scale, const float *b_scale) {
     const unsigned mask = TR_LT_PLANS - 1;
     for (unsigned i = (unsigned)lt_key_hash(key) & mask, probes = 0; probes < TR_LT_PLANS; i = (i + 1) & mask, probes++) {
         lt_plan *p = &g->plans[i];
         if (p->used && lt_key_eq(&p->key, key)) return p;
         if (!p->used) {
             if (g->nplans >= TR_LT_PLANS / 2) return NULL; /* keep probes short: build per call beyond this */
-            lt_plan_build(g, p, key);
+            lt_plan_build(g, p, key, a_scale, b_scale);
             g->nplans++;
             return p;
         }
@@ -236,10 +270,10 @@ static bool gemm_lt(gemm_state *g, dev_stream *s, tr_buf c, tr_buf a, tr_buf b, 
     key.dta = (unsigned char)a.dt, key.dtb = (unsigned char)b.dt, key.dtc = (unsigned char)c.dt;
     key.al_a = (unsigned short)ptr_align(a.p), key.al_b = (unsigned short)ptr_align(b.p);
     key.al_c = (unsigned short)ptr_align(c.p);
-    lt_plan *p = lt_plan_get(g, &key), tmp;
+    lt_plan *p = lt_plan_get(g, &key, NULL, NULL), tmp;
     if (!p) { /* cache full: a one-off plan */
         memset(&tmp, 0, sizeof tmp);
-        lt_plan_build(g, &tmp, &key);
+        lt_plan_build(g, &tmp, &key, NULL, NULL);
         p = &tmp;
     }
     if (p->ok)
@@ -256,15 +290,9 @@ static bool gemm_lt(gemm_state *g, dev_stream *s, tr_buf c, tr_buf a, tr_buf b, 
 }
 #endif
 
-extern "C" void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb,
+static void gemm_dispatch(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb,
                           float alpha, float beta) {
-    kern_gemm_check(s, c, a, b, m, n, k, ta, tb, alpha, beta);
     gemm_state *g = gemm_state_get(dev_stream_device(s));
-    char kind[96] = "gemm";
-    if (tr_prof_enabled(dev_stream_device(s)))
-        snprintf(kind, sizeof kind, "gemm %dx%dx%d %c%c %s.%s>%s%s", m, n, k, ta ? 'T' : 'N', tb ? 'T' : 'N',
-                 tr_dtype_name(a.dt), tr_dtype_name(b.dt), tr_dtype_name(c.dt), beta != 0.0f ? " +=" : "");
-    TR_PROF(s, kind);
     if (g->mode != GEMM_NAIVE && lib_supports(c, a, b)) {
 #if TWINRUN_GPU_HAS_BLASLT
         if (g->mode == GEMM_LT) {
@@ -277,4 +305,72 @@ extern "C" void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, in
         return;
     }
     tr_cu_gemm_naive(s, c, a, b, m, n, k, ta, tb, alpha, beta);
+}
+
+extern "C" void kern_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb,
+                          float alpha, float beta) {
+    kern_gemm_check(s, c, a, b, m, n, k, ta, tb, alpha, beta);
+    char kind[96] = "gemm";
+    if (tr_prof_enabled(dev_stream_device(s)))
+        snprintf(kind, sizeof kind, "gemm %dx%dx%d %c%c %s.%s>%s%s", m, n, k, ta ? 'T' : 'N', tb ? 'T' : 'N',
+                 tr_dtype_name(a.dt), tr_dtype_name(b.dt), tr_dtype_name(c.dt), beta != 0.0f ? " +=" : "");
+    TR_PROF(s, kind);
+    gemm_dispatch(s, c, a, b, m, n, k, ta, tb, alpha, beta);
+}
+
+extern "C" void tr_cu_gemm_unprofiled(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta,
+                                      bool tb, float alpha, float beta) {
+    gemm_dispatch(s, c, a, b, m, n, k, ta, tb, alpha, beta);
+}
+
+extern "C" bool tr_cu_gemm_fp8_lt_enabled(dev_stream *s) {
+#if TWINRUN_GPU_HAS_BLASLT
+    return gemm_state_get(dev_stream_device(s))->mode == GEMM_LT;
+#else
+    (void)s;
+    return false;
+#endif
+}
+
+extern "C" void tr_cu_gemm_fp8_lt(dev_stream *s, tr_buf c, kern_fp8_operand a, kern_fp8_operand b, int m, int n,
+                                  int k, float alpha, float beta, bool forward) {
+#if TWINRUN_GPU_HAS_BLASLT
+    gemm_state *g = gemm_state_get(dev_stream_device(s));
+    if (g->mode != GEMM_LT) tr_fatal("gemm_fp8: the cuBLASLt path called with TWINRUN_GEMM other than lt");
+    lt_key key;
+    memset(&key, 0, sizeof key);
+    key.m = m, key.n = n, key.k = k, key.ta = 0, key.tb = 1; /* a [m,k], b [n,k]: cuBLASLt's TN */
+    key.dta = (unsigned char)(TR_LT_FP8 + a.fmt), key.dtb = (unsigned char)(TR_LT_FP8 + b.fmt);
+    key.dtc = (unsigned char)c.dt;
+    key.fast = forward && g->fp8_fast;
+    key.al_a = (unsigned short)ptr_align(a.p), key.al_b = (unsigned short)ptr_align(b.p);
+    key.al_c = (unsigned short)ptr_align(c.p);
+    /* cuBLASLt's A is our b, its B our a (the top of the file) */
+    lt_plan *p = lt_plan_get(g, &key, b.scale_inv, a.scale_inv), tmp;
+    if (!p) {
+        memset(&tmp, 0, sizeof tmp);
+        lt_plan_build(g, &tmp, &key, b.scale_inv, a.scale_inv);
+        p = &tmp;
+    }
+    if (!p->ok)
+        tr_fatal("gemm_fp8: cuBLASLt has no FP8 algorithm for m %d n %d k %d (%s x %s -> %s) on this device (FP8 "
+                 "GEMMs need sm_89 or newer, k a multiple of 16 and 16-byte aligned operands); TWINRUN_GEMM=blas runs "
+                 "FP8 GEMMs through the dequantising fallback, or leave this model's --fp8-format off",
+                 m, n, k, tr_fp8_name(a.fmt), tr_fp8_name(b.fmt), tr_dtype_name(c.dt));
+    BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b.scale_inv,
+                                              sizeof b.scale_inv));
+    BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.scale_inv,
+                                              sizeof a.scale_inv));
+    BLAS_CHECK(cublasLtMatmul(g->lt, p->op, &alpha, b.p, p->la, a.p, p->lb, &beta, c.p, p->lc, c.p, p->lc, &p->algo,
+                              g->ws, TR_LT_WORKSPACE, tr_cu_stream(s)));
+    if (p == &tmp) {
+        cublasLtMatrixLayoutDestroy(tmp.lc);
+        cublasLtMatrixLayoutDestroy(tmp.lb);
+        cublasLtMatrixLayoutDestroy(tmp.la);
+        cublasLtMatmulDescDestroy(tmp.op);
+    }
+#else
+    (void)s, (void)c, (void)a, (void)b, (void)m, (void)n, (void)k, (void)alpha, (void)beta, (void)forward;
+    tr_fatal("gemm_fp8: this build has no cuBLASLt (tr_cu_gemm_fp8_lt_enabled said so)");
+#endif
 }

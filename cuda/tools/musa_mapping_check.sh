@@ -38,11 +38,12 @@ sed -i 's|^#define MCCL_CONFIG_INITIALIZER NCCL_CONFIG_INITIALIZER$|static const
 
 rc=0
 # Completeness: every CUDA/cuBLAS/NCCL name in the code (comments stripped) is mapped, except the
-# cuBLASLt path and cublasGetStatusString, which the sources compile only for CUDA.
+# cuBLASLt path (its FP8 types CUDA_R_8F_* included) and cublasGetStatusString, which the sources
+# compile only for CUDA.
 for f in "$D"/*.cu "$D"/*.c "$D"/*.cuh "$D"/cuda_check.h "$D"/cuda_dev.h; do
     gcc -x c -fpreprocessed -E -P "$f" 2>/dev/null
 done | grep -ohE '\b(cuda[A-Z][A-Za-z_]*|CUDA_R_[0-9A-Z]+|cublas[A-Z][A-Za-z_]*|CUBLAS_[A-Z0-9_]+|nccl[A-Z][A-Za-z0-9_]*|NCCL_[A-Z_]+)\b' |
-    sort -u | grep -vE '^(cublasLt|CUBLASLT_|cublasGetStatusString$)' >"$T/used"
+    sort -u | grep -vE '^(cublasLt|CUBLASLT_|cublasGetStatusString$|CUDA_R_8F$)' >"$T/used"
 grep -oE '^#define [A-Za-z_0-9]+' "$D/gpu_compat.h" | awk '{print $2}' | sort -u >"$T/mapped"
 if comm -23 "$T/used" "$T/mapped" | grep .; then
     echo "FAILED: the names above are used but not mapped in gpu_compat.h"

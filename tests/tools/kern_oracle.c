@@ -5,7 +5,9 @@
  * The twin's sim/kern sources are compiled into this program with every kern_X of TR_KERNELS (kern.h)
  * renamed twin_kern_X (see cuda/CMakeLists.txt); they run on host copies, the GPU kernels on device copies of
  * the same inputs. Each output is compared by relative L2 (fp32: 2e-5 forward, 1e-4 gradients;
- * bf16: 1e-2), and each GPU case runs twice to check the bits are identical (determinism).
+ * bf16: 1e-2), and each GPU case runs twice to check the bits are identical (determinism). FP8 (--only
+ * fp8): the quantising cast's bytes and amax and the scale update's outputs bit for bit, the FP8 GEMM
+ * by relative L2 (fp32 output 3e-4: Hopper's FP8 accumulation, see case_fp8_gemm; bf16 output 4e-3).
  * Prints one line per output; exits non-zero on any failure. Built for the cuda backend only. */
 #include <math.h>
 #include <stdio.h>
@@ -611,8 +613,249 @@ static void case_ranges_rem(tr_dtype dt, bool aligned) {
     release();
 }
 
+/* ---- FP8: the quantising cast (bytes and amax bit-identical), the scale update (bit-identical), the
+ * FP8 GEMM (relative L2) ------------------------------------------------------------------------- */
+
+/* A byte buffer in a tens: int32 elements enough for `bytes` (+16, for misaligned views). */
+static tens *t_bytes(size_t bytes) { return t_new(TR_I32, (bytes + 16 + 3) / 4); }
+
+/* A value of x that gives an exact round-to-nearest-even tie after the multiply by a power-of-two scale:
+ * the midpoint of two neighbouring finite codes of fmt (at most 5 significant bits: exact in bf16). */
+static float fp8_tie(tr_fp8_format fmt, float scale) {
+    const int max_code = tr_fp8_spec_of(fmt).max_code;
+    const int c = (int)(urand() * max_code); /* c, c + 1 both finite and positive */
+    const double mid = 0.5 * ((double)tr_fp8_to_f32((uint8_t)c, fmt) + (double)tr_fp8_to_f32((uint8_t)(c + 1), fmt));
+    return (float)((urand() < 0.5 ? -mid : mid) / scale);
+}
+
+/* Inputs that reach every branch of the conversion (scale a power of two, so x * scale is exact):
+ * ties, NaN of both signs, infinities, huge, values just above the largest finite, the fp8 subnormal
+ * range, values below its smallest half-quantum, fp32 subnormals, signed zeros, ordinary values. */
+static float fp8_special(tr_fp8_format fmt, float scale) {
+    const float max = tr_fp8_spec_of(fmt).max, sub = fmt == TR_FP8_E5M2 ? 0x1p-16f : 0x1p-9f;
+    const double u = urand(), sgn = urand() < 0.5 ? -1.0 : 1.0;
+    const int kind = (int)(u * 12.0);
+    switch (kind) {
+    case 0:
+    case 1:
+    case 2: return fp8_tie(fmt, scale);
+    case 3: return urand() < 0.5 ? NAN : -NAN;
+    case 4: return (float)(sgn * INFINITY);
+    case 5: return (float)(sgn * (urand() < 0.5 ? 3.0e38 : 1.0e30));
+    case 6: return (float)(sgn * max * (1.0 + urand() * 0.2) / scale); /* around and above the largest */
+    case 7: return (float)(sgn * sub * urand() * 8.0 / scale);         /* fp8 subnormals */
+    case 8: return (float)(sgn * sub * urand() * 0.6 / scale);         /* round to zero or the smallest */
+    case 9: return (float)(sgn * 1.0e-40);                             /* an fp32 subnormal */
+    case 10: return (float)(sgn * 0.0);
+    default: return (float)(sgn * urand() * max * 1.5 / scale);
+    }
+}
+
+typedef struct fp8q_ctx {
+    tens *x, *q, *amax, *scale;
+    size_t n, xoff, qoff; /* misaligned views: element offsets of x, byte offsets of q */
+    tr_fp8_format fmt;
+    bool with_amax;
+} fp8q_ctx;
+
+static tr_buf fp8q_x(fp8q_ctx *c, void *base) {
+    return tr_buf_make((char *)base + c->xoff * tr_dtype_size(c->x->dt), c->x->dt);
+}
+
+static void fp8q_gpu(void *p) {
+    fp8q_ctx *c = p;
+    kern_fp8_quantize(g_s, (uint8_t *)c->q->d + c->qoff, c->with_amax ? (float *)c->amax->d : NULL, fp8q_x(c, c->x->d),
+                      (const float *)c->scale->d, c->n, c->fmt);
+}
+
+/* special: the values of fp8_special with a power-of-two scale; else uniform values with an odd scale. */
+static void case_fp8_quantize(tr_dtype dt, size_t n, tr_fp8_format fmt, bool special, size_t xoff, size_t qoff,
+                              bool with_amax) {
+    fp8q_ctx c = {.n = n, .xoff = xoff, .qoff = qoff, .fmt = fmt, .with_amax = with_amax};
+    c.x = t_new(dt, n + xoff), c.q = t_bytes(n + qoff), c.amax = t_new(TR_F32, 1), c.scale = t_new(TR_F32, 1);
+    const float scale = special ? 0.5f : (fmt == TR_FP8_E5M2 ? 1234.567f : 37.1f);
+    ((float *)c.scale->h0)[0] = scale;
+    ((float *)c.amax->h0)[0] = special ? 0.0f : 0.25f; /* below the data's amax: it must grow */
+    for (size_t i = 0; i < n + xoff; i++)
+        t_set(c.x, i, special ? fp8_special(fmt, scale) : (float)((2.0 * urand() - 1.0) * (fmt ? 40.0 : 10.0)));
+    memset(c.q->h0, 0xA5, c.q->n * 4); /* bytes outside [qoff, qoff + n) must stay */
+    reset_host();
+    twin_kern_fp8_quantize(NULL, (uint8_t *)c.q->h + qoff, with_amax ? (float *)c.amax->h : NULL, fp8q_x(&c, c.x->h),
+                           (const float *)c.scale->h, n, fmt);
+    tens *outs[] = {c.q, c.amax};
+    run_gpu_twice("fp8_quantize", fp8q_gpu, &c, outs, 2);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < c.q->n * 4; i++)
+        if (((uint8_t *)c.q->h)[i] != ((uint8_t *)c.q->g)[i] && !bad++) first = i;
+    const uint32_t aw = ((uint32_t *)c.amax->h)[0], ag = ((uint32_t *)c.amax->g)[0];
+    char name[128];
+    snprintf(name, sizeof name, "fp8_quantize %s>%s n%zu%s%s%s", tr_dtype_name(dt), tr_fp8_name(fmt), n,
+             special ? " special" : "", xoff || qoff ? " misaligned" : "", with_amax ? "" : " no-amax");
+    if (bad) {
+        const size_t i = first - qoff;
+        printf("  %-48s %zu byte(s) differ; first at %zu: x %a * %a -> twin 0x%02x, gpu 0x%02x  FAILED\n", name, bad, i,
+               (double)t_get(c.x, c.x->h0, i + xoff), (double)scale, ((uint8_t *)c.q->h)[first],
+               ((uint8_t *)c.q->g)[first]);
+        g_fail++;
+    } else if (aw != ag) {
+        printf("  %-48s bytes identical; amax twin %a, gpu %a  FAILED\n", name, (double)((float *)c.amax->h)[0],
+               (double)((float *)c.amax->g)[0]);
+        g_fail++;
+    } else {
+        printf("  %-48s bytes and amax identical (amax %g)\n", name, (double)((float *)c.amax->h)[0]);
+    }
+    release();
+}
+
+typedef struct fp8u_ctx {
+    tens *hist, *scale, *scale_inv;
+    int n, len, margin;
+    tr_fp8_amax_algo algo;
+    tr_fp8_format fmt;
+} fp8u_ctx;
+
+static void fp8u_gpu(void *p) {
+    fp8u_ctx *c = p;
+    for (int r = 0; r < 2; r++)
+        kern_fp8_scale_update(g_s, c->hist->d, c->scale->d, c->scale_inv->d, c->n, c->len, c->algo, c->fmt, c->margin);
+}
+
+/* Histories of amaxes over many decades, with zeros, a NaN, an infinity and a tiny amax (its scale
+ * overflows to FLT_MAX); scales not all 1. Twice: the second update reads the first's rolled history. */
+static void case_fp8_scale_update(int n, int len, tr_fp8_amax_algo algo, tr_fp8_format fmt, int margin) {
+    fp8u_ctx c = {.n = n, .len = len, .margin = margin, .algo = algo, .fmt = fmt};
+    c.hist = t_new(TR_F32, (size_t)n * len), c.scale = t_new(TR_F32, n), c.scale_inv = t_new(TR_F32, n);
+    float *h = c.hist->h0;
+    for (size_t i = 0; i < (size_t)n * len; i++) {
+        const double u = urand();
+        h[i] = u < 0.15 ? 0.0f : (float)(pow(10.0, 12.0 * urand() - 6.0));
+    }
+    h[0] = NAN, h[(size_t)(len - 1) * n + 1 % n] = INFINITY, h[2 % n] = 1e-44f, h[3 % n] = 0.0f;
+    for (int t = 0; t < n; t++) {
+        ((float *)c.scale->h0)[t] = t % 3 ? (float)(0.5 + urand() * 100.0) : 1.0f;
+        ((float *)c.scale_inv->h0)[t] = 1.0f / ((float *)c.scale->h0)[t];
+    }
+    reset_host();
+    for (int r = 0; r < 2; r++)
+        twin_kern_fp8_scale_update(NULL, c.hist->h, c.scale->h, c.scale_inv->h, n, len, algo, fmt, margin);
+    tens *outs[] = {c.hist, c.scale, c.scale_inv};
+    run_gpu_twice("fp8_scale_update", fp8u_gpu, &c, outs, 3);
+    char name[128];
+    snprintf(name, sizeof name, "fp8_scale_update n%d len%d %s %s margin %d", n, len,
+             algo == TR_FP8_AMAX_MAX ? "max" : "most_recent", tr_fp8_name(fmt), margin);
+    const char *what[] = {"history", "scale", "scale_inv"};
+    int bad = 0;
+    for (int o = 0; o < 3; o++)
+        if (memcmp(outs[o]->h, outs[o]->g, outs[o]->n * 4) != 0) {
+            printf("  %-48s %s differs  FAILED\n", name, what[o]);
+            bad = 1;
+        }
+    if (bad) g_fail++;
+    else printf("  %-48s history, scale, scale_inv identical\n", name);
+    release();
+}
+
+typedef struct fp8g_ctx {
+    tens *c, *a, *b, *sa, *sb;
+    tr_fp8_format fa, fb;
+    int m, n, k;
+    bool ta, tb;
+    float alpha, beta;
+} fp8g_ctx;
+
+static void fp8g_gpu(void *p) {
+    fp8g_ctx *g = p;
+    const kern_fp8_operand a = {(const uint8_t *)g->a->d, g->fa, (const float *)g->sa->d};
+    const kern_fp8_operand b = {(const uint8_t *)g->b->d, g->fb, (const float *)g->sb->d};
+    kern_gemm_fp8(g_s, Dv(g->c), a, b, g->m, g->n, g->k, g->ta, g->tb, g->alpha, g->beta);
+}
+
+/* n bytes of fmt: x ~ N-ish(0, sigma) quantised with scale (as the engine's cast does), no NaN. */
+static void fp8_fill(tens *t, size_t n, tr_fp8_format fmt, float scale, double sigma) {
+    for (size_t i = 0; i < n; i++) {
+        const double x = (urand() + urand() + urand() - 1.5) * 2.0 * sigma;
+        ((uint8_t *)t->h0)[i] = tr_fp8_from_f32((float)x * scale, fmt);
+    }
+}
+
+/* The FP8 GEMM against the twin's (FP8 values widened, summed in double). fp32 output within 3e-4
+ * relative L2: Hopper's FP8 tensor cores add their products with fewer bits than fp32 even with the
+ * split accumulation (cuBLASLt's default, CUBLASLT_MATMUL_DESC_FAST_ACCUM 0, promotes the partial sums
+ * to fp32 every few k-blocks; between promotions about 14 bits are kept, as DeepSeek-V3's report
+ * measured), so the figure on an H200 is ~1e-4, not the 1e-5 of an fp32 GEMM (the dequantising
+ * fallback, TWINRUN_GEMM=blas, gives ~5e-8). bf16 output within 4e-3 (the two sums round to bf16 apart
+ * where they straddle a rounding boundary: one bf16 ulp, 2^-8 relative). */
+static void case_fp8_gemm(int m, int n, int k, bool ta, bool tb, tr_fp8_format fa, tr_fp8_format fb, tr_dtype cdt,
+                          float beta) {
+    fp8g_ctx g = {.fa = fa, .fb = fb, .m = m, .n = n, .k = k, .ta = ta, .tb = tb, .alpha = 0.75f, .beta = beta};
+    g.a = t_bytes((size_t)m * k), g.b = t_bytes((size_t)k * n), g.c = t_new(cdt, (size_t)m * n);
+    g.sa = t_new(TR_F32, 1), g.sb = t_new(TR_F32, 1);
+    const float qa = fa == TR_FP8_E5M2 ? 3000.0f : 150.0f, qb = fb == TR_FP8_E5M2 ? 3000.0f : 150.0f;
+    fp8_fill(g.a, (size_t)m * k, fa, qa, 1.0);
+    fp8_fill(g.b, (size_t)k * n, fb, qb, 1.0);
+    ((float *)g.sa->h0)[0] = 1.0f / qa, ((float *)g.sb->h0)[0] = 1.0f / qb;
+    t_fill(g.c, 30.0f);
+    reset_host();
+    const kern_fp8_operand a = {(const uint8_t *)g.a->h, fa, (const float *)g.sa->h};
+    const kern_fp8_operand b = {(const uint8_t *)g.b->h, fb, (const float *)g.sb->h};
+    twin_kern_gemm_fp8(NULL, H(g.c), a, b, m, n, k, ta, tb, g.alpha, beta);
+    tens *outs[] = {g.c};
+    run_gpu_twice("gemm_fp8", fp8g_gpu, &g, outs, 1);
+    char name[128];
+    snprintf(name, sizeof name, "gemm_fp8 %dx%dx%d %c%c %s.%s>%s%s", m, n, k, ta ? 'T' : 'N', tb ? 'T' : 'N',
+             tr_fp8_name(fa), tr_fp8_name(fb), tr_dtype_name(cdt), beta != 0.0f ? " +=" : "");
+    double num = 0.0, den = 0.0;
+    size_t nan_mismatch = 0;
+    for (size_t i = 0; i < g.c->n; i++) {
+        const double w = t_get(g.c, g.c->h, i), v = t_get(g.c, g.c->g, i);
+        if (isnan(w) != isnan(v)) nan_mismatch++;
+        if (isnan(w) || isnan(v)) continue;
+        num += (v - w) * (v - w), den += w * w;
+    }
+    const double rel = den > 0 ? sqrt(num / den) : sqrt(num), tol = cdt == TR_BF16 ? 4e-3 : 3e-4;
+    const int ok = rel <= tol && nan_mismatch == 0;
+    printf("  %-48s rel L2 %.3e (bound %.0e)%s\n", name, rel, tol, ok ? "" : "  FAILED");
+    if (!ok) g_fail++;
+    release();
+}
+
+static void cases_fp8(void) {
+    for (int f = 0; f < 2; f++) {
+        const tr_fp8_format fmt = f ? TR_FP8_E5M2 : TR_FP8_E4M3;
+        for (int d = 0; d < 2; d++) {
+            const tr_dtype dt = d ? TR_BF16 : TR_F32;
+            case_fp8_quantize(dt, 3000000, fmt, false, 0, 0, true); /* a multiple of 8: the vector path alone */
+            case_fp8_quantize(dt, 1000003, fmt, false, 0, 0, true); /* and the remainder */
+            case_fp8_quantize(dt, 7, fmt, false, 0, 0, true);       /* less than one vector */
+            case_fp8_quantize(dt, 200001, fmt, true, 0, 0, true);
+            case_fp8_quantize(dt, 100000, fmt, true, 1, 3, false); /* misaligned: one a thread */
+        }
+    }
+    for (int a = 0; a < 2; a++)
+        for (int margin = 0; margin <= 2; margin += 2) {
+            const tr_fp8_amax_algo algo = a ? TR_FP8_AMAX_MOST_RECENT : TR_FP8_AMAX_MAX;
+            case_fp8_scale_update(300, 1024, algo, margin ? TR_FP8_E5M2 : TR_FP8_E4M3, margin);
+            case_fp8_scale_update(300, 1, algo, margin ? TR_FP8_E4M3 : TR_FP8_E5M2, margin);
+            case_fp8_scale_update(5, 16, algo, TR_FP8_E4M3, margin);
+        }
+    /* The engine's three GEMMs of a linear layer: forward (ta F, tb T), data gradient (F F), weight
+     * gradient (T F, accumulating into an fp32 grad). Each with each operand pair, bf16 and fp32 out. */
+    static const struct { bool ta, tb; } lay[] = {{false, true}, {false, false}, {true, false}};
+    static const tr_fp8_format fa[] = {TR_FP8_E4M3, TR_FP8_E5M2, TR_FP8_E4M3};
+    static const tr_fp8_format fb[] = {TR_FP8_E4M3, TR_FP8_E4M3, TR_FP8_E5M2};
+    for (int l = 0; l < 3; l++)
+        for (int p = 0; p < 3; p++) {
+            const tr_dtype cdt = (l + p) % 2 ? TR_F32 : TR_BF16;
+            const float beta = (l == 2 || p == 1) ? 1.0f : 0.0f;
+            case_fp8_gemm(512, 768, 1024, lay[l].ta, lay[l].tb, fa[p], fb[p], cdt, beta);
+        }
+    for (int l = 0; l < 3; l++) /* odd m, n not a multiple of the tiles */
+        case_fp8_gemm(333, 264, 336, lay[l].ta, lay[l].tb, TR_FP8_E4M3, TR_FP8_E4M3, l == 2 ? TR_F32 : TR_BF16,
+                      l == 2 ? 1.0f : 0.0f);
+}
+
 /* --only KIND[,KIND...]: the cases of those kinds alone (gemm, attention, attention_pos, norm, embedding,
- * ce, rope, swiglu, elementwise, ranges), to look at one kernel again without the others' minutes */
+ * ce, rope, swiglu, elementwise, ranges, fp8), to look at one kernel again without the others' minutes */
 static const char *g_only;
 
 /* The comma-separated item at p: its length in *len; where the next one starts, NULL after the last. */
@@ -638,8 +881,8 @@ int main(int argc, char **argv) {
         tr_version_print(stdout, "kern_oracle");
         return 0;
     }
-    static const char *const kinds[] = {"gemm", "attention", "attention_pos", "norm",        "embedding",
-                                        "ce",   "rope",      "swiglu",        "elementwise", "ranges"};
+    static const char *const kinds[] = {"gemm", "attention", "attention_pos", "norm",   "embedding", "ce",
+                                        "rope", "swiglu",    "elementwise",   "ranges", "fp8"};
     if (argc == 3 && strcmp(argv[1], "--only") == 0) {
         g_only = argv[2];
         for (const char *p = g_only; p;) { /* a misspelt kind would test nothing and pass */
@@ -651,7 +894,7 @@ int main(int argc, char **argv) {
             if (!known) {
                 fprintf(stderr,
                         "kern_oracle: --only: '%.*s' is no case kind (kinds: gemm, attention, attention_pos, "
-                        "norm, embedding, ce, rope, swiglu, elementwise, ranges)\n",
+                        "norm, embedding, ce, rope, swiglu, elementwise, ranges, fp8)\n",
                         (int)len, p);
                 return 2;
             }
@@ -659,7 +902,7 @@ int main(int argc, char **argv) {
         }
     } else if (argc != 1) {
         fprintf(stderr, "usage: kern_oracle [--only KIND[,KIND...]] (kinds: gemm, attention, attention_pos, norm, "
-                        "embedding, ce, rope, swiglu, elementwise, ranges)\n");
+                        "embedding, ce, rope, swiglu, elementwise, ranges, fp8)\n");
         return 2;
     }
     char err[256] = "";
@@ -724,6 +967,7 @@ int main(int argc, char **argv) {
         if (want("ranges")) case_ranges_rem(dt, false);
         if (want("ranges")) case_ranges_rem(dt, true);
     }
+    if (want("fp8")) cases_fp8();
     const size_t used = dev_mem_used(g_dev);
     dev_close(g_dev);
     printf("kern_oracle: %s (%d failure(s)); device memory left %zu\n", g_fail || used ? "FAILED" : "all ok", g_fail,

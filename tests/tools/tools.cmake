@@ -32,6 +32,11 @@ if(TWINRUN_BACKEND STREQUAL "cuda")
   # Each cuDNN attention candidate alone (TWINRUN_CUDNN_CANDIDATE) on the context-parallel chunks and
   # their plain-causal pieces: one whose outputs are not the heuristics' first engine's is refused at
   # the choice (kern_attention_cudnn_check.cu) and another path serves the call, so each must pass.
+  # The FP8 kernels' MUSA paths on an NVIDIA GPU: the software cast (TWINRUN_FP8_CAST=sw) and the
+  # dequantising GEMM fallback (TWINRUN_GEMM=blas) against the twin (the default paths run in kern_oracle).
+  add_test(NAME kern_oracle_fp8_fallback COMMAND kern_oracle --only fp8)
+  set_tests_properties(kern_oracle_fp8_fallback PROPERTIES LABELS "tools;gpu"
+                       ENVIRONMENT "TWINRUN_FP8_CAST=sw;TWINRUN_GEMM=blas")
   foreach(c atomic0 atomic1 det0 det1)
     add_test(NAME kern_oracle_cudnn_${c} COMMAND kern_oracle --only attention_pos)
     set_tests_properties(kern_oracle_cudnn_${c} PROPERTIES LABELS "tools;gpu"
