@@ -379,7 +379,8 @@ void kern_init_param_check(dev_stream *s, const kern_init_desc *d, float *out, s
 /* ---- FP8 --------------------------------------------------------------------------------- */
 
 static void check_fp8_format(tr_fp8_format fmt, const char *what) {
-    if (fmt != TR_FP8_E4M3 && fmt != TR_FP8_E5M2) tr_fatal("kernel: %s has FP8 format %d; e4m3 (0) or e5m2 (1)", what, fmt);
+    if (fmt != TR_FP8_E4M3 && fmt != TR_FP8_E5M2)
+        tr_fatal("kernel: %s has FP8 format %d; e4m3 (0) or e5m2 (1)", what, fmt);
 }
 
 void kern_fp8_quantize_check(dev_stream *s, uint8_t *q, float *amax, tr_buf x, const float *scale, size_t n,

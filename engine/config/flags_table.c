@@ -14,7 +14,7 @@
 #define GT(x) .range = {.has_min = true, .min_open = true, .min = (x)}
 #define UNIT_OPEN .range = {.has_min = true, .min = 0, .has_max = true, .max_open = true, .max = 1} /* [0,1) */
 #define RANGE(lo, hi) .range = {.has_min = true, .min = (lo), .has_max = true, .max = (hi)}
-#define UNIT_POS .range = {.has_min = true, .min_open = true, .min = 0, .has_max = true, .max = 1}  /* (0,1] */
+#define UNIT_POS .range = {.has_min = true, .min_open = true, .min = 0, .has_max = true, .max = 1} /* (0,1] */
 
 /* Reasons shared by many rows. */
 #define R_FUSION                                                                                                       \
@@ -73,8 +73,7 @@ static const tr_choice FP8_RECIPE[] = {
     {"mxfp8", 0,
      "MXFP8 block scaling needs Blackwell's block-scaled tensor cores and is not implemented; use --fp8-recipe "
      "delayed"},
-    {"blockwise", 0,
-     "blockwise (1x128 / 128x128) scaling is not implemented; use --fp8-recipe delayed"},
+    {"blockwise", 0, "blockwise (1x128 / 128x128) scaling is not implemented; use --fp8-recipe delayed"},
     {NULL, 0, NULL},
 };
 static const tr_choice FP8_AMAX_ALGO[] = {{"most_recent", 1, NULL}, {"max", 0, NULL}, {NULL, 0, NULL}};

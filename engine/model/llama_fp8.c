@@ -80,8 +80,8 @@ int llama_fp8_create(llama_model *m, const tr_config *cfg, char *err, size_t err
     const size_t hist = (size_t)f->len * (size_t)(f->nfwd + f->nbwd) * 4, scales = (size_t)2 * (f->nfwd + f->nbwd) * 4;
     f->fwd_hist = dev_alloc(d, hist + scales, "fp8 amax histories and scales"); /* one block, split below */
     f->slot_scale = dev_alloc(d, (size_t)m->layout.slots * 2 * f->nfwd * 4, "fp8 scales of the micro-batches");
-    f->qx = dev_alloc(d, N * max_in, "fp8 linear input");      /* [N, in] */
-    f->qw = dev_alloc(d, max_w, "fp8 linear weight");          /* [out, in] */
+    f->qx = dev_alloc(d, N * max_in, "fp8 linear input");            /* [N, in] */
+    f->qw = dev_alloc(d, max_w, "fp8 linear weight");                /* [out, in] */
     f->qg = dev_alloc(d, N * max_out, "fp8 linear output gradient"); /* [N, out] */
     dev_mem_tag_set(d, tag0);
     if (!f->fwd_hist || !f->slot_scale || !f->qx || !f->qw || !f->qg)
@@ -165,8 +165,8 @@ static void check_spikes(llama_model *m, bool fwd, float *row, const float *scal
         const float ratio = amax[t] * sc[t] / allowed;
         if (!(ratio >= LLAMA_FP8_SPIKE_RATIO) || ratio <= f->spike.ratio) continue; /* a NaN amax is the NaN probe's */
         const int mt = fwd ? t / 2 : t;
-        f->spike = (struct llama_fp8_spike){ratio, amax[t], sc[t], m->dims.l0 + mt / LLAMA_FP8_MODULES,
-                                            mt % LLAMA_FP8_MODULES, fwd ? t % 2 : 2};
+        f->spike = (struct llama_fp8_spike){
+            ratio, amax[t], sc[t], m->dims.l0 + mt / LLAMA_FP8_MODULES, mt % LLAMA_FP8_MODULES, fwd ? t % 2 : 2};
     }
 }
 

@@ -112,8 +112,8 @@ static void fp8_meta_convert(const llama_model *m, float *state, float *meta, bo
             for (int role = 0; role < 3; role++) {
                 float *row = meta + ((size_t)l * FP8_ROWS + (size_t)mod * 3 + role) * cols;
                 const bool fwd = role < 2;
-                const size_t t = fwd ? (size_t)((l * LLAMA_FP8_MODULES + mod) * 2 + role)
-                                     : (size_t)(l * LLAMA_FP8_MODULES + mod);
+                const size_t t =
+                    fwd ? (size_t)((l * LLAMA_FP8_MODULES + mod) * 2 + role) : (size_t)(l * LLAMA_FP8_MODULES + mod);
                 const size_t n = fwd ? (size_t)f->nfwd : (size_t)f->nbwd;
                 float *hist = fwd ? fh : bh, *sc = fwd ? fs : bsc;
                 for (size_t i = 0; i < len; i++) {

@@ -42,8 +42,9 @@ static void step_end(void *state, tr_loop *l) {
     float who = mine->ratio == top ? (float)s->rank : -1.0f; /* ties: the highest rank */
     agree(s, &who, 1, COLL_MAX);
     float what[4] = {0, 0, 0, 0}; /* layer, module * 3 + role, amax, scale: the named rank's */
-    if ((int)who == s->rank) what[0] = (float)mine->layer, what[1] = (float)(mine->mod * 3 + mine->role),
-                             what[2] = mine->amax, what[3] = mine->scale;
+    if ((int)who == s->rank)
+        what[0] = (float)mine->layer, what[1] = (float)(mine->mod * 3 + mine->role), what[2] = mine->amax,
+        what[3] = mine->scale;
     agree(s, what, 4, COLL_SUM);
     mine->ratio = 0;
     if (!s->reporter) return;
@@ -83,7 +84,8 @@ int train_observe_fp8(tr_rank *st, const tr_job *jb) {
     s->buf = dev_alloc(st->dev, 4 * sizeof(float), "fp8 spike agreement");
     if (!s->buf) {
         free(s);
-        return tr_errf(st->loop.err, sizeof st->loop.err, "out of device memory for the FP8 spike check"), TR_EXIT_FATAL;
+        return tr_errf(st->loop.err, sizeof st->loop.err, "out of device memory for the FP8 spike check"),
+               TR_EXIT_FATAL;
     }
     return train_observer_register(st, &(tr_observer){.state = s, .on_step_end = step_end, .close = close_fp8});
 }

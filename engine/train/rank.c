@@ -134,7 +134,8 @@ int train_rank_resume(tr_rank *st, const tr_job *jb) {
     tr_run_position pos = {0, 0, 0};
     int rc = 0, loaded = 0;
     if (cfg->load[0]) {
-        if (train_ckpt_load_from(jb->ckpt, st->model, st->optim, cfg, st->grid.rank, &pos, &loaded, l->err, sizeof l->err))
+        if (train_ckpt_load_from(jb->ckpt, st->model, st->optim, cfg, st->grid.rank, &pos, &loaded, l->err,
+                                 sizeof l->err))
             rc = TR_EXIT_USAGE;
         /* a run without validation (--eval-iters 0) has no validation set to place the checkpoint's
          * position in: it carries the position unchanged to its own saves, as Megatron does */

@@ -17,9 +17,10 @@
 
 /* What the engine diagnosed when the job stopped (the first of the ranks to say). */
 typedef struct tr_diagnosis {
-    char kind[32];    /* "nan", "fp8_spike", "preflight", "ckpt_write", "oom", "data", "fatal"; "" = none */
-    char detail[32];  /* nan: "activation" "loss" "gradient"; fp8_spike: "fc1.input" ...; preflight: "build version" ... */
-    int rank;         /* the culprit, -1 unknown */
+    char kind[32]; /* "nan", "fp8_spike", "preflight", "ckpt_write", "oom", "data", "fatal"; "" = none */
+    char detail
+        [32]; /* nan: "activation" "loss" "gradient"; fp8_spike: "fc1.input" ...; preflight: "build version" ... */
+    int rank; /* the culprit, -1 unknown */
     int layer, micro; /* nan: where */
     int64_t iteration;
     double time; /* the detecting rank's clock (simulated in the twin) */

@@ -69,8 +69,8 @@ void kern_fp8_quantize(dev_stream *s, uint8_t *q, float *amax, tr_buf x, const f
                        tr_fp8_format fmt) {
     kern_cost(s, TWIN_K_FP8_QUANTIZE, 2.0 * (double)n, (double)n * (tr_dtype_size(x.dt) + 1), TR_F32);
     kern_fp8_quantize_check(s, q, amax, x, scale, n, fmt);
-    const twin_access acc[] = {{q, n, true}, {x.p, kern_bytes(x, n), false}, {scale, sizeof *scale, false},
-                               {amax, sizeof *amax, true}};
+    const twin_access acc[] = {
+        {q, n, true}, {x.p, kern_bytes(x, n), false}, {scale, sizeof *scale, false}, {amax, sizeof *amax, true}};
     kern_access(s, "kernel fp8_quantize", acc, amax ? 4 : 3);
     if (kern_shape_only(s) || n == 0) return;
     quant_args a = {q, amax, x, scale, n, fmt};

@@ -13,9 +13,9 @@
 #include <cmocka.h>
 
 #include "common/fixture.h"
-#include "twinrun/fp8_scaling.h"
 #include "config/flags.h"
 #include "twinrun/config.h"
+#include "twinrun/fp8_scaling.h"
 
 #define ERRLEN 1024
 
@@ -237,7 +237,8 @@ static void test_fp8_flag_rules(void **state) {
     const char *base = "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
                        "--max-position-embeddings 32 --micro-batch-size 1 --train-iters 2 --mock-data --vocab-size 128 "
                        "--disable-bias-linear --attention-dropout 0 --hidden-dropout 0 --lr 1e-3 ";
-    assert_error(parse_line(c, "--fp8-recipe mxfp8", err), err, "--fp8-recipe mxfp8: MXFP8 block scaling needs Blackwell");
+    assert_error(parse_line(c, "--fp8-recipe mxfp8", err), err,
+                 "--fp8-recipe mxfp8: MXFP8 block scaling needs Blackwell");
     assert_error(parse_line(c, "--fp8-recipe tensorwise", err), err, "use --fp8-recipe delayed");
     assert_error(parse_line(c, "--fp8-recipe blockwise", err), err, "blockwise (1x128 / 128x128) scaling");
     assert_error(parse_line(c, "--fp8-format e5m2", err), err, "e4m3, hybrid");

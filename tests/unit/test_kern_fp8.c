@@ -15,7 +15,8 @@ static void test_quantize_every_exponent(void **state) {
     for (int i = 0; i < N; i++) {
         s = s * 1664525u + 1013904223u;
         uint32_t u = s;
-        if (i % 3 == 0) u = (u & 0x80000000u) | ((uint32_t)(100 + i % 60) << 23) | (u & 0x7fffffu); /* near fp8's range */
+        if (i % 3 == 0)
+            u = (u & 0x80000000u) | ((uint32_t)(100 + i % 60) << 23) | (u & 0x7fffffu); /* near fp8's range */
         if (i % 7 == 0) u &= ~0xfffffu; /* short mantissas: exact values and ties */
         memcpy(&x[i], &u, 4);
     }
@@ -40,8 +41,9 @@ static void test_quantize_bytes_and_amax(void **state) {
     enum { N = 1037 }; /* not a multiple of any vector width */
     float *x = kt_host(N);
     kt_fill(&r, x, N, 3.0f);
-    const float special[] = {0.0f, -0.0f, 1e-9f, -1e-9f, 448.0f, 449.0f, -1e6f, INFINITY, -INFINITY,
-                             NAN,  0.5f,  2e-3f, 57344.0f, 1.0625f, 1.1875f}; /* ties of E4M3 at 1 + 1/16, 3/16 */
+    const float special[] = {
+        0.0f,      -0.0f, 1e-9f, -1e-9f, 448.0f,   449.0f,  -1e6f,  INFINITY,
+        -INFINITY, NAN,   0.5f,  2e-3f,  57344.0f, 1.0625f, 1.1875f}; /* ties of E4M3 at 1 + 1/16, 3/16 */
     for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) x[i * 7] = special[i];
     for (int dti = 0; dti < 2; dti++)
         for (int fi = 0; fi < 2; fi++) {
@@ -93,7 +95,8 @@ static void test_gemm_against_decoded_values(void **state) {
     for (int combo = 0; combo < 4; combo++) {
         const bool ta = combo & 1, tb = combo & 2;
         const tr_fp8_format fa = TR_FP8_E5M2, fb = TR_FP8_E4M3; /* hybrid: a gradient times an input */
-        for (size_t i = 0; i < sizeof ah; i++) ah[i] = (uint8_t)(kt_sym(&r, 1.0f) > 0 ? 0x00 : 0x80) | (uint8_t)(i % 0x78);
+        for (size_t i = 0; i < sizeof ah; i++)
+            ah[i] = (uint8_t)(kt_sym(&r, 1.0f) > 0 ? 0x00 : 0x80) | (uint8_t)(i % 0x78);
         for (size_t i = 0; i < sizeof bh; i++) bh[i] = (uint8_t)((i * 37) % 0x7E) | (uint8_t)(i % 3 ? 0 : 0x80);
         double *want = malloc(sizeof(double) * m * n);
         reference(want, ah, fa, bh, fb, m, n, k, ta, tb);
@@ -129,10 +132,9 @@ static void test_scale_update_per_tensor(void **state) {
     (void)state;
     enum { T = 5, LEN = 4 };
     const float hist0[LEN * T] = {
-        3.0f, 0.0f, NAN,  1e-40f, 2.0f,      /* row 0: this pass's amaxes */
-        1.0f, 0.0f, 5.0f, 0.0f,   INFINITY,  /* the oldest */
-        7.0f, 0.0f, 1.0f, 0.0f,   1.0f,
-        2.0f, 0.0f, 1.0f, 0.0f,   1.0f,
+        3.0f, 0.0f, NAN,  1e-40f, 2.0f,     /* row 0: this pass's amaxes */
+        1.0f, 0.0f, 5.0f, 0.0f,   INFINITY, /* the oldest */
+        7.0f, 0.0f, 1.0f, 0.0f,   1.0f,     2.0f, 0.0f, 1.0f, 0.0f, 1.0f,
     };
     for (int algo = 0; algo < 2; algo++)
         for (int margin = 0; margin <= 2; margin += 2) {

@@ -317,7 +317,7 @@ void kern_fp8_scale_update(dev_stream *s, float *hist, float *scale, float *scal
     X(kern_init_param, (dev_stream * s, const kern_init_desc *d, float *out, size_t n))                                \
     X(kern_sum_squares_ranges, (dev_stream * s, float *out, tr_buf x, const kern_range *ranges, int nranges))          \
     X(kern_adamw_update_ranges, (dev_stream * s, const kern_adamw_desc *ad, const kern_range *ranges, int nranges,     \
-                                 float *master, int16_t *master_rem, tr_buf model, tr_buf grad, float *m, float *v))  \
+                                 float *master, int16_t *master_rem, tr_buf model, tr_buf grad, float *m, float *v))   \
     X(kern_fp8_quantize,                                                                                               \
       (dev_stream * s, uint8_t * q, float *amax, tr_buf x, const float *scale, size_t n, tr_fp8_format fmt))           \
     X(kern_gemm_fp8, (dev_stream * s, tr_buf c, kern_fp8_operand a, kern_fp8_operand b, int m, int n, int k, bool ta,  \

@@ -70,11 +70,11 @@ typedef struct tr_config {
     tr_fp8_mode fp8;                     /* --fp8-format (bf16 training only) */
     int fp8_recipe;                      /* --fp8-recipe: only delayed (1) is implemented; the others are refused */
     int fp8_margin, fp8_amax_history_len;
-    int fp8_amax_compute_algo;           /* tr_fp8_amax_algo: 0 max, 1 most_recent (Megatron's default) */
-    bool fp8_wgrad;                      /* default on; --no-fp8-wgrad keeps the weight-gradient GEMM in bf16 */
-    bool fp8_param_gather;               /* --fp8-param-gather */
-    uint64_t seed;                       /* 1234 */
-    tr_recompute recompute_granularity;  /* --recompute-granularity / --recompute-activations */
+    int fp8_amax_compute_algo;          /* tr_fp8_amax_algo: 0 max, 1 most_recent (Megatron's default) */
+    bool fp8_wgrad;                     /* default on; --no-fp8-wgrad keeps the weight-gradient GEMM in bf16 */
+    bool fp8_param_gather;              /* --fp8-param-gather */
+    uint64_t seed;                      /* 1234 */
+    tr_recompute recompute_granularity; /* --recompute-granularity / --recompute-activations */
     tr_recompute_method recompute_method;
     int recompute_num_layers;              /* 0 = unset */
     bool exit_signal_handler;              /* SIGTERM: finish the step, save, exit 0 */
