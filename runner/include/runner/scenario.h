@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "fault/fault.h"
+#include "launch/hostfile.h"
 
 #define SC_NAME_LEN 128
 #define SC_PATH_LEN 1024
@@ -27,12 +28,8 @@ typedef struct sc_flag {
     char **values;
 } sc_flag;
 
-/* One host line of an OpenMPI hostfile: "node001 slots=8". */
-typedef struct sc_host {
-    char name[SC_NAME_LEN];
-    int slots;
-    int line; /* in the hostfile, for messages */
-} sc_host;
+/* One host line of an OpenMPI hostfile: "node001 slots=8" (base/launch/hostfile.h). */
+typedef tr_host sc_host;
 
 typedef struct sc_campaign {
     int count;                  /* random single-fault trials; 0 = no campaign */
