@@ -286,3 +286,36 @@ const char *fault_build_version(fault_rank *fr, const char *version) {
     }
     return version;
 }
+
+void fault_slow_links(fault_rank *fr) {
+    if (!fr) return;
+    for (int k = 0; k < fr->n; k++) {
+        const int i = fr->mine[k];
+        const fault_spec *f = &fr->plan->faults[i];
+        if (f->kind != FAULT_SLOW_LINK || !may_fire(fr, i)) continue;
+        mark_fired(fr, i);
+        coll_set_link_slowdown(fr->d, f->factor);
+        return;
+    }
+}
+
+/* "shared" names /data/shared: the dir is the path, or its last components */
+static bool path_ends_with(const char *path, const char *dir) {
+    const size_t n = strlen(path), m = strlen(dir);
+    if (m > n) return false;
+    if (strcmp(path + n - m, dir) != 0) return false;
+    return m == n || path[n - m - 1] == '/' || dir[0] == '/';
+}
+
+bool fault_dir_hidden(fault_rank *fr, const char *path) {
+    if (!fr || !path) return false;
+    for (int k = 0; k < fr->n; k++) {
+        const int i = fr->mine[k];
+        const fault_spec *f = &fr->plan->faults[i];
+        if (f->kind != FAULT_HIDDEN_DIR || !may_fire(fr, i)) continue;
+        if (f->dir[0] && !path_ends_with(path, f->dir)) continue;
+        mark_fired(fr, i);
+        return true;
+    }
+    return false;
+}
