@@ -294,17 +294,25 @@ void fault_slow_links(fault_rank *fr) {
         const fault_spec *f = &fr->plan->faults[i];
         if (f->kind != FAULT_SLOW_LINK || !may_fire(fr, i)) continue;
         mark_fired(fr, i);
+        if (fr->rank % fr->plan->gpus_per_node == 0) say(fr, i); /* once a node */
         coll_set_link_slowdown(fr->d, f->factor);
         return;
     }
 }
 
-/* "shared" names /data/shared: the dir is the path, or its last components */
-static bool path_ends_with(const char *path, const char *dir) {
-    const size_t n = strlen(path), m = strlen(dir);
-    if (m > n) return false;
-    if (strcmp(path + n - m, dir) != 0) return false;
+/* Whether path[0..n) is dir, or ends with it as whole components ("shared" names /data/shared). */
+static bool names_dir(const char *path, size_t n, const char *dir) {
+    const size_t m = strlen(dir);
+    if (m > n || strncmp(path + n - m, dir, m) != 0) return false;
     return m == n || path[n - m - 1] == '/' || dir[0] == '/';
+}
+
+/* A hidden directory hides everything below it: /data/shared/logs when /data/shared is not mounted. */
+static bool path_under(const char *path, const char *dir) {
+    const size_t n = strlen(path);
+    for (size_t i = 1; i <= n; i++)
+        if ((i == n || path[i] == '/') && names_dir(path, i, dir)) return true;
+    return false;
 }
 
 bool fault_dir_hidden(fault_rank *fr, const char *path) {
@@ -313,8 +321,9 @@ bool fault_dir_hidden(fault_rank *fr, const char *path) {
         const int i = fr->mine[k];
         const fault_spec *f = &fr->plan->faults[i];
         if (f->kind != FAULT_HIDDEN_DIR || !may_fire(fr, i)) continue;
-        if (f->dir[0] && !path_ends_with(path, f->dir)) continue;
+        if (f->dir[0] && !path_under(path, f->dir)) continue;
         mark_fired(fr, i);
+        say(fr, i);
         return true;
     }
     return false;

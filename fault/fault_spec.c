@@ -178,7 +178,8 @@ int fault_spec_check(const fault_spec *f, int world, int gpus_per_node, char *er
         return tr_errf(err, errlen, "straggler: factor %g must be in (1, 1000]: the rank computes factor times slower",
                        f->factor);
     if (f->kind == FAULT_SLOW_LINK && !(f->factor > 1 && f->factor <= 1000))
-        return tr_errf(err, errlen, "slow_link: factor %g must be in (1, 1000]: the node's links run factor times slower",
+        return tr_errf(err, errlen,
+                       "slow_link: factor %g must be in (1, 1000]: the node's links run factor times slower",
                        f->factor);
     if (f->kind == FAULT_SHORT_NODE && (f->devices < 0 || f->devices >= gpus_per_node))
         return tr_errf(err, errlen, "short_node: devices %d must be in 0-%d: the node sees fewer than its %d GPUs",

@@ -9,11 +9,10 @@
 #include "fault/fault_keys.h"
 #include "scenario_internal.h"
 
-static const char *const kind_names[] = {"hang",         "crash",         "node_crash",  "nan",
-                                         "straggler",    "coll_mismatch", "ckpt_enospc", "ckpt_crash",
-                                         "ckpt_corrupt", "data_corrupt",  "oom",         "short_node",
-                                         "version_skew", "preempt",       "data_stall",  "slow_link",
-                                         "hidden_dir",   NULL};
+static const char *const kind_names[] = {
+    "hang",         "crash",      "node_crash",   "nan",          "straggler",  "coll_mismatch",
+    "ckpt_enospc",  "ckpt_crash", "ckpt_corrupt", "data_corrupt", "oom",        "short_node",
+    "version_skew", "preempt",    "data_stall",   "slow_link",    "hidden_dir", NULL};
 
 static int kind_value(sc_ctx *c, const scn_node *v, const char *path, fault_kind *out) {
     char name[64];
@@ -60,8 +59,8 @@ static int load_fault(sc_ctx *c, const scn_node *item, int idx, scenario *s, fau
     char path[64], kpath[96], text[64], msg[384];
     snprintf(path, sizeof path, "faults[%d]", idx);
     if (scenario_want_map(c, item, path)) return -1;
-    static const char *const keys[] = {"kind",  "step", "rank",   "node",    "group",   "op",     "tensor",
-                                       "layer", "inf",  "factor", "devices", "version", "damage", "dir", NULL};
+    static const char *const keys[] = {"kind", "step",   "rank",    "node",    "group",  "op",  "tensor", "layer",
+                                       "inf",  "factor", "devices", "version", "damage", "dir", NULL};
     if (scenario_check_keys(c, item, path, keys)) return -1;
     const scn_node *kk, *kv = scenario_yaml_get(item, "kind", &kk);
     if (!kv) return scenario_fail(c, item, "%s: kind is missing: add kind: hang (or crash, nan, ...)", path);

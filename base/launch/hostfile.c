@@ -109,7 +109,7 @@ static int find_duplicate(tr_host *hs, int n, const char *file, char *err, size_
 }
 
 int tr_launch_hostfile_parse(const char *text, size_t len, const char *name, tr_host **hosts, int *nhosts, char *err,
-                            size_t errlen) {
+                             size_t errlen) {
     const char *file = name ? name : "<hostfile>";
     *hosts = NULL;
     *nhosts = 0;

@@ -236,7 +236,8 @@ static void post_p2p(coll_pending *p) {
     const double bytes = (double)(p->desc.count * tr_dtype_size(p->desc.dt));
     const double start = fmax(p->arrival, q->arrival);
     const double end = start + twin_coll_seconds(twin_spec(), twin_gpus_per_node(), TWIN_COST_P2P, pair, 2, bytes) *
-                                   link_factor((coll_pending *const[]){p, q}, 2, pair, 2) * twin_jitter(g->uid ^ twin_mix64(send->seq * 2 + 1) ^ (uint64_t)pair[0] << 32);
+                                   link_factor((coll_pending *const[]){p, q}, 2, pair, 2) *
+                                   twin_jitter(g->uid ^ twin_mix64(send->seq * 2 + 1) ^ (uint64_t)pair[0] << 32);
     if (p->desc.count) drain_members((coll_pending *const[]){p, q}, 2);
     coll_exec_p2p(send, recv);
     twin_log("%.9f done %s %016llx p2p %d->%d seq %llu count %zu", end, g->name, (unsigned long long)g->uid,

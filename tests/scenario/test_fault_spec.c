@@ -17,10 +17,9 @@
 
 static void test_names(void **state) {
     (void)state;
-    const char *names[] = {"hang",          "crash",       "node_crash",   "nan",          "straggler",
-                           "coll_mismatch", "ckpt_enospc", "ckpt_crash",   "ckpt_corrupt", "data_corrupt",
-                           "oom",           "short_node",  "version_skew", "preempt",      "data_stall",
-                           "slow_link",     "hidden_dir"};
+    const char *names[] = {"hang",         "crash",      "node_crash",   "nan",          "straggler", "coll_mismatch",
+                           "ckpt_enospc",  "ckpt_crash", "ckpt_corrupt", "data_corrupt", "oom",       "short_node",
+                           "version_skew", "preempt",    "data_stall",   "slow_link",    "hidden_dir"};
     assert_int_equal(sizeof names / sizeof names[0], FAULT_KIND_COUNT);
     for (int k = 0; k < FAULT_KIND_COUNT; k++) {
         assert_string_equal(fault_kind_name((fault_kind)k), names[k]);
