@@ -300,11 +300,12 @@ void fault_slow_links(fault_rank *fr) {
     }
 }
 
-/* Whether path[0..n) is dir, or ends with it as whole components ("shared" names /data/shared). */
+/* Whether path[0..n) is dir, or (a relative dir) ends with it as whole components ("shared" names
+ * /data/shared; "/data/shared" names only itself). */
 static bool names_dir(const char *path, size_t n, const char *dir) {
     const size_t m = strlen(dir);
     if (m > n || strncmp(path + n - m, dir, m) != 0) return false;
-    return m == n || path[n - m - 1] == '/' || dir[0] == '/';
+    return m == n || (dir[0] != '/' && path[n - m - 1] == '/');
 }
 
 /* A hidden directory hides everything below it: /data/shared/logs when /data/shared is not mounted. */
