@@ -59,6 +59,8 @@ typedef struct scenario {
     uint64_t seed; /* --seed of the job and the twin's scheduler seed (default 1234) */
     bool predict;  /* mode: predict (docs/prediction.md): one shape-only run at full size, no faults; default
                       mode: rehearse */
+    bool doctor;   /* mode: doctor (docs/doctor.md): the pre-job checks over the cluster, no training; its faults
+                      are the ones the doctor names (version_skew, short_node, slow_link, hidden_dir) */
 
     /* cluster: */
     int nodes, gpus_per_node;
