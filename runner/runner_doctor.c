@@ -10,16 +10,6 @@
 #include "runner_internal.h"
 #include "twinrun/err.h"
 
-typedef struct doctor_launch {
-    const twin_options *opt;
-    twin_result *result;
-} doctor_launch;
-
-static int launch_on_twin(void *ctx, int world, launch_entry entry, void *arg, char *err, size_t errlen) {
-    const doctor_launch *l = ctx;
-    return twin_launch(world, entry, arg, l->opt, l->result, err, errlen);
-}
-
 /* The check that names each kind, and the stage checks a slow link also fails. */
 static const char *check_of(fault_kind k) {
     switch (k) {
@@ -69,12 +59,12 @@ int runner_doctor_run(const scenario *s, const sc_run_options *o, sc_report *r, 
     opt.capacity_scale = s->capacity_scale > 0 ? s->capacity_scale : 1.0;
     opt.watchdog_timeout_s = d.timeout_s;
     twin_result tres = {0};
-    doctor_launch l = {&opt, &tres};
+    sc_launch l = {&opt, &tres};
     if (o->progress) fprintf(o->progress, "  doctor over %d ranks ...\n", world);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     doctor_report rep;
-    const int rc = doctor_run_with(&d, world, &rep, launch_on_twin, &l, err, errlen);
+    const int rc = doctor_run_with(&d, world, &rep, runner_launch_on_twin, &l, err, errlen);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->sim_seconds = tres.end_time;
     twin_result_free(&tres);
