@@ -16,7 +16,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int r = 0; r < WORLD; r++) {
         const size_t n = part < DOCTOR_TEXT_LEN - 1 ? part : DOCTOR_TEXT_LEN - 1;
         memcpy(all[r].text, data + (size_t)r * part, n); /* the sender NUL-terminates; rank 0 relies on it */
-        for (int i = 0; i < DOCTOR_TIMES; i++) all[r].times[i] = (double)((data[(i + r) % (size ? size : 1)] & 7) + 1) * 1e-4;
+        for (int i = 0; i < DOCTOR_TIMES; i++)
+            all[r].times[i] = (double)((data[(i + r) % (size ? size : 1)] & 7) + 1) * 1e-4;
     }
     doctor_options o;
     doctor_options_default(&o);
