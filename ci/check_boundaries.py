@@ -74,7 +74,8 @@ ROOTS = {
 NAMES = {
     # base
     "tr_errf": "base/core", "tr_errlist": "base/core", "tr_fatal": "base/core", "tr_safe": "base/core",
-    "tr_version": "base/core", "tr_edit": "base/core", "tr_looks": "base/core",
+    "tr_version": "base/core", "tr_edit": "base/core", "tr_looks": "base/core", "tr_xml": "base/core",
+    "tr_majority": "base/core",
     "flight": "base/flight",
     "tr_launch": "base/launch", "tr_launcher": "base/launch", "tr_store": "base/launch",
     "tr_heartbeat": "base/launch", "tr_sha256": "base/launch", "tr_hmac": "base/launch",
@@ -97,6 +98,7 @@ NAMES = {
     "tr_grid": "engine/parallel", "tr_groups": "engine/parallel",
     "tr_tok": "engine/tok",
     "train": "engine/train",
+    "doctor": "engine/doctor",
     # the runner: the loader, the supervisor, the planner, the reports, the work folder
     "scenario": "runner", "runner": "runner", "plan": "runner", "report": "runner", "work": "runner",
 }

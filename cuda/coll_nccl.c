@@ -81,6 +81,20 @@ void coll_set_timeout(dev_device *d, double seconds) {
     d->coll_timeout_s = seconds;
 }
 
+void tr_cu_ccl_version(char *out, size_t outlen) {
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess) v = 0;
+    /* NCCL >= 2.9 encodes MAJOR*10000 + MINOR*100 + PATCH */
+    snprintf(out, outlen, "%s %d.%d.%d", strcmp(TWINRUN_GPU_BACKEND, "musa") ? "NCCL" : "MCCL", v / 10000,
+             v / 100 % 100, v % 100);
+}
+
+/* A real network is as fast as it is: a rehearsed slow link exists only in the twin's cost model. */
+void coll_set_link_slowdown(dev_device *d, double factor) {
+    (void)d;
+    (void)factor;
+}
+
 /* TWINRUN_COLL_SYNC: 1 synchronous, unset/empty/0 asynchronous (the default). */
 static bool coll_sync(void) {
     const char *v = getenv("TWINRUN_COLL_SYNC");

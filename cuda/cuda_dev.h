@@ -95,6 +95,9 @@ cudaStream_t tr_cu_stream(dev_stream *s);
 void *tr_cu_scratch(dev_stream *s, size_t bytes, const char *what);
 void tr_cu_scratch_free(dev_stream *s, void *p);
 
+/* "NCCL 2.27.3" (MCCL on MUSA), for dev_info.versions: the collective library the process loaded. */
+void tr_cu_ccl_version(char *out, size_t outlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -211,6 +211,14 @@ extern "C" void dev_get_info(const dev_device *d, dev_info *out) {
     out->capacity = d->capacity;
     out->runtime_bytes = d->runtime_bytes;
     if (cudaGetDeviceCount(&out->count) != cudaSuccess) out->count = 0;
+    /* versions are MAJOR*1000 + MINOR*10, CUDA's and MUSA's runtimes alike */
+    int drv = 0, rt = 0;
+    if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
+    if (cudaRuntimeGetVersion(&rt) != cudaSuccess) rt = 0;
+    char ccl[32];
+    tr_cu_ccl_version(ccl, sizeof ccl);
+    snprintf(out->versions, sizeof out->versions, "driver %d.%d, runtime %d.%d, %s", drv / 1000, drv % 1000 / 10,
+             rt / 1000, rt % 1000 / 10, ccl);
 }
 
 /* ---- memory ------------------------------------------------------------------------------ */

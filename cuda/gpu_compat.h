@@ -47,6 +47,8 @@
 #define cudaGetErrorName musaGetErrorName
 #define cudaGetLastError musaGetLastError
 #define cudaGetDeviceCount musaGetDeviceCount
+#define cudaDriverGetVersion musaDriverGetVersion
+#define cudaRuntimeGetVersion musaRuntimeGetVersion
 #define cudaSetDevice musaSetDevice
 #define cudaGetDevice musaGetDevice
 #define cudaDeviceProp musaDeviceProp
@@ -123,6 +125,7 @@
 #define ncclComm_t mcclComm_t
 #define ncclUniqueId mcclUniqueId
 #define ncclGetUniqueId mcclGetUniqueId
+#define ncclGetVersion mcclGetVersion
 #define ncclConfig_t mcclConfig_t
 #define NCCL_CONFIG_INITIALIZER MCCL_CONFIG_INITIALIZER
 #define ncclCommInitRankConfig mcclCommInitRankConfig

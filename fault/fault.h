@@ -33,6 +33,9 @@ typedef enum fault_kind {
     FAULT_VERSION_SKEW,  /* a node runs another build (`version`) */
     FAULT_PREEMPT,       /* the scheduler preempts the job: SIGTERM reaches the rank at the start of `step` */
     FAULT_DATA_STALL,    /* the rank's first sample read of iteration `step` never returns (a hung file system) */
+    /* The doctor's kinds (engine/doctor, docs/doctor.md): what a pre-job check finds, not training */
+    FAULT_SLOW_LINK,  /* a node's network link is `factor` times slower (a degraded NIC or cable) */
+    FAULT_HIDDEN_DIR, /* a node cannot see a shared directory (`dir`; every one the doctor checks when none) */
     FAULT_KIND_COUNT
 } fault_kind;
 
@@ -52,6 +55,7 @@ typedef enum fault_damage {
 } fault_damage;
 
 #define FAULT_NAME_LEN 32
+#define FAULT_PATH_LEN 256
 
 typedef struct fault_spec {
     fault_kind kind;
@@ -65,10 +69,12 @@ typedef struct fault_spec {
     fault_tensor tensor;        /* nan */
     int layer;                  /* nan: activation/gradient of this global layer index (0-based); -1 = any */
     bool inf;                   /* nan: write +Inf instead of NaN */
-    double factor;              /* straggler: > 1 */
+    double factor;              /* straggler, slow_link: > 1 */
     int devices;                /* short_node: devices the node sees, < gpus_per_node */
     char version[FAULT_NAME_LEN]; /* version_skew: the other build's version string */
     fault_damage damage;          /* data_corrupt */
+    char dir[FAULT_PATH_LEN];     /* hidden_dir: the directory, or the end of its path ("shared" hides /data/shared);
+                                     "" = every directory the doctor checks */
     int line, col;                /* where the scenario file defined it (0 when not from a file) */
 } fault_spec;
 
@@ -159,5 +165,12 @@ const tr_file_io *fault_ckpt_io(fault_rank *fr, int64_t it, const tr_file_io *ba
 /* What this rank reports at start-up: device count and build version (short_node, version_skew). */
 int fault_visible_devices(fault_rank *fr, int devices);
 const char *fault_build_version(fault_rank *fr, const char *version);
+/* The doctor's kinds. slow_link: when one targets this rank's node, its links are made `factor` times
+ * slower through the seam (coll_set_link_slowdown: the twin's cost model charges it; a real network
+ * cannot be slowed). hidden_dir: whether `path` is hidden from this rank (its node's fault names it). */
+void fault_slow_links(fault_rank *fr);
+bool fault_dir_hidden(fault_rank *fr, const char *path);
+/* Whether a kind is one only the doctor notices (slow_link, hidden_dir): training has no judge for it. */
+bool fault_kind_is_doctor(fault_kind kind);
 
 #endif

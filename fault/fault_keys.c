@@ -26,7 +26,7 @@ static const struct {
     [FAULT_KEY_TENSOR] = {"tensor", FAULT_KT_NAME},  [FAULT_KEY_LAYER] = {"layer", FAULT_KT_INT},
     [FAULT_KEY_INF] = {"inf", FAULT_KT_BOOL},        [FAULT_KEY_FACTOR] = {"factor", FAULT_KT_NUMBER},
     [FAULT_KEY_DEVICES] = {"devices", FAULT_KT_INT}, [FAULT_KEY_VERSION] = {"version", FAULT_KT_NAME},
-    [FAULT_KEY_DAMAGE] = {"damage", FAULT_KT_NAME},
+    [FAULT_KEY_DAMAGE] = {"damage", FAULT_KT_NAME},  [FAULT_KEY_DIR] = {"dir", FAULT_KT_NAME},
 };
 
 /* Which keys mean something per kind: a key that does not is refused rather than ignored, so a
@@ -47,6 +47,8 @@ static const unsigned kind_keys[FAULT_KIND_COUNT] = {
     [FAULT_VERSION_SKEW] = TARGET_NODE | KB(FAULT_KEY_VERSION),
     [FAULT_PREEMPT] = TARGET_RANK,
     [FAULT_DATA_STALL] = TARGET_RANK,
+    [FAULT_SLOW_LINK] = TARGET_NODE | KB(FAULT_KEY_FACTOR),
+    [FAULT_HIDDEN_DIR] = TARGET_NODE | KB(FAULT_KEY_DIR),
 };
 
 const char *fault_key_name(fault_key k) { return (unsigned)k < FAULT_KEY_COUNT ? keys[k].name : "?"; }
@@ -61,7 +63,7 @@ int fault_key_from_name(const char *name) {
 fault_key_type fault_key_type_of(fault_key k) { return (unsigned)k < FAULT_KEY_COUNT ? keys[k].type : FAULT_KT_NAME; }
 
 const char *fault_key_list(void) {
-    return "rank, node, group, op, tensor, layer, inf, factor, devices, version, damage";
+    return "rank, node, group, op, tensor, layer, inf, factor, devices, version, damage, dir";
 }
 
 const char *fault_key_suggest(const char *name) {
@@ -75,12 +77,16 @@ const char *fault_key_suggest(const char *name) {
 }
 
 bool fault_kind_is_startup(fault_kind kind) {
-    return kind == FAULT_SHORT_NODE || kind == FAULT_VERSION_SKEW || kind == FAULT_DATA_CORRUPT;
+    return kind == FAULT_SHORT_NODE || kind == FAULT_VERSION_SKEW || kind == FAULT_DATA_CORRUPT ||
+           fault_kind_is_doctor(kind);
 }
 
 bool fault_kind_is_node(fault_kind kind) {
-    return kind == FAULT_NODE_CRASH || kind == FAULT_SHORT_NODE || kind == FAULT_VERSION_SKEW;
+    return kind == FAULT_NODE_CRASH || kind == FAULT_SHORT_NODE || kind == FAULT_VERSION_SKEW ||
+           fault_kind_is_doctor(kind);
 }
+
+bool fault_kind_is_doctor(fault_kind kind) { return kind == FAULT_SLOW_LINK || kind == FAULT_HIDDEN_DIR; }
 
 bool fault_key_applies(fault_kind kind, fault_key k) {
     return (unsigned)kind < FAULT_KIND_COUNT && (unsigned)k < FAULT_KEY_COUNT && (kind_keys[kind] & KB(k));
@@ -111,13 +117,15 @@ static int parse_int(const char *v, long lo, long hi, long *out) {
     return 0;
 }
 
-/* Names carry no spaces or separators of the compact syntax, so a plan always prints back as parsed. */
-static bool plain_name(const char *v) {
+/* Names carry no spaces or separators of the compact syntax, so a plan always prints back as parsed;
+ * a path may also hold '/'. */
+static bool plain_text(const char *v, const char *extra) {
     if (!*v) return false;
     for (const char *p = v; *p; p++)
-        if (!isalnum((unsigned char)*p) && !strchr("._+-", *p)) return false;
+        if (!isalnum((unsigned char)*p) && !strchr(extra, *p)) return false;
     return true;
 }
+static bool plain_name(const char *v) { return plain_text(v, "._+-"); }
 
 int fault_spec_set(fault_spec *f, fault_key k, const char *v, char *err, size_t errlen) {
     const char *kn = fault_key_name(k);
@@ -182,6 +190,17 @@ int fault_spec_set(fault_spec *f, fault_key k, const char *v, char *err, size_t 
                            sizeof f->version - 1);
         snprintf(f->version, sizeof f->version, "%s", v);
         return 0;
+    case FAULT_KEY_DIR: {
+        /* no "..": the fault names a directory the doctor checks, never a way out of one */
+        const size_t n = strlen(v);
+        if (n >= sizeof f->dir || !plain_text(v, "._+-/") || strstr(v, ".."))
+            return tr_errf(err, errlen,
+                           "dir: '%s' must be 1-%zu letters, digits or ._+-/ characters, without '..' (a directory, "
+                           "or the end of its path: shared)",
+                           v, sizeof f->dir - 1);
+        snprintf(f->dir, sizeof f->dir, "%.*s", (int)(n > 1 && v[n - 1] == '/' ? n - 1 : n), v);
+        return 0;
+    }
     case FAULT_KEY_DAMAGE: {
         int d = fault_damage_from_name(v);
         if (d < 0)

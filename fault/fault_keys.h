@@ -21,6 +21,7 @@ typedef enum fault_key {
     FAULT_KEY_DEVICES,
     FAULT_KEY_VERSION,
     FAULT_KEY_DAMAGE,
+    FAULT_KEY_DIR,
     FAULT_KEY_COUNT
 } fault_key;
 
@@ -30,7 +31,7 @@ typedef enum fault_key_type { FAULT_KT_INT, FAULT_KT_NUMBER, FAULT_KT_BOOL, FAUL
 const char *fault_key_name(fault_key k);
 int fault_key_from_name(const char *name); /* -1 when unknown */
 fault_key_type fault_key_type_of(fault_key k);
-/* "rank, node, group, op, tensor, layer, inf, factor, devices, version, damage" */
+/* "rank, node, group, op, tensor, layer, inf, factor, devices, version, damage, dir" */
 const char *fault_key_list(void);
 /* The key a misspelt one most likely means, or NULL. */
 const char *fault_key_suggest(const char *name);

@@ -46,7 +46,7 @@ static int parse_one(const char *b, const char *e, int idx, int world, int gpn, 
         return tr_errf(err, errlen,
                        "fault %d ('%s'): unknown kind '%.*s': use hang, crash, node_crash, nan, straggler, "
                        "coll_mismatch, ckpt_enospc, ckpt_crash, ckpt_corrupt, data_corrupt, oom, short_node, "
-                       "version_skew, preempt or data_stall",
+                       "version_skew, preempt, data_stall, slow_link or hidden_dir",
                        idx, item, (int)(ke - kb > 40 ? 40 : ke - kb), kb);
     fault_kind k = (fault_kind)fault_kind_from_name(kind);
     fault_spec_default(f, k);
@@ -81,7 +81,7 @@ static int parse_one(const char *b, const char *e, int idx, int world, int gpn, 
             const char *eq = span_end(p, q, '=');
             const char *nb = p, *ne = eq;
             trim(&nb, &ne);
-            char key[24], val[64];
+            char key[24], val[FAULT_PATH_LEN];
             if (nb == ne)
                 return tr_errf(err, errlen,
                                "fault %d ('%s'): empty key at '%.*s': write key=value pairs separated by ','", idx,

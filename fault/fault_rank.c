@@ -286,3 +286,46 @@ const char *fault_build_version(fault_rank *fr, const char *version) {
     }
     return version;
 }
+
+void fault_slow_links(fault_rank *fr) {
+    if (!fr) return;
+    for (int k = 0; k < fr->n; k++) {
+        const int i = fr->mine[k];
+        const fault_spec *f = &fr->plan->faults[i];
+        if (f->kind != FAULT_SLOW_LINK || !may_fire(fr, i)) continue;
+        mark_fired(fr, i);
+        if (fr->rank % fr->plan->gpus_per_node == 0) say(fr, i); /* once a node */
+        coll_set_link_slowdown(fr->d, f->factor);
+        return;
+    }
+}
+
+/* Whether path[0..n) is dir, or (a relative dir) ends with it as whole components ("shared" names
+ * /data/shared; "/data/shared" names only itself). */
+static bool names_dir(const char *path, size_t n, const char *dir) {
+    const size_t m = strlen(dir);
+    if (m > n || strncmp(path + n - m, dir, m) != 0) return false;
+    return m == n || (dir[0] != '/' && path[n - m - 1] == '/');
+}
+
+/* A hidden directory hides everything below it: /data/shared/logs when /data/shared is not mounted. */
+static bool path_under(const char *path, const char *dir) {
+    const size_t n = strlen(path);
+    for (size_t i = 1; i <= n; i++)
+        if ((i == n || path[i] == '/') && names_dir(path, i, dir)) return true;
+    return false;
+}
+
+bool fault_dir_hidden(fault_rank *fr, const char *path) {
+    if (!fr || !path) return false;
+    for (int k = 0; k < fr->n; k++) {
+        const int i = fr->mine[k];
+        const fault_spec *f = &fr->plan->faults[i];
+        if (f->kind != FAULT_HIDDEN_DIR || !may_fire(fr, i)) continue;
+        if (f->dir[0] && !path_under(path, f->dir)) continue;
+        mark_fired(fr, i);
+        say(fr, i);
+        return true;
+    }
+    return false;
+}

@@ -24,6 +24,8 @@ static const char *const kind_names[FAULT_KIND_COUNT] = {
     [FAULT_VERSION_SKEW] = "version_skew",
     [FAULT_PREEMPT] = "preempt",
     [FAULT_DATA_STALL] = "data_stall",
+    [FAULT_SLOW_LINK] = "slow_link",
+    [FAULT_HIDDEN_DIR] = "hidden_dir",
 };
 
 static const char *const tensor_names[] = {
@@ -113,7 +115,7 @@ static int check_target(const fault_spec *f, int world, int gpus_per_node, char 
     if (f->node >= 0)
         return tr_errf(err, errlen,
                        "%s hits one rank, not a node: give rank (0-%d) instead of node "
-                       "(node applies to node_crash, short_node and version_skew)",
+                       "(node applies to node_crash, short_node, version_skew, slow_link and hidden_dir)",
                        kn, world - 1);
     if (f->rank >= world)
         return tr_errf(err, errlen, "rank %d does not exist: the world has %d ranks (0-%d)", f->rank, world, world - 1);
@@ -174,6 +176,10 @@ int fault_spec_check(const fault_spec *f, int world, int gpus_per_node, char *er
                        f->layer);
     if (f->kind == FAULT_STRAGGLER && !(f->factor > 1 && f->factor <= 1000))
         return tr_errf(err, errlen, "straggler: factor %g must be in (1, 1000]: the rank computes factor times slower",
+                       f->factor);
+    if (f->kind == FAULT_SLOW_LINK && !(f->factor > 1 && f->factor <= 1000))
+        return tr_errf(err, errlen,
+                       "slow_link: factor %g must be in (1, 1000]: the node's links run factor times slower",
                        f->factor);
     if (f->kind == FAULT_SHORT_NODE && (f->devices < 0 || f->devices >= gpus_per_node))
         return tr_errf(err, errlen, "short_node: devices %d must be in 0-%d: the node sees fewer than its %d GPUs",
@@ -264,6 +270,11 @@ void fault_spec_describe(const fault_spec *f, char *out, size_t outlen) {
     case FAULT_PREEMPT: snprintf(out, outlen, "preemption: SIGTERM to %s at iteration %lld", who, it); break;
     case FAULT_DATA_STALL:
         snprintf(out, outlen, "data stall: a sample read of %s never returns at iteration %lld", who, it);
+        break;
+    case FAULT_SLOW_LINK: snprintf(out, outlen, "slow link: the network of %s is %gx slower", who, f->factor); break;
+    case FAULT_HIDDEN_DIR:
+        if (f->dir[0]) snprintf(out, outlen, "hidden directory: %s cannot see %s", who, f->dir);
+        else snprintf(out, outlen, "hidden directory: %s cannot see the shared directories", who);
         break;
     default: snprintf(out, outlen, "unknown fault kind %d", (int)f->kind); break;
     }

@@ -11,6 +11,8 @@ void report_free(sc_report *r) {
     free(r->losses);
     free(r->reference_losses);
     free(r->predict_text);
+    free(r->doctor_text);
+    r->doctor_text = NULL;
     free(r->campaign.trial);
     r->campaign.trial = NULL;
     r->predict_text = NULL;

@@ -6,45 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/text.h"
 #include "runner/report.h"
 
-/* Length of the well-formed UTF-8 sequence at c, or 0: the document says UTF-8, and one stray
- * byte from a diagnosis would make a CI's parser reject the whole report. */
-static int utf8_len(const unsigned char *c) {
-    const int n = *c >= 0xC2 && *c <= 0xDF ? 2 : *c >= 0xE0 && *c <= 0xEF ? 3 : *c >= 0xF0 && *c <= 0xF4 ? 4 : 0;
-    for (int i = 1; i < n; i++)
-        if ((c[i] & 0xC0) != 0x80) return 0;
-    return n;
-}
-
-/* Text for an XML document: markup escaped; control characters XML 1.0 cannot carry dropped,
- * malformed UTF-8 replaced by '?'. In attributes a newline or tab would be normalised to a
- * space by the reader, so there they are written as character references. */
-static void xml(FILE *f, const char *s, bool attribute) {
-    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
-        if (*c >= 0x80) {
-            const int n = utf8_len(c);
-            if (n == 0) {
-                fputc('?', f);
-                continue;
-            }
-            fwrite(c, 1, (size_t)n, f);
-            c += n - 1;
-            continue;
-        }
-        switch (*c) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        case '\n': fputs(attribute ? "&#10;" : "\n", f); break;
-        case '\t': fputs(attribute ? "&#9;" : "\t", f); break;
-        default:
-            if (*c >= 0x20 && *c != 0x7f) fputc(*c, f);
-        }
-    }
-}
+/* The document's text: base's escaper, which the doctor's report shares. */
+static void xml(FILE *f, const char *s, bool attribute) { tr_xml_text(f, s, attribute); }
 
 static int failures_of(const sc_report *r) {
     if (r->nchecks == 0) return !r->passed;

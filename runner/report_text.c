@@ -213,6 +213,7 @@ static void verdict(FILE *f, style s, const sc_report *r) {
 void report_text(FILE *f, const sc_report *r) {
     const style s = style_for(f);
     header(f, s, r);
+    if (r->doctor_text) fputs(r->doctor_text, f);   /* mode: doctor: its report, as the doctor program prints it */
     if (r->predict_text) fputs(r->predict_text, f); /* mode: predict: the engine's report, as train_llama3 prints it */
     attempts(f, r);
     faults(f, s, r);

@@ -98,5 +98,15 @@ int runner_campaign_run(const sc_supervisor *sv, sc_report *r);
 /* mode: predict: one shape-only run of the job at full size (runner_predict.c); the predict report, the
  * attempt and the "completes" check into r, the JSON report into the work folder's predict.json. */
 void runner_predict_run(sc_job *j, const sc_run_options *o, sc_report *r);
+/* The engine's launcher for the runner's runs (train_run_with, doctor_run_with): the twin with the run's
+ * options, its result kept. ctx is an sc_launch. */
+typedef struct sc_launch {
+    const twin_options *opt;
+    twin_result *result;
+} sc_launch;
+int runner_launch_on_twin(void *ctx, int world, launch_entry entry, void *arg, char *err, size_t errlen);
+/* mode: doctor (runner_doctor.c): the doctor over the cluster with the scenario's faults, each judged. 0, or
+ * -1 with err when it could not run. */
+int runner_doctor_run(const scenario *s, const sc_run_options *o, sc_report *r, char *err, size_t errlen);
 
 #endif

@@ -53,13 +53,7 @@ void runner_run_free(sc_run *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* The engine's launcher for a supervised run: the twin with the job's options, the result kept in the run. */
-typedef struct sc_launch {
-    const twin_options *opt;
-    twin_result *result;
-} sc_launch;
-
-static int launch_on_twin(void *ctx, int world, launch_entry entry, void *arg, char *err, size_t errlen) {
+int runner_launch_on_twin(void *ctx, int world, launch_entry entry, void *arg, char *err, size_t errlen) {
     const sc_launch *l = ctx;
     return twin_launch(world, entry, arg, l->opt, l->result, err, errlen);
 }
@@ -76,7 +70,7 @@ void runner_job_run(sc_job *j, sc_run *out) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     sc_launch l = {&j->opt, &out->tres};
-    out->rc = train_run_with(j->cfg, j->world, j->log, &out->sum, launch_on_twin, &l, out->err, sizeof out->err);
+    out->rc = train_run_with(j->cfg, j->world, j->log, &out->sum, runner_launch_on_twin, &l, out->err, sizeof out->err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     out->wall = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     fflush(j->log);

@@ -141,6 +141,8 @@ void runner_judge_fault(const sc_job *j, const fault_plan *plan, int i, const sc
         }
         break;
     }
+    case FAULT_SLOW_LINK:
+    case FAULT_HIDDEN_DIR: /* the doctor names them (runner_doctor.c); a training scenario refuses them */
     case FAULT_KIND_COUNT: break;
     }
     o->detected = named != -1;

@@ -9,10 +9,10 @@
 #include "fault/fault_keys.h"
 #include "scenario_internal.h"
 
-static const char *const kind_names[] = {"hang",         "crash",         "node_crash",  "nan",
-                                         "straggler",    "coll_mismatch", "ckpt_enospc", "ckpt_crash",
-                                         "ckpt_corrupt", "data_corrupt",  "oom",         "short_node",
-                                         "version_skew", "preempt",       "data_stall",  NULL};
+static const char *const kind_names[] = {
+    "hang",         "crash",      "node_crash",   "nan",          "straggler",  "coll_mismatch",
+    "ckpt_enospc",  "ckpt_crash", "ckpt_corrupt", "data_corrupt", "oom",        "short_node",
+    "version_skew", "preempt",    "data_stall",   "slow_link",    "hidden_dir", NULL};
 
 static int kind_value(sc_ctx *c, const scn_node *v, const char *path, fault_kind *out) {
     char name[64];
@@ -23,7 +23,7 @@ static int kind_value(sc_ctx *c, const scn_node *v, const char *path, fault_kind
         return scenario_fail(c, v,
                              "%s: unknown fault kind '%s'%s%s%s; kinds: hang, crash, node_crash, nan, straggler, "
                              "coll_mismatch, ckpt_enospc, ckpt_crash, ckpt_corrupt, data_corrupt, oom, short_node, "
-                             "version_skew, preempt, data_stall",
+                             "version_skew, preempt, data_stall, slow_link, hidden_dir",
                              path, name, near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
     }
     *out = (fault_kind)k;
@@ -59,8 +59,8 @@ static int load_fault(sc_ctx *c, const scn_node *item, int idx, scenario *s, fau
     char path[64], kpath[96], text[64], msg[384];
     snprintf(path, sizeof path, "faults[%d]", idx);
     if (scenario_want_map(c, item, path)) return -1;
-    static const char *const keys[] = {"kind",  "step", "rank",   "node",    "group",   "op",     "tensor",
-                                       "layer", "inf",  "factor", "devices", "version", "damage", NULL};
+    static const char *const keys[] = {"kind", "step",   "rank",    "node",    "group",  "op",  "tensor", "layer",
+                                       "inf",  "factor", "devices", "version", "damage", "dir", NULL};
     if (scenario_check_keys(c, item, path, keys)) return -1;
     const scn_node *kk, *kv = scenario_yaml_get(item, "kind", &kk);
     if (!kv) return scenario_fail(c, item, "%s: kind is missing: add kind: hang (or crash, nan, ...)", path);
@@ -140,6 +140,8 @@ int scenario_load_campaign(sc_ctx *c, const scn_node *root, scenario *s) {
     /* data_stall came after the others: drawn only when campaign.kinds lists it, so a campaign's seed draws
      * the faults it drew before the kind existed */
     cp->kinds &= ~(1u << FAULT_DATA_STALL);
+    /* the doctor's kinds are found before a job, not by one: a campaign of training never draws them */
+    cp->kinds &= ~(1u << FAULT_SLOW_LINK) & ~(1u << FAULT_HIDDEN_DIR);
     cp->step_min = 1;
     cp->step_max = s->train_iters;
     const scn_node *camp = scenario_yaml_get(root, "campaign", NULL);
@@ -163,6 +165,11 @@ int scenario_load_campaign(sc_ctx *c, const scn_node *root, scenario *s) {
             fault_kind k = FAULT_HANG;
             snprintf(p, sizeof p, "campaign.kinds[%d]", i);
             if (kind_value(c, v->items[i], p, &k)) return -1;
+            if (fault_kind_is_doctor(k))
+                return scenario_fail(c, v->items[i],
+                                     "%s: %s is found by the doctor before a job, not by training: throw it in a "
+                                     "scenario of mode: doctor",
+                                     p, fault_kind_name(k));
             if (cp->kinds & (1u << k))
                 return scenario_fail(c, v->items[i], "%s: %s is listed twice", p, fault_kind_name(k));
             cp->kinds |= 1u << k;

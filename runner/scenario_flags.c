@@ -301,6 +301,7 @@ int scenario_load_flags(sc_ctx *c, const scn_node *root, scenario *s) {
     free(scratch);
     if (rc) return -1;
     const sc_flag *ti = scenario_flag_last(s, "train-iters");
+    if (!ti && s->doctor) return 0; /* the doctor trains nothing */
     if (!ti)
         return scenario_fail(c, training ? tk : NULL,
                              "training.train-iters is missing: scenarios count iterations; add `train-iters: N` under "

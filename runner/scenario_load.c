@@ -232,8 +232,9 @@ static int load_mode(sc_ctx *c, const scn_node *v, scenario *s) {
     char mode[32];
     if (scenario_get_string(c, v, "mode", mode, sizeof mode, false)) return -1;
     if (!strcmp(mode, "predict")) s->predict = true;
+    else if (!strcmp(mode, "doctor")) s->doctor = true;
     else if (strcmp(mode, "rehearse"))
-        return scenario_fail(c, v, "mode: '%s' is not a mode: use rehearse (the default) or predict", mode);
+        return scenario_fail(c, v, "mode: '%s' is not a mode: use rehearse (the default), predict or doctor", mode);
     return 0;
 }
 
@@ -266,6 +267,24 @@ static int load_top(sc_ctx *c, const scn_node *root, scenario *s) {
             "mode: predict runs the job shape-only (no values are computed), so %s would test nothing: "
             "remove %s, or rehearse them in a scenario of mode: rehearse",
             s->faults.n > 0 ? "faults:" : "campaign:", s->faults.n > 0 ? "faults:" : "campaign:");
+    if (s->doctor && s->campaign.count > 0)
+        return scenario_fail(c, mode, "mode: doctor runs no training, so a campaign: would test nothing: remove it");
+    /* the doctor names four kinds before a job; training notices the others (and has no judge for those four) */
+    for (int i = 0; i < s->faults.n; i++) {
+        const fault_spec *f = &s->faults.faults[i];
+        const bool for_doctor =
+            fault_kind_is_doctor(f->kind) || f->kind == FAULT_VERSION_SKEW || f->kind == FAULT_SHORT_NODE;
+        if (s->doctor && !for_doctor)
+            return scenario_fail(c, &(scn_node){.line = f->line, .col = f->col},
+                                 "faults[%d] (%s): mode: doctor runs no training: the doctor names version_skew, "
+                                 "short_node, slow_link and hidden_dir",
+                                 i, fault_kind_name(f->kind));
+        if (!s->doctor && fault_kind_is_doctor(f->kind))
+            return scenario_fail(c, &(scn_node){.line = f->line, .col = f->col},
+                                 "faults[%d] (%s): found by the doctor before a job, not by training: throw it in a "
+                                 "scenario of mode: doctor",
+                                 i, fault_kind_name(f->kind));
+    }
     return 0;
 }
 

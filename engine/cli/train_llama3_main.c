@@ -81,7 +81,11 @@ int main(int argc, char **argv) {
                                .layers_name = "--num-layers",
                                .interval_name = "--save and --save-interval"};
         for (int i = 0; i < plan.n; i++) {
-            if (fault_spec_check_job(&plan.faults[i], &job, NULL, err, sizeof err)) {
+            if (fault_kind_is_doctor(plan.faults[i].kind))
+                snprintf(err, sizeof err, "%s is found by the doctor before a job, not by training: run doctor with it",
+                         fault_kind_name(plan.faults[i].kind));
+            if (fault_kind_is_doctor(plan.faults[i].kind) ||
+                fault_spec_check_job(&plan.faults[i], &job, NULL, err, sizeof err)) {
                 char what[256];
                 fault_spec_describe(&plan.faults[i], what, sizeof what);
                 fprintf(stderr, "train_llama3: TWINRUN_FAULTS: fault %d (%s): %s\n", i + 1, what, err);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/hash.h"
+#include "core/majority.h"
 #include "twinrun/coll.h"
 #include "twinrun/err.h"
 #include "twinrun/version.h"
@@ -29,20 +30,14 @@ static int64_t word_of(const int32_t *all, int r, int w, int words) {
     return ((int64_t)all[r * FP_WORDS + w] & 0xffffffff) | (words == 2 ? (int64_t)all[r * FP_WORDS + w + 1] << 32 : 0);
 }
 
-/* The value held by more than half the ranks (Boyer-Moore vote), else rank 0's: one odd node is then
- * the odd one out, whichever rank it holds. */
+/* The value most ranks hold (core/majority.h), else rank 0's: one odd node is then the odd one out. */
 static int64_t majority(const int32_t *all, int world, int w, int words, bool *has_majority) {
-    int64_t cand = word_of(all, 0, w, words);
-    int votes = 0;
-    for (int r = 0; r < world; r++) {
-        int64_t v = word_of(all, r, w, words);
-        if (votes == 0) cand = v, votes = 1;
-        else votes += v == cand ? 1 : -1;
-    }
-    int n = 0;
-    for (int r = 0; r < world; r++) n += word_of(all, r, w, words) == cand;
-    *has_majority = 2 * n > world;
-    return *has_majority ? cand : word_of(all, 0, w, words);
+    uint64_t *v = malloc(sizeof *v * (size_t)world);
+    TR_CHECK(v != NULL, "out of memory for the preflight fingerprints");
+    for (int r = 0; r < world; r++) v[r] = (uint64_t)word_of(all, r, w, words);
+    const int64_t m = (int64_t)tr_majority_u64(v, NULL, world, has_majority);
+    free(v);
+    return m;
 }
 
 int train_preflight(const tr_config *cfg, const tr_groups *gr, dev_device *d, int rank, int world, uint64_t data_fp,

@@ -231,3 +231,9 @@ void coll_set_timeout(dev_device *d, double seconds) {
     (void)d;
     twin_set_watchdog(seconds);
 }
+
+void coll_set_link_slowdown(dev_device *d, double factor) {
+    (void)d;
+    if (!(factor >= 1 && factor <= 1e6)) tr_fatal("coll_set_link_slowdown: factor %g is not in [1, 1e6]", factor);
+    twin_self()->link_slowdown = factor;
+}

@@ -129,6 +129,17 @@ static void drain_members(coll_pending *const *members, int n) {
     if (ranks != few) free(ranks);
 }
 
+/* A slow link's factor for a transfer among these members: the largest of theirs when the transfer
+ * crosses nodes (a ring runs at its slowest link), 1 inside a node (the fault slows the network only). */
+static double link_factor(coll_pending *const *members, int n, const int *ranks, int nranks) {
+    const int gpn = twin_gpus_per_node();
+    if (ranks[0] / gpn == ranks[nranks - 1] / gpn) return 1.0;
+    double f = 1.0;
+    for (int m = 0; m < n; m++)
+        if (members[m] && members[m]->rank->link_slowdown > f) f = members[m]->rank->link_slowdown;
+    return f;
+}
+
 static void complete_instance(coll_group *g, coll_instance *inst) {
     double start = 0, host_wake = 0;
     for (int m = 0; m < g->size; m++) {
@@ -137,7 +148,8 @@ static void complete_instance(coll_group *g, coll_instance *inst) {
     }
     const size_t bytes = inst->desc.count * tr_dtype_size(inst->desc.dt);
     double cost = twin_coll_seconds(twin_spec(), twin_gpus_per_node(), cost_kind(inst->desc.op), g->ranks, g->size,
-                                    (double)bytes);
+                                    (double)bytes) *
+                  link_factor(inst->members, g->size, g->ranks, g->size);
     const double end = start + cost * twin_jitter(g->uid ^ twin_mix64(inst->seq));
     if (inst->desc.count && inst->desc.op != FLIGHT_BARRIER) drain_members(inst->members, g->size);
     coll_exec(g, inst);
@@ -224,6 +236,7 @@ static void post_p2p(coll_pending *p) {
     const double bytes = (double)(p->desc.count * tr_dtype_size(p->desc.dt));
     const double start = fmax(p->arrival, q->arrival);
     const double end = start + twin_coll_seconds(twin_spec(), twin_gpus_per_node(), TWIN_COST_P2P, pair, 2, bytes) *
+                                   link_factor((coll_pending *const[]){p, q}, 2, pair, 2) *
                                    twin_jitter(g->uid ^ twin_mix64(send->seq * 2 + 1) ^ (uint64_t)pair[0] << 32);
     if (p->desc.count) drain_members((coll_pending *const[]){p, q}, 2);
     coll_exec_p2p(send, recv);

@@ -17,6 +17,7 @@
 #include "twin_stream.h"
 #include "twinrun/dev.h"
 #include "twinrun/err.h"
+#include "twinrun/version.h"
 
 dev_device *dev_open(int ordinal, size_t capacity, char *err, size_t errlen) {
     if (ordinal < 0) {
@@ -101,6 +102,7 @@ void dev_get_info(const dev_device *d, dev_info *out) {
     snprintf(out->simulated, sizeof out->simulated, "%s", (d->spec ? d->spec : twin_spec())->name);
     out->peak_bf16_flops = (d->spec ? d->spec : twin_spec())->bf16_flops;
     if (d->shape_only && d->capacity_from_spec && d->spec) out->runtime_bytes = d->spec->runtime_bytes;
+    snprintf(out->versions, sizeof out->versions, "twin %s, simulated %s", TR_VERSION_NUMBER, out->simulated);
 }
 
 /* The bytes of one allocation (n > 0) or free (n < 0) under its purpose; the parts at the peak. */

@@ -41,7 +41,8 @@ typedef struct twin_rank {
     const char *blocked_on;  /* for reports */
     char wait_desc[96];      /* what the collectives layer says the rank waits in */
     int exit_code;
-    char *fail_msg; /* the rank's last fatal message (dev_rank_note); NULL = none */
+    double link_slowdown; /* coll_set_link_slowdown: its transfers across nodes take this many times longer; 0 = 1 */
+    char *fail_msg;       /* the rank's last fatal message (dev_rank_note); NULL = none */
     uint64_t rng;
     twin_ctx ctx;
     twin_stack stack;

@@ -202,3 +202,15 @@ if(TWINRUN_BACKEND STREQUAL "twin")
     "启用快速测试模式.*后端: twin.*iteration +31/ +31 [|].*训练成功完成!"
     "export TP_SIZE=1 && export CP_SIZE=1 && export PP_SIZE=1 && export MICRO_BATCH_SIZE=1 && export GLOBAL_BATCH_SIZE=32 && export FAST_TEST_MODE=1 && export EXP_NAME=test-aistudio && ${TWIN_BIN} NUM_LAYERS=2 HIDDEN_SIZE=64 FFN_HIDDEN_SIZE=128 NUM_ATTENTION_HEADS=8 NUM_QUERY_GROUPS=2 KV_CHANNELS=8 SEQ_LENGTH=32 VOCAB_SIZE=512 EVAL_ITERS=1 ${L8} --backend twin")
 endif()
+
+# ---- doctor (docs/doctor.md) -------------------------------------------------------------------------
+# On the twin: healthy at 16 and 64 ranks (exit 0, every check, nccl-tests' busbw formulas), each of the four
+# faults it names alone at 64 ranks (exactly its check fails, naming its node and the fix), the hostfile's
+# names and slots, and the refusals; the JSON and JUnit reports parsed and checked in each case.
+if(TWINRUN_BACKEND STREQUAL "twin")
+  foreach(case healthy version_skew short_node slow_link hidden_dir hostfile usage)
+    twinrun_expect_sh(doctor_${case} 0 "doctor ${case}: every check passed"
+      "python3 ${CMAKE_CURRENT_SOURCE_DIR}/launch/doctor_check.py ${PROJECT_BINARY_DIR}/bin/doctor ${CMAKE_CURRENT_BINARY_DIR}/doctor/${case} ${case}"
+      LABELS ${labels} PROPERTIES TIMEOUT 120)
+  endforeach()
+endif()

@@ -17,9 +17,9 @@
 
 static void test_names(void **state) {
     (void)state;
-    const char *names[] = {"hang",          "crash",       "node_crash",   "nan",          "straggler",
-                           "coll_mismatch", "ckpt_enospc", "ckpt_crash",   "ckpt_corrupt", "data_corrupt",
-                           "oom",           "short_node",  "version_skew", "preempt",      "data_stall"};
+    const char *names[] = {"hang",         "crash",      "node_crash",   "nan",          "straggler", "coll_mismatch",
+                           "ckpt_enospc",  "ckpt_crash", "ckpt_corrupt", "data_corrupt", "oom",       "short_node",
+                           "version_skew", "preempt",    "data_stall",   "slow_link",    "hidden_dir"};
     assert_int_equal(sizeof names / sizeof names[0], FAULT_KIND_COUNT);
     for (int k = 0; k < FAULT_KIND_COUNT; k++) {
         assert_string_equal(fault_kind_name((fault_kind)k), names[k]);
@@ -353,15 +353,65 @@ static void test_plan_init(void **state) {
     fault_plan_free(NULL);
 }
 
+/* The doctor's kinds: node targets, no step, factor and dir checked by the one validator. */
+static void test_doctor_kinds(void **state) {
+    (void)state;
+    fault_plan p;
+    char err[ERRLEN] = "";
+    assert_int_equal(
+        fault_plan_parse("slow_link:rank=20,factor=3;hidden_dir:node=1,dir=/data/shared/;hidden_dir:node=2", 32, 8, &p,
+                         err, sizeof err),
+        0);
+    assert_int_equal(p.faults[0].kind, FAULT_SLOW_LINK);
+    assert_int_equal(p.faults[0].node, 2); /* a rank names its node */
+    assert_int_equal(p.faults[0].rank, -1);
+    assert_true(p.faults[0].factor == 3);
+    assert_string_equal(p.faults[1].dir, "/data/shared"); /* the trailing '/' dropped */
+    assert_string_equal(p.faults[2].dir, "");
+    assert_true(fault_kind_is_doctor(FAULT_SLOW_LINK) && fault_kind_is_doctor(FAULT_HIDDEN_DIR));
+    assert_false(fault_kind_is_doctor(FAULT_VERSION_SKEW));
+    char what[256];
+    fault_spec_describe(&p.faults[0], what, sizeof what);
+    assert_string_equal(what, "slow link: the network of node 2 is 3x slower");
+    fault_spec_describe(&p.faults[1], what, sizeof what);
+    assert_string_equal(what, "hidden directory: node 1 cannot see /data/shared");
+    /* hidden_dir hides its directory and everything below it, matched by whole path components */
+    fault_rank *fr = fault_rank_open(&p, 8, 32, NULL);
+    assert_true(fault_dir_hidden(fr, "/data/shared/llama3-70b/logs"));
+    assert_true(fault_dir_hidden(fr, "/data/shared"));
+    fault_rank_close(fr);
+    p.fired[1].fired = false;
+    fr = fault_rank_open(&p, 8, 32, NULL);
+    assert_false(fault_dir_hidden(fr, "/data/sharedx"));
+    assert_false(fault_dir_hidden(fr, "/other/data/shared"));
+    fault_rank_close(fr);
+    fr = fault_rank_open(&p, 0, 32, NULL); /* node 0: no fault */
+    assert_false(fault_dir_hidden(fr, "/data/shared"));
+    fault_rank_close(fr);
+    fault_plan_free(&p);
+    struct {
+        const char *text, *msg;
+    } bad[] = {
+        {"slow_link@2:node=1", "slow_link happens at start-up, before iteration 1: leave out the step"},
+        {"slow_link:node=1,factor=1", "slow_link: factor 1 must be in (1, 1000]"},
+        {"slow_link:node=4", "node 4 does not exist"},
+        {"slow_link:node=1,dir=x", "key 'dir' does not apply to slow_link (it takes: rank, node, factor)"},
+        {"hidden_dir:node=1,dir=../etc", "dir: '../etc' must be"},
+        {"hidden_dir:node=1,dir=a b", "dir: 'a b' must be"},
+        {"hidden_dir", "hidden_dir needs a target"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(fault_plan_parse(bad[i].text, 32, 8, &p, err, sizeof err), -1);
+        assert_non_null(strstr(err, bad[i].msg));
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_names),
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_check),
-        cmocka_unit_test(test_describe),
-        cmocka_unit_test(test_targets),
-        cmocka_unit_test(test_plan_parse),
-        cmocka_unit_test(test_plan_parse_errors),
+        cmocka_unit_test(test_doctor_kinds), cmocka_unit_test(test_names),
+        cmocka_unit_test(test_defaults),     cmocka_unit_test(test_check),
+        cmocka_unit_test(test_describe),     cmocka_unit_test(test_targets),
+        cmocka_unit_test(test_plan_parse),   cmocka_unit_test(test_plan_parse_errors),
         cmocka_unit_test(test_plan_init),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -230,7 +230,7 @@ twinrun_expect_sh(scenario_predict 0 "stage +rank +weights.*\n.* 0 .*\n.* 1 .*\\
 
 # ... and refuses faults with it, at the mode's line, exit status 2; an unknown mode likewise (each
 # status on a line of its own, matched whole: `exit=2` alone would match `exit=21`).
-twinrun_expect_sh(scenario_predict_refused 0 "predict_faults.yaml:3:7: mode: predict runs the job shape-only .*faults: would test nothing.*\nexit=2\n.*_mode.yaml:1:7: mode: 'guess' is not a mode: use rehearse \\(the default\\) or predict.*\nexit=2\n"
+twinrun_expect_sh(scenario_predict_refused 0 "predict_faults.yaml:3:7: mode: predict runs the job shape-only .*faults: would test nothing.*\nexit=2\n.*_mode.yaml:1:7: mode: 'guess' is not a mode: use rehearse \\(the default\\), predict or doctor.*\nexit=2\n"
   "${scn} check ${PROJECT_SOURCE_DIR}/tests/scenario/data/predict_faults.yaml; echo exit=$?; printf 'mode: guess\\ncluster:\\n  nodes: 1\\n' > ${scn_work}_mode.yaml; ${scn} check ${scn_work}_mode.yaml; echo exit=$?"
   LABELS ${labels})
 
@@ -293,3 +293,11 @@ set(keep_dir ${scn_work}/report_kept)
 twinrun_expect_sh(report_write_keeps_old 0 "--predict-json .*report_kept.*cannot rename its temporary file over it.*\nexit=2\nscenario: --json .*report_kept.*\nexit=2\nkept\n"
   "rm -rf ${keep_dir} && mkdir -p ${keep_dir} && echo old > ${keep_dir}/f && WORLD_SIZE=4 ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str} --predict --predict-json ${keep_dir} >/dev/null; echo exit=$?; ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/predict_small.yaml --work ${scn_work}/rk --clean --json ${keep_dir} >/dev/null; echo exit=$?; test \"$(cat ${keep_dir}/f)\" = old && ! ls ${keep_dir}.tmp.* 2>/dev/null && echo kept"
   LABELS ${labels})
+
+# mode: doctor (docs/doctor.md): the doctor over the 70B guide's 1024 ranks with a version skew, a short node,
+# a slow link and a node that cannot see the shared directory; each named (its check, its node), no other
+# check failed; the JSON and JUnit reports checked. Then the refusals: a doctor fault in a training scenario,
+# a training fault in a doctor scenario, each at its line, exit status 2.
+twinrun_expect_sh(scenario_doctor_1024 0 "PASSED: 10/10 expectations.*doctor reports ok\nrehearse: .*:10:5: faults\\[0\\] \\(slow_link\\): found by the doctor before a job, not by training.*\nexit=2\ndoctor: .*:10:5: faults\\[0\\] \\(hang\\): mode: doctor runs no training.*\nexit=2\n"
+  "${scn} run ${PROJECT_SOURCE_DIR}/scenarios/doctor_1024.yaml --work ${scn_work} --json ${scn_work}/doctor.json --junit ${scn_work}/doctor.xml && python3 ${CMAKE_CURRENT_SOURCE_DIR}/scenario/doctor_reports.py ${scn_work}/doctor.json ${scn_work}/doctor.xml ${scn_work}/doctor_1024/doctor.json && for m in rehearse doctor; do k=slow_link; [ $m = doctor ] && k='hang, step: 1, rank: 3'; printf 'mode: %s\\ncluster: {nodes: 2, gpus_per_node: 8}\\nmodel: {preset: tiny}\\ntraining: {micro-batch-size: 1, global-batch-size: 2, train-iters: 2, lr: 1.0e-3}\\ndata: {mock: true}\\n\\n\\n\\nfaults:\\n  - {kind: %s, node: 1}\\n' $m \"$k\" | sed 's/, node: 1}/}/;s/kind: slow_link}/kind: slow_link, node: 1}/' > ${scn_work}_$m.yaml; printf '%s: ' $m; ${scn} check ${scn_work}_$m.yaml; echo exit=$?; done"
+  LABELS ${labels} PROPERTIES TIMEOUT 300)

@@ -56,6 +56,12 @@ void coll_abort(coll_comm *c);
  * the process writes its flight-recorder dump and exits (real backend; see cuda/coll_nccl.c). */
 void coll_set_timeout(dev_device *d, double seconds);
 
+/* A slow link (the fault kind slow_link: a degraded NIC or cable): from now on every collective and
+ * transfer of the calling rank that crosses nodes takes `factor` (>= 1) times as long. The twin's cost
+ * model charges it (a ring runs at its slowest link: a group's factor is its largest member's); a real
+ * network cannot be slowed on request, so the real backends only accept it. */
+void coll_set_link_slowdown(dev_device *d, double factor);
+
 /* Called at the start of every call on c, before the rank joins its peers, with the call's name
  * ("all_reduce", "send", ...): the fault library's injection site for hangs and mismatches. The
  * observer may itself issue calls on c (they are not observed). NULL removes it. */

@@ -32,6 +32,11 @@ typedef struct dev_info {
     size_t runtime_bytes;   /* device memory held beside this rank's allocations and outside its capacity: the
                              * CUDA context, libraries' state (a GPU: in use when the device was opened; the
                              * twin's predict mode: its spec's measured figure; otherwise 0) */
+    char versions[128];     /* the driver, runtime and collective library below the build ("driver 13.0, runtime
+                             * 13.0, NCCL 2.27.3"; the twin: "twin 0.3.0"): what the doctor compares across nodes */
+    bool health_known;      /* the driver reported the two below (the twin and the CUDA build without NVML: false) */
+    int ecc_errors;         /* uncorrectable ECC errors since the driver loaded */
+    int temperature_c;      /* the GPU's temperature, degrees Celsius */
 } dev_info;
 
 /* Opens device `ordinal` for one rank. capacity == 0 means the device's own memory size

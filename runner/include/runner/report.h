@@ -86,6 +86,7 @@ typedef struct sc_report {
     bool predict;                      /* mode: predict: the figures below are the shape-only run's */
     double step_time_s, tokens_per_s, mfu;
     char *predict_text; /* the engine's [predict] report; NULL when not a predict run */
+    char *doctor_text;  /* mode: doctor: the doctor's own report (docs/doctor.md); NULL otherwise */
     double wall_seconds, sim_seconds;
 } sc_report;
 

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "fault/fault.h"
+#include "launch/hostfile.h"
 
 #define SC_NAME_LEN 128
 #define SC_PATH_LEN 1024
@@ -27,12 +28,8 @@ typedef struct sc_flag {
     char **values;
 } sc_flag;
 
-/* One host line of an OpenMPI hostfile: "node001 slots=8". */
-typedef struct sc_host {
-    char name[SC_NAME_LEN];
-    int slots;
-    int line; /* in the hostfile, for messages */
-} sc_host;
+/* One host line of an OpenMPI hostfile: "node001 slots=8" (base/launch/hostfile.h). */
+typedef tr_host sc_host;
 
 typedef struct sc_campaign {
     int count;                  /* random single-fault trials; 0 = no campaign */
@@ -62,6 +59,8 @@ typedef struct scenario {
     uint64_t seed; /* --seed of the job and the twin's scheduler seed (default 1234) */
     bool predict;  /* mode: predict (docs/prediction.md): one shape-only run at full size, no faults; default
                       mode: rehearse */
+    bool doctor;   /* mode: doctor (docs/doctor.md): the pre-job checks over the cluster, no training; its faults
+                      are the ones the doctor names (version_skew, short_node, slow_link, hidden_dir) */
 
     /* cluster: */
     int nodes, gpus_per_node;

@@ -122,6 +122,12 @@ const char *ncclGetLastError(ncclComm_t c) {
     return "";
 }
 
+/* the doctor's versions line: a fake says so with a version no NCCL has */
+ncclResult_t ncclGetVersion(int *version) {
+    *version = 0;
+    return ncclSuccess;
+}
+
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
     static atomic_uint next;
     memset(id, 0, sizeof *id);

@@ -31,6 +31,7 @@ typedef enum { ncclSum = 0, ncclMax = 2, ncclMin = 3, ncclAvg = 4 } ncclRedOp_t;
 const char *ncclGetErrorString(ncclResult_t r);
 const char *ncclGetLastError(ncclComm_t c);
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
+ncclResult_t ncclGetVersion(int *version);
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *c, int n, ncclUniqueId id, int rank, ncclConfig_t *cfg);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *r);
 ncclResult_t ncclCommFinalize(ncclComm_t c);
