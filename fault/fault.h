@@ -36,6 +36,8 @@ typedef enum fault_kind {
     /* The doctor's kinds (engine/doctor, docs/doctor.md): what a pre-job check finds, not training */
     FAULT_SLOW_LINK,  /* a node's network link is `factor` times slower (a degraded NIC or cable) */
     FAULT_HIDDEN_DIR, /* a node cannot see a shared directory (`dir`; every one the doctor checks when none) */
+    FAULT_AMAX_SPIKE, /* --fp8-format jobs: the rank's amax of one FP8 tensor is `factor` times its value at `step`
+                         (an outlier): the qkv input of `layer` (tensor activation) or its output gradient */
     FAULT_KIND_COUNT
 } fault_kind;
 
@@ -117,6 +119,7 @@ typedef struct fault_job {
     int64_t train_iters;
     int num_layers, save_interval;
     const char *iters_name, *layers_name, *interval_name;
+    bool fp8; /* the job trains in FP8 (--fp8-format): amax_spike needs it */
 } fault_job;
 /* Which part of a fault fault_spec_check_job found wrong (a scenario points at that line). */
 typedef enum fault_check_at { FAULT_AT_SPEC, FAULT_AT_STEP, FAULT_AT_LAYER } fault_check_at;
@@ -142,6 +145,10 @@ typedef struct fault_rank fault_rank;
 
 fault_rank *fault_rank_open(fault_plan *plan, int rank, int world, dev_device *d);
 void fault_rank_close(fault_rank *fr);
+/* amax_spike: whether one fires on this rank, whose stage holds layers [first_layer, first_layer + nlayers),
+ * in this iteration's forward (gradient false) or backward pass; then *layer (global: the fault's, or the
+ * stage's first) and *factor. Marks it fired. */
+bool fault_amax_spike(fault_rank *fr, bool gradient, int first_layer, int nlayers, int *layer, double *factor);
 /* Watches a communicator's calls (hang, mismatch). */
 void fault_rank_watch(fault_rank *fr, coll_comm *c);
 /* Start of iteration `it`: crash, node crash and OOM fire here. */

@@ -49,6 +49,7 @@ static const unsigned kind_keys[FAULT_KIND_COUNT] = {
     [FAULT_DATA_STALL] = TARGET_RANK,
     [FAULT_SLOW_LINK] = TARGET_NODE | KB(FAULT_KEY_FACTOR),
     [FAULT_HIDDEN_DIR] = TARGET_NODE | KB(FAULT_KEY_DIR),
+    [FAULT_AMAX_SPIKE] = TARGET_RANK | KB(FAULT_KEY_TENSOR) | KB(FAULT_KEY_LAYER) | KB(FAULT_KEY_FACTOR),
 };
 
 const char *fault_key_name(fault_key k) { return (unsigned)k < FAULT_KEY_COUNT ? keys[k].name : "?"; }

@@ -194,6 +194,22 @@ void fault_tensor_site(fault_rank *fr, fault_tensor t, int layer, dev_stream *s,
     }
 }
 
+bool fault_amax_spike(fault_rank *fr, bool gradient, int first_layer, int nlayers, int *layer, double *factor) {
+    if (!fr) return false;
+    const fault_tensor t = gradient ? FAULT_T_GRADIENT : FAULT_T_ACTIVATION;
+    for (int k = 0; k < fr->n; k++) {
+        const int i = fr->mine[k];
+        const fault_spec *f = &fr->plan->faults[i];
+        if (f->kind != FAULT_AMAX_SPIKE || f->tensor != t || f->step != fr->step || !may_fire(fr, i)) continue;
+        if (f->layer >= 0 && (f->layer < first_layer || f->layer >= first_layer + nlayers)) continue;
+        mark_fired(fr, i);
+        say(fr, i);
+        *layer = f->layer >= 0 ? f->layer : first_layer, *factor = f->factor;
+        return true;
+    }
+    return false;
+}
+
 /* ---- checkpoint I/O ------------------------------------------------------------------------ */
 static int io_open(void *ctx, const char *path, int flags, int mode) {
     fault_rank *fr = ctx;

@@ -26,6 +26,7 @@ static const char *const kind_names[FAULT_KIND_COUNT] = {
     [FAULT_DATA_STALL] = "data_stall",
     [FAULT_SLOW_LINK] = "slow_link",
     [FAULT_HIDDEN_DIR] = "hidden_dir",
+    [FAULT_AMAX_SPIKE] = "amax_spike",
 };
 
 static const char *const tensor_names[] = {
@@ -80,7 +81,7 @@ void fault_spec_default(fault_spec *f, fault_kind k) {
     f->tensor = FAULT_T_ACTIVATION;
     f->layer = -1;
     f->inf = false;
-    f->factor = 4.0;
+    f->factor = k == FAULT_AMAX_SPIKE ? 1e4 : 4.0; /* a spike: an outlier four orders above the tensor */
     f->devices = 0; /* gpus_per_node is unknown here: the parsers make it gpus_per_node - 1 */
     snprintf(f->version, sizeof f->version, "%s", FAULT_DEFAULT_VERSION);
     f->damage = FAULT_D_BIN_CUT; /* the form the data faults had before there was a choice */
@@ -181,6 +182,13 @@ int fault_spec_check(const fault_spec *f, int world, int gpus_per_node, char *er
         return tr_errf(err, errlen,
                        "slow_link: factor %g must be in (1, 1000]: the node's links run factor times slower",
                        f->factor);
+    if (f->kind == FAULT_AMAX_SPIKE && f->tensor == FAULT_T_LOSS)
+        return tr_errf(err, errlen, "amax_spike: the loss is not an FP8 tensor: use tensor activation (the qkv input) "
+                                    "or gradient (its output gradient)");
+    if (f->kind == FAULT_AMAX_SPIKE && !(f->factor >= 100 && f->factor <= 1e30))
+        return tr_errf(err, errlen,
+                       "amax_spike: factor %g must be in [100, 1e30]: the amax grows factor times, enough to stand out",
+                       f->factor);
     if (f->kind == FAULT_SHORT_NODE && (f->devices < 0 || f->devices >= gpus_per_node))
         return tr_errf(err, errlen, "short_node: devices %d must be in 0-%d: the node sees fewer than its %d GPUs",
                        f->devices, gpus_per_node - 1, gpus_per_node);
@@ -276,6 +284,13 @@ void fault_spec_describe(const fault_spec *f, char *out, size_t outlen) {
         if (f->dir[0]) snprintf(out, outlen, "hidden directory: %s cannot see %s", who, f->dir);
         else snprintf(out, outlen, "hidden directory: %s cannot see the shared directories", who);
         break;
+    case FAULT_AMAX_SPIKE: {
+        char layer[32] = "its first layer";
+        if (f->layer >= 0) snprintf(layer, sizeof layer, "layer %d", f->layer);
+        snprintf(out, outlen, "FP8 amax spike: the %s of %s's qkv on %s is %gx at iteration %lld",
+                 f->tensor == FAULT_T_GRADIENT ? "output gradient" : "input", layer, who, f->factor, it);
+        break;
+    }
     default: snprintf(out, outlen, "unknown fault kind %d", (int)f->kind); break;
     }
 }
@@ -328,6 +343,9 @@ int fault_spec_check_job(const fault_spec *f, const fault_job *j, fault_check_at
     if (f->layer >= 0 && j->num_layers > 0 && f->layer >= j->num_layers)
         return tr_errf(err, errlen, "layer %d does not exist: %s is %d (layers 0-%d)", f->layer, j->layers_name,
                        j->num_layers, j->num_layers - 1);
+    *at = FAULT_AT_SPEC;
+    if (f->kind == FAULT_AMAX_SPIKE && !j->fp8)
+        return tr_errf(err, errlen, "amax_spike needs a job that trains in FP8: add --fp8-format hybrid (or e4m3)");
     const bool ckpt = f->kind == FAULT_CKPT_ENOSPC || f->kind == FAULT_CKPT_CRASH || f->kind == FAULT_CKPT_CORRUPT;
     *at = FAULT_AT_SPEC;
     if (ckpt && j->save_interval <= 0)

@@ -45,6 +45,7 @@ static bool drawable(const sc_job *j, const scenario *s, fault_kind k) {
     /* a stalled read is blamed with its file: mock data has none */
     if (k == FAULT_DATA_STALL && j->cfg->n_data_path == 0) return false;
     if (k == FAULT_PREEMPT) return false; /* needs --exit-signal-handler: a scenario of its own */
+    if (k == FAULT_AMAX_SPIKE && j->cfg->fp8 == TR_FP8_MODE_NONE) return false; /* no FP8 tensor to spike */
     if ((k == FAULT_CKPT_ENOSPC || k == FAULT_CKPT_CRASH || k == FAULT_CKPT_CORRUPT) && s->save_interval <= 0)
         return false;
     if (k == FAULT_CKPT_CORRUPT && s->keep_last == 1) return false;

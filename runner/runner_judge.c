@@ -94,6 +94,15 @@ void runner_judge_fault(const sc_job *j, const fault_plan *plan, int i, const sc
                      d->layer, d->detail, d->micro);
         }
         break;
+    case FAULT_AMAX_SPIKE:
+        if (!strcmp(d->kind, "fp8_spike")) {
+            const char *want = f->tensor == FAULT_T_GRADIENT ? "qkv.grad" : "qkv.input";
+            bool place = !strcmp(d->detail, want) && (f->layer < 0 || f->layer == d->layer);
+            named = place ? d->rank : -2, when = d->time;
+            snprintf(o->diagnosis, sizeof o->diagnosis, "FP8 amax spike: rank %d, layer %d %s, iteration %lld", d->rank,
+                     d->layer, d->detail, (long long)d->iteration);
+        }
+        break;
     case FAULT_STRAGGLER:
         if (run->sum.straggler_rank >= 0 && run->sum.straggler_ratio > TR_STRAGGLER_RATIO) {
             named = run->sum.straggler_rank, when = run->sum.straggler_time;

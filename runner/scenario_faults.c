@@ -108,7 +108,8 @@ static int load_fault(sc_ctx *c, const scn_node *item, int idx, scenario *s, fau
                            .save_interval = s->save_interval,
                            .iters_name = "training.train-iters",
                            .layers_name = "num-layers",
-                           .interval_name = "checkpoint.interval"};
+                           .interval_name = "checkpoint.interval",
+                           .fp8 = scenario_flag_last(s, "fp8-format") != NULL};
     fault_check_at at;
     if (fault_spec_check_job(f, &job, &at, msg, sizeof msg)) {
         const scn_node *where = at == FAULT_AT_STEP && sv ? sv : item;
@@ -142,6 +143,8 @@ int scenario_load_campaign(sc_ctx *c, const scn_node *root, scenario *s) {
     cp->kinds &= ~(1u << FAULT_DATA_STALL);
     /* the doctor's kinds are found before a job, not by one: a campaign of training never draws them */
     cp->kinds &= ~(1u << FAULT_SLOW_LINK) & ~(1u << FAULT_HIDDEN_DIR);
+    /* amax_spike came later and needs an FP8 job: drawn only when campaign.kinds lists it */
+    cp->kinds &= ~(1u << FAULT_AMAX_SPIKE);
     cp->step_min = 1;
     cp->step_max = s->train_iters;
     const scn_node *camp = scenario_yaml_get(root, "campaign", NULL);

@@ -79,7 +79,8 @@ int main(int argc, char **argv) {
                                                                         : (int)(iters < INT32_MAX ? iters : 0),
                                .iters_name = "--train-iters",
                                .layers_name = "--num-layers",
-                               .interval_name = "--save and --save-interval"};
+                               .interval_name = "--save and --save-interval",
+                               .fp8 = cfg.fp8 != TR_FP8_MODE_NONE};
         for (int i = 0; i < plan.n; i++) {
             if (fault_kind_is_doctor(plan.faults[i].kind))
                 snprintf(err, sizeof err, "%s is found by the doctor before a job, not by training: run doctor with it",

@@ -76,6 +76,7 @@ static const tr_choice FP8_RECIPE[] = {
     {"blockwise", 0, "blockwise (1x128 / 128x128) scaling is not implemented; use --fp8-recipe delayed"},
     {NULL, 0, NULL},
 };
+static const tr_choice FP8_SPIKE[] = {{"warn", 0, NULL}, {"stop", 1, NULL}, {NULL, 0, NULL}};
 static const tr_choice FP8_AMAX_ALGO[] = {{"most_recent", 1, NULL}, {"max", 0, NULL}, {NULL, 0, NULL}};
 static const tr_choice EMPTY_MEM[] = {{"0", 0, NULL}, {"1", 1, NULL}, {"2", 2, NULL}, {NULL, 0, NULL}};
 static const tr_choice RECOMPUTE_GRAN[] = {
@@ -602,6 +603,10 @@ static const tr_flag FLAGS[] = {
      .help = "append one JSON object per iteration (loss, lr, grad norm, timings)"},
     {"--tokens-file", TR_K_STRING, TR_SEC_TWINRUN, F(tokens_file), .metavar = "FILE", .def = "none",
      .help = "raw little-endian int32 tokens [iters, global batch, seq+1] instead of a dataset (tests)"},
+    {"--fp8-amax-spike", TR_K_ENUM, TR_SEC_TWINRUN, F(fp8_amax_spike), .choices = FP8_SPIKE, .metavar = "ACTION",
+     .def = "warn",
+     .help = "with --fp8-format, an FP8 tensor's amax 16x beyond what its scale allowed on a rank: warn, naming "
+             "it, or stop the job before the step is saved (a supervisor resumes from the checkpoint before it)"},
     {"--keep-last", TR_K_INT, TR_SEC_TWINRUN, F(keep_last), GE(0), .metavar = "N", .def = "0 (keep all)",
      .help = "after each save keep only the N newest checkpoints in --save (never the newest complete one)"},
     {"--overwrite-checkpoints", TR_K_BOOL, TR_SEC_TWINRUN, F(overwrite_checkpoints), .def = "off",

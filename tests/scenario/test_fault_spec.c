@@ -19,7 +19,7 @@ static void test_names(void **state) {
     (void)state;
     const char *names[] = {"hang",         "crash",      "node_crash",   "nan",          "straggler", "coll_mismatch",
                            "ckpt_enospc",  "ckpt_crash", "ckpt_corrupt", "data_corrupt", "oom",       "short_node",
-                           "version_skew", "preempt",    "data_stall",   "slow_link",    "hidden_dir"};
+                           "version_skew", "preempt",    "data_stall",   "slow_link",    "hidden_dir", "amax_spike"};
     assert_int_equal(sizeof names / sizeof names[0], FAULT_KIND_COUNT);
     for (int k = 0; k < FAULT_KIND_COUNT; k++) {
         assert_string_equal(fault_kind_name((fault_kind)k), names[k]);
@@ -406,13 +406,56 @@ static void test_doctor_kinds(void **state) {
     }
 }
 
+/* amax_spike: its keys, factor and tensor checked, only for an FP8 job, fired once on its rank and pass
+ * when its layer is on the rank's stage. */
+static void test_amax_spike(void **state) {
+    (void)state;
+    char err[ERRLEN];
+    fault_plan p;
+    assert_int_equal(fault_plan_parse("amax_spike@3:rank=2,layer=1,tensor=gradient", 8, 4, &p, err, sizeof err), 0);
+    const fault_spec *f = &p.faults[0];
+    assert_true(f->kind == FAULT_AMAX_SPIKE && f->factor == 1e4 && f->tensor == FAULT_T_GRADIENT && f->layer == 1);
+    char what[256];
+    fault_spec_describe(f, what, sizeof what);
+    assert_string_equal(what, "FP8 amax spike: the output gradient of layer 1's qkv on rank 2 is 10000x at iteration 3");
+    fault_job job = {.world = 8, .gpus_per_node = 4, .train_iters = 10, .num_layers = 4, .iters_name = "--train-iters",
+                     .layers_name = "--num-layers", .interval_name = "--save-interval"};
+    assert_int_equal(fault_spec_check_job(f, &job, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "amax_spike needs a job that trains in FP8: add --fp8-format hybrid"));
+    job.fp8 = true;
+    assert_int_equal(fault_spec_check_job(f, &job, NULL, err, sizeof err), 0);
+    /* fires on rank 2 only, in the backward pass of iteration 3, when layer 1 is on the stage */
+    fault_rank *fr = fault_rank_open(&p, 2, 8, NULL);
+    int layer;
+    double factor;
+    fault_step_begin(fr, 3);
+    assert_false(fault_amax_spike(fr, false, 0, 4, &layer, &factor)); /* the forward pass: not its tensor */
+    assert_false(fault_amax_spike(fr, true, 2, 2, &layer, &factor));  /* layers 2-3: not its layer */
+    assert_true(fault_amax_spike(fr, true, 0, 2, &layer, &factor));
+    assert_true(layer == 1 && factor == 1e4);
+    assert_false(fault_amax_spike(fr, true, 0, 2, &layer, &factor)); /* once */
+    fault_rank_close(fr);
+    fault_plan_free(&p);
+    struct {
+        const char *text, *msg;
+    } bad[] = {
+        {"amax_spike@3:rank=2,tensor=loss", "amax_spike: the loss is not an FP8 tensor"},
+        {"amax_spike@3:rank=2,factor=10", "amax_spike: factor 10 must be in [100, 1e30]"},
+        {"amax_spike@3:rank=2,inf=true", "key 'inf' does not apply to amax_spike"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(fault_plan_parse(bad[i].text, 8, 4, &p, err, sizeof err), -1);
+        if (!strstr(err, bad[i].msg)) fail_msg("%s: %s", bad[i].text, err);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_doctor_kinds), cmocka_unit_test(test_names),
         cmocka_unit_test(test_defaults),     cmocka_unit_test(test_check),
         cmocka_unit_test(test_describe),     cmocka_unit_test(test_targets),
         cmocka_unit_test(test_plan_parse),   cmocka_unit_test(test_plan_parse_errors),
-        cmocka_unit_test(test_plan_init),
+        cmocka_unit_test(test_plan_init),    cmocka_unit_test(test_amax_spike),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

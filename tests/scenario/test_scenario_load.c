@@ -200,7 +200,7 @@ static void test_defaults(void **state) {
     assert_int_equal(s.campaign.count, 0);
     assert_int_equal(s.campaign.kinds, ((1u << FAULT_KIND_COUNT) - 1) & ~(1u << FAULT_PREEMPT) &
                                            ~(1u << FAULT_DATA_STALL) & ~(1u << FAULT_SLOW_LINK) &
-                                           ~(1u << FAULT_HIDDEN_DIR));
+                                           ~(1u << FAULT_HIDDEN_DIR) & ~(1u << FAULT_AMAX_SPIKE));
     assert_int_equal(s.campaign.step_min, 1);
     assert_int_equal(s.campaign.step_max, 4);
     assert_int_equal(s.campaign.seed, 1234);

@@ -164,7 +164,7 @@ twinrun_expect(NAME scenario_data_stall_1024 EXIT 0
   COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/scenarios/data_stall_1024.yaml --work ${scn_work} --clean)
 
 # One scenario per fault kind (a folder run: every *.yaml in name order, one JUnit report).
-twinrun_expect_sh(scenario_fault_kinds 0 "fault_version_skew.*PASSED: [0-9]+/[0-9]+ expectations\n16\n16 JSON reports, every one passed\n"
+twinrun_expect_sh(scenario_fault_kinds 0 "fault_version_skew.*PASSED: [0-9]+/[0-9]+ expectations\n17\n17 JSON reports, every one passed\n"
   "${scn} run ${PROJECT_SOURCE_DIR}/scenarios/faults --work ${scn_work} --clean --junit ${scn_work}/kinds.xml --json ${scn_work}/kinds.json && grep -c '<testsuite ' ${scn_work}/kinds.xml && python3 -c \"import json; r=json.load(open('${scn_work}/kinds.json')); assert all(x['passed'] for x in r), [x['name'] for x in r if not x['passed']]; print(len(r), 'JSON reports, every one passed')\""
   LABELS ${labels} PROPERTIES TIMEOUT 900 FAIL_REGULAR_EXPRESSION "FAILED")
 

@@ -73,6 +73,7 @@ typedef struct tr_config {
     int fp8_amax_compute_algo;          /* tr_fp8_amax_algo: 0 max, 1 most_recent (Megatron's default) */
     bool fp8_wgrad;                     /* default on; --no-fp8-wgrad keeps the weight-gradient GEMM in bf16 */
     bool fp8_param_gather;              /* --fp8-param-gather */
+    int fp8_amax_spike;                 /* twinrun's --fp8-amax-spike: 0 warn, 1 stop (engine/train/observe_fp8.c) */
     uint64_t seed;                      /* 1234 */
     tr_recompute recompute_granularity; /* --recompute-granularity / --recompute-activations */
     tr_recompute_method recompute_method;
