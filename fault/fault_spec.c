@@ -183,8 +183,9 @@ int fault_spec_check(const fault_spec *f, int world, int gpus_per_node, char *er
                        "slow_link: factor %g must be in (1, 1000]: the node's links run factor times slower",
                        f->factor);
     if (f->kind == FAULT_AMAX_SPIKE && f->tensor == FAULT_T_LOSS)
-        return tr_errf(err, errlen, "amax_spike: the loss is not an FP8 tensor: use tensor activation (the qkv input) "
-                                    "or gradient (its output gradient)");
+        return tr_errf(err, errlen,
+                       "amax_spike: the loss is not an FP8 tensor: use tensor activation (the qkv input) "
+                       "or gradient (its output gradient)");
     if (f->kind == FAULT_AMAX_SPIKE && !(f->factor >= 100 && f->factor <= 1e30))
         return tr_errf(err, errlen,
                        "amax_spike: factor %g must be in [100, 1e30]: the amax grows factor times, enough to stand out",

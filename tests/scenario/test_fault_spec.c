@@ -17,8 +17,8 @@
 
 static void test_names(void **state) {
     (void)state;
-    const char *names[] = {"hang",         "crash",      "node_crash",   "nan",          "straggler", "coll_mismatch",
-                           "ckpt_enospc",  "ckpt_crash", "ckpt_corrupt", "data_corrupt", "oom",       "short_node",
+    const char *names[] = {"hang",         "crash",      "node_crash",   "nan",          "straggler",  "coll_mismatch",
+                           "ckpt_enospc",  "ckpt_crash", "ckpt_corrupt", "data_corrupt", "oom",        "short_node",
                            "version_skew", "preempt",    "data_stall",   "slow_link",    "hidden_dir", "amax_spike"};
     assert_int_equal(sizeof names / sizeof names[0], FAULT_KIND_COUNT);
     for (int k = 0; k < FAULT_KIND_COUNT; k++) {
@@ -417,9 +417,15 @@ static void test_amax_spike(void **state) {
     assert_true(f->kind == FAULT_AMAX_SPIKE && f->factor == 1e4 && f->tensor == FAULT_T_GRADIENT && f->layer == 1);
     char what[256];
     fault_spec_describe(f, what, sizeof what);
-    assert_string_equal(what, "FP8 amax spike: the output gradient of layer 1's qkv on rank 2 is 10000x at iteration 3");
-    fault_job job = {.world = 8, .gpus_per_node = 4, .train_iters = 10, .num_layers = 4, .iters_name = "--train-iters",
-                     .layers_name = "--num-layers", .interval_name = "--save-interval"};
+    assert_string_equal(what,
+                        "FP8 amax spike: the output gradient of layer 1's qkv on rank 2 is 10000x at iteration 3");
+    fault_job job = {.world = 8,
+                     .gpus_per_node = 4,
+                     .train_iters = 10,
+                     .num_layers = 4,
+                     .iters_name = "--train-iters",
+                     .layers_name = "--num-layers",
+                     .interval_name = "--save-interval"};
     assert_int_equal(fault_spec_check_job(f, &job, NULL, err, sizeof err), -1);
     assert_non_null(strstr(err, "amax_spike needs a job that trains in FP8: add --fp8-format hybrid"));
     job.fp8 = true;
