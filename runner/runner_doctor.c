@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/safe_file.h"
 #include "doctor/doctor.h"
 #include "runner_internal.h"
 #include "twinrun/err.h"
@@ -86,8 +87,16 @@ int runner_doctor_run(const scenario *s, const sc_run_options *o, sc_report *r, 
     fclose(f);
     char path[SC_PATH_LEN + 16];
     snprintf(path, sizeof path, "%s/doctor.json", o->work_dir);
-    FILE *js = fopen(path, "w"); /* beside the job's log: the whole report, for a person or a script */
-    if (js) doctor_report_json(js, &rep), fclose(js);
+    /* beside the job's log: the whole report, for a person or a script; whole or not at all (the run's own
+     * work folder, so an earlier run's report is replaced) */
+    tr_safe_file js;
+    char why[512];
+    if (tr_safe_open(&js, path, true, NULL, why, sizeof why) == 0) {
+        doctor_report_json(js.f, &rep);
+        if (tr_safe_commit(&js, why, sizeof why)) fprintf(stderr, "scenario: %s not written: %s\n", path, why);
+    } else {
+        fprintf(stderr, "scenario: %s not written: %s\n", path, why);
+    }
 
     runner_add_check(r, rep.reported, "doctor ran", "%d ranks, %d checks", world, rep.nchecks);
     r->nfaults = s->faults.n;
