@@ -345,11 +345,22 @@ extern "C" void tr_cu_gemm_fp8_lt(dev_stream *s, tr_buf c, kern_fp8_operand a, k
     key.fast = forward && g->fp8_fast;
     key.al_a = (unsigned short)ptr_align(a.p), key.al_b = (unsigned short)ptr_align(b.p);
     key.al_c = (unsigned short)ptr_align(c.p);
+    /* The scale pointers are read 16-byte aligned like the matrices: the engine keeps its scales packed
+     * (4-byte steps), and cublasLtMatmul refused them ("not supported") where the oracle's own allocations
+     * passed, so unaligned ones travel through an aligned copy (32 bytes, stream-ordered). */
+    const float *sa = b.scale_inv, *sb = a.scale_inv;
+    float *sc = NULL;
+    if (!tr_aligned16(sa) || !tr_aligned16(sb)) {
+        sc = (float *)tr_cu_scratch(s, 32, "gemm_fp8 scales");
+        CU_CHECK(cudaMemcpyAsync(sc, sa, sizeof(float), cudaMemcpyDeviceToDevice, tr_cu_stream(s)));
+        CU_CHECK(cudaMemcpyAsync(sc + 4, sb, sizeof(float), cudaMemcpyDeviceToDevice, tr_cu_stream(s)));
+        sa = sc, sb = sc + 4;
+    }
     /* cuBLASLt's A is our b, its B our a (the top of the file) */
-    lt_plan *p = lt_plan_get(g, &key, b.scale_inv, a.scale_inv), tmp;
+    lt_plan *p = lt_plan_get(g, &key, sa, sb), tmp;
     if (!p) {
         memset(&tmp, 0, sizeof tmp);
-        lt_plan_build(g, &tmp, &key, b.scale_inv, a.scale_inv);
+        lt_plan_build(g, &tmp, &key, sa, sb);
         p = &tmp;
     }
     if (!p->ok)
@@ -357,12 +368,11 @@ extern "C" void tr_cu_gemm_fp8_lt(dev_stream *s, tr_buf c, kern_fp8_operand a, k
                  "GEMMs need sm_89 or newer, k a multiple of 16 and 16-byte aligned operands); TWINRUN_GEMM=blas runs "
                  "FP8 GEMMs through the dequantising fallback, or leave this model's --fp8-format off",
                  m, n, k, tr_fp8_name(a.fmt), tr_fp8_name(b.fmt), tr_dtype_name(c.dt));
-    BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b.scale_inv,
-                                              sizeof b.scale_inv));
-    BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.scale_inv,
-                                              sizeof a.scale_inv));
+    BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa));
+    BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb));
     BLAS_CHECK(cublasLtMatmul(g->lt, p->op, &alpha, b.p, p->la, a.p, p->lb, &beta, c.p, p->lc, c.p, p->lc, &p->algo,
                               g->ws, TR_LT_WORKSPACE, tr_cu_stream(s)));
+    if (sc) tr_cu_scratch_free(s, sc);
     if (p == &tmp) {
         cublasLtMatrixLayoutDestroy(tmp.lc);
         cublasLtMatrixLayoutDestroy(tmp.lb);
