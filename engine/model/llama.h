@@ -171,6 +171,7 @@ typedef struct llama_fp8 {
     int slot;              /* the micro-batch whose scales the next quantisation uses */
     bool record;           /* quantisations record their amax (not while recomputing) */
     coll_comm *dp_cp_comm; /* with tp_comm, the amax reduction group (TP x CP x DP); NULL: this rank alone */
+    char shape_note[640];  /* a GEMM shape Hopper's FP8 GEMMs refuse ("": none) */
     float *host;           /* [2, max(nfwd, nbwd)] host staging of a pass's own amaxes and scales */
     /* The largest spike this rank saw since the caller last cleared it: a pass's own amax of a tensor
      * (before the reduction) over what its scale allowed, >= LLAMA_FP8_SPIKE_RATIO (llama_fp8.c). */

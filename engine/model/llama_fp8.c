@@ -53,7 +53,8 @@ int llama_fp8_create(llama_model *m, const tr_config *cfg, char *err, size_t err
     f->nbwd = dm->nl * LLAMA_FP8_MODULES;
     f->record = true;
     /* Hopper's FP8 GEMMs take 16-byte aligned rows of 16-multiple sizes (Transformer Engine refuses other
-     * shapes the same way): every dimension of every FP8 GEMM */
+     * shapes the same way): the twin runs any shape (its rehearsals shrink the widths), so a shape the GPU
+     * would refuse is a note the reporter prints (observe_fp8.c), and the CUDA backend stops on it */
     const size_t N = (size_t)dm->B * dm->T;
     size_t max_in = 0, max_out = 0, max_w = 0;
     for (int l = 0; l < dm->nl; l++)
@@ -63,13 +64,14 @@ int llama_fp8_create(llama_model *m, const tr_config *cfg, char *err, size_t err
             for (int i = 0; i < np; i++) {
                 const llama_param *w = &m->params_tab[p[i]];
                 const size_t out = (size_t)w->shape[0], in = (size_t)w->shape[1];
-                if (out % 16 || in % 16 || N % 16)
-                    return tr_errf(err, errlen,
-                                   "--fp8-format: %s is [%zu, %zu] for %zu tokens a micro-batch; FP8 GEMMs need "
-                                   "every dimension a multiple of 16 (Transformer Engine's rule; twinrun's q, k "
-                                   "and v projections are three GEMMs): change the "
-                                   "widths, heads, --micro-batch-size or --seq-length, or drop --fp8-format",
-                                   w->name, out, in, N);
+                if ((out % 16 || in % 16 || N % 16) && !f->shape_note[0])
+                    snprintf(f->shape_note, sizeof f->shape_note,
+                             "--fp8-format: %s is [%zu, %zu] for %zu tokens a micro-batch; the twin runs it, but "
+                             "Hopper's FP8 GEMMs (cuBLASLt) need every dimension a multiple of 16 (Transformer "
+                             "Engine's rule; twinrun's q, k and v projections are three GEMMs): on a GPU change "
+                             "the widths, heads, --micro-batch-size or --seq-length, or run the dequantising "
+                             "fallback (TWINRUN_GEMM=blas)",
+                             w->name, out, in, N);
                 max_in = in > max_in ? in : max_in;
                 max_out = out > max_out ? out : max_out;
                 max_w = out * in > max_w ? out * in : max_w;

@@ -110,6 +110,7 @@ int train_observe_fp8(tr_rank *st, const tr_job *jb) {
         return tr_errf(st->loop.err, sizeof st->loop.err, "out of device memory for the FP8 spike check"),
                TR_EXIT_FATAL;
     }
+    if (s->reporter && st->model->fp8.shape_note[0]) fprintf(jb->log, "twinrun: note: %s\n", st->model->fp8.shape_note);
     if (s->faults) st->model->fp8.amax_hook = spike_hook, st->model->fp8.amax_hook_arg = s;
     return train_observer_register(st, &(tr_observer){.state = s, .on_step_end = step_end, .close = close_fp8});
 }

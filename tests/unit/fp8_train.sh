@@ -10,6 +10,7 @@
 #             iteration 1 and 4e-2 at 6 (bf16 alone: 5e-4 and 3e-3); losses stay within 1e-3
 #   reshard   a TP2 checkpoint resumed at TP1 keeps every tensor's amax history: the resumed save's
 #             older entries are the TP2 save's, moved by the step's two passes
+#   shapes    a width the GPU's FP8 GEMMs refuse (not a multiple of 16) trains on the twin with one note
 #   formats   a bf16 checkpoint resumes in FP8 (histories fresh, said once) and an FP8 one in bf16
 # Usage: fp8_train.sh BIN_DIR WORK_DIR CASE
 set -u
@@ -92,6 +93,11 @@ formats)
     expect_rc 0 "$bin/train_llama3" $model --train-iters 9 --load f8 --save f8 --save-interval 3
     has "iteration *9/ *9"
     lacks "FP8"
+    ;;
+shapes)
+    expect_rc 0 "$bin/train_llama3" $(echo $model | sed 's/--ffn-hidden-size 192/--ffn-hidden-size 168/') $fp8 --train-iters 2
+    count "note: --fp8-format: model.layers.0.mlp.down_proj.weight is \[128, 168\] for 64 tokens .* need every dimension a multiple of 16" 1
+    has "iteration *2/ *2"
     ;;
 *) fail "unknown case $case" ;;
 esac
