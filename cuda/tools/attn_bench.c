@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_time.h"
 #include "cuda_dev.h"
 #include "kern_attention_cudnn.h"
 #include "twinrun/version.h"
@@ -88,35 +89,21 @@ typedef struct problem {
 
 static tr_buf bf(void *p) { return tr_buf_make(p, TR_BF16); }
 
-static void forward(problem *p) {
+static void forward(void *arg) {
+    problem *p = arg;
     kern_attention_forward(g_s, bf(p->out), p->lse, bf(p->q), bf(p->k), bf(p->v), p->B, p->T, NH, KV, p->D);
 }
 
-static void backward(problem *p) {
+static void backward(void *arg) {
+    problem *p = arg;
     kern_attention_backward(g_s, bf(p->dq), bf(p->dk), bf(p->dv), bf(p->dout), bf(p->q), bf(p->k), bf(p->v), bf(p->out),
                             p->lse, p->B, p->T, NH, KV, p->D);
 }
 
-static int cmp_float(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-static double time_ms(void (*f)(problem *), problem *p) {
-    cudaStream_t st = tr_cu_stream(g_s);
-    cudaEvent_t ev[2 * RUNS];
-    for (int i = 0; i < 2 * RUNS; i++) CU_CHECK(cudaEventCreate(&ev[i]));
-    for (int i = 0; i < WARMUP; i++) f(p);
-    for (int i = 0; i < RUNS; i++) {
-        CU_CHECK(cudaEventRecord(ev[2 * i], st));
-        f(p);
-        CU_CHECK(cudaEventRecord(ev[2 * i + 1], st));
-    }
-    dev_stream_sync(g_s);
+/* the median milliseconds of f(p) (bench_time.h) */
+static double time_ms(void (*f)(void *), problem *p) {
     float ms[RUNS];
-    for (int i = 0; i < RUNS; i++) CU_CHECK(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
-    for (int i = 0; i < 2 * RUNS; i++) CU_CHECK(cudaEventDestroy(ev[i]));
-    qsort(ms, RUNS, sizeof ms[0], cmp_float);
+    tr_cu_bench_times(g_s, WARMUP, RUNS, f, p, ms);
     return ms[RUNS / 2];
 }
 

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_time.h"
 #include "cuda_dev.h"
 #include "kern_attention_flash.h"
 #include "twinrun/version.h"
@@ -102,40 +103,25 @@ typedef struct outputs {
     float *lse;
 } outputs;
 
-static void forward(problem *p) {
+static void forward(void *arg) {
+    problem *p = arg;
     tr_cu_flash_forward(g_s, tr_buf_make(p->out, TR_BF16), p->lse, tr_buf_make(p->q, TR_BF16),
                         tr_buf_make(p->k, TR_BF16), tr_buf_make(p->v, TR_BF16), NULL, NULL, p->B, p->T, p->T, NH, KV,
                         D);
 }
 
-static void backward(problem *p) {
+static void backward(void *arg) {
+    problem *p = arg;
     tr_cu_flash_backward(g_s, tr_buf_make(p->dq, TR_BF16), tr_buf_make(p->dk, TR_BF16), tr_buf_make(p->dv, TR_BF16),
                          tr_buf_make(p->dout, TR_BF16), tr_buf_make(p->q, TR_BF16), tr_buf_make(p->k, TR_BF16),
                          tr_buf_make(p->v, TR_BF16), tr_buf_make(p->out, TR_BF16), p->lse, NULL, NULL, p->B, p->T, p->T,
                          NH, KV, D);
 }
 
-static int cmp_float(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-/* median milliseconds of RUNS calls of f after WARMUP, each between two events */
-static double time_ms(void (*f)(problem *), problem *p) {
-    cudaStream_t st = g_s->st;
-    cudaEvent_t ev[2 * RUNS];
-    for (int i = 0; i < 2 * RUNS; i++) CU_CHECK(cudaEventCreate(&ev[i]));
-    for (int i = 0; i < WARMUP; i++) f(p);
-    for (int i = 0; i < RUNS; i++) {
-        CU_CHECK(cudaEventRecord(ev[2 * i], st));
-        f(p);
-        CU_CHECK(cudaEventRecord(ev[2 * i + 1], st));
-    }
-    dev_stream_sync(g_s);
+/* the median milliseconds of f(p) (bench_time.h) */
+static double time_ms(void (*f)(void *), problem *p) {
     float ms[RUNS];
-    for (int i = 0; i < RUNS; i++) CU_CHECK(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
-    for (int i = 0; i < 2 * RUNS; i++) CU_CHECK(cudaEventDestroy(ev[i]));
-    qsort(ms, RUNS, sizeof ms[0], cmp_float);
+    tr_cu_bench_times(g_s, WARMUP, RUNS, f, p, ms);
     return 0.5 * (ms[RUNS / 2 - 1] + ms[RUNS / 2]);
 }
 

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_time.h"
 #include "cuda_dev.h"
 #include "twinrun/version.h"
 
@@ -37,41 +38,28 @@ typedef struct problem {
     float *scale, *scale_inv, *amax; /* [2] each: a, b */
 } problem;
 
-static int cmp_float(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-static void run_bf16(problem *p) {
+static void run_bf16(void *arg) {
+    problem *p = arg;
     kern_gemm(g_s, p->c, p->a16, p->b16, p->m, p->n, p->k, p->ta, p->tb, 1.0f, p->beta);
 }
 
-static void run_fp8(problem *p) {
+static void run_fp8(void *arg) {
+    problem *p = arg;
     const kern_fp8_operand a = {p->a8, p->fa, p->scale_inv}, b = {p->b8, p->fb, p->scale_inv + 1};
     kern_gemm_fp8(g_s, p->c, a, b, p->m, p->n, p->k, p->ta, p->tb, 1.0f, p->beta);
 }
 
-static void run_fp8_quant(problem *p) {
+static void run_fp8_quant(void *arg) {
+    problem *p = arg;
     kern_fp8_quantize(g_s, p->a8, p->amax, p->a16, p->scale, (size_t)p->m * p->k, p->fa);
     kern_fp8_quantize(g_s, p->b8, p->amax + 1, p->b16, p->scale + 1, (size_t)p->k * p->n, p->fb);
     run_fp8(p);
 }
 
-static double time_ms(void (*f)(problem *), problem *p) {
-    cudaStream_t st = tr_cu_stream(g_s);
-    cudaEvent_t ev[2 * RUNS];
-    for (int i = 0; i < 2 * RUNS; i++) CU_CHECK(cudaEventCreate(&ev[i]));
-    for (int i = 0; i < WARMUP; i++) f(p);
-    for (int i = 0; i < RUNS; i++) {
-        CU_CHECK(cudaEventRecord(ev[2 * i], st));
-        f(p);
-        CU_CHECK(cudaEventRecord(ev[2 * i + 1], st));
-    }
-    dev_stream_sync(g_s);
+/* the median milliseconds of f(p) (bench_time.h) */
+static double time_ms(void (*f)(void *), problem *p) {
     float ms[RUNS];
-    for (int i = 0; i < RUNS; i++) CU_CHECK(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
-    for (int i = 0; i < 2 * RUNS; i++) CU_CHECK(cudaEventDestroy(ev[i]));
-    qsort(ms, RUNS, sizeof ms[0], cmp_float);
+    tr_cu_bench_times(g_s, WARMUP, RUNS, f, p, ms);
     return ms[RUNS / 2];
 }
 

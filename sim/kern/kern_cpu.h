@@ -46,14 +46,14 @@ static inline void kern_cost(dev_stream *s, twin_kernel_kind kind, double flops,
 
 /* kern_cost of a GEMM: bf16 inputs into an fp32 output are the weight gradients' class; the shape
  * names the launch in the twin's profile. */
-static inline void kern_cost_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb,
-                                  float beta, double flops, double bytes) {
+/* A GEMM launch of kind (its shape and types name it in TWINRUN_TWIN_PROFILE), computing at dt's rate. */
+static inline void kern_cost_gemm_as(dev_stream *s, twin_kernel_kind kind, tr_dtype dt, tr_buf c, tr_buf a, tr_buf b,
+                                     int m, int n, int k, bool ta, bool tb, float beta, double flops, double bytes) {
     if (!s || flops < 0 || bytes < 0) return;
-    const bool wgrad = a.dt == TR_BF16 && c.dt == TR_F32;
-    twin_cost_kernel(s, &(twin_kernel_cost){.kind = wgrad ? TWIN_K_GEMM_WGRAD : TWIN_K_GEMM,
+    twin_cost_kernel(s, &(twin_kernel_cost){.kind = kind,
                                             .flops = flops,
                                             .bytes = bytes,
-                                            .dt = a.dt,
+                                            .dt = dt,
                                             .m = m,
                                             .n = n,
                                             .k = k,
@@ -63,6 +63,12 @@ static inline void kern_cost_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, i
                                             .a_dt = a.dt,
                                             .b_dt = b.dt,
                                             .c_dt = c.dt});
+}
+
+static inline void kern_cost_gemm(dev_stream *s, tr_buf c, tr_buf a, tr_buf b, int m, int n, int k, bool ta, bool tb,
+                                  float beta, double flops, double bytes) {
+    const bool wgrad = a.dt == TR_BF16 && c.dt == TR_F32;
+    kern_cost_gemm_as(s, wgrad ? TWIN_K_GEMM_WGRAD : TWIN_K_GEMM, a.dt, c, a, b, m, n, k, ta, tb, beta, flops, bytes);
 }
 
 /* The device ranges a launch reads and writes, for the twin's stream hazard check (twin_stream.h),

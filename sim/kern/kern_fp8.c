@@ -106,21 +106,12 @@ static void gemm8_body(void *args) {
 
 void kern_gemm_fp8(dev_stream *s, tr_buf c, kern_fp8_operand a, kern_fp8_operand b, int m, int n, int k, bool ta,
                    bool tb, float alpha, float beta) {
+    /* the profile names FP8 operands by their bf16 counterparts: the twin's dtypes have no FP8 */
     const double bytes = (double)m * k + (double)k * n + (double)m * n * tr_dtype_size(c.dt) * (beta != 0.0f ? 2 : 1);
-    if (s && m >= 0 && n >= 0 && k >= 0)
-        twin_cost_kernel(s, &(twin_kernel_cost){.kind = TWIN_K_GEMM_FP8,
-                                                .flops = 2.0 * m * n * (double)k,
-                                                .bytes = bytes,
-                                                .dt = TR_BF16,
-                                                .m = m,
-                                                .n = n,
-                                                .k = k,
-                                                .ta = ta,
-                                                .tb = tb,
-                                                .accumulate = beta != 0.0f,
-                                                .a_dt = TR_BF16,
-                                                .b_dt = TR_BF16,
-                                                .c_dt = c.dt});
+    const tr_buf op = tr_buf_make(NULL, TR_BF16);
+    if (m >= 0 && n >= 0 && k >= 0)
+        kern_cost_gemm_as(s, TWIN_K_GEMM_FP8, TR_BF16, c, op, op, m, n, k, ta, tb, beta, 2.0 * m * n * (double)k,
+                          bytes);
     kern_gemm_fp8_check(s, c, a, b, m, n, k, ta, tb, alpha, beta);
     const twin_access acc[] = {{c.p, kern_bytes(c, (size_t)m * (size_t)n), true},
                                {a.p, (size_t)m * (size_t)k, false},
