@@ -170,9 +170,18 @@ int main(int argc, char **argv) {
     const int shapes[][2] = {{4, 1024}, {1, 4096}, {1, 8192}}; /* B, T */
     /* flash first: the reference the others are compared with */
     const char *paths[] = {"flash", "cudnn", "cudnn-det"};
+    /* TWINRUN_ATTN_BENCH_SHAPE="D T": that shape alone (a profiler's run) */
+    int only_d = 0, only_t = 0;
+    const char *only = getenv("TWINRUN_ATTN_BENCH_SHAPE");
+    if (only && sscanf(only, "%d %d", &only_d, &only_t) != 2) {
+        fprintf(stderr, "attn_bench: TWINRUN_ATTN_BENCH_SHAPE is '%s': give the head dim and T, e.g. \"128 8192\"\n",
+                only);
+        return 2;
+    }
     int fails = 0;
     for (int di = 0; di < 2; di++) {
         for (int si = 0; si < 3; si++) {
+            if (only && (dims[di] != only_d || shapes[si][1] != only_t)) continue;
             problem p = {.B = shapes[si][0], .T = shapes[si][1], .D = dims[di]};
             p.nq = (size_t)p.B * p.T * NH * p.D, p.nk = (size_t)p.B * p.T * KV * p.D, p.nl = (size_t)p.B * NH * p.T;
             p.q = random_bf16(p.nq, 1.0), p.k = random_bf16(p.nk, 1.0), p.v = random_bf16(p.nk, 1.0);
