@@ -34,9 +34,6 @@ typedef struct dev_info {
                              * twin's predict mode: its spec's measured figure; otherwise 0) */
     char versions[128];     /* the driver, runtime and collective library below the build ("driver 13.0, runtime
                              * 13.0, NCCL 2.27.3"; the twin: "twin 0.3.0"): what the doctor compares across nodes */
-    bool health_known;      /* the driver reported the two below (the twin and the CUDA build without NVML: false) */
-    int ecc_errors;         /* uncorrectable ECC errors since the driver loaded */
-    int temperature_c;      /* the GPU's temperature, degrees Celsius */
 } dev_info;
 
 /* Opens device `ordinal` for one rank. capacity == 0 means the device's own memory size
@@ -72,6 +69,8 @@ typedef struct dev_health {
     int temperature_c;                /* the GPU's core temperature, degrees Celsius */
     char missing[128];                /* the readings the driver did not give, and why ("temperature: Not Supported") */
 } dev_health;
+
+void dev_get_health(const dev_device *d, dev_health *out);
 
 /* Memory. `what` names the allocation for out-of-memory messages. */
 void *dev_alloc(dev_device *d, size_t bytes, const char *what);
