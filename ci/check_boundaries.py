@@ -79,6 +79,7 @@ NAMES = {
     "flight": "base/flight",
     "tr_launch": "base/launch", "tr_launcher": "base/launch", "tr_store": "base/launch",
     "tr_heartbeat": "base/launch", "tr_sha256": "base/launch", "tr_hmac": "base/launch",
+    "tr_nvml": "base/nvml",
     # the backends
     "twin": "sim", "rank": "sim/sched", "mp": "sim/multiproc", "shape": "sim/predict", "trace": "sim/trace",
     "tr_cu": "cuda",

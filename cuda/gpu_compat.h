@@ -54,6 +54,7 @@
 #define cudaDeviceProp musaDeviceProp
 #define cudaGetDeviceProperties musaGetDeviceProperties
 #define cudaDeviceGetAttribute musaDeviceGetAttribute
+#define cudaDeviceGetPCIBusId musaDeviceGetPCIBusId
 #define cudaDevAttrComputeCapabilityMajor musaDevAttrComputeCapabilityMajor
 #define cudaMemGetInfo musaMemGetInfo
 #define cudaMalloc musaMalloc

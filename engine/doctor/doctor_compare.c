@@ -186,31 +186,11 @@ static void gpus(const doctor_options *o, doctor_report *r, const doctor_wire *a
 }
 
 static void health(doctor_report *r, const doctor_wire *all) {
-    int worst_ecc = -1, ecc_rank = -1, hottest = -1000, hot_rank = -1;
-    char v[32];
-    for (int rk = 0; rk < r->world; rk++) {
-        if (doctor_fact(all[rk].text, "ecc", v, sizeof v) && atoi(v) > worst_ecc) worst_ecc = atoi(v), ecc_rank = rk;
-        if (doctor_fact(all[rk].text, "temperature", v, sizeof v) && atoi(v) > hottest)
-            hottest = atoi(v), hot_rank = rk;
-    }
-    const char *title = "GPU health (ECC, temperature)";
-    if (ecc_rank < 0) {
-        doctor_add(r, "health", title, DOCTOR_SKIP, -1,
-                   "not reported by this backend (%s): read them on each node with nvidia-smi -q -d ECC,TEMPERATURE "
-                   "or mthreads-gmi",
-                   r->simulated[0] ? "the twin has no sensors" : "no driver query in this build");
-        return;
-    }
-    const int g = r->gpus_per_node;
-    if (worst_ecc > 0)
-        doctor_add(r, "health", title, DOCTOR_FAIL, ecc_rank / g,
-                   "rank %d's GPU reports %d uncorrectable ECC error%s: drain node %d and have its GPU checked",
-                   ecc_rank, worst_ecc, worst_ecc == 1 ? "" : "s", ecc_rank / g);
-    else if (hottest > 85)
-        doctor_add(r, "health", title, DOCTOR_WARN, hot_rank / g,
-                   "rank %d's GPU is at %d C: check the node's cooling before a long job", hot_rank, hottest);
-    else
-        doctor_add(r, "health", title, DOCTOR_PASS, -1, "no ECC errors; hottest GPU %d C (rank %d)", hottest, hot_rank);
+    dev_health *h = calloc((size_t)r->world, sizeof *h);
+    TR_CHECK(h != NULL, "out of host memory for the doctor's health readings");
+    for (int rk = 0; rk < r->world; rk++) doctor_health_parse(all[rk].text, &h[rk]);
+    doctor_health_judge(r, h);
+    free(h);
 }
 
 static void clocks(const doctor_options *o, doctor_report *r, const doctor_wire *all) {

@@ -149,7 +149,11 @@ void doctor_facts_collect(const doctor_options *o, dev_device *d, fault_rank *fr
     put(&t, "versions=%s\n", info.versions);
     put(&t, "simulated=%s\n", info.simulated);
     put(&t, "count=%d\n", fault_visible_devices(fr, info.count));
-    if (info.health_known) put(&t, "ecc=%d\ntemperature=%d\n", info.ecc_errors, info.temperature_c);
+    dev_health health;
+    dev_get_health(d, &health);
+    char lines[512];
+    doctor_health_format(&health, lines, sizeof lines);
+    put(&t, "%s", lines);
     put(&t, "clock=%.9f\n", clock);
     /* node-wide facts once a node: its first rank looks at the directories */
     if (rank % o->gpus_per_node == 0)

@@ -59,4 +59,13 @@ void doctor_compare(const doctor_options *o, doctor_report *r, const doctor_wire
 void doctor_bandwidth(const doctor_options *o, doctor_report *r, const doctor_wire *all);
 void doctor_hostfile_check(const doctor_options *o, doctor_report *r);
 
+/* ---- the health check (doctor_health.c) -------------------------------------------------------- */
+/* A rank's GPU readings as lines of its facts ("health=reported", "gpu=", "pci=", "ecc_volatile=",
+ * "ecc_aggregate=", "temperature=", "health_missing="; or "health=not reported: REASON"), and back. */
+void doctor_health_format(const dev_health *h, char *out, size_t len);
+void doctor_health_parse(const char *text, dev_health *h);
+/* Adds the `health` check from every rank's readings (all[world]): fail on an uncorrectable ECC error
+ * since the driver loaded, warn above 85 C or on lifetime-only errors, skip where nothing is reported. */
+void doctor_health_judge(doctor_report *r, const dev_health *all);
+
 #endif

@@ -120,6 +120,9 @@ if CASE == "healthy":
         expect(rep["slow_node"] is None and rep["slowest_link"].startswith("nodes 0-1"),
                f"slowest link named: {rep['slowest_link']}")
         expect(rep["clock_skew_seconds"] == 0, "no skew on the twin's simulated clocks")
+        health = [c for c in rep["checks"] if c["id"] == "health"]
+        expect(health and health[0]["status"] == "skip" and "the twin has no sensors" in health[0]["detail"],
+               f"health skipped with the twin's reason: {health}")
         bandwidth_formulas(rep)
         junit_agrees(rep, junit)
         expect("every check passed" in out, "the text report says so")

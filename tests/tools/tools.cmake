@@ -43,3 +43,9 @@ if(TWINRUN_BACKEND STREQUAL "cuda")
                          ENVIRONMENT "TWINRUN_CUDNN_CANDIDATE=${c}")
   endforeach()
 endif()
+
+# fake_nvml: a stand-in libnvidia-ml.so.1 whose GPUs and readings come from the environment, for the
+# doctor's health check (tests/unit/test_doctor_health.c opens it through TWINRUN_NVML_LIBRARY). Built in
+# every preset: the probe it stands behind (base/nvml) is backend-neutral.
+add_library(fake_nvml MODULE ${CMAKE_CURRENT_LIST_DIR}/fake_nvml/fake_nvml.c)
+target_include_directories(fake_nvml PRIVATE ${PROJECT_SOURCE_DIR}/base)

@@ -151,3 +151,9 @@ foreach(case hf tiktoken)
     ${CMAKE_CURRENT_BINARY_DIR}/tok_llama3_${case} ${case})
   set_tests_properties(tok_llama3_real_text_${case} PROPERTIES LABELS "${labels}" SKIP_RETURN_CODE 77)
 endforeach()
+
+# The doctor's health check against a fake libnvidia-ml (tests/tools/fake_nvml), opened by its path.
+if(TARGET test_doctor_health)
+  add_dependencies(test_doctor_health fake_nvml)
+  target_compile_definitions(test_doctor_health PRIVATE FAKE_NVML_PATH="$<TARGET_FILE:fake_nvml>")
+endif()

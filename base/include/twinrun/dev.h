@@ -34,9 +34,6 @@ typedef struct dev_info {
                              * twin's predict mode: its spec's measured figure; otherwise 0) */
     char versions[128];     /* the driver, runtime and collective library below the build ("driver 13.0, runtime
                              * 13.0, NCCL 2.27.3"; the twin: "twin 0.3.0"): what the doctor compares across nodes */
-    bool health_known;      /* the driver reported the two below (the twin and the CUDA build without NVML: false) */
-    int ecc_errors;         /* uncorrectable ECC errors since the driver loaded */
-    int temperature_c;      /* the GPU's temperature, degrees Celsius */
 } dev_info;
 
 /* Opens device `ordinal` for one rank. capacity == 0 means the device's own memory size
@@ -53,6 +50,27 @@ void dev_close(dev_device *d);
  * rank that returns frees its own state and clears it first. */
 void dev_set_reclaim(dev_device *d, void (*fn)(void *arg), void *arg);
 void dev_get_info(const dev_device *d, dev_info *out);
+
+/* The health of the GPU a rank drives, as its driver reports it: what the doctor's `health` check judges
+ * (engine/doctor/doctor_health.c). Asked for apart from dev_get_info because asking costs (the CUDA
+ * build loads NVML and initialises it) and only the doctor needs it. Each reading says whether the
+ * driver gave it; nothing here is a failure of the rank. */
+typedef struct dev_health {
+    bool reported;          /* the driver was asked about this rank's GPU and answered; else `reason` says why not */
+    char reason[192];       /* "the twin has no sensors", "cannot load libnvidia-ml.so.1 ..." */
+    int index;              /* the GPU as nvidia-smi numbers it (NVML's index, not CUDA_VISIBLE_DEVICES'); -1 unknown */
+    char pci_bus_id[32];    /* "00000000:1B:00.0" as nvidia-smi prints it: how the rank's CUDA device was matched
+                             * to NVML's ("" unknown) */
+    bool has_ecc_volatile;  /* ecc_volatile holds a reading */
+    bool has_ecc_aggregate; /* ecc_aggregate holds a reading */
+    bool has_temperature;   /* temperature_c holds a reading */
+    unsigned long long ecc_volatile;  /* uncorrectable ECC errors since the driver last loaded */
+    unsigned long long ecc_aggregate; /* uncorrectable ECC errors over the GPU's life (its InfoROM) */
+    int temperature_c;                /* the GPU's core temperature, degrees Celsius */
+    char missing[128];                /* the readings the driver did not give, and why ("temperature: Not Supported") */
+} dev_health;
+
+void dev_get_health(const dev_device *d, dev_health *out);
 
 /* Memory. `what` names the allocation for out-of-memory messages. */
 void *dev_alloc(dev_device *d, size_t bytes, const char *what);
