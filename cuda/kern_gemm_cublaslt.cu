@@ -46,7 +46,7 @@ typedef struct gemm_state {
     cublasLtHandle_t lt;
     bool have_lt;
     void *ws;
-    bool fp8_fast; /* TWINRUN_FP8_FAST_ACCUM=1: forward FP8 GEMMs without the split accumulation */
+    bool fp8_fast; /* forward FP8 GEMMs without the split accumulation (TWINRUN_FP8_FAST_ACCUM=0: with it) */
     struct lt_plan *plans; /* [TR_LT_PLANS] open addressing on the shape key */
     int nplans;
 #endif
@@ -147,7 +147,7 @@ static gemm_state *gemm_state_get(dev_device *d) {
         const char *fast = getenv("TWINRUN_FP8_FAST_ACCUM");
         if (fast && *fast && strcmp(fast, "0") != 0 && strcmp(fast, "1") != 0)
             tr_fatal("TWINRUN_FP8_FAST_ACCUM=%s: use 1 (forward FP8 GEMMs with fast accumulation) or 0", fast);
-        g->fp8_fast = fast && strcmp(fast, "1") == 0;
+        g->fp8_fast = !(fast && strcmp(fast, "0") == 0); /* Transformer Engine's default: fprop fast, grads split */
     }
 #endif
     return g;
