@@ -198,11 +198,13 @@ static void test_library_absent(void **state) {
     assert_non_null(strstr(c->detail, "not reported (cannot load /nonexistent/libnvidia-ml.so.1 (NVML, installed "
                                       "with the NVIDIA driver)"));
     doctor_report_free(&r);
-    /* the default name, where no driver is installed (this CI machine): the same, never a failure */
+    /* the default name: where no driver is installed (a CI machine) the same reason, never a failure;
+     * where one is (a GPU node), the real NVML loads and knows no card at this test's bus id */
     unsetenv(TR_NVML_LIBRARY_ENV);
     dev_health h;
     tr_nvml_probe(CUDA_BUS[0], &h);
-    if (!h.reported) assert_non_null(strstr(h.reason, "libnvidia-ml.so.1"));
+    if (!h.reported)
+        assert_true(strstr(h.reason, "libnvidia-ml.so.1") || strstr(h.reason, "NVML knows no GPU at PCI bus id"));
 }
 
 static void test_driver_refuses(void **state) {

@@ -121,7 +121,11 @@ static void test_gemm_against_decoded_values(void **state) {
                     const double w = (double)(alpha * (sa * sb)) * want[i] + beta * c0[i];
                     err2 += (got[i] - w) * (got[i] - w), ref2 += w * w;
                 }
-                kt_expect_close("gemm_fp8", sqrt(err2 / ref2), dt == TR_BF16 ? 4e-3 : 1e-6);
+                /* fp32 output: the twin sums in double and rounds once; Hopper's FP8 tensor cores keep
+                 * ~14 bits between promotions to fp32, and none with the forward layout's fast
+                 * accumulation (the bounds of kern_oracle's FP8 cases: 3e-4 and 1e-3) */
+                const double tol = dt == TR_BF16 ? 4e-3 : kt_backend_is_twin() ? 1e-6 : !ta && tb ? 1e-3 : 3e-4;
+                kt_expect_close("gemm_fp8", sqrt(err2 / ref2), tol);
                 kt_free(c.p), free(c0), free(got);
             }
         kt_free(ad), kt_free(bd), kt_free(sad), kt_free(sbd), free(want);
