@@ -173,7 +173,13 @@ int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *e
         memcpy(r->reference_losses, ref.losses, sizeof(double) * (size_t)(j.iters + 1));
     }
 
-    const sc_supervisor sv = {&j, s, o, want_ref ? &ref : NULL, snapshots[0] ? snapshots : NULL, 0};
+    sc_supervisor sv = {&j, s, o, want_ref ? &ref : NULL, snapshots[0] ? snapshots : NULL, 0, NULL};
+    /* a campaign's restarts from the snapshots, each run once without a fault (runner_resume.c) */
+    sc_resumes resumes = {0};
+    if (campaign && campaign_ok && sv.snapshots && !o->to_the_end) {
+        runner_resumes_verify(&sv, &resumes, r);
+        sv.resumes = &resumes;
+    }
     if (s->predict) {
         runner_predict_run(&j, o, r);
     } else if (campaign) {
@@ -219,6 +225,7 @@ int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *e
     r->passed = r->nchecks > 0;
     for (int i = 0; i < r->nchecks; i++) r->passed &= r->checks[i].passed;
     runner_run_free(&ref);
+    runner_resumes_free(&resumes);
     if (own_log) fclose(own_log);
     runner_job_free(&j);
     return 0;

@@ -166,6 +166,7 @@ static void trial_run(const sc_supervisor *sv0, const fault_spec *f, int number,
     sc_campaign_trial *t = &res->trial;
     t->number = number;
     t->resumed_from = out.resumed_from;
+    t->replayed_from = out.replayed_from;
     t->outcome = one.faults[0];
     t->continuity_ok = out.continuity_ok && out.weights_ok;
     t->completed = out.completed;
@@ -219,7 +220,7 @@ static void trial_child(const sc_supervisor *sv, const fault_spec *f, int number
     snprintf(j.ckpt_dir, sizeof j.ckpt_dir, "%.*s/checkpoints", (int)sizeof j.ckpt_dir - 16, dir);
     sc_run_options o = *sv->o;
     o.work_dir = dir, o.job_log = log, o.progress = NULL, o.trace_path = NULL;
-    const sc_supervisor csv = {&j, sv->s, &o, sv->reference, sv->snapshots, 0};
+    const sc_supervisor csv = {&j, sv->s, &o, sv->reference, sv->snapshots, 0, sv->resumes};
     trial_run(&csv, f, number, &res);
     fclose(log);
     /* a trial that went as it should leaves its logs; its checkpoints are what a post-mortem of a

@@ -126,7 +126,16 @@ typedef struct attempt_state {
 typedef struct fault_kind_judge {
     void (*before)(attempt_state *st, int i); /* before the run; NULL: nothing */
     void (*judge)(attempt_state *st, int i);  /* after the run: detected? attributed? */
+    /* before attempt st->a (after the befores): fault i fired and was judged in an earlier attempt, so it
+     * can do nothing more in this one or any later one */
+    bool (*spent)(const attempt_state *st, int i);
 } fault_kind_judge;
+
+/* Fired (or, data_corrupt, done) in an earlier attempt, and judged after it. */
+static bool spent_before(const attempt_state *st, int i) {
+    const int at = st->plan->fired[i].attempt; /* 1-based: the attempt it fired in */
+    return at >= 1 && at <= st->a && st->r->faults[i].fired;
+}
 
 /* Injected by the job (hang, crash, NaN, ...): judged from the run it fired in. */
 static void judge_in_job(attempt_state *st, int i) {
@@ -215,9 +224,16 @@ static bool damage_saved_checkpoint(attempt_state *st) {
     return true;
 }
 
-static const fault_kind_judge IN_JOB = {NULL, judge_in_job};
-static const fault_kind_judge DATA_CORRUPT = {damage_data, judge_data_corrupt};
-static const fault_kind_judge CKPT_CORRUPT = {plan_ckpt_stop, judge_ckpt_corrupt};
+/* ckpt_corrupt's fired attempt is the one after the damage (the load that must refuse it), judged after
+ * that attempt. */
+static bool spent_ckpt_corrupt(const attempt_state *st, int i) {
+    const int at = st->plan->fired[i].attempt;
+    return at >= 1 && at < st->a && st->r->faults[i].fired;
+}
+
+static const fault_kind_judge IN_JOB = {NULL, judge_in_job, spent_before};
+static const fault_kind_judge DATA_CORRUPT = {damage_data, judge_data_corrupt, spent_before};
+static const fault_kind_judge CKPT_CORRUPT = {plan_ckpt_stop, judge_ckpt_corrupt, spent_ckpt_corrupt};
 /* by fault kind; NULL: injected by the job (IN_JOB) */
 static const fault_kind_judge *const JUDGES[FAULT_KIND_COUNT] = {
     [FAULT_DATA_CORRUPT] = &DATA_CORRUPT,
@@ -249,6 +265,27 @@ static sc_attempt *record_attempt(attempt_state *st, double *final) {
     if (run->sum.device_capacity) r->capacity_bytes = run->sum.device_capacity;
     runner_run_cause(j, run, at->cause, sizeof at->cause);
     return at;
+}
+
+/* A restart not run (runner_resume_known): an attempt in the report that says so, and the losses after
+ * iteration L its verified resume's, which were the reference's. */
+static void record_known(attempt_state *st, int64_t L, double *final) {
+    const sc_job *j = st->sv->job;
+    sc_report *r = st->r;
+    sc_attempt *at = realloc(r->attempts, sizeof *at * (size_t)(r->nattempts + 1));
+    TR_CHECK(at != NULL, "out of host memory for an attempt");
+    r->attempts = at;
+    at = &r->attempts[r->nattempts++];
+    memset(at, 0, sizeof *at);
+    at->index = st->a;
+    at->start_iteration = L;
+    at->end_iteration = j->iters;
+    for (int64_t it = L + 1; it <= j->iters; it++) final[it] = st->sv->reference->losses[it];
+    snprintf(at->cause, sizeof at->cause,
+             "not run: it resumes from iteration %lld exactly as the verified fault-free resume did, so it ends "
+             "as that run did (completed)",
+             (long long)L);
+    if (st->sv->o->progress) fprintf(st->sv->o->progress, "  attempt %d: %s\n", st->a, at->cause);
 }
 
 /* The job's checkpoints (when the scenario saves them), the plan's records and the report's
@@ -350,6 +387,7 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
     for (int64_t i = 0; i <= j->iters; i++) final[i] = NAN;
     /* from a snapshot: iterations 1..resume_at are the fault-free run's, bit for bit, by construction */
     out->resumed_from = 0;
+    out->replayed_from = -1;
     if (sv->resume_at > 0 && sv->snapshots && sv->reference && snapshot_restore(sv) == 0) {
         out->resumed_from = sv->resume_at;
         for (int64_t i = 1; i <= sv->resume_at && i <= j->iters; i++) final[i] = sv->reference->losses[i];
@@ -377,6 +415,17 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
         j->cfg->lr = lr;
         for (int i = 0; i < nf && planted >= 0; i++)
             if (a > 0 && (int)plan->faults[i].kind == planted && plan->fired[i].attempt == a) j->cfg->lr = 1.5 * lr;
+        /* a restart that starts from what a verified resume started from ends as it did: not run again */
+        bool spent = a > 0 && sv->resumes && !sv->o->to_the_end;
+        for (int i = 0; i < nf && spent; i++) spent = judge_of(plan->faults[i].kind)->spent(&st, i);
+        const int64_t known = spent ? runner_resume_known(sv) : -1;
+        if (known >= 0) {
+            record_known(&st, known, final);
+            j->cfg->lr = lr;
+            rc = 0;
+            out->replayed_from = known;
+            break;
+        }
         runner_run_free(&st.run);
         runner_job_run(j, &st.run);
         j->cfg->metrics_jsonl[0] = 0, j->opt.trace_ranks = NULL, j->cfg->lr = lr;
@@ -409,8 +458,10 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
     if (ref)
         for (int64_t it = 1; it <= j->iters; it++)
             if (memcmp(&final[it], &ref->losses[it], sizeof(double)) != 0) out->continuity_ok = false;
+    /* a known restart's final weights are its verified resume's, which were the reference's */
     out->weights_ok =
-        ref != NULL && rc == 0 && !memcmp(st.run.digests, ref->digests, sizeof(uint64_t) * (size_t)j->world);
+        ref != NULL && rc == 0 &&
+        (out->replayed_from >= 0 || !memcmp(st.run.digests, ref->digests, sizeof(uint64_t) * (size_t)j->world));
     free(r->losses);
     r->losses = final;
     runner_run_free(&st.run);

@@ -34,6 +34,7 @@ static int usage(void) {
         "                    [--jobs N]  (a campaign's trials N at a time, each in its own process; default: one per CPU)\n"
         "                    [--campaign-seed S] [--trial K]   (a campaign's draws from seed S; only its trial K: a replay)\n"
         "                    [--from-start]   (a campaign's trials from iteration 1, not from the fault-free run's checkpoints)\n"
+        "                    [--to-the-end]   (a campaign's restarts run even where a verified resume stands for them)\n"
         "                    [--html PAGE [--compare METRICS.jsonl]]   (one scenario: its page, docs/reports.md#html)\n"
         "       scenario report WORKDIR --html PAGE [--compare METRICS.jsonl]   (the page again, from WORKDIR)\n"
         "       scenario check FILE.yaml ...\n"
@@ -157,7 +158,7 @@ int main(int argc, char **argv) {
     const bool run = !strcmp(argv[1], "run");
     const char *work = "build/scenarios", *json = NULL, *junit = NULL, *trace = NULL, *logp = NULL, *html = NULL,
                *compare = NULL;
-    bool clean = false, campaign_seed_set = false, from_start = false;
+    bool clean = false, campaign_seed_set = false, from_start = false, to_the_end = false;
     unsigned long long campaign_seed = 0;
     int jobs = 0, trial = 0;
     char **files = NULL;
@@ -176,6 +177,8 @@ int main(int argc, char **argv) {
             clean = true;
         } else if (!strcmp(a, "--from-start")) {
             from_start = true;
+        } else if (!strcmp(a, "--to-the-end")) {
+            to_the_end = true;
         } else if (!strcmp(a, "--jobs") || !strcmp(a, "--campaign-seed") || !strcmp(a, "--trial")) {
             if (i + 1 >= argc) return fprintf(stderr, "scenario: %s needs a value\n", a), free_files(files, nfiles, 2);
             const char *v = argv[++i];
@@ -270,7 +273,8 @@ int main(int argc, char **argv) {
                             .campaign_seed_set = campaign_seed_set,
                             .campaign_seed = campaign_seed,
                             .trial = trial,
-                            .from_start = from_start};
+                            .from_start = from_start,
+                            .to_the_end = to_the_end};
         if (runner_run(&s, &o, &reports[nrep], err, sizeof err)) {
             fprintf(stderr, "scenario: %s\n", err);
             status = 2;

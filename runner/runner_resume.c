@@ -1,0 +1,176 @@
+/* A campaign's verified resumes: a trial's restart that starts from the inputs of a run already made
+ * is not made again (runner_internal.h's sc_resumes says what is verified; docs/scenarios.md why it
+ * is the same run).
+ *
+ * The inputs of a run of the job are its config, the checkpoint folder it loads from and saves into,
+ * the data files and the fault plan; the twin adds nothing of its own (same inputs, same bits: its
+ * scheduler, clock and kernels are deterministic, and its thread count changes no result). So a
+ * restart is known when
+ * - its fault plan is spent: every fault fired and was judged in an earlier attempt, and a fault fires
+ *   once per job (fault_rank.c), so the plan injects nothing more;
+ * - its config is the verification run's but for the paths of its own folders (--save, --load) and
+ *   the plan (a planted bug's learning rate, a damaged data file's copy, a planned stop all differ);
+ * - the checkpoint it loads (train_resume_iteration, the engine's own choice) is of an iteration L
+ *   that was verified, and its folder holds exactly what the verification run's held: the saves up to
+ *   L that the scenario keeps, each file byte for byte the fault-free run's, and the tracker naming L —
+ *   no save that never finished (a crash while writing leaves one, and the restart must cope with it
+ *   when it saves that iteration again: such a restart runs), nothing else. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "runner_internal.h"
+#include "twinrun/err.h"
+
+#define TRACKER "latest_checkpointed_iteration.txt"
+
+/* cfg without what names this run's own folders or carries its fault plan. */
+static void config_key(const tr_config *cfg, tr_config *key) {
+    *key = *cfg;
+    memset(key->save, 0, sizeof key->save);
+    memset(key->load, 0, sizeof key->load);
+    key->faults = NULL;
+}
+
+void runner_resumes_free(sc_resumes *rs) {
+    free(rs->verified);
+    free(rs->key);
+    memset(rs, 0, sizeof *rs);
+}
+
+void runner_resumes_verify(const sc_supervisor *sv, sc_resumes *rs, sc_report *r) {
+    sc_job *j = sv->job;
+    const int64_t every = sv->s->save_interval;
+    memset(rs, 0, sizeof *rs);
+    rs->iters = j->iters;
+    rs->verified = calloc((size_t)(j->iters + 1), sizeof *rs->verified);
+    rs->key = calloc(1, sizeof *rs->key);
+    TR_CHECK(rs->verified && rs->key, "out of host memory for the verified resumes");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    bool keyed = false;
+    for (int64_t L = 0; every > 0 && L < j->iters; L += every) {
+        sc_supervisor v = *sv;
+        v.resume_at = L, v.resumes = NULL;
+        fault_firing none = {0};
+        fault_plan plan = {.n = 0, .faults = NULL, .gpus_per_node = sv->s->gpus_per_node, .fired = &none};
+        sc_report one = {0};
+        sc_supervised out;
+        runner_supervise(&v, &plan, &one, &out);
+        tr_config *key = malloc(sizeof *key);
+        TR_CHECK(key != NULL, "out of host memory");
+        config_key(j->cfg, key);
+        /* every run the same config: the key is one (a difference would be a supervisor's bug) */
+        const bool same = !keyed || !memcmp(key, rs->key, sizeof *key);
+        if (!keyed) *rs->key = *key, keyed = true;
+        free(key);
+        const bool ok = same && out.resumed_from == L && one.nattempts == 1 && out.completed && out.continuity_ok &&
+                        out.weights_ok;
+        rs->verified[L] = ok;
+        rs->runs++;
+        char name[96];
+        snprintf(name, sizeof name, "campaign: a restart from iteration %lld", (long long)L);
+        runner_add_check(r, ok, name, "%s",
+                         ok ? "resumed without a fault, every later loss and the final weights are the fault-free run's"
+                            : "resumed without a fault, it does NOT end as the fault-free run did (or did not run whole)");
+        if (sv->o->progress)
+            fprintf(sv->o->progress, "  %s: %s\n", name, ok ? "the fault-free run's, bit for bit" : "DIFFERS");
+        report_free(&one);
+    }
+    (void)work_remove_tree(j->ckpt_dir);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    rs->wall_seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+}
+
+/* The same bytes: one file linked twice, or two files of equal size and content. */
+static bool same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) || stat(b, &sb) || !S_ISREG(sa.st_mode) || !S_ISREG(sb.st_mode)) return false;
+    if (sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino) return true;
+    if (sa.st_size != sb.st_size) return false;
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    bool same = fa && fb;
+    char x[1 << 14], y[1 << 14];
+    size_t n;
+    while (same && (n = fread(x, 1, sizeof x, fa)) > 0) same = fread(y, 1, n, fb) == n && !memcmp(x, y, n);
+    if (same) same = !ferror(fa) && fgetc(fb) == EOF;
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+/* Entries of dir other than . and ..; -1 when it cannot be read. */
+static int count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+/* Checkpoint `it` of dir holds exactly the files of the snapshots' one, byte for byte. */
+static bool same_checkpoint(const char *dir, const char *snapshots, int64_t it) {
+    char a[SC_PATH_LEN + 300], b[SC_PATH_LEN + 300];
+    snprintf(a, sizeof a, "%s/iter_%07lld", dir, (long long)it);
+    snprintf(b, sizeof b, "%s/iter_%07lld", snapshots, (long long)it);
+    DIR *d = opendir(b);
+    if (!d) return false;
+    int n = 0;
+    bool same = true;
+    struct dirent *e;
+    while (same && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(a, sizeof a, "%s/iter_%07lld/%s", dir, (long long)it, e->d_name);
+        snprintf(b, sizeof b, "%s/iter_%07lld/%s", snapshots, (long long)it, e->d_name);
+        same = same_file(a, b), n++;
+    }
+    closedir(d);
+    snprintf(a, sizeof a, "%s/iter_%07lld", dir, (long long)it);
+    return same && count_entries(a) == n;
+}
+
+/* dir holds what a restart from L finds after snapshot_restore (runner_supervise.c): the saves of
+ * iterations L, L - interval, ... (the scenario's keep_last of them, all without keep_last), each the
+ * fault-free run's, and the tracker naming L; from scratch (L = 0), nothing (or no folder). */
+static bool folder_is_resume(const sc_supervisor *sv, int64_t L) {
+    const char *dir = sv->job->ckpt_dir;
+    const int64_t every = sv->s->save_interval;
+    const int keep = sv->s->keep_last;
+    const int n = count_entries(dir);
+    if (n < 0) return L == 0 && errno == ENOENT;
+    int expect = L > 0 ? 1 : 0; /* the tracker */
+    for (int64_t it = L, k = 0; every > 0 && it >= every && (keep <= 0 || k < keep); it -= every, k++, expect++)
+        if (!same_checkpoint(dir, sv->snapshots, it)) return false;
+    if (n != expect) return false;
+    if (L == 0) return true;
+    char path[SC_PATH_LEN + 64];
+    snprintf(path, sizeof path, "%s/%s", dir, TRACKER);
+    FILE *f = fopen(path, "r");
+    long long named = -1;
+    if (f) {
+        if (fscanf(f, "%lld", &named) != 1) named = -1;
+        fclose(f);
+    }
+    return named == L;
+}
+
+int64_t runner_resume_known(const sc_supervisor *sv) {
+    const sc_resumes *rs = sv->resumes;
+    const tr_config *cfg = sv->job->cfg;
+    int64_t L;
+    if (!rs || !sv->snapshots || train_resume_iteration(cfg, &L) || L < 0 || L > rs->iters || !rs->verified[L])
+        return -1;
+    tr_config *key = malloc(sizeof *key);
+    TR_CHECK(key != NULL, "out of host memory");
+    config_key(cfg, key);
+    const bool same = !memcmp(key, rs->key, sizeof *key);
+    free(key);
+    return same && folder_is_resume(sv, L) ? L : -1;
+}
