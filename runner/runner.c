@@ -142,8 +142,9 @@ int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *e
         if (o->record) /* its losses and grad norms, for report_html (a campaign's trials keep none) */
             snprintf(j.cfg->metrics_jsonl, sizeof j.cfg->metrics_jsonl, "%.*s/metrics_reference.jsonl",
                      (int)sizeof j.cfg->metrics_jsonl - 32, o->work_dir);
-        /* a campaign's snapshots: the fault-free run keeps every checkpoint it saves (saving reads the
-         * state, it changes no bit of it), and each trial starts from the newest one before its fault */
+        /* a campaign's snapshots: the fault-free run saves a checkpoint at every iteration and keeps
+         * them all (saving reads the state, it changes no bit of it), and each trial starts from the one
+         * of the iteration before its fault's */
         const bool snap = campaign && s->save_interval > 0 && !o->from_start;
         char save0[sizeof j.cfg->save], load0[sizeof j.cfg->load];
         const int interval0 = j.cfg->save_interval, keep0 = j.cfg->keep_last;
@@ -153,7 +154,7 @@ int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *e
             (void)work_remove_tree(snapshots); /* an earlier run's: the engine would refuse to save over them */
             snprintf(j.cfg->save, sizeof j.cfg->save, "%s", snapshots);
             j.cfg->load[0] = 0;
-            j.cfg->save_interval = s->save_interval;
+            j.cfg->save_interval = 1; /* a trial starts from the iteration before its fault's */
             j.cfg->keep_last = 0;
         }
         runner_job_run(&j, &ref);

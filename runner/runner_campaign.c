@@ -149,11 +149,10 @@ static double seconds_since(const struct timespec *t0) {
 static void trial_run(const sc_supervisor *sv0, const fault_spec *f, int number, trial_result *res) {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    /* from the newest snapshot before the fault's iteration (its save at that iteration is made in the
+    /* from the snapshot of the iteration before the fault's (its save at that iteration is made in the
      * trial, where a checkpoint fault needs it); a fault at start-up starts at iteration 1 */
     sc_supervisor snap = *sv0;
-    const int64_t every = sv0->s->save_interval;
-    snap.resume_at = sv0->snapshots && every > 0 && f->step > 1 ? (f->step - 1) / every * every : 0;
+    snap.resume_at = sv0->snapshots && sv0->s->save_interval > 0 && f->step > 1 ? f->step - 1 : 0;
     const sc_supervisor *sv = &snap;
     fault_spec fault = *f;
     fault_plan plan = {.n = 1, .faults = &fault, .gpus_per_node = sv->s->gpus_per_node};

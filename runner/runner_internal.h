@@ -104,6 +104,7 @@ typedef struct sc_resumes {
     tr_config *key; /* the config those runs had, its paths and fault plan left out (runner_resume.c) */
     int runs;       /* how many ran */
     double wall_seconds;
+    size_t peak_bytes, capacity_bytes; /* their largest device peak of a rank, the device's capacity */
 } sc_resumes;
 
 /* Runs the verification runs of sv's campaign (sv->snapshots set) into rs, with a check in r for each
@@ -111,8 +112,10 @@ typedef struct sc_resumes {
 void runner_resumes_verify(const sc_supervisor *sv, sc_resumes *rs, sc_report *r);
 void runner_resumes_free(sc_resumes *rs);
 /* Whether the run about to start with sv->job's config (its fault plan all spent) starts from the
- * inputs of a verified resume: its iteration L, or -1. */
-int64_t runner_resume_known(const sc_supervisor *sv);
+ * inputs of a verified resume: its iteration L, or -1. Where only a save that never finished, at an
+ * iteration U whose resume is verified, stands in the way: -1 with *unfinished = U (else -1): the run
+ * up to its save of U then is (runner_resume.c). */
+int64_t runner_resume_known(const sc_supervisor *sv, int64_t *unfinished);
 
 /* Whether the campaign has a fault kind it can throw at this job; when not, a failed check into r that
  * says what each kind needs. Asked before the fault-free run, which would be for nothing. */

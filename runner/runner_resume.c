@@ -13,8 +13,12 @@
  * - the checkpoint it loads (train_resume_iteration, the engine's own choice) is of an iteration L
  *   that was verified, and its folder holds exactly what the verification run's held: the saves up to
  *   L that the scenario keeps, each file byte for byte the fault-free run's, and the tracker naming L —
- *   no save that never finished (a crash while writing leaves one, and the restart must cope with it
- *   when it saves that iteration again: such a restart runs), nothing else. */
+ *   no save that never finished, nothing else.
+ * A save that never finished (a crash or a full disk while writing) is what a restart must cope with
+ * when it saves that iteration again, so such a restart runs, up to that save and no further
+ * (--exit-interval): the engine's stop after a save and its resume from it are the run through it, bit
+ * for bit (the snapshots rest on the same), and from there the restart is known when its save is the
+ * fault-free run's. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -68,15 +72,18 @@ void runner_resumes_verify(const sc_supervisor *sv, sc_resumes *rs, sc_report *r
         const bool same = !keyed || !memcmp(key, rs->key, sizeof *key);
         if (!keyed) *rs->key = *key, keyed = true;
         free(key);
-        const bool ok = same && out.resumed_from == L && one.nattempts == 1 && out.completed && out.continuity_ok &&
-                        out.weights_ok;
+        const bool ok =
+            same && out.resumed_from == L && one.nattempts == 1 && out.completed && out.continuity_ok && out.weights_ok;
         rs->verified[L] = ok;
         rs->runs++;
+        if (one.peak_bytes > rs->peak_bytes) rs->peak_bytes = one.peak_bytes;
+        if (one.capacity_bytes) rs->capacity_bytes = one.capacity_bytes;
         char name[96];
         snprintf(name, sizeof name, "campaign: a restart from iteration %lld", (long long)L);
-        runner_add_check(r, ok, name, "%s",
-                         ok ? "resumed without a fault, every later loss and the final weights are the fault-free run's"
-                            : "resumed without a fault, it does NOT end as the fault-free run did (or did not run whole)");
+        runner_add_check(
+            r, ok, name, "%s",
+            ok ? "resumed without a fault, every later loss and the final weights are the fault-free run's"
+               : "resumed without a fault, it does NOT end as the fault-free run did (or did not run whole)");
         if (sv->o->progress)
             fprintf(sv->o->progress, "  %s: %s\n", name, ok ? "the fault-free run's, bit for bit" : "DIFFERS");
         report_free(&one);
@@ -139,7 +146,22 @@ static bool same_checkpoint(const char *dir, const char *snapshots, int64_t it) 
 /* dir holds what a restart from L finds after snapshot_restore (runner_supervise.c): the saves of
  * iterations L, L - interval, ... (the scenario's keep_last of them, all without keep_last), each the
  * fault-free run's, and the tracker naming L; from scratch (L = 0), nothing (or no folder). */
-static bool folder_is_resume(const sc_supervisor *sv, int64_t L) {
+/* The iteration of dir's one save that never finished (an iter_N without its manifest) after L and before
+ * the last iteration, at a save of the interval; -1 none. */
+static int64_t unfinished_save(const sc_supervisor *sv, int64_t L) {
+    const int64_t every = sv->s->save_interval;
+    for (int64_t it = L + every; every > 0 && L % every == 0 && it < sv->job->iters; it += every) {
+        char path[SC_PATH_LEN + 64];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/iter_%07lld", sv->job->ckpt_dir, (long long)it);
+        if (stat(path, &st) || !S_ISDIR(st.st_mode)) continue;
+        snprintf(path, sizeof path, "%s/iter_%07lld/manifest.json", sv->job->ckpt_dir, (long long)it);
+        return stat(path, &st) ? it : -1;
+    }
+    return -1;
+}
+
+static bool folder_is_resume(const sc_supervisor *sv, int64_t L, int64_t *unfinished) {
     const char *dir = sv->job->ckpt_dir;
     const int64_t every = sv->s->save_interval;
     const int keep = sv->s->keep_last;
@@ -148,6 +170,7 @@ static bool folder_is_resume(const sc_supervisor *sv, int64_t L) {
     int expect = L > 0 ? 1 : 0; /* the tracker */
     for (int64_t it = L, k = 0; every > 0 && it >= every && (keep <= 0 || k < keep); it -= every, k++, expect++)
         if (!same_checkpoint(dir, sv->snapshots, it)) return false;
+    if (n == expect + 1) *unfinished = unfinished_save(sv, L);
     if (n != expect) return false;
     if (L == 0) return true;
     char path[SC_PATH_LEN + 64];
@@ -161,10 +184,11 @@ static bool folder_is_resume(const sc_supervisor *sv, int64_t L) {
     return named == L;
 }
 
-int64_t runner_resume_known(const sc_supervisor *sv) {
+int64_t runner_resume_known(const sc_supervisor *sv, int64_t *unfinished) {
     const sc_resumes *rs = sv->resumes;
     const tr_config *cfg = sv->job->cfg;
     int64_t L;
+    *unfinished = -1;
     if (!rs || !sv->snapshots || train_resume_iteration(cfg, &L) || L < 0 || L > rs->iters || !rs->verified[L])
         return -1;
     tr_config *key = malloc(sizeof *key);
@@ -172,5 +196,8 @@ int64_t runner_resume_known(const sc_supervisor *sv) {
     config_key(cfg, key);
     const bool same = !memcmp(key, rs->key, sizeof *key);
     free(key);
-    return same && folder_is_resume(sv, L) ? L : -1;
+    if (!same) return -1;
+    const bool is = folder_is_resume(sv, L, unfinished);
+    if (*unfinished >= 0 && (*unfinished >= rs->iters || !rs->verified[*unfinished])) *unfinished = -1;
+    return is ? L : -1;
 }

@@ -281,6 +281,10 @@ static void record_known(attempt_state *st, int64_t L, double *final) {
     at->start_iteration = L;
     at->end_iteration = j->iters;
     for (int64_t it = L + 1; it <= j->iters; it++) final[it] = st->sv->reference->losses[it];
+    /* its memory is the verified runs' (the same run) */
+    const sc_resumes *rs = st->sv->resumes;
+    if (rs->peak_bytes > r->peak_bytes) r->peak_bytes = rs->peak_bytes;
+    if (rs->capacity_bytes) r->capacity_bytes = rs->capacity_bytes;
     snprintf(at->cause, sizeof at->cause,
              "not run: it resumes from iteration %lld exactly as the verified fault-free resume did, so it ends "
              "as that run did (completed)",
@@ -338,16 +342,25 @@ static int place_file(const char *from, const char *to) {
     return rc;
 }
 
-/* A campaign trial's start from the fault-free run's checkpoints (sv->snapshots): the saves a run from
- * iteration 1 would hold when it reached iteration resume_at + 1 — every save up to resume_at, or the
- * scenario's keep_last latest — placed in the job's checkpoint folder, and the tracker at resume_at.
- * 0, or -1 (the folder emptied again: the trial then starts from iteration 1). */
+/* The newest save of checkpoint.interval at or before iteration `it` (0: none). */
+static int64_t save_before(const sc_supervisor *sv, int64_t it) {
+    const int64_t every = sv->s->save_interval;
+    return every > 0 ? it / every * every : 0;
+}
+
+/* A campaign trial's start from the fault-free run's checkpoints (sv->snapshots, one of every
+ * iteration): the saves a run from iteration 1 would hold when it reached iteration resume_at + 1 —
+ * every save of checkpoint.interval up to resume_at, or the scenario's keep_last latest — placed in the
+ * job's checkpoint folder, and the tracker at the newest (none before the first save). The job then
+ * loads the snapshot of resume_at itself: from that folder where resume_at is a save of the interval,
+ * else from the snapshots (runner_supervise). 0, or -1 (the folder emptied again: the trial then starts
+ * from iteration 1). */
 static int snapshot_restore(const sc_supervisor *sv) {
     const char *dir = sv->job->ckpt_dir;
-    const int64_t every = sv->s->save_interval;
+    const int64_t every = sv->s->save_interval, newest = save_before(sv, sv->resume_at);
     char err[256], from[SC_PATH_LEN + 300], to[SC_PATH_LEN + 300];
     int rc = runner_make_dir(dir, err, sizeof err);
-    for (int64_t it = sv->resume_at, n = 0; rc == 0 && it >= every && (sv->s->keep_last <= 0 || n < sv->s->keep_last);
+    for (int64_t it = newest, n = 0; rc == 0 && it >= every && (sv->s->keep_last <= 0 || n < sv->s->keep_last);
          it -= every, n++) {
         snprintf(from, sizeof from, "%s/iter_%07lld", sv->snapshots, (long long)it);
         snprintf(to, sizeof to, "%s/iter_%07lld", dir, (long long)it);
@@ -367,9 +380,9 @@ static int snapshot_restore(const sc_supervisor *sv) {
         closedir(d);
     }
     snprintf(to, sizeof to, "%s/latest_checkpointed_iteration.txt", dir);
-    FILE *f = rc == 0 ? fopen(to, "w") : NULL;
-    if (!f) rc = -1;
-    if (f && fprintf(f, "%lld\n", (long long)sv->resume_at) < 0) rc = -1;
+    FILE *f = rc == 0 && newest > 0 ? fopen(to, "w") : NULL;
+    if (rc == 0 && newest > 0 && !f) rc = -1;
+    if (f && fprintf(f, "%lld\n", (long long)newest) < 0) rc = -1;
     if (f && fclose(f) != 0) rc = -1;
     if (rc) rm_tree(dir);
     return rc;
@@ -380,6 +393,7 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
     const scenario *s = sv->s;
     const int planted = planted_bug_kind();
     const double lr = j->cfg->lr;
+    const int64_t ckpt_step = j->cfg->ckpt_step;
     start_supervision(sv, plan, r);
     const int nf = plan->n;
     double *final = malloc(sizeof(double) * (size_t)(j->iters + 1));
@@ -412,13 +426,22 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
             snprintf(j->cfg->metrics_jsonl, sizeof j->cfg->metrics_jsonl, "%.*s/metrics_attempt%d.jsonl",
                      (int)sizeof j->cfg->metrics_jsonl - 48, sv->o->work_dir, a);
         }
+        /* a start from a snapshot between two saves of the interval loads it from the snapshots; the job's
+         * own folder holds the saves before it, and every restart loads from there */
+        const bool between = a == 0 && out->resumed_from > 0 && save_before(sv, out->resumed_from) != out->resumed_from;
+        if (st.ckpts) {
+            snprintf(j->cfg->load, sizeof j->cfg->load, "%s", between ? sv->snapshots : j->ckpt_dir);
+            j->cfg->ckpt_step = between ? out->resumed_from : ckpt_step;
+        }
         j->cfg->lr = lr;
         for (int i = 0; i < nf && planted >= 0; i++)
             if (a > 0 && (int)plan->faults[i].kind == planted && plan->fired[i].attempt == a) j->cfg->lr = 1.5 * lr;
         /* a restart that starts from what a verified resume started from ends as it did: not run again */
         bool spent = a > 0 && sv->resumes && !sv->o->to_the_end;
         for (int i = 0; i < nf && spent; i++) spent = judge_of(plan->faults[i].kind)->spent(&st, i);
-        const int64_t known = spent ? runner_resume_known(sv) : -1;
+        int64_t unfinished = -1;
+        const int64_t known = spent ? runner_resume_known(sv, &unfinished) : -1;
+        if (unfinished > 0) j->cfg->exit_interval = (int)unfinished; /* then it is known: stop after that save */
         if (known >= 0) {
             record_known(&st, known, final);
             j->cfg->lr = lr;
@@ -442,6 +465,7 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
                                  st.at->end_iteration, j->iters, line);
         }
         if (damage_saved_checkpoint(&st)) continue; /* the planned stop is not a restart */
+        if (unfinished > 0 && rc == 0 && st.at->end_iteration == unfinished) continue; /* nor is this one */
         bool stop_kind = false;
         for (int i = 0; i < nf; i++)
             stop_kind |= s->expect.expect_failure_kind == (int)plan->faults[i].kind && plan->fired[i].attempt == a + 1;
@@ -466,5 +490,6 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
     r->losses = final;
     runner_run_free(&st.run);
     j->cfg->faults = NULL;
+    j->cfg->ckpt_step = ckpt_step;
     return rc;
 }

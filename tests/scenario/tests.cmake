@@ -62,6 +62,14 @@ twinrun_expect(NAME scenario_campaign_snapshots EXIT 0
   LABELS ${labels} heavy PROPERTIES TIMEOUT 900
   COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/scenario/campaign_snapshots.py ${scn}
           ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_snap.yaml ${scn_work}/campaign_snapshots)
+# A trial's restart that starts from exactly what a verified fault-free resume started from is not run
+# again: 50 trials give every verdict as they do with every restart run to its end (--to-the-end).
+# `heavy` (gcc only): ~2 minutes on 2 cores.
+twinrun_expect(NAME scenario_campaign_verified EXIT 0
+  OUTPUT "50 trials, every verdict the same with verified resumes standing in for [0-9]+ restarts and with every restart run to its end \\(50 ok"
+  LABELS ${labels} heavy PROPERTIES TIMEOUT 900
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/scenario/campaign_verified.py ${scn}
+          ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_snap.yaml ${scn_work}/campaign_verified)
 
 # A replay needs a campaign to draw from, and the numbers are checked.
 twinrun_expect(NAME scenario_trial_no_campaign EXIT 2 OUTPUT "has no campaign \\(campaign: \\{count: N, seed: S\\}\\): --trial and --campaign-seed replay a campaign's trial"
