@@ -146,6 +146,22 @@ static FILE *open_out(const char *path) {
     return f;
 }
 
+/* The twin's device memory is malloc's (sim/dev): a run of 1024 ranks faults its ~2 GiB in page by page
+ * at every attempt, and a campaign makes thousands of attempts. With glibc's malloc asking for
+ * transparent huge pages (the tunable glibc.malloc.hugetlb=1: glibc 2.35 or later, where
+ * /sys/kernel/mm/transparent_hugepage/enabled is madvise or always; older ones ignore it) a trial of
+ * campaign_1024 takes about a tenth less CPU time (docs/benchmarks.md); where memory lies changes no
+ * bit. A tunable is read at start-up only, so `run` starts itself again with it — not when
+ * GLIBC_TUNABLES is set already (the caller's choice), nor under valgrind (a program it execs runs
+ * without it), nor with TWINRUN_HUGEPAGES=0. Returns only when it did not. */
+static void exec_with_hugepages(char **argv) {
+    const char *pre = getenv("LD_PRELOAD"), *off = getenv("TWINRUN_HUGEPAGES");
+    if (getenv("GLIBC_TUNABLES") || (pre && strstr(pre, "vgpreload")) || (off && !strcmp(off, "0"))) return;
+    if (setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1)) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("GLIBC_TUNABLES"); /* not started again: on as we are */
+}
+
 int main(int argc, char **argv) {
     if (tr_version_requested(argc, argv)) {
         tr_version_print(stdout, "scenario");
@@ -154,6 +170,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "plan")) return plan_main(argc - 2, argv + 2);
     if (argc >= 2 && !strcmp(argv[1], "report")) return report_main(argc - 2, argv + 2);
     if (argc < 3 || (strcmp(argv[1], "run") && strcmp(argv[1], "check"))) return usage();
+    if (!strcmp(argv[1], "run")) exec_with_hugepages(argv);
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines in order with the ranks' messages, also in a file */
     const bool run = !strcmp(argv[1], "run");
     const char *work = "build/scenarios", *json = NULL, *junit = NULL, *trace = NULL, *logp = NULL, *html = NULL,
