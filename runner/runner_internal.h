@@ -112,10 +112,10 @@ typedef struct sc_resumes {
 void runner_resumes_verify(const sc_supervisor *sv, sc_resumes *rs, sc_report *r);
 void runner_resumes_free(sc_resumes *rs);
 /* Whether the run about to start with sv->job's config (its fault plan all spent) starts from the
- * inputs of a verified resume: its iteration L, or -1. Where only a save that never finished, at an
- * iteration U whose resume is verified, stands in the way: -1 with *unfinished = U (else -1): the run
- * up to its save of U then is (runner_resume.c). */
-int64_t runner_resume_known(const sc_supervisor *sv, int64_t *unfinished);
+ * inputs of a verified resume: its iteration L, or -1. Where only a save that never finished, at the
+ * next save U after L, whose resume is verified, stands in the way: -1 with *unfinished = U (else -1)
+ * and *loads = L: the run from the snapshot of U - 1 up to its save of U then is (runner_resume.c). */
+int64_t runner_resume_known(const sc_supervisor *sv, int64_t *unfinished, int64_t *loads);
 
 /* Whether the campaign has a fault kind it can throw at this job; when not, a failed check into r that
  * says what each kind needs. Asked before the fault-free run, which would be for nothing. */

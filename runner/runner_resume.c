@@ -14,11 +14,13 @@
  *   that was verified, and its folder holds exactly what the verification run's held: the saves up to
  *   L that the scenario keeps, each file byte for byte the fault-free run's, and the tracker naming L —
  *   no save that never finished, nothing else.
- * A save that never finished (a crash or a full disk while writing) is what a restart must cope with
- * when it saves that iteration again, so such a restart runs, up to that save and no further
- * (--exit-interval): the engine's stop after a save and its resume from it are the run through it, bit
- * for bit (the snapshots rest on the same), and from there the restart is known when its save is the
- * fault-free run's. */
+ * A save that never finished (a crash or a full disk while writing) at U, the next save after L, is
+ * what a restart must cope with when it saves U again, so that save runs. Up to U - 1 the restart is the
+ * verified resume from L (the same inputs, and no save between L and U to meet the unfinished one), so
+ * it reaches U - 1 as the fault-free run did, where the fault-free run's snapshot of U - 1 is: the
+ * restart starts there, runs iteration U and its save and stops (--exit-interval), as every trial starts
+ * from a snapshot and as the engine's stop after a save and its resume from it are the run through it,
+ * bit for bit. From U it is known when its save is the fault-free run's. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -170,25 +172,24 @@ static bool folder_is_resume(const sc_supervisor *sv, int64_t L, int64_t *unfini
     int expect = L > 0 ? 1 : 0; /* the tracker */
     for (int64_t it = L, k = 0; every > 0 && it >= every && (keep <= 0 || k < keep); it -= every, k++, expect++)
         if (!same_checkpoint(dir, sv->snapshots, it)) return false;
-    if (n == expect + 1) *unfinished = unfinished_save(sv, L);
-    if (n != expect) return false;
-    if (L == 0) return true;
     char path[SC_PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/%s", dir, TRACKER);
-    FILE *f = fopen(path, "r");
+    FILE *f = L > 0 ? fopen(path, "r") : NULL;
     long long named = -1;
     if (f) {
         if (fscanf(f, "%lld", &named) != 1) named = -1;
         fclose(f);
     }
-    return named == L;
+    if (L > 0 && named != L) return false;
+    if (n == expect + 1) *unfinished = unfinished_save(sv, L);
+    return n == expect;
 }
 
-int64_t runner_resume_known(const sc_supervisor *sv, int64_t *unfinished) {
+int64_t runner_resume_known(const sc_supervisor *sv, int64_t *unfinished, int64_t *loads) {
     const sc_resumes *rs = sv->resumes;
     const tr_config *cfg = sv->job->cfg;
     int64_t L;
-    *unfinished = -1;
+    *unfinished = *loads = -1;
     if (!rs || !sv->snapshots || train_resume_iteration(cfg, &L) || L < 0 || L > rs->iters || !rs->verified[L])
         return -1;
     tr_config *key = malloc(sizeof *key);
@@ -198,6 +199,10 @@ int64_t runner_resume_known(const sc_supervisor *sv, int64_t *unfinished) {
     free(key);
     if (!same) return -1;
     const bool is = folder_is_resume(sv, L, unfinished);
-    if (*unfinished >= 0 && (*unfinished >= rs->iters || !rs->verified[*unfinished])) *unfinished = -1;
+    /* the save that never finished is the next one after L (nothing saved between them): see the top */
+    if (*unfinished >= 0 &&
+        (*unfinished >= rs->iters || !rs->verified[*unfinished] || *unfinished != L + sv->s->save_interval))
+        *unfinished = -1;
+    *loads = L;
     return is ? L : -1;
 }

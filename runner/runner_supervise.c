@@ -439,9 +439,16 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
         /* a restart that starts from what a verified resume started from ends as it did: not run again */
         bool spent = a > 0 && sv->resumes && !sv->o->to_the_end;
         for (int i = 0; i < nf && spent; i++) spent = judge_of(plan->faults[i].kind)->spent(&st, i);
-        int64_t unfinished = -1;
-        const int64_t known = spent ? runner_resume_known(sv, &unfinished) : -1;
-        if (unfinished > 0) j->cfg->exit_interval = (int)unfinished; /* then it is known: stop after that save */
+        int64_t unfinished = -1, loads = -1;
+        const int64_t known = spent ? runner_resume_known(sv, &unfinished, &loads) : -1;
+        if (unfinished > 0) { /* from the snapshot before that save, up to it; then it is known */
+            j->cfg->exit_interval = (int)unfinished;
+            if (unfinished - 1 > loads) {
+                snprintf(j->cfg->load, sizeof j->cfg->load, "%s", sv->snapshots);
+                j->cfg->ckpt_step = unfinished - 1;
+                for (int64_t it = loads + 1; it < unfinished; it++) final[it] = sv->reference->losses[it];
+            }
+        }
         if (known >= 0) {
             record_known(&st, known, final);
             j->cfg->lr = lr;
