@@ -25,7 +25,7 @@ twinrun_expect(NAME scenario_campaign_64 EXIT 0 OUTPUT "campaign: every blame co
 # detected, blamed right and recovered bit-identically. Under memcheck too: the ranks a node crash or the
 # watchdog's abort ends mid-call have their state reclaimed by the twin (dev_set_reclaim), nothing leaks.
 twinrun_expect(NAME scenario_campaign_small EXIT 0
-  OUTPUT "campaign: 4 trials, 4 fired, 4 detected, 4 attributed, 4 continuity, 4 recovered.*per kind \\(ok/trials\\): node_crash 1/1 nan 1/1 coll_mismatch 1/1 ckpt_enospc 1/1.*PASSED: 6/6 expectations"
+  OUTPUT "campaign: 4 trials, 4 fired, 4 detected, 4 attributed, 4 continuity, 4 recovered.*per kind \\(ok/trials\\): node_crash 1/1 nan 1/1 coll_mismatch 1/1 ckpt_enospc 1/1.*PASSED: 8/8 expectations"
   LABELS ${labels} PROPERTIES TIMEOUT 300 FIXTURES_SETUP campaign_small_json
   COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_small.yaml --work ${scn_work} --clean
           --jobs 2 --json ${scn_work}/campaign_small.json)
