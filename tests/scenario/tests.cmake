@@ -56,7 +56,7 @@ twinrun_expect(NAME scenario_campaign_planted EXIT 0
 
 # Trials start from the fault-free run's checkpoints: 50 trials give every verdict (fault, fired,
 # detected, blamed, recovered bit-exactly) as they do started from iteration 1 (--from-start).
-# `heavy` (gcc only): ~2 minutes on 2 cores.
+# `heavy` (gcc only): ~30 s on 2 cores.
 twinrun_expect(NAME scenario_campaign_snapshots EXIT 0
   OUTPUT "50 trials, every verdict the same from the snapshots and from iteration 1 \\(50 ok"
   LABELS ${labels} heavy PROPERTIES TIMEOUT 900
@@ -64,7 +64,7 @@ twinrun_expect(NAME scenario_campaign_snapshots EXIT 0
           ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_snap.yaml ${scn_work}/campaign_snapshots)
 # A trial's restart that starts from exactly what a verified fault-free resume started from is not run
 # again: 50 trials give every verdict as they do with every restart run to its end (--to-the-end).
-# `heavy` (gcc only): ~2 minutes on 2 cores.
+# `heavy` (gcc only): ~30 s on 2 cores.
 twinrun_expect(NAME scenario_campaign_verified EXIT 0
   OUTPUT "50 trials, every verdict the same with verified resumes standing in for [0-9]+ restarts and with every restart run to its end \\(50 ok"
   LABELS ${labels} heavy PROPERTIES TIMEOUT 900
