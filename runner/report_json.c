@@ -153,6 +153,7 @@ static void campaign(builder *b, cJSON *root, const sc_report *r) {
         num(b, e, "trial", c->trial[t].number);
         num(b, e, "wall_seconds", c->trial[t].wall_seconds);
         num(b, e, "resumed_from", (double)c->trial[t].resumed_from);
+        num(b, e, "replayed_from", (double)c->trial[t].replayed_from);
         outcome(b, e, &c->trial[t].outcome);
         boolean(b, e, "continuity_ok", c->trial[t].continuity_ok);
         boolean(b, e, "completed", c->trial[t].completed);

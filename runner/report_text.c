@@ -125,8 +125,13 @@ static void campaign(FILE *f, const sc_report *r) {
                 (unsigned long long)c->seed);
     fprintf(f,
             "  detection max %.3f s, mean %.3f s (simulated); %.3f s of wall time\n"
-            "  %.3f s a trial, %d at a time\n  per kind (ok/trials):",
+            "  %.3f s a trial, %d at a time\n",
             c->max_detect_seconds, c->mean_detect_seconds, c->wall_seconds, c->mean_trial_seconds, c->jobs);
+    int stood = 0;
+    for (int t = 0; c->trial && t < c->trials; t++) stood += c->trial[t].replayed_from >= 0;
+    if (stood)
+        fprintf(f, "  %d trials' last restart not run: a verified resume stood in (--to-the-end runs them)\n", stood);
+    fputs("  per kind (ok/trials):", f);
     int col = 22, listed = 0;
     for (int k = 0; k < FAULT_KIND_COUNT; k++) {
         if (c->per_kind_trials[k] <= 0) continue;

@@ -130,6 +130,9 @@ int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *e
 
     /* a campaign with nothing to draw fails its check at once, not after the fault-free run */
     const bool campaign = !s->predict && s->campaign.count > 0;
+    /* its thousands of saves without fsync: its faults end processes, never the machine, so what a
+     * process wrote is there for the next whether synced or not (docs/scenarios.md) */
+    j.cfg->ckpt_no_fsync = campaign;
     const bool campaign_ok = !campaign || runner_campaign_can_draw(&j, s, r);
 
     /* the yardstick: the same job, same seed, no faults, no checkpoints */
@@ -142,8 +145,9 @@ int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *e
         if (o->record) /* its losses and grad norms, for report_html (a campaign's trials keep none) */
             snprintf(j.cfg->metrics_jsonl, sizeof j.cfg->metrics_jsonl, "%.*s/metrics_reference.jsonl",
                      (int)sizeof j.cfg->metrics_jsonl - 32, o->work_dir);
-        /* a campaign's snapshots: the fault-free run keeps every checkpoint it saves (saving reads the
-         * state, it changes no bit of it), and each trial starts from the newest one before its fault */
+        /* a campaign's snapshots: the fault-free run saves a checkpoint at every iteration and keeps
+         * them all (saving reads the state, it changes no bit of it), and each trial starts from the one
+         * of the iteration before its fault's */
         const bool snap = campaign && s->save_interval > 0 && !o->from_start;
         char save0[sizeof j.cfg->save], load0[sizeof j.cfg->load];
         const int interval0 = j.cfg->save_interval, keep0 = j.cfg->keep_last;
@@ -153,7 +157,7 @@ int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *e
             (void)work_remove_tree(snapshots); /* an earlier run's: the engine would refuse to save over them */
             snprintf(j.cfg->save, sizeof j.cfg->save, "%s", snapshots);
             j.cfg->load[0] = 0;
-            j.cfg->save_interval = s->save_interval;
+            j.cfg->save_interval = 1; /* a trial starts from the iteration before its fault's */
             j.cfg->keep_last = 0;
         }
         runner_job_run(&j, &ref);
@@ -173,7 +177,13 @@ int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *e
         memcpy(r->reference_losses, ref.losses, sizeof(double) * (size_t)(j.iters + 1));
     }
 
-    const sc_supervisor sv = {&j, s, o, want_ref ? &ref : NULL, snapshots[0] ? snapshots : NULL, 0};
+    sc_supervisor sv = {&j, s, o, want_ref ? &ref : NULL, snapshots[0] ? snapshots : NULL, 0, NULL};
+    /* a campaign's restarts from the snapshots, each run once without a fault (runner_resume.c) */
+    sc_resumes resumes = {0};
+    if (campaign && campaign_ok && sv.snapshots && !o->to_the_end) {
+        runner_resumes_verify(&sv, &resumes, r);
+        sv.resumes = &resumes;
+    }
     if (s->predict) {
         runner_predict_run(&j, o, r);
     } else if (campaign) {
@@ -219,6 +229,7 @@ int runner_run(const scenario *s, const sc_run_options *o, sc_report *r, char *e
     r->passed = r->nchecks > 0;
     for (int i = 0; i < r->nchecks; i++) r->passed &= r->checks[i].passed;
     runner_run_free(&ref);
+    runner_resumes_free(&resumes);
     if (own_log) fclose(own_log);
     runner_job_free(&j);
     return 0;

@@ -16,6 +16,9 @@
  * have reached, bit for bit; `--from-start` runs every trial from iteration 1. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <malloc.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,11 +152,10 @@ static double seconds_since(const struct timespec *t0) {
 static void trial_run(const sc_supervisor *sv0, const fault_spec *f, int number, trial_result *res) {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    /* from the newest snapshot before the fault's iteration (its save at that iteration is made in the
+    /* from the snapshot of the iteration before the fault's (its save at that iteration is made in the
      * trial, where a checkpoint fault needs it); a fault at start-up starts at iteration 1 */
     sc_supervisor snap = *sv0;
-    const int64_t every = sv0->s->save_interval;
-    snap.resume_at = sv0->snapshots && every > 0 && f->step > 1 ? (f->step - 1) / every * every : 0;
+    snap.resume_at = sv0->snapshots && sv0->s->save_interval > 0 && f->step > 1 ? f->step - 1 : 0;
     const sc_supervisor *sv = &snap;
     fault_spec fault = *f;
     fault_plan plan = {.n = 1, .faults = &fault, .gpus_per_node = sv->s->gpus_per_node};
@@ -166,6 +168,7 @@ static void trial_run(const sc_supervisor *sv0, const fault_spec *f, int number,
     sc_campaign_trial *t = &res->trial;
     t->number = number;
     t->resumed_from = out.resumed_from;
+    t->replayed_from = out.replayed_from;
     t->outcome = one.faults[0];
     t->continuity_ok = out.continuity_ok && out.weights_ok;
     t->completed = out.completed;
@@ -195,22 +198,22 @@ static void trial_lost(const fault_spec *f, int number, int status, trial_result
                  "the trial's process exited %d without a report", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
-/* The child's side: trial `number` in WORK/trial_<number> (its job.log, console.log: the ranks'
- * messages, and its checkpoints while it runs) with a one-thread twin, its result written whole to
- * fd. Never returns. */
-static void trial_child(const sc_supervisor *sv, const fault_spec *f, int number, int fd) {
+/* Trial `number` in WORK/trial_<number> (its job.log, console.log: the ranks' messages, and its
+ * checkpoints while it runs) with a one-thread twin, in a worker process (trials_parallel). 0, or -1
+ * when its folder or log could not be made. */
+static int trial_in_folder(const sc_supervisor *sv, const fault_spec *f, int number, trial_result *res) {
     char dir[SC_PATH_LEN + 32], logp[SC_PATH_LEN + 48], err[512];
     snprintf(dir, sizeof dir, "%s/trial_%d", sv->o->work_dir, number);
-    trial_result res;
     FILE *log = NULL;
     if (runner_make_dir(dir, err, sizeof err) == 0) {
         snprintf(logp, sizeof logp, "%s/job.log", dir);
         log = fopen(logp, "w");
     }
-    if (!log) _exit(3);
+    if (!log) return -1;
     /* the ranks' messages of trials running side by side would interleave: each trial keeps its own */
     char con[SC_PATH_LEN + 48];
     snprintf(con, sizeof con, "%s/console.log", dir);
+    fflush(stdout), fflush(stderr);
     FILE *c = fopen(con, "w");
     if (c) dup2(fileno(c), STDOUT_FILENO), dup2(fileno(c), STDERR_FILENO), fclose(c);
     sc_job j = *sv->job;
@@ -219,93 +222,144 @@ static void trial_child(const sc_supervisor *sv, const fault_spec *f, int number
     snprintf(j.ckpt_dir, sizeof j.ckpt_dir, "%.*s/checkpoints", (int)sizeof j.ckpt_dir - 16, dir);
     sc_run_options o = *sv->o;
     o.work_dir = dir, o.job_log = log, o.progress = NULL, o.trace_path = NULL;
-    const sc_supervisor csv = {&j, sv->s, &o, sv->reference, sv->snapshots, 0};
-    trial_run(&csv, f, number, &res);
+    const sc_supervisor csv = {&j, sv->s, &o, sv->reference, sv->snapshots, 0, sv->resumes};
+    trial_run(&csv, f, number, res);
     fclose(log);
+    fflush(stdout), fflush(stderr);
     /* a trial that went as it should leaves its logs; its checkpoints are what a post-mortem of a
      * failed one needs, and a thousand trials' would fill a runner's disk */
-    if (res.trial.ok) {
+    if (res->trial.ok) {
         char ck[SC_PATH_LEN + 64];
         snprintf(ck, sizeof ck, "%s/checkpoints", dir);
         (void)work_remove_tree(ck);
         snprintf(ck, sizeof ck, "%s/checkpoints.quarantine", dir);
         (void)work_remove_tree(ck);
     }
-    const char *p = (const char *)&res;
-    size_t left = sizeof res;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
+    return 0;
+}
+
+/* All of len bytes through fd (EINTR retried): 0, or -1. */
+static int write_all(int fd, const void *buf, size_t len) {
+    const char *p = buf;
+    while (len > 0) {
+        const ssize_t w = write(fd, p, len);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) _exit(4);
-        p += w, left -= (size_t)w;
+        if (w <= 0) return -1;
+        p += w, len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* len bytes from fd: how many came before end of file or an error (len: all). */
+static size_t read_all(int fd, void *buf, size_t len) {
+    char *p = buf;
+    size_t got = 0;
+    while (got < len) {
+        const ssize_t r = read(fd, p + got, len - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
+/* A worker's side: trials one after another, each as the runner names it (its index into faults,
+ * through cmd) until cmd closes, each result written whole to res. Never returns.
+ *
+ * Why a worker runs many trials, not one: a trial of 1024 ranks touches ~2 GiB of fresh memory, and a
+ * new process gets it page by page from the kernel (on a VM, often from the host: a third of a fresh
+ * process's CPU time went to zeroing and mapping pages, perf). A worker keeps what its malloc got
+ * (M_TRIM_THRESHOLD) and the next trial reuses it. Trials one after another in one process are
+ * what --jobs 1 runs, with the same results (tests/scenario/campaign_jobs.py): nothing of a trial
+ * outlives it but freed memory. */
+static void worker_main(const sc_supervisor *sv, const fault_spec *faults, int first, int cmd, int out) {
+    (void)mallopt(M_TRIM_THRESHOLD, INT_MAX);
+    (void)mallopt(M_MMAP_THRESHOLD, 32 << 20); /* the device's allocations in the heap, which stays */
+    int i;
+    while (read_all(cmd, &i, sizeof i) == sizeof i) {
+        trial_result res;
+        if (trial_in_folder(sv, &faults[i], first + i + 1, &res)) _exit(3);
+        if (write_all(out, &res, sizeof res)) _exit(4);
     }
     /* exit, not _exit: what this process wrote is flushed into its console.log, and a coverage build
      * writes its counts (the parent flushed its own buffers before the fork: nothing is written twice) */
     exit(0);
 }
 
-/* Runs n trials (faults[i] is trial first + i + 1) `jobs` at a time in child processes; fills res[i].
- * The parent starts, waits and collects; a child that dies is its trial's failure, not the campaign's. */
+/* Runs n trials (faults[i] is trial first + i + 1) in `jobs` worker processes, handing each the next
+ * trial as it finishes one; fills res[i]. A worker that dies fails the trial it had (not the campaign),
+ * and another takes its place. */
 static void trials_parallel(const sc_supervisor *sv, const fault_spec *faults, int first, int n, int jobs,
                             trial_result *res) {
-    typedef struct running {
+    typedef struct worker {
         pid_t pid;
-        int fd, i;
-        size_t got;
-    } running;
-    running *run = calloc((size_t)jobs, sizeof *run);
-    TR_CHECK(run != NULL, "out of host memory");
+        int cmd, out, i; /* the trial in hand, -1 none */
+    } worker;
+    worker *w = calloc((size_t)jobs, sizeof *w);
+    struct pollfd *pf = calloc((size_t)jobs, sizeof *pf);
+    TR_CHECK(w != NULL && pf != NULL, "out of host memory");
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int next = 0, active = 0, done = 0;
+    int next = 0, done = 0;
     while (done < n) {
-        while (active < jobs && next < n) {
-            fflush(NULL); /* nothing buffered here is written twice by a child */
-            int pfd[2];
-            if (pipe(pfd) != 0) tr_fatal("a pipe for a campaign trial: %s", strerror(errno));
-            const pid_t pid = fork();
-            if (pid < 0) tr_fatal("fork for a campaign trial: %s", strerror(errno));
-            if (pid == 0) {
-                close(pfd[0]);
-                for (int k = 0; k < jobs; k++)
-                    if (run[k].pid > 0) close(run[k].fd);
-                trial_child(sv, &faults[next], first + next + 1, pfd[1]);
+        for (int k = 0; k < jobs; k++) { /* a worker for every slot while trials are left, each with one */
+            if (w[k].pid <= 0 && next < n) {
+                fflush(NULL); /* nothing buffered here is written twice by a child */
+                int c[2], o[2];
+                if (pipe(c) != 0 || pipe(o) != 0) tr_fatal("a pipe for a campaign worker: %s", strerror(errno));
+                const pid_t pid = fork();
+                if (pid < 0) tr_fatal("fork for a campaign worker: %s", strerror(errno));
+                if (pid == 0) {
+                    close(c[1]), close(o[0]);
+                    for (int q = 0; q < jobs; q++)
+                        if (w[q].pid > 0) close(w[q].cmd), close(w[q].out);
+                    worker_main(sv, faults, first, c[0], o[1]);
+                }
+                close(c[0]), close(o[1]);
+                w[k] = (worker){pid, c[1], o[0], -1};
             }
-            close(pfd[1]);
-            int k = 0;
-            while (run[k].pid > 0) k++;
-            run[k] = (running){pid, pfd[0], next, 0};
-            next++, active++;
+            if (w[k].pid > 0 && w[k].i < 0) {
+                if (next < n && write_all(w[k].cmd, &next, sizeof next) == 0) w[k].i = next++;
+                else if (next >= n && w[k].cmd >= 0) close(w[k].cmd), w[k].cmd = -1; /* no more: it exits */
+            }
         }
-        int status = 0;
-        const pid_t pid = waitpid(-1, &status, 0);
-        if (pid < 0) {
+        for (int k = 0; k < jobs; k++) pf[k] = (struct pollfd){w[k].pid > 0 ? w[k].out : -1, POLLIN, 0};
+        if (poll(pf, (nfds_t)jobs, -1) < 0) {
             if (errno != EINTR) tr_fatal("waiting for campaign trials: %s", strerror(errno));
             continue;
         }
-        int k = 0;
-        while (k < jobs && run[k].pid != pid) k++;
-        if (k == jobs) continue; /* not one of ours */
-        /* the child wrote its result before it exited: the pipe holds it whole (or nothing) */
-        char *p = (char *)&res[run[k].i];
-        size_t got = 0;
-        ssize_t r;
-        while (got < sizeof *res &&
-               ((r = read(run[k].fd, p + got, sizeof *res - got)) > 0 || (r < 0 && errno == EINTR)))
-            if (r > 0) got += (size_t)r;
-        close(run[k].fd);
-        const int i = run[k].i;
-        if (got != sizeof *res || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            trial_lost(&faults[i], first + i + 1, status, &res[i]);
-        run[k].pid = 0, active--, done++;
-        if (sv->o->progress) {
-            char what[160];
-            snprintf(what, sizeof what, "trial %d: %s (%.1f s)", res[i].trial.number, res[i].trial.ok ? "ok" : "FAILED",
-                     res[i].trial.wall_seconds);
-            report_progress_line(sv->o->progress, seconds_since(&t0), done, n, what);
+        for (int k = 0; k < jobs; k++) {
+            if (!(pf[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            const int i = w[k].i;
+            const size_t got = i >= 0 ? read_all(w[k].out, &res[i], sizeof *res) : 0;
+            if (i >= 0 && got == sizeof *res) {
+                w[k].i = -1;
+            } else { /* the worker is gone (or says nothing more): reap it; its trial, if any, failed */
+                int status = 0;
+                while (waitpid(w[k].pid, &status, 0) < 0 && errno == EINTR) continue;
+                if (w[k].cmd >= 0) close(w[k].cmd);
+                close(w[k].out);
+                w[k].pid = 0;
+                if (i < 0) continue;
+                trial_lost(&faults[i], first + i + 1, status, &res[i]);
+            }
+            done++;
+            if (sv->o->progress) {
+                char what[160];
+                snprintf(what, sizeof what, "trial %d: %s (%.1f s)", res[i].trial.number,
+                         res[i].trial.ok ? "ok" : "FAILED", res[i].trial.wall_seconds);
+                report_progress_line(sv->o->progress, seconds_since(&t0), done, n, what);
+            }
         }
     }
-    free(run);
+    for (int k = 0; k < jobs; k++) /* the last ones, told there is no more */
+        if (w[k].pid > 0) {
+            if (w[k].cmd >= 0) close(w[k].cmd);
+            close(w[k].out);
+            while (waitpid(w[k].pid, NULL, 0) < 0 && errno == EINTR) continue;
+        }
+    free(pf);
+    free(w);
 }
 
 /* Online CPUs, at least 1. */

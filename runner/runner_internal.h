@@ -72,20 +72,50 @@ typedef struct sc_supervisor {
      * to there the reference's (runner_campaign.c says why that is the same run) */
     const char *snapshots;
     int64_t resume_at;
+    /* a campaign's verified resumes (runner_resume.c), NULL none: a restart that would run one of them
+     * is not run again (runner_supervise) */
+    const struct sc_resumes *resumes;
 } sc_supervisor;
 
 /* How a supervised run ended. */
 typedef struct sc_supervised {
-    bool completed;       /* the job reached its last iteration */
-    bool continuity_ok;   /* every iteration's loss is the reference's, bit for bit */
-    bool weights_ok;      /* the final weights' digests are the reference's */
-    int64_t resumed_from; /* the snapshot's iteration it started from (sc_supervisor.resume_at); 0: iteration 1 */
+    bool completed;        /* the job reached its last iteration */
+    bool continuity_ok;    /* every iteration's loss is the reference's, bit for bit */
+    bool weights_ok;       /* the final weights' digests are the reference's */
+    int64_t resumed_from;  /* the snapshot's iteration it started from (sc_supervisor.resume_at); 0: iteration 1 */
+    int64_t replayed_from; /* -1: the last attempt ran; else the iteration of the verified resume that stood for it */
 } sc_supervised;
 
 /* The supervised run of one fault plan: attempts with restarts, each fault judged by its kind's
  * judge (runner_supervise.c), final losses and digests compared with the reference. Fills r's
  * attempts, faults and losses and *out; returns the last run's rc. */
 int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc_supervised *out);
+
+/* A campaign's verified resumes (runner_resume.c). A restart's outcome is a function of what it starts
+ * from — the config, the checkpoint folder it loads from and saves into, the data, the fault plan — and
+ * of nothing else (the twin is deterministic). So for each iteration L a restart can resume from (0: from
+ * scratch; a multiple of checkpoint.interval before the last iteration) the job is run once, without a
+ * fault, from the checkpoint folder a restart from L finds (the fault-free run's saves up to L), to
+ * the end; verified[L] when every later loss and the final weights were the fault-free run's, bit for
+ * bit. A trial's restart that starts from exactly those inputs is that run again, and is not run. */
+typedef struct sc_resumes {
+    int64_t iters;
+    bool *verified; /* [iters + 1] */
+    tr_config *key; /* the config those runs had, its paths and fault plan left out (runner_resume.c) */
+    int runs;       /* how many ran */
+    double wall_seconds;
+    size_t peak_bytes, capacity_bytes; /* their largest device peak of a rank, the device's capacity */
+} sc_resumes;
+
+/* Runs the verification runs of sv's campaign (sv->snapshots set) into rs, with a check in r for each
+ * (a resume that does not reproduce the fault-free run is a finding of its own). */
+void runner_resumes_verify(const sc_supervisor *sv, sc_resumes *rs, sc_report *r);
+void runner_resumes_free(sc_resumes *rs);
+/* Whether the run about to start with sv->job's config (its fault plan all spent) starts from the
+ * inputs of a verified resume: its iteration L, or -1. Where only a save that never finished, at the
+ * next save U after L, whose resume is verified, stands in the way: -1 with *unfinished = U (else -1)
+ * and *loads = L: the run from the snapshot of U - 1 up to its save of U then is (runner_resume.c). */
+int64_t runner_resume_known(const sc_supervisor *sv, int64_t *unfinished, int64_t *loads);
 
 /* Whether the campaign has a fault kind it can throw at this job; when not, a failed check into r that
  * says what each kind needs. Asked before the fault-free run, which would be for nothing. */

@@ -126,7 +126,16 @@ typedef struct attempt_state {
 typedef struct fault_kind_judge {
     void (*before)(attempt_state *st, int i); /* before the run; NULL: nothing */
     void (*judge)(attempt_state *st, int i);  /* after the run: detected? attributed? */
+    /* before attempt st->a (after the befores): fault i fired and was judged in an earlier attempt, so it
+     * can do nothing more in this one or any later one */
+    bool (*spent)(const attempt_state *st, int i);
 } fault_kind_judge;
+
+/* Fired (or, data_corrupt, done) in an earlier attempt, and judged after it. */
+static bool spent_before(const attempt_state *st, int i) {
+    const int at = st->plan->fired[i].attempt; /* 1-based: the attempt it fired in */
+    return at >= 1 && at <= st->a && st->r->faults[i].fired;
+}
 
 /* Injected by the job (hang, crash, NaN, ...): judged from the run it fired in. */
 static void judge_in_job(attempt_state *st, int i) {
@@ -215,9 +224,16 @@ static bool damage_saved_checkpoint(attempt_state *st) {
     return true;
 }
 
-static const fault_kind_judge IN_JOB = {NULL, judge_in_job};
-static const fault_kind_judge DATA_CORRUPT = {damage_data, judge_data_corrupt};
-static const fault_kind_judge CKPT_CORRUPT = {plan_ckpt_stop, judge_ckpt_corrupt};
+/* ckpt_corrupt's fired attempt is the one after the damage (the load that must refuse it), judged after
+ * that attempt. */
+static bool spent_ckpt_corrupt(const attempt_state *st, int i) {
+    const int at = st->plan->fired[i].attempt;
+    return at >= 1 && at < st->a && st->r->faults[i].fired;
+}
+
+static const fault_kind_judge IN_JOB = {NULL, judge_in_job, spent_before};
+static const fault_kind_judge DATA_CORRUPT = {damage_data, judge_data_corrupt, spent_before};
+static const fault_kind_judge CKPT_CORRUPT = {plan_ckpt_stop, judge_ckpt_corrupt, spent_ckpt_corrupt};
 /* by fault kind; NULL: injected by the job (IN_JOB) */
 static const fault_kind_judge *const JUDGES[FAULT_KIND_COUNT] = {
     [FAULT_DATA_CORRUPT] = &DATA_CORRUPT,
@@ -249,6 +265,31 @@ static sc_attempt *record_attempt(attempt_state *st, double *final) {
     if (run->sum.device_capacity) r->capacity_bytes = run->sum.device_capacity;
     runner_run_cause(j, run, at->cause, sizeof at->cause);
     return at;
+}
+
+/* A restart not run (runner_resume_known): an attempt in the report that says so, and the losses after
+ * iteration L its verified resume's, which were the reference's. */
+static void record_known(attempt_state *st, int64_t L, double *final) {
+    const sc_job *j = st->sv->job;
+    sc_report *r = st->r;
+    sc_attempt *at = realloc(r->attempts, sizeof *at * (size_t)(r->nattempts + 1));
+    TR_CHECK(at != NULL, "out of host memory for an attempt");
+    r->attempts = at;
+    at = &r->attempts[r->nattempts++];
+    memset(at, 0, sizeof *at);
+    at->index = st->a;
+    at->start_iteration = L;
+    at->end_iteration = j->iters;
+    for (int64_t it = L + 1; it <= j->iters; it++) final[it] = st->sv->reference->losses[it];
+    /* its memory is the verified runs' (the same run) */
+    const sc_resumes *rs = st->sv->resumes;
+    if (rs->peak_bytes > r->peak_bytes) r->peak_bytes = rs->peak_bytes;
+    if (rs->capacity_bytes) r->capacity_bytes = rs->capacity_bytes;
+    snprintf(at->cause, sizeof at->cause,
+             "not run: it resumes from iteration %lld exactly as the verified fault-free resume did, so it ends "
+             "as that run did (completed)",
+             (long long)L);
+    if (st->sv->o->progress) fprintf(st->sv->o->progress, "  attempt %d: %s\n", st->a, at->cause);
 }
 
 /* The job's checkpoints (when the scenario saves them), the plan's records and the report's
@@ -301,16 +342,25 @@ static int place_file(const char *from, const char *to) {
     return rc;
 }
 
-/* A campaign trial's start from the fault-free run's checkpoints (sv->snapshots): the saves a run from
- * iteration 1 would hold when it reached iteration resume_at + 1 — every save up to resume_at, or the
- * scenario's keep_last latest — placed in the job's checkpoint folder, and the tracker at resume_at.
- * 0, or -1 (the folder emptied again: the trial then starts from iteration 1). */
+/* The newest save of checkpoint.interval at or before iteration `it` (0: none). */
+static int64_t save_before(const sc_supervisor *sv, int64_t it) {
+    const int64_t every = sv->s->save_interval;
+    return every > 0 ? it / every * every : 0;
+}
+
+/* A campaign trial's start from the fault-free run's checkpoints (sv->snapshots, one of every
+ * iteration): the saves a run from iteration 1 would hold when it reached iteration resume_at + 1 —
+ * every save of checkpoint.interval up to resume_at, or the scenario's keep_last latest — placed in the
+ * job's checkpoint folder, and the tracker at the newest (none before the first save). The job then
+ * loads the snapshot of resume_at itself: from that folder where resume_at is a save of the interval,
+ * else from the snapshots (runner_supervise). 0, or -1 (the folder emptied again: the trial then starts
+ * from iteration 1). */
 static int snapshot_restore(const sc_supervisor *sv) {
     const char *dir = sv->job->ckpt_dir;
-    const int64_t every = sv->s->save_interval;
+    const int64_t every = sv->s->save_interval, newest = save_before(sv, sv->resume_at);
     char err[256], from[SC_PATH_LEN + 300], to[SC_PATH_LEN + 300];
     int rc = runner_make_dir(dir, err, sizeof err);
-    for (int64_t it = sv->resume_at, n = 0; rc == 0 && it >= every && (sv->s->keep_last <= 0 || n < sv->s->keep_last);
+    for (int64_t it = newest, n = 0; rc == 0 && it >= every && (sv->s->keep_last <= 0 || n < sv->s->keep_last);
          it -= every, n++) {
         snprintf(from, sizeof from, "%s/iter_%07lld", sv->snapshots, (long long)it);
         snprintf(to, sizeof to, "%s/iter_%07lld", dir, (long long)it);
@@ -330,9 +380,9 @@ static int snapshot_restore(const sc_supervisor *sv) {
         closedir(d);
     }
     snprintf(to, sizeof to, "%s/latest_checkpointed_iteration.txt", dir);
-    FILE *f = rc == 0 ? fopen(to, "w") : NULL;
-    if (!f) rc = -1;
-    if (f && fprintf(f, "%lld\n", (long long)sv->resume_at) < 0) rc = -1;
+    FILE *f = rc == 0 && newest > 0 ? fopen(to, "w") : NULL;
+    if (rc == 0 && newest > 0 && !f) rc = -1;
+    if (f && fprintf(f, "%lld\n", (long long)newest) < 0) rc = -1;
     if (f && fclose(f) != 0) rc = -1;
     if (rc) rm_tree(dir);
     return rc;
@@ -343,6 +393,7 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
     const scenario *s = sv->s;
     const int planted = planted_bug_kind();
     const double lr = j->cfg->lr;
+    const int64_t ckpt_step = j->cfg->ckpt_step;
     start_supervision(sv, plan, r);
     const int nf = plan->n;
     double *final = malloc(sizeof(double) * (size_t)(j->iters + 1));
@@ -350,6 +401,7 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
     for (int64_t i = 0; i <= j->iters; i++) final[i] = NAN;
     /* from a snapshot: iterations 1..resume_at are the fault-free run's, bit for bit, by construction */
     out->resumed_from = 0;
+    out->replayed_from = -1;
     if (sv->resume_at > 0 && sv->snapshots && sv->reference && snapshot_restore(sv) == 0) {
         out->resumed_from = sv->resume_at;
         for (int64_t i = 1; i <= sv->resume_at && i <= j->iters; i++) final[i] = sv->reference->losses[i];
@@ -374,9 +426,36 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
             snprintf(j->cfg->metrics_jsonl, sizeof j->cfg->metrics_jsonl, "%.*s/metrics_attempt%d.jsonl",
                      (int)sizeof j->cfg->metrics_jsonl - 48, sv->o->work_dir, a);
         }
+        /* a start from a snapshot between two saves of the interval loads it from the snapshots; the job's
+         * own folder holds the saves before it, and every restart loads from there */
+        const bool between = a == 0 && out->resumed_from > 0 && save_before(sv, out->resumed_from) != out->resumed_from;
+        if (st.ckpts) {
+            snprintf(j->cfg->load, sizeof j->cfg->load, "%s", between ? sv->snapshots : j->ckpt_dir);
+            j->cfg->ckpt_step = between ? out->resumed_from : ckpt_step;
+        }
         j->cfg->lr = lr;
         for (int i = 0; i < nf && planted >= 0; i++)
             if (a > 0 && (int)plan->faults[i].kind == planted && plan->fired[i].attempt == a) j->cfg->lr = 1.5 * lr;
+        /* a restart that starts from what a verified resume started from ends as it did: not run again */
+        bool spent = a > 0 && sv->resumes && !sv->o->to_the_end;
+        for (int i = 0; i < nf && spent; i++) spent = judge_of(plan->faults[i].kind)->spent(&st, i);
+        int64_t unfinished = -1, loads = -1;
+        const int64_t known = spent ? runner_resume_known(sv, &unfinished, &loads) : -1;
+        if (unfinished > 0) { /* from the snapshot before that save, up to it; then it is known */
+            j->cfg->exit_interval = (int)unfinished;
+            if (unfinished - 1 > loads) {
+                snprintf(j->cfg->load, sizeof j->cfg->load, "%s", sv->snapshots);
+                j->cfg->ckpt_step = unfinished - 1;
+                for (int64_t it = loads + 1; it < unfinished; it++) final[it] = sv->reference->losses[it];
+            }
+        }
+        if (known >= 0) {
+            record_known(&st, known, final);
+            j->cfg->lr = lr;
+            rc = 0;
+            out->replayed_from = known;
+            break;
+        }
         runner_run_free(&st.run);
         runner_job_run(j, &st.run);
         j->cfg->metrics_jsonl[0] = 0, j->opt.trace_ranks = NULL, j->cfg->lr = lr;
@@ -393,6 +472,7 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
                                  st.at->end_iteration, j->iters, line);
         }
         if (damage_saved_checkpoint(&st)) continue; /* the planned stop is not a restart */
+        if (unfinished > 0 && rc == 0 && st.at->end_iteration == unfinished) continue; /* nor is this one */
         bool stop_kind = false;
         for (int i = 0; i < nf; i++)
             stop_kind |= s->expect.expect_failure_kind == (int)plan->faults[i].kind && plan->fired[i].attempt == a + 1;
@@ -409,11 +489,14 @@ int runner_supervise(const sc_supervisor *sv, fault_plan *plan, sc_report *r, sc
     if (ref)
         for (int64_t it = 1; it <= j->iters; it++)
             if (memcmp(&final[it], &ref->losses[it], sizeof(double)) != 0) out->continuity_ok = false;
+    /* a known restart's final weights are its verified resume's, which were the reference's */
     out->weights_ok =
-        ref != NULL && rc == 0 && !memcmp(st.run.digests, ref->digests, sizeof(uint64_t) * (size_t)j->world);
+        ref != NULL && rc == 0 &&
+        (out->replayed_from >= 0 || !memcmp(st.run.digests, ref->digests, sizeof(uint64_t) * (size_t)j->world));
     free(r->losses);
     r->losses = final;
     runner_run_free(&st.run);
     j->cfg->faults = NULL;
+    j->cfg->ckpt_step = ckpt_step;
     return rc;
 }

@@ -38,6 +38,10 @@ typedef tr_file_io ckpt_io; /* twinrun/file_io.h: the table, shared with the fau
 
 /* The real thing (plain POSIX calls). Every function below accepts io == NULL for it. */
 const ckpt_io *ckpt_io_posix(void);
+/* The same without fsync (of a file or a directory: each returns 0 at once), for a rehearsal whose faults
+ * end processes, never the machine: what a process wrote is in the page cache, synced or not, for the
+ * next one to read (tr_config.ckpt_no_fsync). */
+const ckpt_io *ckpt_io_posix_nosync(void);
 
 /* ---- tensors and where a blob sits in them -------------------------------------------------- */
 typedef enum ckpt_dtype {

@@ -62,6 +62,20 @@ static const ckpt_io posix_io = {NULL,      px_open,      px_write,  px_fsync, p
 
 const ckpt_io *ckpt_io_posix(void) { return &posix_io; }
 
+static int no_fsync(void *ctx, int fd) {
+    (void)ctx, (void)fd;
+    return 0;
+}
+static int no_fsync_dir(void *ctx, const char *dir) {
+    (void)ctx, (void)dir;
+    return 0;
+}
+
+static const ckpt_io posix_nosync_io = {NULL,      px_open,      px_write,  no_fsync, px_close,
+                                        px_rename, no_fsync_dir, px_unlink, px_mkdir, px_rmdir};
+
+const ckpt_io *ckpt_io_posix_nosync(void) { return &posix_nosync_io; }
+
 int ckpt_io_err(const char *what, const char *path, int errnum, char *err, size_t errlen) {
     return tr_errf(err, errlen, "%s: %s failed: %s", path, what, strerror(errnum));
 }

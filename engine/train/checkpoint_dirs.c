@@ -7,6 +7,7 @@
 
 #include "ckpt/ckpt.h"
 #include "train/checkpoint.h"
+#include "train/trainer.h"
 #include "twinrun/err.h"
 #include "twinrun/launch.h"
 
@@ -77,6 +78,15 @@ int train_ckpt_pick(const tr_config *cfg, int64_t *it, char *fresh, size_t fresh
     ckpt_manifest_free(&m);
     *it = cfg->ckpt_step;
     return 0;
+}
+
+int train_resume_iteration(const tr_config *cfg, int64_t *it) {
+    *it = 0;
+    if (!cfg->load[0] || cfg->finetune) return cfg->load[0] ? -1 : 0; /* --finetune loads, then starts at 0 */
+    char err[1024];
+    const int r = train_ckpt_pick(cfg, it, NULL, 0, err, sizeof err);
+    if (r == 1) *it = 0;
+    return r < 0 ? -1 : 0;
 }
 
 void train_ckpt_describe_load(const tr_config *cfg, char *out, size_t cap) {

@@ -26,7 +26,8 @@ static int64_t valid_position(const ckpt_obs *s, const tr_loop *l) {
 static int save(ckpt_obs *s, tr_loop *l, int64_t it) {
     tr_rank *st = s->st;
     const tr_run_position now = {it, l->consumed, valid_position(s, l)};
-    const ckpt_io *io = fault_ckpt_io(st->faults, now.iteration, ckpt_io_posix());
+    const ckpt_io *io =
+        fault_ckpt_io(st->faults, now.iteration, s->cfg->ckpt_no_fsync ? ckpt_io_posix_nosync() : ckpt_io_posix());
     int culprit;
     optim_params_ready(st->optim, st->model); /* --overlap-param-gather: the last step's gathers first */
     if (train_ckpt_save(st->model, st->optim, s->cfg, &st->grid, &st->groups, &st->sched, &now, s->prov, io, &culprit,

@@ -63,5 +63,9 @@ int train_run_with(const tr_config *cfg, int world, FILE *log, tr_train_summary 
 /* Completes the config before training: merges --hf-load DIR/config.json (the model shape) and
  * runs the cross-flag checks for this world size. Returns 0 or -1 with err. */
 int train_prepare_config(tr_config *cfg, int world, char *err, size_t errlen);
+/* The iteration a run of cfg starts training after: the checkpoint --load would read (0 without
+ * --load, or when it holds nothing to load: from scratch). 0 with *it, or -1 when the load would fail
+ * before training (a campaign's supervisor asks before a restart: runner_resume.c). */
+int train_resume_iteration(const tr_config *cfg, int64_t *it);
 
 #endif

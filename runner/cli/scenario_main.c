@@ -34,6 +34,7 @@ static int usage(void) {
         "                    [--jobs N]  (a campaign's trials N at a time, each in its own process; default: one per CPU)\n"
         "                    [--campaign-seed S] [--trial K]   (a campaign's draws from seed S; only its trial K: a replay)\n"
         "                    [--from-start]   (a campaign's trials from iteration 1, not from the fault-free run's checkpoints)\n"
+        "                    [--to-the-end]   (a campaign's restarts run even where a verified resume stands for them)\n"
         "                    [--html PAGE [--compare METRICS.jsonl]]   (one scenario: its page, docs/reports.md#html)\n"
         "       scenario report WORKDIR --html PAGE [--compare METRICS.jsonl]   (the page again, from WORKDIR)\n"
         "       scenario check FILE.yaml ...\n"
@@ -145,6 +146,22 @@ static FILE *open_out(const char *path) {
     return f;
 }
 
+/* The twin's device memory is malloc's (sim/dev): a run of 1024 ranks faults its ~2 GiB in page by page
+ * at every attempt, and a campaign makes thousands of attempts. With glibc's malloc asking for
+ * transparent huge pages (the tunable glibc.malloc.hugetlb=1: glibc 2.35 or later, where
+ * /sys/kernel/mm/transparent_hugepage/enabled is madvise or always; older ones ignore it) a trial of
+ * campaign_1024 takes about a tenth less CPU time (docs/benchmarks.md); where memory lies changes no
+ * bit. A tunable is read at start-up only, so `run` starts itself again with it — not when
+ * GLIBC_TUNABLES is set already (the caller's choice), nor under valgrind (a program it execs runs
+ * without it), nor with TWINRUN_HUGEPAGES=0. Returns only when it did not. */
+static void exec_with_hugepages(char **argv) {
+    const char *pre = getenv("LD_PRELOAD"), *off = getenv("TWINRUN_HUGEPAGES");
+    if (getenv("GLIBC_TUNABLES") || (pre && strstr(pre, "vgpreload")) || (off && !strcmp(off, "0"))) return;
+    if (setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1)) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("GLIBC_TUNABLES"); /* not started again: on as we are */
+}
+
 int main(int argc, char **argv) {
     if (tr_version_requested(argc, argv)) {
         tr_version_print(stdout, "scenario");
@@ -153,11 +170,12 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "plan")) return plan_main(argc - 2, argv + 2);
     if (argc >= 2 && !strcmp(argv[1], "report")) return report_main(argc - 2, argv + 2);
     if (argc < 3 || (strcmp(argv[1], "run") && strcmp(argv[1], "check"))) return usage();
+    if (!strcmp(argv[1], "run")) exec_with_hugepages(argv);
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines in order with the ranks' messages, also in a file */
     const bool run = !strcmp(argv[1], "run");
     const char *work = "build/scenarios", *json = NULL, *junit = NULL, *trace = NULL, *logp = NULL, *html = NULL,
                *compare = NULL;
-    bool clean = false, campaign_seed_set = false, from_start = false;
+    bool clean = false, campaign_seed_set = false, from_start = false, to_the_end = false;
     unsigned long long campaign_seed = 0;
     int jobs = 0, trial = 0;
     char **files = NULL;
@@ -176,6 +194,8 @@ int main(int argc, char **argv) {
             clean = true;
         } else if (!strcmp(a, "--from-start")) {
             from_start = true;
+        } else if (!strcmp(a, "--to-the-end")) {
+            to_the_end = true;
         } else if (!strcmp(a, "--jobs") || !strcmp(a, "--campaign-seed") || !strcmp(a, "--trial")) {
             if (i + 1 >= argc) return fprintf(stderr, "scenario: %s needs a value\n", a), free_files(files, nfiles, 2);
             const char *v = argv[++i];
@@ -270,7 +290,8 @@ int main(int argc, char **argv) {
                             .campaign_seed_set = campaign_seed_set,
                             .campaign_seed = campaign_seed,
                             .trial = trial,
-                            .from_start = from_start};
+                            .from_start = from_start,
+                            .to_the_end = to_the_end};
         if (runner_run(&s, &o, &reports[nrep], err, sizeof err)) {
             fprintf(stderr, "scenario: %s\n", err);
             status = 2;

@@ -21,6 +21,6 @@ twinrun_expect_sh(scenario_html_inputs 0 "report.json: No such file or directory
   LABELS ${labels} PROPERTIES FIXTURES_REQUIRED html_page RESOURCE_LOCK html_work)
 # A campaign's page: the fault-free run's curves, its totals, each kind's ok/trials and every trial with
 # its fault, start (from a snapshot or iteration 1), detection and fate, as in the JSON report.
-twinrun_expect_sh(scenario_html_campaign 0 "PASSED: 6/6 expectations.*browser ok: every plot drew, 6 expectations, 0 faults and 0 attempts, 4 campaign trials as in the JSON report|SKIPPED: chromium not install.d"
+twinrun_expect_sh(scenario_html_campaign 0 "PASSED: 8/8 expectations.*browser ok: every plot drew, 8 expectations, 0 faults and 0 attempts, 4 campaign trials as in the JSON report|SKIPPED: chromium not install.d"
   "rm -rf ${html_work}_campaign && ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_small.yaml --work ${html_work}_campaign --clean --html ${html_work}_campaign/page.html && ${html_check} ${html_work}_campaign/page.html ${html_work}_campaign/campaign_small/report.json"
   LABELS ${labels} PROPERTIES SKIP_REGULAR_EXPRESSION "SKIPPED: chromium not installed" TIMEOUT 600)

@@ -25,7 +25,7 @@ twinrun_expect(NAME scenario_campaign_64 EXIT 0 OUTPUT "campaign: every blame co
 # detected, blamed right and recovered bit-identically. Under memcheck too: the ranks a node crash or the
 # watchdog's abort ends mid-call have their state reclaimed by the twin (dev_set_reclaim), nothing leaks.
 twinrun_expect(NAME scenario_campaign_small EXIT 0
-  OUTPUT "campaign: 4 trials, 4 fired, 4 detected, 4 attributed, 4 continuity, 4 recovered.*per kind \\(ok/trials\\): node_crash 1/1 nan 1/1 coll_mismatch 1/1 ckpt_enospc 1/1.*PASSED: 6/6 expectations"
+  OUTPUT "campaign: 4 trials, 4 fired, 4 detected, 4 attributed, 4 continuity, 4 recovered.*per kind \\(ok/trials\\): node_crash 1/1 nan 1/1 coll_mismatch 1/1 ckpt_enospc 1/1.*PASSED: 8/8 expectations"
   LABELS ${labels} PROPERTIES TIMEOUT 300 FIXTURES_SETUP campaign_small_json
   COMMAND ${scn} run ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_small.yaml --work ${scn_work} --clean
           --jobs 2 --json ${scn_work}/campaign_small.json)
@@ -56,12 +56,20 @@ twinrun_expect(NAME scenario_campaign_planted EXIT 0
 
 # Trials start from the fault-free run's checkpoints: 50 trials give every verdict (fault, fired,
 # detected, blamed, recovered bit-exactly) as they do started from iteration 1 (--from-start).
-# `heavy` (gcc only): ~2 minutes on 2 cores.
+# `heavy` (gcc only): ~30 s on 2 cores.
 twinrun_expect(NAME scenario_campaign_snapshots EXIT 0
   OUTPUT "50 trials, every verdict the same from the snapshots and from iteration 1 \\(50 ok"
   LABELS ${labels} heavy PROPERTIES TIMEOUT 900
   COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/scenario/campaign_snapshots.py ${scn}
           ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_snap.yaml ${scn_work}/campaign_snapshots)
+# A trial's restart that starts from exactly what a verified fault-free resume started from is not run
+# again: 50 trials give every verdict as they do with every restart run to its end (--to-the-end).
+# `heavy` (gcc only): ~30 s on 2 cores.
+twinrun_expect(NAME scenario_campaign_verified EXIT 0
+  OUTPUT "50 trials, every verdict the same with verified resumes standing in for [0-9]+ restarts and with every restart run to its end \\(50 ok"
+  LABELS ${labels} heavy PROPERTIES TIMEOUT 900
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/scenario/campaign_verified.py ${scn}
+          ${PROJECT_SOURCE_DIR}/tests/scenario/data/campaign_snap.yaml ${scn_work}/campaign_verified)
 
 # A replay needs a campaign to draw from, and the numbers are checked.
 twinrun_expect(NAME scenario_trial_no_campaign EXIT 2 OUTPUT "has no campaign \\(campaign: \\{count: N, seed: S\\}\\): --trial and --campaign-seed replay a campaign's trial"

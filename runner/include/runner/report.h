@@ -45,7 +45,9 @@ typedef struct sc_check {
 typedef struct sc_campaign_trial {
     int number; /* 1-based: the fault the campaign's seed draws number-th (`scenario run --trial`) */
     double wall_seconds;
-    int64_t resumed_from; /* the fault-free run's checkpoint it started from; 0: from iteration 1 */
+    int64_t resumed_from;  /* the fault-free run's checkpoint it started from; 0: from iteration 1 */
+    int64_t replayed_from; /* -1: its last attempt ran; else it restarted from this iteration exactly as a
+                            * verified resume did, and was not run again (runner_resume.c) */
     sc_fault_outcome outcome;
     bool continuity_ok; /* every loss and the final weights bit-identical to the fault-free run */
     bool completed;     /* reached the last iteration */

@@ -28,6 +28,7 @@ typedef struct sc_run_options {
     uint64_t campaign_seed;
     int trial;       /* > 0: the campaign runs only its trial number `trial` (1-based): the replay of one trial */
     bool from_start; /* a campaign's trials from iteration 1, not from the fault-free run's checkpoints */
+    bool to_the_end; /* every attempt of a campaign's trials runs, a verified resume's too (runner_resume.c) */
 } sc_run_options;
 
 /* Rehearses s. Returns 0 with the report filled (r->passed says whether every expectation held), or
