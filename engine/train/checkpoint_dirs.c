@@ -83,8 +83,8 @@ int train_ckpt_pick(const tr_config *cfg, int64_t *it, char *fresh, size_t fresh
 int train_resume_iteration(const tr_config *cfg, int64_t *it) {
     *it = 0;
     if (!cfg->load[0] || cfg->finetune) return cfg->load[0] ? -1 : 0; /* --finetune loads, then starts at 0 */
-    char err[1024];
-    const int r = train_ckpt_pick(cfg, it, NULL, 0, err, sizeof err);
+    char err[1024], fresh[2048]; /* room for --load's path and the words: gcc -O2 inlines the pick and checks it */
+    const int r = train_ckpt_pick(cfg, it, fresh, sizeof fresh, err, sizeof err);
     if (r == 1) *it = 0;
     return r < 0 ? -1 : 0;
 }
