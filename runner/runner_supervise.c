@@ -242,17 +242,23 @@ static const fault_kind_judge *const JUDGES[FAULT_KIND_COUNT] = {
 
 static const fault_kind_judge *judge_of(fault_kind k) { return JUDGES[k] ? JUDGES[k] : &IN_JOB; }
 
-/* Records attempt a's run in the report (iterations, exit, times, cause); its losses into final. */
-static sc_attempt *record_attempt(attempt_state *st, double *final) {
-    const sc_job *j = st->sv->job;
-    sc_report *r = st->r;
-    const sc_run *run = &st->run;
+/* A zeroed attempt `index` appended to the report's. */
+static sc_attempt *new_attempt(sc_report *r, int index) {
     sc_attempt *at = realloc(r->attempts, sizeof *at * (size_t)(r->nattempts + 1));
     TR_CHECK(at != NULL, "out of host memory for an attempt");
     r->attempts = at;
     at = &r->attempts[r->nattempts++];
     memset(at, 0, sizeof *at);
-    at->index = st->a;
+    at->index = index;
+    return at;
+}
+
+/* Records attempt a's run in the report (iterations, exit, times, cause); its losses into final. */
+static sc_attempt *record_attempt(attempt_state *st, double *final) {
+    const sc_job *j = st->sv->job;
+    sc_report *r = st->r;
+    const sc_run *run = &st->run;
+    sc_attempt *at = new_attempt(r, st->a);
     at->start_iteration = run->sum.start_iteration;
     at->end_iteration = run->sum.start_iteration;
     for (int64_t it = 1; it <= j->iters; it++)
@@ -272,12 +278,7 @@ static sc_attempt *record_attempt(attempt_state *st, double *final) {
 static void record_known(attempt_state *st, int64_t L, double *final) {
     const sc_job *j = st->sv->job;
     sc_report *r = st->r;
-    sc_attempt *at = realloc(r->attempts, sizeof *at * (size_t)(r->nattempts + 1));
-    TR_CHECK(at != NULL, "out of host memory for an attempt");
-    r->attempts = at;
-    at = &r->attempts[r->nattempts++];
-    memset(at, 0, sizeof *at);
-    at->index = st->a;
+    sc_attempt *at = new_attempt(r, st->a);
     at->start_iteration = L;
     at->end_iteration = j->iters;
     for (int64_t it = L + 1; it <= j->iters; it++) final[it] = st->sv->reference->losses[it];
