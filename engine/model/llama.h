@@ -159,20 +159,21 @@ typedef struct llama_fp8 {
     bool on, wgrad;                 /* FP8 GEMMs; the weight-gradient GEMM in FP8 too (not --no-fp8-wgrad) */
     tr_fp8_format fwd_fmt, bwd_fmt; /* e4m3 and e4m3 (--fp8-format e4m3) or e5m2 (hybrid) */
     tr_fp8_amax_algo algo;
-    int len, margin;       /* --fp8-amax-history-len, --fp8-margin */
-    int nfwd, nbwd;        /* nl * 4 modules * (input, weight); nl * 4 modules */
-    float *fwd_hist;       /* [len, nfwd] amax histories (row 0 this pass's) */
-    float *bwd_hist;       /* [len, nbwd] */
-    float *fwd_scale;      /* [2, nfwd] scales, then their inverses */
-    float *bwd_scale;      /* [2, nbwd] */
-    float *slot_scale;     /* [slots, 2, nfwd] the forward scales each micro-batch in flight quantised with,
+    int len, margin;        /* --fp8-amax-history-len, --fp8-margin */
+    int nfwd, nbwd;         /* nl * 4 modules * (input, weight); nl * 4 modules */
+    float *fwd_hist;        /* [len, nfwd] amax histories (row 0 this pass's) */
+    float *bwd_hist;        /* [len, nbwd] */
+    float *fwd_scale;       /* [2, nfwd] scales, then their inverses */
+    float *bwd_scale;       /* [2, nbwd] */
+    float *slot_scale;      /* [slots, 2, nfwd] the forward scales each micro-batch in flight quantised with,
                            kept for its backward pass (and recomputation) */
-    uint8_t *qx, *qw, *qg; /* scratch: a module's input [N, in], weight [out, in], output gradient [N, out] */
-    int slot;              /* the micro-batch whose scales the next quantisation uses */
-    bool record;           /* quantisations record their amax (not while recomputing) */
-    coll_comm *dp_cp_comm; /* with tp_comm, the amax reduction group (TP x CP x DP); NULL: this rank alone */
-    char shape_note[640];  /* a GEMM shape Hopper's FP8 GEMMs refuse ("": none) */
-    float *host;           /* [2, max(nfwd, nbwd)] host staging of a pass's own amaxes and scales */
+    uint8_t *qx, *qw, *qg;  /* scratch: a module's input [N, in], weight [out, in], output gradient [N, out] */
+    bool scratch_in_logits; /* qx, qw and qg lie in the output layer's logits buffer (llama_fp8_create) */
+    int slot;               /* the micro-batch whose scales the next quantisation uses */
+    bool record;            /* quantisations record their amax (not while recomputing) */
+    coll_comm *dp_cp_comm;  /* with tp_comm, the amax reduction group (TP x CP x DP); NULL: this rank alone */
+    char shape_note[640];   /* a GEMM shape Hopper's FP8 GEMMs refuse ("": none) */
+    float *host;            /* [2, max(nfwd, nbwd)] host staging of a pass's own amaxes and scales */
     /* The largest spike this rank saw since the caller last cleared it: a pass's own amax of a tensor
      * (before the reduction) over what its scale allowed, >= LLAMA_FP8_SPIKE_RATIO (llama_fp8.c). */
     struct llama_fp8_spike {

@@ -13,7 +13,8 @@
  * The backward pass quantises the input and the weight again instead of keeping their FP8 copies:
  * with the scales the micro-batch's forward used (kept per activation slot, since 1F1B runs other
  * forwards in between) the bytes are the forward's own, and no FP8 activation outlives its layer —
- * peak memory stays at bf16's plus three scratch buffers. The embedding, the output layer, attention's
+ * peak memory stays at bf16's plus the amax histories: the three scratch buffers live inside the logits
+ * buffer where they can (scratch_logits). The embedding, the output layer, attention's
  * core, the norms and the optimizer stay in bf16 / fp32, as in Transformer Engine. */
 #include <math.h>
 #include <stdlib.h>
@@ -34,6 +35,27 @@ static int module_weights(const llama_model *m, int l, int mod, int *p) {
     case LLAMA_FP8_FC1: p[0] = lp->fc1; return 1;
     default: p[0] = lp->fc2; return 1;
     }
+}
+
+/* Scratch pieces start on 256-byte boundaries (cuBLASLt's FP8 operands want 16). */
+static size_t scratch_round(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
+
+/* Where the FP8 scratch may live without memory of its own: the output layer's logits [N, Vl] bf16, when
+ * this rank computes them (the last stage) and holds one micro-batch at a time (one activation slot). The
+ * logits are live only from the output layer's forward to its backward (which overwrites them with their
+ * gradient and reads that last), and no FP8 module runs in between: the decoder layers run before the
+ * output layer forward, and backward (recomputation included) after it. With more slots, 1F1B runs other
+ * micro-batches' layers while one's logits wait for its backward, so the scratch has its own buffers, as
+ * it has when the logits are smaller than the three pieces or TWINRUN_FP8_SCRATCH=own. NULL: own buffers. */
+static uint8_t *scratch_logits(const llama_model *m, size_t need) {
+    const char *env = getenv("TWINRUN_FP8_SCRATCH");
+    if (env && *env && strcmp(env, "own") != 0 && strcmp(env, "logits") != 0)
+        tr_fatal("TWINRUN_FP8_SCRATCH=%s: use logits (the FP8 scratch inside the logits buffer where it can be, the "
+                 "default) or own (its own buffers always)",
+                 env);
+    if ((env && strcmp(env, "own") == 0) || !m->dims.last || m->layout.slots != 1 || !m->acts[0].logits) return NULL;
+    const size_t logits = (size_t)m->dims.B * m->dims.T * (size_t)m->dims.Vl * tr_dtype_size(m->dims.act_dt);
+    return need <= logits ? (uint8_t *)m->acts[0].logits : NULL;
 }
 
 int llama_fp8_create(llama_model *m, const tr_config *cfg, char *err, size_t errlen) {
@@ -82,9 +104,16 @@ int llama_fp8_create(llama_model *m, const tr_config *cfg, char *err, size_t err
     const size_t hist = (size_t)f->len * (size_t)(f->nfwd + f->nbwd) * 4, scales = (size_t)2 * (f->nfwd + f->nbwd) * 4;
     f->fwd_hist = dev_alloc(d, hist + scales, "fp8 amax histories and scales"); /* one block, split below */
     f->slot_scale = dev_alloc(d, (size_t)m->layout.slots * 2 * f->nfwd * 4, "fp8 scales of the micro-batches");
-    f->qx = dev_alloc(d, N * max_in, "fp8 linear input");            /* [N, in] */
-    f->qw = dev_alloc(d, max_w, "fp8 linear weight");                /* [out, in] */
-    f->qg = dev_alloc(d, N * max_out, "fp8 linear output gradient"); /* [N, out] */
+    const size_t bx = scratch_round(N * max_in), bw = scratch_round(max_w), bg = scratch_round(N * max_out);
+    uint8_t *logits = scratch_logits(m, bx + bw + bg);
+    f->scratch_in_logits = logits != NULL;
+    if (logits) {
+        f->qx = logits, f->qw = logits + bx, f->qg = logits + bx + bw;
+    } else {
+        f->qx = dev_alloc(d, N * max_in, "fp8 linear input");            /* [N, in] */
+        f->qw = dev_alloc(d, max_w, "fp8 linear weight");                /* [out, in] */
+        f->qg = dev_alloc(d, N * max_out, "fp8 linear output gradient"); /* [N, out] */
+    }
     dev_mem_tag_set(d, tag0);
     if (!f->fwd_hist || !f->slot_scale || !f->qx || !f->qw || !f->qg)
         return tr_errf(err, errlen, "out of device memory for the FP8 scratch (%zu + %zu + %zu bytes)", N * max_in,
@@ -108,7 +137,8 @@ void llama_fp8_destroy(llama_model *m) {
     llama_fp8 *f = &m->fp8;
     if (!m->dev) return;
     void *bufs[] = {f->fwd_hist, f->slot_scale, f->qx, f->qw, f->qg};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(m->dev, bufs[i]);
+    const size_t nbufs = f->scratch_in_logits ? 2 : sizeof bufs / sizeof bufs[0]; /* the logits' owner frees them */
+    for (size_t i = 0; i < nbufs; i++) dev_free(m->dev, bufs[i]);
     free(f->host);
     memset(f, 0, sizeof *f);
 }

@@ -12,6 +12,9 @@
 #             older entries are the TP2 save's, moved by the step's two passes
 #   shapes    a width the GPU's FP8 GEMMs refuse (not a multiple of 16) trains on the twin with one note
 #   formats   a bf16 checkpoint resumes in FP8 (histories fresh, said once) and an FP8 one in bf16
+#   scratch   the FP8 scratch inside the logits buffer (the default where the logits hold it) trains bit for
+#             bit as with buffers of its own (TWINRUN_FP8_SCRATCH=own), with recomputation and at PP2 too,
+#             and leaves FP8's peak at bf16's plus the amax histories
 # Usage: fp8_train.sh BIN_DIR WORK_DIR CASE
 set -u
 bin=$(cd "$1" && pwd) work=$2/$3 case=$3
@@ -93,6 +96,31 @@ formats)
     expect_rc 0 "$bin/train_llama3" $model --train-iters 9 --load f8 --save f8 --save-interval 3
     has "iteration *9/ *9"
     lacks "FP8"
+    ;;
+scratch)
+    big=$(echo $model | sed 's/--vocab-size 512/--vocab-size 4096/')
+    peak() { sed -n 's/.*| device peak \([0-9.]*\) MB.*/\1/p' "$1" | head -1; }
+    for extra in "" "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1" \
+        "--pipeline-model-parallel-size 2"; do
+        ws=$(echo "$extra" | grep -q pipeline && echo 2 || echo 1)
+        env WORLD_SIZE=$ws "$bin/train_llama3" $big $fp8 $extra --train-iters 6 --metrics-jsonl in.jsonl >in.log 2>&1 ||
+            fail "FP8 with its scratch in the logits ($extra) failed: $(tail -3 in.log)"
+        env WORLD_SIZE=$ws TWINRUN_FP8_SCRATCH=own "$bin/train_llama3" $big $fp8 $extra --train-iters 6 \
+            --metrics-jsonl own.jsonl >own.log 2>&1 || fail "FP8 with its own scratch ($extra) failed"
+        [ "$(bits in.jsonl)" = "$(bits own.jsonl)" ] || fail "the scratch in the logits changed the metrics ($extra)"
+        [ "$(wc -l <in.jsonl)" -eq 6 ] || fail "not 6 iterations ($extra)"
+        [ -z "$extra" ] && cp in.log plain_in.log && cp own.log plain_own.log
+    done
+    "$bin/train_llama3" $big --train-iters 2 >bf16.log 2>&1 || fail "bf16 failed"
+    python3 - "$(peak plain_in.log)" "$(peak plain_own.log)" "$(peak bf16.log)" <<'EOF' || fail "FP8's peak is not bf16's"
+import sys
+inl, own, bf = map(float, sys.argv[1:])
+print("peaks MB: FP8 %.2f (own scratch %.2f), bf16 %.2f" % (inl, own, bf))
+# the amax histories and scales: 48 tensors x (8 + 2) floats and the micro-batch scales, under 0.01 MB
+assert own > inl and 0 <= inl - bf <= 0.01, "peaks"
+EOF
+    env TWINRUN_FP8_SCRATCH=nowhere "$bin/train_llama3" $big $fp8 --train-iters 1 >bad.log 2>&1 && fail "a bad TWINRUN_FP8_SCRATCH ran"
+    grep -q "TWINRUN_FP8_SCRATCH=nowhere: use logits" bad.log || fail "no clear error for a bad TWINRUN_FP8_SCRATCH"
     ;;
 shapes)
     expect_rc 0 "$bin/train_llama3" $(echo $model | sed 's/--ffn-hidden-size 192/--ffn-hidden-size 168/') $fp8 --train-iters 2
