@@ -2,7 +2,9 @@
 # Stress: the ctest tests matching REGEX, RUNS times each, one after the other, beside BUSY busy loops
 # (a loaded 2-core CI runner). The multi-process tests race processes against each other and against
 # wall-clock watchdogs, so a rare failure shows only under load and only over many runs; this counts
-# them. Prints one line per failed run (its log kept under the work folder) and the tally per test.
+# them. Prints one line per failed run (its log kept under the work folder), one line per round (the
+# failures so far, the seconds and the load average: a run cut short still leaves its count), and the
+# tally per test.
 #   lab/stress_multiproc.sh [REGEX] [RUNS] [BUSY]
 #   REGEX  ctest -R pattern (default "^(test_twin_xproc|multiproc_.*)$")
 #   RUNS   runs of each test (default 200)
@@ -38,6 +40,8 @@ for ((i = 1; i <= runs; i++)); do
             echo "run $i: $t FAILED ($log): $(grep -m1 -E 'ERROR|FAILED|error|Failed' "$log" | grep -v '^ *[0-9]*/[0-9]* Test')"
         fi
     done
+    # a run cut short (a reboot, a killed session) still leaves its count
+    echo "round $i/$runs done: $(($(printf '+%s' "${fail[@]}"))) failed so far, $((SECONDS - t0)) s, load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 done
 failed=0
 for t in "${tests[@]}"; do
