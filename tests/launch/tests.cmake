@@ -148,6 +148,13 @@ if(TWINRUN_BACKEND STREQUAL "twin")
     "WORLD_SIZE=64 = TP 8 × PP 8 × CP 1 × DP 1.*iteration +4/ +5 [|].*saved checkpoint at iteration 4 to ds/checkpoints.*训练成功完成!.*loaded checkpoint from .* at iteration 4.*iteration +5/ +5 [|].*训练成功完成!"
     "export ${TWIN_BIN} TWINRUN_BACKEND=twin VOCAB_SIZE=32000 SAVE_INTERVAL=4 EVAL_INTERVAL=4 EVAL_ITERS=1 TRAIN_ITERS=5 && ${L70} --dataset_dir ds --data_format bf16 -- ${TINY70} --exit-interval 4 && ${L70} --dataset_dir ds --data_format bf16 --load ds/checkpoints/iter_0000004 -- ${TINY70}"
     8)
+  # lab/gpu_seeds.sh (both seeds' commands and the doctor on one GPU node with the real build) as its dry run
+  # on this build: the 70B guide's command in bf16 and fp8, each stopped at iteration 4 and resumed with
+  # --load .../iter_0000004, the 8B tutorial's quick test, the doctor's JSON and JUnit; so that the
+  # script a GPU node runs is the one CI keeps working.
+  twinrun_expect_sh(launch_gpu_seeds_dry_run 0 "ok +70B guide's command, --data_format bf16.*ok +70B guide's command, --data_format fp8.*ok +8B tutorial's single-node quick test.*ok +doctor over the node.*gpu_seeds: every step passed"
+    "cd ${PROJECT_SOURCE_DIR} && TWINRUN_SEEDS_BACKEND=twin TWINRUN_SEEDS_BIN_DIR=${PROJECT_BINARY_DIR}/bin lab/gpu_seeds.sh ${CMAKE_CURRENT_BINARY_DIR}/gpu_seeds_dry"
+    LABELS ${labels} valgrind-skip PROPERTIES TIMEOUT 300)
 endif()
 
 # 8B: the tutorial's script keeps its four positional paths; options are parsed, never read as paths.
