@@ -24,7 +24,7 @@ set -uo pipefail
 . "$(dirname "$0")/gpu_env.sh"
 lab_args "$@"
 [ ${#ARGS[@]} -eq 1 ] && [ "${ARGS[0]#-}" = "${ARGS[0]}" ] || lab_die "usage: lab/gpu_seeds.sh [--debs DIR] [--build DIR] OUTDIR"
-OUT=$(lab_outdir "${ARGS[0]}")
+OUTDIR=$(lab_outdir "${ARGS[0]}")
 cd "$(dirname "$0")/.." || exit 1
 SRC=$(pwd)
 backend=${TWINRUN_SEEDS_BACKEND:-cuda}
@@ -35,7 +35,7 @@ if [ "$backend" = cuda ]; then
     if [ -z "$BIN" ]; then
         B=${GPU_BUILD:-/tmp/build-cuda-seeds}
         echo "== $(date +%T) build train_llama3 and doctor ($B)"
-        gpu_build "$B" "$OUT/build.log" train_llama3 doctor || lab_die "the build failed (see $OUT/build.log)"
+        gpu_build "$B" "$OUTDIR/build.log" train_llama3 doctor || lab_die "the build failed (see $OUTDIR/build.log)"
         BIN=$B/bin
     fi
     gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
@@ -49,8 +49,8 @@ BIN=$(cd "$BIN" && pwd) || lab_die "no folder $BIN"
 for p in train_llama3 doctor; do [ -x "$BIN/$p" ] || lab_die "no $BIN/$p"; done
 echo "== $(date +%T) at $(lab_commit), backend $backend, $gpus GPU(s)"
 
-W=$OUT/work
-bash "$SRC/tests/launch/launchers_fixture.sh" "$W" "$SRC" 1 >"$OUT/fixture.log" 2>&1 || lab_die "the training directory (see $OUT/fixture.log)"
+W=$OUTDIR/work
+bash "$SRC/tests/launch/launchers_fixture.sh" "$W" "$SRC" 1 >"$OUTDIR/fixture.log" 2>&1 || lab_die "the training directory (see $OUTDIR/fixture.log)"
 rm -rf "${W:?}/bin" "${W:?}/builds" # the stand-ins: this node's own tools and this build run here
 echo "localhost slots=$gpus" >"$W/hostfile"
 cd "$W" || exit 1
@@ -86,7 +86,7 @@ for fmt in bf16 fp8; do
         save=ds/checkpoints_fp8
         save_opt=(--save "$save")
     fi
-    log=$OUT/seed70_$fmt.log
+    log=$OUTDIR/seed70_$fmt.log
     rc=0
     (export VOCAB_SIZE=32000 SAVE_INTERVAL=4 EVAL_INTERVAL=4 EVAL_ITERS=1 TRAIN_ITERS=5 TP_SIZE=1 PP_SIZE=1 CP_SIZE=1
         "${L70[@]}" --dataset_dir ds --data_format $fmt "${save_opt[@]}" -- "${TINY[@]}" --exit-interval 4 &&
@@ -97,7 +97,7 @@ for fmt in bf16 fp8; do
         "iteration +5/ +5 [|]" "训练成功完成!"
 done
 
-log=$OUT/seed8_quick.log
+log=$OUTDIR/seed8_quick.log
 rc=0
 (export TP_SIZE=1 CP_SIZE=1 PP_SIZE=1 MICRO_BATCH_SIZE=1 GLOBAL_BATCH_SIZE=32 FAST_TEST_MODE=1 EXP_NAME=test-aistudio \
     NUM_LAYERS=2 HIDDEN_SIZE=64 FFN_HIDDEN_SIZE=128 NUM_ATTENTION_HEADS=8 NUM_QUERY_GROUPS=2 KV_CHANNELS=8 SEQ_LENGTH=32 \
@@ -106,18 +106,18 @@ rc=0
 check "8B tutorial's single-node quick test (FAST_TEST_MODE=1)" "$log" $rc "启用快速测试模式" "后端: $backend" \
     "iteration +31/ +31 [|]" "训练成功完成!"
 
-log=$OUT/doctor.log
+log=$OUTDIR/doctor.log
 rc=0
 if [ "$backend" = cuda ]; then
     "${MPIRUN:-mpirun}" -np "$gpus" -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29517 "$BIN/doctor" --dataset_dir ds \
-        --hostfile hostfile --gpus-per-node "$gpus" --json "$OUT/doctor.json" --junit "$OUT/doctor.xml" >"$log" 2>&1 || rc=$?
+        --hostfile hostfile --gpus-per-node "$gpus" --json "$OUTDIR/doctor.json" --junit "$OUTDIR/doctor.xml" >"$log" 2>&1 || rc=$?
 else
-    WORLD_SIZE=1 "$BIN/doctor" --dataset_dir ds --gpus-per-node 1 --json "$OUT/doctor.json" --junit "$OUT/doctor.xml" \
+    WORLD_SIZE=1 "$BIN/doctor" --dataset_dir ds --gpus-per-node 1 --json "$OUTDIR/doctor.json" --junit "$OUTDIR/doctor.xml" \
         >"$log" 2>&1 || rc=$?
 fi
 check "doctor over the node, --dataset_dir (JSON and JUnit)" "$log" $rc "."
-if [ -f "$OUT/doctor.json" ] && [ -f "$OUT/doctor.xml" ]; then
-    python3 - "$OUT/doctor.json" "$OUT/doctor.xml" <<'PY' || failed+=("doctor's reports")
+if [ -f "$OUTDIR/doctor.json" ] && [ -f "$OUTDIR/doctor.xml" ]; then
+    python3 - "$OUTDIR/doctor.json" "$OUTDIR/doctor.xml" <<'PY' || failed+=("doctor's reports")
 import json, sys, xml.etree.ElementTree as ET
 j = json.load(open(sys.argv[1]))
 x = ET.parse(sys.argv[2]).getroot()
@@ -128,7 +128,7 @@ checks = j.get("checks", [])
 sys.exit(0 if j.get("passed") is True and cases and len(cases) == len(checks) and not bad else 1)
 PY
 else
-    echo "FAILED  doctor's reports: no $OUT/doctor.json or doctor.xml"
+    echo "FAILED  doctor's reports: no $OUTDIR/doctor.json or doctor.xml"
     failed+=("doctor's reports")
 fi
 

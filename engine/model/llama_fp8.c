@@ -136,9 +136,13 @@ int llama_fp8_create(llama_model *m, const tr_config *cfg, char *err, size_t err
 void llama_fp8_destroy(llama_model *m) {
     llama_fp8 *f = &m->fp8;
     if (!m->dev) return;
-    void *bufs[] = {f->fwd_hist, f->slot_scale, f->qx, f->qw, f->qg};
-    const size_t nbufs = f->scratch_in_logits ? 2 : sizeof bufs / sizeof bufs[0]; /* the logits' owner frees them */
-    for (size_t i = 0; i < nbufs; i++) dev_free(m->dev, bufs[i]);
+    dev_free(m->dev, f->fwd_hist);
+    dev_free(m->dev, f->slot_scale);
+    if (!f->scratch_in_logits) { /* else they lie in the logits buffer, which its owner frees */
+        dev_free(m->dev, f->qx);
+        dev_free(m->dev, f->qw);
+        dev_free(m->dev, f->qg);
+    }
     free(f->host);
     memset(f, 0, sizeof *f);
 }
