@@ -12,6 +12,7 @@
 struct dev_stream {
     dev_device *dev;
     cudaStream_t st;
+    bool background; /* dev_stream_set_background: the lowest priority */
 };
 
 struct dev_event {
@@ -51,6 +52,11 @@ struct dev_device {
     /* dev_set_deterministic (--deterministic-mode): kernels with a faster order-free variant take the
      * fixed-order one. */
     bool deterministic;
+    /* dev_stream_set_background: the multiprocessors the device has, how many a GEMM leaves to an active
+     * background stream (TWINRUN_BACKGROUND_SMS), and how many it leaves now (0: none active); the
+     * priorities other streams and background ones are created with. */
+    int nsm, background_sms, sms_reserved;
+    int prio_high, prio_low;
     /* coll_nccl.c: how many communicators this process made per group key, so a group created
      * again (after an abort) rendezvouses under a fresh name. */
     struct {

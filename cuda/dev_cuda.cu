@@ -129,6 +129,35 @@ static tr_cu_alloc *tab_find(const dev_device *d, const void *p) {
 
 /* ---- device ------------------------------------------------------------------------------ */
 
+/* Streams are made non-blocking (no implicit sync with the legacy default stream), at priority `prio`. */
+static cudaError_t stream_create(cudaStream_t *st, int prio) {
+    return cudaStreamCreateWithPriority(st, cudaStreamNonBlocking, prio);
+}
+
+/* TWINRUN_BACKGROUND_SMS (default TR_CU_BACKGROUND_SMS): the multiprocessors a GEMM leaves to an active
+ * background stream, 0 .. half the device's; and the stream priorities. Returns 0, or -1 with err set. */
+#define TR_CU_BACKGROUND_SMS 0
+static int background_sms_of(dev_device *d, char *err, size_t errlen) {
+    if (cudaDeviceGetStreamPriorityRange(&d->prio_low, &d->prio_high) != cudaSuccess) {
+        (void)cudaGetLastError(); /* no priorities: every stream at 0, the background too */
+        d->prio_high = d->prio_low = 0;
+    }
+    d->background_sms = TR_CU_BACKGROUND_SMS <= d->nsm / 4 ? TR_CU_BACKGROUND_SMS : d->nsm / 4;
+    const char *env = getenv("TWINRUN_BACKGROUND_SMS");
+    if (!env || !*env) return 0;
+    char *end = NULL;
+    const long v = strtol(env, &end, 10);
+    if (*end != '\0' || v < 0 || v > d->nsm / 2) {
+        tr_errf(err, errlen,
+                "TWINRUN_BACKGROUND_SMS=%s: give a whole number of multiprocessors from 0 (the optimizer's step "
+                "ahead shares none) to %d (half of this GPU's %d)",
+                env, d->nsm / 2, d->nsm);
+        return -1;
+    }
+    d->background_sms = (int)v;
+    return 0;
+}
+
 extern "C" dev_device *dev_open(int ordinal, size_t capacity, char *err, size_t errlen) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -179,8 +208,13 @@ extern "C" dev_device *dev_open(int ordinal, size_t capacity, char *err, size_t 
     d->capacity = capacity && capacity < free_b ? capacity : free_b;
     d->runtime_bytes = total_b - free_b; /* the context just created, and whatever else holds the GPU */
     snprintf(d->name, sizeof d->name, "%.63s", prop.name);
+    d->nsm = prop.multiProcessorCount;
+    if (background_sms_of(d, err, errlen) != 0) {
+        free(d);
+        return NULL;
+    }
     d->default_stream.dev = d;
-    if ((e = cudaStreamCreateWithFlags(&d->default_stream.st, cudaStreamNonBlocking)) != cudaSuccess) {
+    if ((e = stream_create(&d->default_stream.st, d->prio_high)) != cudaSuccess) {
         tr_errf(err, errlen, "dev_open: creating the default stream on device %d: %s", ordinal,
                 cudaGetErrorString(e));
         free(d);
@@ -350,8 +384,23 @@ extern "C" dev_stream *dev_stream_create(dev_device *d) {
     dev_stream *s = (dev_stream *)calloc(1, sizeof *s);
     if (!s) tr_fatal("out of host memory creating a stream");
     s->dev = d;
-    CU_CHECK(cudaStreamCreateWithFlags(&s->st, cudaStreamNonBlocking));
+    CU_CHECK(stream_create(&s->st, d->prio_high));
     return s;
+}
+
+/* A GEMM's persistent blocks fill every multiprocessor, as the update's do: without a share set aside the
+ * two run one after the other however their streams are ordered. Priorities make the freed
+ * multiprocessors go to the foreground's blocks first; the GEMMs' SM-count target leaves the background
+ * its share (kern_gemm_cublaslt.cu). */
+extern "C" void dev_stream_set_background(dev_stream *s, bool active) {
+    dev_device *d = s->dev;
+    if (!s->background && s != &d->default_stream) {
+        CU_CHECK(cudaStreamSynchronize(s->st)); /* a new queue at the lowest priority, the old one idle */
+        CU_CHECK(cudaStreamDestroy(s->st));
+        CU_CHECK(stream_create(&s->st, d->prio_low));
+        s->background = true;
+    }
+    d->sms_reserved = active && s->background ? d->background_sms : 0;
 }
 
 extern "C" void dev_stream_destroy(dev_stream *s) {

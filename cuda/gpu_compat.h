@@ -70,6 +70,8 @@
 #define cudaFreeAsync musaFreeAsync
 #define cudaStream_t musaStream_t
 #define cudaStreamCreateWithFlags musaStreamCreateWithFlags
+#define cudaStreamCreateWithPriority musaStreamCreateWithPriority
+#define cudaDeviceGetStreamPriorityRange musaDeviceGetStreamPriorityRange
 #define cudaStreamNonBlocking musaStreamNonBlocking
 #define cudaStreamDestroy musaStreamDestroy
 #define cudaStreamSynchronize musaStreamSynchronize

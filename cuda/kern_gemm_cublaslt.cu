@@ -64,6 +64,7 @@ typedef struct lt_key {
     unsigned char ta, tb, dta, dtb, dtc;
     unsigned char fast; /* FP8: CUBLASLT_MATMUL_DESC_FAST_ACCUM */
     unsigned short al_a, al_b, al_c; /* byte alignment of the pointers, capped at 256 */
+    unsigned short sms; /* CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, 0: the whole device (dev_stream_set_background) */
 } lt_key;
 
 /* A shape's descriptors and the heuristic's algorithm, built once. ok = false: cuBLASLt found no
@@ -185,17 +186,23 @@ static uint32_t ptr_align(const void *p) {
     return lo == 0 || lo > 256 ? 256u : (uint32_t)lo;
 }
 
+/* The SM-count target of a GEMM launched now: the device less what an active background stream keeps. */
+static unsigned short lt_sms(const dev_device *d) {
+    return d->sms_reserved > 0 ? (unsigned short)(d->nsm - d->sms_reserved) : 0;
+}
+
 static bool lt_key_eq(const lt_key *a, const lt_key *b) {
     return a->m == b->m && a->n == b->n && a->k == b->k && a->ta == b->ta && a->tb == b->tb && a->dta == b->dta &&
            a->dtb == b->dtb && a->dtc == b->dtc && a->fast == b->fast && a->al_a == b->al_a && a->al_b == b->al_b &&
-           a->al_c == b->al_c;
+           a->al_c == b->al_c && a->sms == b->sms;
 }
 
 static uint64_t lt_key_hash(const lt_key *k) {
     const uint64_t f[] = {(uint64_t)k->m, (uint64_t)k->n, (uint64_t)k->k,
                           (uint64_t)k->ta | (uint64_t)k->tb << 8 | (uint64_t)k->dta << 16 | (uint64_t)k->dtb << 24 |
                               (uint64_t)k->dtc << 32 | (uint64_t)k->fast << 40,
-                          (uint64_t)k->al_a | (uint64_t)k->al_b << 16 | (uint64_t)k->al_c << 32};
+                          (uint64_t)k->al_a | (uint64_t)k->al_b << 16 | (uint64_t)k->al_c << 32 |
+                              (uint64_t)k->sms << 48};
     uint64_t h = 0xcbf29ce484222325ULL;
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) h = (h ^ f[i]) * 0x100000001b3ULL;
     return h ^ (h >> 29);
@@ -212,6 +219,10 @@ static void lt_plan_build(gemm_state *g, lt_plan *p, const lt_key *key, const fl
     BLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    if (key->sms) { /* the heuristic picks for, and the kernel launches on, this many multiprocessors */
+        const int32_t sms = key->sms;
+        BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms));
+    }
     if (key->dta >= TR_LT_FP8) { /* FP8: split (precise) accumulation unless the key asks for fast */
         const int8_t fast = key->fast ? 1 : 0;
         BLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
@@ -270,6 +281,7 @@ static bool gemm_lt(gemm_state *g, dev_stream *s, tr_buf c, tr_buf a, tr_buf b, 
     key.dta = (unsigned char)a.dt, key.dtb = (unsigned char)b.dt, key.dtc = (unsigned char)c.dt;
     key.al_a = (unsigned short)ptr_align(a.p), key.al_b = (unsigned short)ptr_align(b.p);
     key.al_c = (unsigned short)ptr_align(c.p);
+    key.sms = lt_sms(dev_stream_device(s));
     lt_plan *p = lt_plan_get(g, &key, NULL, NULL), tmp;
     if (!p) { /* cache full: a one-off plan */
         memset(&tmp, 0, sizeof tmp);
@@ -345,6 +357,7 @@ extern "C" void tr_cu_gemm_fp8_lt(dev_stream *s, tr_buf c, kern_fp8_operand a, k
     key.fast = forward && g->fp8_fast;
     key.al_a = (unsigned short)ptr_align(a.p), key.al_b = (unsigned short)ptr_align(b.p);
     key.al_c = (unsigned short)ptr_align(c.p);
+    key.sms = lt_sms(dev_stream_device(s));
     /* The scale pointers are read 16-byte aligned like the matrices: the engine keeps its scales packed
      * (4-byte steps), and cublasLtMatmul refused them ("not supported") where the oracle's own allocations
      * passed, so unaligned ones travel through an aligned copy (32 bytes, stream-ordered). */

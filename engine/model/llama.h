@@ -219,7 +219,8 @@ typedef struct llama_model {
     bool *grad_fresh; /* [nparams] a lazy gradient not yet written this step (its memory holds old values) */
     size_t (*grad_zero_runs)[2]; /* [n_grad_zero_runs] element ranges llama_begin_grads zeroes: all but the lazy */
     int n_grad_zero_runs;
-    int16_t *master_rem; /* [master_len] in bf16 with --store-param-remainders (the default): the fp32 master's
+    bool grad_zero_pending; /* llama_begin_grads' zeroing not done yet: the first backward of the step does it */
+    int16_t *master_rem;    /* [master_len] in bf16 with --store-param-remainders (the default): the fp32 master's
                             lower halves, whose upper halves are params' (twinrun/master_split.h); master NULL */
     size_t master_begin, master_len; /* (0, total_alloc), or the optimizer's shard (layout.opt_shard) in bf16 */
     size_t weight_bytes, grad_bytes; /* device memory params + master, and grads, took (the device's count) */
@@ -376,14 +377,23 @@ void llama_get_grads(llama_model *m, float *host);
 void llama_sync_params(llama_model *m);
 
 void llama_zero_grads(llama_model *m);
+/* The model's stream waits for every write of the parameters still in flight on another stream (the
+ * optimizer's step ahead of the forward pass, --overlap-param-gather's gathers): the parameters, their
+ * master and the gradients the update read may then be read and written on it. Called by every accessor
+ * below; the forward pass waits piecewise instead (params_needed). */
+void llama_params_settle(llama_model *m);
 /* The start of a step's gradients: every gradient is zero, except that the weight-gradient GEMMs of the
  * linear layers overwrite theirs on first use instead of adding to a zeroed buffer (one pass over
  * 4 bytes a parameter saved). Until the step's llama_settle_grads, m->grads holds old values in their
- * ranges: read the gradients only after it. */
+ * ranges: read the gradients only after it. The zeroing itself waits for the step's first backward
+ * (or llama_settle_grads): the previous step's update may still be reading the gradients on another
+ * stream until the forward pass has waited for it (llama_params_settle). */
 void llama_begin_grads(llama_model *m);
 /* Zeroes the lazy gradients that no micro-batch wrote (none, in every layout the engine has) at or
  * above element `watermark`, so every gradient from there up is defined. */
 void llama_settle_grads(llama_model *m, size_t watermark);
+/* llama_begin_grads' zeroing, if not done yet this step (the backward pass calls it first). */
+void llama_zero_pending_grads(llama_model *m);
 
 /* Hugging Face keeps the fused fc1 (mlp.gate_up_proj.weight or .bias) as two tensors: HF's name of
  * half `half` (0: gate_proj rows, 1: up_proj rows) into out. false for any other parameter. */

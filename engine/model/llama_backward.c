@@ -114,6 +114,7 @@ void llama_backward_slot(llama_model *m, int slot, const float *dloss) {
     const size_t NlC = (size_t)Nl * C;
     const int32_t *pos = A->have_positions ? A->positions : NULL;
     tr_buf dres = act(m, m->g.dresid, 0), dln = act(m, m->g.dln, 0);
+    llama_zero_pending_grads(m);
     llama_fp8_backward_begin(m, slot);
 
     if (dm->last) {

@@ -165,13 +165,16 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
         tp_rows(m, x0, e);
     }
 
+    /* the stage's layers end where the final norm and output layer begin (the last stage), else at the end */
+    const size_t layers_end = dm->last && m->p_lnf_w >= 0 ? m->params_tab[m->p_lnf_w].offset : m->total;
     for (int l = 0; l < dm->nl; l++) {
         llama_layer_view v;
         llama_layer_view_of(m, slot, l, &v);
-        params_needed(m, l + 1 < dm->nl ? llama_layer_first_offset(m, l + 1) : m->total);
+        params_needed(m, l + 1 < dm->nl ? llama_layer_first_offset(m, l + 1) : layers_end);
         llama_layer_forward(m, &v, l, pos);
         if (m->site) m->site(m->site_arg, LLAMA_SITE_ACTIVATION, dm->l0 + l, m->site_micro, v.xout, (size_t)dm->Nl * C);
     }
+    params_needed(m, m->total_alloc); /* the rest, and nothing left in flight when the backward begins */
 
     llama_fp8_forward_end(m); /* the last FP8 GEMM of this stage's pass is behind us */
     if (!dm->last) return;

@@ -667,6 +667,7 @@ static void init_fill(llama_model *m, void *arg, size_t lo, size_t n, float *out
 }
 
 void llama_init_params(llama_model *m, uint64_t seed, double std) {
+    llama_params_settle(m);
     init_ctx c = {seed, std};
     fill_master(m, init_fill, &c);
     dev_stream_sync(m->stream);
@@ -677,11 +678,13 @@ static void host_fill(llama_model *m, void *arg, size_t lo, size_t n, float *out
 }
 
 void llama_set_master(llama_model *m, const float *host) {
+    llama_params_settle(m);
     fill_master(m, host_fill, (void *)host);
     dev_stream_sync(m->stream);
 }
 
 void llama_sync_params(llama_model *m) {
+    llama_params_settle(m);
     if (m->params == m->master || m->master_rem) return; /* remainders: params are the master's upper halves */
     const tr_buf params = tr_buf_make(m->params, m->dims.act_dt);
     if (!llama_master_sharded(m)) {
@@ -711,6 +714,7 @@ static void join_range(llama_model *m, float *host, size_t begin, size_t local, 
 }
 
 void llama_download_master(llama_model *m, float *host) {
+    llama_params_settle(m);
     const size_t count = llama_master_count(m);
     if (!m->master_rem) {
         dev_copy_d2h(m->stream, host, m->master, count * sizeof(float));
@@ -734,6 +738,7 @@ void llama_download_master(llama_model *m, float *host) {
 }
 
 void llama_get_grads(llama_model *m, float *host) {
+    llama_params_settle(m);
     if (m->dims.grad_dt == TR_F32) {
         dev_copy_d2h(m->stream, host, m->grads, m->total * sizeof(float));
     } else {
@@ -747,7 +752,13 @@ void llama_get_grads(llama_model *m, float *host) {
     dev_stream_sync(m->stream);
 }
 
+void llama_params_settle(llama_model *m) {
+    if (m->params_needed) m->params_needed(m->params_needed_arg, m->total_alloc);
+}
+
 void llama_zero_grads(llama_model *m) {
+    llama_params_settle(m);
+    m->grad_zero_pending = false;
     dev_memset_zero(m->stream, m->grads, m->total_alloc * tr_dtype_size(m->dims.grad_dt));
     if (m->grad_fresh) memset(m->grad_fresh, 0, (size_t)m->nparams * sizeof *m->grad_fresh);
 }
@@ -782,15 +793,23 @@ static void plan_lazy_grads(llama_model *m) {
 
 void llama_begin_grads(llama_model *m) {
     if (!m->grad_lazy) plan_lazy_grads(m);
+    m->grad_zero_pending = true;
+    for (int i = 0; i < m->nparams; i++) m->grad_fresh[i] = m->grad_lazy[i] && m->params_tab[i].numel > 0;
+}
+
+void llama_zero_pending_grads(llama_model *m) {
+    if (!m->grad_zero_pending) return;
+    m->grad_zero_pending = false;
+    llama_params_settle(m); /* a no-op after a forward pass: it waited for the update piece by piece */
     const size_t es = tr_dtype_size(m->dims.grad_dt);
     for (int r = 0; r < m->n_grad_zero_runs; r++)
         dev_memset_zero(m->stream, (char *)m->grads + m->grad_zero_runs[r][0] * es,
                         (m->grad_zero_runs[r][1] - m->grad_zero_runs[r][0]) * es);
-    for (int i = 0; i < m->nparams; i++) m->grad_fresh[i] = m->grad_lazy[i] && m->params_tab[i].numel > 0;
 }
 
 void llama_settle_grads(llama_model *m, size_t watermark) {
     if (!m->grad_fresh) return;
+    llama_zero_pending_grads(m);
     const size_t es = tr_dtype_size(m->dims.grad_dt);
     for (int i = 0; i < m->nparams; i++) {
         const llama_param *p = &m->params_tab[i];

@@ -1,6 +1,7 @@
 #include "optim/optimizer.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,51 @@ void optim_shard_of(const tr_config *cfg, const tr_grid *grid, int *shards, int 
     *shards = cfg->use_distributed_optimizer && dp > 1 ? dp : 1;
     *shard =
         *shards > 1 ? grid->coord[TR_AXIS_DP] * grid->size[TR_AXIS_CP] + grid->coord[TR_AXIS_CP] : 0; /* in dp_cp */
+}
+
+/* The chunks of the step ahead: the ends of what the forward pass asks for (llama_forward.c's
+ * params_needed), ascending. Fewer than two: nothing to overlap, no stream. */
+static void plan_ahead(tr_optimizer *o, llama_model *m) {
+    const char *env = getenv("TWINRUN_OPTIM_AHEAD");
+    if (env && strcmp(env, "0") == 0) return;
+    size_t *end = calloc((size_t)m->dims.nl + 3, sizeof *end);
+    TR_CHECK(end != NULL, "out of host memory for the optimizer's chunks");
+    int n = 0;
+#define ADD_END(x)                                                                                                     \
+    do {                                                                                                               \
+        const size_t x_ = (x);                                                                                         \
+        if (x_ > (n ? end[n - 1] : 0) && x_ < m->total_alloc) end[n++] = x_;                                           \
+    } while (0)
+    if (m->p_embed >= 0) ADD_END(m->params_tab[m->p_embed].offset + m->params_tab[m->p_embed].numel);
+    for (int l = 1; l < m->dims.nl; l++) ADD_END(llama_layer_first_offset(m, l));
+    if (m->p_lnf_w >= 0) ADD_END(m->params_tab[m->p_lnf_w].offset);
+#undef ADD_END
+    end[n++] = m->total_alloc;
+    if (n < 2) {
+        free(end);
+        return;
+    }
+    o->nchunks = n, o->chunk_end = end, o->chunk_waited = n;
+    o->ahead = dev_stream_create(m->dev);
+    dev_stream_set_name(o->ahead, "optimizer"); /* the twin's reports name it */
+    dev_stream_set_background(o->ahead, false); /* yields to the forward pass it runs beside */
+    if (!o->stepped) o->stepped = dev_event_create(m->dev);
+    o->chunk_done = calloc((size_t)n, sizeof *o->chunk_done);
+    TR_CHECK(o->chunk_done != NULL, "out of host memory for the optimizer's events");
+    for (int c = 0; c < n; c++) o->chunk_done[c] = dev_event_create(m->dev);
+}
+
+/* The forward pass reads the parameters below `end` next: the model's stream waits for the chunks of the
+ * step ahead that hold them. */
+static void on_chunks_needed(void *arg, size_t end) {
+    tr_optimizer *o = arg;
+    llama_model *m = o->armed;
+    while (o->chunk_waited < o->nchunks && (o->chunk_waited ? o->chunk_end[o->chunk_waited - 1] : 0) < end)
+        dev_stream_wait_event(m->stream, o->chunk_done[o->chunk_waited++]);
+    if (o->chunk_waited == o->nchunks) {
+        m->params_needed = NULL, m->params_needed_arg = NULL;
+        dev_stream_set_background(o->ahead, false); /* the GEMMs from here on take the whole device */
+    }
 }
 
 tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_grid *grid, char *err, size_t errlen) {
@@ -90,6 +136,7 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_gr
             for (int k = 0; k < model->nbuckets; k++) o->gathered[k] = dev_event_create(model->dev);
         }
     }
+    if (!o->distributed) plan_ahead(o, model);
     /* A test hook, not a knob: the bug the twin's stream-race check exists to catch (docs/twin.md). */
     const char *skip = getenv("TWINRUN_TEST_SKIP_WAIT");
     o->test_skip_wait = o->comm && skip && strcmp(skip, "grad-reduce") == 0;
@@ -102,10 +149,15 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_gr
 void optim_destroy(tr_optimizer *o, llama_model *model) {
     if (!o) return;
     if (o->comm) dev_stream_sync(o->comm);
+    if (o->ahead) dev_stream_sync(o->ahead);
     if (model->params_needed_arg == o) model->params_needed = NULL, model->params_needed_arg = NULL;
     if (o->gathered)
         for (int k = 0; k < model->nbuckets; k++) dev_event_destroy(o->gathered[k]);
     free(o->gathered);
+    for (int c = 0; c < o->nchunks; c++) dev_event_destroy(o->chunk_done[c]);
+    free(o->chunk_done);
+    free(o->chunk_end);
+    dev_stream_destroy(o->ahead);
     dev_event_destroy(o->stepped);
     dev_event_destroy(o->ready);
     dev_event_destroy(o->done);
@@ -207,8 +259,8 @@ void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr
  * `which` group. Returns the count; *out (freed by the caller) has one range per parameter at most. */
 typedef enum ranges_of { RANGES_ALL, RANGES_MAIN, RANGES_DECOUPLED } ranges_of;
 
-static int seg_ranges(const llama_model *model, llama_seg sg, double weight_decay, bool replicated, ranges_of which,
-                      kern_range **out) {
+static int seg_ranges_in(const llama_model *model, llama_seg sg, size_t wlo, size_t whi, double weight_decay,
+                         bool replicated, ranges_of which, kern_range **out) {
     kern_range *r = malloc(sizeof *r * (size_t)(model->nparams > 0 ? model->nparams : 1));
     TR_CHECK(r != NULL, "out of host memory for the optimizer's parameter ranges");
     const size_t lo = sg.begin, hi = sg.begin + sg.len;
@@ -219,11 +271,19 @@ static int seg_ranges(const llama_model *model, llama_seg sg, double weight_deca
         const bool dec = i == model->p_embed || i == model->p_head; /* --decoupled-lr's parameters */
         if ((which == RANGES_MAIN && dec) || (which == RANGES_DECOUPLED && !dec)) continue;
         size_t b = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        if (b < wlo) b = wlo;
+        if (e > whi) e = whi;
         if (b >= e) continue;
         r[n++] = (kern_range){b - lo, e - lo, p->no_weight_decay ? 0.0f : (float)weight_decay};
     }
     *out = r;
     return n;
+}
+
+/* seg_ranges_in over the whole segment */
+static int seg_ranges(const llama_model *model, llama_seg sg, double weight_decay, bool replicated, ranges_of which,
+                      kern_range **out) {
+    return seg_ranges_in(model, sg, 0, SIZE_MAX, weight_decay, replicated, which, out);
 }
 
 double optim_grad_norm(tr_optimizer *o, llama_model *model, const tr_grid *grid, const tr_groups *gr) {
@@ -263,30 +323,48 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
     const tr_buf grads = tr_buf_make(model->grads, model->dims.grad_dt);
     const tr_buf params = tr_buf_make(model->params, model->dims.act_dt);
     const bool decoupled = o->decoupled_lr >= 0;
-    for (int group = 0; group < (decoupled ? 2 : 1); group++) {
-        kern_adamw_desc ad = {
-            .lr = (float)(group == 1 ? o->decoupled_lr : lr),
-            .beta1 = (float)o->beta1,
-            .beta2 = (float)o->beta2,
-            .eps = (float)o->eps,
-            .grad_scale = (float)coeff,
-            .step = o->step,
-        };
-        for (int k = 0; k < o->nseg; k++) {
-            const llama_seg sg = o->segs[k];
-            kern_range *ranges;
-            const int nr = seg_ranges(model, sg, o->weight_decay, true,
-                                      !decoupled ? RANGES_ALL
-                                      : group    ? RANGES_DECOUPLED
-                                                 : RANGES_MAIN,
-                                      &ranges);
-            /* the segment's master: whole or sharded, the same elements (fp32, or remainders) */
-            const size_t mi = llama_master_index(model, sg.begin);
-            kern_adamw_update_ranges(model->stream, &ad, ranges, nr, model->master ? model->master + mi : NULL,
-                                     model->master_rem ? model->master_rem + mi : NULL, tr_buf_at(params, sg.begin),
-                                     tr_buf_at(grads, sg.begin), o->m + sg.local, o->v + sg.local);
-            free(ranges);
+    dev_stream *s = model->stream;
+    if (o->ahead) {                 /* after the gradients and their norm: the step ahead of the next forward pass */
+        llama_params_settle(model); /* the previous step's chunks, should no forward pass have waited */
+        dev_event_record(o->stepped, model->stream);
+        dev_stream_wait_event(o->ahead, o->stepped);
+        s = o->ahead;
+    }
+    for (int c = 0; c < (o->ahead ? o->nchunks : 1); c++) {
+        const size_t wlo = o->ahead && c > 0 ? o->chunk_end[c - 1] : 0, whi = o->ahead ? o->chunk_end[c] : SIZE_MAX;
+        for (int group = 0; group < (decoupled ? 2 : 1); group++) {
+            kern_adamw_desc ad = {
+                .lr = (float)(group == 1 ? o->decoupled_lr : lr),
+                .beta1 = (float)o->beta1,
+                .beta2 = (float)o->beta2,
+                .eps = (float)o->eps,
+                .grad_scale = (float)coeff,
+                .step = o->step,
+            };
+            for (int k = 0; k < o->nseg; k++) {
+                const llama_seg sg = o->segs[k];
+                kern_range *ranges;
+                const int nr = seg_ranges_in(model, sg, wlo, whi, o->weight_decay, true,
+                                             !decoupled ? RANGES_ALL
+                                             : group    ? RANGES_DECOUPLED
+                                                        : RANGES_MAIN,
+                                             &ranges);
+                /* the segment's master: whole or sharded, the same elements (fp32, or remainders) */
+                const size_t mi = llama_master_index(model, sg.begin);
+                if (nr > 0 || !o->ahead)
+                    kern_adamw_update_ranges(s, &ad, ranges, nr, model->master ? model->master + mi : NULL,
+                                             model->master_rem ? model->master_rem + mi : NULL,
+                                             tr_buf_at(params, sg.begin), tr_buf_at(grads, sg.begin), o->m + sg.local,
+                                             o->v + sg.local);
+                free(ranges);
+            }
         }
+        if (o->ahead) dev_event_record(o->chunk_done[c], o->ahead);
+    }
+    if (o->ahead) {
+        o->chunk_waited = 0;
+        model->params_needed = on_chunks_needed, model->params_needed_arg = o;
+        dev_stream_set_background(o->ahead, true); /* the forward's GEMMs leave the update a share */
     }
     if (o->distributed) {
         /* every DP rank gets every shard's update in the compute type (in fp32 the params are the
@@ -314,4 +392,5 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
 
 void optim_params_ready(tr_optimizer *o, llama_model *model) {
     if (o && o->overlap_gather && o->gather_waited < model->nbuckets) on_params_needed(o, model->total_alloc);
+    if (o && o->ahead && o->chunk_waited < o->nchunks) on_chunks_needed(o, model->total_alloc);
 }

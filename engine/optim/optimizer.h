@@ -11,7 +11,8 @@
  * micro-batch's backward pass has written the bucket (optim_arm_overlap), ordered after that work by an
  * event; optim_reduce_grads starts the rest and makes the model's stream wait for them all. With
  * --overlap-param-gather too, the updated parameters are all-gathered on that stream bucket by bucket,
- * and the next forward pass waits for each bucket just before it reads it.
+ * and the next forward pass waits for each bucket just before it reads it. Without the distributed
+ * optimizer the update itself runs ahead of the next forward pass on a stream of its own (`ahead`).
  *
  * Static memory per parameter of a rank, with DP = data x context parallel ranks:
  *   bf16, distributed:      2 (bf16 params) + 4 (fp32 grads, 2 with --grad-reduce-in-bf16) + 10/DP
@@ -48,10 +49,20 @@ typedef struct tr_optimizer {
     dev_event **gathered; /* [nbuckets] */
     int gather_waited;    /* buckets [0, gather_waited) waited for; nbuckets: nothing in flight */
     bool test_skip_wait;  /* TWINRUN_TEST_SKIP_WAIT=grad-reduce: the model's stream skips its wait (a test) */
-    float *m, *v;         /* [shard_len] fp32 moments */
-    size_t state_bytes;   /* device memory m and v took (the device's count) */
-    float *norm_accum;    /* [1] fp32 on the device */
-    int step;             /* updates taken */
+    /* The step ahead of the next forward pass (not distributed; TWINRUN_OPTIM_AHEAD=0 turns it off): the
+     * update runs on `ahead`, chunk by chunk in the order the forward pass reads the parameters (the
+     * embedding, each layer, the final norm and output layer), and the forward pass waits for each chunk
+     * just before it reads it, as for a gathered bucket: the update's memory traffic beside the forward's
+     * GEMMs. The same kernels on the same elements: the same bits as one update on the model's stream. */
+    dev_stream *ahead;
+    int nchunks;
+    size_t *chunk_end;      /* [nchunks] ascending element offsets; the last total_alloc */
+    dev_event **chunk_done; /* [nchunks] */
+    int chunk_waited;       /* chunks [0, chunk_waited) waited for; nchunks: nothing in flight */
+    float *m, *v;           /* [shard_len] fp32 moments */
+    size_t state_bytes;     /* device memory m and v took (the device's count) */
+    float *norm_accum;      /* [1] fp32 on the device */
+    int step;               /* updates taken */
     double beta1, beta2, eps, weight_decay, clip_grad;
     double decoupled_lr; /* this step's lr of the embedding and output layer; < 0: the step's lr */
 } tr_optimizer;

@@ -72,6 +72,9 @@ void dev_stream_set_name(dev_stream *s, const char *name) {
     snprintf(sl->name, sizeof sl->name, "%s", name ? name : "");
 }
 
+/* Nothing to share: a side stream's work already runs beside the default stream's in simulated time. */
+void dev_stream_set_background(dev_stream *s, bool active) { (void)s, (void)active; }
+
 bool twin_stream_is_side(const dev_stream *s) { return s->id != 0; }
 
 double twin_stream_start(const dev_stream *s) {

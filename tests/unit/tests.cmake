@@ -102,6 +102,15 @@ if(TWINRUN_BACKEND STREQUAL "twin") # the layouts run their ranks in one process
   endforeach()
 endif()
 
+# The optimizer step ahead of the next forward pass against the update on the model's stream: the same bits
+# (docs/parallel.md). tests/unit/optim_ahead.sh holds the cases.
+if(TWINRUN_BACKEND STREQUAL "twin")
+  foreach(case bits layouts)
+    twinrun_expect_sh(optim_ahead_${case} 0 "optim_ahead ${case}: ok"
+      "sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/optim_ahead.sh ${bin} ${CMAKE_CURRENT_BINARY_DIR}/optim_ahead ${case}" LABELS ${labels})
+  endforeach()
+endif()
+
 # The same tools run directly, one call each, so that ci/memcheck.py runs them under valgrind (it leaves
 # the cli_tools.sh script above out: valgrind follows no exec, so it would watch only the shell).
 set(megatron_corpus ${PROJECT_SOURCE_DIR}/tests/data/megatron_data/gpt_u16_seq64/corpus)

@@ -108,6 +108,7 @@ dev_stream *dev_stream_default(dev_device *d) { return &d->default_stream; }
 void dev_stream_sync(dev_stream *s) { CU_CHECK(cudaStreamSynchronize(tr_cu_stream(s))); }
 dev_device *dev_stream_device(dev_stream *s) { return s->dev; }
 void dev_stream_set_name(dev_stream *s, const char *name) { (void)s, (void)name; }
+void dev_stream_set_background(dev_stream *s, bool active) { (void)s, (void)active; }
 
 typedef struct {
     void *dst;

@@ -1,0 +1,59 @@
+#!/bin/sh
+# The optimizer step ahead of the next forward pass (engine/optim/optimizer.c, docs/parallel.md) against
+# the update on the model's stream (TWINRUN_OPTIM_AHEAD=0), case by case; the twin's stream-race check
+# fails a run whose streams touch the same memory unordered:
+#   bits      bf16 with --decoupled-lr (two parameter groups a chunk), an evaluation every 3 iterations and
+#             a save at 4 that a resume reads back: metrics bit for bit, the resumed run's too, and the
+#             simulated step shorter ahead (the twin times the optimizer's stream on its own clock: the
+#             chunks ran there)
+#   layouts   fp32, PP2 x DP2 (not distributed) in one process: bit for bit
+# Usage: optim_ahead.sh BIN_DIR WORK_DIR CASE
+set -u
+bin=$(cd "$1" && pwd) work=$2/$3 case=$3
+src=$(cd "$(dirname "$0")/../.." && pwd)
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+out=$work.out
+. "$src/tests/common/expect.sh" # fail, expect_rc, has, hasF, lacks, count
+
+model="--num-layers 4 --hidden-size 64 --ffn-hidden-size 176 --num-attention-heads 8 --group-query-attention
+ --num-query-groups 2 --seq-length 32 --max-position-embeddings 32 --position-embedding-type rope --rotary-base 500000
+ --normalization RMSNorm --swiglu --disable-bias-linear --attention-dropout 0 --hidden-dropout 0
+ --micro-batch-size 2 --global-batch-size 4 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-iters 2
+ --lr-decay-iters 20 --clip-grad 1.0 --weight-decay 0.1 --mock-data --vocab-size 512 --log-interval 1 --seed 1234
+ --data-cache-path $work/cache"
+# the metrics without the timing fields
+bits() { sed -E 's/"(elapsed_ms_per_iter|tflops_per_gpu)":[^,]*,//g' "$1"; }
+ms() { python3 -c 'import json,sys; print(sum(json.loads(l)["elapsed_ms_per_iter"] for l in open(sys.argv[1])))' "$1"; }
+
+case $case in
+bits)
+    m="$model --bf16 --untie-embeddings-and-output-weights --decoupled-lr 1e-3 --eval-interval 3 --eval-iters 1"
+    for a in 0 1; do
+        expect_rc 0 env TWINRUN_OPTIM_AHEAD=$a "$bin/train_llama3" $m --train-iters 8 --metrics-jsonl full$a.jsonl \
+            --save ck$a --save-interval 4 --exit-interval 4
+        expect_rc 0 env TWINRUN_OPTIM_AHEAD=$a "$bin/train_llama3" $m --train-iters 8 --load ck$a \
+            --metrics-jsonl resumed$a.jsonl
+        expect_rc 0 env TWINRUN_OPTIM_AHEAD=$a "$bin/train_llama3" $m --train-iters 8 --metrics-jsonl whole$a.jsonl
+    done
+    for f in full resumed whole; do
+        [ "$(bits ${f}0.jsonl)" = "$(bits ${f}1.jsonl)" ] || fail "$f: the step ahead changed the metrics"
+    done
+    [ "$(wc -l <whole1.jsonl)" -eq 8 ] && [ "$(wc -l <resumed1.jsonl)" -eq 4 ] || fail "iterations missing"
+    tail -n 4 whole1.jsonl >tail.jsonl
+    [ "$(bits tail.jsonl)" = "$(bits resumed1.jsonl)" ] || fail "the resumed run differs from the uninterrupted one"
+    python3 -c 'import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))' "$(ms whole1.jsonl)" \
+        "$(ms whole0.jsonl)" || fail "the simulated step ahead ($(ms whole1.jsonl) ms) is not shorter than" \
+        "without ($(ms whole0.jsonl) ms): the update did not run on its own stream"
+    ;;
+layouts)
+    for a in 0 1; do
+        expect_rc 0 env TWINRUN_OPTIM_AHEAD=$a WORLD_SIZE=4 "$bin/train_llama3" $model --train-iters 6 \
+            --pipeline-model-parallel-size 2 --untie-embeddings-and-output-weights --eval-iters 0 \
+            --metrics-jsonl pp$a.jsonl
+    done
+    [ "$(wc -l <pp1.jsonl)" -eq 6 ] || fail "iterations missing"
+    [ "$(bits pp0.jsonl)" = "$(bits pp1.jsonl)" ] || fail "PP2 x DP2: the step ahead changed the metrics"
+    ;;
+*) fail "unknown case $case" ;;
+esac
+echo "optim_ahead $case: ok"
