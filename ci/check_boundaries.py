@@ -75,7 +75,7 @@ NAMES = {
     # base
     "tr_errf": "base/core", "tr_errlist": "base/core", "tr_fatal": "base/core", "tr_safe": "base/core",
     "tr_version": "base/core", "tr_edit": "base/core", "tr_looks": "base/core", "tr_xml": "base/core",
-    "tr_majority": "base/core",
+    "tr_majority": "base/core", "tr_background": "base/core",
     "flight": "base/flight",
     "tr_launch": "base/launch", "tr_launcher": "base/launch", "tr_store": "base/launch",
     "tr_heartbeat": "base/launch", "tr_sha256": "base/launch", "tr_hmac": "base/launch",

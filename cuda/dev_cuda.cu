@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/background_sms.h"
 #include "cuda_check.h"
 #include "cuda_dev.h"
 #include "kern_attention_cudnn.h"
@@ -134,28 +135,15 @@ static cudaError_t stream_create(cudaStream_t *st, int prio) {
     return cudaStreamCreateWithPriority(st, cudaStreamNonBlocking, prio);
 }
 
-/* TWINRUN_BACKGROUND_SMS (default TR_CU_BACKGROUND_SMS): the multiprocessors a GEMM leaves to an active
- * background stream, 0 .. half the device's; and the stream priorities. Returns 0, or -1 with err set. */
-#define TR_CU_BACKGROUND_SMS 0
+/* The stream priorities, and the multiprocessors a GEMM leaves to an active background stream
+ * (TWINRUN_BACKGROUND_SMS, core/background_sms.h). Returns 0, or -1 with err set. */
 static int background_sms_of(dev_device *d, char *err, size_t errlen) {
     if (cudaDeviceGetStreamPriorityRange(&d->prio_low, &d->prio_high) != cudaSuccess) {
         (void)cudaGetLastError(); /* no priorities: every stream at 0, the background too */
         d->prio_high = d->prio_low = 0;
     }
-    d->background_sms = TR_CU_BACKGROUND_SMS <= d->nsm / 4 ? TR_CU_BACKGROUND_SMS : d->nsm / 4;
-    const char *env = getenv("TWINRUN_BACKGROUND_SMS");
-    if (!env || !*env) return 0;
-    char *end = NULL;
-    const long v = strtol(env, &end, 10);
-    if (*end != '\0' || v < 0 || v > d->nsm / 2) {
-        tr_errf(err, errlen,
-                "TWINRUN_BACKGROUND_SMS=%s: give a whole number of multiprocessors from 0 (the optimizer's step "
-                "ahead shares none) to %d (half of this GPU's %d)",
-                env, d->nsm / 2, d->nsm);
-        return -1;
-    }
-    d->background_sms = (int)v;
-    return 0;
+    d->background_sms = tr_background_sms(d->nsm, err, errlen);
+    return d->background_sms < 0 ? -1 : 0;
 }
 
 extern "C" dev_device *dev_open(int ordinal, size_t capacity, char *err, size_t errlen) {

@@ -34,6 +34,7 @@ static const twin_device_spec specs[] = {
         .net_bandwidth = 50 * GB,      /* 400 Gb/s NDR InfiniBand per GPU */
         .net_latency = 5e-6,           /* assumed: NIC + switch + NCCL protocol */
         .launch_overhead = 4e-6,       /* assumed: typical CUDA launch */
+        .sms = 132,
         .source = "NVIDIA H100 Tensor Core GPU datasheet (SXM5 column); network: ConnectX-7 NDR 400 Gb/s",
     },
     {
@@ -50,6 +51,7 @@ static const twin_device_spec specs[] = {
         .net_bandwidth = 50 * GB,
         .net_latency = 5e-6,
         .launch_overhead = 4e-6,
+        .sms = 132,
         .source = "NVIDIA H200 Tensor Core GPU datasheet (SXM column); memory: nvidia-smi's total (143771 MiB); "
                   "network: ConnectX-7 NDR 400 Gb/s",
         .cal = &twin_calibration_h200, /* kernel efficiencies fitted to the real build on an H200 */
@@ -68,6 +70,7 @@ static const twin_device_spec specs[] = {
         .net_bandwidth = 25 * GB, /* 200 Gb/s HDR InfiniBand per GPU (DGX A100) */
         .net_latency = 5e-6,
         .launch_overhead = 4e-6,
+        .sms = 108,
         .source = "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM column); network: DGX A100 HDR 200 Gb/s per GPU",
     },
     {
@@ -84,6 +87,7 @@ static const twin_device_spec specs[] = {
         .net_bandwidth = 50 * GB,      /* assumed: 400 Gb/s RoCE per GPU */
         .net_latency = 5e-6,
         .launch_overhead = 4e-6,
+        .sms = 0, /* the MUSA build's GEMMs (muBLAS) take no SM-count target: nothing shared */
         .source = "Moore Threads press figures (80 GB, ~1.6 TB/s, ~784 GB/s card-to-card, ~1000 TFLOPS FP8); "
                   "BF16/FP32 rates and network assumed",
     },
@@ -104,6 +108,7 @@ static const twin_device_spec specs[] = {
         .net_bandwidth = 50 * GB,
         .net_latency = 5e-6,
         .launch_overhead = 4e-6,
+        .sms = 132,
         .source = "NVIDIA H100 Tensor Core GPU datasheet (SXM5 column); kernel efficiencies fitted on an H100 "
                   "80GB HBM3 (docs/results/calibration/h100-2026-12-06)",
         .cal = &twin_calibration_h100,

@@ -51,6 +51,7 @@ struct dev_device {
     bool shape_only;                    /* predict mode: sizes without memory (dev.h) */
     bool deterministic;                 /* dev_set_deterministic: recorded, changes nothing here */
     bool capacity_from_spec;            /* capacity is the spec's memory (not set by the caller) */
+    int background_sms;                 /* while a background stream is active: what the GEMMs leave it */
     shape_heap shape;                   /* shape-only allocations */
     twin_ledger *ledger;                /* TWINRUN_TWIN_PROFILE's, for one rank (cost_ledger.h) */
     twin_streams *streams;              /* NULL until dev_stream_create: the default stream alone */

@@ -247,7 +247,9 @@ void dev_step_mark(dev_device *d, int64_t iteration) { twin_ledger_step(d->ledge
 void twin_cost_kernel(dev_stream *s, const twin_kernel_cost *kc) {
     dev_device *d = s->dev;
     const twin_device_spec *spec = d->spec ? d->spec : twin_spec();
-    const double seconds = twin_kernel_cost_seconds(spec, kc);
+    double seconds = twin_kernel_cost_seconds(spec, kc);
+    if (!s->id && d->background_sms > 0 && (kc->kind == TWIN_K_GEMM || kc->kind == TWIN_K_GEMM_FP8))
+        seconds *= (double)spec->sms / (spec->sms - d->background_sms); /* on the multiprocessors it keeps */
     twin_ledger_kernel(d->ledger, spec, kc, seconds);
     if (seconds <= 0) return; /* a memset on an uncalibrated spec: free, and no trace event */
     twin_rank *r = d->owner;

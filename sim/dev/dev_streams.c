@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/background_sms.h"
 #include "dev_internal.h"
 #include "dev_streams.h"
 #include "twinrun/err.h"
@@ -72,8 +73,18 @@ void dev_stream_set_name(dev_stream *s, const char *name) {
     snprintf(sl->name, sizeof sl->name, "%s", name ? name : "");
 }
 
-/* Nothing to share: a side stream's work already runs beside the default stream's in simulated time. */
-void dev_stream_set_background(dev_stream *s, bool active) { (void)s, (void)active; }
+/* A side stream's work already runs beside the default stream's in simulated time; what the GPU gives up
+ * for it is the multiprocessors its GEMMs leave free meanwhile (twin_cost_kernel charges them). */
+void dev_stream_set_background(dev_stream *s, bool active) {
+    dev_device *d = s->dev;
+    const twin_device_spec *spec = d->spec ? d->spec : twin_spec();
+    d->background_sms = 0;
+    if (!active || !s->id || spec->sms <= 0) return;
+    char err[256];
+    const int n = tr_background_sms(spec->sms, err, sizeof err);
+    if (n < 0) tr_fatal("%s", err);
+    d->background_sms = n;
+}
 
 bool twin_stream_is_side(const dev_stream *s) { return s->id != 0; }
 

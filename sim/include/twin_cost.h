@@ -100,6 +100,7 @@ typedef struct twin_device_spec {
     double net_bandwidth;        /* inter-node per GPU (one NIC per GPU), one direction, bytes/s */
     double net_latency;          /* inter-node per-hop latency, seconds */
     double launch_overhead;      /* per kernel, seconds */
+    int sms;                     /* multiprocessors; 0: its GEMMs leave none to a background stream */
     const char *source;          /* where the numbers come from */
     const twin_calibration *cal; /* kernel efficiencies fitted to real runs; NULL: the pure roofline */
 } twin_device_spec;

@@ -7,6 +7,9 @@
 #             simulated step shorter ahead (the twin times the optimizer's stream on its own clock: the
 #             chunks ran there)
 #   layouts   fp32, PP2 x DP2 (not distributed) in one process: bit for bit
+#   share     the multiprocessors the forward's GEMMs leave the update (TWINRUN_BACKGROUND_SMS): the
+#             simulated step grows with the share, below the step without the update ahead; the bits
+#             stay; a share over half the device is refused with the range
 # Usage: optim_ahead.sh BIN_DIR WORK_DIR CASE
 set -u
 bin=$(cd "$1" && pwd) work=$2/$3 case=$3
@@ -53,6 +56,26 @@ layouts)
     done
     [ "$(wc -l <pp1.jsonl)" -eq 6 ] || fail "iterations missing"
     [ "$(bits pp0.jsonl)" = "$(bits pp1.jsonl)" ] || fail "PP2 x DP2: the step ahead changed the metrics"
+    ;;
+share)
+    # the GEMMs beside the update keep the device's multiprocessors less TWINRUN_BACKGROUND_SMS (the
+    # twin charges them that: sim/dev/dev_sim.c), so the simulated step lies between the update on the
+    # model's stream and the update overlapped for free; the same bits every way
+    m="$model --bf16 --untie-embeddings-and-output-weights --eval-iters 0"
+    for v in TWINRUN_OPTIM_AHEAD=0 TWINRUN_BACKGROUND_SMS=0 TWINRUN_BACKGROUND_SMS=24 TWINRUN_BACKGROUND_SMS=48; do
+        expect_rc 0 env TWINRUN_TWIN_DEVICE=H100 $v "$bin/train_llama3" $m --train-iters 4 --metrics-jsonl "$v.jsonl"
+    done
+    for v in TWINRUN_BACKGROUND_SMS=0 TWINRUN_BACKGROUND_SMS=24 TWINRUN_BACKGROUND_SMS=48; do
+        [ "$(bits TWINRUN_OPTIM_AHEAD=0.jsonl)" = "$(bits $v.jsonl)" ] || fail "$v changed the metrics"
+    done
+    t0=$(ms TWINRUN_BACKGROUND_SMS=0.jsonl) t24=$(ms TWINRUN_BACKGROUND_SMS=24.jsonl)
+    t48=$(ms TWINRUN_BACKGROUND_SMS=48.jsonl) tno=$(ms TWINRUN_OPTIM_AHEAD=0.jsonl)
+    python3 -c 'import sys; a = [float(x) for x in sys.argv[1:]]; sys.exit(not a[0] < a[1] < a[2] < a[3])' \
+        "$t0" "$t24" "$t48" "$tno" || fail "simulated steps (ms) not in the order share 0 < 24 < 48 < no step" \
+        "ahead: $t0, $t24, $t48, $tno"
+    expect_rc 1 env TWINRUN_BACKGROUND_SMS=67 "$bin/train_llama3" $m --train-iters 2 --metrics-jsonl bad.jsonl
+    hasF "TWINRUN_BACKGROUND_SMS=67: give a whole number of multiprocessors from 0"
+    hasF "to 66 (half of this device's 132)"
     ;;
 *) fail "unknown case $case" ;;
 esac
