@@ -125,10 +125,11 @@ void dev_stream_set_name(dev_stream *s, const char *name);
 /* Background work (the optimizer's step ahead of the forward pass): from the first call on, s's work
  * yields to the other streams' (on a GPU: the lowest stream priority, the others the highest); while
  * `active`, the GEMMs launched on the device's other streams leave it a few multiprocessors
- * (TWINRUN_BACKGROUND_SMS, docs/env.md), so the two run side by side instead of one after the other.
- * Call it with active false once the other streams wait for what s does. Deterministic as the rest: a
- * GEMM's algorithm follows the multiprocessors it is given, the same in every run of the same job.
- * The twin ignores it: its side streams already overlap the default stream in simulated time. */
+ * (TWINRUN_BACKGROUND_SMS, core/background_sms.h), so the two run side by side instead of one after the
+ * other. Call it with active false once the other streams wait for what s does. Deterministic as the
+ * rest: a GEMM's algorithm follows the multiprocessors it is given, the same in every run of the same
+ * job. The twin's side streams already overlap the default stream in simulated time; it charges the
+ * default stream's GEMMs the multiprocessors they keep meanwhile. */
 void dev_stream_set_background(dev_stream *s, bool active);
 
 dev_event *dev_event_create(dev_device *d);
