@@ -11,6 +11,12 @@
 
 /* TWINRUN_BACKGROUND_SMS, else TR_BACKGROUND_SMS_DEFAULT capped at a quarter of the device: 0 .. nsm / 2.
  * Returns the count, or -1 with err saying what to give. */
+#ifdef __cplusplus
+extern "C" {
+#endif
 int tr_background_sms(int nsm, char *err, size_t errlen);
+#ifdef __cplusplus
+}
+#endif
 
 #endif
