@@ -54,7 +54,7 @@ fi
 compile_one() {
     case $1 in
     *.cu) "$NVCC" -std=c++17 -arch=sm_90 --fmad=false -Xcompiler=-Wall,-Wextra,-Werror -Werror=all-warnings \
-        -DTWINRUN_MUSA -I"$T" -Ibase/include -I"$D" -c "$1" -o "$T/$(basename "$1").o" ;;
+        -DTWINRUN_MUSA -I"$T" -Ibase/include -Ibase -I"$D" -c "$1" -o "$T/$(basename "$1").o" ;;
     *) gcc -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -DTWINRUN_MUSA -I"$T" -I"$CUDA_INC" -Ibase/include \
         -Ibase -I"$D" -c "$1" -o "$T/$(basename "$1").o" ;;
     esac || { echo "FAILED: $1"; return 1; }
