@@ -357,6 +357,14 @@ void llama_sp_reduce_norm_grads_range(llama_model *m, size_t lo, size_t hi);
 /* The lowest parameter offset of local layer l (the backward pass writes a layer's gradients last to
  * first, so once layer l is done every gradient from here up is final, but for TP reductions). */
 size_t llama_layer_first_offset(const llama_model *m, int l);
+/* Where local layer l's forward pass reads its parameters, in order: ends[0] bounds what the attention's
+ * input projections read (the input norm, q/k/v, their biases and norms), ends[1] the output projection's
+ * (and its bias), ends[2] the MLP's input norm and fc1, ends[3] the whole layer (fc2 and its bias), the
+ * next layer's first offset or the final norm's. The forward pass asks for each in turn
+ * (llama_params_needed_fn), so an update running ahead of it (the optimizer's step) is waited for in
+ * these pieces. */
+enum { LLAMA_LAYER_NEEDS = 4 };
+void llama_layer_need_ends(const llama_model *m, int l, size_t ends[LLAMA_LAYER_NEEDS]);
 
 /* Fills master/params with the layout-independent initialisation (params whole, master its shard). */
 void llama_init_params(llama_model *m, uint64_t seed, double init_method_std);

@@ -105,3 +105,14 @@ size_t llama_layer_first_offset(const llama_model *m, int l) {
     TR_CHECK(l >= 0 && l < m->dims.nl, "llama_layer_first_offset: layer out of range");
     return m->params_tab[m->layer[l].ln1_w].offset;
 }
+
+void llama_layer_need_ends(const llama_model *m, int l, size_t ends[LLAMA_LAYER_NEEDS]) {
+    TR_CHECK(l >= 0 && l < m->dims.nl, "llama_layer_need_ends: layer out of range");
+    const llama_layer_params *lp = &m->layer[l];
+    /* the stage's layers end where the final norm and output layer begin (the last stage), else at the end */
+    const size_t layers_end = m->dims.last && m->p_lnf_w >= 0 ? m->params_tab[m->p_lnf_w].offset : m->total;
+    ends[0] = m->params_tab[lp->wo].offset;
+    ends[1] = m->params_tab[lp->ln2_w].offset;
+    ends[2] = m->params_tab[lp->fc2].offset;
+    ends[3] = l + 1 < m->dims.nl ? llama_layer_first_offset(m, l + 1) : layers_end;
+}

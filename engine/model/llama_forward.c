@@ -71,6 +71,12 @@ void *llama_stage_output(llama_model *m, int slot) {
     return act(m, m->acts[slot].resid, (size_t)m->dims.nl * NC).p;
 }
 
+/* Every parameter below `end` is read next: the listener (the optimizer's step ahead, --overlap-param-gather)
+ * makes the model's stream wait for their update or all-gather. */
+static void params_needed(llama_model *m, size_t end) {
+    if (m->params_needed) m->params_needed(m->params_needed_arg, end);
+}
+
 /* Decoder layer l (local) of one micro-batch into its view: attention, then MLP, each a residual
  * branch; the recompute path of the backward pass calls it again with the same inputs (same bits). */
 void llama_layer_forward(llama_model *m, const llama_layer_view *v, int l, const int32_t *pos) {
@@ -80,7 +86,10 @@ void llama_layer_forward(llama_model *m, const llama_layer_view *v, int l, const
     const int B = dm->B, T = dm->T, NH = dm->NHl, KV = dm->KVl, D = dm->D, F = dm->Fl;
     const int N = B * T;
     const size_t NlC = (size_t)dm->Nl * dm->C;
+    size_t need[LLAMA_LAYER_NEEDS];
+    llama_layer_need_ends(m, l, need);
 
+    params_needed(m, need[0]);
     norm_rows(m, v->ln1, v->ln1_mean, v->ln1_rstd, v->x, lp->ln1_w, lp->ln1_b);
     /* --qk-layernorm: the projections land before their norm, which writes q and k (rows of one head) */
     const tr_buf qlin = dm->qk_norm ? v->q_pre : v->q, klin = dm->qk_norm ? v->k_pre : v->k;
@@ -100,16 +109,19 @@ void llama_layer_forward(llama_model *m, const llama_layer_view *v, int l, const
     kern_rope_forward(s, &dm->rope, v->k, pos, B, T, KV, D);
     llama_core_attention(m, v, true);
     tr_buf o = partial_out(m, v->xmid);
+    params_needed(m, need[1]);
     block_linear_forward(m, o, v->att, lp->wo, N, l, LLAMA_FP8_PROJ, true);
     tp_rows(m, v->xmid, o);
     add_bias(m, v->xmid, lp->bo, dm->Nl); /* after the reduction: once, not once per TP rank */
     kern_add(s, v->xmid, v->xmid, v->x, NlC);
 
+    params_needed(m, need[2]);
     norm_rows(m, v->ln2, v->ln2_mean, v->ln2_rstd, v->xmid, lp->ln2_w, lp->ln2_b);
     block_linear_forward(m, v->h, v->ln2, lp->fc1, N, l, LLAMA_FP8_FC1, true);
     add_bias(m, v->h, lp->b1, N);
     kern_swiglu_forward(s, v->a, v->h, N, F);
     tr_buf f = partial_out(m, v->xout);
+    params_needed(m, need[3]);
     block_linear_forward(m, f, v->a, lp->fc2, N, l, LLAMA_FP8_FC2, true);
     tp_rows(m, v->xout, f);
     add_bias(m, v->xout, lp->b2, dm->Nl);
@@ -128,12 +140,6 @@ void llama_core_attention(llama_model *m, const llama_layer_view *v, bool gather
     } else {
         kern_attention_forward(m->stream, v->att, v->lse, v->q, v->k, v->v, B, T, NH, KV, D);
     }
-}
-
-/* Every parameter below `end` is read next: the listener (--overlap-param-gather) makes the model's stream
- * wait for their all-gather. */
-static void params_needed(llama_model *m, size_t end) {
-    if (m->params_needed) m->params_needed(m->params_needed_arg, end);
 }
 
 void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const int32_t *targets,
@@ -165,12 +171,9 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
         tp_rows(m, x0, e);
     }
 
-    /* the stage's layers end where the final norm and output layer begin (the last stage), else at the end */
-    const size_t layers_end = dm->last && m->p_lnf_w >= 0 ? m->params_tab[m->p_lnf_w].offset : m->total;
-    for (int l = 0; l < dm->nl; l++) {
+    for (int l = 0; l < dm->nl; l++) { /* each layer waits for its parameters piece by piece */
         llama_layer_view v;
         llama_layer_view_of(m, slot, l, &v);
-        params_needed(m, l + 1 < dm->nl ? llama_layer_first_offset(m, l + 1) : layers_end);
         llama_layer_forward(m, &v, l, pos);
         if (m->site) m->site(m->site_arg, LLAMA_SITE_ACTIVATION, dm->l0 + l, m->site_micro, v.xout, (size_t)dm->Nl * C);
     }

@@ -17,11 +17,13 @@ void optim_shard_of(const tr_config *cfg, const tr_grid *grid, int *shards, int 
 }
 
 /* The chunks of the step ahead: the ends of what the forward pass asks for (llama_forward.c's
- * params_needed), ascending. Fewer than two: nothing to overlap, no stream. */
+ * params_needed: the embedding, then each layer in the pieces of llama_layer_need_ends), ascending, so
+ * the first layer's attention starts once its input projections are updated, while the rest of its
+ * update runs beside it. Fewer than two: nothing to overlap, no stream. */
 static void plan_ahead(tr_optimizer *o, llama_model *m) {
     const char *env = getenv("TWINRUN_OPTIM_AHEAD");
     if (env && strcmp(env, "0") == 0) return;
-    size_t *end = calloc((size_t)m->dims.nl + 3, sizeof *end);
+    size_t *end = calloc((size_t)m->dims.nl * LLAMA_LAYER_NEEDS + 3, sizeof *end);
     TR_CHECK(end != NULL, "out of host memory for the optimizer's chunks");
     int n = 0;
 #define ADD_END(x)                                                                                                     \
@@ -30,7 +32,11 @@ static void plan_ahead(tr_optimizer *o, llama_model *m) {
         if (x_ > (n ? end[n - 1] : 0) && x_ < m->total_alloc) end[n++] = x_;                                           \
     } while (0)
     if (m->p_embed >= 0) ADD_END(m->params_tab[m->p_embed].offset + m->params_tab[m->p_embed].numel);
-    for (int l = 1; l < m->dims.nl; l++) ADD_END(llama_layer_first_offset(m, l));
+    for (int l = 0; l < m->dims.nl; l++) {
+        size_t need[LLAMA_LAYER_NEEDS];
+        llama_layer_need_ends(m, l, need);
+        for (int k = 0; k < LLAMA_LAYER_NEEDS; k++) ADD_END(need[k]);
+    }
     if (m->p_lnf_w >= 0) ADD_END(m->params_tab[m->p_lnf_w].offset);
 #undef ADD_END
     end[n++] = m->total_alloc;
