@@ -10,7 +10,9 @@
  * this is what keeps enough loads in flight to reach the memory's bandwidth). A range's last tile is
  * partial; no tile spans two ranges.
  * Sums are deterministic: one partial per tile (fixed per-thread order, fixed tree), then one block
- * sums the partials in tile order; chunks in order. */
+ * sums each range's partials and adds the range's sum to the total, range by range from the last to
+ * the first (twinrun/kern.h): how the ranges are split between calls (the optimizer sums each layer's
+ * as soon as the backward pass has written it) does not change the bits. */
 #include <math.h>
 
 #include "gpu_profile.h"
@@ -61,6 +63,18 @@ __global__ void k_sumsq_tiles(float *partial, tr_buf x, range_chunk rc) {
     if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
+/* out[0] += the sum of range r's tile partials, for r = n - 1, n - 2, ..., 0 in turn (one block). */
+__global__ void k_sumsq_final_ranges(float *out, const float *partial, range_chunk rc) {
+    __shared__ float sh[TR_BLOCK];
+    float total = threadIdx.x == 0 ? out[0] : 0.0f;
+    for (int r = rc.n - 1; r >= 0; r--) {
+        float acc = 0.0f;
+        for (unsigned i = rc.tile0[r] + threadIdx.x; i < rc.tile0[r + 1]; i += TR_BLOCK) acc = acc + partial[i];
+        const float s = block_sum(acc, sh);
+        if (threadIdx.x == 0) total = total + s;
+    }
+    if (threadIdx.x == 0) out[0] = total;
+}
 __global__ void k_adamw_tiles(float *master, int16_t *rem, tr_buf model, bool write_model, tr_buf grad, float *m,
                               float *v, range_chunk rc, double b1, double b2, double lr, double eps, double ibc1, double ibc2,
                               double grad_scale) {
@@ -179,15 +193,15 @@ extern "C" void kern_sum_squares_ranges(dev_stream *s, float *out, tr_buf x, con
     kern_sum_squares_ranges_check(s, out, x, ranges, nranges);
     if (nranges == 0) return;
     range_chunk rc;
-    for (int r0 = 0; r0 < nranges; r0 += TR_RANGE_CHUNK) {
+    for (int r0 = (nranges - 1) / TR_RANGE_CHUNK * TR_RANGE_CHUNK; r0 >= 0; r0 -= TR_RANGE_CHUNK) { /* last first */
         const unsigned long long total = chunk_of(&rc, ranges, nranges, r0, TR_BLOCK * TR_SUMSQ_PER_THREAD);
         if (total == 0) continue;
         const unsigned G = rc.tile0[rc.n];
         float *partial = (float *)tr_cu_scratch(s, G * sizeof(float), "sum_squares partials"); /* [G] */
         k_sumsq_tiles<<<G, TR_BLOCK, 0, tr_cu_stream(s)>>>(partial, x, rc);
         CU_CHECK_LAUNCH("k_sumsq_tiles");
-        k_sumsq_final<<<1, TR_BLOCK, 0, tr_cu_stream(s)>>>(out, partial, G);
-        CU_CHECK_LAUNCH("k_sumsq_final");
+        k_sumsq_final_ranges<<<1, TR_BLOCK, 0, tr_cu_stream(s)>>>(out, partial, rc);
+        CU_CHECK_LAUNCH("k_sumsq_final_ranges");
         tr_cu_scratch_free(s, partial);
     }
 }

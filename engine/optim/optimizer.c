@@ -143,6 +143,15 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_gr
         }
     }
     if (!o->distributed) plan_ahead(o, model);
+    /* the grad norm's sums during the backward pass need gradients final when written: no TP reduction of
+     * the norms' (sequence parallelism, --qk-layernorm) and no DP or CP reduction after the backward */
+    const char *norm_env = getenv("TWINRUN_NORM_AHEAD");
+    const bool one_holder = !grid || (grid->size[TR_AXIS_TP] == 1 && grid->size[TR_AXIS_DP] * grid->size[TR_AXIS_CP] == 1);
+    if (o->ahead && !o->comm && one_holder && !(norm_env && strcmp(norm_env, "0") == 0)) {
+        o->norm_ahead = true;
+        o->norm_ready = dev_event_create(model->dev);
+        o->norm_summed = dev_event_create(model->dev);
+    }
     /* A test hook, not a knob: the bug the twin's stream-race check exists to catch (docs/twin.md). */
     const char *skip = getenv("TWINRUN_TEST_SKIP_WAIT");
     o->test_skip_wait = o->comm && skip && strcmp(skip, "grad-reduce") == 0;
@@ -165,6 +174,8 @@ void optim_destroy(tr_optimizer *o, llama_model *model) {
     free(o->chunk_end);
     dev_stream_destroy(o->ahead);
     dev_event_destroy(o->stepped);
+    dev_event_destroy(o->norm_ready);
+    dev_event_destroy(o->norm_summed);
     dev_event_destroy(o->ready);
     dev_event_destroy(o->done);
     dev_stream_destroy(o->comm);
@@ -216,50 +227,6 @@ static void launch_buckets_from(tr_optimizer *o, llama_model *model, const tr_gr
     }
 }
 
-/* The backward pass finished every gradient at or above `watermark` (llama_grads_done_fn). */
-static void on_grads_done(void *arg, size_t watermark) {
-    tr_optimizer *o = arg;
-    llama_model *m = o->armed;
-    if (watermark >= o->tp_from) return;
-    llama_sp_reduce_norm_grads_range(m, watermark, o->tp_from); /* TP first, then DP: the order without overlap */
-    o->tp_from = watermark;
-    launch_buckets_from(o, m, o->armed_groups, watermark);
-}
-
-/* The forward pass reads the parameters below `end` next (llama_params_needed_fn): the model's stream
- * waits for the all-gathers of the buckets that hold them. */
-static void on_params_needed(void *arg, size_t end) {
-    tr_optimizer *o = arg;
-    llama_model *m = o->armed;
-    while (o->gather_waited < m->nbuckets && m->bucket_begin[o->gather_waited] < end)
-        dev_stream_wait_event(m->stream, o->gathered[o->gather_waited++]);
-    if (o->gather_waited == m->nbuckets) m->params_needed = NULL, m->params_needed_arg = NULL;
-}
-
-void optim_arm_overlap(tr_optimizer *o, llama_model *model, const tr_groups *gr) {
-    if (!o || !o->comm) return;
-    o->armed = model, o->armed_groups = gr, o->tp_from = model->total;
-    model->grads_done = on_grads_done, model->grads_done_arg = o;
-}
-
-size_t optim_disarm_overlap(tr_optimizer *o, llama_model *model) {
-    if (!o || model->grads_done != on_grads_done) return model->total;
-    model->grads_done = NULL, model->grads_done_arg = NULL;
-    return o->tp_from;
-}
-
-void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr, float scale) {
-    launch_buckets_from(o, model, gr, 0);
-    o->launched_from = model->nbuckets; /* the next step starts again */
-    if (o->comm) {                      /* the model's stream reads the reduced gradients next */
-        dev_event_record(o->done, o->comm);
-        if (!o->test_skip_wait) dev_stream_wait_event(model->stream, o->done);
-    }
-    if (scale == 1.0f) return;
-    const tr_buf g = tr_buf_make(model->grads, model->dims.grad_dt);
-    for (int k = 0; k < o->nseg; k++) kern_scale(model->stream, tr_buf_at(g, o->segs[k].begin), scale, o->segs[k].len);
-}
-
 /* The parts of segment sg of this rank's shard that each parameter covers, relative to sg.begin, with the
  * parameter's weight decay; TP-replicated parameters left out when !replicated; of the parameters of
  * `which` group. Returns the count; *out (freed by the caller) has one range per parameter at most. */
@@ -286,21 +253,100 @@ static int seg_ranges_in(const llama_model *model, llama_seg sg, size_t wlo, siz
     return n;
 }
 
-/* seg_ranges_in over the whole segment */
-static int seg_ranges(const llama_model *model, llama_seg sg, double weight_decay, bool replicated, ranges_of which,
-                      kern_range **out) {
-    return seg_ranges_in(model, sg, 0, SIZE_MAX, weight_decay, replicated, which, out);
+/* The grad norm's squares of the gradients at offsets [wlo, whi) this rank counts (TP-replicated ones on
+ * TP rank 0 only), into norm_accum on s: the segments last first, as kern_sum_squares_ranges takes each
+ * segment's ranges, so consecutive windows summed highest first give the bits of one window over all. */
+static void sum_squares_window(tr_optimizer *o, llama_model *model, dev_stream *s, size_t wlo, size_t whi,
+                               bool tp_leader) {
+    const tr_buf grads = tr_buf_make(model->grads, model->dims.grad_dt);
+    for (int k = o->nseg - 1; k >= 0; k--) {
+        kern_range *ranges;
+        const int nr = seg_ranges_in(model, o->segs[k], wlo, whi, o->weight_decay, tp_leader, RANGES_ALL, &ranges);
+        kern_sum_squares_ranges(s, o->norm_accum, tr_buf_at(grads, o->segs[k].begin), ranges, nr);
+        free(ranges);
+    }
 }
 
+/* The norm's sums of what the backward pass wrote at and above `watermark` and not summed yet, on the
+ * step-ahead stream, beside the rest of the backward pass (at its priority, below the model's stream). */
+static void norm_ahead_to(tr_optimizer *o, llama_model *m, size_t watermark) {
+    if (watermark >= o->norm_from) return;
+    dev_event_record(o->norm_ready, m->stream);
+    dev_stream_wait_event(o->ahead, o->norm_ready);
+    sum_squares_window(o, m, o->ahead, watermark, o->norm_from, true);
+    o->norm_from = watermark;
+}
+
+/* The backward pass finished every gradient at or above `watermark` (llama_grads_done_fn). */
+static void on_grads_done(void *arg, size_t watermark) {
+    tr_optimizer *o = arg;
+    llama_model *m = o->armed;
+    if (o->comm && watermark < o->tp_from) {
+        llama_sp_reduce_norm_grads_range(m, watermark, o->tp_from); /* TP first, then DP: the order without overlap */
+        o->tp_from = watermark;
+        launch_buckets_from(o, m, o->armed_groups, watermark);
+    }
+    if (o->norm_armed) norm_ahead_to(o, m, watermark);
+}
+
+/* The forward pass reads the parameters below `end` next (llama_params_needed_fn): the model's stream
+ * waits for the all-gathers of the buckets that hold them. */
+static void on_params_needed(void *arg, size_t end) {
+    tr_optimizer *o = arg;
+    llama_model *m = o->armed;
+    while (o->gather_waited < m->nbuckets && m->bucket_begin[o->gather_waited] < end)
+        dev_stream_wait_event(m->stream, o->gathered[o->gather_waited++]);
+    if (o->gather_waited == m->nbuckets) m->params_needed = NULL, m->params_needed_arg = NULL;
+}
+
+void optim_arm_overlap(tr_optimizer *o, llama_model *model, const tr_groups *gr) {
+    if (!o || (!o->comm && !o->norm_ahead)) return;
+    if (o->norm_ahead) { /* the last step's norm was read (optim_grad_norm synchronised): the sum restarts */
+        o->norm_armed = o->norm_valid = true, o->norm_from = model->total;
+        dev_memset_zero(o->ahead, o->norm_accum, sizeof(float));
+    }
+    o->armed = model, o->armed_groups = gr, o->tp_from = model->total;
+    model->grads_done = on_grads_done, model->grads_done_arg = o;
+}
+
+size_t optim_disarm_overlap(tr_optimizer *o, llama_model *model) {
+    if (!o || model->grads_done != on_grads_done) return model->total;
+    model->grads_done = NULL, model->grads_done_arg = NULL;
+    return o->tp_from;
+}
+
+void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr, float scale) {
+    launch_buckets_from(o, model, gr, 0);
+    o->launched_from = model->nbuckets; /* the next step starts again */
+    if (o->comm) {                      /* the model's stream reads the reduced gradients next */
+        dev_event_record(o->done, o->comm);
+        if (!o->test_skip_wait) dev_stream_wait_event(model->stream, o->done);
+    }
+    if (scale == 1.0f) return;
+    if (o->norm_armed && o->norm_valid) { /* the backward pass's sums are of the gradients before this */
+        o->norm_valid = false;
+        dev_event_record(o->norm_summed, o->ahead); /* and may still be reading them */
+        dev_stream_wait_event(model->stream, o->norm_summed);
+    }
+    const tr_buf g = tr_buf_make(model->grads, model->dims.grad_dt);
+    for (int k = 0; k < o->nseg; k++) kern_scale(model->stream, tr_buf_at(g, o->segs[k].begin), scale, o->segs[k].len);
+}
+
+
 double optim_grad_norm(tr_optimizer *o, llama_model *model, const tr_grid *grid, const tr_groups *gr) {
-    dev_memset_zero(model->stream, o->norm_accum, sizeof(float));
-    const bool tp_leader = !grid || grid->coord[TR_AXIS_TP] == 0;
-    const tr_buf grads = tr_buf_make(model->grads, model->dims.grad_dt);
-    for (int k = 0; k < o->nseg; k++) { /* replicated parameters counted once, on TP rank 0 */
-        kern_range *ranges;
-        const int nr = seg_ranges(model, o->segs[k], o->weight_decay, tp_leader, RANGES_ALL, &ranges);
-        kern_sum_squares_ranges(model->stream, o->norm_accum, tr_buf_at(grads, o->segs[k].begin), ranges, nr);
-        free(ranges);
+    const bool tp_leader = !grid || grid->coord[TR_AXIS_TP] == 0; /* replicated parameters counted once */
+    if (o->norm_armed) { /* the backward pass summed from norm_from up on `ahead` */
+        o->norm_armed = false;
+        if (o->norm_valid) sum_squares_window(o, model, o->ahead, 0, o->norm_from, tp_leader);
+        dev_event_record(o->norm_summed, o->ahead);
+        dev_stream_wait_event(model->stream, o->norm_summed);
+        if (!o->norm_valid) { /* the gradients changed since: the sums again, here */
+            dev_memset_zero(model->stream, o->norm_accum, sizeof(float));
+            sum_squares_window(o, model, model->stream, 0, SIZE_MAX, tp_leader);
+        }
+    } else {
+        dev_memset_zero(model->stream, o->norm_accum, sizeof(float));
+        sum_squares_window(o, model, model->stream, 0, SIZE_MAX, tp_leader);
     }
     if (gr) {
         /* TP and PP ranks hold different parameters; distributed DP ranks different shards */

@@ -59,6 +59,16 @@ typedef struct tr_optimizer {
     size_t *chunk_end;      /* [nchunks] ascending element offsets; the last total_alloc */
     dev_event **chunk_done; /* [nchunks] */
     int chunk_waited;       /* chunks [0, chunk_waited) waited for; nchunks: nothing in flight */
+    /* The grad norm's sums during the last micro-batch's backward pass (with the step ahead, one rank
+     * holding whole gradients: no TP, DP or CP reduction after the backward; TWINRUN_NORM_AHEAD=0 turns it
+     * off): each part's squares summed on `ahead` as soon as the backward has written it, highest first
+     * (kern_sum_squares_ranges' order, so the same bits as one sum afterwards). */
+    bool norm_ahead;
+    bool norm_armed;        /* this step's sums were started (optim_arm_overlap) */
+    bool norm_valid;        /* and no gradient changed since (a scale in optim_reduce_grads) */
+    size_t norm_from;       /* gradients at offsets >= this are summed into norm_accum */
+    dev_event *norm_ready;  /* the model's stream -> ahead: a part written */
+    dev_event *norm_summed; /* ahead -> the model's stream: the sums done */
     float *m, *v;           /* [shard_len] fp32 moments */
     size_t state_bytes;     /* device memory m and v took (the device's count) */
     float *norm_accum;      /* [1] fp32 on the device */
@@ -84,7 +94,8 @@ void optim_destroy(tr_optimizer *o, llama_model *model);
 void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr, float scale);
 
 /* Before the last micro-batch's backward pass: with --overlap-grad-reduce, its callbacks reduce the
- * TP-replicated gradients and start each bucket's reduction as soon as it is written; otherwise nothing. */
+ * TP-replicated gradients and start each bucket's reduction as soon as it is written; with the norm's
+ * sums ahead (tr_optimizer.norm_ahead), they sum each part's squares; otherwise nothing. */
 void optim_arm_overlap(tr_optimizer *o, llama_model *model, const tr_groups *gr);
 /* After it: no more callbacks. The TP-replicated gradients below the returned offset still need their
  * TP reduction (llama_sp_reduce_norm_grads_range(model, 0, it)); model->total when nothing was armed. */

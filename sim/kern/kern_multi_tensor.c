@@ -7,7 +7,7 @@
 
 void kern_sum_squares_ranges(dev_stream *s, float *out, tr_buf x, const kern_range *ranges, int nranges) {
     kern_sum_squares_ranges_check(s, out, x, ranges, nranges);
-    for (int r = 0; r < nranges; r++)
+    for (int r = nranges - 1; r >= 0; r--) /* the last range first (twinrun/kern.h) */
         kern_sum_squares(s, out, tr_buf_at(x, ranges[r].begin), ranges[r].end - ranges[r].begin);
 }
 

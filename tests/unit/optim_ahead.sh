@@ -7,6 +7,9 @@
 #             simulated step shorter ahead (the twin times the optimizer's stream on its own clock: the
 #             chunks ran there)
 #   layouts   fp32, PP2 x DP2 (not distributed) in one process: bit for bit
+#   norm      the grad norm's sums during the backward pass (TWINRUN_NORM_AHEAD=0: after it, on the
+#             model's stream): metrics bit for bit, with per-token loss too (its scale of the gradients
+#             after the backward makes the optimizer sum them again), and the simulated step shorter
 #   share     the multiprocessors the forward's GEMMs leave the update (TWINRUN_BACKGROUND_SMS): the
 #             simulated step grows with the share, below the step without the update ahead; the bits
 #             stay; a share over half the device is refused with the range
@@ -56,6 +59,21 @@ layouts)
     done
     [ "$(wc -l <pp1.jsonl)" -eq 6 ] || fail "iterations missing"
     [ "$(bits pp0.jsonl)" = "$(bits pp1.jsonl)" ] || fail "PP2 x DP2: the step ahead changed the metrics"
+    ;;
+norm)
+    m="$model --bf16 --untie-embeddings-and-output-weights --eval-iters 0"
+    for a in 0 1; do
+        expect_rc 0 env TWINRUN_TWIN_DEVICE=H100 TWINRUN_NORM_AHEAD=$a "$bin/train_llama3" $m --train-iters 6 \
+            --metrics-jsonl norm$a.jsonl
+        expect_rc 0 env TWINRUN_NORM_AHEAD=$a "$bin/train_llama3" $m --train-iters 4 --calculate-per-token-loss \
+            --metrics-jsonl tok$a.jsonl
+    done
+    [ "$(wc -l <norm1.jsonl)" -eq 6 ] && [ "$(wc -l <tok1.jsonl)" -eq 4 ] || fail "iterations missing"
+    [ "$(bits norm0.jsonl)" = "$(bits norm1.jsonl)" ] || fail "the norm's sums during the backward changed the metrics"
+    [ "$(bits tok0.jsonl)" = "$(bits tok1.jsonl)" ] || fail "per-token loss: the norm ahead changed the metrics"
+    python3 -c 'import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))' "$(ms norm1.jsonl)" \
+        "$(ms norm0.jsonl)" || fail "the simulated step with the norm's sums ahead ($(ms norm1.jsonl) ms) is not" \
+        "shorter than without ($(ms norm0.jsonl) ms): they did not run beside the backward pass"
     ;;
 share)
     # the GEMMs beside the update keep the device's multiprocessors less TWINRUN_BACKGROUND_SMS (the

@@ -2,7 +2,9 @@
  * 300 ranges of mixed sizes (more than one launch's chunk on a GPU), gaps between ranges that must
  * stay untouched, empty ranges, two weight decays, bf16 gradients and model copy. AdamW must match
  * bit for bit (the same arithmetic per element); the sum of squares to fp32 rounding (a GPU sums in
- * another order; the twin, range by range, gives the same bits). */
+ * another order; the twin, range by range from the last, gives the same bits). The sum over every range
+ * in one call and in calls over pieces of them, the highest piece first (the grad norm's sums during the
+ * backward pass), give the same bits on every backend. */
 #include "common/fixture_kern.h"
 
 enum { NR = 300 };
@@ -30,7 +32,7 @@ static void test_sum_squares_ranges_is_the_sum_of_the_ranges(void **state) {
         tr_buf dx = kt_upload(x, n, dt);
         float *acc = kt_upload_f32((float[]){0.5f}, 1), *acc_ref = kt_upload_f32((float[]){0.5f}, 1);
         kern_sum_squares_ranges(kt_s, acc, dx, r, NR);
-        for (int i = 0; i < NR; i++) kern_sum_squares(kt_s, acc_ref, tr_buf_at(dx, r[i].begin), r[i].end - r[i].begin);
+        for (int i = NR - 1; i >= 0; i--) kern_sum_squares(kt_s, acc_ref, tr_buf_at(dx, r[i].begin), r[i].end - r[i].begin);
         float got, want;
         kt_download_f32(&got, acc, 1);
         kt_download_f32(&want, acc_ref, 1);
@@ -38,6 +40,32 @@ static void test_sum_squares_ranges_is_the_sum_of_the_ranges(void **state) {
         if (kt_backend_is_twin()) assert_memory_equal(&got, &want, sizeof got);
         else assert_true(fabs((double)got - (double)want) <= 1e-5 * fabs((double)want));
         kt_free(acc_ref), kt_free(acc), kt_free(dx.p);
+    }
+    free(x);
+}
+
+static void test_sum_squares_ranges_in_pieces_is_one_call(void **state) {
+    (void)state;
+    kt_rng rng = kt_rng_make(83);
+    kern_range r[NR];
+    const size_t n = make_ranges(r, &rng);
+    float *x = kt_host(n);
+    kt_fill(&rng, x, n, 2.0f);
+    /* cuts within and across a GPU launch's chunk of ranges, the highest piece summed first */
+    const int cuts[] = {NR, 297, 290, 200, 130, 128, 127, 5, 1, 0};
+    for (int dti = 0; dti < 2; dti++) {
+        const tr_dtype dt = dti ? TR_BF16 : TR_F32;
+        tr_buf dx = kt_upload(x, n, dt);
+        float *whole = kt_upload_f32((float[]){0.25f}, 1), *pieces = kt_upload_f32((float[]){0.25f}, 1);
+        kern_sum_squares_ranges(kt_s, whole, dx, r, NR);
+        for (int c = 0; c + 1 < (int)(sizeof cuts / sizeof cuts[0]); c++)
+            kern_sum_squares_ranges(kt_s, pieces, dx, r + cuts[c + 1], cuts[c] - cuts[c + 1]);
+        float a, b;
+        kt_download_f32(&a, whole, 1);
+        kt_download_f32(&b, pieces, 1);
+        printf("  sum_squares_ranges %s: one call %.9g, in pieces %.9g\n", tr_dtype_name(dt), (double)a, (double)b);
+        assert_memory_equal(&a, &b, sizeof a);
+        kt_free(pieces), kt_free(whole), kt_free(dx.p);
     }
     free(x);
 }
@@ -103,6 +131,7 @@ static void test_adamw_ranges_is_adamw_per_range(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sum_squares_ranges_is_the_sum_of_the_ranges),
+        cmocka_unit_test(test_sum_squares_ranges_in_pieces_is_one_call),
         cmocka_unit_test(test_adamw_ranges_is_adamw_per_range),
     };
     return cmocka_run_group_tests(tests, kt_setup, kt_teardown);

@@ -221,7 +221,10 @@ typedef struct kern_range {
     float weight_decay;
 } kern_range;
 
-/* out[0] += sum of x[i]^2 over each range in turn: the same as kern_sum_squares range by range. */
+/* out[0] += sum of x[i]^2 over each range in turn, the last range first: the same as kern_sum_squares
+ * range by range, from the last to the first. Descending, as a backward pass finishes the parameters:
+ * the grad norm sums each layer's gradients as soon as they are written, and one call over every range
+ * gives the same bits as calls over consecutive pieces of them, the highest piece first. */
 void kern_sum_squares_ranges(dev_stream *s, float *out, tr_buf x, const kern_range *ranges, int nranges);
 /* kern_adamw_update of every range (each with its own weight decay; ad->weight_decay is unused);
  * master (or master_rem), model, grad, m and v are all indexed by the ranges' element indices. */
