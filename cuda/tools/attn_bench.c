@@ -12,13 +12,16 @@
  * runs are compared, and "bits" says whether the two gave the same bits. Exits 1 when a comparison fails or a deterministic path is not.
  *
  * Output: one line per (shape, path), "attn path D T B fwd_ms bwd_ms fwd_tflops bwd_tflops rel_l2
- * bits", which lab/attn_bench.sh puts beside torch's SDPA backends. */
+ * bits", which lab/attn_bench.sh puts beside torch's SDPA backends; and "host path D T B enqueue fwd
+ * .. us bwd .. us a call": the host's time to enqueue a call, which the event times include when it is
+ * not below them (the GPU idles between calls). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench_time.h"
 #include "cuda_dev.h"
@@ -105,6 +108,19 @@ static double time_ms(void (*f)(void *), problem *p) {
     float ms[RUNS];
     tr_cu_bench_times(g_s, WARMUP, RUNS, f, p, ms);
     return ms[RUNS / 2];
+}
+
+/* The host's microseconds a call of f(p) takes to enqueue, over RUNS calls without a wait: a path whose
+ * calls wait for the GPU (or enqueue slower than it runs) shows here near its event time, and the GPU
+ * then idles between calls, which the event time counts. */
+static double host_us(void (*f)(void *), problem *p) {
+    dev_stream_sync(g_s);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int i = 0; i < RUNS; i++) f(p);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    dev_stream_sync(g_s);
+    return ((double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) * 1e-3) / RUNS;
 }
 
 /* host copies of out, dq, dk, dv (bf16) after one forward and backward */
@@ -211,6 +227,8 @@ int main(int argc, char **argv) {
                        "bits %s%s\n",
                        paths[pi], p.D, p.T, p.B, fwd, bwd, flops / fwd * 1e-9, 2.5 * flops / bwd * 1e-9, rel,
                        bits ? "same" : "differ", bad ? "  FAILED" : "");
+                printf("host %-9s D %3d T %5d B %d enqueue fwd %8.1f us bwd %8.1f us a call\n", paths[pi], p.D, p.T,
+                       p.B, host_us(forward, &p), host_us(backward, &p));
                 fflush(stdout);
                 if (pi == 0) ref = a;
                 else outputs_free(&a);
