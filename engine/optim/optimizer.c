@@ -146,7 +146,8 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_gr
     /* the grad norm's sums during the backward pass need gradients final when written: no TP reduction of
      * the norms' (sequence parallelism, --qk-layernorm) and no DP or CP reduction after the backward */
     const char *norm_env = getenv("TWINRUN_NORM_AHEAD");
-    const bool one_holder = !grid || (grid->size[TR_AXIS_TP] == 1 && grid->size[TR_AXIS_DP] * grid->size[TR_AXIS_CP] == 1);
+    const bool one_holder =
+        !grid || (grid->size[TR_AXIS_TP] == 1 && grid->size[TR_AXIS_DP] * grid->size[TR_AXIS_CP] == 1);
     if (o->ahead && !o->comm && one_holder && !(norm_env && strcmp(norm_env, "0") == 0)) {
         o->norm_ahead = true;
         o->norm_ready = dev_event_create(model->dev);
@@ -331,7 +332,6 @@ void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr
     const tr_buf g = tr_buf_make(model->grads, model->dims.grad_dt);
     for (int k = 0; k < o->nseg; k++) kern_scale(model->stream, tr_buf_at(g, o->segs[k].begin), scale, o->segs[k].len);
 }
-
 
 double optim_grad_norm(tr_optimizer *o, llama_model *model, const tr_grid *grid, const tr_groups *gr) {
     const bool tp_leader = !grid || grid->coord[TR_AXIS_TP] == 0; /* replicated parameters counted once */

@@ -32,7 +32,8 @@ static void test_sum_squares_ranges_is_the_sum_of_the_ranges(void **state) {
         tr_buf dx = kt_upload(x, n, dt);
         float *acc = kt_upload_f32((float[]){0.5f}, 1), *acc_ref = kt_upload_f32((float[]){0.5f}, 1);
         kern_sum_squares_ranges(kt_s, acc, dx, r, NR);
-        for (int i = NR - 1; i >= 0; i--) kern_sum_squares(kt_s, acc_ref, tr_buf_at(dx, r[i].begin), r[i].end - r[i].begin);
+        for (int i = NR - 1; i >= 0; i--)
+            kern_sum_squares(kt_s, acc_ref, tr_buf_at(dx, r[i].begin), r[i].end - r[i].begin);
         float got, want;
         kt_download_f32(&got, acc, 1);
         kt_download_f32(&want, acc_ref, 1);
