@@ -313,6 +313,11 @@ void optim_arm_overlap(tr_optimizer *o, llama_model *model, const tr_groups *gr)
 size_t optim_disarm_overlap(tr_optimizer *o, llama_model *model) {
     if (!o || model->grads_done != on_grads_done) return model->total;
     model->grads_done = NULL, model->grads_done_arg = NULL;
+    if (o->norm_armed) { /* whatever the model's stream does next to the gradients (the norm's read, a
+                          * scale, a test's zeroing) comes after the sums have read them */
+        dev_event_record(o->norm_summed, o->ahead);
+        dev_stream_wait_event(model->stream, o->norm_summed);
+    }
     return o->tp_from;
 }
 
@@ -324,11 +329,7 @@ void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr
         if (!o->test_skip_wait) dev_stream_wait_event(model->stream, o->done);
     }
     if (scale == 1.0f) return;
-    if (o->norm_armed && o->norm_valid) { /* the backward pass's sums are of the gradients before this */
-        o->norm_valid = false;
-        dev_event_record(o->norm_summed, o->ahead); /* and may still be reading them */
-        dev_stream_wait_event(model->stream, o->norm_summed);
-    }
+    o->norm_valid = false; /* the backward pass's sums (done: optim_disarm_overlap) are of the gradients before this */
     const tr_buf g = tr_buf_make(model->grads, model->dims.grad_dt);
     for (int k = 0; k < o->nseg; k++) kern_scale(model->stream, tr_buf_at(g, o->segs[k].begin), scale, o->segs[k].len);
 }

@@ -97,8 +97,9 @@ void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr
  * TP-replicated gradients and start each bucket's reduction as soon as it is written; with the norm's
  * sums ahead (tr_optimizer.norm_ahead), they sum each part's squares; otherwise nothing. */
 void optim_arm_overlap(tr_optimizer *o, llama_model *model, const tr_groups *gr);
-/* After it: no more callbacks. The TP-replicated gradients below the returned offset still need their
- * TP reduction (llama_sp_reduce_norm_grads_range(model, 0, it)); model->total when nothing was armed. */
+/* After it: no more callbacks, and the model's stream waits for the norm's sums (they read the
+ * gradients). The TP-replicated gradients below the returned offset still need their TP reduction
+ * (llama_sp_reduce_norm_grads_range(model, 0, it)); model->total when nothing was armed. */
 size_t optim_disarm_overlap(tr_optimizer *o, llama_model *model);
 /* With --overlap-param-gather, the step's parameter all-gathers may still be running: makes the model's
  * stream wait for all of them. Call before anything but the training forward pass reads the parameters
