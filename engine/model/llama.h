@@ -220,6 +220,8 @@ typedef struct llama_model {
     size_t (*grad_zero_runs)[2]; /* [n_grad_zero_runs] element ranges llama_begin_grads zeroes: all but the lazy */
     int n_grad_zero_runs;
     bool grad_zero_pending; /* llama_begin_grads' zeroing not done yet: the first backward of the step does it */
+    bool grad_zeroed_ahead; /* the optimizer's step ahead zeroed those runs behind its update
+                             * (llama_zero_grad_runs): the next llama_begin_grads has nothing to zero */
     int16_t *master_rem;    /* [master_len] in bf16 with --store-param-remainders (the default): the fp32 master's
                             lower halves, whose upper halves are params' (twinrun/master_split.h); master NULL */
     size_t master_begin, master_len; /* (0, total_alloc), or the optimizer's shard (layout.opt_shard) in bf16 */
@@ -402,6 +404,10 @@ void llama_begin_grads(llama_model *m);
 void llama_settle_grads(llama_model *m, size_t watermark);
 /* llama_begin_grads' zeroing, if not done yet this step (the backward pass calls it first). */
 void llama_zero_pending_grads(llama_model *m);
+/* llama_begin_grads' zeroing of the elements in [lo, hi), on stream s: the optimizer's step ahead zeroes
+ * each chunk's gradients right after updating it, beside the next forward pass, and then sets
+ * m->grad_zeroed_ahead (the forward pass waits for every chunk, so the backward finds them zero). */
+void llama_zero_grad_runs(llama_model *m, dev_stream *s, size_t lo, size_t hi);
 
 /* Hugging Face keeps the fused fc1 (mlp.gate_up_proj.weight or .bias) as two tensors: HF's name of
  * half `half` (0: gate_proj rows, 1: up_proj rows) into out. false for any other parameter. */

@@ -793,7 +793,8 @@ static void plan_lazy_grads(llama_model *m) {
 
 void llama_begin_grads(llama_model *m) {
     if (!m->grad_lazy) plan_lazy_grads(m);
-    m->grad_zero_pending = true;
+    m->grad_zero_pending = !m->grad_zeroed_ahead;
+    m->grad_zeroed_ahead = false;
     for (int i = 0; i < m->nparams; i++) m->grad_fresh[i] = m->grad_lazy[i] && m->params_tab[i].numel > 0;
 }
 
@@ -805,6 +806,16 @@ void llama_zero_pending_grads(llama_model *m) {
     for (int r = 0; r < m->n_grad_zero_runs; r++)
         dev_memset_zero(m->stream, (char *)m->grads + m->grad_zero_runs[r][0] * es,
                         (m->grad_zero_runs[r][1] - m->grad_zero_runs[r][0]) * es);
+}
+
+void llama_zero_grad_runs(llama_model *m, dev_stream *s, size_t lo, size_t hi) {
+    if (!m->grad_lazy) plan_lazy_grads(m);
+    const size_t es = tr_dtype_size(m->dims.grad_dt);
+    for (int r = 0; r < m->n_grad_zero_runs; r++) {
+        const size_t b = m->grad_zero_runs[r][0] > lo ? m->grad_zero_runs[r][0] : lo;
+        const size_t e = m->grad_zero_runs[r][1] < hi ? m->grad_zero_runs[r][1] : hi;
+        if (b < e) dev_memset_zero(s, (char *)m->grads + b * es, (e - b) * es);
+    }
 }
 
 void llama_settle_grads(llama_model *m, size_t watermark) {

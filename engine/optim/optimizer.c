@@ -412,9 +412,13 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
                 free(ranges);
             }
         }
-        if (o->ahead) dev_event_record(o->chunk_done[c], o->ahead);
+        if (o->ahead) { /* the chunk's gradients are read: the next step's zeroing of them, here too */
+            llama_zero_grad_runs(model, o->ahead, wlo, whi);
+            dev_event_record(o->chunk_done[c], o->ahead);
+        }
     }
     if (o->ahead) {
+        model->grad_zeroed_ahead = true;
         o->chunk_waited = 0;
         model->params_needed = on_chunks_needed, model->params_needed_arg = o;
         dev_stream_set_background(o->ahead, true); /* the forward's GEMMs leave the update a share */
