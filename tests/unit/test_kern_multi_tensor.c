@@ -20,13 +20,20 @@ static size_t make_ranges(kern_range *r, kt_rng *rng) {
     return at + 3;
 }
 
+/* The ranges of make_ranges over a host buffer of *n values, uniform in [-2, 2), from seed. */
+static float *ranges_and_values(uint64_t seed, kern_range r[NR], size_t *n) {
+    kt_rng rng = kt_rng_make(seed);
+    *n = make_ranges(r, &rng);
+    float *x = kt_host(*n);
+    kt_fill(&rng, x, *n, 2.0f);
+    return x;
+}
+
 static void test_sum_squares_ranges_is_the_sum_of_the_ranges(void **state) {
     (void)state;
-    kt_rng rng = kt_rng_make(81);
     kern_range r[NR];
-    const size_t n = make_ranges(r, &rng);
-    float *x = kt_host(n);
-    kt_fill(&rng, x, n, 2.0f);
+    size_t n;
+    float *x = ranges_and_values(81, r, &n);
     for (int dti = 0; dti < 2; dti++) {
         const tr_dtype dt = dti ? TR_BF16 : TR_F32;
         tr_buf dx = kt_upload(x, n, dt);
@@ -47,11 +54,9 @@ static void test_sum_squares_ranges_is_the_sum_of_the_ranges(void **state) {
 
 static void test_sum_squares_ranges_in_pieces_is_one_call(void **state) {
     (void)state;
-    kt_rng rng = kt_rng_make(83);
     kern_range r[NR];
-    const size_t n = make_ranges(r, &rng);
-    float *x = kt_host(n);
-    kt_fill(&rng, x, n, 2.0f);
+    size_t n;
+    float *x = ranges_and_values(83, r, &n);
     /* cuts within and across a GPU launch's chunk of ranges, the highest piece summed first */
     const int cuts[] = {NR, 297, 290, 200, 130, 128, 127, 5, 1, 0};
     for (int dti = 0; dti < 2; dti++) {
