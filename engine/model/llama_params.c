@@ -820,6 +820,7 @@ void llama_zero_grad_runs(llama_model *m, dev_stream *s, size_t lo, size_t hi) {
 
 void llama_settle_grads(llama_model *m, size_t watermark) {
     if (!m->grad_fresh) return;
+    llama_params_settle(m); /* a step that ends before its forward pass: the update may still read them */
     llama_zero_pending_grads(m);
     const size_t es = tr_dtype_size(m->dims.grad_dt);
     for (int i = 0; i < m->nparams; i++) {

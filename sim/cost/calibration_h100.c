@@ -33,9 +33,9 @@ const twin_calibration twin_calibration_h100 = {
             /* add: efficiency over 2 rows, latency fixed */
             [TWIN_K_ADD] = {4e-06, 1, 1.014, false},
             /* scale: not measured: the pooled memory-bound fit */
-            [TWIN_K_SCALE] = {4e-06, 1, 0.6415, false},
+            [TWIN_K_SCALE] = {4e-06, 1, 0.6416, false},
             /* cast: not measured: the pooled memory-bound fit */
-            [TWIN_K_CAST] = {4e-06, 1, 0.6415, false},
+            [TWIN_K_CAST] = {4e-06, 1, 0.6416, false},
             /* sum_squares: latency and efficiency fitted over 2 rows */
             [TWIN_K_SUM_SQUARES] = {8.094e-06, 1, 0.8566, false},
             /* adamw_update: efficiency over 2 rows, latency fixed */
@@ -53,16 +53,16 @@ const twin_calibration twin_calibration_h100 = {
             /* ce_slice_backward: efficiency over 2 rows, latency fixed */
             [TWIN_K_CE_BWD] = {4e-06, 1, 0.6391, false},
             /* cross_entropy_forward: not measured: the pooled memory-bound fit */
-            [TWIN_K_XENT_FWD] = {4e-06, 1, 0.6415, false},
+            [TWIN_K_XENT_FWD] = {4e-06, 1, 0.6416, false},
             /* cross_entropy_backward: not measured: the pooled memory-bound fit */
-            [TWIN_K_XENT_BWD] = {4e-06, 1, 0.6415, false},
+            [TWIN_K_XENT_BWD] = {4e-06, 1, 0.6416, false},
             /* memset: latency and efficiency fitted over 2 rows */
-            [TWIN_K_MEMSET] = {4.362e-06, 1, 0.9715, false},
+            [TWIN_K_MEMSET] = {4.23e-06, 1, 0.9738, false},
             /* gemm_fp8: not measured: gemm's */
             [TWIN_K_GEMM_FP8] = {1.557e-05, 0.7464, 1, false},
             /* fp8_quantize: not measured: the pooled memory-bound fit */
-            [TWIN_K_FP8_QUANTIZE] = {4e-06, 1, 0.6415, false},
+            [TWIN_K_FP8_QUANTIZE] = {4e-06, 1, 0.6416, false},
             /* fp8_scale_update: not measured: the pooled memory-bound fit */
-            [TWIN_K_FP8_SCALE_UPDATE] = {4e-06, 1, 0.6415, false},
+            [TWIN_K_FP8_SCALE_UPDATE] = {4e-06, 1, 0.6416, false},
         },
 };
