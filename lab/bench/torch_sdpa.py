@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """torch SDPA's cuDNN and flash backends at attn_bench's shapes (causal, 32 query heads / 8 groups,
-bf16, [B, T, H, D] tensors seen as [B, H, T, D], as twinrun lays them out), timed like attn_bench:
+bf16, [B, T, H, D] tensors seen as [B, H, T, D], as twinrun lays them out: q, k, v and the output's
+gradient, which is also how a Hugging Face Llama's backward hands it to SDPA), timed like attn_bench:
 CUDA events around each call, the median of 15 after 3 warm-ups; the backward alone (autograd.grad
 on a kept graph). Prints "attn torch-<backend> D .. T .. B .. fwd .. ms bwd .. ms .. / .. TFLOP/s"
 lines; lab/attn_bench.sh puts them beside twinrun's."""
@@ -31,7 +32,7 @@ def bench(backend, name, B, T, D):
     mk = lambda h: (torch.rand(B, T, h, D, device="cuda", generator=g, dtype=torch.float32) * 2 - 1).to(
         torch.bfloat16).transpose(1, 2).requires_grad_()
     q, k, v = mk(NH), mk(KV), mk(KV)
-    dout = (torch.rand(B, NH, T, D, device="cuda", generator=g) * 2 - 1).to(torch.bfloat16)
+    dout = (torch.rand(B, T, NH, D, device="cuda", generator=g) * 2 - 1).to(torch.bfloat16).transpose(1, 2)
     gqa = True
     with sdpa_kernel([backend]):
         try:
