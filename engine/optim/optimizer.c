@@ -336,19 +336,15 @@ void optim_reduce_grads(tr_optimizer *o, llama_model *model, const tr_groups *gr
 
 double optim_grad_norm(tr_optimizer *o, llama_model *model, const tr_grid *grid, const tr_groups *gr) {
     const bool tp_leader = !grid || grid->coord[TR_AXIS_TP] == 0; /* replicated parameters counted once */
-    if (o->norm_armed) { /* the backward pass summed from norm_from up on `ahead` */
-        o->norm_armed = false;
-        if (o->norm_valid) sum_squares_window(o, model, o->ahead, 0, o->norm_from, tp_leader);
-        dev_event_record(o->norm_summed, o->ahead);
-        dev_stream_wait_event(model->stream, o->norm_summed);
-        if (!o->norm_valid) { /* the gradients changed since: the sums again, here */
-            dev_memset_zero(model->stream, o->norm_accum, sizeof(float));
-            sum_squares_window(o, model, model->stream, 0, SIZE_MAX, tp_leader);
-        }
-    } else {
+    /* the backward pass summed from norm_from up on `ahead`, and the model's stream waited for them
+     * (optim_disarm_overlap): what is left continues the sum here, in the same order */
+    if (o->norm_armed && o->norm_valid) {
+        sum_squares_window(o, model, model->stream, 0, o->norm_from, tp_leader);
+    } else { /* no sums ahead, or the gradients changed since (a scale): all of them, here */
         dev_memset_zero(model->stream, o->norm_accum, sizeof(float));
         sum_squares_window(o, model, model->stream, 0, SIZE_MAX, tp_leader);
     }
+    o->norm_armed = false;
     if (gr) {
         /* TP and PP ranks hold different parameters; distributed DP ranks different shards */
         coll_all_reduce(gr->tp, model->stream, o->norm_accum, o->norm_accum, 1, TR_F32, COLL_SUM);
