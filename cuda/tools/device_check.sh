@@ -73,11 +73,33 @@ if command -v compute-sanitizer >/dev/null; then
         echo "memcheck $t rc=$rc"
         want "memcheck $t" 0 $rc
     done
+    # racecheck twice per test: with twinrun's own attention kernels forced (TWINRUN_ATTENTION=flash),
+    # which must be clean; and with the default path, where cuDNN's generated sm90 kernels order their
+    # shared memory through TMA and mbarriers that racecheck does not model (cuda/README.md, "Sanitizers
+    # and cuDNN"): there every reported access must be inside a cuDNN kernel, any other is a failure
     for t in test_kern_attention test_kern_cp; do
-        timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 "$B/tests/$t" >>"$OUT/sanitizer.log" 2>&1
+        TWINRUN_ATTENTION=flash timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 "$B/tests/$t" \
+            >>"$OUT/sanitizer.log" 2>&1
         rc=$?
-        echo "racecheck $t rc=$rc"
-        want "racecheck $t" 0 $rc
+        echo "racecheck $t (twinrun's kernels) rc=$rc"
+        want "racecheck $t (TWINRUN_ATTENTION=flash)" 0 $rc
+        timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 "$B/tests/$t" >"$OUT/racecheck_$t.log" 2>&1
+        rc=$?
+        cat "$OUT/racecheck_$t.log" >>"$OUT/sanitizer.log"
+        if [ $rc -eq 9 ]; then
+            # "... access at 0x.. in [file:line:]kernel(args)": the kernels the hazards were found in
+            sed -nE 's/.* access at 0x[0-9a-fA-F]+ in (.*)$/\1/p' "$OUT/racecheck_$t.log" | sort -u >"$OUT/racecheck_$t.kernels"
+            if [ -s "$OUT/racecheck_$t.kernels" ] && ! grep -qvE 'sdpa|cudnn' "$OUT/racecheck_$t.kernels"; then
+                echo "racecheck $t (default path): hazards only inside cuDNN's kernels ($(wc -l <"$OUT/racecheck_$t.kernels") names)"
+                rc=0
+            else
+                echo "racecheck $t (default path): hazards outside cuDNN's kernels:"
+                grep -vE 'sdpa|cudnn' "$OUT/racecheck_$t.kernels" | head -5
+            fi
+        else
+            echo "racecheck $t (default path) rc=$rc"
+        fi
+        want "racecheck $t (default path)" 0 $rc
     done
 fi
 

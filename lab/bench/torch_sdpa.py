@@ -2,8 +2,8 @@
 """torch SDPA's cuDNN and flash backends at attn_bench's shapes (causal, 32 query heads / 8 groups,
 bf16, [B, T, H, D] tensors seen as [B, H, T, D], as twinrun lays them out: q, k, v and the output's
 gradient, which is also how a Hugging Face Llama's backward hands it to SDPA), timed like attn_bench:
-CUDA events around each call, the median of 15 after 3 warm-ups; the backward alone (autograd.grad
-on a kept graph). Prints "attn torch-<backend> D .. T .. B .. fwd .. ms bwd .. ms .. / .. TFLOP/s"
+CUDA events around each call, the median of 15 after 3 warm-ups; the forward with autograd on (the
+training forward, which keeps the log-sum-exp), the backward alone (autograd.grad on a kept graph). Prints "attn torch-<backend> D .. T .. B .. fwd .. ms bwd .. ms .. / .. TFLOP/s"
 lines; lab/attn_bench.sh puts them beside twinrun's."""
 import sys
 
@@ -45,8 +45,9 @@ def bench(backend, name, B, T, D):
             vv = v.repeat_interleave(NH // KV, dim=1)
             f = lambda: F.scaled_dot_product_attention(q, kk, vv, is_causal=True)
             out = f()
-        with torch.no_grad():
-            fwd = median_ms(f)
+        # the forward as training runs it: with autograd on, so the backend also writes the softmax's
+        # log-sum-exp for the backward (under no_grad cuDNN runs its inference variant, which does not)
+        fwd = median_ms(f)
         bwd = median_ms(lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True))
     flops = 4.0 * B * NH * T * T * D / 2
     print(f"attn {name:<13} D {D:3d} T {T:5d} B {B} fwd {fwd:8.3f} ms bwd {bwd:8.3f} ms  "
