@@ -52,6 +52,7 @@ static const twin_device_spec specs[] = {
         .net_latency = 5e-6,
         .launch_overhead = 4e-6,
         .sms = 132,
+        .background_rate = 0.57, /* assumed: H100-cal's fit (the same multiprocessors); not measured on an H200 */
         .source = "NVIDIA H200 Tensor Core GPU datasheet (SXM column); memory: nvidia-smi's total (143771 MiB); "
                   "network: ConnectX-7 NDR 400 Gb/s",
         .cal = &twin_calibration_h200, /* kernel efficiencies fitted to the real build on an H200 */
@@ -109,6 +110,9 @@ static const twin_device_spec specs[] = {
         .net_latency = 5e-6,
         .launch_overhead = 4e-6,
         .sms = 132,
+        /* fitted to the 70B and 8B seeds' layers' steps on one H100 at c07c30e, the 1.5B configs held out
+         * (lab/calib/fit_background_rate.py docs/results/calibration/h100-2026-12-07) */
+        .background_rate = 0.57,
         .source = "NVIDIA H100 Tensor Core GPU datasheet (SXM5 column); kernel efficiencies fitted on an H100 "
                   "80GB HBM3 (docs/results/calibration/h100-2026-12-06)",
         .cal = &twin_calibration_h100,

@@ -52,6 +52,8 @@ struct dev_device {
     bool deterministic;                 /* dev_set_deterministic: recorded, changes nothing here */
     bool capacity_from_spec;            /* capacity is the spec's memory (not set by the caller) */
     int background_sms;                 /* while a background stream is active: what the GEMMs leave it */
+    int background_id;                  /* the stream dev_stream_set_background named; 0: none */
+    double background_rate;             /* its kernels' speed beside the model's: 1 full (dev_streams.c) */
     shape_heap shape;                   /* shape-only allocations */
     twin_ledger *ledger;                /* TWINRUN_TWIN_PROFILE's, for one rank (cost_ledger.h) */
     twin_streams *streams;              /* NULL until dev_stream_create: the default stream alone */

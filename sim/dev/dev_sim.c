@@ -255,6 +255,7 @@ void twin_cost_kernel(dev_stream *s, const twin_kernel_cost *kc) {
     twin_rank *r = d->owner;
     if (s->id) { /* a side stream: its own clock; the host's stays (dev_streams.c). Not traced yet. */
         const double t0 = twin_stream_start(s);
+        if (s->id == d->background_id) seconds /= d->background_rate; /* it yields (dev_streams.c) */
         s->clock = t0 + seconds * twin_jitter(r->rng ^ (uint64_t)(t0 * 1e9));
         return;
     }

@@ -73,12 +73,36 @@ void dev_stream_set_name(dev_stream *s, const char *name) {
     snprintf(sl->name, sizeof sl->name, "%s", name ? name : "");
 }
 
-/* A side stream's work already runs beside the default stream's in simulated time; what the GPU gives up
- * for it is the multiprocessors its GEMMs leave free meanwhile (twin_cost_kernel charges them). */
+/* The speed of a background stream's kernels beside the model stream's, as a fraction of their own cost:
+ * TWINRUN_TWIN_BACKGROUND_RATE (a what-if, and the fit's knob: lab/calib/fit_background_rate.py), else
+ * the spec's measured figure, else 1 (an uncalibrated spec: full speed, the roofline's optimism). */
+static double background_rate(const twin_device_spec *spec) {
+    const char *env = getenv("TWINRUN_TWIN_BACKGROUND_RATE");
+    if (env && *env) {
+        char *end;
+        const double r = strtod(env, &end);
+        if (*end || !(r > 0 && r <= 1))
+            tr_fatal("TWINRUN_TWIN_BACKGROUND_RATE=%s: give the fraction of full speed a background stream's "
+                     "kernels run at, above 0 and at most 1 (e.g. 0.5), or unset it for the device's figure",
+                     env);
+        return r;
+    }
+    return spec->background_rate > 0 ? spec->background_rate : 1;
+}
+
+/* A side stream's work already runs beside the default stream's in simulated time. What the GPU gives up
+ * for it is the multiprocessors the default stream's GEMMs leave free meanwhile (twin_cost_kernel charges
+ * them), and what the background work gets is less than the whole device: a low-priority stream's blocks
+ * run on that share and in the gaps between the model's kernels, so its kernels take 1 / rate of their
+ * own time (the spec's background_rate, fitted to measured steps). */
 void dev_stream_set_background(dev_stream *s, bool active) {
     dev_device *d = s->dev;
     const twin_device_spec *spec = d->spec ? d->spec : twin_spec();
     d->background_sms = 0;
+    if (s->id && d->background_id != s->id) {
+        d->background_id = s->id;
+        d->background_rate = background_rate(spec);
+    }
     if (!active || !s->id || spec->sms <= 0) return;
     char err[256];
     const int n = tr_background_sms(spec->sms, err, sizeof err);

@@ -101,6 +101,8 @@ typedef struct twin_device_spec {
     double net_latency;          /* inter-node per-hop latency, seconds */
     double launch_overhead;      /* per kernel, seconds */
     int sms;                     /* multiprocessors; 0: its GEMMs leave none to a background stream */
+    double background_rate;      /* a background stream's kernels beside the model's: the fraction of their
+                                  * own speed they run at (fitted to measured steps); 0: full speed */
     const char *source;          /* where the numbers come from */
     const twin_calibration *cal; /* kernel efficiencies fitted to real runs; NULL: the pure roofline */
 } twin_device_spec;

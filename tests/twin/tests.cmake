@@ -41,6 +41,15 @@ twinrun_expect_sh(calib_fit_committed 0 "matches the fit of"
 twinrun_expect_sh(calib_fit_committed_h100 0 "matches the fit of"
   "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/fit_cost_model.py docs/results/calibration/h100-2026-12-06 --source docs/results/calibration/h100-2026-12-06 --bin $<TARGET_FILE:train_llama3> --check sim/cost/calibration_h100.c --md-out ${CMAKE_CURRENT_BINARY_DIR}/calib_fit_h100.md"
   LABELS twin)
+# The background stream's rate in the H100-cal spec is the fit of the committed step times (the twin
+# replays their flags in predict mode), and a spec that does not hold the fit is caught: the plain H100's
+# roofline (no rate) against the fit on its own predictions.
+twinrun_expect_sh(calib_background_rate_committed 0 "\\| llama1.5b_seq4096_mb4 \\| held out \\| 265.9 \\|.*the H100-cal spec holds the fitted rate 0.57"
+  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/calib/fit_background_rate.py docs/results/calibration/h100-2026-12-07 --bin $<TARGET_FILE:train_llama3> --check"
+  LABELS twin)
+twinrun_expect_sh(calib_background_rate_planted 1 "the H100 spec's own rate predicts .* otherwise than the fitted"
+  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/calib/fit_background_rate.py docs/results/calibration/h100-2026-12-07 --bin $<TARGET_FILE:train_llama3> --device H100 --check"
+  LABELS twin)
 # lab/gpu_calibrate.sh's dry run on the twin (a tiny model), end to end through predict_vs_measured.py: the
 # twin's own runs are what its predict mode predicts (step time and peak), so every target holds.
 # It leaves three files, and the tarball holds the folder the scripts read.

@@ -13,6 +13,10 @@
 #   share     the multiprocessors the forward's GEMMs leave the update (TWINRUN_BACKGROUND_SMS): the
 #             simulated step grows with the share, below the step without the update ahead; the bits
 #             stay; a share over half the device is refused with the range
+#   rate      the background stream's speed beside the model's (the spec's background_rate, fitted:
+#             lab/calib/fit_background_rate.py; TWINRUN_TWIN_BACKGROUND_RATE): on H100-cal the step grows as
+#             the rate falls, the spec's own figure between full speed and a slower one; the bits stay; a
+#             rate outside (0, 1] is refused
 # Usage: optim_ahead.sh BIN_DIR WORK_DIR CASE
 set -u
 bin=$(cd "$1" && pwd) work=$2/$3 case=$3
@@ -94,6 +98,21 @@ share)
     expect_rc 1 env TWINRUN_BACKGROUND_SMS=67 "$bin/train_llama3" $m --train-iters 2 --metrics-jsonl bad.jsonl
     hasF "TWINRUN_BACKGROUND_SMS=67: give a whole number of multiprocessors from 0"
     hasF "to 66 (half of this device's 132)"
+    ;;
+rate)
+    m="$model --bf16 --untie-embeddings-and-output-weights --eval-iters 0"
+    for v in TWINRUN_TWIN_BACKGROUND_RATE=1 TWINRUN_TWIN_BACKGROUND_RATE= TWINRUN_TWIN_BACKGROUND_RATE=0.2; do
+        expect_rc 0 env TWINRUN_TWIN_DEVICE=H100-cal $v "$bin/train_llama3" $m --train-iters 4 --metrics-jsonl "$v.jsonl"
+        [ "$(bits TWINRUN_TWIN_BACKGROUND_RATE=1.jsonl)" = "$(bits $v.jsonl)" ] || fail "$v changed the metrics"
+    done
+    t1=$(ms TWINRUN_TWIN_BACKGROUND_RATE=1.jsonl) tspec=$(ms TWINRUN_TWIN_BACKGROUND_RATE=.jsonl)
+    t02=$(ms TWINRUN_TWIN_BACKGROUND_RATE=0.2.jsonl)
+    python3 -c 'import sys; a = [float(x) for x in sys.argv[1:]]; sys.exit(not a[0] < a[1] < a[2])' \
+        "$t1" "$tspec" "$t02" || fail "simulated steps (ms) not in the order rate 1 < the spec's < 0.2: $t1, $tspec, $t02"
+    for r in 0 1.5 fast; do
+        expect_rc 1 env TWINRUN_TWIN_BACKGROUND_RATE=$r "$bin/train_llama3" $m --train-iters 2 --metrics-jsonl bad.jsonl
+        hasF "TWINRUN_TWIN_BACKGROUND_RATE=$r: give the fraction of full speed a background stream's kernels run at"
+    done
     ;;
 *) fail "unknown case $case" ;;
 esac
