@@ -28,8 +28,12 @@
  * a backward the deterministic engine sometimes beats the atomic one), so outside --deterministic-mode
  * the first call of each backward shape times the atomic and the deterministic graphs' first engines
  * (dnn_choose) on its own operands and keeps the faster, if its outputs agree with the other's (the
- * heuristics' second engines returned wrong dQ and dK on a context-parallel chunk without a word, in
- * some processes only: they are no longer candidates; kern_attention_cudnn_check.cu).
+ * heuristics' second backward engines returned wrong dQ and dK on a context-parallel chunk without a
+ * word, in some processes only: they are no longer candidates; kern_attention_cudnn_check.cu). The
+ * first call of each forward shape times the heuristics' first two engines the same way: at some
+ * shapes the first is the slower (D 64, T 1024 x 4 on an H100: a 64x256 tile where the second's
+ * 64x128 is 6% faster, the tile torch's graph gets first), and no forward engine has given other
+ * outputs (kern_oracle --only attention with TWINRUN_CUDNN_CANDIDATE=atomic1).
  * In --deterministic-mode the choice is fixed (the heuristics' first deterministic engine): a
  * timed choice could differ between two runs, and so could the bits. */
 #include "kern_attention_cudnn.h"
@@ -806,9 +810,9 @@ static const dnn_plan *dnn_time_candidates(dnn_state *g, dev_stream *s, const tr
 }
 
 /* The plan for a's shape: with --deterministic-mode (det) or TWINRUN_CUDNN_TUNE=0 the heuristics' first
- * engine; otherwise, for a backward, the faster, timed at the first call, of the atomic and the
- * deterministic graphs' first engines, each kept only if its outputs agree with the atomic one's on
- * these operands (DNN_AGREE). NULL when no engine takes the shape. */
+ * engine; otherwise the fastest, timed at the first call, of the atomic and the deterministic graphs'
+ * first engines (a backward) or of the heuristics' first two engines (a forward), each kept only if its
+ * outputs agree with the first one's on these operands (DNN_AGREE). NULL when no engine takes the shape. */
 static const dnn_plan *dnn_choose(dnn_state *g, dev_stream *s, const tr_cu_sdpa *a, int bwd, bool det) {
     const dnn_key want = dnn_key_of(a, bwd, det, 0);
     for (int i = 0; i < g->nchoices; i++)
@@ -829,6 +833,8 @@ static const dnn_plan *dnn_choose(dnn_state *g, dev_stream *s, const tr_cu_sdpa 
         if (g->only_alt == 1) {
             cand[nc++] = dnn_key_of(a, bwd, 0, 1);
             if (bwd) cand[nc++] = dnn_key_of(a, bwd, 1, 1);
+        } else if (!bwd && g->only_alt < 0) {
+            cand[nc++] = dnn_key_of(a, 0, 0, 1); /* the forward's second engine (above) */
         }
         if (nc > 1) pick = dnn_time_candidates(g, s, a, bwd, cand, nc); /* else the first engine: nothing to time */
     }

@@ -87,8 +87,10 @@ if command -v compute-sanitizer >/dev/null; then
         rc=$?
         cat "$OUT/racecheck_$t.log" >>"$OUT/sanitizer.log"
         if [ $rc -eq 9 ]; then
-            # "... access at 0x.. in [file:line:]kernel(args)": the kernels the hazards were found in
-            sed -nE 's/.* access at 0x[0-9a-fA-F]+ in (.*)$/\1/p' "$OUT/racecheck_$t.log" | sort -u >"$OUT/racecheck_$t.kernels"
+            # "... access at KERNEL+0xOFFSET [N hazards]" (or "at 0xPC in [file:line:]KERNEL(args)" with line
+            # information): the kernels the hazards were found in
+            sed -nE 's/.* access at (0x[0-9a-fA-F]+ in )?(.*)$/\2/p' "$OUT/racecheck_$t.log" |
+                sed -E 's/ \[[0-9]+ hazards?\]$//; s/\+0x[0-9a-fA-F]+$//' | sort -u >"$OUT/racecheck_$t.kernels"
             if [ -s "$OUT/racecheck_$t.kernels" ] && ! grep -qvE 'sdpa|cudnn' "$OUT/racecheck_$t.kernels"; then
                 echo "racecheck $t (default path): hazards only inside cuDNN's kernels ($(wc -l <"$OUT/racecheck_$t.kernels") names)"
                 rc=0
