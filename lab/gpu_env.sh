@@ -101,8 +101,11 @@ lab_model() {
     esac
 }
 
-lab_commit() {
-    git rev-parse --short HEAD 2>/dev/null || cat .gpu_commit 2>/dev/null || echo unknown
+lab_commit() { # "-dirty" when the files differ from the commit's: results then name no commit exactly
+    local c
+    c=$(git rev-parse --short HEAD 2>/dev/null) || { cat .gpu_commit 2>/dev/null || echo unknown; return; }
+    git diff --quiet HEAD -- 2>/dev/null || c="$c-dirty"
+    echo "$c"
 }
 
 # _lab_missing: the pkg-config modules the build needs that pkg-config does not find
