@@ -28,12 +28,12 @@ more than the twin counts shows as a low efficiency).
 when FILE is not what the fit writes (the committed table and the committed data agree). --md-out writes
 the fit and its residuals as markdown (docs/prediction.md#calibration). Exit 2 on bad input.
 """
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "calib"))
-from calib_lib import CalibError, load_calibration, read_gpu_profile, read_ledger, run_predict, scratch_dir  # noqa
+from calib_lib import (CalibError, calib_parser, load_calibration, read_gpu_profile, read_ledger, run_predict,  # noqa
+                       scratch_dir)
 
 DEFAULT_LATENCY = 4e-6
 # GPU profile kinds that are the same launches as a twin kind under another name: the multi-tensor forms
@@ -280,14 +280,11 @@ def markdown(params, rows, unmatched, how_measured):
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("data")
-    ap.add_argument("--bin", default="build/twin/bin/train_llama3")
+    ap = calib_parser(__doc__, device=False)
     ap.add_argument("--ledgers")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--c-out")
     g.add_argument("--check")
-    ap.add_argument("--md-out")
     ap.add_argument("--source", help="the data's name in the C table's comment (default: DATA as given)")
     a = ap.parse_args(argv)
     try:

@@ -18,13 +18,12 @@ its target. --json-out writes the same as {"commit", "gpu", "device", "configs":
 config no fit used (one without a kernel profile, not marked "fit_background": lab/calib/fit_background_rate.py).
 Exit 2 on bad input.
 """
-import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "calib"))
-from calib_lib import CalibError, load_calibration, run_predict, scratch_dir  # noqa
+from calib_lib import CalibError, calib_parser, load_calibration, run_predict, scratch_dir  # noqa
 
 STEP_TOL, PEAK_TOL = 0.10, 0.05
 
@@ -38,12 +37,8 @@ def err(pred, meas):
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("data")
-    ap.add_argument("--bin", default="build/twin/bin/train_llama3")
-    ap.add_argument("--device")
+    ap = calib_parser(__doc__)
     ap.add_argument("--strict", action="store_true")
-    ap.add_argument("--md-out")
     ap.add_argument("--json-out")
     a = ap.parse_args(argv)
     try:

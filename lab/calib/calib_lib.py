@@ -3,6 +3,7 @@ calibration.json, written by lab/gpu_calibrate.sh on the GPU machine), reading t
 TWINRUN_GPU_PROFILE tables, and running the twin's predict mode on a config's flags (with its
 TWINRUN_TWIN_PROFILE ledger). Standard library only: the GPU machine and CI have no numpy.
 """
+import argparse
 import json
 import os
 import subprocess
@@ -11,6 +12,18 @@ import tempfile
 
 class CalibError(Exception):
     """A bad input: the scripts print it and exit 2."""
+
+
+def calib_parser(doc, device=True):
+    """The options every calibration script takes: the folder, the twin's binary, its device spec (where
+    the script predicts on one) and the Markdown output; each script adds its own."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("data")
+    ap.add_argument("--bin", default="build/twin/bin/train_llama3")
+    if device:
+        ap.add_argument("--device")
+    ap.add_argument("--md-out")
+    return ap
 
 
 def load_calibration(folder):

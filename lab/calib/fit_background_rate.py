@@ -15,12 +15,11 @@ low-priority stream goes beside the model's kernels (the profile serialises the 
 rate does, i.e. the committed device spec holds the fit (sim/cost/device_spec.c, background_rate).
 Exit 2 on bad input.
 """
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from calib_lib import CalibError, load_calibration, run_predict, scratch_dir  # noqa
+from calib_lib import CalibError, calib_parser, load_calibration, run_predict, scratch_dir  # noqa
 
 GRID = [r / 100 for r in range(20, 101)]
 VAR = "TWINRUN_TWIN_BACKGROUND_RATE"
@@ -40,12 +39,8 @@ def predict(binary, device, configs, work, rate):
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("data")
-    ap.add_argument("--bin", default="build/twin/bin/train_llama3")
-    ap.add_argument("--device")
+    ap = calib_parser(__doc__)
     ap.add_argument("--check", action="store_true")
-    ap.add_argument("--md-out")
     a = ap.parse_args(argv)
     try:
         cal = load_calibration(a.data)
