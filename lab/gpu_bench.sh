@@ -16,7 +16,8 @@
 #   --debs       a folder of .deb files for what the system lacks (lab/gpu_env.sh)
 #   --build      the cuda build folder (default /tmp/build-cuda-bench)
 #   --quick      one config (seq 1024, micro-batch 4), fewer steps
-#   --profile    one more short twinrun run with TWINRUN_GPU_PROFILE=1: where the step's time goes
+#   --profile    one more short twinrun run with TWINRUN_GPU_PROFILE=1: where the step's time goes, kernel by
+#                kernel (with TWINRUN_OPTIM_AHEAD=0 unless set: the profile serialises the streams)
 #   --checks     after the table: compute-sanitizer memcheck/racecheck on the attention and other new kernels
 #   --no-oracle  skip kern_oracle (twin kernels vs GPU kernels) before the benchmark
 #   --no-baseline  twinrun only (no PyTorch runs, no ratios): a quick look at twinrun's own step
@@ -168,8 +169,10 @@ if [ $profile = 1 ]; then
         pf=$OUTDIR/profile_${name}_seq${seq}_mb${mb}.txt
         log "profile: ${name} seq $seq mb $mb, 4 iterations with TWINRUN_GPU_PROFILE=1"
         rc=0
+        # the kernels' own times (the table lab/fit_cost_model.py fits): the profile serialises the streams,
+        # so the optimizer's step ahead is off unless asked for (its share would slow the forward's GEMMs)
         # shellcheck disable=SC2046
-        TWINRUN_GPU_PROFILE=1 TWINRUN_GPU_PROFILE_FILE="$pf" \
+        TWINRUN_OPTIM_AHEAD=${TWINRUN_OPTIM_AHEAD:-0} TWINRUN_GPU_PROFILE=1 TWINRUN_GPU_PROFILE_FILE="$pf" \
             timeout "$TMO" "$BIN" $(twinrun_args "$seq" "$mb" 4 "$R/profile.metrics.jsonl" "/tmp/twinrun-bench-cache") \
             >"$R/profile_$pc.log" 2>&1 || rc=$?
         echo "profiled run exit $rc"

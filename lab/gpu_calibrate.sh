@@ -140,7 +140,11 @@ for c in "${CONFIGS[@]}"; do
     log "$name: profiled, 4 iterations (the first is warm-up)"
     mapfile -t pargs < <(flags "$seq" "$mb" "$rec" 4 "$model")
     rc=0
-    TWINRUN_GPU_PROFILE=1 TWINRUN_GPU_PROFILE_FILE="$D/profile_$name.txt" timeout "$TMO" "$BIN" "${pargs[@]}" \
+    # the kernels' own times: the profile serialises the streams, and with the optimizer's step ahead the
+    # forward's GEMMs would run on the multiprocessors its share leaves them and the update's spans hold
+    # their waits; the step ahead's effect is fitted to the step times (lab/calib/fit_background_rate.py)
+    TWINRUN_OPTIM_AHEAD=${TWINRUN_OPTIM_AHEAD:-0} TWINRUN_GPU_PROFILE=1 TWINRUN_GPU_PROFILE_FILE="$D/profile_$name.txt" \
+        timeout "$TMO" "$BIN" "${pargs[@]}" \
         --data-cache-path /tmp/twinrun-calib-cache >"$D/$name.profile.log" 2>&1 || rc=$?
     [ $rc -eq 0 ] || { echo "  profiled run exit $rc"; tail -3 "$D/$name.profile.log" | sed 's/^/    /'; failed=1; }
     [ -f "$D/profile_$name.txt" ] && head -4 "$D/profile_$name.txt" | sed 's/^/  /'

@@ -5,7 +5,8 @@ low-priority stream beside the forward pass, docs/parallel.md) runs on the GPU, 
 Usage: lab/calib/fit_background_rate.py DATA [--bin TRAIN_LLAMA3] [--device SPEC] [--check] [--md-out FILE]
 
 DATA is a calibration folder (calibration.json: each config's flags and measured step_ms); the configs
-marked "fit_background": true are fitted, the others held out. For each rate on a grid (0.20 to 1.00 by
+marked "fit_background": true are fitted (where none is, those with a kernel profile: the kernel fit's
+own, as lab/gpu_calibrate.sh writes them), the others held out. For each rate on a grid (0.20 to 1.00 by
 0.01) the twin predicts the fitted configs with TWINRUN_TWIN_BACKGROUND_RATE set; the rate with the
 least sum of squared relative step errors wins (the larger of equals). Prints every config's measured
 and predicted step at that rate. The kernel efficiencies are the spec's own (lab/fit_cost_model.py):
@@ -46,9 +47,10 @@ def main(argv):
         cal = load_calibration(a.data)
         device = a.device or cal["device"]
         measured = [c for c in cal["configs"] if c.get("step_ms")]
-        fitted = [c for c in measured if c.get("fit_background")]
+        # the configs marked for this fit, else those the kernel fit used (lab/gpu_calibrate.sh's folders)
+        fitted = [c for c in measured if c.get("fit_background")] or [c for c in measured if c.get("profile")]
         if not fitted:
-            raise CalibError(f"{a.data}: no config with a step_ms marked \"fit_background\": true")
+            raise CalibError(f"{a.data}: no config with a step_ms marked \"fit_background\": true or with a profile")
         binary, work = os.path.abspath(a.bin), scratch_dir()
         best = None
         for rate in GRID:
