@@ -32,8 +32,8 @@
  * word, in some processes only: they are no longer candidates; kern_attention_cudnn_check.cu). The
  * first call of each forward shape times the heuristics' first two engines the same way: at some
  * shapes the first is the slower (D 64, T 1024 x 4 on an H100: a 64x256 tile where the second's
- * 64x128 is 6% faster, the tile torch's graph gets first), and no forward engine has given other
- * outputs (kern_oracle --only attention with TWINRUN_CUDNN_CANDIDATE=atomic1).
+ * 64x128 is 6% faster, the tile torch's graph gets first); the wrong outputs seen were a backward's
+ * only, and a forward candidate too is kept only if its outputs agree with the first engine's.
  * In --deterministic-mode the choice is fixed (the heuristics' first deterministic engine): a
  * timed choice could differ between two runs, and so could the bits. */
 #include "kern_attention_cudnn.h"
