@@ -3,8 +3,9 @@
 bf16, [B, T, H, D] tensors seen as [B, H, T, D], as twinrun lays them out: q, k, v and the output's
 gradient, which is also how a Hugging Face Llama's backward hands it to SDPA), timed like attn_bench:
 CUDA events around each call, the median of 15 after 3 warm-ups; the forward with autograd on (the
-training forward, which keeps the log-sum-exp), the backward alone (autograd.grad on a kept graph). Prints "attn torch-<backend> D .. T .. B .. fwd .. ms bwd .. ms .. / .. TFLOP/s"
-lines; lab/attn_bench.sh puts them beside twinrun's."""
+training forward, which keeps the log-sum-exp), the backward alone (autograd.grad on a kept graph).
+Prints "attn torch-<backend> D .. T .. B .. fwd .. ms bwd .. ms .. / .. TFLOP/s" lines;
+lab/attn_bench.sh puts them beside twinrun's."""
 import sys
 
 import torch
