@@ -91,12 +91,13 @@ if command -v compute-sanitizer >/dev/null; then
             # information): the kernels the hazards were found in
             sed -nE 's/.* access at (0x[0-9a-fA-F]+ in )?(.*)$/\2/p' "$OUT/racecheck_$t.log" |
                 sed -E 's/ \[[0-9]+ hazards?\]$//; s/\+0x[0-9a-fA-F]+$//' | sort -u >"$OUT/racecheck_$t.kernels"
-            if [ -s "$OUT/racecheck_$t.kernels" ] && ! grep -qvE 'sdpa|cudnn' "$OUT/racecheck_$t.kernels"; then
+            outside=$(grep -vE 'sdpa|cudnn' "$OUT/racecheck_$t.kernels")
+            if [ -s "$OUT/racecheck_$t.kernels" ] && [ -z "$outside" ]; then
                 echo "racecheck $t (default path): hazards only inside cuDNN's kernels ($(wc -l <"$OUT/racecheck_$t.kernels") names)"
                 rc=0
-            else
+            else # none named (another format) counts as outside
                 echo "racecheck $t (default path): hazards outside cuDNN's kernels:"
-                grep -vE 'sdpa|cudnn' "$OUT/racecheck_$t.kernels" | head -5
+                echo "${outside:-(no kernel named in $OUT/racecheck_$t.log)}" | head -5
             fi
         else
             echo "racecheck $t (default path) rc=$rc"
