@@ -5,7 +5,9 @@ gradient, which is also how a Hugging Face Llama's backward hands it to SDPA), t
 CUDA events around each call, the median of 15 after 3 warm-ups; the forward with autograd on (the
 training forward, which keeps the log-sum-exp), the backward alone (autograd.grad on a kept graph).
 Prints "attn torch-<backend> D .. T .. B .. fwd .. ms bwd .. ms .. / .. TFLOP/s" lines;
-lab/attn_bench.sh puts them beside twinrun's."""
+lab/attn_bench.sh puts them beside twinrun's. --shape D T B and --backend cudnn|flash time one shape
+and one backend (lab/attn_bench.sh's interleaved rounds)."""
+import argparse
 import sys
 
 import torch
@@ -56,16 +58,26 @@ def bench(backend, name, B, T, D):
           flush=True)
 
 
+BACKENDS = {"cudnn": (SDPBackend.CUDNN_ATTENTION, "torch-cudnn"), "flash": (SDPBackend.FLASH_ATTENTION, "torch-flash")}
+
+
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shape", nargs=3, type=int, metavar=("D", "T", "B"), help="one shape (default: every one)")
+    ap.add_argument("--backend", choices=sorted(BACKENDS), help="one backend (default: both)")
+    args = ap.parse_args()
+    if args.shape and min(args.shape) < 1:
+        ap.error(f"--shape {' '.join(map(str, args.shape))}: D, T and B must be positive")
+    shapes = [tuple(args.shape)] if args.shape else [(D, T, B) for D in (64, 128)
+                                                     for B, T in ((4, 1024), (1, 4096), (1, 8192))]
+    backends = [BACKENDS[args.backend]] if args.backend else [BACKENDS["cudnn"], BACKENDS["flash"]]
     print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")
-    for D in (64, 128):
-        for B, T in ((4, 1024), (1, 4096), (1, 8192)):
-            for backend, name in ((SDPBackend.CUDNN_ATTENTION, "torch-cudnn"), (SDPBackend.FLASH_ATTENTION,
-                                                                                 "torch-flash")):
-                try:
-                    bench(backend, name, B, T, D)
-                except RuntimeError as e:
-                    print(f"attn {name:<13} D {D:3d} T {T:5d} B {B} unavailable: {str(e).splitlines()[0][:100]}")
+    for D, T, B in shapes:
+        for backend, name in backends:
+            try:
+                bench(backend, name, B, T, D)
+            except RuntimeError as e:
+                print(f"attn {name:<13} D {D:3d} T {T:5d} B {B} unavailable: {str(e).splitlines()[0][:100]}")
     return 0
 
 

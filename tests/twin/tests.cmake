@@ -74,6 +74,16 @@ twinrun_expect(NAME multi_bench_check_refuses EXIT 1 LABELS twin
   COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/lab/bench/multi_bench_report.py check
     ${CMAKE_CURRENT_SOURCE_DIR}/twin/data/multi_bench_bad.json --layouts tiny_L1,tiny_TP2,tiny_DP2,tiny_PP2)
 
+# lab/attn_bench.sh --rounds' summary (lab/bench/attn_ab.py): each side's median over its ABBA rounds and
+# the ratios torch ms / twinrun ms, on made-up rounds (medians of an even count: the two middle ones'
+# mean); a shape whose torch rounds are missing is refused.
+twinrun_expect(NAME lab_attn_ab EXIT 0 LABELS twin
+  OUTPUT "\\| 64 \\| 1024 × 4 \\| 1 \\| 0.061 / 0.233 .*\\| 1.000 \\| 0.983 \\| 184.3 \\|\n\\| 128 \\| 8192 × 1 \\| 4 \\| 0.873 / 2.655 \\(0.860–0.880, 2.640–2.700\\) \\| 0.877 / 2.638 .* \\| 1.006 \\| 0.993 \\| 517.7 \\|"
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/lab/bench/attn_ab.py ${CMAKE_CURRENT_SOURCE_DIR}/twin/data/attn_rounds.txt)
+twinrun_expect(NAME lab_attn_ab_one_side EXIT 1 LABELS twin
+  OUTPUT "D 64 T 1024 B 4: 1 twinrun round\\(s\\), 0 torch round\\(s\\)"
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/lab/bench/attn_ab.py ${CMAKE_CURRENT_SOURCE_DIR}/twin/data/attn_rounds_one_side.txt)
+
 # `valgrind-skip`: test_twin_streams's race cases end their ranks at the racing operation on purpose
 # (the twin's verdict), abandoning what those ranks had allocated, which memcheck counts as leaks; its
 # race-free cases are the same code as parallel_overlap's, which memcheck runs.
