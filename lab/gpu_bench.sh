@@ -5,7 +5,8 @@
 # CONFIGS) and the two PyTorch baselines of lab/bench/pytorch_llama.py (HF LlamaForCausalLM with SDPA
 # and fused AdamW: pure bf16, and fp32 master weights with bf16 autocast)
 # on the same configs, and prints one table: tokens/s, TFLOP/s (Megatron's formula), step ms, peak
-# memory, start-up seconds, twinrun / PyTorch. Writes into OUTDIR as it goes, so a run cut short still
+# memory, start-up seconds, twinrun / PyTorch, then whether the twin's calibration for this GPU is older
+# than the kernels (lab/calib/calibration_age.py). Writes into OUTDIR as it goes, so a run cut short still
 # leaves what it measured:
 #   gpu_bench.json (docs/results/gpu_bench.json's format), gpu_bench.md (for docs/benchmarks.md),
 #   runs/<config>.<recipe>.{log,json}, profile_*.txt (--profile), oracle.log, sanitizer.log (--checks).
@@ -158,6 +159,8 @@ done
 log "table"
 python3 lab/bench/bench_table.py "$R" "$commit" "$gpu" "$OUTDIR/gpu_bench.json" "$OUTDIR/gpu_bench.md" ||
     failed+=("bench_table.py")
+# whether the twin's kernel table for this GPU was measured on these kernels (docs/prediction.md#calibration)
+python3 lab/calib/calibration_age.py "$gpu" | tee -a "$OUTDIR/gpu_bench.md" || true
 
 if [ $profile = 1 ]; then
     pcs=${TWINRUN_BENCH_PROFILE_CONFIG:-0}

@@ -9,7 +9,7 @@
 # TWINRUN_GPU_PROFILE=1 (the kernel table per steady iteration, the first left out as warm-up).
 # lab/calib/collect_calibration.py then writes calibration.json. Afterwards, on any machine with a twin
 # build, with the tarball's calib/ folder as DIR (docs/prediction.md#calibration):
-#   lab/fit_cost_model.py DIR --c-out sim/cost/calibration_h200.c --md-out fit.md   (refit the kernels)
+#   lab/fit_cost_model.py DIR --c-out sim/cost/calibration_<h100|h200>.c --md-out fit.md   (refit the kernels)
 #   lab/predict_vs_measured.py DIR                                               (step time within 10%, peak within 5%)
 # The runs' files gather in a scratch folder (TWINRUN_CALIB_WORK, default a fresh one under /tmp) and are
 # packed into OUTDIR/gpu_calibrate.tar.gz after every config, so a run cut short still leaves what it
@@ -22,7 +22,8 @@
 #   two configs: the dry run of this script on the twin build, TWINRUN_CALIB_BIN=build/twin/bin/train_llama3),
 #   TWINRUN_CALIB_STEPS (plain run's iterations, default 8), TWINRUN_CALIB_TIMEOUT (s per run, default 90),
 #   TWINRUN_CALIB_CONFIGS (a space-separated subset of the config names below), TWINRUN_CALIB_SET=holdout
-#   (three configs the fit did not use: the out-of-sample check).
+#   (three configs the fit did not use: the out-of-sample check), TWINRUN_CALIB_DEVICE (the twin spec the
+#   kernel fit divides by; default the GPU's: H100 or H200 by its name).
 # Exit status 1 when the build, a run or the collector failed (every config is tried first).
 set -euo pipefail
 export PYTHONUNBUFFERED=1
@@ -152,7 +153,14 @@ for c in "${CONFIGS[@]}"; do
 done
 
 log "calibration.json"
-python3 lab/calib/collect_calibration.py "$D" --commit "$commit" --gpu "$gpu" | tee "$D/summary.txt"
+# the twin spec whose peaks the kernel fit divides by: the GPU's own where the twin has one
+case ${TWINRUN_CALIB_DEVICE:-$gpu} in
+*H100*) spec=H100 ;;
+*H200* | "no GPU (dry run)") spec=H200 ;;
+*) spec=${TWINRUN_CALIB_DEVICE:-}
+   [ -n "$spec" ] || lab_die "the twin has no spec for '$gpu': set TWINRUN_CALIB_DEVICE to the spec to fit against (sim/cost/device_spec.c: H100, H200, MTT-S5000)" ;;
+esac
+python3 lab/calib/collect_calibration.py "$D" --commit "$commit" --gpu "$gpu" --device "$spec" | tee "$D/summary.txt"
 cp "$D/calibration.json" "$D/summary.txt" "$OUTDIR/"
 pack
 [ $failed -eq 0 ] || lab_die "some runs failed (see above; their logs are in the tarball)"

@@ -15,7 +15,8 @@ scratch pool too). The prediction's kernel time on the uncalibrated roofline is 
 twin's ledger), to see what the calibration changed. --strict: exit 1 when a measured figure misses
 its target. --json-out writes the same as {"commit", "gpu", "device", "configs": [{"name", "held_out",
 "measured_step_s", "predicted_step_s", "measured_peak_bytes", "predicted_peak_bytes"}]}, held_out being a
-config no fit used (one without a kernel profile, not marked "fit_background": lab/calib/fit_background_rate.py).
+config no fit used (one without a kernel profile, not marked "fit_background" (lab/calib/fit_background_rate.py)
+nor "fitted" (a config the fits read in another folder: lab/calib/bench_calibration.py)).
 Exit 2 on bad input.
 """
 import json
@@ -63,7 +64,7 @@ def main(argv):
         pred_peak = max(s["peak"] for s in rep["stages"])
         roof_ms = 1e3 * sum(k.get("roofline_s", 0.0) for k in led["kinds"])
         row = [c["name"]]
-        js.append({"name": c["name"], "held_out": not (c.get("profile") or c.get("fit_background")),
+        js.append({"name": c["name"], "held_out": not (c.get("profile") or c.get("fit_background") or c.get("fitted")),
                    "measured_step_s": c["step_ms"] / 1e3 if c.get("step_ms") else None,
                    "predicted_step_s": rep["step_time_s"], "measured_peak_bytes": c.get("peak_accounted_bytes"),
                    "predicted_peak_bytes": pred_peak})

@@ -69,7 +69,7 @@ def main(argv):
              "", "| config | fitted | measured step ms | predicted ms | error |", "|---|---|---:|---:|---:|"]
     for c in measured:
         p = at_fit[c["name"]]
-        lines.append(f"| {c['name']} | {'yes' if c.get('fit_background') else 'held out'} | {c['step_ms']:.1f} | "
+        lines.append(f"| {c['name']} | {'yes' if c in fitted else 'held out'} | {c['step_ms']:.1f} | "
                      f"{p:.1f} | {100 * (p - c['step_ms']) / c['step_ms']:+.1f}% |")
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)

@@ -52,7 +52,7 @@ static const twin_device_spec specs[] = {
         .net_latency = 5e-6,
         .launch_overhead = 4e-6,
         .sms = 132,
-        .background_rate = 0.57, /* assumed: H100-cal's fit (the same multiprocessors); not measured on an H200 */
+        .background_rate = 0.53, /* assumed: H100-cal's fit (the same multiprocessors); not measured on an H200 */
         .source = "NVIDIA H200 Tensor Core GPU datasheet (SXM column); memory: nvidia-smi's total (143771 MiB); "
                   "network: ConnectX-7 NDR 400 Gb/s",
         .cal = &twin_calibration_h200, /* kernel efficiencies fitted to the real build on an H200 */
@@ -93,7 +93,8 @@ static const twin_device_spec specs[] = {
                   "BF16/FP32 rates and network assumed",
     },
     {
-        /* The H100's figures with kernel efficiencies fitted to the real build on an H100 (the 8B and 70B
+        /* The H100's figures with kernel efficiencies fitted to the real build on an H100 (lab/gpu_calibrate.sh's
+         * eight configs: the 1.5B model at four sequence lengths and both recompute kinds, the 8B and 70B
          * seeds' layers at seq 8192; docs/prediction.md#calibration); the planner's 80 GiB cards with
          * calibrated times. */
         .name = "H100-cal",
@@ -110,11 +111,11 @@ static const twin_device_spec specs[] = {
         .net_latency = 5e-6,
         .launch_overhead = 4e-6,
         .sms = 132,
-        /* fitted to the 70B and 8B seeds' layers' steps on one H100 at c07c30e, the 1.5B configs held out
-         * (lab/calib/fit_background_rate.py docs/results/calibration/h100-2026-12-07) */
-        .background_rate = 0.57,
+        /* fitted to the same eight configs' steps on one H100 at 2b9506d
+         * (lab/calib/fit_background_rate.py docs/results/calibration/h100-2026-12-07b) */
+        .background_rate = 0.53,
         .source = "NVIDIA H100 Tensor Core GPU datasheet (SXM5 column); kernel efficiencies fitted on an H100 "
-                  "80GB HBM3 (docs/results/calibration/h100-2026-12-06)",
+                  "80GB HBM3 (docs/results/calibration/h100-2026-12-07b)",
         .cal = &twin_calibration_h100,
     },
 };

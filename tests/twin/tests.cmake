@@ -37,18 +37,32 @@ twinrun_expect(NAME calib_fit_fixture EXIT 0 OUTPUT "test_fit_cost_model: ok" LA
 twinrun_expect_sh(calib_fit_committed 0 "matches the fit of"
   "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/fit_cost_model.py docs/results/calibration/h200-2026-12-02b --bin $<TARGET_FILE:train_llama3> --check sim/cost/calibration_h200.c --md-out ${CMAKE_CURRENT_BINARY_DIR}/calib_fit.md"
   LABELS twin)
-# The same for the H100's (H100-cal): its data are the GPU benchmark's at 5c160df.
+# The same for the H100's (H100-cal): its data are lab/gpu_calibrate.sh's on an H100 at 2b9506d.
 twinrun_expect_sh(calib_fit_committed_h100 0 "matches the fit of"
-  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/fit_cost_model.py docs/results/calibration/h100-2026-12-06 --source docs/results/calibration/h100-2026-12-06 --bin $<TARGET_FILE:train_llama3> --check sim/cost/calibration_h100.c --md-out ${CMAKE_CURRENT_BINARY_DIR}/calib_fit_h100.md"
+  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/fit_cost_model.py docs/results/calibration/h100-2026-12-07b --source docs/results/calibration/h100-2026-12-07b --bin $<TARGET_FILE:train_llama3> --check sim/cost/calibration_h100.c --md-out ${CMAKE_CURRENT_BINARY_DIR}/calib_fit_h100.md"
   LABELS twin)
 # The background stream's rate in the H100-cal spec is the fit of the committed step times (the twin
 # replays their flags in predict mode), and a spec that does not hold the fit is caught: the plain H100's
 # roofline (no rate) against the fit on its own predictions.
-twinrun_expect_sh(calib_background_rate_committed 0 "\\| llama1.5b_seq4096_mb4 \\| held out \\| 265.9 \\|.*the H100-cal spec holds the fitted rate 0.57"
-  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/calib/fit_background_rate.py docs/results/calibration/h100-2026-12-07 --bin $<TARGET_FILE:train_llama3> --check"
+twinrun_expect_sh(calib_background_rate_committed 0 "\\| llama70b-2l_seq8192_mb1 \\| yes \\| 252.8 \\|.*the H100-cal spec holds the fitted rate 0.53"
+  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/calib/fit_background_rate.py docs/results/calibration/h100-2026-12-07b --device H100-cal --bin $<TARGET_FILE:train_llama3> --check"
   LABELS twin)
 twinrun_expect_sh(calib_background_rate_planted 1 "the H100 spec's own rate predicts .* otherwise than the fitted"
-  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/calib/fit_background_rate.py docs/results/calibration/h100-2026-12-07 --bin $<TARGET_FILE:train_llama3> --device H100 --check"
+  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/calib/fit_background_rate.py docs/results/calibration/h100-2026-12-07b --bin $<TARGET_FILE:train_llama3> --device H100 --check"
+  LABELS twin)
+# The GPU benchmark's step times as a folder predict_vs_measured.py reads (lab/calib/bench_calibration.py):
+# the flags of gpu_calibrate.sh's folder, "fitted" where that folder profiled the config, and a config the
+# template lacks refused.
+twinrun_expect_sh(calib_bench_folder 0 "llama70b-2l_seq8192_mb1 +254.7 ms +65.06 GiB +.fitted.*\"commit\": \"2b9506d\""
+  "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/calib_bench && rm -rf $D && ${Python3_EXECUTABLE} lab/calib/bench_calibration.py docs/results/gpu_bench_h100.json docs/results/calibration/h100-2026-12-07b $D && cmp $D/calibration.json docs/results/calibration/h100-2026-12-07b-bench/calibration.json && grep commit $D/calibration.json"
+  LABELS twin)
+twinrun_expect_sh(calib_bench_folder_no_template 1 "llama70b-2l_seq8192_mb1: no such config in the template"
+  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/calib/bench_calibration.py docs/results/gpu_bench_h100.json docs/results/calibration/h100-2026-12-07b-holdout ${CMAKE_CURRENT_BINARY_DIR}/calib_bench_bad"
+  LABELS twin)
+# lab/gpu_bench.sh says whether the twin's calibration for the GPU is older than the kernels
+# (lab/calib/calibration_age.py), on a repository the test makes.
+twinrun_expect_sh(calib_age 0 "ok current\nok tools do not count\nok a kernel changed .working tree.\nok a kernel changed .committed.\nok no table\nok a dirty measurement\nok no git\ncalibration_age: ok"
+  "${CMAKE_CURRENT_SOURCE_DIR}/twin/calibration_age.sh ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/calib_age"
   LABELS twin)
 # lab/gpu_calibrate.sh's dry run on the twin (a tiny model), end to end through predict_vs_measured.py: the
 # twin's own runs are what its predict mode predicts (step time and peak), so every target holds.
