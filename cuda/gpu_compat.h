@@ -67,7 +67,6 @@
 #define cudaMemPoolGetAttribute musaMemPoolGetAttribute
 #define cudaMemPoolAttrUsedMemHigh musaMemPoolAttrUsedMemHigh
 #define cudaMemPoolAttrReservedMemHigh musaMemPoolAttrReservedMemHigh
-#define cudaMemPoolTrimTo musaMemPoolTrimTo
 #define cudaFreeAsync musaFreeAsync
 #define cudaStream_t musaStream_t
 #define cudaStreamCreateWithFlags musaStreamCreateWithFlags

@@ -809,13 +809,6 @@ static const dnn_plan *dnn_time_candidates(dnn_state *g, dev_stream *s, const tr
     return pick;
 }
 
-/* TWINRUN_CUDNN_TRIM=1: after a timed choice, the memory pool gives back what no live scratch holds
- * (an A/B of where the calls after a choice find their scratch). */
-static bool dnn_trim_after_choice(void) {
-    const char *e = getenv("TWINRUN_CUDNN_TRIM");
-    return e && strcmp(e, "1") == 0;
-}
-
 /* The plan for a's shape: with --deterministic-mode (det) or TWINRUN_CUDNN_TUNE=0 the heuristics' first
  * engine; otherwise the fastest, timed at the first call, of the atomic and the deterministic graphs'
  * first engines (a backward) or of the heuristics' first two engines (a forward), each kept only if its
@@ -844,9 +837,8 @@ static const dnn_plan *dnn_choose(dnn_state *g, dev_stream *s, const tr_cu_sdpa 
             cand[nc++] = dnn_key_of(a, 0, 0, 1); /* the forward's second engine (above) */
         }
         /* a deterministic backward whose dP does not fit the workspace cap is no candidate: where it was the
-         * only other one there is nothing to choose, and the timing (its reference copies of the outputs
-         * among the pool's blocks) is left out: at D 128, T 8192 on an H100, the calls after a timed choice
-         * of the same engine ran 2.75-2.89 ms, after none 2.68 (torch's 2.67) */
+         * only other one there is nothing to choose, and the first call runs once instead of five times
+         * (the reference engine's timed runs and the copies of its outputs) */
         int keep = 0;
         for (int i = 0; i < nc; i++) {
             if (bwd && cand[i].det && !(g->only_alt >= 0 && g->only_det == 1)) {
@@ -856,16 +848,7 @@ static const dnn_plan *dnn_choose(dnn_state *g, dev_stream *s, const tr_cu_sdpa 
             cand[keep++] = cand[i];
         }
         nc = keep;
-        if (nc > 1) {
-            pick = dnn_time_candidates(g, s, a, bwd, cand, nc);
-            if (dnn_trim_after_choice()) {
-                CU_CHECK(cudaStreamSynchronize(tr_cu_stream(s)));
-                int dev = 0;
-                cudaMemPool_t pool;
-                CU_CHECK(cudaGetDevice(&dev));
-                if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) (void)cudaMemPoolTrimTo(pool, 0);
-            }
-        } /* else the first engine: nothing to time */
+        if (nc > 1) pick = dnn_time_candidates(g, s, a, bwd, cand, nc); /* else the first engine: nothing to time */
     }
     if (g->nchoices < DNN_MAX_CHOICES) g->choices[g->nchoices++] = (dnn_choice){want, pick};
     return pick;
