@@ -40,6 +40,13 @@ pack() { tar -C "$WORK" -czf "$OUTDIR/gpu_calibrate.tar.gz" calib; }
 commit=$(lab_commit)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
 gpu=${gpu:-"no GPU (dry run)"}
+# the twin spec whose peaks the kernel fit divides by: the GPU's own where the twin has one
+case ${TWINRUN_CALIB_DEVICE:-$gpu} in
+*H100*) spec=H100 ;;
+*H200* | "no GPU (dry run)") spec=H200 ;;
+*) spec=${TWINRUN_CALIB_DEVICE:-}
+   [ -n "$spec" ] || lab_die "the twin has no spec for '$gpu': set TWINRUN_CALIB_DEVICE to the spec to fit against (sim/cost/device_spec.c: H100, H200, MTT-S5000)" ;;
+esac
 log "twinrun calibration at $commit on $gpu -> $OUTDIR"
 
 BIN=${TWINRUN_CALIB_BIN:-}
@@ -153,13 +160,6 @@ for c in "${CONFIGS[@]}"; do
 done
 
 log "calibration.json"
-# the twin spec whose peaks the kernel fit divides by: the GPU's own where the twin has one
-case ${TWINRUN_CALIB_DEVICE:-$gpu} in
-*H100*) spec=H100 ;;
-*H200* | "no GPU (dry run)") spec=H200 ;;
-*) spec=${TWINRUN_CALIB_DEVICE:-}
-   [ -n "$spec" ] || lab_die "the twin has no spec for '$gpu': set TWINRUN_CALIB_DEVICE to the spec to fit against (sim/cost/device_spec.c: H100, H200, MTT-S5000)" ;;
-esac
 python3 lab/calib/collect_calibration.py "$D" --commit "$commit" --gpu "$gpu" --device "$spec" | tee "$D/summary.txt"
 cp "$D/calibration.json" "$D/summary.txt" "$OUTDIR/"
 pack

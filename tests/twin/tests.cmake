@@ -59,6 +59,11 @@ twinrun_expect_sh(calib_bench_folder 0 "llama70b-2l_seq8192_mb1 +254.7 ms +65.06
 twinrun_expect_sh(calib_bench_folder_no_template 1 "llama70b-2l_seq8192_mb1: no such config in the template"
   "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/calib/bench_calibration.py docs/results/gpu_bench_h100.json docs/results/calibration/h100-2026-12-07b-holdout ${CMAKE_CURRENT_BINARY_DIR}/calib_bench_bad"
   LABELS twin)
+# On a GPU the twin has no spec for, lab/gpu_calibrate.sh stops before its first run and says how to name one
+# (a stand-in nvidia-smi naming another GPU first on PATH).
+twinrun_expect_sh(calib_unknown_gpu 1 "the twin has no spec for 'Tesla V100-SXM2-32GB': set TWINRUN_CALIB_DEVICE"
+  "D=${CMAKE_CURRENT_BINARY_DIR}/calib_unknown && rm -rf $D && mkdir -p $D/bin && printf '#!/bin/sh\\necho Tesla V100-SXM2-32GB\\n' > $D/bin/nvidia-smi && chmod +x $D/bin/nvidia-smi && cd ${PROJECT_SOURCE_DIR} && PATH=$D/bin:$PATH TWINRUN_CALIB_TINY=1 TWINRUN_CALIB_BIN=$<TARGET_FILE:train_llama3> TWINRUN_CALIB_WORK=$D/work lab/gpu_calibrate.sh $D/out; rc=$?; if test -e $D/work/calib/tiny_seq32_mb2.log; then echo 'a run came before the refusal'; exit 3; fi; exit $rc"
+  LABELS twin)
 # lab/gpu_bench.sh says whether the twin's calibration for the GPU is older than the kernels
 # (lab/calib/calibration_age.py), on a repository the test makes.
 twinrun_expect_sh(calib_age 0 "ok current\nok tools do not count\nok a kernel changed .working tree.\nok a kernel changed .committed.\nok no table\nok a dirty measurement\nok no git\ncalibration_age: ok"
