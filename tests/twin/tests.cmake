@@ -50,6 +50,15 @@ twinrun_expect_sh(calib_background_rate_committed 0 "\\| llama70b-2l_seq8192_mb1
 twinrun_expect_sh(calib_background_rate_planted 1 "the H100 spec's own rate predicts .* otherwise than the fitted"
   "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/calib/fit_background_rate.py docs/results/calibration/h100-2026-12-07b --bin $<TARGET_FILE:train_llama3> --device H100 --check"
   LABELS twin)
+# The memory test: the twin's predict mode prints the CUDA build's own `[memory]` line, purpose by purpose,
+# for the flags of every config the H100 calibration ran (lab/calib/memory_parts.py over its logs); an older
+# build's logs (the H200's of 484ab84, whose weights held the whole fp32 master) differ and are caught.
+twinrun_expect_sh(calib_memory_parts 0 "\\| llama70b-2l_seq8192_mb1 \\| 14544.16 \\| 14544.16 \\| 29088.31 \\| 8440.59 \\| 66617.22 \\| equal \\|.*11 of 11 configs: every part equal"
+  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/calib/memory_parts.py docs/results/calibration/h100-2026-12-07b docs/results/calibration/h100-2026-12-07b-holdout --bin $<TARGET_FILE:train_llama3>"
+  LABELS twin)
+twinrun_expect_sh(calib_memory_parts_older_build 1 "\\| seq1024_mb4 \\| \\*\\*8574.39 ≠ 5716.26\\*\\* \\|.*0 of 6 configs: every part equal\\; 6 differ"
+  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/calib/memory_parts.py docs/results/calibration/h200-2026-12-02b --bin $<TARGET_FILE:train_llama3>"
+  LABELS twin)
 # The GPU benchmark's step times as a folder predict_vs_measured.py reads (lab/calib/bench_calibration.py):
 # the flags of gpu_calibrate.sh's folder, "fitted" where that folder profiled the config, and a config the
 # template lacks refused.
