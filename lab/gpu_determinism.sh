@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ ${#pos[@]} -eq 1 ] || lab_die "usage: lab/gpu_determinism.sh [--debs DIR] [--build DIR] [--bin TRAIN_LLAMA3] [--steps N] OUTDIR"
-OUT=$(lab_outdir "${pos[0]}") || exit 1
+OUTDIR=$(lab_outdir "${pos[0]}") || exit 1
 [ -z "$BIN" ] || BIN=$(realpath "$BIN") || exit 1
 cd "$(dirname "$0")/.." || exit 1
 # the libraries train_llama3 links (NCCL from the Python wheel, the .debs): without them the loader
@@ -30,7 +30,7 @@ cd "$(dirname "$0")/.." || exit 1
 lab_deps "$DEBS" || exit 1
 if [ -z "$BIN" ]; then
     B=${GPU_BUILD:-/tmp/build-cuda-dev}
-    gpu_build "$B" "$OUT/build.log" train_llama3 || { tail -30 "$OUT/build.log"; lab_die "the build failed (see $OUT/build.log)"; }
+    gpu_build "$B" "$OUTDIR/build.log" train_llama3 || { tail -30 "$OUTDIR/build.log"; lab_die "the build failed (see $OUTDIR/build.log)"; }
     BIN=$B/bin/train_llama3
 fi
 args="--num-layers 16 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 32 --num-query-groups 8
@@ -39,23 +39,23 @@ args="--num-layers 16 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-
  --untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0 --hidden-dropout 0
  --micro-batch-size 4 --global-batch-size 4 --train-iters $STEPS --lr 3e-4 --min-lr 3e-5 --lr-decay-style cosine
  --lr-warmup-iters 2 --clip-grad 1.0 --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 --bf16 --mock-data
- --eval-iters 0 --log-interval 1 --seed 1234 --data-cache-path $OUT/cache"
+ --eval-iters 0 --log-interval 1 --seed 1234 --data-cache-path $OUTDIR/cache"
 export NCCL_ALGO=Ring # Megatron's rule for --deterministic-mode
 rc=0
 for run in plain det1 det2; do
     flag=""; [ $run = plain ] || flag=--deterministic-mode
     # shellcheck disable=SC2086
-    "$BIN" $args $flag --metrics-jsonl "$OUT/$run.jsonl" >"$OUT/$run.log" 2>&1 || { echo "$run: exit $?"; rc=1; }
-    sed -E 's/"(elapsed_ms_per_iter|tflops_per_gpu)":[^,]*,//g' "$OUT/$run.jsonl" >"$OUT/$run.bits"
+    "$BIN" $args $flag --metrics-jsonl "$OUTDIR/$run.jsonl" >"$OUTDIR/$run.log" 2>&1 || { echo "$run: exit $?"; rc=1; }
+    sed -E 's/"(elapsed_ms_per_iter|tflops_per_gpu)":[^,]*,//g' "$OUTDIR/$run.jsonl" >"$OUTDIR/$run.bits"
     # the step time of the iterations after the first two (warm-up), as lab/bench/twinrun_result.py takes it
-    ms=$(python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])][2:]; print("%.1f" % (sum(x["elapsed_ms_per_iter"] for x in r)/max(len(r),1)))' "$OUT/$run.jsonl" 2>/dev/null)
-    echo "$run: $(wc -l <"$OUT/$run.jsonl") iterations, step ${ms:-?} ms, last loss $(tail -1 "$OUT/$run.jsonl" | grep -o '"lm_loss":[^,]*')"
+    ms=$(python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])][2:]; print("%.1f" % (sum(x["elapsed_ms_per_iter"] for x in r)/max(len(r),1)))' "$OUTDIR/$run.jsonl" 2>/dev/null)
+    echo "$run: $(wc -l <"$OUTDIR/$run.jsonl") iterations, step ${ms:-?} ms, last loss $(tail -1 "$OUTDIR/$run.jsonl" | grep -o '"lm_loss":[^,]*')"
 done
-if cmp -s "$OUT/det1.bits" "$OUT/det2.bits" && [ -s "$OUT/det1.bits" ]; then
+if cmp -s "$OUTDIR/det1.bits" "$OUTDIR/det2.bits" && [ -s "$OUTDIR/det1.bits" ]; then
     echo "--deterministic-mode: two runs identical bit for bit (losses, grad norms, learning rates)"
 else
     echo "--deterministic-mode: the two runs DIFFER"; rc=1
 fi
-if cmp -s "$OUT/plain.bits" "$OUT/det1.bits"; then echo "without the flag: the same bits too"
+if cmp -s "$OUTDIR/plain.bits" "$OUTDIR/det1.bits"; then echo "without the flag: the same bits too"
 else echo "without the flag: other bits (cuDNN's default attention backward sums dQ with atomics)"; fi
 exit $rc

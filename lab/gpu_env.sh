@@ -70,7 +70,7 @@ lab_outdir() {
 
 # lab_twin_outdir USAGE WRITER: after lab_args, the scripts that compare with the twin's side take
 # [--twin DIR] OUTDIR; sets TWIN (absolute; default .gpu_inputs at the repository root, which WRITER
-# fills) and OUT (made if absent)
+# fills) and OUTDIR (made if absent)
 lab_twin_outdir() {
     local usage=$1 writer=$2 pos=()
     TWIN=$(dirname "$0")/../.gpu_inputs
@@ -83,7 +83,7 @@ lab_twin_outdir() {
         esac
     done
     [ ${#pos[@]} -eq 1 ] || lab_die "usage: $usage"
-    OUT=$(lab_outdir "${pos[0]}") || exit 1
+    OUTDIR=$(lab_outdir "${pos[0]}") || exit 1
     [ -d "$TWIN" ] || lab_die "--twin $TWIN: no such folder ($writer writes it)"
     TWIN=$(cd "$TWIN" && pwd)
 }

@@ -42,7 +42,7 @@ check() { # check NAME COMMAND...: runs it, counts it
 }
 finish() { # the summary line, the logs' tarball, the exit status
     log "summary: $pass passed, $fail failed"
-    tar czf "$OUT/gpu_multi_logs.tar.gz" -C "$(dirname "$W")" --exclude='*/checkpoints' --exclude='*/benchmark_cache_*' \
+    tar czf "$OUTDIR/gpu_multi_logs.tar.gz" -C "$(dirname "$W")" --exclude='*/checkpoints' --exclude='*/benchmark_cache_*' \
         --exclude='cache_*' "$(basename "$W")" || { echo "gpu_multi.sh: packing the logs failed"; exit 1; }
     [ "$fail" -eq 0 ]
     exit

@@ -26,14 +26,14 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ ${#pos[@]} -eq 1 ] || lab_die "usage: lab/gpu_recompute.sh [--debs DIR] [--build DIR] [--twin DIR] OUTDIR, or --twin-only OUTDIR"
-OUT=$(lab_outdir "${pos[0]}") || exit 1
+OUTDIR=$(lab_outdir "${pos[0]}") || exit 1
 [ -z "$TWIN_DIR" ] || TWIN_DIR=$(cd "$TWIN_DIR" && pwd) || lab_die "--twin $TWIN_DIR: no such folder"
 cd "$(dirname "$0")/.." || exit 1
 B=${GPU_BUILD:-/tmp/build-cuda-dev}
 TWIN_BIN=${TWIN_BIN:-build/twin/bin}
 if [ $twin_only = 0 ]; then
     lab_deps "$DEBS" || exit 1
-    gpu_build "$B" "$OUT/build.log" train_llama3 || { tail -30 "$OUT/build.log"; lab_die "the build failed (see $OUT/build.log)"; }
+    gpu_build "$B" "$OUTDIR/build.log" train_llama3 || { tail -30 "$OUTDIR/build.log"; lab_die "the build failed (see $OUTDIR/build.log)"; }
 fi
 rc=0 # 1 when a run or a comparison failed: the script's exit status
 base="--num-layers 4 --hidden-size 256 --ffn-hidden-size 704 --num-attention-heads 8 --group-query-attention
@@ -44,15 +44,15 @@ base="--num-layers 4 --hidden-size 256 --ffn-hidden-size 704 --num-attention-hea
 run() { # bin name flags...
     local bin=$1 name=$2; shift 2
     # shellcheck disable=SC2086
-    "$bin/train_llama3" $base --data-cache-path "$OUT/cache_$name" "$@" --metrics-jsonl "$OUT/$name.jsonl" \
-        >"$OUT/$name.log" 2>&1 || { echo "$name: failed"; tail -3 "$OUT/$name.log"; rc=1; }
-    grep "^\[memory\]" "$OUT/$name.log" | sed "s/^/  $name: /"
+    "$bin/train_llama3" $base --data-cache-path "$OUTDIR/cache_$name" "$@" --metrics-jsonl "$OUTDIR/$name.jsonl" \
+        >"$OUTDIR/$name.log" 2>&1 || { echo "$name: failed"; tail -3 "$OUTDIR/$name.log"; rc=1; }
+    grep "^\[memory\]" "$OUTDIR/$name.log" | sed "s/^/  $name: /"
 }
 if [ $twin_only = 1 ]; then
     for v in "bias:" "qknorm:--disable-bias-linear --qk-layernorm"; do
         # shellcheck disable=SC2086
         run "$TWIN_BIN" "twin_${v%%:*}" ${v#*:}
-        rm -rf "$OUT/cache_twin_${v%%:*}"
+        rm -rf "$OUTDIR/cache_twin_${v%%:*}"
     done
     exit $rc
 fi
@@ -63,18 +63,18 @@ for v in "uniform1:--recompute-granularity full --recompute-method uniform --rec
          "selective:--recompute-granularity selective"; do
     # shellcheck disable=SC2086
     run "$B/bin" "${v%%:*}" --disable-bias-linear ${v#*:}
-    python3 ci/compare_metrics.py "$OUT/${v%%:*}.jsonl" "$OUT/plain.jsonl" 1e-6 || rc=1
+    python3 ci/compare_metrics.py "$OUTDIR/${v%%:*}.jsonl" "$OUTDIR/plain.jsonl" 1e-6 || rc=1
 done
 echo "== biases and --qk-layernorm: GPU against the twin (fp32, 1e-5)"
 for v in "bias:" "qknorm:--disable-bias-linear --qk-layernorm"; do
     # shellcheck disable=SC2086
     run "$B/bin" "gpu_${v%%:*}" ${v#*:}
     if [ -n "$TWIN_DIR" ]; then
-        cp "$TWIN_DIR/twin_${v%%:*}.jsonl" "$OUT/" || rc=1
+        cp "$TWIN_DIR/twin_${v%%:*}.jsonl" "$OUTDIR/" || rc=1
     else
         # shellcheck disable=SC2086
         run "$TWIN_BIN" "twin_${v%%:*}" ${v#*:}
     fi
-    python3 ci/compare_metrics.py "$OUT/gpu_${v%%:*}.jsonl" "$OUT/twin_${v%%:*}.jsonl" 1e-5 || rc=1
+    python3 ci/compare_metrics.py "$OUTDIR/gpu_${v%%:*}.jsonl" "$OUTDIR/twin_${v%%:*}.jsonl" 1e-5 || rc=1
 done
 exit $rc

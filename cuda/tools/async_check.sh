@@ -29,10 +29,10 @@ set -u
 lab_args "$@"
 [ ${#ARGS[@]} -eq 1 ] && [ "${ARGS[0]#-}" = "${ARGS[0]}" ] ||
     lab_die "usage: cuda/tools/async_check.sh [--debs DIR] [--build DIR] OUTDIR"
-OUT=$(lab_outdir "${ARGS[0]}") || exit 1
+OUTDIR=$(lab_outdir "${ARGS[0]}") || exit 1
 B=${GPU_BUILD:-/tmp/build-cuda-async}
 STEPS=${TWINRUN_ASYNC_STEPS:-12}
-rm -rf "$OUT"/smoke_* "$OUT"/hang_* "$OUT"/two_* "$OUT"/train_* # this script's own, from an earlier run
+rm -rf "$OUTDIR"/smoke_* "$OUTDIR"/hang_* "$OUTDIR"/two_* "$OUTDIR"/train_* # this script's own, from an earlier run
 cd "$(dirname "$0")/../.." || exit 1
 pass=0 fail=0
 log() { echo "== $(date +%T) $*"; }
@@ -46,9 +46,9 @@ log "async check at $(lab_commit)"
 nvidia-smi -L || lab_die "nvidia-smi -L failed: no GPU visible"
 lab_deps "$DEBS" || exit 1
 log build
-if ! gpu_build "$B" "$OUT/build.log" coll_smoke train_llama3 blame; then
-    grep -E "error|Error" "$OUT/build.log" | head -30
-    lab_die "the build failed (see $OUT/build.log)"
+if ! gpu_build "$B" "$OUTDIR/build.log" coll_smoke train_llama3 blame; then
+    grep -E "error|Error" "$OUTDIR/build.log" | head -30
+    lab_die "the build failed (see $OUTDIR/build.log)"
 fi
 export TWINRUN_RENDEZVOUS_DIR
 TWINRUN_RENDEZVOUS_DIR=$(mktemp -d)
@@ -56,7 +56,7 @@ TWINRUN_RENDEZVOUS_DIR=$(mktemp -d)
 # ---- 2. coll_smoke, both modes ------------------------------------------------------------------
 for mode in async sync; do
     sync=0; [ $mode = sync ] && sync=1
-    d=$OUT/smoke_$mode
+    d=$OUTDIR/smoke_$mode
     mkdir -p "$d"
     t0=$(now)
     TWINRUN_COLL_SYNC=$sync TWINRUN_FLIGHT_DIR=$d TWINRUN_FLIGHT_AT_EXIT=1 timeout 120 "$B/bin/coll_smoke" 0 1 \
@@ -66,7 +66,7 @@ for mode in async sync; do
     if [ $rc -eq 0 ] && grep -q "all ok" "$d/log.txt"; then ok "coll_smoke 1 rank, $mode: all ok (${took} s)"
     else bad "coll_smoke 1 rank, $mode: exit $rc"; grep -E "FAILED|fatal" "$d/log.txt" | head -5; fi
 done
-python3 - "$OUT/smoke_async/flight_rank00000.txt" <<'EOF' && ok "async flight records: all completed, times ordered" || bad "async flight records"
+python3 - "$OUTDIR/smoke_async/flight_rank00000.txt" <<'EOF' && ok "async flight records: all completed, times ordered" || bad "async flight records"
 import statistics, sys
 recs = [dict(zip(l.split()[2::2], l.split()[3::2])) for l in open(sys.argv[1]) if l.startswith("rec ")]
 bad = [r for r in recs if r["state"] != "completed"]
@@ -82,7 +82,7 @@ EOF
 # ---- 3. the hang case, asynchronous mode (see the header for synchronous mode) ----------------------
 for mode in async; do
     sync=0; [ $mode = sync ] && sync=1
-    d=$OUT/hang_$mode
+    d=$OUTDIR/hang_$mode
     mkdir -p "$d"
     TWINRUN_COLL_SYNC=$sync TWINRUN_COLL_TIMEOUT_S=5 TWINRUN_FLIGHT_DIR=$d timeout 60 "$B/bin/coll_smoke" 0 1 hang \
         >"$d/log.txt" 2>&1
@@ -108,7 +108,7 @@ done
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
     for mode in async sync; do
         sync=0; [ $mode = sync ] && sync=1
-        d=$OUT/two_$mode
+        d=$OUTDIR/two_$mode
         mkdir -p "$d"
         (TWINRUN_COLL_SYNC=$sync TWINRUN_RUN_ID=two$mode timeout 120 "$B/bin/coll_smoke" 1 2 >"$d/r1.txt" 2>&1) &
         p=$!
@@ -150,18 +150,18 @@ for model in tiny big; do
     args=$TINY; [ $model = big ] && args=$BIG
     for mode in async sync; do
         sync=0; [ $mode = sync ] && sync=1
-        d=$OUT/train_${model}_$mode
+        d=$OUTDIR/train_${model}_$mode
         mkdir -p "$d"
         # shellcheck disable=SC2086
         TWINRUN_COLL_SYNC=$sync TWINRUN_FLIGHT_DIR=$d TWINRUN_FLIGHT_AT_EXIT=1 TWINRUN_FLIGHT_RECORDS=65536 \
-            timeout 240 "$B/bin/train_llama3" $args --data-cache-path "$OUT/cache" --metrics-jsonl "$d/metrics.jsonl" \
+            timeout 240 "$B/bin/train_llama3" $args --data-cache-path "$OUTDIR/cache" --metrics-jsonl "$d/metrics.jsonl" \
             >"$d/log.txt" 2>&1
         rc=$?
         sed -E 's/"(elapsed_ms_per_iter|tflops_per_gpu)":[^,]*,//g' "$d/metrics.jsonl" >"$d/bits" 2>/dev/null
         echo "    $model $mode: exit $rc, $(wc -l <"$d/bits" 2>/dev/null || echo 0) iterations, step $(step_ms "$d/metrics.jsonl") ms, last $(tail -1 "$d/metrics.jsonl" 2>/dev/null | grep -o '"lm_loss":[^,]*')"
         [ $rc -eq 0 ] || { bad "train $model $mode: exit $rc"; tail -5 "$d/log.txt"; }
     done
-    a=$OUT/train_${model}_async b=$OUT/train_${model}_sync
+    a=$OUTDIR/train_${model}_async b=$OUTDIR/train_${model}_sync
     if [ -s "$a/bits" ] && cmp -s "$a/bits" "$b/bits"; then
         ok "train $model: async and sync metrics identical bit for bit; step $(step_ms "$a/metrics.jsonl") ms async, $(step_ms "$b/metrics.jsonl") ms sync"
     else bad "train $model: the metrics differ (or a run failed)"; diff "$a/bits" "$b/bits" | head -4; fi
@@ -170,11 +170,11 @@ for model in tiny big; do
 done
 
 # ---- 6. a hang in training ---------------------------------------------------------------------------
-d=$OUT/train_hang
+d=$OUTDIR/train_hang
 mkdir -p "$d"
 # shellcheck disable=SC2086
 TWINRUN_COLL_HANG=dp_cp:6 TWINRUN_FLIGHT_DIR=$d timeout 120 "$B/bin/train_llama3" $TINY --distributed-timeout-minutes 0.1 \
-    --data-cache-path "$OUT/cache" >"$d/log.txt" 2>&1
+    --data-cache-path "$OUTDIR/cache" >"$d/log.txt" 2>&1
 rc=$?
 t_exit=$(now)
 t_hang=$(grep -o "unix time [0-9.]*" "$d/log.txt" | head -1 | awk '{print $3}')
@@ -188,6 +188,6 @@ sed 's/^/    /' "$d/blame.txt"
 [ $brc -eq 1 ] && grep -q "comm 'dp_cp'.* seq 6 " "$d/blame.txt" && ok "training hang: blame names dp_cp seq 6" ||
     bad "training hang: blame exit $brc"
 
-rm -rf "$OUT/cache"
+rm -rf "$OUTDIR/cache"
 echo "async check: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -8,8 +8,8 @@
 # Usage (from the repository root, a machine with 2 GPUs): cuda/tools/heartbeat_check.sh BUILD OUTDIR
 set -u
 B=${1:?usage: heartbeat_check.sh BUILD_DIR OUTDIR}
-OUT=${2:-/tmp/twinrun-heartbeat}
-mkdir -p "$OUT"
+OUTDIR=${2:-/tmp/twinrun-heartbeat}
+mkdir -p "$OUTDIR"
 [ "$(nvidia-smi -L | wc -l)" -ge 2 ] || { echo "heartbeat_check: needs 2 GPUs"; exit 2; }
 unset TWINRUN_RENDEZVOUS_DIR # the heartbeat rides the store, which a file rendezvous replaces
 export MASTER_ADDR=127.0.0.1 WORLD_SIZE=2 TWINRUN_STORE_TOKEN=heartbeat-check-token-0123456789
@@ -17,18 +17,18 @@ job=(--num-layers 2 --hidden-size 64 --ffn-hidden-size 128 --num-attention-heads
     --max-position-embeddings 32 --position-embedding-type rope --normalization RMSNorm --swiglu
     --untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0 --hidden-dropout 0
     --micro-batch-size 1 --global-batch-size 2 --train-iters 1000000 --lr 1e-4 --mock-data --vocab-size 256
-    --eval-iters 0 --log-interval 1 --distributed-timeout-minutes 60 --data-cache-path "$OUT/cache")
+    --eval-iters 0 --log-interval 1 --distributed-timeout-minutes 60 --data-cache-path "$OUTDIR/cache")
 fails=0
 lost() { # lost NAME PORT VICTIM
     local name=$1 victim=$3 survivor=$((1 - $3)) pids=()
-    rm -rf "$OUT/$name" && mkdir -p "$OUT/$name"
+    rm -rf "$OUTDIR/$name" && mkdir -p "$OUTDIR/$name"
     for r in 0 1; do
-        RANK=$r LOCAL_RANK=$r MASTER_PORT=$2 TWINRUN_FLIGHT_DIR=$OUT/$name \
-            "$B/bin/train_llama3" "${job[@]}" >"$OUT/$name/rank$r.log" 2>&1 &
+        RANK=$r LOCAL_RANK=$r MASTER_PORT=$2 TWINRUN_FLIGHT_DIR=$OUTDIR/$name \
+            "$B/bin/train_llama3" "${job[@]}" >"$OUTDIR/$name/rank$r.log" 2>&1 &
         pids[$r]=$!
     done
     for _ in $(seq 600); do # both training: the reporting rank logged iteration 3
-        cat "$OUT/$name"/rank*.log 2>/dev/null | grep -q "iteration *3/" && break
+        cat "$OUTDIR/$name"/rank*.log 2>/dev/null | grep -q "iteration *3/" && break
         sleep 0.5
     done
     local t0 t1 rc took
@@ -39,8 +39,8 @@ lost() { # lost NAME PORT VICTIM
     t1=$(date +%s.%N)
     wait "${pids[$victim]}" 2>/dev/null
     took=$(awk "BEGIN { printf \"%.3f\", $t1 - $t0 }")
-    local log=$OUT/$name/rank$survivor.log dump
-    dump=$(printf "%s/flight_rank%05d.txt" "$OUT/$name" $survivor)
+    local log=$OUTDIR/$name/rank$survivor.log dump
+    dump=$(printf "%s/flight_rank%05d.txt" "$OUTDIR/$name" $survivor)
     if [ $rc = 1 ] && grep -q "heartbeat: rank $victim .*stopped first: rank $victim" "$log" && [ -s "$dump" ] &&
         awk "BEGIN { exit !($took < 10) }"; then
         echo "ok   $name: rank $survivor exited 1 after $took s with its flight recorder in $dump"
