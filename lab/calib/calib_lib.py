@@ -132,15 +132,20 @@ def twin_env(device, ledger=None):
     return env
 
 
-def run_predict(binary, device, args, workdir, name):
-    """train_llama3 ARGS --predict on the twin's `device`: (its --predict-json report, its kernel ledger)."""
+def predict_process(binary, device, args, workdir, more=(), ledger=None):
+    """train_llama3 ARGS --predict MORE on the twin's `device`, in workdir: the finished process (output in
+    .stdout, stderr with it)."""
     if not os.access(binary, os.X_OK):
         raise CalibError(f"{binary}: no twin train_llama3 there (cmake --preset twin && cmake --build build/twin)")
+    return subprocess.run([binary] + list(args) + ["--predict"] + list(more), env=twin_env(device, ledger),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=workdir)
+
+
+def run_predict(binary, device, args, workdir, name):
+    """train_llama3 ARGS --predict on the twin's `device`: (its --predict-json report, its kernel ledger)."""
     pj = os.path.join(workdir, f"{name}.predict.json")
     lj = os.path.join(workdir, f"{name}.ledger.json")
-    cmd = [binary] + list(args) + ["--predict", "--predict-json", pj]
-    p = subprocess.run(cmd, env=twin_env(device, lj), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       cwd=workdir)
+    p = predict_process(binary, device, args, workdir, ["--predict-json", pj], lj)
     if p.returncode != 0:
         tail = "\n".join(p.stdout.splitlines()[-5:])
         raise CalibError(f"{name}: the twin's predict failed (exit {p.returncode}):\n{tail}")

@@ -13,11 +13,10 @@ not. Prints one row a config; exit 1 when a part differs or a log has no such li
 """
 import os
 import re
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from calib_lib import CalibError, calib_parser, load_calibration, scratch_dir, twin_env  # noqa: E402
+from calib_lib import CalibError, calib_parser, load_calibration, predict_process, scratch_dir  # noqa: E402
 
 LINE = re.compile(r"^\[memory\] rank 0: weights ([0-9.]+) MB \| gradients ([0-9.]+) MB \| optimizer ([0-9.]+) MB "
                   r"\| activations and scratch ([0-9.]+) MB \| device peak ([0-9.]+) MB", re.M)
@@ -34,9 +33,6 @@ def main(argv):
     ap.add_argument("more", nargs="*", help="more calibration folders")
     a = ap.parse_args(argv)
     binary = os.path.abspath(a.bin)
-    if not os.access(binary, os.X_OK):
-        print(f"memory_parts.py: {binary}: no twin train_llama3 there", file=sys.stderr)
-        return 2
     work = scratch_dir()
     bad, rows = 0, 0
     out = ["| config | " + " | ".join(f"{p} MB" for p in PARTS) + " | twin |", "|---|" + "---:|" * len(PARTS) + "---|"]
@@ -54,8 +50,11 @@ def main(argv):
             except OSError as e:
                 print(f"memory_parts.py: {log}: {e.strerror}", file=sys.stderr)
                 return 2
-            p = subprocess.run([binary] + list(c["args"]) + ["--predict"], env=twin_env(cal.get("device", "H200")),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=work)
+            try:
+                p = predict_process(binary, cal.get("device", "H200"), c["args"], work)
+            except CalibError as e:
+                print(f"memory_parts.py: {e}", file=sys.stderr)
+                return 2
             twin = memory_line(p.stdout)
             rows += 1
             if not gpu or not twin:
