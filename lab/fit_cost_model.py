@@ -37,12 +37,10 @@ from calib_lib import (CalibError, calib_parser, load_calibration, read_gpu_prof
 
 DEFAULT_LATENCY = 4e-6
 # GPU profile kinds that are the same launches as a twin kind under another name: the multi-tensor forms
-# (one launch on the GPU, one per range in the twin), the entry points whose twin form calls the
-# positions/slice variant that charges the cost, and the embedding's lookup of a pending update (charged
-# as AdamW on the rows it reads)
+# (one launch on the GPU, one per range in the twin), and the entry points whose twin form calls the
+# positions/slice variant that charges the cost
 ALIASES = {
     "adamw_update_ranges": "adamw_update",
-    "embedding_forward_adamw": "adamw_update",
     "sum_squares_ranges": "sum_squares",
     "attention_forward_pos": "attention_forward",
     "attention_backward_pos": "attention_backward",

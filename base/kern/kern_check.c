@@ -332,18 +332,6 @@ void kern_adamw_update_check(dev_stream *s, const kern_adamw_desc *ad, float *ma
     check_adamw_buffers(master, master_rem, model, grad, m, v);
 }
 
-void kern_embedding_forward_adamw_check(dev_stream *s, tr_buf out, const int32_t *tokens, const kern_adamw_desc *ad,
-                                        const float *master, const int16_t *master_rem, tr_buf wte, tr_buf grad,
-                                        const float *m, const float *v, int vocab_start, int N, int C, int V) {
-    (void)s;
-    check_adamw_desc(ad);
-    check_embedding(tokens, vocab_start, N, C, V);
-    kern_check_float_buf(out, "embedding out");
-    /* the lookup reads the model's copy the update would write: there must be one */
-    TR_CHECK(wte.p != NULL, "embedding lookup of a pending update needs the model's copy of the table");
-    check_adamw_buffers(master, master_rem, wte, grad, m, v);
-}
-
 void kern_master_split_check(dev_stream *s, tr_buf model, int16_t *rem, const float *w, size_t n) {
     (void)s, (void)rem;
     if (n == 0) return;

@@ -147,11 +147,6 @@ typedef void (*llama_grads_done_fn)(void *arg, size_t watermark);
 /* Called by the forward pass before it reads the parameters below offset `end` (their all-gather may
  * still be in flight: --overlap-param-gather); NULL: nobody listens. */
 typedef void (*llama_params_needed_fn)(void *arg, size_t end);
-/* Called by the first stage's forward pass for its token lookup instead of params_needed while the input
- * embedding's update is pending (the optimizer's step ahead updates the table last): writes out [N, C] (the
- * rows of this rank's vocabulary slice, zeros elsewhere) as the lookup after that update would, and lets
- * the update go. NULL: nothing pending. */
-typedef void (*llama_embedding_pending_fn)(void *arg, tr_buf out, const int32_t *tokens);
 /* layer is global (0-based; -1 for the loss), x the tensor of n elements, micro the micro-batch. */
 typedef void (*llama_site_fn)(void *arg, llama_site site, int layer, int micro, tr_buf x, size_t n);
 
@@ -247,8 +242,6 @@ typedef struct llama_model {
     void *grads_done_arg;
     llama_params_needed_fn params_needed; /* NULL = nobody listens (optimizer, --overlap-param-gather) */
     void *params_needed_arg;
-    llama_embedding_pending_fn embedding_pending; /* NULL = nothing pending (the optimizer's step ahead) */
-    void *embedding_pending_arg;
     llama_site_fn site; /* NULL = nobody watches */
     void *site_arg;
     int site_micro; /* the micro-batch the caller is running, for the observer */

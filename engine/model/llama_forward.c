@@ -165,13 +165,9 @@ void llama_forward_slot(llama_model *m, int slot, const int32_t *tokens, const i
     llama_fp8_forward_begin(m, slot);
 
     if (dm->first) {
+        params_needed(m, m->params_tab[m->p_embed].offset + m->params_tab[m->p_embed].numel);
         tr_buf x0 = act(m, A->resid, 0), e = partial_out(m, x0);
-        if (m->embedding_pending) { /* the table's update runs after this lookup: no wait for it */
-            m->embedding_pending(m->embedding_pending_arg, e, A->tokens);
-        } else {
-            params_needed(m, m->params_tab[m->p_embed].offset + m->params_tab[m->p_embed].numel);
-            kern_embedding_forward_slice(s, e, A->tokens, llama_weight(m, m->p_embed), dm->vocab_start, N, C, dm->Vl);
-        }
+        kern_embedding_forward_slice(s, e, A->tokens, llama_weight(m, m->p_embed), dm->vocab_start, N, C, dm->Vl);
         tp_rows(m, x0, e);
     }
 

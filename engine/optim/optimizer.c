@@ -52,33 +52,16 @@ static void plan_ahead(tr_optimizer *o, llama_model *m) {
     o->chunk_done = calloc((size_t)n, sizeof *o->chunk_done);
     TR_CHECK(o->chunk_done != NULL, "out of host memory for the optimizer's events");
     for (int c = 0; c < n; c++) o->chunk_done[c] = dev_event_create(m->dev);
-    /* the table last: chunk 0 holds exactly the embedding's table, of the one segment, with a model copy */
-    const char *emb_env = getenv("TWINRUN_EMBED_AHEAD");
-    const llama_param *pe = m->p_embed >= 0 ? &m->params_tab[m->p_embed] : NULL;
-    if (pe && pe->offset == 0 && end[0] == pe->numel && m->params && o->nseg == 1 && o->segs[0].begin == 0 &&
-        o->segs[0].len >= pe->numel && !(emb_env && strcmp(emb_env, "0") == 0)) {
-        o->embed_last = true;
-        o->embed_read = dev_event_create(m->dev);
-    }
 }
-
-static void embed_release(tr_optimizer *o, llama_model *m);
 
 /* The forward pass reads the parameters below `end` next: the model's stream waits for the chunks of the
  * step ahead that hold them. */
 static void on_chunks_needed(void *arg, size_t end) {
     tr_optimizer *o = arg;
     llama_model *m = o->armed;
-    while (o->chunk_waited < o->nchunks && (o->chunk_waited ? o->chunk_end[o->chunk_waited - 1] : 0) < end) {
-        const int c = o->chunk_waited++;
-        if (c > 0 || !o->embed_pending_wait) dev_stream_wait_event(m->stream, o->chunk_done[c]);
-    }
+    while (o->chunk_waited < o->nchunks && (o->chunk_waited ? o->chunk_end[o->chunk_waited - 1] : 0) < end)
+        dev_stream_wait_event(m->stream, o->chunk_done[o->chunk_waited++]);
     if (o->chunk_waited == o->nchunks) {
-        if (o->embed_pending_wait) { /* the table, issued last (now, if no lookup has) */
-            embed_release(o, m);
-            dev_stream_wait_event(m->stream, o->chunk_done[0]);
-            o->embed_pending_wait = false;
-        }
         m->params_needed = NULL, m->params_needed_arg = NULL;
         dev_stream_set_background(o->ahead, false); /* the GEMMs from here on take the whole device */
     }
@@ -182,7 +165,6 @@ tr_optimizer *optim_create(llama_model *model, const tr_config *cfg, const tr_gr
 void optim_destroy(tr_optimizer *o, llama_model *model) {
     if (!o) return;
     if (o->comm) dev_stream_sync(o->comm);
-    if (o->ahead && o->chunk_waited < o->nchunks) on_chunks_needed(o, model->total_alloc); /* the table's too */
     if (o->ahead) dev_stream_sync(o->ahead);
     if (model->params_needed_arg == o) model->params_needed = NULL, model->params_needed_arg = NULL;
     if (o->gathered)
@@ -193,7 +175,6 @@ void optim_destroy(tr_optimizer *o, llama_model *model) {
     free(o->chunk_end);
     dev_stream_destroy(o->ahead);
     dev_event_destroy(o->stepped);
-    dev_event_destroy(o->embed_read);
     dev_event_destroy(o->norm_ready);
     dev_event_destroy(o->norm_summed);
     dev_event_destroy(o->ready);
@@ -377,71 +358,6 @@ double optim_grad_norm(tr_optimizer *o, llama_model *model, const tr_grid *grid,
     return sqrt((double)sumsq);
 }
 
-/* Chunk c of this step's update on s (without the step ahead: c 0, everything), then its gradients'
- * zeroing for the next step and its event. */
-static void issue_chunk(tr_optimizer *o, llama_model *model, dev_stream *s, int c) {
-    const size_t wlo = o->ahead && c > 0 ? o->chunk_end[c - 1] : 0, whi = o->ahead ? o->chunk_end[c] : SIZE_MAX;
-    const tr_buf grads = tr_buf_make(model->grads, model->dims.grad_dt);
-    const tr_buf params = tr_buf_make(model->params, model->dims.act_dt);
-    const bool decoupled = o->step_decoupled_lr >= 0;
-    for (int group = 0; group < (decoupled ? 2 : 1); group++) {
-        kern_adamw_desc ad = {
-            .lr = (float)(group == 1 ? o->step_decoupled_lr : o->step_lr),
-            .beta1 = (float)o->beta1,
-            .beta2 = (float)o->beta2,
-            .eps = (float)o->eps,
-            .grad_scale = (float)o->step_coeff,
-            .step = o->step,
-        };
-        for (int k = 0; k < o->nseg; k++) {
-            const llama_seg sg = o->segs[k];
-            kern_range *ranges;
-            const int nr = seg_ranges_in(model, sg, wlo, whi, o->weight_decay, true,
-                                         !decoupled ? RANGES_ALL
-                                         : group    ? RANGES_DECOUPLED
-                                                    : RANGES_MAIN,
-                                         &ranges);
-            /* the segment's master: whole or sharded, the same elements (fp32, or remainders) */
-            const size_t mi = llama_master_index(model, sg.begin);
-            if (nr > 0 || !o->ahead)
-                kern_adamw_update_ranges(s, &ad, ranges, nr, model->master ? model->master + mi : NULL,
-                                         model->master_rem ? model->master_rem + mi : NULL, tr_buf_at(params, sg.begin),
-                                         tr_buf_at(grads, sg.begin), o->m + sg.local, o->v + sg.local);
-            free(ranges);
-        }
-    }
-    if (o->ahead) { /* the chunk's gradients are read: the next step's zeroing of them, here too */
-        llama_zero_grad_runs(model, o->ahead, wlo, whi);
-        dev_event_record(o->chunk_done[c], o->ahead);
-    }
-}
-
-/* The table's update, if still held back: on `ahead` after what the model's stream has issued (the
- * lookup that read the old table), behind the other chunks. */
-static void embed_release(tr_optimizer *o, llama_model *m) {
-    if (!o->embed_deferred) return;
-    o->embed_deferred = false;
-    m->embedding_pending = NULL, m->embedding_pending_arg = NULL;
-    dev_event_record(o->embed_read, m->stream);
-    dev_stream_wait_event(o->ahead, o->embed_read);
-    issue_chunk(o, m, o->ahead, 0);
-}
-
-/* The first stage's lookup while the table's update is held back (llama_embedding_pending_fn): the rows
- * as that update leaves them, then the update. Segment 0 begins at element 0: an element's local index
- * is its offset. */
-static void on_embedding_lookup(void *arg, tr_buf out, const int32_t *tokens) {
-    tr_optimizer *o = arg;
-    llama_model *m = o->armed;
-    const llama_dims *dm = &m->dims;
-    const size_t e = m->params_tab[m->p_embed].offset, mi = llama_master_index(m, 0) + e;
-    kern_embedding_forward_adamw(m->stream, out, tokens, &o->embed_desc, m->master ? m->master + mi : NULL,
-                                 m->master_rem ? m->master_rem + mi : NULL, llama_weight(m, m->p_embed),
-                                 tr_buf_at(tr_buf_make(m->grads, dm->grad_dt), e), o->m + e, o->v + e, dm->vocab_start,
-                                 dm->B * dm->T, dm->C, dm->Vl);
-    embed_release(o, m);
-}
-
 void optim_set_decoupled_lr(tr_optimizer *o, double lr) { o->decoupled_lr = lr; }
 
 void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double lr, double grad_norm) {
@@ -453,7 +369,9 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
     }
     /* every parameter of each segment of the shard in one multi-tensor update, each with its weight
      * decay; with --decoupled-lr the input embedding and output layer are a second update at their lr */
-    o->step_lr = lr, o->step_decoupled_lr = o->decoupled_lr, o->step_coeff = coeff;
+    const tr_buf grads = tr_buf_make(model->grads, model->dims.grad_dt);
+    const tr_buf params = tr_buf_make(model->params, model->dims.act_dt);
+    const bool decoupled = o->decoupled_lr >= 0;
     dev_stream *s = model->stream;
     if (o->ahead) {                 /* after the gradients and their norm: the step ahead of the next forward pass */
         llama_params_settle(model); /* the previous step's chunks, should no forward pass have waited */
@@ -462,27 +380,43 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
         s = o->ahead;
     }
     for (int c = 0; c < (o->ahead ? o->nchunks : 1); c++) {
-        if (c == 0 && o->embed_last) { /* the table last: the next forward pass's lookup issues it */
-            const llama_param *pe = &model->params_tab[model->p_embed];
-            o->embed_desc = (kern_adamw_desc){
-                .lr = (float)(o->decoupled_lr >= 0 ? o->decoupled_lr : lr),
+        const size_t wlo = o->ahead && c > 0 ? o->chunk_end[c - 1] : 0, whi = o->ahead ? o->chunk_end[c] : SIZE_MAX;
+        for (int group = 0; group < (decoupled ? 2 : 1); group++) {
+            kern_adamw_desc ad = {
+                .lr = (float)(group == 1 ? o->decoupled_lr : lr),
                 .beta1 = (float)o->beta1,
                 .beta2 = (float)o->beta2,
                 .eps = (float)o->eps,
-                .weight_decay = pe->no_weight_decay ? 0.0f : (float)o->weight_decay, /* seg_ranges_in's */
                 .grad_scale = (float)coeff,
                 .step = o->step,
             };
-            o->embed_deferred = o->embed_pending_wait = true;
-            continue;
+            for (int k = 0; k < o->nseg; k++) {
+                const llama_seg sg = o->segs[k];
+                kern_range *ranges;
+                const int nr = seg_ranges_in(model, sg, wlo, whi, o->weight_decay, true,
+                                             !decoupled ? RANGES_ALL
+                                             : group    ? RANGES_DECOUPLED
+                                                        : RANGES_MAIN,
+                                             &ranges);
+                /* the segment's master: whole or sharded, the same elements (fp32, or remainders) */
+                const size_t mi = llama_master_index(model, sg.begin);
+                if (nr > 0 || !o->ahead)
+                    kern_adamw_update_ranges(s, &ad, ranges, nr, model->master ? model->master + mi : NULL,
+                                             model->master_rem ? model->master_rem + mi : NULL,
+                                             tr_buf_at(params, sg.begin), tr_buf_at(grads, sg.begin), o->m + sg.local,
+                                             o->v + sg.local);
+                free(ranges);
+            }
         }
-        issue_chunk(o, model, s, c);
+        if (o->ahead) { /* the chunk's gradients are read: the next step's zeroing of them, here too */
+            llama_zero_grad_runs(model, o->ahead, wlo, whi);
+            dev_event_record(o->chunk_done[c], o->ahead);
+        }
     }
     if (o->ahead) {
         model->grad_zeroed_ahead = true;
         o->chunk_waited = 0;
         model->params_needed = on_chunks_needed, model->params_needed_arg = o;
-        if (o->embed_deferred) model->embedding_pending = on_embedding_lookup, model->embedding_pending_arg = o;
         dev_stream_set_background(o->ahead, true); /* the forward's GEMMs leave the update a share */
     }
     if (o->distributed) {

@@ -59,17 +59,6 @@ typedef struct tr_optimizer {
     size_t *chunk_end;      /* [nchunks] ascending element offsets; the last total_alloc */
     dev_event **chunk_done; /* [nchunks] */
     int chunk_waited;       /* chunks [0, chunk_waited) waited for; nchunks: nothing in flight */
-    /* this step's lr, --decoupled-lr's (< 0: none) and clipping coefficient, for a chunk issued later */
-    double step_lr, step_decoupled_lr, step_coeff;
-    /* The input embedding's table last (chunk 0 exactly the table; TWINRUN_EMBED_AHEAD=0 turns it off):
-     * the next forward pass looks its rows up from the pending update (kern_embedding_forward_adamw, the
-     * same bits as the lookup after it) and only then issues the table's update behind the others, so it
-     * starts without waiting for the table (a tenth of a 70B layer pair's update). */
-    bool embed_last;
-    bool embed_deferred;        /* this step's chunk 0 not issued yet (the lookup, or a settle, issues it) */
-    bool embed_pending_wait;    /* this step's chunk 0 is issued last: waited for with the last chunk */
-    kern_adamw_desc embed_desc; /* this step's update of the table: its lr and weight decay */
-    dev_event *embed_read;      /* the model's stream -> ahead: the lookup has read the table */
     /* The grad norm's sums during the last micro-batch's backward pass (with the step ahead, one rank
      * holding whole gradients: no TP, DP or CP reduction after the backward; TWINRUN_NORM_AHEAD=0 turns it
      * off): each part's squares summed on `ahead` as soon as the backward has written it, highest first

@@ -1,7 +1,10 @@
-/* Decoupled AdamW (torch.optim.AdamW / Megatron FusedAdam semantics) for the twin, each element as
- * kern_adamw_math.h computes it. The fp32 master is a buffer of its own, or the bf16 model joined with 16-bit remainders
+/* Decoupled AdamW (torch.optim.AdamW / Megatron FusedAdam semantics) for the twin.
+ * Each element is updated in double from its fp32 state and the new m, v and master are rounded
+ * to fp32 once; the bias corrections are computed in double, as torch computes them in Python.
+ * The fp32 master is a buffer of its own, or the bf16 model joined with 16-bit remainders
  * (twinrun/master_split.h); also kern_master_split, which makes such a pair from fp32 values. */
-#include "kern_adamw_math.h"
+#include <math.h>
+
 #include "kern_cpu.h"
 #include "twinrun/kern.h"
 #include "twinrun/master_split.h"
@@ -22,10 +25,18 @@ static void adamw_body(void *args) {
     const bool write_model = model.p != NULL && model.p != (void *)master;
     uint16_t *hi = a->rem ? (uint16_t *)model.p : NULL; /* [n] bf16 bits, the master's upper halves */
 
-    const twin_adamw_consts k = twin_adamw_consts_of(ad);
+    const double b1 = ad->beta1, b2 = ad->beta2, lr = ad->lr, eps = ad->eps;
+    const double bc1 = 1.0 - pow(b1, (double)ad->step), bc2 = 1.0 - pow(b2, (double)ad->step);
+    const double decay = 1.0 - lr * (double)ad->weight_decay;
     for (size_t i = 0; i < a->n; i++) {
+        const double g = (double)ld(grad, i) * (double)ad->grad_scale;
+        const float mi = (float)(b1 * (double)m[i] + (1.0 - b1) * g);
+        const float vi = (float)(b2 * (double)v[i] + (1.0 - b2) * g * g);
+        const double mhat = (double)mi / bc1, vhat = (double)vi / bc2;
         const float w0 = hi ? tr_master_join(hi[i], a->rem[i]) : master[i];
-        const float w = twin_adamw_element(&k, ld(grad, i), &m[i], &v[i], w0);
+        const float w = (float)((double)w0 * decay - lr * mhat / (sqrt(vhat) + eps));
+        m[i] = mi;
+        v[i] = vi;
         if (hi) {
             tr_master_split(w, &hi[i], &a->rem[i]);
             continue;

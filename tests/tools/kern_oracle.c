@@ -400,41 +400,6 @@ static void case_embedding_slice(tr_dtype dt) {
     release();
 }
 
-/* The lookup of a pending AdamW update (kern_embedding_forward_adamw) on the same slice [600, 900):
- * t[0] out, t[1] tokens, t[2] the model's bf16 table, t[3] the fp32 master or the remainders (two bytes
- * an element: a bf16-typed tensor), t[4] grad, t[5] m, t[6] v. Each side's bits are its own update's
- * (test_kern_embedding_adamw); here the two sides' updates, within the AdamW cases' bound. */
-static void emb_adamw_gpu(void *p) {
-    misc_ctx *c = p;
-    const bool rem = c->pos;
-    kern_embedding_forward_adamw(g_s, Dv(c->t[0]), c->t[1]->d, &c->ad, rem ? NULL : c->t[3]->d,
-                                 rem ? (int16_t *)c->t[3]->d : NULL, Dv(c->t[2]), Dv(c->t[4]), c->t[5]->d, c->t[6]->d,
-                                 c->B, c->N, c->C, c->V);
-}
-
-static void case_embedding_adamw(tr_dtype dt, bool rem) {
-    misc_ctx c = {
-        .N = 1000, .C = 700, .V = 300, .B = 600, .pos = rem, .ad = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.8f, 7}};
-    const size_t vc = (size_t)c.V * c.C;
-    c.t[0] = t_new(TR_BF16, (size_t)c.N * c.C), c.t[1] = t_new(TR_I32, c.N), c.t[2] = t_new(TR_BF16, vc);
-    c.t[3] = t_new(rem ? TR_BF16 : TR_F32, vc), c.t[4] = t_new(dt, vc), c.t[5] = t_new(TR_F32, vc);
-    c.t[6] = t_new(TR_F32, vc);
-    t_fill_int(c.t[1], 0, 4 * c.V), t_fill(c.t[0], 1.0f), t_fill(c.t[2], 1.0f), t_fill(c.t[3], 1.0f);
-    t_fill(c.t[4], 1.0f), t_fill(c.t[5], 0.01f);
-    for (size_t i = 0; i < vc; i++) ((float *)c.t[6]->h0)[i] = (float)(urand() * 1e-4);
-    reset_host();
-    twin_kern_embedding_forward_adamw(NULL, H(c.t[0]), c.t[1]->h, &c.ad, rem ? NULL : c.t[3]->h,
-                                      rem ? (int16_t *)c.t[3]->h : NULL, H(c.t[2]), H(c.t[4]), c.t[5]->h, c.t[6]->h,
-                                      c.B, c.N, c.C, c.V);
-    tens *outs[] = {c.t[0]};
-    run_gpu_twice("embedding lookup of a pending update", emb_adamw_gpu, &c, outs, 1);
-    char name[96];
-    snprintf(name, sizeof name, "embedding_adamw slice [600,900) %s grad, %s out bf16", tr_dtype_name(dt),
-             rem ? "remainders" : "fp32 master");
-    compare(name, c.t[0], 1e-5);
-    release();
-}
-
 /* The three cross-entropy passes and the backward on one slice [5000, 10000) of a 20000-token
  * vocabulary (the all-reduces of a one-rank group are the identity), targets from the whole
  * vocabulary; the backward in place. The slice's last 700 columns pad the vocabulary (c->F real). */
@@ -1004,8 +969,6 @@ int main(int argc, char **argv) {
         if (want("norm")) case_norm(KERN_NORM_LAYER, false, dt, 333, 8192);
         if (want("embedding")) case_embedding(dt);
         if (want("embedding")) case_embedding_slice(dt);
-        if (want("embedding")) case_embedding_adamw(dt, false);
-        if (want("embedding")) case_embedding_adamw(dt, true);
         if (want("ce")) case_ce_slice(dt, 64);
         if (want("ce")) case_ce_slice(dt, 3000);
         if (want("rope")) case_rope(dt, false);

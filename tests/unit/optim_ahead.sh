@@ -10,11 +10,6 @@
 #   norm      the grad norm's sums during the backward pass (TWINRUN_NORM_AHEAD=0: after it, on the
 #             model's stream): metrics bit for bit, with per-token loss too (its scale of the gradients
 #             after the backward makes the optimizer sum them again), and the simulated step shorter
-#   embed     the input embedding's update issued last, the next forward pass looking its rows up from the
-#             pending update (TWINRUN_EMBED_AHEAD=0: issued first, the forward pass waits for it): bit for
-#             bit in bf16 (master remainders) with --decoupled-lr, gradient accumulation, an evaluation
-#             and a save and resume, in fp32 (the master is the model), and at TP2 (vocabulary slices); and
-#             with a large table the simulated step shorter
 #   share     the multiprocessors the forward's GEMMs leave the update (TWINRUN_BACKGROUND_SMS): the
 #             simulated step grows with the share, below the step without the update ahead; the bits
 #             stay; a share over half the device is refused with the range
@@ -83,34 +78,6 @@ norm)
     python3 -c 'import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))' "$(ms norm1.jsonl)" \
         "$(ms norm0.jsonl)" || fail "the simulated step with the norm's sums ahead ($(ms norm1.jsonl) ms) is not" \
         "shorter than without ($(ms norm0.jsonl) ms): they did not run beside the backward pass"
-    ;;
-embed)
-    for a in 0 1; do
-        expect_rc 0 env TWINRUN_EMBED_AHEAD=$a "$bin/train_llama3" $model --bf16 --untie-embeddings-and-output-weights \
-            --decoupled-lr 1e-3 --eval-interval 3 --eval-iters 1 --train-iters 6 --metrics-jsonl bf16_$a.jsonl \
-            --save ck$a --save-interval 4 --exit-interval 4
-        expect_rc 0 env TWINRUN_EMBED_AHEAD=$a "$bin/train_llama3" $model --bf16 --untie-embeddings-and-output-weights \
-            --decoupled-lr 1e-3 --eval-interval 3 --eval-iters 1 --train-iters 6 --load ck$a --metrics-jsonl resumed$a.jsonl
-        expect_rc 0 env TWINRUN_EMBED_AHEAD=$a "$bin/train_llama3" $model --untie-embeddings-and-output-weights --eval-iters 0 --train-iters 4 \
-            --metrics-jsonl fp32_$a.jsonl
-        expect_rc 0 env TWINRUN_EMBED_AHEAD=$a WORLD_SIZE=2 "$bin/train_llama3" $model --bf16 \
-            --untie-embeddings-and-output-weights --tensor-model-parallel-size 2 --eval-iters 0 --train-iters 4 \
-            --metrics-jsonl tp2_$a.jsonl
-    done
-    [ "$(wc -l <bf16_1.jsonl)" -eq 4 ] && [ "$(wc -l <resumed1.jsonl)" -eq 2 ] && [ "$(wc -l <fp32_1.jsonl)" -eq 4 ] &&
-        [ "$(wc -l <tp2_1.jsonl)" -eq 4 ] || fail "iterations missing"
-    for f in bf16_ fp32_ tp2_ resumed; do
-        [ "$(bits ${f}0.jsonl)" = "$(bits ${f}1.jsonl)" ] || fail "$f: the embedding's lookup ahead changed the metrics"
-    done
-    big=$(echo "$model" | sed 's/--vocab-size 512/--vocab-size 32000/')
-    for a in 0 1; do
-        expect_rc 0 env TWINRUN_TWIN_DEVICE=H100 TWINRUN_EMBED_AHEAD=$a "$bin/train_llama3" $big --bf16 \
-            --untie-embeddings-and-output-weights --eval-iters 0 --train-iters 4 --metrics-jsonl big$a.jsonl
-    done
-    [ "$(bits big0.jsonl)" = "$(bits big1.jsonl)" ] || fail "vocabulary 32000: the lookup ahead changed the metrics"
-    python3 -c 'import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))' "$(ms big1.jsonl)" \
-        "$(ms big0.jsonl)" || fail "the simulated step with the embedding's update last ($(ms big1.jsonl) ms) is" \
-        "not shorter than with it first ($(ms big0.jsonl) ms): the forward pass still waited for the table"
     ;;
 share)
     # the GEMMs beside the update keep the device's multiprocessors less TWINRUN_BACKGROUND_SMS (the

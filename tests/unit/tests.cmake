@@ -105,7 +105,7 @@ endif()
 # The optimizer step ahead of the next forward pass against the update on the model's stream: the same bits
 # (docs/parallel.md). tests/unit/optim_ahead.sh holds the cases.
 if(TWINRUN_BACKEND STREQUAL "twin")
-  foreach(case bits layouts norm embed share rate)
+  foreach(case bits layouts norm share rate)
     twinrun_expect_sh(optim_ahead_${case} 0 "optim_ahead ${case}: ok"
       "sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/optim_ahead.sh ${bin} ${CMAKE_CURRENT_BINARY_DIR}/optim_ahead ${case}" LABELS ${labels})
   endforeach()

@@ -208,16 +208,6 @@ typedef struct kern_adamw_desc {
 void kern_adamw_update(dev_stream *s, const kern_adamw_desc *ad, float *master, int16_t *master_rem, tr_buf model,
                        tr_buf grad, float *m, float *v, size_t n);
 
-/* The input embedding's lookup of a pending AdamW update, for the step ahead of the next forward pass
- * (engine/optim): out[N,C] = the rows tokens[n] - vocab_start of the slice's table as kern_adamw_update
- * (ad, with its weight_decay) would leave the model's copy of them, 0 for tokens outside the slice
- * (overwrite), bit for bit the lookup kern_embedding_forward_slice makes after that update. Writes no
- * state: the update itself runs after this, while the forward pass goes on. master or master_rem
- * (as kern_adamw_update takes them), wte (the model's copy), grad, m, v [V,C]; tokens [N]. */
-void kern_embedding_forward_adamw(dev_stream *s, tr_buf out, const int32_t *tokens, const kern_adamw_desc *ad,
-                                  const float *master, const int16_t *master_rem, tr_buf wte, tr_buf grad,
-                                  const float *m, const float *v, int vocab_start, int N, int C, int V);
-
 /* model [n] bf16 and rem [n] (NULL: model only): w [n] fp32 split as twinrun/master_split.h does. */
 void kern_master_split(dev_stream *s, tr_buf model, int16_t *rem, const float *w, size_t n);
 
@@ -327,9 +317,6 @@ void kern_fp8_scale_update(dev_stream *s, float *hist, float *scale, float *scal
     X(kern_adamw_update, (dev_stream * s, const kern_adamw_desc *ad, float *master, int16_t *master_rem, tr_buf model, \
                           tr_buf grad, float *m, float *v, size_t n))                                                  \
     X(kern_master_split, (dev_stream * s, tr_buf model, int16_t * rem, const float *w, size_t n))                      \
-    X(kern_embedding_forward_adamw, (dev_stream * s, tr_buf out, const int32_t *tokens, const kern_adamw_desc *ad,     \
-                                     const float *master, const int16_t *master_rem, tr_buf wte, tr_buf grad,          \
-                                     const float *m, const float *v, int vocab_start, int N, int C, int V))            \
     X(kern_init_param, (dev_stream * s, const kern_init_desc *d, float *out, size_t n))                                \
     X(kern_sum_squares_ranges, (dev_stream * s, float *out, tr_buf x, const kern_range *ranges, int nranges))          \
     X(kern_adamw_update_ranges, (dev_stream * s, const kern_adamw_desc *ad, const kern_range *ranges, int nranges,     \
