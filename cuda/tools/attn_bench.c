@@ -18,8 +18,7 @@
  *
  * TWINRUN_ATTN_BENCH_SHAPE="D T" runs one shape and TWINRUN_ATTN_BENCH_PATHS="cudnn ..." some of the
  * paths: lab/attn_bench.sh's interleaved rounds, where each process times one path of one shape beside
- * torch's (without flash's run no path is compared: rel_l2 prints as "-"). TWINRUN_ATTN_BENCH_ONE_BLOCK=1
- * places a shape's tensors in one allocation (dalloc). */
+ * torch's (without flash's run no path is compared: rel_l2 prints as "-"). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -69,23 +68,7 @@ static void *halloc(size_t bytes) {
     return p;
 }
 
-/* TWINRUN_ATTN_BENCH_ONE_BLOCK=1: a shape's nine tensors are carved from one allocation, each at a
- * 2 MiB boundary (as a caching allocator's segment holds them), instead of one cudaMalloc each: the A/B
- * of whether where the operands lie moves the backward's time between processes (cuda/README.md). */
-static char *g_block;
-static size_t g_block_used, g_block_size;
-#define BLOCK_ALIGN ((size_t)2 << 20)
-
 static void *dalloc(size_t bytes) {
-    if (g_block) {
-        const size_t at = (g_block_used + BLOCK_ALIGN - 1) / BLOCK_ALIGN * BLOCK_ALIGN;
-        if (at + bytes > g_block_size) {
-            fprintf(stderr, "attn_bench: the one block is too small for %zu more bytes\n", bytes);
-            exit(1);
-        }
-        g_block_used = at + bytes;
-        return g_block + at;
-    }
     void *p = dev_alloc(g_dev, bytes, "attn_bench tensor");
     if (!p) {
         fprintf(stderr, "attn_bench: %s\n", dev_last_error(g_dev));
@@ -232,19 +215,12 @@ int main(int argc, char **argv) {
             want[pi] = true;
         }
     }
-    const char *ob = getenv("TWINRUN_ATTN_BENCH_ONE_BLOCK");
-    const bool one_block = ob && strcmp(ob, "1") == 0;
     int fails = 0;
     for (int di = 0; di < 2; di++) {
         for (int si = 0; si < 3; si++) {
             if (only && (dims[di] != only_d || shapes[si][1] != only_t)) continue;
             problem p = {.B = shapes[si][0], .T = shapes[si][1], .D = dims[di]};
             p.nq = (size_t)p.B * p.T * NH * p.D, p.nk = (size_t)p.B * p.T * KV * p.D, p.nl = (size_t)p.B * NH * p.T;
-            if (one_block) { /* q, dout, out, dq; k, v, dk, dv; lse; each rounded up to the boundary */
-                g_block_size = 4 * (p.nq * 2 + BLOCK_ALIGN) + 4 * (p.nk * 2 + BLOCK_ALIGN) + p.nl * 4 + BLOCK_ALIGN;
-                g_block = dalloc(g_block_size); /* g_block is NULL here: a plain allocation */
-                g_block_used = 0;
-            }
             p.q = random_bf16(p.nq, 1.0), p.k = random_bf16(p.nk, 1.0), p.v = random_bf16(p.nk, 1.0);
             p.dout = random_bf16(p.nq, 1.0);
             p.out = dalloc(p.nq * 2), p.dq = dalloc(p.nq * 2), p.dk = dalloc(p.nk * 2), p.dv = dalloc(p.nk * 2);
@@ -285,12 +261,7 @@ int main(int argc, char **argv) {
             }
             if (ref.t[0]) outputs_free(&ref);
             void *bufs[] = {p.q, p.k, p.v, p.dout, p.out, p.dq, p.dk, p.dv, p.lse};
-            if (g_block) {
-                dev_free(g_dev, g_block);
-                g_block = NULL;
-            } else {
-                for (int i = 0; i < 9; i++) dev_free(g_dev, bufs[i]);
-            }
+            for (int i = 0; i < 9; i++) dev_free(g_dev, bufs[i]);
         }
     }
     dev_close(g_dev);
