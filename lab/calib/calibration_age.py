@@ -45,10 +45,18 @@ def age(repo, gpu):
     if not commit or out["commit"].endswith("-dirty"):
         out["why"] = f"{out['data']} was measured at '{out['commit']}', not one commit"
         return out
+    # the repository's own history: not an enclosing one's (a source tree unpacked inside another checkout)
+    top = subprocess.run(["git", "-C", repo, "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if top.returncode != 0 or os.path.realpath(top.stdout.strip()) != os.path.realpath(repo):
+        out["why"] = (f"git cannot compare with {commit}: {repo} is not the top of a git work tree"
+                      + (f" (GIT_DIR={os.environ['GIT_DIR']})" if os.environ.get("GIT_DIR") else ""))
+        return out
     r = subprocess.run(["git", "-C", repo, "diff", "--name-only", commit, "--", *KERNELS],
                        capture_output=True, text=True)
     if r.returncode != 0:
-        out["why"] = f"git cannot compare with {commit}: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ''}"
+        lines = [x for x in r.stderr.splitlines() if x.strip()]
+        said = next((x for x in lines if x.startswith(("fatal:", "error:"))), lines[0] if lines else "")
+        out["why"] = f"git cannot compare with {commit}: {said}"
         return out
     out["changed"] = [line for line in r.stdout.splitlines() if line]
     out["status"] = "older" if out["changed"] else "current"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # lab/calib/calibration_age.py on a repository of its own: the table's data folder names the commit its
 # kernels were measured at; a change under cuda/ since makes the table older, a change in cuda/tools or
-# cuda/README.md does not, a GPU without a table and a tree without git history are "cannot tell".
+# cuda/README.md does not; a GPU without a table, a commit the history lacks, a GIT_DIR elsewhere and a tree
+# without git history of its own are "cannot tell", each saying why in one line.
 # Usage: calibration_age.sh REPO_ROOT WORK_DIR
 set -euo pipefail
 root=$1 work=$2
@@ -36,7 +37,10 @@ expect "a kernel changed (committed)" '"status": "older", "changed": \["cuda/ker
 expect "no table" "cannot tell .*no fitted table for 'Tesla V100'" age "Tesla V100" --repo .
 sed -i 's/"commit": "[0-9a-f]*"/"commit": "abc1234-dirty"/' data/calibration.json
 expect "a dirty measurement" "cannot tell .*measured at 'abc1234-dirty', not one commit" age "NVIDIA H100" --repo .
-rm -rf .git
 printf '{"commit": "abc1234", "configs": []}\n' >data/calibration.json
-expect "no git" "cannot tell .*git cannot compare with abc1234" age "NVIDIA H100" --repo .
+expect "a commit not in the history" "cannot tell .*git cannot compare with abc1234: fatal: .*abc1234" age "NVIDIA H100" --repo .
+expect "GIT_DIR elsewhere" "cannot tell .*git cannot compare with abc1234: \. is not the top of a git work tree \(GIT_DIR=/nonexistent\)$" \
+    env GIT_DIR=/nonexistent python3 "$root/lab/calib/calibration_age.py" "NVIDIA H100" --repo .
+rm -rf .git
+expect "no git" "cannot tell .*git cannot compare with abc1234: \. is not the top of a git work tree$" age "NVIDIA H100" --repo .
 echo "calibration_age: ok"

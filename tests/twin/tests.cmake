@@ -75,7 +75,7 @@ twinrun_expect_sh(calib_unknown_gpu 1 "the twin has no spec for 'Tesla V100-SXM2
   LABELS twin)
 # lab/gpu_bench.sh says whether the twin's calibration for the GPU is older than the kernels
 # (lab/calib/calibration_age.py), on a repository the test makes.
-twinrun_expect_sh(calib_age 0 "ok current\nok tools do not count\nok a kernel changed .working tree.\nok a kernel changed .committed.\nok no table\nok a dirty measurement\nok no git\ncalibration_age: ok"
+twinrun_expect_sh(calib_age 0 "ok current\nok tools do not count\nok a kernel changed .working tree.\nok a kernel changed .committed.\nok no table\nok a dirty measurement\nok a commit not in the history\nok GIT_DIR elsewhere\nok no git\ncalibration_age: ok"
   "${CMAKE_CURRENT_SOURCE_DIR}/twin/calibration_age.sh ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/calib_age"
   LABELS twin)
 # lab/gpu_calibrate.sh's dry run on the twin (a tiny model), end to end through predict_vs_measured.py: the
