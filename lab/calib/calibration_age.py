@@ -35,10 +35,10 @@ def age(repo, gpu):
         out["why"] = f"the twin has no fitted table for '{gpu}'"
         return out
     with open(os.path.join(repo, out["table"])) as f:
-        m = re.search(r'\.source = "lab/fit_cost_model\.py ([^"]+)"', f.read())
+        m = re.search(r'\.source\s*=\s*"lab/fit_cost_model\.py ([^"]+)"', f.read())
     if not m:
         raise ValueError(f"{out['table']}: no .source naming the data folder")
-    out["data"] = m.group(1)
+    out["data"] = m.group(1).split()[0]  # the main folder; --fp8-data's runs follow it
     with open(os.path.join(repo, out["data"], "calibration.json")) as f:
         out["commit"] = str(json.load(f).get("commit") or "")
     commit = out["commit"].removesuffix("-dirty")

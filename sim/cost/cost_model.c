@@ -6,9 +6,7 @@
 #include "twin_cost.h"
 #include "twinrun/err.h"
 
-/* The compute peak a launch runs at: FP8 GEMMs at the FP8 rate (the bf16 one on a device without),
- * bf16 at the tensor cores', the rest at fp32's. */
-static double peak_of(const twin_device_spec *spec, twin_kernel_kind kind, tr_dtype dt) {
+double twin_kernel_peak(const twin_device_spec *spec, twin_kernel_kind kind, tr_dtype dt) {
     if (kind == TWIN_K_GEMM_FP8 && spec->fp8_flops > 0) return spec->fp8_flops;
     return dt == TR_BF16 ? spec->bf16_flops : spec->fp32_flops;
 }
@@ -21,7 +19,7 @@ static double roofline(const twin_device_spec *spec, double peak, double flops, 
 double twin_kernel_seconds(const twin_device_spec *spec, double flops, double bytes, tr_dtype dt) {
     TR_CHECK(spec != NULL, "no device spec for the kernel cost");
     TR_CHECK(flops >= 0 && bytes >= 0, "kernel cost with negative FLOPs or bytes");
-    return roofline(spec, peak_of(spec, TWIN_K_GEMM, dt), flops, bytes);
+    return roofline(spec, twin_kernel_peak(spec, TWIN_K_GEMM, dt), flops, bytes);
 }
 
 static const char *const kind_names[TWIN_K_COUNT] = {
@@ -70,8 +68,10 @@ double twin_kernel_cost_seconds(const twin_device_spec *spec, const twin_kernel_
     TR_CHECK(kc->flops >= 0 && kc->bytes >= 0, "kernel cost with negative FLOPs or bytes");
     const twin_kernel_eff *e = spec->cal ? &spec->cal->kind[kc->kind] : NULL;
     if (!e || e->flops_eff <= 0) /* not calibrated: the roofline; a memset cost nothing before calibration */
-        return kc->kind == TWIN_K_MEMSET ? 0.0 : roofline(spec, peak_of(spec, kc->kind, kc->dt), kc->flops, kc->bytes);
-    const double peak = peak_of(spec, kc->kind, kc->dt);
+        return kc->kind == TWIN_K_MEMSET
+                   ? 0.0
+                   : roofline(spec, twin_kernel_peak(spec, kc->kind, kc->dt), kc->flops, kc->bytes);
+    const double peak = twin_kernel_peak(spec, kc->kind, kc->dt);
     const double compute = kc->flops / (peak * e->flops_eff), memory = kc->bytes / (spec->mem_bandwidth * e->bytes_eff);
     return e->latency + (e->additive ? compute + memory : compute > memory ? compute : memory);
 }

@@ -115,6 +115,10 @@ const twin_device_spec *twin_device_spec_at(int i);
 /* Roofline time for a kernel of `flops` and `bytes` on spec, compute in `dt` (bf16 runs at the
  * tensor-core rate, fp32 at the fp32 rate). */
 double twin_kernel_seconds(const twin_device_spec *spec, double flops, double bytes, tr_dtype dt);
+/* The compute peak a launch of `kind` in `dt` runs at: FP8 GEMMs at the FP8 rate (the bf16 one on a device
+ * without), bf16 at the tensor cores', the rest at fp32's. The ledger's compute term divides by it too, so a
+ * calibration's efficiency is relative to the peak the cost model applies it to. */
+double twin_kernel_peak(const twin_device_spec *spec, twin_kernel_kind kind, tr_dtype dt);
 /* The time one launch costs on spec: its kind's calibrated cost where the spec has one, else the
  * roofline (a memset: nothing, as before calibration). */
 double twin_kernel_cost_seconds(const twin_device_spec *spec, const twin_kernel_cost *kc);

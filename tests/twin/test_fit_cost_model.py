@@ -136,6 +136,54 @@ with tempfile.TemporaryDirectory() as d:
     r = fit(d, "--ledgers", os.path.join(d, "ledgers"), "--check", c_out, "--source", "fixture")
     check(r.returncode == 1 and "is not what the fit" in r.stderr, f"--check of an edited table: exit 1: {r.stderr}")
 
+    # --fp8-data: the FP8 classes from another folder's FP8 run (its twin ledger names each FP8 GEMM by shape,
+    # the GPU profile has one gemm_fp8 kind), every other class as DATA alone gives it
+    f8 = os.path.join(d, "fp8")
+    os.makedirs(f8)
+    P8, fe8, be8 = 1979e12, 0.6, 0.85
+    led = [{"kind": "gemm 4096x8192x2048 NT bf16.bf16>bf16", "class": "gemm_fp8", "calls": 16, "flops": 16 * 2.0 * 4096 * 8192 * 2048,
+            "bytes": 0.0, "compute_s": 16 * 2.0 * 4096 * 8192 * 2048 / P8, "memory_s": 0.0, "roofline_s": 0.0, "seconds": 0.0},
+           {"kind": "gemm 4096x2048x8192 NT bf16.bf16>bf16", "class": "gemm_fp8", "calls": 16, "flops": 16 * 2.0 * 4096 * 2048 * 8192,
+            "bytes": 0.0, "compute_s": 16 * 2.0 * 4096 * 2048 * 8192 / P8, "memory_s": 0.0, "roofline_s": 0.0, "seconds": 0.0},
+           {"kind": "fp8_quantize", "class": "fp8_quantize", "calls": 40, "flops": 0.0, "bytes": 40 * 3.0 * 4096 * 2048,
+            "compute_s": 0.0, "memory_s": 40 * 3.0 * 4096 * 2048 / BW, "roofline_s": 0.0, "seconds": 0.0},
+           {"kind": "norm_forward", "class": "norm_forward", "calls": 33, "flops": 0.0, "bytes": 1e9, "compute_s": 0.0,
+            "memory_s": 1e9 / BW, "roofline_s": 0.0, "seconds": 0.0}]
+    with open(os.path.join(d, "ledgers", "f8.ledger.json"), "w") as f:
+        json.dump({"device": "H200", "kinds": led}, f)
+    gemm8_ms = 1000 * (32 * 4e-6 + (led[0]["compute_s"] + led[1]["compute_s"]) / fe8)
+    quant_ms = 1000 * (40 * 4e-6 + led[2]["memory_s"] / be8)
+    with open(os.path.join(f8, "profile_f8.txt"), "w") as f:  # norm_forward 10x slower: must not move DATA's fit
+        f.write(profile_text([("gemm_fp8", 32, gemm8_ms), ("fp8_quantize", 40, quant_ms), ("norm_forward", 33, 100.0)]))
+    cal8 = {"device": "H200", "configs": [{"name": "f8", "args": [], "profile": "profile_f8.txt"}]}
+    with open(os.path.join(f8, "calibration.json"), "w") as f:
+        json.dump(cal8, f)
+    c8 = os.path.join(d, "cal8.c")
+    r = fit(d, "--fp8-data", f8, "--ledgers", os.path.join(d, "ledgers"), "--c-out", c8, "--md-out", os.path.join(d, "md8"),
+            "--source", "fixture")
+    check(r.returncode == 0, f"--fp8-data: the fit runs: {r.returncode} {r.stderr}")
+    got8 = table(open(c8).read()) if os.path.exists(c8) else {}
+    check(close(got8.get("TWIN_K_GEMM_FP8", (0, 0))[1], fe8), f"gemm_fp8 from --fp8-data: {got8.get('TWIN_K_GEMM_FP8')}")
+    check(close(got8.get("TWIN_K_FP8_QUANTIZE", (0, 0, 0))[2], be8),
+          f"fp8_quantize from --fp8-data: {got8.get('TWIN_K_FP8_QUANTIZE')}")
+    check(all(got8.get(k) == v for k, v in got.items() if k not in ("TWIN_K_GEMM_FP8", "TWIN_K_FP8_QUANTIZE",
+                                                                     "TWIN_K_FP8_SCALE_UPDATE")),
+          "--fp8-data leaves every other class as DATA's fit (its norm_forward row and the pooled fit included)")
+    check("--fp8-data " + f8 in (open(c8).read() if os.path.exists(c8) else ""), "the table's source names --fp8-data")
+    check(got.get("TWIN_K_GEMM_FP8") == got.get("TWIN_K_GEMM"), "without --fp8-data gemm_fp8 takes gemm's")
+    cal8["device"] = "H100"
+    with open(os.path.join(f8, "calibration.json"), "w") as f:
+        json.dump(cal8, f)
+    r = fit(d, "--fp8-data", f8, "--ledgers", os.path.join(d, "ledgers"))
+    check(r.returncode == 2 and "measured on H100" in r.stderr, f"--fp8-data of another device: exit 2: {r.stderr}")
+    cal8["device"] = "H200"
+    with open(os.path.join(f8, "calibration.json"), "w") as f:
+        json.dump(cal8, f)
+    with open(os.path.join(f8, "profile_f8.txt"), "w") as f:
+        f.write(profile_text([("norm_forward", 33, 100.0)]))
+    r = fit(d, "--fp8-data", f8, "--ledgers", os.path.join(d, "ledgers"))
+    check(r.returncode == 2 and "no FP8 kernel" in r.stderr, f"--fp8-data without FP8 runs: exit 2: {r.stderr}")
+
     # the old format (no steady columns): each kind's mean without its slowest call, per iteration
     old = os.path.join(d, "old")
     os.makedirs(os.path.join(old, "ledgers"))

@@ -37,9 +37,10 @@ twinrun_expect(NAME calib_fit_fixture EXIT 0 OUTPUT "test_fit_cost_model: ok" LA
 twinrun_expect_sh(calib_fit_committed 0 "matches the fit of"
   "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/fit_cost_model.py docs/results/calibration/h200-2026-12-02b --bin $<TARGET_FILE:train_llama3> --check sim/cost/calibration_h200.c --md-out ${CMAKE_CURRENT_BINARY_DIR}/calib_fit.md"
   LABELS twin)
-# The same for the H100's (H100-cal): its data are lab/gpu_calibrate.sh's on an H100 at 2b9506d.
+# The same for the H100's (H100-cal): its data are lab/gpu_calibrate.sh's on an H100 at 2b9506d, its FP8 classes
+# the FP8 run of the 8B layer that lab/gpu_bench.sh --profile measured at e658664.
 twinrun_expect_sh(calib_fit_committed_h100 0 "matches the fit of"
-  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/fit_cost_model.py docs/results/calibration/h100-2026-12-07b --source docs/results/calibration/h100-2026-12-07b --bin $<TARGET_FILE:train_llama3> --check sim/cost/calibration_h100.c --md-out ${CMAKE_CURRENT_BINARY_DIR}/calib_fit_h100.md"
+  "cd ${PROJECT_SOURCE_DIR} && ${Python3_EXECUTABLE} lab/fit_cost_model.py docs/results/calibration/h100-2026-12-07b --source docs/results/calibration/h100-2026-12-07b --fp8-data docs/results/calibration/h100-2026-12-07-fp8 --bin $<TARGET_FILE:train_llama3> --check sim/cost/calibration_h100.c --md-out ${CMAKE_CURRENT_BINARY_DIR}/calib_fit_h100.md"
   LABELS twin)
 # The background stream's rate in the H100-cal spec is the fit of the committed step times (the twin
 # replays their flags in predict mode), and a spec that does not hold the fit is caught: the plain H100's
