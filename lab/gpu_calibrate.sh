@@ -22,7 +22,9 @@
 #   two configs: the dry run of this script on the twin build, TWINRUN_CALIB_BIN=build/twin/bin/train_llama3),
 #   TWINRUN_CALIB_STEPS (plain run's iterations, default 8), TWINRUN_CALIB_TIMEOUT (s per run, default 90),
 #   TWINRUN_CALIB_CONFIGS (a space-separated subset of the config names below), TWINRUN_CALIB_SET=holdout
-#   (three configs the fit did not use: the out-of-sample check), TWINRUN_CALIB_DEVICE (the twin spec the
+#   (three configs the fit did not use: the out-of-sample check) or fp8 (the 8B seed's layer and the 1.5B
+#   model with the 8B seed's FP8 flags: the folder lab/fit_cost_model.py --fp8-data fits the FP8 kernels
+#   to), TWINRUN_CALIB_DEVICE (the twin spec the
 #   kernel fit divides by; default the GPU's: H100 or H200 by its name).
 # Exit status 1 when the build, a run or the collector failed (every config is tried first).
 set -euo pipefail
@@ -67,6 +69,7 @@ failed=0
 if [ "${TWINRUN_CALIB_TINY:-0}" = 1 ]; then
     # name seq micro-batch recompute(none|selective|full) model(tiny or lab_model's: llama1.5b, llama8b-8l, llama70b-2l)
     CONFIGS=("tiny_seq32_mb2 32 2 none tiny" "tiny_seq64_mb2_full 64 2 full tiny")
+    [ "${TWINRUN_CALIB_SET:-fit}" = fp8 ] && CONFIGS=("tiny_seq32_mb2_fp8 32 2 none tiny")
 else
     # the three 1.5B configs of lab/gpu_bench.sh, a long sequence (attention's share grows), both recompute
     # kinds (peaks with and without recompute), and the seeds' layers (head dim 128, hidden 4096 and 8192)
@@ -79,7 +82,11 @@ else
     [ "${TWINRUN_CALIB_SET:-fit}" = holdout ] &&
         CONFIGS=("seq2048_mb4 2048 4 none llama1.5b" "seq1024_mb8_selective 1024 8 selective llama1.5b"
             "seq8192_mb2_full 8192 2 full llama1.5b")
+    # TWINRUN_CALIB_SET=fp8: the 8B seed's DTYPE=fp8 recipe (a config named *_fp8 gets its flags)
+    [ "${TWINRUN_CALIB_SET:-fit}" = fp8 ] &&
+        CONFIGS=("llama8b-8l_seq8192_mb1_fp8 8192 1 none llama8b-8l" "seq1024_mb4_fp8 1024 4 none llama1.5b")
 fi
+case ${TWINRUN_CALIB_SET:-fit} in fit | holdout | fp8) ;; *) lab_die "TWINRUN_CALIB_SET=$TWINRUN_CALIB_SET: give fit (the default), holdout or fp8" ;; esac
 if [ -n "${TWINRUN_CALIB_CONFIGS:-}" ]; then
     keep=()
     for c in "${CONFIGS[@]}"; do
@@ -101,7 +108,7 @@ model_of() {
 }
 
 # The flags of a config, one a line (the .args file the collector reads and the twin replays).
-flags() { # seq mb recompute iters model
+flags() { # seq mb recompute iters model name
     local model
     model=$(model_of "$5") || exit 2
     # shellcheck disable=SC2086
@@ -116,6 +123,9 @@ flags() { # seq mb recompute iters model
     selective) printf '%s\n' --recompute-granularity selective ;;
     full) printf '%s\n' --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 ;;
     *) echo "gpu_calibrate.sh: unknown recompute setting $3" >&2; exit 2 ;;
+    esac
+    case $6 in # the 8B seed's DTYPE=fp8 (Megatron's flags; --fp8-param-gather is the distributed optimizer's)
+    *_fp8) printf '%s\n' --fp8-format hybrid --fp8-amax-history-len 1024 --fp8-amax-compute-algo max ;;
     esac
 }
 
@@ -132,7 +142,7 @@ sample_memory() {
 printf '%s\n' "${CONFIGS[@]}" >"$D/configs.txt"
 for c in "${CONFIGS[@]}"; do
     read -r name seq mb rec model <<<"$c"
-    flags "$seq" "$mb" "$rec" "$STEPS" "$model" >"$D/$name.args"
+    flags "$seq" "$mb" "$rec" "$STEPS" "$model" "$name" >"$D/$name.args"
     mapfile -t args <"$D/$name.args"
     log "$name: $STEPS iterations"
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 >"$D/$name.smi_base.txt" 2>/dev/null || true
@@ -146,7 +156,7 @@ for c in "${CONFIGS[@]}"; do
     grep -E "^\[memory\] rank 0: weights |^\[after training\]" "$D/$name.log" | sed 's/^/  /' || true
 
     log "$name: profiled, 4 iterations (the first is warm-up)"
-    mapfile -t pargs < <(flags "$seq" "$mb" "$rec" 4 "$model")
+    mapfile -t pargs < <(flags "$seq" "$mb" "$rec" 4 "$model" "$name")
     rc=0
     # the kernels' own times: the profile serialises the streams, and with the optimizer's step ahead the
     # forward's GEMMs would run on the multiprocessors its share leaves them and the update's spans hold

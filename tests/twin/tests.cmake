@@ -86,6 +86,15 @@ twinrun_expect_sh(calib_dry_run 0 "calibration.json\ngpu_calibrate.tar.gz\nsumma
   "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/calib_dry && rm -rf $D && TWINRUN_TWIN_DEVICE=H200 TWINRUN_CALIB_TINY=1 TWINRUN_CALIB_BIN=$<TARGET_FILE:train_llama3> TWINRUN_CALIB_WORK=$D/work lab/gpu_calibrate.sh $D/out && ls $D/out && mkdir $D/back && tar -xzf $D/out/gpu_calibrate.tar.gz -C $D/back && ${Python3_EXECUTABLE} lab/predict_vs_measured.py $D/back/calib --strict --bin $<TARGET_FILE:train_llama3> --json-out $D/pvm.json && cat $D/pvm.json"
   LABELS twin)
 
+# TWINRUN_CALIB_SET=fp8's dry run: its configs carry the 8B seed's FP8 flags (the folder --fp8-data reads), the
+# runs succeed, and the twin's predict mode predicts its own FP8 runs; an unknown set is refused before any run.
+twinrun_expect_sh(calib_dry_run_fp8 0 "^--fp8-format\nhybrid\n--fp8-amax-history-len\n1024\n--fp8-amax-compute-algo\nmax\n.*tiny_seq32_mb2_fp8 \\| [0-9.]+ \\| [0-9.]+ \\| [+-]0\\.0%.*targets missed: none"
+  "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/calib_dry8 && rm -rf $D && TWINRUN_TWIN_DEVICE=H200 TWINRUN_CALIB_SET=fp8 TWINRUN_CALIB_TINY=1 TWINRUN_CALIB_BIN=$<TARGET_FILE:train_llama3> TWINRUN_CALIB_WORK=$D/work lab/gpu_calibrate.sh $D/out >/dev/null && mkdir $D/back && tar -xzf $D/out/gpu_calibrate.tar.gz -C $D/back && tail -n 6 $D/back/calib/tiny_seq32_mb2_fp8.args && ${Python3_EXECUTABLE} lab/predict_vs_measured.py $D/back/calib --strict --bin $<TARGET_FILE:train_llama3>"
+  LABELS twin)
+twinrun_expect_sh(calib_set_unknown 1 "TWINRUN_CALIB_SET=fp16: give fit .the default., holdout or fp8"
+  "cd ${PROJECT_SOURCE_DIR} && D=${CMAKE_CURRENT_BINARY_DIR}/calib_set_bad && rm -rf $D && TWINRUN_CALIB_SET=fp16 TWINRUN_CALIB_TINY=1 TWINRUN_CALIB_BIN=$<TARGET_FILE:train_llama3> TWINRUN_CALIB_WORK=$D/work lab/gpu_calibrate.sh $D/out; rc=$?; if ls $D/work/calib/*.log >/dev/null 2>&1; then echo 'a run came before the refusal'; exit 3; fi; exit $rc"
+  LABELS twin)
+
 # lab/gpu_multi_bench.sh's dry run on the twin (docs/benchmarks.md): 2 simulated GPUs, the tiny
 # stand-in model in L1, TP2, DP2 and PP2 through scripts/launch_llama3.sh (the "measured" side: the twin's own
 # runs, H200 spec), the twin's predictions, lab/gpu_multi.sh's correctness checks on the twin (their twin
