@@ -188,10 +188,7 @@ def fit_class(rows, cls):
     return make(lat, sum(xs) / den, f"efficiency over {len(pts)} row{'s' if len(pts) > 1 else ''}, latency fixed")
 
 
-def fit(rows, fp8_rows=None):
-    """Each class's parameters from its rows; with fp8_rows (--fp8-data), the FP8 classes from those."""
-    if fp8_rows is not None:
-        rows = [r for r in rows if r["class"] not in FP8_CLASSES] + [r for r in fp8_rows if r["class"] in FP8_CLASSES]
+def fit(rows):
     params = {}
     for cls in CLASSES:
         got = fit_class([r for r in rows if r["class"] == cls], cls)
@@ -331,7 +328,6 @@ def main(argv):
         device = cal["device"]
         work = scratch_dir()
         rows, unmatched, how_measured = rows_of(a, a.data, cal, work)
-        fp8_rows = None
         if a.fp8_data:
             cal8 = load_calibration(a.fp8_data)
             if cal8["device"] != device:
@@ -342,9 +338,9 @@ def main(argv):
                 raise CalibError(f"{a.fp8_data}: no FP8 kernel in its profiles (runs without --fp8-format?)")
             unmatched.update(un8)
             how_measured.update(how8)
-        params = fit(rows, fp8_rows)
-        if fp8_rows is not None:
-            rows = rows + [r for r in fp8_rows if r["class"] in FP8_CLASSES]
+            # the FP8 classes from --fp8-data's runs alone, every other class from DATA's
+            rows = [r for r in rows if r["class"] not in FP8_CLASSES] + [r for r in fp8_rows if r["class"] in FP8_CLASSES]
+        params = fit(rows)
     except CalibError as e:
         print(f"fit_cost_model.py: {e}", file=sys.stderr)
         return 2

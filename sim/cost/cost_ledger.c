@@ -76,10 +76,9 @@ void twin_ledger_kernel(twin_ledger *l, const twin_device_spec *spec, const twin
     ledger_row *r = row_of(&l->cur, label, kc->kind);
     r->calls++;
     r->flops += kc->flops, r->bytes += kc->bytes;
-    const double c = kc->flops / twin_kernel_peak(spec, kc->kind, kc->dt), m = kc->bytes / spec->mem_bandwidth;
-    r->compute_s += c;
-    r->memory_s += m;
-    r->roofline_s += spec->launch_overhead + (c > m ? c : m); /* twin_kernel_seconds at the kind's peak */
+    r->compute_s += kc->flops / twin_kernel_peak(spec, kc->kind, kc->dt);
+    r->memory_s += kc->bytes / spec->mem_bandwidth;
+    r->roofline_s += twin_kernel_roofline_seconds(spec, kc);
     r->seconds += seconds;
 }
 

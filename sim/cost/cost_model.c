@@ -62,15 +62,17 @@ int twin_kernel_kind_find(const char *name) {
     return -1;
 }
 
+double twin_kernel_roofline_seconds(const twin_device_spec *spec, const twin_kernel_cost *kc) {
+    return roofline(spec, twin_kernel_peak(spec, kc->kind, kc->dt), kc->flops, kc->bytes);
+}
+
 double twin_kernel_cost_seconds(const twin_device_spec *spec, const twin_kernel_cost *kc) {
     TR_CHECK(spec != NULL && kc != NULL, "no device spec or launch for the kernel cost");
     TR_CHECK((int)kc->kind >= 0 && kc->kind < TWIN_K_COUNT, "kernel cost of an unknown kind");
     TR_CHECK(kc->flops >= 0 && kc->bytes >= 0, "kernel cost with negative FLOPs or bytes");
     const twin_kernel_eff *e = spec->cal ? &spec->cal->kind[kc->kind] : NULL;
     if (!e || e->flops_eff <= 0) /* not calibrated: the roofline; a memset cost nothing before calibration */
-        return kc->kind == TWIN_K_MEMSET
-                   ? 0.0
-                   : roofline(spec, twin_kernel_peak(spec, kc->kind, kc->dt), kc->flops, kc->bytes);
+        return kc->kind == TWIN_K_MEMSET ? 0.0 : twin_kernel_roofline_seconds(spec, kc);
     const double peak = twin_kernel_peak(spec, kc->kind, kc->dt);
     const double compute = kc->flops / (peak * e->flops_eff), memory = kc->bytes / (spec->mem_bandwidth * e->bytes_eff);
     return e->latency + (e->additive ? compute + memory : compute > memory ? compute : memory);

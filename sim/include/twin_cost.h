@@ -119,6 +119,8 @@ double twin_kernel_seconds(const twin_device_spec *spec, double flops, double by
  * without), bf16 at the tensor cores', the rest at fp32's. The ledger's compute term divides by it too, so a
  * calibration's efficiency is relative to the peak the cost model applies it to. */
 double twin_kernel_peak(const twin_device_spec *spec, twin_kernel_kind kind, tr_dtype dt);
+/* The roofline time of one launch at its kind's peak (twin_kernel_seconds with the FP8 rate for FP8 GEMMs). */
+double twin_kernel_roofline_seconds(const twin_device_spec *spec, const twin_kernel_cost *kc);
 /* The time one launch costs on spec: its kind's calibrated cost where the spec has one, else the
  * roofline (a memset: nothing, as before calibration). */
 double twin_kernel_cost_seconds(const twin_device_spec *spec, const twin_kernel_cost *kc);
