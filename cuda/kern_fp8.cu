@@ -11,14 +11,17 @@
  * order-free, so the result is deterministic. TWINRUN_FP8_CAST=sw takes the software conversion (the
  * MUSA build's, which has no cuda_fp8.h), so the oracle checks it on NVIDIA hardware too.
  *
- * Scale update: one thread per tensor calls tr_fp8_scale_update_strided (twinrun/fp8_scaling.h,
- * __host__ __device__), the twin's own function: IEEE division (the build has no fast-math and
- * -prec-div's default, true), so both builds compute the same bits.
+ * Scale update: a block per 32 tensors rolls their histories and takes each window's largest entry in
+ * parallel (k_fp8_scale_update), then computes the scale with tr_fp8_scale_from_window
+ * (twinrun/fp8_scaling.h, __host__ __device__), the twin's own function: IEEE division (the build has
+ * no fast-math and -prec-div's default, true), so both builds compute the same bits.
  *
  * GEMM: cuBLASLt's FP8 GEMM (kern_gemm_cublaslt.cu's plan cache, tr_cu_gemm_fp8_lt) takes both
- * operands K-major: in the seam's row-major terms only ta = false, tb = true (the forward pass's
- * x @ w^T) is native; for the others the FP8 operand(s) are byte-transposed into stream-ordered
- * scratch first (the data gradient, ta = F tb = F: b; the weight gradient, ta = T tb = F: both).
+ * operands K-major: in the seam's row-major terms only ta = false, tb = true is native. The engine's
+ * casts write its operands in that layout (kern_fp8_cast_transpose: the weight gradient's transposed
+ * input and output gradient, the data gradient's transposed weight), so every GEMM of a step is; other
+ * callers' operands are byte-transposed into stream-ordered scratch first. fast_accum picks cuBLASLt's
+ * fast accumulation (the forward's, TWINRUN_FP8_FAST_ACCUM=0 turns it off) or the split one.
  * Where cuBLASLt is not the GEMM path (TWINRUN_GEMM=blas or naive, the MUSA build), the fallback
  * widens both operands to bf16 (exact: every FP8 value is a bf16 value), runs kern_gemm's path into
  * an fp32 scratch product and applies alpha * scale_inv_a * scale_inv_b and beta in a last kernel.
@@ -184,13 +187,136 @@ extern "C" void kern_fp8_quantize(dev_stream *s, uint8_t *q, float *amax, tr_buf
     }
 }
 
+/* ---- cast-transpose ------------------------------------------------------------------------------ */
+
+#define FP8_CT_TILE 64 /* a block's tile of x: 64 rows x 64 columns */
+
+/* q [rows, cols] and/or qt [cols, rows] = fp8(x * scale), a 64 x 64 tile a block of TR_BLOCK (256)
+ * threads: each thread reads eight neighbouring elements of a row (16 bytes of bf16), writes their eight
+ * bytes to q and to the tile in shared memory; then each writes four bytes of a qt row — four rows of x
+ * at one column — from the tile, so both stores are whole lines. Needs cols % 8 == 0, rows % 4 == 0,
+ * x 16-byte, q 8-byte and qt 4-byte aligned (kern_fp8_cast_transpose checks; k_fp8_cast_t1 takes the
+ * rest). Rows are blockIdx.x (gridDim.x reaches 2^31), columns blockIdx.y. */
+template <typename T>
+__global__ void k_fp8_cast_t8(uint8_t *q, uint8_t *qt, float *amax, const T *x, const float *scale, int rows, int cols,
+                              int fmt, bool sw) {
+    __shared__ uint8_t tile[FP8_CT_TILE][FP8_CT_TILE + 4];
+    __shared__ float sh[TR_BLOCK];
+    const float sc = scale[0];
+    const int r0 = blockIdx.x * FP8_CT_TILE, c0 = blockIdx.y * FP8_CT_TILE;
+    const int c8 = (threadIdx.x % 8) * 8; /* 8 threads a 64-element row */
+    float am = 0.0f;
+    for (int dr = threadIdx.x / 8; dr < FP8_CT_TILE; dr += TR_BLOCK / 8) {
+        const int r = r0 + dr, c = c0 + c8;
+        if (r >= rows || c >= cols) continue; /* cols % 8 == 0: the eight are in or out together */
+        float v[8];
+        ld8<T>(x + (size_t)r * cols + c, v);
+        uint32_t w[2] = {0u, 0u};
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            am = fmaxf(am, fabsf(v[e]));
+            w[e >> 2] |= (uint32_t)fp8_from_f32(v[e] * sc, fmt, sw) << (8 * (e & 3));
+        }
+        if (q) *reinterpret_cast<uint2 *>(q + (size_t)r * cols + c) = make_uint2(w[0], w[1]);
+        *reinterpret_cast<uint32_t *>(&tile[dr][c8]) = w[0];
+        *reinterpret_cast<uint32_t *>(&tile[dr][c8 + 4]) = w[1];
+    }
+    if (qt) {
+        __syncthreads();
+        const int q4 = (threadIdx.x % 16) * 4; /* 16 threads a 64-byte row of qt */
+        for (int dc = threadIdx.x / 16; dc < FP8_CT_TILE; dc += TR_BLOCK / 16) {
+            const int c = c0 + dc, r = r0 + q4; /* qt row c, bytes r .. r + 3 (rows % 4 == 0: all or none) */
+            if (c >= cols || r >= rows) continue;
+            *reinterpret_cast<uint32_t *>(qt + (size_t)c * rows + r) =
+                (uint32_t)tile[q4][dc] | (uint32_t)tile[q4 + 1][dc] << 8 | (uint32_t)tile[q4 + 2][dc] << 16 |
+                (uint32_t)tile[q4 + 3][dc] << 24;
+        }
+    }
+    amax_publish(amax, am, sh);
+}
+
+/* Any shape and alignment: one element a thread. */
+__global__ void k_fp8_cast_t1(uint8_t *q, uint8_t *qt, float *amax, tr_buf x, const float *scale, size_t rows,
+                              size_t cols, int fmt, bool sw) {
+    __shared__ float sh[TR_BLOCK];
+    const float sc = scale[0];
+    float am = 0.0f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < rows * cols;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const float v = ldf(x, i);
+        am = fmaxf(am, fabsf(v));
+        const uint8_t b = fp8_from_f32(v * sc, fmt, sw);
+        if (q) q[i] = b;
+        if (qt) qt[(i % cols) * rows + i / cols] = b;
+    }
+    amax_publish(amax, am, sh);
+}
+
+extern "C" void kern_fp8_cast_transpose(dev_stream *s, uint8_t *q, uint8_t *qt, float *amax, tr_buf x,
+                                        const float *scale, int rows, int cols, tr_fp8_format fmt) {
+    TR_PROF(s, "fp8_quantize");
+    kern_fp8_cast_transpose_check(s, q, qt, amax, x, scale, rows, cols, fmt);
+    const size_t n = (size_t)rows * (size_t)cols;
+    if (n == 0) return;
+    const bool sw = fp8_cast_sw();
+    const unsigned col_tiles = (unsigned)((cols + FP8_CT_TILE - 1) / FP8_CT_TILE);
+    const bool tiled = cols % 8 == 0 && rows % 4 == 0 && tr_aligned16(x.p) && ((uintptr_t)q & 7u) == 0 &&
+                       ((uintptr_t)qt & 3u) == 0 && col_tiles <= 65535u;
+    if (!tiled) {
+        k_fp8_cast_t1<<<fp8_q_grid(n), TR_BLOCK, 0, tr_cu_stream(s)>>>(q, qt, amax, x, scale, (size_t)rows,
+                                                                       (size_t)cols, (int)fmt, sw);
+        CU_CHECK_LAUNCH("k_fp8_cast_t1");
+        return;
+    }
+    const dim3 grid((unsigned)((rows + FP8_CT_TILE - 1) / FP8_CT_TILE), col_tiles);
+    if (x.dt == TR_BF16)
+        k_fp8_cast_t8<uint16_t><<<grid, TR_BLOCK, 0, tr_cu_stream(s)>>>(q, qt, amax, (const uint16_t *)x.p, scale, rows,
+                                                                        cols, (int)fmt, sw);
+    else
+        k_fp8_cast_t8<float><<<grid, TR_BLOCK, 0, tr_cu_stream(s)>>>(q, qt, amax, (const float *)x.p, scale, rows,
+                                                                     cols, (int)fmt, sw);
+    CU_CHECK_LAUNCH("k_fp8_cast_t8");
+}
+
 /* ---- scale update -------------------------------------------------------------------------------- */
 
+#define FP8_SU_TENSORS 32 /* tensors a block: a warp's 32 neighbouring floats of each history row */
+#define FP8_SU_ROWS 32    /* rows of the history a block moves at a time */
+
+/* The histories [len, n] rolled by a block per 32 tensors: threadIdx.x picks the tensor (a warp reads a
+ * row's 32 neighbouring floats), threadIdx.y a row of each band of 32. Row i takes row i + 1's entry
+ * (the last row entry 0's, row 0 a zero), band after band from the top: a band reads rows up to one past
+ * its own, waits for the block, then writes its rows — the next band reads only rows below those, so no
+ * entry is written before it is read, and one block owns every row of its tensors. The window's largest
+ * entry is a max over the thread's rows, then over the block's column (order-free), and the column's
+ * first thread computes the scale with the twin's own tr_fp8_scale_from_window: the same bits as
+ * tr_fp8_scale_update_strided per tensor (a thread walking a tensor's 1024 rows alone would take ~400 us
+ * for 96 histories on an H100: one dependent load after another). */
 __global__ void k_fp8_scale_update(float *hist, float *scale, float *scale_inv, int n, int len, int algo, float fp8_max,
                                    int margin) {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n) return;
-    tr_fp8_scale_update_strided(hist + t, len, n, (tr_fp8_amax_algo)algo, fp8_max, margin, scale + t, scale_inv + t);
+    __shared__ float col_max[FP8_SU_ROWS][FP8_SU_TENSORS + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int t = blockIdx.x * FP8_SU_TENSORS + tx;
+    const bool on = t < n; /* every thread reaches every barrier */
+    const float last = on ? hist[t] : 0.0f;
+    float wmax = 0.0f;
+    for (int band = 0; band < len; band += FP8_SU_ROWS) {
+        const int i = band + ty;
+        float a = 0.0f;
+        if (on && i < len) {
+            a = i < len - 1 ? hist[(size_t)(i + 1) * n + t] : last;
+            wmax = fmaxf(wmax, a);
+        }
+        __syncthreads(); /* the band's reads (and, in band 0, every thread's read of row 0) before its writes */
+        if (on && i < len) hist[(size_t)i * n + t] = i > 0 ? a : 0.0f;
+    }
+    col_max[ty][tx] = wmax;
+    __syncthreads();
+    if (ty == 0 && on) {
+        float m = 0.0f;
+        for (int r = 0; r < FP8_SU_ROWS; r++) m = fmaxf(m, col_max[r][tx]);
+        tr_fp8_scale_from_window(m, last, (tr_fp8_amax_algo)algo, fp8_max, margin, scale + t, scale_inv + t);
+    }
 }
 
 extern "C" void kern_fp8_scale_update(dev_stream *s, float *hist, float *scale, float *scale_inv, int n, int len,
@@ -200,8 +326,9 @@ extern "C" void kern_fp8_scale_update(dev_stream *s, float *hist, float *scale, 
     if (n == 0) return;
     /* tr_fp8_spec_of is host-only (twinrun/fp8.h): its max comes from here */
     const float fp8_max = tr_fp8_spec_of(fmt).max;
-    k_fp8_scale_update<<<(unsigned)((n + 127) / 128), 128, 0, tr_cu_stream(s)>>>(hist, scale, scale_inv, n, len,
-                                                                                 (int)algo, fp8_max, margin);
+    const dim3 block(FP8_SU_TENSORS, FP8_SU_ROWS);
+    k_fp8_scale_update<<<(unsigned)((n + FP8_SU_TENSORS - 1) / FP8_SU_TENSORS), block, 0, tr_cu_stream(s)>>>(
+        hist, scale, scale_inv, n, len, (int)algo, fp8_max, margin);
     CU_CHECK_LAUNCH("k_fp8_scale_update");
 }
 
@@ -297,9 +424,9 @@ static void gemm_fp8_fallback(dev_stream *s, tr_buf c, kern_fp8_operand a, kern_
 }
 
 extern "C" void kern_gemm_fp8(dev_stream *s, tr_buf c, kern_fp8_operand a, kern_fp8_operand b, int m, int n, int k,
-                              bool ta, bool tb, float alpha, float beta) {
+                              bool ta, bool tb, float alpha, float beta, bool fast_accum) {
     TR_PROF(s, "gemm_fp8");
-    kern_gemm_fp8_check(s, c, a, b, m, n, k, ta, tb, alpha, beta);
+    kern_gemm_fp8_check(s, c, a, b, m, n, k, ta, tb, alpha, beta, fast_accum);
     if (!tr_cu_gemm_fp8_lt_enabled(s)) {
         gemm_fp8_fallback(s, c, a, b, m, n, k, ta, tb, alpha, beta);
         return;
@@ -317,7 +444,7 @@ extern "C" void kern_gemm_fp8(dev_stream *s, tr_buf c, kern_fp8_operand a, kern_
     uint8_t *at = NULL, *bt = NULL;
     if (ta) ak.p = at = transpose_u8(s, a.p, k, m, "gemm_fp8 a transposed");  /* a [k,m] -> [m,k] */
     if (!tb) bk.p = bt = transpose_u8(s, b.p, k, n, "gemm_fp8 b transposed"); /* b [k,n] -> [n,k] */
-    tr_cu_gemm_fp8_lt(s, c, ak, bk, m, n, k, alpha, beta, !ta && tb);
+    tr_cu_gemm_fp8_lt(s, c, ak, bk, m, n, k, alpha, beta, fast_accum);
     if (bt) tr_cu_scratch_free(s, bt);
     if (at) tr_cu_scratch_free(s, at);
 }

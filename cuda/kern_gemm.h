@@ -23,10 +23,10 @@ bool tr_cu_gemm_fp8_lt_enabled(dev_stream *s);
 
 /* c[m,n] = alpha * a.scale_inv * b.scale_inv * a[m,k] @ b[n,k]^T + beta * c through cuBLASLt's FP8
  * GEMM (both operands K-major, row-major a [m,k] and b [n,k]; k a multiple of 16, 16-byte aligned
- * operands). forward: the forward pass's GEMM, which TWINRUN_FP8_FAST_ACCUM=1 runs with fast
- * accumulation. Only where tr_cu_gemm_fp8_lt_enabled; fatal when cuBLASLt has no algorithm. */
+ * operands). fast_accum: cuBLASLt's fast accumulation (kern_gemm_fp8's, unless
+ * TWINRUN_FP8_FAST_ACCUM=0), else the split one. Only where tr_cu_gemm_fp8_lt_enabled; fatal when cuBLASLt has no algorithm. */
 void tr_cu_gemm_fp8_lt(dev_stream *s, tr_buf c, kern_fp8_operand a, kern_fp8_operand b, int m, int n, int k,
-                       float alpha, float beta, bool forward);
+                       float alpha, float beta, bool fast_accum);
 
 #ifdef __cplusplus
 }

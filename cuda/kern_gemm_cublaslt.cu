@@ -345,7 +345,7 @@ extern "C" bool tr_cu_gemm_fp8_lt_enabled(dev_stream *s) {
 }
 
 extern "C" void tr_cu_gemm_fp8_lt(dev_stream *s, tr_buf c, kern_fp8_operand a, kern_fp8_operand b, int m, int n,
-                                  int k, float alpha, float beta, bool forward) {
+                                  int k, float alpha, float beta, bool fast_accum) {
 #if TWINRUN_GPU_HAS_BLASLT
     gemm_state *g = gemm_state_get(dev_stream_device(s));
     if (g->mode != GEMM_LT) tr_fatal("gemm_fp8: the cuBLASLt path called with TWINRUN_GEMM other than lt");
@@ -354,7 +354,7 @@ extern "C" void tr_cu_gemm_fp8_lt(dev_stream *s, tr_buf c, kern_fp8_operand a, k
     key.m = m, key.n = n, key.k = k, key.ta = 0, key.tb = 1; /* a [m,k], b [n,k]: cuBLASLt's TN */
     key.dta = (unsigned char)(TR_LT_FP8 + a.fmt), key.dtb = (unsigned char)(TR_LT_FP8 + b.fmt);
     key.dtc = (unsigned char)c.dt;
-    key.fast = forward && g->fp8_fast;
+    key.fast = fast_accum && g->fp8_fast;
     key.al_a = (unsigned short)ptr_align(a.p), key.al_b = (unsigned short)ptr_align(b.p);
     key.al_c = (unsigned short)ptr_align(c.p);
     key.sms = lt_sms(dev_stream_device(s));
@@ -393,7 +393,7 @@ extern "C" void tr_cu_gemm_fp8_lt(dev_stream *s, tr_buf c, kern_fp8_operand a, k
         cublasLtMatmulDescDestroy(tmp.op);
     }
 #else
-    (void)s, (void)c, (void)a, (void)b, (void)m, (void)n, (void)k, (void)alpha, (void)beta, (void)forward;
+    (void)s, (void)c, (void)a, (void)b, (void)m, (void)n, (void)k, (void)alpha, (void)beta, (void)fast_accum;
     tr_fatal("gemm_fp8: this build has no cuBLASLt (tr_cu_gemm_fp8_lt_enabled said so)");
 #endif
 }

@@ -392,9 +392,21 @@ void kern_fp8_quantize_check(dev_stream *s, uint8_t *q, float *amax, tr_buf x, c
     kern_check_float_buf(x, "fp8_quantize x");
 }
 
+void kern_fp8_cast_transpose_check(dev_stream *s, uint8_t *q, uint8_t *qt, float *amax, tr_buf x, const float *scale,
+                                   int rows, int cols, tr_fp8_format fmt) {
+    (void)s, (void)amax;
+    check_fp8_format(fmt, "fp8_cast_transpose");
+    TR_CHECK(rows >= 0 && cols >= 0, "fp8_cast_transpose: rows and cols must not be negative");
+    TR_CHECK(q != NULL || qt != NULL, "fp8_cast_transpose writes q[rows, cols], qt[cols, rows] or both: not neither");
+    if ((size_t)rows * (size_t)cols == 0) return;
+    TR_CHECK(scale != NULL, "fp8_cast_transpose quantises with scale[0]: it may not be NULL");
+    TR_CHECK(q != qt, "fp8_cast_transpose: q and qt are one buffer");
+    kern_check_float_buf(x, "fp8_cast_transpose x");
+}
+
 void kern_gemm_fp8_check(dev_stream *s, tr_buf c, kern_fp8_operand a, kern_fp8_operand b, int m, int n, int k, bool ta,
-                         bool tb, float alpha, float beta) {
-    (void)s, (void)ta, (void)tb, (void)alpha, (void)beta;
+                         bool tb, float alpha, float beta, bool fast_accum) {
+    (void)s, (void)ta, (void)tb, (void)alpha, (void)beta, (void)fast_accum;
     TR_CHECK(m > 0 && n > 0 && k > 0, "gemm_fp8 dimensions m, n, k must be positive");
     kern_check_float_buf(c, "gemm_fp8 c");
     TR_CHECK(a.p && b.p && a.scale_inv && b.scale_inv, "gemm_fp8 operands need their bytes and scale_inv");

@@ -46,7 +46,7 @@ static void run_bf16(void *arg) {
 static void run_fp8(void *arg) {
     problem *p = arg;
     const kern_fp8_operand a = {p->a8, p->fa, p->scale_inv}, b = {p->b8, p->fb, p->scale_inv + 1};
-    kern_gemm_fp8(g_s, p->c, a, b, p->m, p->n, p->k, p->ta, p->tb, 1.0f, p->beta);
+    kern_gemm_fp8(g_s, p->c, a, b, p->m, p->n, p->k, p->ta, p->tb, 1.0f, p->beta, !p->ta && p->tb); /* fwd: fast */
 }
 
 static void run_fp8_quant(void *arg) {

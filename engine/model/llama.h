@@ -159,16 +159,19 @@ typedef struct llama_fp8 {
     bool on, wgrad;                 /* FP8 GEMMs; the weight-gradient GEMM in FP8 too (not --no-fp8-wgrad) */
     tr_fp8_format fwd_fmt, bwd_fmt; /* e4m3 and e4m3 (--fp8-format e4m3) or e5m2 (hybrid) */
     tr_fp8_amax_algo algo;
-    int len, margin;        /* --fp8-amax-history-len, --fp8-margin */
-    int nfwd, nbwd;         /* nl * 4 modules * (input, weight); nl * 4 modules */
-    float *fwd_hist;        /* [len, nfwd] amax histories (row 0 this pass's) */
-    float *bwd_hist;        /* [len, nbwd] */
-    float *fwd_scale;       /* [2, nfwd] scales, then their inverses */
-    float *bwd_scale;       /* [2, nbwd] */
-    float *slot_scale;      /* [slots, 2, nfwd] the forward scales each micro-batch in flight quantised with,
+    int len, margin;   /* --fp8-amax-history-len, --fp8-margin */
+    int nfwd, nbwd;    /* nl * 4 modules * (input, weight); nl * 4 modules */
+    float *fwd_hist;   /* [len, nfwd] amax histories (row 0 this pass's) */
+    float *bwd_hist;   /* [len, nbwd] */
+    float *fwd_scale;  /* [2, nfwd] scales, then their inverses */
+    float *bwd_scale;  /* [2, nbwd] */
+    float *slot_scale; /* [slots, 2, nfwd] the forward scales each micro-batch in flight quantised with,
                            kept for its backward pass (and recomputation) */
-    uint8_t *qx, *qw, *qg;  /* scratch: a module's input [N, in], weight [out, in], output gradient [N, out] */
-    bool scratch_in_logits; /* qx, qw and qg lie in the output layer's logits buffer (llama_fp8_create) */
+    /* scratch: a module's input [N, in] (the forward's) or its transpose [in, N] (the weight gradient's),
+     * weight [out, in] or its transpose [in, out] (the data gradient's), output gradient [N, out] and its
+     * transpose [out, N]: Hopper's FP8 GEMMs take both operands K-major (kern_fp8_cast_transpose) */
+    uint8_t *qx, *qw, *qg, *qgt;
+    bool scratch_in_logits; /* the scratch lies in the output layer's logits buffer (llama_fp8_create) */
     int slot;               /* the micro-batch whose scales the next quantisation uses */
     bool record;            /* quantisations record their amax (not while recomputing) */
     coll_comm *dp_cp_comm;  /* with tp_comm, the amax reduction group (TP x CP x DP); NULL: this rank alone */
@@ -450,10 +453,11 @@ void llama_fp8_forward_end(llama_model *m);
 void llama_fp8_backward_begin(llama_model *m, int slot);
 void llama_fp8_backward_end(llama_model *m);
 /* Module `mod` of local layer l: x [N, in] quantised into the input scratch with the slot's scale
- * (its amax recorded while m->fp8.record), then y [N, out] = x @ W_p^T in FP8. */
-void llama_fp8_quantize_input(llama_model *m, tr_buf x, size_t n, int l, int mod);
+ * (its amax recorded while m->fp8.record; transposed to [in, N] for the weight gradient's GEMM), then
+ * y [N, out] = x @ W_p^T in FP8. */
+void llama_fp8_quantize_input(llama_model *m, tr_buf x, int N, int in, int l, int mod, bool transposed);
 void llama_fp8_linear_forward(llama_model *m, tr_buf y, int p, int N, int l, int mod);
-/* Its backward, the input already quantised (llama_fp8_quantize_input with record off): dy [N, out]
+/* Its backward, the input already quantised (llama_fp8_quantize_input transposed, record off): dy [N, out]
  * quantised with the gradient's scale (amax recorded), dW (+)= dy^T x (overwrite when first), and
  * dx [N, in] (+)= dy W when dx.p (add when accumulate). */
 void llama_fp8_linear_backward(llama_model *m, tr_buf dw, bool first, tr_buf dx, tr_buf dy, int p, int N,

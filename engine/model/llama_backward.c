@@ -36,7 +36,7 @@ static void block_linear_backward(llama_model *m, tr_buf dx, tr_buf dy, tr_buf x
         return;
     }
     const bool first = m->grad_fresh && m->grad_fresh[p];
-    if (new_x && m->fp8.wgrad) llama_fp8_quantize_input(m, x, (size_t)N * (size_t)m->params_tab[p].shape[1], l, mod);
+    if (new_x && m->fp8.wgrad) llama_fp8_quantize_input(m, x, N, (int)m->params_tab[p].shape[1], l, mod, true);
     if (!m->fp8.wgrad) /* --no-fp8-wgrad: dW in bf16 from the bf16 operands */
         kern_gemm(m->stream, grad(m, p), dy, x, (int)m->params_tab[p].shape[0], (int)m->params_tab[p].shape[1], N, true,
                   false, 1.0f, first ? 0.0f : 1.0f);

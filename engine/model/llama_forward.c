@@ -29,7 +29,7 @@ static void block_linear_forward(llama_model *m, tr_buf y, tr_buf x, int p, int 
         linear_forward(m, y, x, p, N);
         return;
     }
-    if (new_x) llama_fp8_quantize_input(m, x, (size_t)N * (size_t)m->params_tab[p].shape[1], l, mod);
+    if (new_x) llama_fp8_quantize_input(m, x, N, (int)m->params_tab[p].shape[1], l, mod, false);
     llama_fp8_linear_forward(m, y, p, N, l, mod);
 }
 

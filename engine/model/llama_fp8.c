@@ -13,8 +13,11 @@
  * The backward pass quantises the input and the weight again instead of keeping their FP8 copies:
  * with the scales the micro-batch's forward used (kept per activation slot, since 1F1B runs other
  * forwards in between) the bytes are the forward's own, and no FP8 activation outlives its layer —
- * peak memory stays at bf16's plus the amax histories: the three scratch buffers live inside the logits
- * buffer where they can (scratch_logits). The embedding, the output layer, attention's
+ * peak memory stays at bf16's plus the amax histories: the scratch buffers live inside the logits
+ * buffer where they can (scratch_logits). Hopper's FP8 GEMMs take both operands K-major, so the
+ * backward's casts write the layouts its GEMMs read — the input and the weight transposed, the output
+ * gradient both ways — in the one pass over the bf16 tensor (kern_fp8_cast_transpose), and every FP8
+ * GEMM runs in the layout the GPU takes as it is. The embedding, the output layer, attention's
  * core, the norms and the optimizer stay in bf16 / fp32, as in Transformer Engine. */
 #include <math.h>
 #include <stdlib.h>
@@ -105,18 +108,19 @@ int llama_fp8_create(llama_model *m, const tr_config *cfg, char *err, size_t err
     f->fwd_hist = dev_alloc(d, hist + scales, "fp8 amax histories and scales"); /* one block, split below */
     f->slot_scale = dev_alloc(d, (size_t)m->layout.slots * 2 * f->nfwd * 4, "fp8 scales of the micro-batches");
     const size_t bx = scratch_round(N * max_in), bw = scratch_round(max_w), bg = scratch_round(N * max_out);
-    uint8_t *logits = scratch_logits(m, bx + bw + bg);
+    uint8_t *logits = scratch_logits(m, bx + bw + 2 * bg);
     f->scratch_in_logits = logits != NULL;
     if (logits) {
-        f->qx = logits, f->qw = logits + bx, f->qg = logits + bx + bw;
+        f->qx = logits, f->qw = logits + bx, f->qg = logits + bx + bw, f->qgt = logits + bx + bw + bg;
     } else {
-        f->qx = dev_alloc(d, N * max_in, "fp8 linear input");            /* [N, in] */
-        f->qw = dev_alloc(d, max_w, "fp8 linear weight");                /* [out, in] */
-        f->qg = dev_alloc(d, N * max_out, "fp8 linear output gradient"); /* [N, out] */
+        f->qx = dev_alloc(d, N * max_in, "fp8 linear input");                        /* [N, in] or [in, N] */
+        f->qw = dev_alloc(d, max_w, "fp8 linear weight");                            /* [out, in] or [in, out] */
+        f->qg = dev_alloc(d, N * max_out, "fp8 linear output gradient");             /* [N, out] */
+        f->qgt = dev_alloc(d, N * max_out, "fp8 linear output gradient transposed"); /* [out, N] */
     }
     dev_mem_tag_set(d, tag0);
-    if (!f->fwd_hist || !f->slot_scale || !f->qx || !f->qw || !f->qg)
-        return tr_errf(err, errlen, "out of device memory for the FP8 scratch (%zu + %zu + %zu bytes)", N * max_in,
+    if (!f->fwd_hist || !f->slot_scale || !f->qx || !f->qw || !f->qg || !f->qgt)
+        return tr_errf(err, errlen, "out of device memory for the FP8 scratch (%zu + %zu + 2 x %zu bytes)", N * max_in,
                        max_w, N * max_out);
     f->host = malloc(2 * (size_t)f->nfwd * sizeof *f->host); /* nfwd = 2 nbwd */
     if (!f->host) return tr_errf(err, errlen, "out of host memory");
@@ -142,6 +146,7 @@ void llama_fp8_destroy(llama_model *m) {
         dev_free(m->dev, f->qx);
         dev_free(m->dev, f->qw);
         dev_free(m->dev, f->qg);
+        dev_free(m->dev, f->qgt);
     }
     free(f->host);
     memset(f, 0, sizeof *f);
@@ -242,28 +247,31 @@ static kern_fp8_operand fwd_operand(const llama_model *m, const uint8_t *q, int 
     return (kern_fp8_operand){q, m->fp8.fwd_fmt, slot_scales(m, m->fp8.slot) + m->fp8.nfwd + t};
 }
 
-void llama_fp8_quantize_input(llama_model *m, tr_buf x, size_t n, int l, int mod) {
+void llama_fp8_quantize_input(llama_model *m, tr_buf x, int N, int in, int l, int mod, bool transposed) {
     llama_fp8 *f = &m->fp8;
     const int t = fwd_index(l, mod, 0);
-    kern_fp8_quantize(m->stream, f->qx, f->record ? f->fwd_hist + t : NULL, x, slot_scales(m, f->slot) + t, n,
-                      f->fwd_fmt);
+    kern_fp8_cast_transpose(m->stream, transposed ? NULL : f->qx, transposed ? f->qx : NULL,
+                            f->record ? f->fwd_hist + t : NULL, x, slot_scales(m, f->slot) + t, N, in, f->fwd_fmt);
 }
 
-/* Weight p quantised into the weight scratch with the module's weight scale. */
-static void quantize_weight(llama_model *m, int p, int l, int mod) {
+/* Weight p quantised into the weight scratch with the module's weight scale: [out, in] for the forward,
+ * transposed [in, out] for the data gradient. */
+static void quantize_weight(llama_model *m, int p, int l, int mod, bool transposed) {
     llama_fp8 *f = &m->fp8;
+    const llama_param *w = &m->params_tab[p];
     const int t = fwd_index(l, mod, 1);
-    kern_fp8_quantize(m->stream, f->qw, f->record ? f->fwd_hist + t : NULL, llama_weight(m, p),
-                      slot_scales(m, f->slot) + t, m->params_tab[p].numel, f->fwd_fmt);
+    kern_fp8_cast_transpose(m->stream, transposed ? NULL : f->qw, transposed ? f->qw : NULL,
+                            f->record ? f->fwd_hist + t : NULL, llama_weight(m, p), slot_scales(m, f->slot) + t,
+                            (int)w->shape[0], (int)w->shape[1], f->fwd_fmt);
 }
 
 void llama_fp8_linear_forward(llama_model *m, tr_buf y, int p, int N, int l, int mod) {
     const llama_param *w = &m->params_tab[p];
     const int out = (int)w->shape[0], in = (int)w->shape[1];
-    quantize_weight(m, p, l, mod);
+    quantize_weight(m, p, l, mod, false);
     /* y[N, out] = x[N, in] @ W[out, in]^T */
     kern_gemm_fp8(m->stream, y, fwd_operand(m, m->fp8.qx, fwd_index(l, mod, 0)),
-                  fwd_operand(m, m->fp8.qw, fwd_index(l, mod, 1)), N, out, in, false, true, 1.0f, 0.0f);
+                  fwd_operand(m, m->fp8.qw, fwd_index(l, mod, 1)), N, out, in, false, true, 1.0f, 0.0f, true);
 }
 
 void llama_fp8_linear_backward(llama_model *m, tr_buf dw, bool first, tr_buf dx, tr_buf dy, int p, int N,
@@ -272,14 +280,20 @@ void llama_fp8_linear_backward(llama_model *m, tr_buf dw, bool first, tr_buf dx,
     const llama_param *w = &m->params_tab[p];
     const int out = (int)w->shape[0], in = (int)w->shape[1];
     const int tg = bwd_index(l, mod);
-    kern_fp8_quantize(m->stream, f->qg, f->bwd_hist + tg, dy, f->bwd_scale + tg, (size_t)N * out, f->bwd_fmt);
-    const kern_fp8_operand g = {f->qg, f->bwd_fmt, f->bwd_scale + f->nbwd + tg};
-    if (f->wgrad) /* dW[out, in] (+)= dy[N, out]^T @ x[N, in] */
-        kern_gemm_fp8(m->stream, dw, g, fwd_operand(m, f->qx, fwd_index(l, mod, 0)), out, in, N, true, false, 1.0f,
-                      first ? 0.0f : 1.0f);
+    /* dy [N, out] as the data gradient reads it, and transposed [out, N] for the weight gradient; its amax
+     * recorded either way (a pass with neither GEMM still keeps the row layout for the history) */
+    const bool rows = dx.p || !f->wgrad;
+    kern_fp8_cast_transpose(m->stream, rows ? f->qg : NULL, f->wgrad ? f->qgt : NULL, f->bwd_hist + tg, dy,
+                            f->bwd_scale + tg, N, out, f->bwd_fmt);
+    const float *g_inv = f->bwd_scale + f->nbwd + tg;
+    if (f->wgrad) /* dW[out, in] (+)= dy^T [out, N] @ (x^T [in, N])^T */
+        kern_gemm_fp8(m->stream, dw, (kern_fp8_operand){f->qgt, f->bwd_fmt, g_inv},
+                      fwd_operand(m, f->qx, fwd_index(l, mod, 0)), out, in, N, false, true, 1.0f, first ? 0.0f : 1.0f,
+                      false);
     if (!dx.p) return;
-    quantize_weight(m, p, l, mod);
-    /* dx[N, in] (+)= dy[N, out] @ W[out, in] */
-    kern_gemm_fp8(m->stream, dx, g, fwd_operand(m, f->qw, fwd_index(l, mod, 1)), N, in, out, false, false, 1.0f,
-                  accumulate ? 1.0f : 0.0f);
+    quantize_weight(m, p, l, mod, true);
+    /* dx[N, in] (+)= dy[N, out] @ (W^T [in, out])^T */
+    kern_gemm_fp8(m->stream, dx, (kern_fp8_operand){f->qg, f->bwd_fmt, g_inv},
+                  fwd_operand(m, f->qw, fwd_index(l, mod, 1)), N, in, out, false, true, 1.0f, accumulate ? 1.0f : 0.0f,
+                  false);
 }

@@ -77,6 +77,49 @@ void kern_fp8_quantize(dev_stream *s, uint8_t *q, float *amax, tr_buf x, const f
     kern_submit(s, quantize_body, &a, sizeof a);
 }
 
+typedef struct cast_t_args {
+    uint8_t *q, *qt;
+    float *amax;
+    tr_buf x;
+    const float *scale;
+    size_t rows, cols;
+    tr_fp8_format fmt;
+} cast_t_args;
+
+static void cast_t_body(void *args) {
+    const cast_t_args *a = args;
+    const float scale = a->scale[0];
+    fp8_table t;
+    fp8_table_make(&t, a->fmt);
+    float amax = 0.0f;
+    for (size_t r = 0; r < a->rows; r++)
+        for (size_t c = 0; c < a->cols; c++) {
+            const float v = ld(a->x, r * a->cols + c);
+            amax = fmaxf(amax, fabsf(v));
+            const uint8_t b = fp8_encode(&t, v * scale);
+            if (a->q) a->q[r * a->cols + c] = b;
+            if (a->qt) a->qt[c * a->rows + r] = b;
+        }
+    if (a->amax) a->amax[0] = fmaxf(a->amax[0], amax);
+}
+
+void kern_fp8_cast_transpose(dev_stream *s, uint8_t *q, uint8_t *qt, float *amax, tr_buf x, const float *scale,
+                             int rows, int cols, tr_fp8_format fmt) {
+    const size_t n = (size_t)(rows > 0 ? rows : 0) * (size_t)(cols > 0 ? cols : 0);
+    kern_cost(s, TWIN_K_FP8_QUANTIZE, 2.0 * (double)n, (double)n * (tr_dtype_size(x.dt) + (q ? 1 : 0) + (qt ? 1 : 0)),
+              TR_F32);
+    kern_fp8_cast_transpose_check(s, q, qt, amax, x, scale, rows, cols, fmt);
+    twin_access acc[5] = {{x.p, kern_bytes(x, n), false}, {scale, sizeof *scale, false}};
+    int na = 2; /* then whichever of q, qt and amax the call has */
+    if (q) acc[na++] = (twin_access){q, n, true};
+    if (qt) acc[na++] = (twin_access){qt, n, true};
+    if (amax) acc[na++] = (twin_access){amax, sizeof *amax, true};
+    kern_access(s, "kernel fp8_cast_transpose", acc, na);
+    if (kern_shape_only(s) || n == 0) return;
+    cast_t_args a = {q, qt, amax, x, scale, (size_t)rows, (size_t)cols, fmt};
+    kern_submit(s, cast_t_body, &a, sizeof a);
+}
+
 typedef struct gemm8_args {
     tr_buf c;
     kern_fp8_operand a, b;
@@ -105,14 +148,14 @@ static void gemm8_body(void *args) {
 }
 
 void kern_gemm_fp8(dev_stream *s, tr_buf c, kern_fp8_operand a, kern_fp8_operand b, int m, int n, int k, bool ta,
-                   bool tb, float alpha, float beta) {
+                   bool tb, float alpha, float beta, bool fast_accum) {
     /* the profile names FP8 operands by their bf16 counterparts: the twin's dtypes have no FP8 */
     const double bytes = (double)m * k + (double)k * n + (double)m * n * tr_dtype_size(c.dt) * (beta != 0.0f ? 2 : 1);
     const tr_buf op = tr_buf_make(NULL, TR_BF16);
     if (m >= 0 && n >= 0 && k >= 0)
         kern_cost_gemm_as(s, TWIN_K_GEMM_FP8, TR_BF16, c, op, op, m, n, k, ta, tb, beta, 2.0 * m * n * (double)k,
                           bytes);
-    kern_gemm_fp8_check(s, c, a, b, m, n, k, ta, tb, alpha, beta);
+    kern_gemm_fp8_check(s, c, a, b, m, n, k, ta, tb, alpha, beta, fast_accum);
     const twin_access acc[] = {{c.p, kern_bytes(c, (size_t)m * (size_t)n), true},
                                {a.p, (size_t)m * (size_t)k, false},
                                {b.p, (size_t)k * (size_t)n, false},

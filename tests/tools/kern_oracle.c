@@ -708,6 +708,53 @@ static void case_fp8_quantize(tr_dtype dt, size_t n, tr_fp8_format fmt, bool spe
     release();
 }
 
+typedef struct fp8ct_ctx {
+    tens *x, *q, *qt, *amax, *scale;
+    int rows, cols;
+    size_t xoff; /* a misaligned x: the one-a-thread kernel */
+    bool with_q, with_qt;
+    tr_fp8_format fmt;
+} fp8ct_ctx;
+
+static void fp8ct_gpu(void *p) {
+    fp8ct_ctx *c = p;
+    kern_fp8_cast_transpose(g_s, c->with_q ? (uint8_t *)c->q->d : NULL, c->with_qt ? (uint8_t *)c->qt->d : NULL,
+                            (float *)c->amax->d, fp8q_x(&(fp8q_ctx){.x = c->x, .xoff = c->xoff}, c->x->d),
+                            (const float *)c->scale->d, c->rows, c->cols, c->fmt);
+}
+
+/* The cast-transpose: q and qt bit-identical to the twin's (whose bytes are kern_fp8_quantize's, the
+ * test_kern_fp8 unit test), bytes outside them untouched, the amax identical. Shapes of whole tiles, of
+ * part tiles, and ones the tiled kernel does not take (cols % 8, rows % 4, misaligned x). */
+static void case_fp8_cast_transpose(tr_dtype dt, int rows, int cols, tr_fp8_format fmt, bool with_q, bool with_qt,
+                                    size_t xoff) {
+    const size_t n = (size_t)rows * (size_t)cols;
+    fp8ct_ctx c = {.rows = rows, .cols = cols, .xoff = xoff, .with_q = with_q, .with_qt = with_qt, .fmt = fmt};
+    c.x = t_new(dt, n + xoff), c.q = t_bytes(n), c.qt = t_bytes(n), c.amax = t_new(TR_F32, 1);
+    c.scale = t_new(TR_F32, 1);
+    const float scale = fmt == TR_FP8_E5M2 ? 1234.567f : 37.1f;
+    ((float *)c.scale->h0)[0] = scale;
+    ((float *)c.amax->h0)[0] = 0.25f;
+    for (size_t i = 0; i < n + xoff; i++)
+        t_set(c.x, i, urand() < 0.01 ? fp8_special(fmt, 0.5f) : (float)((2.0 * urand() - 1.0) * (fmt ? 40.0 : 10.0)));
+    memset(c.q->h0, 0xA5, c.q->n * 4);
+    memset(c.qt->h0, 0x5A, c.qt->n * 4);
+    reset_host();
+    fp8q_ctx view = {.x = c.x, .xoff = xoff};
+    twin_kern_fp8_cast_transpose(NULL, with_q ? (uint8_t *)c.q->h : NULL, with_qt ? (uint8_t *)c.qt->h : NULL,
+                                 (float *)c.amax->h, fp8q_x(&view, c.x->h), (const float *)c.scale->h, rows, cols, fmt);
+    tens *outs[] = {c.q, c.qt, c.amax};
+    run_gpu_twice("fp8_cast_transpose", fp8ct_gpu, &c, outs, 3);
+    char name[128];
+    snprintf(name, sizeof name, "fp8_cast_transpose %s>%s %dx%d%s%s%s", tr_dtype_name(dt), tr_fp8_name(fmt), rows, cols,
+             with_q ? " q" : "", with_qt ? " qt" : "", xoff ? " misaligned" : "");
+    const int bad = memcmp(c.q->h, c.q->g, c.q->n * 4) != 0 || memcmp(c.qt->h, c.qt->g, c.qt->n * 4) != 0 ||
+                    ((uint32_t *)c.amax->h)[0] != ((uint32_t *)c.amax->g)[0];
+    printf("  %-48s %s\n", name, bad ? "q, qt or amax differ  FAILED" : "q, qt and amax identical");
+    if (bad) g_fail++;
+    release();
+}
+
 typedef struct fp8u_ctx {
     tens *hist, *scale, *scale_inv;
     int n, len, margin;
@@ -760,7 +807,7 @@ typedef struct fp8g_ctx {
     tens *c, *a, *b, *sa, *sb;
     tr_fp8_format fa, fb;
     int m, n, k;
-    bool ta, tb;
+    bool ta, tb, fast;
     bool packed; /* b's scale_inv is the float after a's (4-byte aligned), as the engine keeps its scales */
     float alpha, beta;
 } fp8g_ctx;
@@ -770,7 +817,7 @@ static void fp8g_gpu(void *p) {
     const float *sb = g->packed ? (const float *)g->sa->d + 1 : (const float *)g->sb->d;
     const kern_fp8_operand a = {(const uint8_t *)g->a->d, g->fa, (const float *)g->sa->d};
     const kern_fp8_operand b = {(const uint8_t *)g->b->d, g->fb, sb};
-    kern_gemm_fp8(g_s, Dv(g->c), a, b, g->m, g->n, g->k, g->ta, g->tb, g->alpha, g->beta);
+    kern_gemm_fp8(g_s, Dv(g->c), a, b, g->m, g->n, g->k, g->ta, g->tb, g->alpha, g->beta, g->fast);
 }
 
 /* n bytes of fmt: x ~ N-ish(0, sigma) quantised with scale (as the engine's cast does), no NaN. */
@@ -786,14 +833,15 @@ static void fp8_fill(tens *t, size_t n, tr_fp8_format fmt, float scale, double s
  * split accumulation (cuBLASLt's default, CUBLASLT_MATMUL_DESC_FAST_ACCUM 0, promotes the partial sums
  * to fp32 every few k-blocks; between promotions about 14 bits are kept, as DeepSeek-V3's report
  * measured), so the figure on an H200 is ~1e-4, not the 1e-5 of an fp32 GEMM (the dequantising
- * fallback, TWINRUN_GEMM=blas, gives ~5e-8). The forward pass's layout (ta = false, tb = true) runs
+ * fallback, TWINRUN_GEMM=blas, gives ~5e-8). The forward pass's GEMM (fast_accum) runs
  * with the fast accumulation by default, as Transformer Engine's fprop (TWINRUN_FP8_FAST_ACCUM, cuda/README.md):
  * no promotion at all, so its fp32 bound is 1e-3 (3.4e-4 measured at k 1024 on an H100). bf16 output
  * within 4e-3 (the two sums round to bf16 apart where they straddle a rounding boundary: one bf16 ulp,
  * 2^-8 relative). */
-static void case_fp8_gemm(int m, int n, int k, bool ta, bool tb, tr_fp8_format fa, tr_fp8_format fb, tr_dtype cdt,
-                          float beta, bool packed) {
+static void case_fp8_gemm(int m, int n, int k, bool ta, bool tb, bool fast, tr_fp8_format fa, tr_fp8_format fb,
+                          tr_dtype cdt, float beta, bool packed) {
     fp8g_ctx g = {.fa = fa, .fb = fb, .m = m, .n = n, .k = k, .ta = ta, .tb = tb, .alpha = 0.75f, .beta = beta};
+    g.fast = fast;
     g.packed = packed;
     g.a = t_bytes((size_t)m * k), g.b = t_bytes((size_t)k * n), g.c = t_new(cdt, (size_t)m * n);
     g.sa = t_new(TR_F32, 2), g.sb = t_new(TR_F32, 1);
@@ -805,12 +853,13 @@ static void case_fp8_gemm(int m, int n, int k, bool ta, bool tb, tr_fp8_format f
     reset_host();
     const kern_fp8_operand a = {(const uint8_t *)g.a->h, fa, (const float *)g.sa->h};
     const kern_fp8_operand b = {(const uint8_t *)g.b->h, fb, (const float *)g.sb->h};
-    twin_kern_gemm_fp8(NULL, H(g.c), a, b, m, n, k, ta, tb, g.alpha, beta);
+    twin_kern_gemm_fp8(NULL, H(g.c), a, b, m, n, k, ta, tb, g.alpha, beta, fast);
     tens *outs[] = {g.c};
     run_gpu_twice("gemm_fp8", fp8g_gpu, &g, outs, 1);
     char name[128];
-    snprintf(name, sizeof name, "gemm_fp8 %dx%dx%d %c%c %s.%s>%s%s%s", m, n, k, ta ? 'T' : 'N', tb ? 'T' : 'N',
-             tr_fp8_name(fa), tr_fp8_name(fb), tr_dtype_name(cdt), beta != 0.0f ? " +=" : "", packed ? " packed" : "");
+    snprintf(name, sizeof name, "gemm_fp8 %dx%dx%d %c%c%s %s.%s>%s%s%s", m, n, k, ta ? 'T' : 'N', tb ? 'T' : 'N',
+             fast ? " fast" : "", tr_fp8_name(fa), tr_fp8_name(fb), tr_dtype_name(cdt), beta != 0.0f ? " +=" : "",
+             packed ? " packed" : "");
     double num = 0.0, den = 0.0;
     size_t nan_mismatch = 0;
     for (size_t i = 0; i < g.c->n; i++) {
@@ -820,8 +869,8 @@ static void case_fp8_gemm(int m, int n, int k, bool ta, bool tb, tr_fp8_format f
         num += (v - w) * (v - w), den += w * w;
     }
     const char *fa_env = getenv("TWINRUN_FP8_FAST_ACCUM");
-    const bool fast = !ta && tb && !(fa_env && strcmp(fa_env, "0") == 0);
-    const double rel = den > 0 ? sqrt(num / den) : sqrt(num), tol = cdt == TR_BF16 ? 4e-3 : fast ? 1e-3 : 3e-4;
+    const bool fast_on = fast && !(fa_env && strcmp(fa_env, "0") == 0);
+    const double rel = den > 0 ? sqrt(num / den) : sqrt(num), tol = cdt == TR_BF16 ? 4e-3 : fast_on ? 1e-3 : 3e-4;
     const int ok = rel <= tol && nan_mismatch == 0;
     printf("  %-48s rel L2 %.3e (bound %.0e)%s\n", name, rel, tol, ok ? "" : "  FAILED");
     if (!ok) g_fail++;
@@ -847,25 +896,43 @@ static void cases_fp8(void) {
             case_fp8_scale_update(300, 1, algo, margin ? TR_FP8_E4M3 : TR_FP8_E5M2, margin);
             case_fp8_scale_update(5, 16, algo, TR_FP8_E4M3, margin);
         }
-    /* The engine's three GEMMs of a linear layer: forward (ta F, tb T), data gradient (F F), weight
-     * gradient (T F, accumulating into an fp32 grad). Each with each operand pair, bf16 and fp32 out. */
-    static const struct { bool ta, tb; } lay[] = {{false, true}, {false, false}, {true, false}};
+    /* The cast-transpose: the engine's shapes (whole 64 x 64 tiles), part tiles, and those the tiled kernel
+     * leaves to the one-a-thread one (cols % 8, rows % 4, a misaligned x) */
+    for (int f = 0; f < 2; f++) {
+        const tr_fp8_format fmt = f ? TR_FP8_E5M2 : TR_FP8_E4M3;
+        for (int d = 0; d < 2; d++) {
+            const tr_dtype dt = d ? TR_BF16 : TR_F32;
+            case_fp8_cast_transpose(dt, 1024, 768, fmt, true, true, 0);
+            case_fp8_cast_transpose(dt, 1024, 768, fmt, false, true, 0);
+            case_fp8_cast_transpose(dt, 100, 136, fmt, true, true, 0);
+            case_fp8_cast_transpose(dt, 333, 264, fmt, f == 0, true, 0);
+            case_fp8_cast_transpose(dt, 64, 100, fmt, true, true, 0);
+            case_fp8_cast_transpose(dt, 64, 64, fmt, true, d == 0, 1);
+        }
+    }
+    /* The GEMMs of a linear layer: the forward (ta F, tb T, fast accumulation), and the data and weight
+     * gradients both as the engine runs them (its casts transpose: F T, split accumulation) and in the
+     * layouts the backend transposes itself (F F; T F accumulating into an fp32 grad). Each with each
+     * operand pair, bf16 and fp32 out. */
+    static const struct {
+        bool ta, tb, fast;
+    } lay[] = {{false, true, true}, {false, true, false}, {false, false, false}, {true, false, false}};
     static const tr_fp8_format fa[] = {TR_FP8_E4M3, TR_FP8_E5M2, TR_FP8_E4M3};
     static const tr_fp8_format fb[] = {TR_FP8_E4M3, TR_FP8_E4M3, TR_FP8_E5M2};
-    for (int l = 0; l < 3; l++)
+    for (int l = 0; l < 4; l++)
         for (int p = 0; p < 3; p++) {
             const tr_dtype cdt = (l + p) % 2 ? TR_F32 : TR_BF16;
-            const float beta = (l == 2 || p == 1) ? 1.0f : 0.0f;
-            case_fp8_gemm(512, 768, 1024, lay[l].ta, lay[l].tb, fa[p], fb[p], cdt, beta, false);
+            const float beta = (l == 3 || p == 1) ? 1.0f : 0.0f;
+            case_fp8_gemm(512, 768, 1024, lay[l].ta, lay[l].tb, lay[l].fast, fa[p], fb[p], cdt, beta, false);
         }
-    for (int l = 0; l < 3; l++) /* odd m, n not a multiple of the tiles */
-        case_fp8_gemm(333, 264, 336, lay[l].ta, lay[l].tb, TR_FP8_E4M3, TR_FP8_E4M3, l == 2 ? TR_F32 : TR_BF16,
-                      l == 2 ? 1.0f : 0.0f, false);
+    for (int l = 0; l < 4; l++) /* odd m, n not a multiple of the tiles */
+        case_fp8_gemm(333, 264, 336, lay[l].ta, lay[l].tb, lay[l].fast, TR_FP8_E4M3, TR_FP8_E4M3,
+                      l == 3 ? TR_F32 : TR_BF16, l == 3 ? 1.0f : 0.0f, false);
     /* the scales as the engine keeps them, packed 4 bytes apart (cuBLASLt wants them 16-byte aligned: the
      * backend copies them), at the tiny model's shapes of the twin-vs-GPU check */
-    for (int l = 0; l < 3; l++)
-        case_fp8_gemm(64, 16, 64, lay[l].ta, lay[l].tb, l ? TR_FP8_E5M2 : TR_FP8_E4M3, TR_FP8_E4M3,
-                      l == 2 ? TR_F32 : TR_BF16, l == 2 ? 1.0f : 0.0f, true);
+    for (int l = 0; l < 4; l++)
+        case_fp8_gemm(64, 16, 64, lay[l].ta, lay[l].tb, lay[l].fast, l ? TR_FP8_E5M2 : TR_FP8_E4M3, TR_FP8_E4M3,
+                      l == 3 ? TR_F32 : TR_BF16, l == 3 ? 1.0f : 0.0f, true);
 }
 
 /* --only KIND[,KIND...]: the cases of those kinds alone (gemm, attention, attention_pos, norm, embedding,

@@ -1,5 +1,6 @@
 /* The twin's FP8 kernels against their definitions: the quantising cast byte for byte against
- * tr_fp8_from_f32 of x * scale (fp32 and bf16 inputs, special values) with its amax; the FP8 GEMM against
+ * tr_fp8_from_f32 of x * scale (fp32 and bf16 inputs, special values) with its amax, and the
+ * cast-transpose against the cast; the FP8 GEMM against
  * a double loop over the decoded FP8 values for every transpose combination and both output types; the
  * delayed-scaling update against tr_fp8_scale_update per tensor of a [len, n] history. */
 #include "common/fixture_kern.h"
@@ -74,6 +75,53 @@ static void test_quantize_bytes_and_amax(void **state) {
     free(x);
 }
 
+/* The cast-transpose writes kern_fp8_quantize's bytes in both layouts (each alone, or both) and its amax:
+ * shapes of whole 64 x 64 tiles, of part tiles, and ones a GPU's tiled kernel leaves to its
+ * element-a-thread one (cols % 8, rows % 4). */
+static void test_cast_transpose_is_quantize(void **state) {
+    (void)state;
+    kt_rng r = {13};
+    static const int shapes[][2] = {{128, 192}, {72, 40}, {36, 24}, {7, 13}, {64, 100}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int dti = 0; dti < 2; dti++)
+            for (int mode = 0; mode < 3; mode++) { /* q and qt, q alone, qt alone */
+                const int rows = shapes[si][0], cols = shapes[si][1], n = rows * cols;
+                const tr_dtype dt = dti ? TR_BF16 : TR_F32;
+                const tr_fp8_format fmt = (si + (size_t)mode) % 2 ? TR_FP8_E5M2 : TR_FP8_E4M3;
+                float *x = kt_host((size_t)n);
+                kt_fill(&r, x, (size_t)n, 5.0f);
+                x[n / 3] = 1e6f, x[n / 2] = NAN; /* saturates; skipped by the amax */
+                tr_buf xd = kt_upload(x, (size_t)n, dt);
+                const float scale_h = 21.25f, amax0 = 0.5f;
+                float *scale = kt_upload_f32(&scale_h, 1), *amax = kt_upload_f32(&amax0, 1),
+                      *amax2 = kt_upload_f32(&amax0, 1);
+                uint8_t *want = kt_alloc((size_t)n), *q = kt_alloc((size_t)n), *qt = kt_alloc((size_t)n);
+                uint8_t *wh = malloc((size_t)n), *qh = malloc((size_t)n), *qth = malloc((size_t)n);
+                memset(qh, 0xA5, (size_t)n), memset(qth, 0xA5, (size_t)n);
+                dev_copy_h2d(kt_s, q, qh, (size_t)n);
+                dev_copy_h2d(kt_s, qt, qth, (size_t)n);
+                kern_fp8_quantize(kt_s, want, amax, xd, scale, (size_t)n, fmt);
+                kern_fp8_cast_transpose(kt_s, mode != 2 ? q : NULL, mode != 1 ? qt : NULL, amax2, xd, scale, rows, cols,
+                                        fmt);
+                dev_copy_d2h(kt_s, wh, want, (size_t)n);
+                dev_copy_d2h(kt_s, qh, q, (size_t)n);
+                dev_copy_d2h(kt_s, qth, qt, (size_t)n);
+                for (int i = 0; i < rows; i++)
+                    for (int j = 0; j < cols; j++) {
+                        const uint8_t w = wh[i * cols + j];
+                        assert_int_equal(qh[i * cols + j], mode != 2 ? w : 0xA5);
+                        assert_int_equal(qth[j * rows + i], mode != 1 ? w : 0xA5);
+                    }
+                float a1, a2;
+                kt_download_f32(&a1, amax, 1);
+                kt_download_f32(&a2, amax2, 1);
+                assert_memory_equal(&a1, &a2, sizeof a1);
+                assert_true(a1 >= 1e6f * 0.99f);
+                kt_free(want), kt_free(q), kt_free(qt), kt_free(scale), kt_free(amax), kt_free(amax2), kt_free(xd.p);
+                free(wh), free(qh), free(qth), free(x);
+            }
+}
+
 /* c[m,n] from the decoded FP8 values in double, then alpha * sa * sb and beta * c0 as the kernel's contract. */
 static void reference(double *c, const uint8_t *a, tr_fp8_format fa, const uint8_t *b, tr_fp8_format fb, int m, int n,
                       int k, bool ta, bool tb) {
@@ -92,8 +140,8 @@ static void test_gemm_against_decoded_values(void **state) {
     kt_rng r = {11};
     const int m = 48, n = 32, k = 80;
     uint8_t ah[48 * 80], bh[80 * 32];
-    for (int combo = 0; combo < 4; combo++) {
-        const bool ta = combo & 1, tb = combo & 2;
+    for (int combo = 0; combo < 8; combo++) {
+        const bool ta = combo & 1, tb = combo & 2, fast = combo & 4;
         const tr_fp8_format fa = TR_FP8_E5M2, fb = TR_FP8_E4M3; /* hybrid: a gradient times an input */
         for (size_t i = 0; i < sizeof ah; i++)
             ah[i] = (uint8_t)(kt_sym(&r, 1.0f) > 0 ? 0x00 : 0x80) | (uint8_t)(i % 0x78);
@@ -114,7 +162,7 @@ static void test_gemm_against_decoded_values(void **state) {
                 tr_buf c = kt_upload(c0, (size_t)m * n, dt);
                 kt_download(c0, c, (size_t)m * n); /* c0 as stored */
                 kern_gemm_fp8(kt_s, c, (kern_fp8_operand){ad, fa, sad}, (kern_fp8_operand){bd, fb, sbd}, m, n, k, ta,
-                              tb, alpha, beta);
+                              tb, alpha, beta, fast);
                 kt_download(got, c, (size_t)m * n);
                 double err2 = 0, ref2 = 0;
                 for (int i = 0; i < m * n; i++) {
@@ -124,7 +172,7 @@ static void test_gemm_against_decoded_values(void **state) {
                 /* fp32 output: the twin sums in double and rounds once; Hopper's FP8 tensor cores keep
                  * ~14 bits between promotions to fp32, and none with the forward layout's fast
                  * accumulation (the bounds of kern_oracle's FP8 cases: 3e-4 and 1e-3) */
-                const double tol = dt == TR_BF16 ? 4e-3 : kt_backend_is_twin() ? 1e-6 : !ta && tb ? 1e-3 : 3e-4;
+                const double tol = dt == TR_BF16 ? 4e-3 : kt_backend_is_twin() ? 1e-6 : fast ? 1e-3 : 3e-4;
                 kt_expect_close("gemm_fp8", sqrt(err2 / ref2), tol);
                 kt_free(c.p), free(c0), free(got);
             }
@@ -163,12 +211,40 @@ static void test_scale_update_per_tensor(void **state) {
         }
 }
 
+/* More tensors than a GPU block's 32 and a history longer than its 32-row band: every tensor's rolled
+ * history and scale as tr_fp8_scale_update's, over three passes (each reads the last one's roll). */
+static void test_scale_update_many(void **state) {
+    (void)state;
+    enum { T = 70, LEN = 75 };
+    kt_rng r = {17};
+    float *h0 = kt_host(LEN * T), *want = kt_host(LEN * T), sc[T], inv[T];
+    kt_fill(&r, h0, LEN * T, 100.0f);
+    for (int i = 0; i < LEN * T; i++) h0[i] = i % 11 == 0 ? 0.0f : fabsf(h0[i]);
+    h0[5] = NAN, h0[(LEN - 1) * T + 6] = INFINITY;
+    memcpy(want, h0, sizeof(float) * LEN * T);
+    for (int t = 0; t < T; t++) sc[t] = 1.0f + (float)t, inv[t] = 1.0f / sc[t];
+    float scales_h[2 * T];
+    memcpy(scales_h, sc, sizeof sc), memcpy(scales_h + T, inv, sizeof inv);
+    float *hist = kt_upload_f32(h0, LEN * T), *scales = kt_upload_f32(scales_h, 2 * T);
+    for (int pass = 0; pass < 3; pass++) {
+        kern_fp8_scale_update(kt_s, hist, scales, scales + T, T, LEN, TR_FP8_AMAX_MAX, TR_FP8_E4M3, 1);
+        for (int t = 0; t < T; t++)
+            tr_fp8_scale_update_strided(want + t, LEN, T, TR_FP8_AMAX_MAX, 448.0f, 1, &sc[t], &inv[t]);
+    }
+    float got_h[LEN * T], got_s[2 * T];
+    kt_download_f32(got_h, hist, LEN * T);
+    kt_download_f32(got_s, scales, 2 * T);
+    assert_memory_equal(got_h, want, sizeof got_h);
+    assert_memory_equal(got_s, sc, sizeof sc);
+    assert_memory_equal(got_s + T, inv, sizeof inv);
+    kt_free(hist), kt_free(scales), free(h0), free(want);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_quantize_every_exponent),
-        cmocka_unit_test(test_quantize_bytes_and_amax),
-        cmocka_unit_test(test_gemm_against_decoded_values),
-        cmocka_unit_test(test_scale_update_per_tensor),
+        cmocka_unit_test(test_quantize_every_exponent),     cmocka_unit_test(test_quantize_bytes_and_amax),
+        cmocka_unit_test(test_gemm_against_decoded_values), cmocka_unit_test(test_scale_update_per_tensor),
+        cmocka_unit_test(test_scale_update_many),           cmocka_unit_test(test_cast_transpose_is_quantize),
     };
     return cmocka_run_group_tests(tests, kt_setup, kt_teardown);
 }

@@ -38,27 +38,35 @@ typedef enum tr_fp8_amax_algo {
 #define TR_FP8_HD
 #endif
 
-/* Rolls the history hist[0], hist[stride], ..., hist[(len - 1) * stride] and updates *scale and
- * *scale_inv (see the top of this file); returns the amax the scale was computed from (0 or
+/* The scale of an amax window (the tail of tr_fp8_scale_update_strided, on its own for a device update
+ * that rolls the history in parallel): window_max is the largest entry of the window before the roll
+ * (fmaxf from 0: a NaN skipped), last its entry 0. Returns the amax the scale was computed from (0 or
  * non-finite: the scale was kept; a scale that overflows fp32 becomes FLT_MAX, as Transformer Engine's
- * update does). fmaxf skips a NaN in the history, as the device's fmaxf does. The
- * scaled maximum is exact (a power of two times the format's largest value), the two divisions are
- * IEEE's correctly rounded ones on both builds. */
-static inline TR_FP8_HD float tr_fp8_scale_update_strided(float *hist, int len, int stride, tr_fp8_amax_algo algo,
-                                                          float fp8_max, int margin, float *scale, float *scale_inv) {
-    const float last = hist[0];
-    float amax = 0.0f;
-    for (int i = 0; i < len; i++) {
-        const float a = i < len - 1 ? hist[(i + 1) * stride] : last;
-        amax = fmaxf(amax, a);
-        hist[i * stride] = i > 0 ? a : 0.0f; /* in place: entry i + 1 is read before it is written */
-    }
-    if (algo == TR_FP8_AMAX_MOST_RECENT) amax = last;
+ * update does). The scaled maximum is exact (a power of two times the format's largest value), the two
+ * divisions are IEEE's correctly rounded ones on both builds. */
+static inline TR_FP8_HD float tr_fp8_scale_from_window(float window_max, float last, tr_fp8_amax_algo algo,
+                                                       float fp8_max, int margin, float *scale, float *scale_inv) {
+    const float amax = algo == TR_FP8_AMAX_MOST_RECENT ? last : window_max;
     const float scaled_max = ldexpf(fp8_max, -margin);
     if (isfinite(amax) && amax > 0.0f) *scale = scaled_max / amax;
     if (isinf(*scale)) *scale = FLT_MAX; /* an amax so small that its scale overflows: the largest scale */
     *scale_inv = 1.0f / *scale;
     return amax;
+}
+
+/* Rolls the history hist[0], hist[stride], ..., hist[(len - 1) * stride] and updates *scale and
+ * *scale_inv (see the top of this file; tr_fp8_scale_from_window): the largest entry is a max, which no
+ * order of taking it changes, so a parallel roll that takes it in any order gets the same bits. */
+static inline TR_FP8_HD float tr_fp8_scale_update_strided(float *hist, int len, int stride, tr_fp8_amax_algo algo,
+                                                          float fp8_max, int margin, float *scale, float *scale_inv) {
+    const float last = hist[0];
+    float window_max = 0.0f;
+    for (int i = 0; i < len; i++) {
+        const float a = i < len - 1 ? hist[(i + 1) * stride] : last;
+        window_max = fmaxf(window_max, a);
+        hist[i * stride] = i > 0 ? a : 0.0f; /* in place: entry i + 1 is read before it is written */
+    }
+    return tr_fp8_scale_from_window(window_max, last, algo, fp8_max, margin, scale, scale_inv);
 }
 
 /* One tensor's history, contiguous: hist[len]. */

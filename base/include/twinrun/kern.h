@@ -243,6 +243,14 @@ void kern_adamw_update_ranges(dev_stream *s, const kern_adamw_desc *ad, const ke
 void kern_fp8_quantize(dev_stream *s, uint8_t *q, float *amax, tr_buf x, const float *scale, size_t n,
                        tr_fp8_format fmt);
 
+/* kern_fp8_quantize's bytes of x [rows, cols] written as q [rows, cols] and as its transpose qt
+ * [cols, rows], either of them NULL (not both): Hopper's FP8 GEMMs take both operands K-major, so a
+ * backward pass's GEMMs read transposes, and one pass over x writes them (Transformer Engine's
+ * cast-transpose) where a cast and a byte transpose would read the bytes again. amax as
+ * kern_fp8_quantize's. x fp32 or bf16. */
+void kern_fp8_cast_transpose(dev_stream *s, uint8_t *q, uint8_t *qt, float *amax, tr_buf x, const float *scale,
+                             int rows, int cols, tr_fp8_format fmt);
+
 /* One FP8 operand of a GEMM: its bytes, their format and the factor that undoes their scale. */
 typedef struct kern_fp8_operand {
     const uint8_t *p;
@@ -252,9 +260,12 @@ typedef struct kern_fp8_operand {
 
 /* c[m,n] = alpha * (a.scale_inv[0] * b.scale_inv[0]) * (op(a) @ op(b)) + beta * c: the products of the
  * FP8 values summed in fp32 (exact in the twin's double), op as for kern_gemm (a [m,k], or [k,m] when
- * ta; b [k,n], or [n,k] when tb). c fp32 or bf16; beta == 0 overwrites c. */
+ * ta; b [k,n], or [n,k] when tb; ta = false, tb = true is the layout a GPU takes as it is, any other is
+ * transposed first). c fp32 or bf16; beta == 0 overwrites c. fast_accum: the forward pass's GEMM, which
+ * a GPU may sum in the tensor cores' own accumulator (Transformer Engine's fprop); the gradients' GEMMs
+ * pass false (its split accumulator, partial sums promoted to fp32). The twin's sum is exact either way. */
 void kern_gemm_fp8(dev_stream *s, tr_buf c, kern_fp8_operand a, kern_fp8_operand b, int m, int n, int k, bool ta,
-                   bool tb, float alpha, float beta);
+                   bool tb, float alpha, float beta, bool fast_accum);
 
 /* The end of a pass for n tensors sharing a format: for each t, tr_fp8_scale_update of its history
  * hist[i * n + t], i = 0..len-1 (entry 0 this pass's amax) and of scale[t], scale_inv[t] — the same
@@ -323,8 +334,10 @@ void kern_fp8_scale_update(dev_stream *s, float *hist, float *scale, float *scal
                                  float *master, int16_t *master_rem, tr_buf model, tr_buf grad, float *m, float *v))   \
     X(kern_fp8_quantize,                                                                                               \
       (dev_stream * s, uint8_t * q, float *amax, tr_buf x, const float *scale, size_t n, tr_fp8_format fmt))           \
+    X(kern_fp8_cast_transpose, (dev_stream * s, uint8_t * q, uint8_t * qt, float *amax, tr_buf x, const float *scale,  \
+                                int rows, int cols, tr_fp8_format fmt))                                                \
     X(kern_gemm_fp8, (dev_stream * s, tr_buf c, kern_fp8_operand a, kern_fp8_operand b, int m, int n, int k, bool ta,  \
-                      bool tb, float alpha, float beta))                                                               \
+                      bool tb, float alpha, float beta, bool fast_accum))                                              \
     X(kern_fp8_scale_update, (dev_stream * s, float *hist, float *scale, float *scale_inv, int n, int len,             \
                               tr_fp8_amax_algo algo, tr_fp8_format fmt, int margin))
 
