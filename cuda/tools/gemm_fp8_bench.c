@@ -2,14 +2,16 @@
  * three GEMMs, through the engine's entry points, at the 8B and 1.5B models' shapes (M = 8192 token
  * rows: one 8192-token sequence; N, K the layer's out and in features):
  *
- *   fwd    y[M,N]  = x[M,K] @ w[N,K]^T       ta F, tb T  (bf16 out; FP8 e4m3 x e4m3: cuBLASLt's native TN)
- *   dgrad  dx[M,K] = dy[M,N] @ w[N,K]        ta F, tb F  (bf16 out; e5m2 x e4m3: w transposed first)
- *   wgrad  dw[N,K] += dy[M,N]^T @ x[M,K]     ta T, tb F  (fp32 accumulated; e5m2 x e4m3: both transposed)
+ *   fwd    y[M,N]  = x[M,K] @ w[N,K]^T       (bf16 out; FP8 e4m3 x e4m3, fast accumulation)
+ *   dgrad  dx[M,K] = dy[M,N] @ w[N,K]        (bf16 out; e5m2 x e4m3, split accumulation)
+ *   wgrad  dw[N,K] += dy[M,N]^T @ x[M,K]     (fp32 accumulated; e5m2 x e4m3, split accumulation)
  *
- * Each call is timed between CUDA events (the median of RUNS after WARMUP). "fp8" is kern_gemm_fp8
- * alone (operands already FP8, the transposes it makes included); "fp8+q" adds kern_fp8_quantize of
- * both operands from bf16 (with their amax), as a layer without cached FP8 copies pays it. TFLOP/s on
- * 2 M N K; "x" columns are bf16 time over FP8 time. TWINRUN_FP8_FAST_ACCUM=1 affects fwd only.
+ * The bf16 GEMM takes the operands as the engine keeps them (dgrad ta F tb F, wgrad ta T tb F); the FP8
+ * one as the engine's casts write them, every GEMM in cuBLASLt's native TN layout (ta F, tb T: dgrad's
+ * w and wgrad's dy and x transposed by kern_fp8_cast_transpose). Each call is timed between CUDA events
+ * (the median of RUNS after WARMUP). "fp8" is kern_gemm_fp8 alone (operands already FP8); "fp8+q" adds
+ * the casts of both operands from bf16 (with their amax), as the engine pays them. TFLOP/s on 2 M N K;
+ * "x" columns are bf16 time over FP8 time. TWINRUN_FP8_FAST_ACCUM=0 turns fwd's fast accumulation off.
  *
  * Usage: gemm_fp8_bench [--quick] (--quick: the 1.5B shapes alone). */
 #include <stdbool.h>
@@ -29,7 +31,8 @@ static dev_stream *g_s;
 
 typedef struct problem {
     int m, n, k;
-    bool ta, tb;
+    bool ta, tb; /* the bf16 GEMM's layout; the FP8 one's is always ta F, tb T */
+    bool fast;
     tr_dtype cdt;
     float beta;
     tr_buf a16, b16, c; /* bf16 operands (a: op(a) [m,k], b: op(b) [k,n], stored as ta/tb say) */
@@ -46,13 +49,16 @@ static void run_bf16(void *arg) {
 static void run_fp8(void *arg) {
     problem *p = arg;
     const kern_fp8_operand a = {p->a8, p->fa, p->scale_inv}, b = {p->b8, p->fb, p->scale_inv + 1};
-    kern_gemm_fp8(g_s, p->c, a, b, p->m, p->n, p->k, p->ta, p->tb, 1.0f, p->beta, !p->ta && p->tb); /* fwd: fast */
+    kern_gemm_fp8(g_s, p->c, a, b, p->m, p->n, p->k, false, true, 1.0f, p->beta, p->fast);
 }
 
 static void run_fp8_quant(void *arg) {
     problem *p = arg;
-    kern_fp8_quantize(g_s, p->a8, p->amax, p->a16, p->scale, (size_t)p->m * p->k, p->fa);
-    kern_fp8_quantize(g_s, p->b8, p->amax + 1, p->b16, p->scale + 1, (size_t)p->k * p->n, p->fb);
+    /* op(a) [m,k] and op(b)^T [n,k] from the bf16 operands as stored: a cast, or a cast-transpose */
+    kern_fp8_cast_transpose(g_s, p->ta ? NULL : p->a8, p->ta ? p->a8 : NULL, p->amax, p->a16, p->scale,
+                            p->ta ? p->k : p->m, p->ta ? p->m : p->k, p->fa);
+    kern_fp8_cast_transpose(g_s, p->tb ? p->b8 : NULL, p->tb ? NULL : p->b8, p->amax + 1, p->b16, p->scale + 1,
+                            p->tb ? p->n : p->k, p->tb ? p->k : p->n, p->fb);
     run_fp8(p);
 }
 
@@ -87,8 +93,9 @@ static void fill_bf16(void *d, size_t n) {
 }
 
 static void bench(const char *model, const char *layer, const char *gemm, int m, int n, int k, bool ta, bool tb,
-                  tr_fp8_format fa, tr_fp8_format fb, tr_dtype cdt, float beta) {
+                  bool fast, tr_fp8_format fa, tr_fp8_format fb, tr_dtype cdt, float beta) {
     problem p = {.m = m, .n = n, .k = k, .ta = ta, .tb = tb, .cdt = cdt, .beta = beta, .fa = fa, .fb = fb};
+    p.fast = fast;
     const size_t an = (size_t)m * k, bn = (size_t)k * n, cn = (size_t)m * n;
     p.a16 = tr_buf_make(alloc(an * 2, "a bf16"), TR_BF16);
     p.b16 = tr_buf_make(alloc(bn * 2, "b bf16"), TR_BF16);
@@ -128,9 +135,9 @@ static void bench(const char *model, const char *layer, const char *gemm, int m,
 /* A linear layer y = x w^T with w [N, K], M token rows: its three GEMMs. */
 static void layer(const char *model, const char *name, int N, int K) {
     const int M = M_ROWS;
-    bench(model, name, "fwd", M, N, K, false, true, TR_FP8_E4M3, TR_FP8_E4M3, TR_BF16, 0.0f);
-    bench(model, name, "dgrad", M, K, N, false, false, TR_FP8_E5M2, TR_FP8_E4M3, TR_BF16, 0.0f);
-    bench(model, name, "wgrad", N, K, M, true, false, TR_FP8_E5M2, TR_FP8_E4M3, TR_F32, 1.0f);
+    bench(model, name, "fwd", M, N, K, false, true, true, TR_FP8_E4M3, TR_FP8_E4M3, TR_BF16, 0.0f);
+    bench(model, name, "dgrad", M, K, N, false, false, false, TR_FP8_E5M2, TR_FP8_E4M3, TR_BF16, 0.0f);
+    bench(model, name, "wgrad", N, K, M, true, false, false, TR_FP8_E5M2, TR_FP8_E4M3, TR_F32, 1.0f);
 }
 
 int main(int argc, char **argv) {
@@ -154,7 +161,7 @@ int main(int argc, char **argv) {
     dev_get_info(g_dev, &info);
     const char *fast = getenv("TWINRUN_FP8_FAST_ACCUM");
     printf("gemm_fp8_bench on %s (%s): median of %d after %d warm-up; TWINRUN_FP8_FAST_ACCUM=%s\n", info.name,
-           info.backend, RUNS, WARMUP, fast && *fast ? fast : "0");
+           info.backend, RUNS, WARMUP, fast && *fast ? fast : "1 (the default)");
     printf("%-5s %-4s %-5s %6s %6s %6s  %-17s %9s %7s %9s %7s %9s %7s %6s %6s\n", "model", "lin", "gemm", "M", "N", "K",
            "op types", "bf16_ms", "TFLOP/s", "fp8_ms", "TFLOP/s", "fp8+q_ms", "TFLOP/s", "x", "x+q");
     /* 1.5B: hidden 2048, FFN 8192, 32 heads of 64, 8 groups (qkv 2048 + 2 * 512) */
