@@ -13,15 +13,6 @@
 #include "twinrun/fp8_scaling.h"
 #include "twinrun/kern.h"
 
-typedef struct quant_args {
-    uint8_t *q;
-    float *amax;
-    tr_buf x;
-    const float *scale;
-    size_t n;
-    tr_fp8_format fmt;
-} quant_args;
-
 /* The rounding boundaries of a format's non-negative codes: mid[c] is halfway between code c's value and
  * code c + 1's (exact in fp32: one more mantissa bit), c < max_code. */
 typedef struct fp8_table {
@@ -51,32 +42,6 @@ static uint8_t fp8_encode(const fp8_table *t, float v) {
     return (uint8_t)(sign | lo);
 }
 
-static void quantize_body(void *args) {
-    const quant_args *a = args;
-    const float scale = a->scale[0];
-    fp8_table t;
-    fp8_table_make(&t, a->fmt);
-    float amax = 0.0f;
-    for (size_t i = 0; i < a->n; i++) {
-        const float v = ld(a->x, i);
-        amax = fmaxf(amax, fabsf(v));
-        a->q[i] = fp8_encode(&t, v * scale);
-    }
-    if (a->amax) a->amax[0] = fmaxf(a->amax[0], amax);
-}
-
-void kern_fp8_quantize(dev_stream *s, uint8_t *q, float *amax, tr_buf x, const float *scale, size_t n,
-                       tr_fp8_format fmt) {
-    kern_cost(s, TWIN_K_FP8_QUANTIZE, 2.0 * (double)n, (double)n * (tr_dtype_size(x.dt) + 1), TR_F32);
-    kern_fp8_quantize_check(s, q, amax, x, scale, n, fmt);
-    const twin_access acc[] = {
-        {q, n, true}, {x.p, kern_bytes(x, n), false}, {scale, sizeof *scale, false}, {amax, sizeof *amax, true}};
-    kern_access(s, "kernel fp8_quantize", acc, amax ? 4 : 3);
-    if (kern_shape_only(s) || n == 0) return;
-    quant_args a = {q, amax, x, scale, n, fmt};
-    kern_submit(s, quantize_body, &a, sizeof a);
-}
-
 typedef struct cast_t_args {
     uint8_t *q, *qt;
     float *amax;
@@ -86,6 +51,7 @@ typedef struct cast_t_args {
     tr_fp8_format fmt;
 } cast_t_args;
 
+/* q [rows, cols] and/or qt [cols, rows]: kern_fp8_quantize is one row of n */
 static void cast_t_body(void *args) {
     const cast_t_args *a = args;
     const float scale = a->scale[0];
@@ -101,6 +67,18 @@ static void cast_t_body(void *args) {
             if (a->qt) a->qt[c * a->rows + r] = b;
         }
     if (a->amax) a->amax[0] = fmaxf(a->amax[0], amax);
+}
+
+void kern_fp8_quantize(dev_stream *s, uint8_t *q, float *amax, tr_buf x, const float *scale, size_t n,
+                       tr_fp8_format fmt) {
+    kern_cost(s, TWIN_K_FP8_QUANTIZE, 2.0 * (double)n, (double)n * (tr_dtype_size(x.dt) + 1), TR_F32);
+    kern_fp8_quantize_check(s, q, amax, x, scale, n, fmt);
+    const twin_access acc[] = {
+        {q, n, true}, {x.p, kern_bytes(x, n), false}, {scale, sizeof *scale, false}, {amax, sizeof *amax, true}};
+    kern_access(s, "kernel fp8_quantize", acc, amax ? 4 : 3);
+    if (kern_shape_only(s) || n == 0) return;
+    cast_t_args a = {q, NULL, amax, x, scale, 1, n, fmt};
+    kern_submit(s, cast_t_body, &a, sizeof a);
 }
 
 void kern_fp8_cast_transpose(dev_stream *s, uint8_t *q, uint8_t *qt, float *amax, tr_buf x, const float *scale,
