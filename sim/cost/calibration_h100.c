@@ -59,11 +59,11 @@ const twin_calibration twin_calibration_h100 = {
             [TWIN_K_XENT_BWD] = {4e-06, 1, 0.6587, false},
             /* memset: latency and efficiency fitted over 8 rows */
             [TWIN_K_MEMSET] = {4.032e-06, 1, 0.9778, false},
-            /* gemm_fp8: efficiency over 1 row, latency fixed */
-            [TWIN_K_GEMM_FP8] = {4e-06, 0.6342, 1, false},
-            /* fp8_quantize: efficiency over 1 row, latency fixed */
-            [TWIN_K_FP8_QUANTIZE] = {4e-06, 1, 0.8689, false},
-            /* fp8_scale_update: efficiency over 1 row, latency fixed */
-            [TWIN_K_FP8_SCALE_UPDATE] = {4e-06, 1, 0.0002866, false},
+            /* gemm_fp8: latency and efficiency fitted over 2 rows */
+            [TWIN_K_GEMM_FP8] = {1.122e-05, 0.6841, 1, false},
+            /* fp8_quantize: latency and efficiency fitted over 2 rows */
+            [TWIN_K_FP8_QUANTIZE] = {3.557e-06, 1, 0.6923, false},
+            /* fp8_scale_update: efficiency over 2 rows, latency fixed */
+            [TWIN_K_FP8_SCALE_UPDATE] = {4e-06, 1, 0.005853, false},
         },
 };
