@@ -57,13 +57,16 @@ struct tr_cu_work {
 };
 
 struct tr_cu_watchdog {
+    /* The one field another thread writes without the lock, alone in its eight bytes: gcc may merge the
+     * watchdog thread's reads of neighbouring plain flags (fired || broken) into one wider load, which
+     * ThreadSanitizer reports as a race with stop_thread's store where the two share a word. */
+    atomic_bool stop;
     dev_device *dev;
     pthread_mutex_t mu;
     pthread_cond_t wake;   /* the thread's poll sleep (stop wakes it early) */
     pthread_cond_t resume; /* main-thread callers waiting while the watchdog ends the process */
     pthread_t thread;
     bool thread_up;
-    atomic_bool stop;
     bool ending;    /* tr_cu_wd_fire under way: callers wait in tr_cu_wd_lock */
     bool fired;     /* tr_cu_wd_fire happens once */
     bool broken;    /* a CUDA error while polling: the main thread's next call reports it; stop watching */
