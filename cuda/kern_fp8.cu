@@ -189,41 +189,41 @@ extern "C" void kern_fp8_quantize(dev_stream *s, uint8_t *q, float *amax, tr_buf
 
 /* ---- cast-transpose ------------------------------------------------------------------------------ */
 
-#define FP8_CT_TILE 64 /* a block's tile of x: 64 rows x 64 columns */
+#define FP8_CT_TILE 64 /* a tile of x: 64 rows x 64 columns */
 
-/* q [rows, cols] and/or qt [cols, rows] = fp8(x * scale), a 64 x 64 tile a block of TR_BLOCK (256)
- * threads: each thread reads eight neighbouring elements of a row (16 bytes of bf16), writes their eight
- * bytes to q and to the tile in shared memory; then each writes four bytes of a qt row — four rows of x
- * at one column — from the tile, so both stores are whole lines. Needs cols % 8 == 0, rows % 4 == 0,
- * x 16-byte, q 8-byte and qt 4-byte aligned (kern_fp8_cast_transpose checks; k_fp8_cast_t1 takes the
- * rest). Rows are blockIdx.x (gridDim.x reaches 2^31), columns blockIdx.y. */
+/* q [rows, cols] and/or qt [cols, rows] = fp8(x * scale), 64 x 64 tiles, a block of TR_BLOCK (256)
+ * threads striding over them (one amax reduction a block, not a tile): each thread reads eight
+ * neighbouring elements of a row (16 bytes of bf16), writes their eight bytes to q and to the tile in
+ * shared memory; then each writes four bytes of a qt row — four rows of x at one column — from the
+ * tile, so both stores are whole lines. Needs cols % 8 == 0, rows % 4 == 0, x 16-byte, q 8-byte and qt
+ * 4-byte aligned (kern_fp8_cast_transpose checks; k_fp8_cast_t1 takes the rest). */
 template <typename T>
 __global__ void k_fp8_cast_t8(uint8_t *q, uint8_t *qt, float *amax, const T *x, const float *scale, int rows, int cols,
                               int fmt, bool sw) {
     __shared__ uint8_t tile[FP8_CT_TILE][FP8_CT_TILE + 4];
     __shared__ float sh[TR_BLOCK];
     const float sc = scale[0];
-    const int r0 = blockIdx.x * FP8_CT_TILE, c0 = blockIdx.y * FP8_CT_TILE;
-    const int c8 = (threadIdx.x % 8) * 8; /* 8 threads a 64-element row */
+    const int row_tiles = (rows + FP8_CT_TILE - 1) / FP8_CT_TILE, col_tiles = (cols + FP8_CT_TILE - 1) / FP8_CT_TILE;
+    const int c8 = (threadIdx.x % 8) * 8, q4 = (threadIdx.x % 16) * 4; /* 8 threads a row of x, 16 a row of qt */
     float am = 0.0f;
-    for (int dr = threadIdx.x / 8; dr < FP8_CT_TILE; dr += TR_BLOCK / 8) {
-        const int r = r0 + dr, c = c0 + c8;
-        if (r >= rows || c >= cols) continue; /* cols % 8 == 0: the eight are in or out together */
-        float v[8];
-        ld8<T>(x + (size_t)r * cols + c, v);
-        uint32_t w[2] = {0u, 0u};
+    for (long long tl = blockIdx.x; tl < (long long)row_tiles * col_tiles; tl += gridDim.x) {
+        const int r0 = (int)(tl / col_tiles) * FP8_CT_TILE, c0 = (int)(tl % col_tiles) * FP8_CT_TILE;
+        for (int dr = threadIdx.x / 8; dr < FP8_CT_TILE; dr += TR_BLOCK / 8) {
+            const int r = r0 + dr, c = c0 + c8;
+            if (r >= rows || c >= cols) continue; /* cols % 8 == 0: the eight are in or out together */
+            float v[8];
+            ld8<T>(x + (size_t)r * cols + c, v);
+            uint32_t w[2] = {0u, 0u};
 #pragma unroll
-        for (int e = 0; e < 8; e++) {
-            am = fmaxf(am, fabsf(v[e]));
-            w[e >> 2] |= (uint32_t)fp8_from_f32(v[e] * sc, fmt, sw) << (8 * (e & 3));
+            for (int e = 0; e < 8; e++) {
+                am = fmaxf(am, fabsf(v[e]));
+                w[e >> 2] |= (uint32_t)fp8_from_f32(v[e] * sc, fmt, sw) << (8 * (e & 3));
+            }
+            if (q) *reinterpret_cast<uint2 *>(q + (size_t)r * cols + c) = make_uint2(w[0], w[1]);
+            *reinterpret_cast<uint32_t *>(&tile[dr][c8]) = w[0];
+            *reinterpret_cast<uint32_t *>(&tile[dr][c8 + 4]) = w[1];
         }
-        if (q) *reinterpret_cast<uint2 *>(q + (size_t)r * cols + c) = make_uint2(w[0], w[1]);
-        *reinterpret_cast<uint32_t *>(&tile[dr][c8]) = w[0];
-        *reinterpret_cast<uint32_t *>(&tile[dr][c8 + 4]) = w[1];
-    }
-    if (qt) {
-        __syncthreads();
-        const int q4 = (threadIdx.x % 16) * 4; /* 16 threads a 64-byte row of qt */
+        __syncthreads(); /* the tile written */
         for (int dc = threadIdx.x / 16; dc < FP8_CT_TILE; dc += TR_BLOCK / 16) {
             const int c = c0 + dc, r = r0 + q4; /* qt row c, bytes r .. r + 3 (rows % 4 == 0: all or none) */
             if (c >= cols || r >= rows) continue;
@@ -231,6 +231,7 @@ __global__ void k_fp8_cast_t8(uint8_t *q, uint8_t *qt, float *amax, const T *x, 
                 (uint32_t)tile[q4][dc] | (uint32_t)tile[q4 + 1][dc] << 8 | (uint32_t)tile[q4 + 2][dc] << 16 |
                 (uint32_t)tile[q4 + 3][dc] << 24;
         }
+        __syncthreads(); /* the tile read before the next one overwrites it */
     }
     amax_publish(amax, am, sh);
 }
@@ -254,24 +255,31 @@ __global__ void k_fp8_cast_t1(uint8_t *q, uint8_t *qt, float *amax, tr_buf x, co
 
 extern "C" void kern_fp8_cast_transpose(dev_stream *s, uint8_t *q, uint8_t *qt, float *amax, tr_buf x,
                                         const float *scale, int rows, int cols, tr_fp8_format fmt) {
-    TR_PROF(s, "fp8_quantize");
     kern_fp8_cast_transpose_check(s, q, qt, amax, x, scale, rows, cols, fmt);
     const size_t n = (size_t)rows * (size_t)cols;
+    if (!qt) { /* the rows alone: the cast's own eight-a-thread path (its span and checks too) */
+        kern_fp8_quantize(s, q, amax, x, scale, n, fmt);
+        return;
+    }
+    TR_PROF(s, "fp8_quantize");
     if (n == 0) return;
     const bool sw = fp8_cast_sw();
-    const unsigned col_tiles = (unsigned)((cols + FP8_CT_TILE - 1) / FP8_CT_TILE);
-    const bool tiled = cols % 8 == 0 && rows % 4 == 0 && tr_aligned16(x.p) && ((uintptr_t)q & 7u) == 0 &&
-                       ((uintptr_t)qt & 3u) == 0 && col_tiles <= 65535u;
+    const bool tiled =
+        cols % 8 == 0 && rows % 4 == 0 && tr_aligned16(x.p) && ((uintptr_t)q & 7u) == 0 && ((uintptr_t)qt & 3u) == 0;
     if (!tiled) {
         k_fp8_cast_t1<<<fp8_q_grid(n), TR_BLOCK, 0, tr_cu_stream(s)>>>(q, qt, amax, x, scale, (size_t)rows,
                                                                        (size_t)cols, (int)fmt, sw);
         CU_CHECK_LAUNCH("k_fp8_cast_t1");
         return;
     }
-    const dim3 grid((unsigned)((rows + FP8_CT_TILE - 1) / FP8_CT_TILE), col_tiles);
+    /* as many blocks as stay resident (about eight of these a multiprocessor), each striding over tiles */
+    const size_t tiles =
+        (size_t)((rows + FP8_CT_TILE - 1) / FP8_CT_TILE) * (size_t)((cols + FP8_CT_TILE - 1) / FP8_CT_TILE);
+    const size_t resident = (size_t)8 * (size_t)dev_stream_device(s)->nsm;
+    const unsigned grid = (unsigned)(tiles < resident ? tiles : resident);
     if (x.dt == TR_BF16)
-        k_fp8_cast_t8<uint16_t><<<grid, TR_BLOCK, 0, tr_cu_stream(s)>>>(q, qt, amax, (const uint16_t *)x.p, scale, rows,
-                                                                        cols, (int)fmt, sw);
+        k_fp8_cast_t8<uint16_t><<<grid, TR_BLOCK, 0, tr_cu_stream(s)>>>(q, qt, amax, (const uint16_t *)x.p, scale,
+                                                                        rows, cols, (int)fmt, sw);
     else
         k_fp8_cast_t8<float><<<grid, TR_BLOCK, 0, tr_cu_stream(s)>>>(q, qt, amax, (const float *)x.p, scale, rows,
                                                                      cols, (int)fmt, sw);
