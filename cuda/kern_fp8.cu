@@ -381,19 +381,30 @@ __global__ void k_transpose_u8x4(uint8_t *dst, const uint8_t *src, int rows, int
     }
 }
 
-static uint8_t *transpose_u8(dev_stream *s, const uint8_t *src, int rows, int cols, const char *what) {
-    uint8_t *dst = (uint8_t *)tr_cu_scratch(s, (size_t)rows * (size_t)cols, what);
+static void transpose_u8_into(dev_stream *s, uint8_t *dst, const uint8_t *src, int rows, int cols) {
     if (rows % 4 == 0 && cols % 4 == 0 && ((uintptr_t)src | (uintptr_t)dst) % 4 == 0) {
         const dim3 grid((unsigned)((cols + TR_T4_TILE - 1) / TR_T4_TILE),
                         (unsigned)((rows + TR_T4_TILE - 1) / TR_T4_TILE));
         k_transpose_u8x4<<<grid, 256, 0, tr_cu_stream(s)>>>(dst, src, rows, cols);
         CU_CHECK_LAUNCH("k_transpose_u8x4");
-        return dst;
+        return;
     }
     const dim3 grid((unsigned)((cols + TR_T_TILE - 1) / TR_T_TILE), (unsigned)((rows + TR_T_TILE - 1) / TR_T_TILE));
     k_transpose_u8<<<grid, dim3(TR_T_TILE, 8), 0, tr_cu_stream(s)>>>(dst, src, rows, cols);
     CU_CHECK_LAUNCH("k_transpose_u8");
+}
+
+static uint8_t *transpose_u8(dev_stream *s, const uint8_t *src, int rows, int cols, const char *what) {
+    uint8_t *dst = (uint8_t *)tr_cu_scratch(s, (size_t)rows * (size_t)cols, what);
+    transpose_u8_into(s, dst, src, rows, cols);
     return dst;
+}
+
+extern "C" void kern_fp8_transpose(dev_stream *s, uint8_t *qt, const uint8_t *q, int rows, int cols) {
+    TR_PROF(s, "fp8_quantize"); /* the cost class of the casts: bytes moved, no arithmetic */
+    kern_fp8_transpose_check(s, qt, q, rows, cols);
+    if ((size_t)rows * (size_t)cols == 0) return;
+    transpose_u8_into(s, qt, q, rows, cols);
 }
 
 /* The fallback's operands: fp8 -> bf16 bits (exact). */

@@ -404,6 +404,14 @@ void kern_fp8_cast_transpose_check(dev_stream *s, uint8_t *q, uint8_t *qt, float
     kern_check_float_buf(x, "fp8_cast_transpose x");
 }
 
+void kern_fp8_transpose_check(dev_stream *s, uint8_t *qt, const uint8_t *q, int rows, int cols) {
+    (void)s;
+    TR_CHECK(rows >= 0 && cols >= 0, "fp8_transpose: rows and cols must not be negative");
+    if ((size_t)rows * (size_t)cols == 0) return;
+    TR_CHECK(q != NULL && qt != NULL, "fp8_transpose reads q[rows, cols] and writes qt[cols, rows]: neither may be NULL");
+    TR_CHECK((const uint8_t *)qt != q, "fp8_transpose: q and qt are one buffer (it does not transpose in place)");
+}
+
 void kern_gemm_fp8_check(dev_stream *s, tr_buf c, kern_fp8_operand a, kern_fp8_operand b, int m, int n, int k, bool ta,
                          bool tb, float alpha, float beta, bool fast_accum) {
     (void)s, (void)ta, (void)tb, (void)alpha, (void)beta, (void)fast_accum;

@@ -98,6 +98,29 @@ void kern_fp8_cast_transpose(dev_stream *s, uint8_t *q, uint8_t *qt, float *amax
     kern_submit(s, cast_t_body, &a, sizeof a);
 }
 
+typedef struct transpose_args {
+    uint8_t *qt;
+    const uint8_t *q;
+    size_t rows, cols;
+} transpose_args;
+
+static void transpose_body(void *args) {
+    const transpose_args *a = args;
+    for (size_t r = 0; r < a->rows; r++)
+        for (size_t c = 0; c < a->cols; c++) a->qt[c * a->rows + r] = a->q[r * a->cols + c];
+}
+
+void kern_fp8_transpose(dev_stream *s, uint8_t *qt, const uint8_t *q, int rows, int cols) {
+    const size_t n = (size_t)(rows > 0 ? rows : 0) * (size_t)(cols > 0 ? cols : 0);
+    kern_cost(s, TWIN_K_FP8_QUANTIZE, 0.0, 2.0 * (double)n, TR_F32);
+    kern_fp8_transpose_check(s, qt, q, rows, cols);
+    const twin_access acc[] = {{qt, n, true}, {q, n, false}};
+    kern_access(s, "kernel fp8_transpose", acc, 2);
+    if (kern_shape_only(s) || n == 0) return;
+    transpose_args a = {qt, q, (size_t)rows, (size_t)cols};
+    kern_submit(s, transpose_body, &a, sizeof a);
+}
+
 typedef struct gemm8_args {
     tr_buf c;
     kern_fp8_operand a, b;

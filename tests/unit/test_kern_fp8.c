@@ -122,6 +122,34 @@ static void test_cast_transpose_is_quantize(void **state) {
             }
 }
 
+/* The byte transpose: every byte where the transpose puts it, and the cast-transpose's qt is the
+ * transpose of its q (an FP8 weight kept in FP8 gives the data gradient the bytes a cast would). */
+static void test_fp8_transpose(void **state) {
+    (void)state;
+    kt_rng r = {17};
+    static const int shapes[][2] = {{128, 192}, {72, 40}, {7, 13}, {1, 9}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int rows = shapes[si][0], cols = shapes[si][1], n = rows * cols;
+        float *x = kt_host((size_t)n);
+        kt_fill(&r, x, (size_t)n, 5.0f);
+        tr_buf xd = kt_upload(x, (size_t)n, TR_BF16);
+        const float scale_h = 3.5f;
+        float *scale = kt_upload_f32(&scale_h, 1);
+        uint8_t *q = kt_alloc((size_t)n), *qt = kt_alloc((size_t)n), *qt2 = kt_alloc((size_t)n);
+        uint8_t *qh = malloc((size_t)n), *qth = malloc((size_t)n), *qt2h = malloc((size_t)n);
+        kern_fp8_cast_transpose(kt_s, q, qt, NULL, xd, scale, rows, cols, TR_FP8_E4M3);
+        kern_fp8_transpose(kt_s, qt2, q, rows, cols);
+        dev_copy_d2h(kt_s, qh, q, (size_t)n);
+        dev_copy_d2h(kt_s, qth, qt, (size_t)n);
+        dev_copy_d2h(kt_s, qt2h, qt2, (size_t)n);
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < cols; j++) assert_int_equal(qt2h[j * rows + i], qh[i * cols + j]);
+        assert_memory_equal(qt2h, qth, (size_t)n);
+        kt_free(q), kt_free(qt), kt_free(qt2), kt_free(scale), kt_free(xd.p);
+        free(qh), free(qth), free(qt2h), free(x);
+    }
+}
+
 /* c[m,n] from the decoded FP8 values in double, then alpha * sa * sb and beta * c0 as the kernel's contract. */
 static void reference(double *c, const uint8_t *a, tr_fp8_format fa, const uint8_t *b, tr_fp8_format fb, int m, int n,
                       int k, bool ta, bool tb) {
@@ -244,7 +272,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quantize_every_exponent),     cmocka_unit_test(test_quantize_bytes_and_amax),
         cmocka_unit_test(test_gemm_against_decoded_values), cmocka_unit_test(test_scale_update_per_tensor),
-        cmocka_unit_test(test_scale_update_many),           cmocka_unit_test(test_cast_transpose_is_quantize),
+        cmocka_unit_test(test_scale_update_many),           cmocka_unit_test(test_cast_transpose_is_quantize), cmocka_unit_test(test_fp8_transpose),
     };
     return cmocka_run_group_tests(tests, kt_setup, kt_teardown);
 }

@@ -251,6 +251,10 @@ void kern_fp8_quantize(dev_stream *s, uint8_t *q, float *amax, tr_buf x, const f
 void kern_fp8_cast_transpose(dev_stream *s, uint8_t *q, uint8_t *qt, float *amax, tr_buf x, const float *scale,
                              int rows, int cols, tr_fp8_format fmt);
 
+/* qt [cols, rows] = q [rows, cols]^T, bytes: an FP8 tensor kept in FP8 (--fp8-param-gather's weights)
+ * in the K-major layout another GEMM reads, without the bf16 tensor it was cast from. q and qt distinct. */
+void kern_fp8_transpose(dev_stream *s, uint8_t *qt, const uint8_t *q, int rows, int cols);
+
 /* One FP8 operand of a GEMM: its bytes, their format and the factor that undoes their scale. */
 typedef struct kern_fp8_operand {
     const uint8_t *p;
@@ -336,6 +340,7 @@ void kern_fp8_scale_update(dev_stream *s, float *hist, float *scale, float *scal
       (dev_stream * s, uint8_t * q, float *amax, tr_buf x, const float *scale, size_t n, tr_fp8_format fmt))           \
     X(kern_fp8_cast_transpose, (dev_stream * s, uint8_t * q, uint8_t * qt, float *amax, tr_buf x, const float *scale,  \
                                 int rows, int cols, tr_fp8_format fmt))                                                \
+    X(kern_fp8_transpose, (dev_stream * s, uint8_t * qt, const uint8_t *q, int rows, int cols))                        \
     X(kern_gemm_fp8, (dev_stream * s, tr_buf c, kern_fp8_operand a, kern_fp8_operand b, int m, int n, int k, bool ta,  \
                       bool tb, float alpha, float beta, bool fast_accum))                                              \
     X(kern_fp8_scale_update, (dev_stream * s, float *hist, float *scale, float *scale_inv, int n, int len,             \
