@@ -307,6 +307,7 @@ static ncclDataType_t nccl_type(tr_dtype dt) {
     case TR_F32: return ncclFloat32;
     case TR_BF16: return ncclBfloat16;
     case TR_I32: return ncclInt32;
+    case TR_U8: return ncclUint8;
     }
     tr_fatal("coll: element type %d has no NCCL type", (int)dt);
 }

@@ -140,6 +140,7 @@
 #define ncclFloat32 mcclFloat32
 #define ncclBfloat16 mcclBfloat16
 #define ncclInt32 mcclInt32
+#define ncclUint8 mcclUint8
 #define ncclRedOp_t mcclRedOp_t
 #define ncclSum mcclSum
 #define ncclAvg mcclAvg

@@ -408,7 +408,8 @@ void kern_fp8_transpose_check(dev_stream *s, uint8_t *qt, const uint8_t *q, int 
     (void)s;
     TR_CHECK(rows >= 0 && cols >= 0, "fp8_transpose: rows and cols must not be negative");
     if ((size_t)rows * (size_t)cols == 0) return;
-    TR_CHECK(q != NULL && qt != NULL, "fp8_transpose reads q[rows, cols] and writes qt[cols, rows]: neither may be NULL");
+    TR_CHECK(q != NULL && qt != NULL,
+             "fp8_transpose reads q[rows, cols] and writes qt[cols, rows]: neither may be NULL");
     TR_CHECK((const uint8_t *)qt != q, "fp8_transpose: q and qt are one buffer (it does not transpose in place)");
 }
 

@@ -591,10 +591,8 @@ static const tr_flag FLAGS[] = {
      .metavar = "ALGO", .def = "most_recent", .help = "how amax is taken from the history"},
     {"--no-fp8-wgrad", TR_K_BOOL_OFF, TR_SEC_PERF, F(fp8_wgrad), .def = "off",
      .help = "with --fp8-format: the weight-gradient GEMM in bf16"},
-    {"--fp8-param-gather", TR_K_BOOL, TR_SEC_PERF, F(fp8_param_gather), .def = "off", .status = TR_ST_WARNED,
-     .reason = "the distributed optimizer all-gathers bf16 parameters; each rank quantises its copy, so the "
-               "values are the same, the gather moves twice the bytes",
-     .help = "keep parameters in FP8 and all-gather them in FP8"},
+    {"--fp8-param-gather", TR_K_BOOL, TR_SEC_PERF, F(fp8_param_gather), .def = "off",
+     .help = "keep the FP8 layers' weights in FP8 and all-gather them in FP8 (needs --use-distributed-optimizer)"},
 
     /* ---- twinrun's own ------------------------------------------------------------------------ */
     {"--hf-load", TR_K_STRING, TR_SEC_TWINRUN, F(hf_load), .metavar = "DIR", .def = "none",

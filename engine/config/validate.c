@@ -299,6 +299,9 @@ static int check_features(const tr_config *c, tr_errlist *el) {
     if (c->fp8 != TR_FP8_MODE_NONE && !c->bf16)
         tr_errlist_add(el, "--fp8-format runs the linear layers in FP8 around a bf16 model (Transformer Engine's "
                            "recipe; docs/fp8.md): add --bf16");
+    if (c->fp8_param_gather && !c->use_distributed_optimizer)
+        tr_errlist_add(el, "--fp8-param-gather all-gathers the distributed optimizer's FP8 shards (Megatron's rule): "
+                           "add --use-distributed-optimizer, or drop --fp8-param-gather");
     if (c->fp8 == TR_FP8_MODE_NONE && c->fp8_param_gather)
         tr_errlist_add(el, "--fp8-param-gather keeps FP8 parameters, which only an FP8 run has: add --fp8-format "
                            "hybrid (or e4m3), or drop --fp8-param-gather");

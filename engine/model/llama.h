@@ -57,6 +57,9 @@ typedef struct llama_param {
     size_t numel;
     llama_init_kind init;
     bool no_weight_decay; /* 1-D parameters (norm weights and biases): Megatron's rule */
+    /* An FP8 module's weight kept in FP8 between steps (--fp8-param-gather): the optimizer casts its
+     * shard, its buckets hold no other parameter and are all-gathered in FP8 (llama_fp8.c) */
+    bool fp8_stored;
     llama_placement place;
 } llama_param;
 
@@ -171,6 +174,13 @@ typedef struct llama_fp8 {
      * weight [out, in] or its transpose [in, out] (the data gradient's), output gradient [N, out] and its
      * transpose [out, N]: Hopper's FP8 GEMMs take both operands K-major (kern_fp8_cast_transpose) */
     uint8_t *qx, *qw, *qg, *qgt;
+    /* --fp8-param-gather: the FP8 modules' weights kept in FP8 (Transformer Engine's FP8 parameters), cast
+     * by the optimizer from its shard and all-gathered in FP8 (llama_fp8_cast_stored); the forward reads
+     * them as they are, the data gradient their transpose (kern_fp8_transpose) */
+    bool stored;
+    uint8_t *wq; /* [wq_len] bytes of parameter-buffer elements [wq_lo, wq_lo + wq_len) */
+    size_t wq_lo, wq_len;
+    float *wq_scale;        /* [2, nfwd] the forward scales and inverses the stored weights were cast with */
     bool scratch_in_logits; /* the scratch lies in the output layer's logits buffer (llama_fp8_create) */
     int slot;               /* the micro-batch whose scales the next quantisation uses */
     bool record;            /* quantisations record their amax (not while recomputing) */
@@ -212,6 +222,7 @@ typedef struct llama_model {
     size_t param_elems;   /* parameters' elements (total less the padding between buckets) */
     int nbuckets;         /* gradient buckets: [bucket_begin[k], bucket_begin[k + 1]) of the buffers, ascending */
     size_t *bucket_begin; /* [nbuckets + 1], the last total_alloc; each bucket a multiple of the shards */
+    bool *bucket_fp8;     /* [nbuckets]: the bucket holds fp8_stored weights (and only those) */
 
     void *ones;       /* [B*T] act_dt ones: a bias is a rank-1 product (ones x bias), its gradient dy^T x ones */
     void *params;     /* [total_alloc] act_dt */
@@ -344,7 +355,8 @@ size_t llama_master_count(const llama_model *m);
 /* Gradient buckets (engine/model/llama_buckets.c). Plans them over the table (offsets assigned in the
  * forward order) for `shards` optimizer shards: with lay->bucket_elems > 0 each bucket is padded to a
  * multiple of shards and the offsets move past the padding; otherwise one bucket, the offsets as they
- * were. Sets nbuckets, bucket_begin, total (the span), param_elems and total_alloc (a multiple of
+ * were. fp8_stored weights never share a bucket with other parameters (Megatron keeps them in a buffer
+ * of their own): a bucket also ends where the kind changes, whatever bucket_elems. Sets nbuckets, bucket_begin, total (the span), param_elems and total_alloc (a multiple of
  * pad_to). -1 with err when out of host memory. */
 int llama_plan_buckets(llama_model *m, size_t pad_to, int shards, char *err, size_t errlen);
 /* Shard `shard` of `shards` in bucket k: the bucket's shard-th slice of len/shards elements. */
@@ -462,6 +474,19 @@ void llama_fp8_linear_forward(llama_model *m, tr_buf y, int p, int N, int l, int
  * dx [N, in] (+)= dy W when dx.p (add when accumulate). */
 void llama_fp8_linear_backward(llama_model *m, tr_buf dw, bool first, tr_buf dx, tr_buf dy, int p, int N,
                                bool accumulate, int l, int mod);
+/* --fp8-param-gather (m->fp8.stored; otherwise no-ops). llama_fp8_mark_stored flags the FP8 modules'
+ * weights (before the buckets are planned: they get buckets of their own). llama_fp8_cast_begin keeps
+ * the weights' current scales on the model's stream for the casts that follow (the optimizer's, once a
+ * step); llama_fp8_cast_stored casts the weights' elements of parameter-buffer range [lo, hi) on s from
+ * the bf16 parameters into the FP8 copy, each weight's amax into its history's row 0 (Transformer
+ * Engine's cast of the master shard, whose amaxes the next forward pass's end reduces); llama_fp8_cast_all
+ * does both for every weight on the model's stream (after the parameters were set: init, a load). */
+void llama_fp8_mark_stored(llama_model *m);
+void llama_fp8_cast_begin(llama_model *m);
+void llama_fp8_cast_stored(llama_model *m, dev_stream *s, size_t lo, size_t hi);
+void llama_fp8_cast_all(llama_model *m);
+/* The FP8 copy of parameter-buffer element e (stored weights only). */
+uint8_t *llama_fp8_stored_at(const llama_model *m, size_t e);
 /* The FP8 state as fp32 host arrays, for checkpoints: histories then scales, forward then backward
  * ([len * nfwd + len * nbwd + 2 * nfwd + 2 * nbwd]); 0 floats without FP8. */
 size_t llama_fp8_state_count(const llama_model *m);

@@ -8,6 +8,7 @@
  * rank owns one slice of every bucket: its shard is a list of segments, kept back to back in its
  * sharded buffers (master weights, Adam's moments). One bucket is the layout without buckets: the
  * offsets of the table, a contiguous shard per rank. */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "model/llama.h"
@@ -15,13 +16,15 @@
 
 static size_t round_up(size_t x, size_t to) { return to > 1 ? (x + to - 1) / to * to : x; }
 
-/* first[k]: the first parameter of bucket k, ascending; returns the count. */
+/* first[k]: the first parameter of bucket k, ascending; returns the count. A bucket also starts where
+ * the parameter before it is of the other kind (fp8_stored or not). */
 static int plan_first_params(const llama_model *m, size_t bucket_elems, int *first) {
     int n = 0;
     size_t acc = 0;
     for (int i = m->nparams - 1; i >= 0; i--) {
         acc += m->params_tab[i].numel;
-        if (acc >= bucket_elems || i == 0) first[n++] = i, acc = 0;
+        if (acc >= bucket_elems || i == 0 || m->params_tab[i - 1].fp8_stored != m->params_tab[i].fp8_stored)
+            first[n++] = i, acc = 0;
     }
     for (int a = 0, b = n - 1; a < b; a++, b--) { /* reverse: ascending offsets */
         int t = first[a];
@@ -36,13 +39,17 @@ int llama_plan_buckets(llama_model *m, size_t pad_to, int shards, char *err, siz
     size_t elems = 0;
     for (int i = 0; i < m->nparams; i++) elems += m->params_tab[i].numel;
     m->param_elems = elems;
-    const bool bucketed = m->layout.bucket_elems > 0 && m->nparams > 0;
+    bool fp8_stored = false;
+    for (int i = 0; i < m->nparams; i++) fp8_stored |= m->params_tab[i].fp8_stored;
+    const bool bucketed = (m->layout.bucket_elems > 0 || fp8_stored) && m->nparams > 0;
+    const size_t bucket_elems = m->layout.bucket_elems > 0 ? m->layout.bucket_elems : SIZE_MAX;
     int *first = calloc((size_t)(m->nparams > 0 ? m->nparams : 1), sizeof *first);
     if (!first) return tr_errf(err, errlen, "out of host memory planning gradient buckets");
-    const int nb = bucketed ? plan_first_params(m, m->layout.bucket_elems, first) : 1;
-    free(m->bucket_begin);
+    const int nb = bucketed ? plan_first_params(m, bucket_elems, first) : 1;
+    free(m->bucket_begin), free(m->bucket_fp8);
     m->bucket_begin = calloc((size_t)nb + 1, sizeof *m->bucket_begin);
-    if (!m->bucket_begin) {
+    m->bucket_fp8 = calloc((size_t)nb, sizeof *m->bucket_fp8);
+    if (!m->bucket_begin || !m->bucket_fp8) {
         free(first);
         return tr_errf(err, errlen, "out of host memory planning gradient buckets");
     }
@@ -58,6 +65,7 @@ int llama_plan_buckets(llama_model *m, size_t pad_to, int shards, char *err, siz
     for (int k = 0; k < nb; k++) {
         const int end = k + 1 < nb ? first[k + 1] : m->nparams;
         m->bucket_begin[k] = off;
+        m->bucket_fp8[k] = m->params_tab[first[k]].fp8_stored;
         for (int i = first[k]; i < end; i++) {
             m->params_tab[i].offset = off;
             off += m->params_tab[i].numel;

@@ -18,7 +18,14 @@
  * backward's casts write the layouts its GEMMs read — the input and the weight transposed, the output
  * gradient both ways — in the one pass over the bf16 tensor (kern_fp8_cast_transpose), and every FP8
  * GEMM runs in the layout the GPU takes as it is. The embedding, the output layer, attention's
- * core, the norms and the optimizer stay in bf16 / fp32, as in Transformer Engine. */
+ * core, the norms and the optimizer stay in bf16 / fp32, as in Transformer Engine.
+ *
+ * With --fp8-param-gather the weights are Transformer Engine's FP8 parameters: after each update the
+ * optimizer casts its shard of them into an FP8 copy with the weight's current scale (recording the
+ * shard's amax), and the distributed optimizer all-gathers that copy in FP8, one byte an element. The
+ * forward reads the copy as it is and records no weight amax; the data gradient reads its byte
+ * transpose. One micro-batch a step gives the bytes and scales of the run without it; with more, the
+ * later micro-batches reuse the step's weight bytes and scale, as Transformer Engine's do. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +45,34 @@ static int module_weights(const llama_model *m, int l, int mod, int *p) {
     case LLAMA_FP8_FC1: p[0] = lp->fc1; return 1;
     default: p[0] = lp->fc2; return 1;
     }
+}
+
+void llama_fp8_mark_stored(llama_model *m) {
+    for (int l = 0; l < m->dims.nl; l++)
+        for (int mod = 0; mod < LLAMA_FP8_MODULES; mod++) {
+            int p[3];
+            const int np = module_weights(m, l, mod, p);
+            for (int i = 0; i < np; i++) m->params_tab[p[i]].fp8_stored = true;
+        }
+}
+
+/* The FP8 copy's span: the buckets of stored weights, from the first to the last (the norms' buckets
+ * between them take their bytes too; the embedding and output layer lie outside). */
+static void stored_span(const llama_model *m, size_t *lo, size_t *len) {
+    size_t a = SIZE_MAX, b = 0;
+    for (int k = 0; k < m->nbuckets; k++)
+        if (m->bucket_fp8[k]) {
+            if (m->bucket_begin[k] < a) a = m->bucket_begin[k];
+            b = m->bucket_begin[k + 1];
+        }
+    *lo = a == SIZE_MAX ? 0 : a, *len = a == SIZE_MAX ? 0 : b - a;
+}
+
+uint8_t *llama_fp8_stored_at(const llama_model *m, size_t e) {
+    const llama_fp8 *f = &m->fp8;
+    if (!f->stored || e < f->wq_lo || e >= f->wq_lo + f->wq_len)
+        tr_fatal("llama_fp8_stored_at: parameter-buffer element %zu lies outside the FP8 weights' span", e);
+    return f->wq + (e - f->wq_lo);
 }
 
 /* Scratch pieces start on 256-byte boundaries (cuBLASLt's FP8 operands want 16). */
@@ -118,6 +153,18 @@ int llama_fp8_create(llama_model *m, const tr_config *cfg, char *err, size_t err
         f->qg = dev_alloc(d, N * max_out, "fp8 linear output gradient");             /* [N, out] */
         f->qgt = dev_alloc(d, N * max_out, "fp8 linear output gradient transposed"); /* [out, N] */
     }
+    if (cfg->fp8_param_gather) {
+        f->stored = true;
+        stored_span(m, &f->wq_lo, &f->wq_len);
+        dev_mem_tag_set(d, DEV_MEM_WEIGHTS);
+        f->wq = dev_alloc(d, f->wq_len ? f->wq_len : 1, "fp8 weights"); /* [wq_len] */
+        dev_mem_tag_set(d, DEV_MEM_WORKSPACE);
+        f->wq_scale = dev_alloc(d, (size_t)2 * f->nfwd * 4, "fp8 weights' scales"); /* [2, nfwd] */
+        if (!f->wq || !f->wq_scale) {
+            dev_mem_tag_set(d, tag0);
+            return tr_errf(err, errlen, "out of device memory for the FP8 weights (%zu bytes)", f->wq_len);
+        }
+    }
     dev_mem_tag_set(d, tag0);
     if (!f->fwd_hist || !f->slot_scale || !f->qx || !f->qw || !f->qg || !f->qgt)
         return tr_errf(err, errlen, "out of device memory for the FP8 scratch (%zu + %zu + 2 x %zu bytes)", N * max_in,
@@ -142,6 +189,8 @@ void llama_fp8_destroy(llama_model *m) {
     if (!m->dev) return;
     dev_free(m->dev, f->fwd_hist);
     dev_free(m->dev, f->slot_scale);
+    dev_free(m->dev, f->wq);
+    dev_free(m->dev, f->wq_scale);
     if (!f->scratch_in_logits) { /* else they lie in the logits buffer, which its owner frees */
         dev_free(m->dev, f->qx);
         dev_free(m->dev, f->qw);
@@ -254,24 +303,63 @@ void llama_fp8_quantize_input(llama_model *m, tr_buf x, int N, int in, int l, in
                             f->record ? f->fwd_hist + t : NULL, x, slot_scales(m, f->slot) + t, N, in, f->fwd_fmt);
 }
 
-/* Weight p quantised into the weight scratch with the module's weight scale: [out, in] for the forward,
- * transposed [in, out] for the data gradient. */
-static void quantize_weight(llama_model *m, int p, int l, int mod, bool transposed) {
+void llama_fp8_cast_begin(llama_model *m) {
+    llama_fp8 *f = &m->fp8;
+    if (!f->stored) return;
+    dev_copy_d2d(m->stream, f->wq_scale, f->fwd_scale, (size_t)2 * f->nfwd * 4);
+}
+
+void llama_fp8_cast_stored(llama_model *m, dev_stream *s, size_t lo, size_t hi) {
+    llama_fp8 *f = &m->fp8;
+    if (!f->stored) return;
+    const tr_buf params = tr_buf_make(m->params, m->dims.act_dt);
+    for (int l = 0; l < m->dims.nl; l++)
+        for (int mod = 0; mod < LLAMA_FP8_MODULES; mod++) {
+            int p[3];
+            const int np = module_weights(m, l, mod, p), t = fwd_index(l, mod, 1);
+            for (int i = 0; i < np; i++) {
+                const llama_param *w = &m->params_tab[p[i]];
+                const size_t b = w->offset > lo ? w->offset : lo;
+                const size_t e = w->offset + w->numel < hi ? w->offset + w->numel : hi;
+                if (b < e)
+                    kern_fp8_quantize(s, llama_fp8_stored_at(m, b), f->fwd_hist + t, tr_buf_at(params, b),
+                                      f->wq_scale + t, e - b, f->fwd_fmt);
+            }
+        }
+}
+
+void llama_fp8_cast_all(llama_model *m) {
+    if (!m->fp8.stored) return;
+    llama_fp8_cast_begin(m);
+    llama_fp8_cast_stored(m, m->stream, 0, m->total_alloc);
+    dev_stream_sync(m->stream);
+}
+
+/* Weight p in FP8 for module (l, mod) in the weight scratch: [out, in] for the forward, transposed
+ * [in, out] for the data gradient — quantised with the slot's weight scale, or with --fp8-param-gather
+ * the stored bytes (the forward reads them in place) with the scale they were cast with. */
+static kern_fp8_operand weight_operand(llama_model *m, int p, int l, int mod, bool transposed) {
     llama_fp8 *f = &m->fp8;
     const llama_param *w = &m->params_tab[p];
-    const int t = fwd_index(l, mod, 1);
+    const int t = fwd_index(l, mod, 1), out = (int)w->shape[0], in = (int)w->shape[1];
+    if (f->stored) {
+        uint8_t *q = llama_fp8_stored_at(m, w->offset);
+        if (transposed) kern_fp8_transpose(m->stream, f->qw, q, out, in);
+        return (kern_fp8_operand){transposed ? f->qw : q, f->fwd_fmt, f->wq_scale + f->nfwd + t};
+    }
     kern_fp8_cast_transpose(m->stream, transposed ? NULL : f->qw, transposed ? f->qw : NULL,
-                            f->record ? f->fwd_hist + t : NULL, llama_weight(m, p), slot_scales(m, f->slot) + t,
-                            (int)w->shape[0], (int)w->shape[1], f->fwd_fmt);
+                            f->record ? f->fwd_hist + t : NULL, llama_weight(m, p), slot_scales(m, f->slot) + t, out,
+                            in, f->fwd_fmt);
+    return fwd_operand(m, f->qw, t);
 }
 
 void llama_fp8_linear_forward(llama_model *m, tr_buf y, int p, int N, int l, int mod) {
     const llama_param *w = &m->params_tab[p];
     const int out = (int)w->shape[0], in = (int)w->shape[1];
-    quantize_weight(m, p, l, mod, false);
+    const kern_fp8_operand wq = weight_operand(m, p, l, mod, false);
     /* y[N, out] = x[N, in] @ W[out, in]^T */
-    kern_gemm_fp8(m->stream, y, fwd_operand(m, m->fp8.qx, fwd_index(l, mod, 0)),
-                  fwd_operand(m, m->fp8.qw, fwd_index(l, mod, 1)), N, out, in, false, true, 1.0f, 0.0f, true);
+    kern_gemm_fp8(m->stream, y, fwd_operand(m, m->fp8.qx, fwd_index(l, mod, 0)), wq, N, out, in, false, true, 1.0f,
+                  0.0f, true);
 }
 
 void llama_fp8_linear_backward(llama_model *m, tr_buf dw, bool first, tr_buf dx, tr_buf dy, int p, int N,
@@ -291,9 +379,8 @@ void llama_fp8_linear_backward(llama_model *m, tr_buf dw, bool first, tr_buf dx,
                       fwd_operand(m, f->qx, fwd_index(l, mod, 0)), out, in, N, false, true, 1.0f, first ? 0.0f : 1.0f,
                       false);
     if (!dx.p) return;
-    quantize_weight(m, p, l, mod, true);
+    const kern_fp8_operand wt = weight_operand(m, p, l, mod, true);
     /* dx[N, in] (+)= dy[N, out] @ (W^T [in, out])^T */
-    kern_gemm_fp8(m->stream, dx, (kern_fp8_operand){f->qg, f->bwd_fmt, g_inv},
-                  fwd_operand(m, f->qw, fwd_index(l, mod, 1)), N, in, out, false, true, 1.0f, accumulate ? 1.0f : 0.0f,
-                  false);
+    kern_gemm_fp8(m->stream, dx, (kern_fp8_operand){f->qg, f->bwd_fmt, g_inv}, wt, N, in, out, false, true, 1.0f,
+                  accumulate ? 1.0f : 0.0f, false);
 }

@@ -379,6 +379,7 @@ llama_model *llama_create_shard(const tr_config *cfg, const llama_layout *lay, s
     m->stream = s;
     m->tp_comm = tp_comm;
     build_table(m);
+    if (cfg->fp8 != TR_FP8_MODE_NONE && cfg->fp8_param_gather) llama_fp8_mark_stored(m); /* buckets of their own */
     const llama_dims *dm = &m->dims;
     const int shards = lay->opt_shards > 1 ? lay->opt_shards : 1;
     if (llama_plan_buckets(m, pad_to, shards, err, errlen)) {
@@ -518,7 +519,7 @@ void llama_destroy(llama_model *m) {
         free(m->act_index), free(m->ws_index), free(m->unit_start);
         free(m->params_tab);
         free(m->layer);
-        free(m->bucket_begin);
+        free(m->bucket_begin), free(m->bucket_fp8);
         free(m);
         return;
     }
@@ -538,7 +539,7 @@ void llama_destroy(llama_model *m) {
     free(m->acts);
     free(m->params_tab);
     free(m->layer);
-    free(m->bucket_begin);
+    free(m->bucket_begin), free(m->bucket_fp8);
     free(m);
 }
 
@@ -670,6 +671,7 @@ void llama_init_params(llama_model *m, uint64_t seed, double std) {
     llama_params_settle(m);
     init_ctx c = {seed, std};
     fill_master(m, init_fill, &c);
+    llama_fp8_cast_all(m);
     dev_stream_sync(m->stream);
 }
 
@@ -680,6 +682,7 @@ static void host_fill(llama_model *m, void *arg, size_t lo, size_t n, float *out
 void llama_set_master(llama_model *m, const float *host) {
     llama_params_settle(m);
     fill_master(m, host_fill, (void *)host);
+    llama_fp8_cast_all(m);
     dev_stream_sync(m->stream);
 }
 

@@ -373,6 +373,7 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
     const tr_buf params = tr_buf_make(model->params, model->dims.act_dt);
     const bool decoupled = o->decoupled_lr >= 0;
     dev_stream *s = model->stream;
+    llama_fp8_cast_begin(model);    /* --fp8-param-gather: the scales the updated weights are cast with */
     if (o->ahead) {                 /* after the gradients and their norm: the step ahead of the next forward pass */
         llama_params_settle(model); /* the previous step's chunks, should no forward pass have waited */
         dev_event_record(o->stepped, model->stream);
@@ -408,6 +409,7 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
                 free(ranges);
             }
         }
+        if (!o->distributed) llama_fp8_cast_stored(model, s, wlo, whi); /* the chunk's FP8 weights */
         if (o->ahead) { /* the chunk's gradients are read: the next step's zeroing of them, here too */
             llama_zero_grad_runs(model, o->ahead, wlo, whi);
             dev_event_record(o->chunk_done[c], o->ahead);
@@ -426,14 +428,21 @@ void optim_step(tr_optimizer *o, llama_model *model, const tr_groups *gr, double
          * pass waits for just before it reads that bucket (on_params_needed) */
         const tr_dtype dt = model->dims.act_dt;
         dev_stream *s = model->stream;
+        for (int k = 0; k < o->nseg; k++) /* --fp8-param-gather: each shard casts its FP8 weights, gathered below */
+            if (model->bucket_fp8[k])
+                llama_fp8_cast_stored(model, s, o->segs[k].begin, o->segs[k].begin + o->segs[k].len);
         if (o->overlap_gather) {
             dev_event_record(o->stepped, model->stream);
             dev_stream_wait_event(o->comm, o->stepped);
             s = o->comm;
         }
         for (int k = 0; k < o->nseg; k++) {
-            coll_all_gather(gr->dp_cp, s, elem(model->params, dt, o->segs[k].begin),
-                            elem(model->params, dt, model->bucket_begin[k]), o->segs[k].len, dt);
+            if (model->bucket_fp8[k]) /* FP8 weights: one byte an element */
+                coll_all_gather(gr->dp_cp, s, llama_fp8_stored_at(model, o->segs[k].begin),
+                                llama_fp8_stored_at(model, model->bucket_begin[k]), o->segs[k].len, TR_U8);
+            else
+                coll_all_gather(gr->dp_cp, s, elem(model->params, dt, o->segs[k].begin),
+                                elem(model->params, dt, model->bucket_begin[k]), o->segs[k].len, dt);
             if (o->overlap_gather) dev_event_record(o->gathered[k], o->comm);
         }
         if (o->overlap_gather) {

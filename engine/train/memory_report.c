@@ -7,12 +7,13 @@ void train_memory_report_of(tr_memory_report *r, const llama_model *m, const tr_
     r->gradients = m->grad_bytes;
     r->optimizer = o->state_bytes;
     r->params = m->param_elems;
+    r->fp8_weights = m->fp8.stored ? m->fp8.wq_len : 0;
     r->act_bytes = (int)tr_dtype_size(dm->act_dt), r->grad_bytes = (int)tr_dtype_size(dm->grad_dt);
     r->state_bytes = m->master_rem ? 10 : m->master != m->params ? 12 : 8; /* + 2 or 4 of master, 8 of m and v */
     r->distributed = o->distributed;
     r->dp = o->distributed && o->shard_len ? (int)(m->total_alloc / o->shard_len) : 1;
     r->peak = dev_mem_peak(m->dev);
-    size_t fixed = r->weights + r->gradients + r->optimizer;
+    size_t fixed = r->weights + r->gradients + r->optimizer + r->fp8_weights;
     r->activations = r->peak > fixed ? r->peak - fixed : 0;
     r->recompute = m->recompute;
     r->act_storage = m->act_bytes, r->act_storage_plain = m->act_bytes_plain;
@@ -64,13 +65,17 @@ void train_memory_report_print(FILE *out, int rank, const tr_memory_report *r, d
             r->grad_bytes, r->state_bytes, r->dp, train_memory_formula_per_param(r),
             r->distributed ? " (distributed optimizer)" : "", r->distributed ? "6 + 12/DP" : "18",
             train_megatron_per_param(r->distributed, r->dp));
+    if (r->fp8_weights) /* beside the bf16 parameters, which also hold the master's upper halves */
+        fprintf(out,
+                "[memory] rank %d: FP8 weights (--fp8-param-gather) %.2f MB, one byte for each FP8 layer's weight "
+                "element beside its bf16 parameter (Transformer Engine keeps no bf16 copy)\n",
+                rank, r->fp8_weights / MB);
     if (r->nbuckets > 1) /* Megatron's DDP logs its buckets too */
         fprintf(out,
                 "[memory] rank %d: %d gradient buckets of %zu to %zu elements (padding included), reduced over data "
                 "parallelism %s\n",
                 rank, r->nbuckets, r->bucket_min, r->bucket_max,
-                r->overlap ? "as the backward pass writes them, on a stream of their own"
-                           : "after the backward pass (one data-parallel rank: nothing to overlap)");
+                r->overlap ? "as the backward pass writes them, on a stream of their own" : "after the backward pass");
     if (r->recompute != TR_RECOMPUTE_NONE) /* in kB: the saving of a small model must not print as 0.00 */
         fprintf(out,
                 "[memory] rank %d: activation recompute (%s): activations kept %.1f kB instead of %.1f kB, "

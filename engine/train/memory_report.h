@@ -12,10 +12,11 @@
 #include "twinrun/config.h"
 
 typedef struct tr_memory_report {
-    size_t weights;   /* compute copy + fp32 master (its shard with the distributed optimizer in bf16) */
-    size_t gradients; /* gradient buffer */
-    size_t optimizer; /* Adam moments (their shard with the distributed optimizer) */
-    size_t params;    /* this rank's parameters */
+    size_t weights;     /* compute copy + fp32 master (its shard with the distributed optimizer in bf16) */
+    size_t gradients;   /* gradient buffer */
+    size_t optimizer;   /* Adam moments (their shard with the distributed optimizer) */
+    size_t params;      /* this rank's parameters */
+    size_t fp8_weights; /* --fp8-param-gather's FP8 copy of the FP8 layers' weights (bytes; 0 without) */
     /* twinrun's static bytes per parameter (optimizer.h): act + grad + state / dp, state being 12 (fp32
      * master + m + v) or 8 (m + v: fp32 training, whose params are the master) and dp the distributed
      * optimizer's DP x CP shards (1 without it) */

@@ -24,7 +24,7 @@ static void check_common(coll_comm *c, dev_stream *s, const char *what) {
 
 static void check_buffers(const coll_comm *c, const char *what, const void *send, const void *recv, size_t count,
                           tr_dtype dt) {
-    if (dt != TR_F32 && dt != TR_BF16 && dt != TR_I32)
+    if (dt != TR_F32 && dt != TR_BF16 && dt != TR_I32 && dt != TR_U8)
         tr_fatal("%s on '%s': unknown element type %d", what, c->g->name, (int)dt);
     if (count && (!send || !recv)) tr_fatal("%s on '%s': NULL buffer for %zu elements", what, c->g->name, count);
     if (count > ((size_t)1 << 48)) tr_fatal("%s on '%s': count %zu is not plausible", what, c->g->name, count);
@@ -46,9 +46,11 @@ static void check_in_place(const coll_comm *c, const char *what, const void *big
                  (ptrdiff_t)((intptr_t)s - (intptr_t)b));
 }
 
-static void check_redop(const coll_comm *c, const char *what, coll_op op) {
+static void check_redop(const coll_comm *c, const char *what, coll_op op, tr_dtype dt) {
     if (op != COLL_SUM && op != COLL_AVG && op != COLL_MAX && op != COLL_MIN)
         tr_fatal("%s on '%s': unknown reduction op %d", what, c->g->name, (int)op);
+    if (dt == TR_U8) /* FP8 bytes: a sum of codes is no value (NCCL would add them as integers) */
+        tr_fatal("%s on '%s': uint8 (FP8 bytes) is gathered, never reduced", what, c->g->name);
 }
 
 static void check_peer(const coll_comm *c, const char *what, int peer) {
@@ -135,7 +137,7 @@ coll_status coll_all_reduce(coll_comm *c, dev_stream *s, const void *send, void 
                             coll_op op) {
     check_common(c, s, "all_reduce");
     check_buffers(c, "all_reduce", send, recv, count, dt);
-    check_redop(c, "all_reduce", op);
+    check_redop(c, "all_reduce", op, dt);
     return launch(c, s, (coll_desc){FLIGHT_ALL_REDUCE, count, dt, (int)op, -1}, send, recv);
 }
 
@@ -151,7 +153,7 @@ coll_status coll_reduce_scatter(coll_comm *c, dev_stream *s, const void *send, v
     check_common(c, s, "reduce_scatter");
     check_buffers(c, "reduce_scatter", send, recv, count, dt);
     check_in_place(c, "reduce_scatter", send, recv, count, dt);
-    check_redop(c, "reduce_scatter", op);
+    check_redop(c, "reduce_scatter", op, dt);
     return launch(c, s, (coll_desc){FLIGHT_REDUCE_SCATTER, count, dt, (int)op, -1}, send, recv);
 }
 

@@ -102,7 +102,8 @@ static inline float ld(tr_buf b, size_t i) {
     switch (b.dt) {
     case TR_F32: return ((const float *)b.p)[i];
     case TR_BF16: return tr_bf16_to_f32(((const uint16_t *)b.p)[i]);
-    case TR_I32: break;
+    case TR_I32:
+    case TR_U8: break;
     }
     tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(b.dt));
 }
@@ -112,7 +113,8 @@ static inline void st(tr_buf b, size_t i, float v) {
     switch (b.dt) {
     case TR_F32: ((float *)b.p)[i] = v; return;
     case TR_BF16: ((uint16_t *)b.p)[i] = tr_f32_to_bf16(v); return;
-    case TR_I32: break;
+    case TR_I32:
+    case TR_U8: break;
     }
     tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(b.dt));
 }
@@ -173,7 +175,8 @@ static inline void ld_row_strided_d(double *dst, size_t step, tr_buf b, size_t o
     switch (b.dt) {
     case TR_F32: widen_row_d(dst, step, (const float *)b.p + off, n, false); return;
     case TR_BF16: widen_row_d(dst, step, (const uint16_t *)b.p + off, n, true); return;
-    case TR_I32: break;
+    case TR_I32:
+    case TR_U8: break;
     }
     tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(b.dt));
 }

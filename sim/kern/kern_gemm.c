@@ -239,7 +239,8 @@ static void store_row(tr_buf c, size_t off, const double *acc, size_t n, float a
             for (; i < n; i++) dst[i] = tr_f32_to_bf16((float)(acc[i] * al));
         return;
     }
-    case TR_I32: break;
+    case TR_I32:
+    case TR_U8: break;
     }
     tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(c.dt));
 }
@@ -317,7 +318,8 @@ __attribute__((target("avx2"))) static void store_tile_avx2(tr_buf c, size_t off
         if (with_old) store_rows8_avx2(c, off, ldc, acc, lda, rows, n, alpha, beta, true, true);
         else store_rows8_avx2(c, off, ldc, acc, lda, rows, n, alpha, beta, true, false);
         return;
-    case TR_I32: break;
+    case TR_I32:
+    case TR_U8: break;
     }
     tr_fatal("kernel: element type %s is not a floating-point tensor type", tr_dtype_name(c.dt));
 }

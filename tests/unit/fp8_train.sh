@@ -12,6 +12,11 @@
 #             older entries are the TP2 save's, moved by the step's two passes
 #   shapes    a width the GPU's FP8 GEMMs refuse (not a multiple of 16) trains on the twin with one note
 #   formats   a bf16 checkpoint resumes in FP8 (histories fresh, said once) and an FP8 one in bf16
+#   gather    --fp8-param-gather: with one micro-batch a step the FP8 weights' bytes and scales are the run's
+#             without it, so the metrics are too (DP2 with per-parameter buckets, both runs' shards alike;
+#             one rank, whose optimizer casts chunk by chunk ahead of the forward); with two micro-batches a
+#             step the second reuses the step's bytes (Transformer Engine's): close, not equal; a resume
+#             bit for bit; Megatron's rule (the distributed optimizer) with its fix
 #   scratch   the FP8 scratch inside the logits buffer (the default where the logits hold it) trains bit for
 #             bit as with buffers of its own (TWINRUN_FP8_SCRATCH=own), with recomputation and at PP2 too,
 #             and leaves FP8's peak at bf16's plus the amax histories
@@ -121,6 +126,36 @@ assert own > inl and 0 <= inl - bf <= 0.01, "peaks"
 EOF
     env TWINRUN_FP8_SCRATCH=nowhere "$bin/train_llama3" $big $fp8 --train-iters 1 >bad.log 2>&1 && fail "a bad TWINRUN_FP8_SCRATCH ran"
     grep -q "TWINRUN_FP8_SCRATCH=nowhere: use logits" bad.log || fail "no clear error for a bad TWINRUN_FP8_SCRATCH"
+    ;;
+gather)
+    dp2() { expect_rc 0 env WORLD_SIZE=2 "$bin/train_llama3" $model $fp8 --use-distributed-optimizer "$@"; }
+    same() { [ "$(bits "$1")" = "$(bits "$2")" ] || fail "$3: $(diff "$1" "$2" | head -4)"; }
+    per="--overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 1"
+    dp2 $per --train-iters 6 --metrics-jsonl dp.jsonl
+    dp2 $per --fp8-param-gather --train-iters 6 --metrics-jsonl dpg.jsonl
+    has "FP8 weights (--fp8-param-gather) 0\.[0-9]* MB"
+    same dp.jsonl dpg.jsonl "DP2, one micro-batch a step: the FP8 gather changed the metrics"
+    run $fp8 --use-distributed-optimizer --global-batch-size 2 --train-iters 6 --metrics-jsonl one.jsonl
+    run $fp8 --use-distributed-optimizer --fp8-param-gather --global-batch-size 2 --train-iters 6 --metrics-jsonl oneg.jsonl
+    same one.jsonl oneg.jsonl "one rank, one micro-batch a step: the FP8 gather changed the metrics"
+    dp2 --global-batch-size 8 --train-iters 6 --metrics-jsonl acc.jsonl
+    dp2 --fp8-param-gather --global-batch-size 8 --train-iters 6 --metrics-jsonl accg.jsonl
+    [ "$(bits acc.jsonl)" != "$(bits accg.jsonl)" ] || fail "two micro-batches a step: the second recast its weights"
+    expect_rc 0 python3 -c '
+import json, sys
+a, b = ([json.loads(l)["lm_loss"] for l in open(f)] for f in ("acc.jsonl", "accg.jsonl"))
+worst = max(abs(x / y - 1) for x, y in zip(a, b))
+print("losses: %d iterations, largest relative difference %.3g" % (len(a), worst))
+sys.exit(len(a) != 6 or worst > 2e-2)'
+    has "losses: 6 iterations"
+    dp2 --fp8-param-gather --train-iters 10 --metrics-jsonl full.jsonl
+    dp2 --fp8-param-gather --train-iters 10 --save ck --save-interval 5 --exit-interval 5
+    dp2 --fp8-param-gather --train-iters 10 --load ck --metrics-jsonl resumed.jsonl
+    tail -n 5 full.jsonl >tail.jsonl
+    same tail.jsonl resumed.jsonl "the resumed run with --fp8-param-gather differs from the uninterrupted one"
+    [ "$(wc -l <resumed.jsonl)" -eq 5 ] || fail "the resumed run did not run iterations 6-10"
+    expect_rc 2 "$bin/train_llama3" $model $fp8 --fp8-param-gather --train-iters 1
+    hasF "--fp8-param-gather all-gathers the distributed optimizer's FP8 shards (Megatron's rule): add --use-distributed-optimizer"
     ;;
 shapes)
     expect_rc 0 "$bin/train_llama3" $(echo $model | sed 's/--ffn-hidden-size 192/--ffn-hidden-size 168/') $fp8 --train-iters 2

@@ -161,7 +161,7 @@ static void test_seed_001_llama3_8b_real_data_fp8(void **state) {
     assert_string_equal(c->load, "/work/checkpoints/llama3_8b");
     assert_string_equal(c->tensorboard_dir, "/work/tensorboard_logs/llama3_8b");
     assert_string_equal(c->ckpt_format, "torch_dist");
-    /* the seed's DTYPE=fp8 recipe is stored (docs/fp8.md); only the FP8 gather is not, and says so */
+    /* the seed's DTYPE=fp8 recipe is stored (docs/fp8.md), the FP8 gather with it */
     assert_int_equal(c->fp8, TR_FP8_MODE_HYBRID);
     assert_int_equal(c->fp8_recipe, 1);
     assert_int_equal(c->fp8_amax_history_len, 1024);
@@ -169,10 +169,10 @@ static void test_seed_001_llama3_8b_real_data_fp8(void **state) {
     assert_int_equal(c->fp8_margin, 0);
     assert_true(c->fp8_wgrad && c->fp8_param_gather);
     assert_true(strstr(c->warnings, "--fp8-format") == NULL);
-    assert_contains(c->warnings, "twinrun: warning: --fp8-param-gather ignored: ");
+    assert_true(strstr(c->warnings, "--fp8-param-gather") == NULL);
     /* --tensorboard-dir is implemented: no warning for it */
     assert_true(strstr(c->warnings, "--tensorboard-dir") == NULL);
-    assert_int_equal(c->n_warnings, 2);
+    assert_int_equal(c->n_warnings, 1);
     /* one node of 8 GPUs */
     assert_ok(tr_config_validate(c, 8, err, ERRLEN), err);
     assert_ok(tr_config_finalize(c, 8, err, ERRLEN), err);
@@ -253,6 +253,11 @@ static void test_fp8_flag_rules(void **state) {
     snprintf(line, sizeof line, "%s--bf16 --fp8-param-gather", base);
     assert_ok(parse_line(c, line, err), err);
     assert_error(tr_config_validate(c, 1, err, ERRLEN), err, "add --fp8-format hybrid");
+    free(c);
+    c = cfg_new(); /* Megatron's rule: the FP8 gather is the distributed optimizer's */
+    snprintf(line, sizeof line, "%s--bf16 --fp8-format hybrid --fp8-param-gather", base);
+    assert_ok(parse_line(c, line, err), err);
+    assert_error(tr_config_validate(c, 1, err, ERRLEN), err, "add --use-distributed-optimizer");
     free(c);
     c = cfg_new();
     snprintf(line, sizeof line, "%s--bf16 --fp8-format e4m3 --fp8-recipe delayed --fp8-margin 2 --no-fp8-wgrad", base);
@@ -432,7 +437,7 @@ static void test_repeated_flag_keeps_last_value(void **state) {
     assert_string_equal(c->save, "y");
     /* a repeated warned flag warns once */
     tr_config_defaults(c);
-    assert_ok(parse_line(c, "--fp8-param-gather --fp8-param-gather", err), err);
+    assert_ok(parse_line(c, "--log-params-norm --log-params-norm", err), err);
     assert_int_equal(c->n_warnings, 1);
     assert_ok(parse_line(c, "--fp8-format hybrid --fp8-format e4m3", err), err);
     assert_int_equal(c->fp8, TR_FP8_MODE_E4M3);
@@ -724,7 +729,7 @@ static void test_help(void **state) {
     assert_contains(help, "--seed N");
     assert_contains(help, "[default: 1234]");
     assert_contains(help, "accepted, no effect: no Python garbage collector");
-    assert_contains(help, "accepted, ignored with a warning: the distributed optimizer all-gathers bf16");
+    assert_contains(help, "accepted, ignored with a warning: Llama 3.1 RoPE frequency scaling is not implemented");
     assert_contains(help, "rejected: twinrun trains in bf16 or fp32; use --bf16");
     assert_contains(help, "(one of: constant, linear, cosine, inverse-square-root; refused: WSD)");
     free(help);

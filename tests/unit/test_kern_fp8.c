@@ -270,9 +270,13 @@ static void test_scale_update_many(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_quantize_every_exponent),     cmocka_unit_test(test_quantize_bytes_and_amax),
-        cmocka_unit_test(test_gemm_against_decoded_values), cmocka_unit_test(test_scale_update_per_tensor),
-        cmocka_unit_test(test_scale_update_many),           cmocka_unit_test(test_cast_transpose_is_quantize), cmocka_unit_test(test_fp8_transpose),
+        cmocka_unit_test(test_quantize_every_exponent),
+        cmocka_unit_test(test_quantize_bytes_and_amax),
+        cmocka_unit_test(test_gemm_against_decoded_values),
+        cmocka_unit_test(test_scale_update_per_tensor),
+        cmocka_unit_test(test_scale_update_many),
+        cmocka_unit_test(test_cast_transpose_is_quantize),
+        cmocka_unit_test(test_fp8_transpose),
     };
     return cmocka_run_group_tests(tests, kt_setup, kt_teardown);
 }

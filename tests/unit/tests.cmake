@@ -94,9 +94,10 @@ foreach(case ${safe_files_cases})
 endforeach()
 
 # FP8 training (docs/fp8.md): resume bit for bit, layouts against one rank, a TP2 checkpoint resumed at TP1
-# keeping the amax histories, bf16 and FP8 checkpoints into each other. tests/unit/fp8_train.sh holds the cases.
+# keeping the amax histories, bf16 and FP8 checkpoints into each other, --fp8-param-gather. tests/unit/fp8_train.sh
+# holds the cases.
 if(TWINRUN_BACKEND STREQUAL "twin") # the layouts run their ranks in one process: the twin's
-  foreach(case resume layouts reshard shapes formats scratch)
+  foreach(case resume layouts reshard shapes formats scratch gather)
     twinrun_expect_sh(fp8_train_${case} 0 "fp8_train ${case}: ok"
       "sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/fp8_train.sh ${bin} ${CMAKE_CURRENT_BINARY_DIR}/fp8_train ${case}" LABELS ${labels})
   endforeach()

@@ -12,6 +12,7 @@ typedef enum tr_dtype {
     TR_F32 = 0,
     TR_BF16 = 1,
     TR_I32 = 2,
+    TR_U8 = 3, /* bytes: FP8 values, moved (gathered, copied), never reduced */
 } tr_dtype;
 
 /* A typed device pointer: kernels take these so one kernel serves fp32 and bf16. */
@@ -32,6 +33,7 @@ static inline size_t tr_dtype_size(tr_dtype dt) {
     case TR_F32: return 4;
     case TR_BF16: return 2;
     case TR_I32: return 4;
+    case TR_U8: return 1;
     }
     return 0;
 }
@@ -41,6 +43,7 @@ static inline const char *tr_dtype_name(tr_dtype dt) {
     case TR_F32: return "fp32";
     case TR_BF16: return "bf16";
     case TR_I32: return "int32";
+    case TR_U8: return "uint8";
     }
     return "?";
 }

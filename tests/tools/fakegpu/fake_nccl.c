@@ -53,7 +53,7 @@ static void live(ncclComm_t c, const char *fn) {
     }
 }
 
-static size_t esize(ncclDataType_t t) { return t == ncclBfloat16 ? 2 : 4; }
+static size_t esize(ncclDataType_t t) { return t == ncclUint8 ? 1 : t == ncclBfloat16 ? 2 : 4; }
 
 static void run_call(void *arg) {
     call *k = arg;

@@ -25,7 +25,7 @@ typedef struct {
 } ncclConfig_t;
 #define NCCL_CONFIG_INITIALIZER                                                                                        \
     { 1 }
-typedef enum { ncclInt32 = 2, ncclFloat32 = 7, ncclBfloat16 = 9 } ncclDataType_t;
+typedef enum { ncclUint8 = 1, ncclInt32 = 2, ncclFloat32 = 7, ncclBfloat16 = 9 } ncclDataType_t;
 typedef enum { ncclSum = 0, ncclMax = 2, ncclMin = 3, ncclAvg = 4 } ncclRedOp_t;
 
 const char *ncclGetErrorString(ncclResult_t r);
