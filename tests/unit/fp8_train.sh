@@ -39,6 +39,16 @@ fp8="--fp8-format hybrid --fp8-amax-history-len 8 --fp8-amax-compute-algo max"
 # the metrics without the timing fields (simulated, but they name the layout's clock)
 bits() { sed -E 's/"(elapsed_ms_per_iter|tflops_per_gpu)":[^,]*,//g' "$1"; }
 run() { expect_rc 0 "$bin/train_llama3" $model "$@"; }
+# the losses of two 6-iteration runs within bf16's 2e-2 (relative) at every iteration
+losses_close() {
+    expect_rc 0 python3 -c '
+import json, sys
+a, b = ([json.loads(l)["lm_loss"] for l in open(f)] for f in sys.argv[1:3])
+worst = max(abs(x / y - 1) for x, y in zip(a, b))
+print("losses: %d iterations, largest relative difference %.3g" % (len(a), worst))
+sys.exit(len(a) != 6 or worst > 2e-2)' "$1" "$2"
+    has "losses: 6 iterations"
+}
 
 case $case in
 resume)
@@ -62,13 +72,7 @@ layouts)
     head -n 3 eight.jsonl >eight3.jsonl && head -n 3 one.jsonl >one3.jsonl
     expect_rc 0 python3 "$src/ci/compare_metrics.py" eight3.jsonl one3.jsonl 2e-2
     hasF "3 iterations, all within tolerance"
-    expect_rc 0 python3 -c '
-import json, sys
-a, b = ([json.loads(l)["lm_loss"] for l in open(f)] for f in ("eight.jsonl", "one.jsonl"))
-worst = max(abs(x / y - 1) for x, y in zip(a, b))
-print("losses: %d iterations, largest relative difference %.3g" % (len(a), worst))
-sys.exit(len(a) != 6 or worst > 2e-2)'
-    has "losses: 6 iterations"
+    losses_close eight.jsonl one.jsonl
     ;;
 reshard)
     expect_rc 0 env WORLD_SIZE=2 "$bin/train_llama3" $model $fp8 --train-iters 5 --tensor-model-parallel-size 2 \
@@ -141,13 +145,7 @@ gather)
     dp2 --global-batch-size 8 --train-iters 6 --metrics-jsonl acc.jsonl
     dp2 --fp8-param-gather --global-batch-size 8 --train-iters 6 --metrics-jsonl accg.jsonl
     [ "$(bits acc.jsonl)" != "$(bits accg.jsonl)" ] || fail "two micro-batches a step: the second recast its weights"
-    expect_rc 0 python3 -c '
-import json, sys
-a, b = ([json.loads(l)["lm_loss"] for l in open(f)] for f in ("acc.jsonl", "accg.jsonl"))
-worst = max(abs(x / y - 1) for x, y in zip(a, b))
-print("losses: %d iterations, largest relative difference %.3g" % (len(a), worst))
-sys.exit(len(a) != 6 or worst > 2e-2)'
-    has "losses: 6 iterations"
+    losses_close acc.jsonl accg.jsonl
     dp2 --fp8-param-gather --train-iters 10 --metrics-jsonl full.jsonl
     dp2 --fp8-param-gather --train-iters 10 --save ck --save-interval 5 --exit-interval 5
     dp2 --fp8-param-gather --train-iters 10 --load ck --metrics-jsonl resumed.jsonl
