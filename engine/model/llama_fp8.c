@@ -164,6 +164,7 @@ int llama_fp8_create(llama_model *m, const tr_config *cfg, char *err, size_t err
             dev_mem_tag_set(d, tag0);
             return tr_errf(err, errlen, "out of device memory for the FP8 weights (%zu bytes)", f->wq_len);
         }
+        dev_memset_zero(m->stream, f->wq, f->wq_len); /* the buckets' padding, gathered with them, stays defined */
     }
     dev_mem_tag_set(d, tag0);
     if (!f->fwd_hist || !f->slot_scale || !f->qx || !f->qw || !f->qg || !f->qgt)
