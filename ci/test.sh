@@ -81,7 +81,25 @@ ctest_stage() {
   # tests) fails rather than passing with no test run
   ctest --test-dir "$dir" -j"${ctest_jobs:-$jobs}" --timeout 300 --no-tests=error --output-on-failure --output-junit "$(realpath "$junit")" "$@" || rc=$?
   python3 ci/ctest_margin.py "$dir" "$junit" --default-timeout 300 || rc=1
+  test_tree_size "$dir" || rc=1
   return $rc
+}
+
+# test_tree_size BUILD_DIR: what the tests left in BUILD_DIR/tests (their build files aside) against
+# TWINRUN_TEST_TREE_MIB (default 800). A test keeps what a failure's post-mortem needs, but a passed one
+# removes its checkpoints and data caches, or writes none (mock data without --data-cache-path builds its
+# indices in memory, faster than it loads them): one mock-data index cache is 70-300 MB a configuration,
+# and a CI runner's ~10 GB for every stage's tree ran out so, failing tests with "No space left on device".
+test_tree_size() {
+  local tree=$1/tests limit=${TWINRUN_TEST_TREE_MIB:-800} mib
+  mib=$(du -sm --exclude=CMakeFiles "$tree" | cut -f1)
+  if [ "$mib" -gt "$limit" ]; then
+    echo "FAIL: the tests left $mib MiB in $tree, over $limit MiB (TWINRUN_TEST_TREE_MIB): a passed test removes"
+    echo "      its checkpoints and data caches (see ci/test.sh, test_tree_size); the largest folders:"
+    du -sm --exclude=CMakeFiles "$tree"/* | sort -rn | head -n 8 | sed 's/^/      /'
+    return 1
+  fi
+  echo "test tree: $mib MiB left in $tree (limit $limit MiB)"
 }
 
 # TWINRUN_TWIN_THREADS=1 in the stages that run ctest or valgrind (exported in each of them): the

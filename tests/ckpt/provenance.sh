@@ -10,7 +10,7 @@ args=(--num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads
       --num-query-groups 2 --seq-length 8 --max-position-embeddings 8 --position-embedding-type rope
       --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights --disable-bias-linear
       --attention-dropout 0 --hidden-dropout 0 --micro-batch-size 1 --global-batch-size 2 --lr 1e-3
-      --mock-data --vocab-size 128 --eval-iters 0 --log-interval 100 --data-cache-path "$work/cache")
+      --mock-data --vocab-size 128 --eval-iters 0 --log-interval 100)
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 hashes() { (cd "$1" && find . -type f | sort | xargs sha256sum); }

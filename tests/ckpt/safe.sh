@@ -17,8 +17,7 @@ tiny="--num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads
  --num-query-groups 2 --seq-length 8 --max-position-embeddings 8 --position-embedding-type rope
  --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0
  --hidden-dropout 0 --micro-batch-size 1 --global-batch-size 2 --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine
- --lr-warmup-iters 1 --mock-data --vocab-size 128 --eval-iters 0 --log-interval 1 --train-iters 8
- --data-cache-path $work/cache"
+ --lr-warmup-iters 1 --mock-data --vocab-size 128 --eval-iters 0 --log-interval 1 --train-iters 8"
 train="$bin/train_llama3 $tiny"
 
 # every file's path and bytes under DIR (the lock file is the job's, not data)

@@ -144,16 +144,17 @@ if(TWINRUN_BACKEND STREQUAL "twin")
   # ranks), a tiny Llama after `--`, a 5-iteration job stopped after iteration 4 (--exit-interval, as a
   # job that lost its nodes there) on the fixture's data and tokenizer; then the guide's resume as
   # written, --load .../checkpoints/iter_0000004, for the fifth (the same schedule: nothing to override).
+  # Passed, it removes its checkpoints (the test tree must fit a CI runner's disk: ci/test.sh checks it).
   launchers_test(launch_seed70_twin_run 0
     "WORLD_SIZE=64 = TP 8 × PP 8 × CP 1 × DP 1.*iteration +4/ +5 [|].*saved checkpoint at iteration 4 to ds/checkpoints.*训练成功完成!.*loaded checkpoint from .* at iteration 4.*iteration +5/ +5 [|].*训练成功完成!"
-    "export ${TWIN_BIN} TWINRUN_BACKEND=twin VOCAB_SIZE=32000 SAVE_INTERVAL=4 EVAL_INTERVAL=4 EVAL_ITERS=1 TRAIN_ITERS=5 && ${L70} --dataset_dir ds --data_format bf16 -- ${TINY70} --exit-interval 4 && ${L70} --dataset_dir ds --data_format bf16 --load ds/checkpoints/iter_0000004 -- ${TINY70}"
+    "export ${TWIN_BIN} TWINRUN_BACKEND=twin VOCAB_SIZE=32000 SAVE_INTERVAL=4 EVAL_INTERVAL=4 EVAL_ITERS=1 TRAIN_ITERS=5 && ${L70} --dataset_dir ds --data_format bf16 -- ${TINY70} --exit-interval 4 && ${L70} --dataset_dir ds --data_format bf16 --load ds/checkpoints/iter_0000004 -- ${TINY70} && rm -rf ds/checkpoints"
     8)
   # lab/gpu_seeds.sh (both seeds' commands and the doctor on one GPU node with the real build) as its dry run
   # on this build: the 70B guide's command in bf16 and fp8, each stopped at iteration 4 and resumed with
   # --load .../iter_0000004, the 8B tutorial's quick test, the doctor's JSON and JUnit; so that the
-  # script a GPU node runs is the one CI keeps working.
+  # script a GPU node runs is the one CI keeps working. Passed, it removes its work folder (as above).
   twinrun_expect_sh(launch_gpu_seeds_dry_run 0 "ok +70B guide's command, --data_format bf16.*ok +70B guide's command, --data_format fp8.*ok +8B tutorial's single-node quick test.*ok +doctor over the node.*gpu_seeds: every step passed"
-    "cd ${PROJECT_SOURCE_DIR} && TWINRUN_SEEDS_BACKEND=twin TWINRUN_SEEDS_BIN_DIR=${PROJECT_BINARY_DIR}/bin lab/gpu_seeds.sh ${CMAKE_CURRENT_BINARY_DIR}/gpu_seeds_dry"
+    "cd ${PROJECT_SOURCE_DIR} && TWINRUN_SEEDS_BACKEND=twin TWINRUN_SEEDS_BIN_DIR=${PROJECT_BINARY_DIR}/bin lab/gpu_seeds.sh ${CMAKE_CURRENT_BINARY_DIR}/gpu_seeds_dry && rm -rf ${CMAKE_CURRENT_BINARY_DIR}/gpu_seeds_dry/work"
     LABELS ${labels} valgrind-skip PROPERTIES TIMEOUT 300)
 endif()
 
@@ -204,10 +205,11 @@ launchers_test(launch_seed8_multinode_dry_run 0
   "export TP_SIZE=2 && export CP_SIZE=2 && export PP_SIZE=2 && export MICRO_BATCH_SIZE=1 && export GLOBAL_BATCH_SIZE=512 && export DTYPE=bf16 && export EXP_NAME=llama3-8b-multinode && export USE_EXP_STRUCTURE=1 && WORLD_SIZE=2 RANK=1 MASTER_ADDR=worker-0 MASTER_PORT=29500 MOCK_NV_GPUS=4 DRY_RUN=1 ${L8} && test ! -e ran")
 if(TWINRUN_BACKEND STREQUAL "twin")
   # The tutorial's single-node quick test as written (FAST_TEST_MODE: 1000 samples at a global batch of
-  # 32), trained on the twin with the tutorial's own model knobs set small
+  # 32), trained on the twin with the tutorial's own model knobs set small; passed, it removes its data
+  # cache and checkpoints (as above)
   launchers_test(launch_seed8_twin_quick_test 0
     "启用快速测试模式.*后端: twin.*iteration +31/ +31 [|].*训练成功完成!"
-    "export TP_SIZE=1 && export CP_SIZE=1 && export PP_SIZE=1 && export MICRO_BATCH_SIZE=1 && export GLOBAL_BATCH_SIZE=32 && export FAST_TEST_MODE=1 && export EXP_NAME=test-aistudio && ${TWIN_BIN} NUM_LAYERS=2 HIDDEN_SIZE=64 FFN_HIDDEN_SIZE=128 NUM_ATTENTION_HEADS=8 NUM_QUERY_GROUPS=2 KV_CHANNELS=8 SEQ_LENGTH=32 VOCAB_SIZE=512 EVAL_ITERS=1 ${L8} --backend twin")
+    "export TP_SIZE=1 && export CP_SIZE=1 && export PP_SIZE=1 && export MICRO_BATCH_SIZE=1 && export GLOBAL_BATCH_SIZE=32 && export FAST_TEST_MODE=1 && export EXP_NAME=test-aistudio && ${TWIN_BIN} NUM_LAYERS=2 HIDDEN_SIZE=64 FFN_HIDDEN_SIZE=128 NUM_ATTENTION_HEADS=8 NUM_QUERY_GROUPS=2 KV_CHANNELS=8 SEQ_LENGTH=32 VOCAB_SIZE=512 EVAL_ITERS=1 ${L8} --backend twin && rm -rf benchmark_cache_* checkpoints")
 endif()
 
 # ---- doctor (docs/doctor.md) -------------------------------------------------------------------------

@@ -188,7 +188,7 @@ set(tiny_job --num-layers 4 --hidden-size 32 --ffn-hidden-size 64 --num-attentio
   --num-query-groups 2 --seq-length 8 --max-position-embeddings 8 --position-embedding-type rope --normalization RMSNorm
   --swiglu --untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0 --hidden-dropout 0
   --micro-batch-size 1 --global-batch-size 8 --train-iters 4 --lr 1e-3 --mock-data --vocab-size 128 --eval-iters 0
-  --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --data-cache-path ${scn_work}/env_cache)
+  --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2)
 string(REPLACE ";" " " tiny_job_str "${tiny_job}")
 twinrun_expect_sh(faults_env_nan 16 "fault injected: .*iteration 3: NaN/Inf detected.*First non-finite value: rank 5 \\(tp 1, pp 1, cp 0, dp 0\\), layer 2 gradient"
   "WORLD_SIZE=8 TWINRUN_FAULTS='nan@3:rank=5,tensor=gradient,layer=2' ${PROJECT_BINARY_DIR}/bin/train_llama3 ${tiny_job_str}"

@@ -34,7 +34,7 @@ model="--num-layers 4 --hidden-size 128 --ffn-hidden-size 192 --num-attention-he
  --normalization RMSNorm --swiglu --untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0
  --hidden-dropout 0 --micro-batch-size 2 --global-batch-size 4 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine
  --lr-warmup-iters 2 --lr-decay-iters 20 --clip-grad 1.0 --weight-decay 0.1 --mock-data --vocab-size 512 --eval-iters 0 --log-interval 1
- --seed 1234 --bf16 --data-cache-path $work/cache"
+ --seed 1234 --bf16"
 fp8="--fp8-format hybrid --fp8-amax-history-len 8 --fp8-amax-compute-algo max"
 # the metrics without the timing fields (simulated, but they name the layout's clock)
 bits() { sed -E 's/"(elapsed_ms_per_iter|tflops_per_gpu)":[^,]*,//g' "$1"; }

@@ -29,8 +29,7 @@ model="--num-layers 4 --hidden-size 64 --ffn-hidden-size 176 --num-attention-hea
  --num-query-groups 2 --seq-length 32 --max-position-embeddings 32 --position-embedding-type rope --rotary-base 500000
  --normalization RMSNorm --swiglu --disable-bias-linear --attention-dropout 0 --hidden-dropout 0
  --micro-batch-size 2 --global-batch-size 4 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-iters 2
- --lr-decay-iters 20 --clip-grad 1.0 --weight-decay 0.1 --mock-data --vocab-size 512 --log-interval 1 --seed 1234
- --data-cache-path $work/cache"
+ --lr-decay-iters 20 --clip-grad 1.0 --weight-decay 0.1 --mock-data --vocab-size 512 --log-interval 1 --seed 1234"
 # the metrics without the timing fields
 bits() { sed -E 's/"(elapsed_ms_per_iter|tflops_per_gpu)":[^,]*,//g' "$1"; }
 ms() { python3 -c 'import json,sys; print(sum(json.loads(l)["elapsed_ms_per_iter"] for l in open(sys.argv[1])))' "$1"; }

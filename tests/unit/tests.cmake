@@ -24,7 +24,7 @@ twinrun_expect(NAME cli_train_hf_mock EXIT 0 OUTPUT "iteration +3/ +3 \\| consum
   COMMAND ${bin}/train_llama3 --hf-load ${TWINRUN_TEST_DATA}/tiny_gqa
   --micro-batch-size 1 --global-batch-size 2 --seq-length 16 --train-iters 3 --lr 1e-3 --min-lr 1e-4
   --lr-decay-style cosine --lr-warmup-iters 1 --log-interval 1 --mock-data
-  --data-cache-path ${CMAKE_CURRENT_BINARY_DIR}/cli_train_hf_mock_cache --eval-iters 0)
+  --eval-iters 0)
 
 # Same config, same seed, same bits: two runs from a fresh init write identical metrics files
 # (timing fields aside: simulated in the twin, but wall time on a GPU).
@@ -33,8 +33,7 @@ set(det_args --num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attentio
   --position-embedding-type rope --normalization LayerNorm --apply-layernorm-1p --swiglu
   --untie-embeddings-and-output-weights --disable-bias-linear --micro-batch-size 2 --global-batch-size 4
   --train-iters 4 --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters 1 --bf16
-  --grad-reduce-in-bf16 --mock-data --vocab-size 300 --eval-iters 0
-  --data-cache-path ${CMAKE_CURRENT_BINARY_DIR}/cli_det_cache)
+  --grad-reduce-in-bf16 --mock-data --vocab-size 300 --eval-iters 0)
 string(REPLACE ";" " " det_args_str "${det_args}")
 # --deterministic-mode (Megatron's flag) as Megatron's rule wants it: with NCCL_ALGO pinned
 add_test(NAME cli_deterministic COMMAND sh -c
