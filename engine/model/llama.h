@@ -178,8 +178,18 @@ typedef struct llama_fp8 {
      * by the optimizer from its shard and all-gathered in FP8 (llama_fp8_cast_stored); the forward reads
      * them as they are, the data gradient their transpose (kern_fp8_transpose) */
     bool stored;
-    uint8_t *wq; /* [wq_len] bytes of parameter-buffer elements [wq_lo, wq_lo + wq_len) */
-    size_t wq_lo, wq_len;
+    /* Bucket k's FP8 copy, element e at wq_at[k][e - bucket_begin[k]] (NULL: not an FP8 bucket). It lies
+     * inside the bucket's own bf16 parameters [2n bytes for n elements], in the half that holds none of
+     * this rank's optimizer shard: the other shards' bf16 values, which nothing reads once the copy
+     * exists (the forward and backward read the copy, the optimizer the rank's shard, checkpoints the
+     * shard's master) — so the copy costs no memory, as Transformer Engine's, whose FP8 parameters
+     * replace the bf16 ones. Where no half is free (one shard: the bucket is all the rank's; the middle
+     * shard of an odd count; a copy that would break a weight's 16-byte alignment; or
+     * TWINRUN_FP8_WEIGHTS=own), the bucket's copy lies in wq, a buffer of its own. */
+    uint8_t **wq_at; /* [nbuckets] */
+    uint8_t *wq;     /* [wq_len] the copies with no room in the parameters (NULL: none) */
+    size_t wq_len, wq_in_params; /* bytes of copies in wq / inside the bf16 parameters */
+    size_t qw_len;               /* bytes of the weight scratch qw (llama_fp8_cast_all stages chunks in it) */
     float *wq_scale;        /* [2, nfwd] the forward scales and inverses the stored weights were cast with */
     bool scratch_in_logits; /* the scratch lies in the output layer's logits buffer (llama_fp8_create) */
     int slot;               /* the micro-batch whose scales the next quantisation uses */

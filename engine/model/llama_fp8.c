@@ -25,7 +25,9 @@
  * shard's amax), and the distributed optimizer all-gathers that copy in FP8, one byte an element. The
  * forward reads the copy as it is and records no weight amax; the data gradient reads its byte
  * transpose. One micro-batch a step gives the bytes and scales of the run without it; with more, the
- * later micro-batches reuse the step's weight bytes and scale, as Transformer Engine's do. */
+ * later micro-batches reuse the step's weight bytes and scale, as Transformer Engine's do. The copy lies
+ * in the bf16 bytes of the other shards' halves of its bucket where it can (place_copies), so with the
+ * distributed optimizer over two or more ranks it takes no memory of its own. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,27 +58,91 @@ void llama_fp8_mark_stored(llama_model *m) {
         }
 }
 
-/* The FP8 copy's span: the buckets of stored weights, from the first to the last (the norms' buckets
- * between them take their bytes too; the embedding and output layer lie outside). */
-static void stored_span(const llama_model *m, size_t *lo, size_t *len) {
-    size_t a = SIZE_MAX, b = 0;
-    for (int k = 0; k < m->nbuckets; k++)
-        if (m->bucket_fp8[k]) {
-            if (m->bucket_begin[k] < a) a = m->bucket_begin[k];
-            b = m->bucket_begin[k + 1];
-        }
-    *lo = a == SIZE_MAX ? 0 : a, *len = a == SIZE_MAX ? 0 : b - a;
-}
+/* Scratch pieces start on 256-byte boundaries (cuBLASLt's FP8 operands want 16). */
+static size_t scratch_round(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
 uint8_t *llama_fp8_stored_at(const llama_model *m, size_t e) {
     const llama_fp8 *f = &m->fp8;
-    if (!f->stored || e < f->wq_lo || e >= f->wq_lo + f->wq_len)
-        tr_fatal("llama_fp8_stored_at: parameter-buffer element %zu lies outside the FP8 weights' span", e);
-    return f->wq + (e - f->wq_lo);
+    const int k = f->stored && e < m->total_alloc ? llama_bucket_of(m, e) : -1;
+    if (k < 0 || !f->wq_at[k])
+        tr_fatal("llama_fp8_stored_at: parameter-buffer element %zu lies in no FP8 weights' bucket", e);
+    return f->wq_at[k] + (e - m->bucket_begin[k]);
 }
 
-/* Scratch pieces start on 256-byte boundaries (cuBLASLt's FP8 operands want 16). */
-static size_t scratch_round(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
+/* Whether a copy of FP8 bucket k starting at byte `at` of the bucket's bf16 bytes keeps every weight's copy
+ * 16 bytes from an aligned start (the GPU's FP8 GEMMs read the copy in place: cuBLASLt wants 16-byte
+ * aligned operands). */
+static bool copy_aligned(const llama_model *m, int k, size_t at) {
+    const size_t b = m->bucket_begin[k], e = m->bucket_begin[k + 1];
+    for (int i = 0; i < m->nparams; i++) {
+        const llama_param *w = &m->params_tab[i];
+        if (w->fp8_stored && w->offset >= b && w->offset < e && (2 * b + at + (w->offset - b)) % 16) return false;
+    }
+    return true;
+}
+
+/* Where FP8 bucket k's copy [n bytes] can lie inside its bf16 parameters [2n bytes] (llama.h, wq_at): at
+ * a byte `at` past this rank's shard's bytes [lo, hi) (at in [hi, n]) or before them (at + n <= lo),
+ * aligned (copy_aligned); NULL when there is none: one shard, or a shard across the middle. */
+static uint8_t *copy_in_params(const llama_model *m, int k, int shards) {
+    if (shards < 2 || m->dims.act_dt != TR_BF16) return NULL;
+    const size_t b = m->bucket_begin[k], n = m->bucket_begin[k + 1] - b;
+    const llama_seg sg = llama_shard_seg(m, shards, m->layout.opt_shard, k);
+    const size_t lo = 2 * (sg.begin - b), hi = lo + 2 * sg.len; /* the shard's bytes in the bucket's */
+    for (size_t at = hi; at <= n && at < hi + 16; at++)
+        if (copy_aligned(m, k, at)) return (uint8_t *)m->params + 2 * b + at;
+    for (size_t at = 0; at + n <= lo && at < 16; at++)
+        if (copy_aligned(m, k, at)) return (uint8_t *)m->params + 2 * b + at;
+    return NULL;
+}
+
+/* Places every FP8 bucket's copy (llama.h, wq_at): inside the parameters where it can be, the rest in wq,
+ * each bucket's on a 256-byte boundary. */
+static int place_copies(llama_model *m, char *err, size_t errlen) {
+    llama_fp8 *f = &m->fp8;
+    const char *env = getenv("TWINRUN_FP8_WEIGHTS");
+    if (env && *env && strcmp(env, "own") != 0 && strcmp(env, "params") != 0)
+        return tr_errf(err, errlen,
+                       "TWINRUN_FP8_WEIGHTS=%s: use params (--fp8-param-gather's FP8 copy inside the bf16 parameters "
+                       "where it can be, the default) or own (a buffer of its own always)",
+                       env);
+    const bool own = env && strcmp(env, "own") == 0;
+    const int shards = llama_master_sharded(m) ? (int)(m->total_alloc / m->master_len) : 1;
+    f->wq_at = calloc((size_t)m->nbuckets, sizeof *f->wq_at);
+    size_t *own_off = calloc((size_t)m->nbuckets, sizeof *own_off);
+    if (!f->wq_at || !own_off) {
+        free(own_off);
+        return tr_errf(err, errlen, "out of host memory");
+    }
+    size_t need = 0;
+    for (int k = 0; k < m->nbuckets; k++) {
+        if (!m->bucket_fp8[k]) continue;
+        const size_t n = m->bucket_begin[k + 1] - m->bucket_begin[k];
+        f->wq_at[k] = own ? NULL : copy_in_params(m, k, shards);
+        if (f->wq_at[k]) {
+            f->wq_in_params += n;
+        } else {
+            own_off[k] = need;
+            need += scratch_round(n);
+        }
+    }
+    f->wq_len = need;
+    if (need) {
+        const dev_mem_tag tag = dev_mem_tag_set(m->dev, DEV_MEM_WEIGHTS);
+        f->wq = dev_alloc(m->dev, need, "fp8 weights"); /* [wq_len] */
+        dev_mem_tag_set(m->dev, tag);
+        if (!f->wq) {
+            free(own_off);
+            return tr_errf(err, errlen, "out of device memory for the FP8 weights (%zu bytes)", need);
+        }
+        dev_memset_zero(m->stream, f->wq, need); /* the buckets' padding, gathered with them, stays defined */
+        for (int k = 0; k < m->nbuckets; k++)
+            if (m->bucket_fp8[k] && !f->wq_at[k]) f->wq_at[k] = f->wq + own_off[k];
+    }
+    free(own_off);
+    return 0;
+}
+
 
 /* Where the FP8 scratch may live without memory of its own: the output layer's logits [N, Vl] bf16, when
  * this rank computes them (the last stage) and holds one micro-batch at a time (one activation slot). The
@@ -153,18 +219,18 @@ int llama_fp8_create(llama_model *m, const tr_config *cfg, char *err, size_t err
         f->qg = dev_alloc(d, N * max_out, "fp8 linear output gradient");             /* [N, out] */
         f->qgt = dev_alloc(d, N * max_out, "fp8 linear output gradient transposed"); /* [out, N] */
     }
+    f->qw_len = max_w;
     if (cfg->fp8_param_gather) {
         f->stored = true;
-        stored_span(m, &f->wq_lo, &f->wq_len);
-        dev_mem_tag_set(d, DEV_MEM_WEIGHTS);
-        f->wq = dev_alloc(d, f->wq_len ? f->wq_len : 1, "fp8 weights"); /* [wq_len] */
-        dev_mem_tag_set(d, DEV_MEM_WORKSPACE);
         f->wq_scale = dev_alloc(d, (size_t)2 * f->nfwd * 4, "fp8 weights' scales"); /* [2, nfwd] */
-        if (!f->wq || !f->wq_scale) {
+        if (!f->wq_scale) {
             dev_mem_tag_set(d, tag0);
-            return tr_errf(err, errlen, "out of device memory for the FP8 weights (%zu bytes)", f->wq_len);
+            return tr_errf(err, errlen, "out of device memory for the FP8 weights' scales");
         }
-        dev_memset_zero(m->stream, f->wq, f->wq_len); /* the buckets' padding, gathered with them, stays defined */
+        if (place_copies(m, err, errlen)) {
+            dev_mem_tag_set(d, tag0);
+            return -1;
+        }
     }
     dev_mem_tag_set(d, tag0);
     if (!f->fwd_hist || !f->slot_scale || !f->qx || !f->qw || !f->qg || !f->qgt)
@@ -192,6 +258,7 @@ void llama_fp8_destroy(llama_model *m) {
     dev_free(m->dev, f->slot_scale);
     dev_free(m->dev, f->wq);
     dev_free(m->dev, f->wq_scale);
+    free(f->wq_at);
     if (!f->scratch_in_logits) { /* else they lie in the logits buffer, which its owner frees */
         dev_free(m->dev, f->qx);
         dev_free(m->dev, f->qw);
@@ -310,9 +377,10 @@ void llama_fp8_cast_begin(llama_model *m) {
     dev_copy_d2d(m->stream, f->wq_scale, f->fwd_scale, (size_t)2 * f->nfwd * 4);
 }
 
-void llama_fp8_cast_stored(llama_model *m, dev_stream *s, size_t lo, size_t hi) {
+/* The FP8 weights' elements of parameter-buffer range [lo, hi) cast on s with the stored weights' scales,
+ * each weight's amax into its history's row 0: into dst[e - lo], or into the FP8 copy when dst is NULL. */
+static void cast_weights(llama_model *m, dev_stream *s, size_t lo, size_t hi, uint8_t *dst) {
     llama_fp8 *f = &m->fp8;
-    if (!f->stored) return;
     const tr_buf params = tr_buf_make(m->params, m->dims.act_dt);
     for (int l = 0; l < m->dims.nl; l++)
         for (int mod = 0; mod < LLAMA_FP8_MODULES; mod++) {
@@ -323,16 +391,44 @@ void llama_fp8_cast_stored(llama_model *m, dev_stream *s, size_t lo, size_t hi) 
                 const size_t b = w->offset > lo ? w->offset : lo;
                 const size_t e = w->offset + w->numel < hi ? w->offset + w->numel : hi;
                 if (b < e)
-                    kern_fp8_quantize(s, llama_fp8_stored_at(m, b), f->fwd_hist + t, tr_buf_at(params, b),
-                                      f->wq_scale + t, e - b, f->fwd_fmt);
+                    kern_fp8_quantize(s, dst ? dst + (b - lo) : llama_fp8_stored_at(m, b), f->fwd_hist + t,
+                                      tr_buf_at(params, b), f->wq_scale + t, e - b, f->fwd_fmt);
             }
         }
 }
 
+void llama_fp8_cast_stored(llama_model *m, dev_stream *s, size_t lo, size_t hi) {
+    if (m->fp8.stored) cast_weights(m, s, lo, hi, NULL);
+}
+
+/* Every bucket's copy from its bf16 parameters. A copy inside them, at byte `at` of the bucket's bf16
+ * bytes, puts element i's byte on bf16 element (at + i) / 2: one in [at, i] for i >= at, in [i, at) for
+ * i < at. So the elements from `at` up are cast upwards, then those below `at` downwards, and each byte
+ * written lands on a value cast already — chunk by chunk, staged in the weight scratch, since a chunk's
+ * bytes land on its own values too. */
 void llama_fp8_cast_all(llama_model *m) {
-    if (!m->fp8.stored) return;
+    llama_fp8 *f = &m->fp8;
+    if (!f->stored) return;
     llama_fp8_cast_begin(m);
-    llama_fp8_cast_stored(m, m->stream, 0, m->total_alloc);
+    const size_t chunk = f->qw_len ? f->qw_len : 1;
+    for (int k = 0; k < m->nbuckets; k++) {
+        if (!m->bucket_fp8[k]) continue;
+        const size_t b = m->bucket_begin[k], e = m->bucket_begin[k + 1], n = e - b;
+        uint8_t *bf = (uint8_t *)m->params + 2 * b; /* the bucket's bf16 bytes [2n] */
+        if (f->wq_at[k] < bf || f->wq_at[k] >= bf + 2 * n) { /* a buffer of its own */
+            cast_weights(m, m->stream, b, e, NULL);
+            continue;
+        }
+        const size_t at = (size_t)(f->wq_at[k] - bf); /* <= n: copy_in_params */
+        for (int up = 1; up >= 0; up--) /* [at, n) upwards, then [0, at) downwards */
+            for (size_t done = 0, span = up ? n - at : at; done < span; done += chunk) {
+                const size_t len = span - done < chunk ? span - done : chunk;
+                const size_t i = up ? at + done : at - done - len; /* the chunk [i, i + len) of the bucket */
+                dev_memset_zero(m->stream, f->qw, len);            /* the bucket's padding: zero bytes, as in wq */
+                cast_weights(m, m->stream, b + i, b + i + len, f->qw);
+                dev_copy_d2d(m->stream, f->wq_at[k] + i, f->qw, len);
+            }
+    }
     dev_stream_sync(m->stream);
 }
 

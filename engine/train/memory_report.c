@@ -8,6 +8,7 @@ void train_memory_report_of(tr_memory_report *r, const llama_model *m, const tr_
     r->optimizer = o->state_bytes;
     r->params = m->param_elems;
     r->fp8_weights = m->fp8.stored ? m->fp8.wq_len : 0;
+    r->fp8_weights_in_params = m->fp8.stored ? m->fp8.wq_in_params : 0;
     r->act_bytes = (int)tr_dtype_size(dm->act_dt), r->grad_bytes = (int)tr_dtype_size(dm->grad_dt);
     r->state_bytes = m->master_rem ? 10 : m->master != m->params ? 12 : 8; /* + 2 or 4 of master, 8 of m and v */
     r->distributed = o->distributed;
@@ -65,11 +66,12 @@ void train_memory_report_print(FILE *out, int rank, const tr_memory_report *r, d
             r->grad_bytes, r->state_bytes, r->dp, train_memory_formula_per_param(r),
             r->distributed ? " (distributed optimizer)" : "", r->distributed ? "6 + 12/DP" : "18",
             train_megatron_per_param(r->distributed, r->dp));
-    if (r->fp8_weights) /* beside the bf16 parameters, which also hold the master's upper halves */
+    if (r->fp8_weights || r->fp8_weights_in_params) /* the bf16 parameters also hold the master's upper halves */
         fprintf(out,
-                "[memory] rank %d: FP8 weights (--fp8-param-gather) %.2f MB, one byte for each FP8 layer's weight "
-                "element beside its bf16 parameter (Transformer Engine keeps no bf16 copy)\n",
-                rank, r->fp8_weights / MB);
+                "[memory] rank %d: FP8 weights (--fp8-param-gather) %.2f MB inside the bf16 parameters (the bytes of "
+                "the other optimizer shards' halves of their buckets) and %.2f MB of their own (one byte for each "
+                "FP8 layer's weight element where no half is free: one shard, or the middle one of an odd count)\n",
+                rank, r->fp8_weights_in_params / MB, r->fp8_weights / MB);
     if (r->nbuckets > 1) /* Megatron's DDP logs its buckets too */
         fprintf(out,
                 "[memory] rank %d: %d gradient buckets of %zu to %zu elements (padding included), reduced over data "

@@ -16,7 +16,8 @@ typedef struct tr_memory_report {
     size_t gradients;   /* gradient buffer */
     size_t optimizer;   /* Adam moments (their shard with the distributed optimizer) */
     size_t params;      /* this rank's parameters */
-    size_t fp8_weights; /* --fp8-param-gather's FP8 copy of the FP8 layers' weights (bytes; 0 without) */
+    size_t fp8_weights;           /* --fp8-param-gather's FP8 copy in a buffer of its own (bytes; 0 without) */
+    size_t fp8_weights_in_params; /* ... and inside the bf16 parameters' dead halves (bytes, no memory of its own) */
     /* twinrun's static bytes per parameter (optimizer.h): act + grad + state / dp, state being 12 (fp32
      * master + m + v) or 8 (m + v: fp32 training, whose params are the master) and dp the distributed
      * optimizer's DP x CP shards (1 without it) */

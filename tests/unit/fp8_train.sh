@@ -15,8 +15,9 @@
 #   gather    --fp8-param-gather: with one micro-batch a step the FP8 weights' bytes and scales are the run's
 #             without it, so the metrics are too (DP2 with per-parameter buckets, both runs' shards alike;
 #             one rank, whose optimizer casts chunk by chunk ahead of the forward); with two micro-batches a
-#             step the second reuses the step's bytes (Transformer Engine's): close, not equal; a resume
-#             bit for bit; Megatron's rule (the distributed optimizer) with its fix
+#             step the second reuses the step's bytes (Transformer Engine's): close, not equal; the FP8 copy
+#             inside the bf16 parameters' other half costs no memory and trains as in a buffer of its own
+#             (DP2; TP2 CP2 DP2); a resume bit for bit; Megatron's rule (the distributed optimizer) with its fix
 #   scratch   the FP8 scratch inside the logits buffer (the default where the logits hold it) trains bit for
 #             bit as with buffers of its own (TWINRUN_FP8_SCRATCH=own), with recomputation and at PP2 too,
 #             and leaves FP8's peak at bf16's plus the amax histories
@@ -142,10 +143,30 @@ gather)
     run $fp8 --use-distributed-optimizer --global-batch-size 2 --train-iters 6 --metrics-jsonl one.jsonl
     run $fp8 --use-distributed-optimizer --fp8-param-gather --global-batch-size 2 --train-iters 6 --metrics-jsonl oneg.jsonl
     same one.jsonl oneg.jsonl "one rank, one micro-batch a step: the FP8 gather changed the metrics"
+    peak() { grep -o "rank 0: weights .* device peak [0-9.]* MB" "$out" | grep -o "peak [0-9.]*"; }
     dp2 --global-batch-size 8 --train-iters 6 --metrics-jsonl acc.jsonl
+    p0=$(peak)
     dp2 --fp8-param-gather --global-batch-size 8 --train-iters 6 --metrics-jsonl accg.jsonl
+    # the FP8 copy lies in the other shard's half of each bucket's bf16 parameters: no memory of its own
+    # (the device peak is the run's without the flag), the bits of a copy in a buffer of its own (below)
+    has "rank 0: FP8 weights (--fp8-param-gather) 0\.[0-9]* MB inside the bf16 parameters .* and 0\.00 MB of their own"
+    [ "$(peak)" = "$p0" ] || fail "the FP8 copy inside the parameters moved the device $(peak) MB from $p0"
     [ "$(bits acc.jsonl)" != "$(bits accg.jsonl)" ] || fail "two micro-batches a step: the second recast its weights"
     losses_close acc.jsonl accg.jsonl
+    expect_rc 0 env WORLD_SIZE=2 TWINRUN_FP8_WEIGHTS=own "$bin/train_llama3" $model $fp8 --use-distributed-optimizer \
+        --fp8-param-gather --global-batch-size 8 --train-iters 6 --metrics-jsonl acco.jsonl
+    same accg.jsonl acco.jsonl "DP2: the FP8 copy inside the parameters trains otherwise than in a buffer of its own"
+    [ "$(peak)" != "$p0" ] || fail "a buffer of its own for the FP8 copy left the device peak as it was"
+    # four shards (TP2 CP2 DP2, sequence parallelism): the first and last shards' copies in the parameters
+    for w in params own; do
+        expect_rc 0 env WORLD_SIZE=8 TWINRUN_FP8_WEIGHTS=$w "$bin/train_llama3" $model $fp8 --use-distributed-optimizer \
+            --fp8-param-gather --tensor-model-parallel-size 2 --context-parallel-size 2 --sequence-parallel \
+            --global-batch-size 8 --train-iters 4 --metrics-jsonl cp_$w.jsonl
+    done
+    same cp_params.jsonl cp_own.jsonl "TP2 CP2 DP2: the FP8 copy inside the parameters trains otherwise than in its own buffer"
+    expect_rc 2 env TWINRUN_FP8_WEIGHTS=nowhere "$bin/train_llama3" $model $fp8 --use-distributed-optimizer \
+        --fp8-param-gather --train-iters 1
+    hasF "TWINRUN_FP8_WEIGHTS=nowhere: use params"
     dp2 --fp8-param-gather --train-iters 10 --metrics-jsonl full.jsonl
     dp2 --fp8-param-gather --train-iters 10 --save ck --save-interval 5 --exit-interval 5
     dp2 --fp8-param-gather --train-iters 10 --load ck --metrics-jsonl resumed.jsonl
