@@ -186,17 +186,17 @@ typedef struct llama_fp8 {
      * replace the bf16 ones. Where no half is free (one shard: the bucket is all the rank's; the middle
      * shard of an odd count; a copy that would break a weight's 16-byte alignment; or
      * TWINRUN_FP8_WEIGHTS=own), the bucket's copy lies in wq, a buffer of its own. */
-    uint8_t **wq_at; /* [nbuckets] */
-    uint8_t *wq;     /* [wq_len] the copies with no room in the parameters (NULL: none) */
+    uint8_t **wq_at;             /* [nbuckets] */
+    uint8_t *wq;                 /* [wq_len] the copies with no room in the parameters (NULL: none) */
     size_t wq_len, wq_in_params; /* bytes of copies in wq / inside the bf16 parameters */
     size_t qw_len;               /* bytes of the weight scratch qw (llama_fp8_cast_all stages chunks in it) */
-    float *wq_scale;        /* [2, nfwd] the forward scales and inverses the stored weights were cast with */
-    bool scratch_in_logits; /* the scratch lies in the output layer's logits buffer (llama_fp8_create) */
-    int slot;               /* the micro-batch whose scales the next quantisation uses */
-    bool record;            /* quantisations record their amax (not while recomputing) */
-    coll_comm *dp_cp_comm;  /* with tp_comm, the amax reduction group (TP x CP x DP); NULL: this rank alone */
-    char shape_note[640];   /* a GEMM shape Hopper's FP8 GEMMs refuse ("": none) */
-    float *host;            /* [2, max(nfwd, nbwd)] host staging of a pass's own amaxes and scales */
+    float *wq_scale;             /* [2, nfwd] the forward scales and inverses the stored weights were cast with */
+    bool scratch_in_logits;      /* the scratch lies in the output layer's logits buffer (llama_fp8_create) */
+    int slot;                    /* the micro-batch whose scales the next quantisation uses */
+    bool record;                 /* quantisations record their amax (not while recomputing) */
+    coll_comm *dp_cp_comm;       /* with tp_comm, the amax reduction group (TP x CP x DP); NULL: this rank alone */
+    char shape_note[640];        /* a GEMM shape Hopper's FP8 GEMMs refuse ("": none) */
+    float *host;                 /* [2, max(nfwd, nbwd)] host staging of a pass's own amaxes and scales */
     /* The largest spike this rank saw since the caller last cleared it: a pass's own amax of a tensor
      * (before the reduction) over what its scale allowed, >= LLAMA_FP8_SPIKE_RATIO (llama_fp8.c). */
     struct llama_fp8_spike {

@@ -143,7 +143,6 @@ static int place_copies(llama_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-
 /* Where the FP8 scratch may live without memory of its own: the output layer's logits [N, Vl] bf16, when
  * this rank computes them (the last stage) and holds one micro-batch at a time (one activation slot). The
  * logits are live only from the output layer's forward to its backward (which overwrites them with their
@@ -414,13 +413,13 @@ void llama_fp8_cast_all(llama_model *m) {
     for (int k = 0; k < m->nbuckets; k++) {
         if (!m->bucket_fp8[k]) continue;
         const size_t b = m->bucket_begin[k], e = m->bucket_begin[k + 1], n = e - b;
-        uint8_t *bf = (uint8_t *)m->params + 2 * b; /* the bucket's bf16 bytes [2n] */
+        uint8_t *bf = (uint8_t *)m->params + 2 * b;          /* the bucket's bf16 bytes [2n] */
         if (f->wq_at[k] < bf || f->wq_at[k] >= bf + 2 * n) { /* a buffer of its own */
             cast_weights(m, m->stream, b, e, NULL);
             continue;
         }
         const size_t at = (size_t)(f->wq_at[k] - bf); /* <= n: copy_in_params */
-        for (int up = 1; up >= 0; up--) /* [at, n) upwards, then [0, at) downwards */
+        for (int up = 1; up >= 0; up--)               /* [at, n) upwards, then [0, at) downwards */
             for (size_t done = 0, span = up ? n - at : at; done < span; done += chunk) {
                 const size_t len = span - done < chunk ? span - done : chunk;
                 const size_t i = up ? at + done : at - done - len; /* the chunk [i, i + len) of the bucket */

@@ -70,7 +70,8 @@ void train_memory_report_print(FILE *out, int rank, const tr_memory_report *r, d
         fprintf(out,
                 "[memory] rank %d: FP8 weights (--fp8-param-gather) %.2f MB inside the bf16 parameters (the bytes of "
                 "the other optimizer shards' halves of their buckets) and %.2f MB of their own (one byte for each "
-                "FP8 layer's weight element where no half is free: one shard, or the middle one of an odd count)\n",
+                "FP8 layer's weight element where no half is free and aligned: one shard, or the middle one of an odd "
+                "count)\n",
                 rank, r->fp8_weights_in_params / MB, r->fp8_weights / MB);
     if (r->nbuckets > 1) /* Megatron's DDP logs its buckets too */
         fprintf(out,

@@ -12,10 +12,10 @@
 #include "twinrun/config.h"
 
 typedef struct tr_memory_report {
-    size_t weights;     /* compute copy + fp32 master (its shard with the distributed optimizer in bf16) */
-    size_t gradients;   /* gradient buffer */
-    size_t optimizer;   /* Adam moments (their shard with the distributed optimizer) */
-    size_t params;      /* this rank's parameters */
+    size_t weights;               /* compute copy + fp32 master (its shard with the distributed optimizer in bf16) */
+    size_t gradients;             /* gradient buffer */
+    size_t optimizer;             /* Adam moments (their shard with the distributed optimizer) */
+    size_t params;                /* this rank's parameters */
     size_t fp8_weights;           /* --fp8-param-gather's FP8 copy in a buffer of its own (bytes; 0 without) */
     size_t fp8_weights_in_params; /* ... and inside the bf16 parameters' dead halves (bytes, no memory of its own) */
     /* twinrun's static bytes per parameter (optimizer.h): act + grad + state / dp, state being 12 (fp32
