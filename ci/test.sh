@@ -22,6 +22,7 @@
 # TWINRUN_FUZZ_SECONDS (default 10) sets the time per fuzz target: a smoke run over the kept corpus (the
 # million-execution runs: docs/benchmarks.md, "Fuzz targets").
 # TWINRUN_SKIP="valgrind coverage ..." skips stages by name for a quick local loop.
+# TWINRUN_TEST_TREE_MIB (default 800): what a stage's tests may leave in its build tree (test_tree_size).
 # `ci/test.sh --quick` (`make test-quick`): the inner loop, a few minutes — the architecture check, the
 # gcc build and its tests less those labelled `heavy` or `slow` (tests/CMakeLists.txt); not what CI runs.
 set -uo pipefail
